@@ -1,0 +1,249 @@
+"""Checkpoint files: safetensors tensors plus JSON metadata. No pickle, ever.
+
+Layout of a file:
+  tensors   model.<parameter or buffer name>          the weights (float32/float16/bfloat16)
+            train.<...>                                optional resumable training state
+  metadata  format, format_version, minitx_version, model_config, task, training (summary),
+            and with training state: train_config, trainer
+
+A file is untrusted input: everything is checked before a model is built from it, and every
+problem becomes a CheckpointError whose message is one sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save as safetensors_bytes
+
+from core import __version__
+from core.config import ModelConfig
+from core.model import Seq2Seq
+from core.tasks import Task, task_from_dict
+
+FORMAT = "minitx-checkpoint"
+FORMAT_VERSION = 1
+MAX_HEADER_BYTES = 16 * 1024 * 1024  # a real header is a few KB; refuse to parse a giant one
+FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be read or written; str(e) is one sentence for a person."""
+
+
+@dataclass
+class Checkpoint:
+    model: Seq2Seq
+    model_config: ModelConfig
+    task: Task
+    summary: dict[str, Any]  # training summary: steps, loss, accuracy, seed, seconds, ...
+    metadata: dict[str, str]  # everything in the file's header metadata
+    path: Path | None = None
+    train_state: dict[str, torch.Tensor] = field(default_factory=dict)  # "train." tensors
+    dtype: str = "float32"
+
+    @property
+    def resumable(self) -> bool:
+        return bool(self.train_state) and "train_config" in self.metadata
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: Seq2Seq,
+    task: Task,
+    summary: dict[str, Any] | None = None,
+    train_state: dict[str, torch.Tensor] | None = None,
+    extra_metadata: dict[str, str] | None = None,
+    dtype: str = "float32",
+) -> Path:
+    """Atomically write a checkpoint; returns its path. Raises CheckpointError."""
+    if dtype not in FLOAT_DTYPES:
+        raise CheckpointError(f"unknown dtype {dtype!r}; use one of {', '.join(FLOAT_DTYPES)}")
+    tensors = {
+        f"model.{name}": t.detach().to("cpu", FLOAT_DTYPES[dtype]).contiguous()
+        for name, t in model.state_dict().items()
+    }
+    for name, t in (train_state or {}).items():
+        tensors[f"train.{name}"] = t.detach().cpu().contiguous()
+    metadata = {
+        "format": FORMAT,
+        "format_version": str(FORMAT_VERSION),
+        "minitx_version": __version__,
+        "model_config": json.dumps(model.cfg.to_dict()),
+        "task": json.dumps(task.to_dict()),
+        "training": json.dumps(summary or {}),
+        **(extra_metadata or {}),
+    }
+    return write_atomic(Path(path), safetensors_bytes(tensors, metadata=metadata))
+
+
+def write_atomic(path: Path, data: bytes) -> Path:
+    """Temporary file in the same folder, fsync, rename over the target: a crash at any moment
+    leaves either the old file or the new one, never a half-written one."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise CheckpointError(f"cannot write {path}: it is a directory")
+    if not folder.is_dir():
+        raise CheckpointError(f"cannot write {path}: folder {folder} does not exist")
+    tmp_name = None
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+        tmp_name = None
+        _fsync_dir(folder)
+    except OSError as e:
+        raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except OSError:
+                pass
+    return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_raw(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Read tensors and metadata of any safetensors file, with one clear error for bad files."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"no such file: {path}")
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a directory, not a checkpoint file")
+    if not os.access(path, os.R_OK):
+        raise CheckpointError(f"cannot read {path}: permission denied")
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:
+        raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
+    if size < 8 or len(head) < 8:
+        raise CheckpointError(f"{path} is not a safetensors file (it is {size} bytes long)")
+    (header_len,) = struct.unpack("<Q", head)
+    if header_len > MAX_HEADER_BYTES or header_len > size - 8:
+        raise CheckpointError(f"{path} is not a safetensors file, or it is truncated or corrupt")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = dict(f.metadata() or {})
+            tensors = {name: f.get_tensor(name) for name in f.keys()}
+    except Exception as e:  # the Rust parser raises its own types; all mean "corrupt"
+        reason = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        raise CheckpointError(f"{path} is not a valid safetensors file ({reason})") from None
+    return tensors, metadata
+
+
+def _json_field(metadata: dict[str, str], key: str, path: Path) -> Any:
+    if key not in metadata:
+        raise CheckpointError(f"{path} has no {key!r} metadata; it was not written by minitx")
+    try:
+        return json.loads(metadata[key])
+    except (ValueError, TypeError):
+        raise CheckpointError(f"{path} has malformed {key!r} metadata (not JSON)") from None
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+    """Rebuild the model from the file alone. Raises CheckpointError for anything wrong."""
+    path = Path(path)
+    tensors, metadata = read_raw(path)
+    if metadata.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is a safetensors file but not a minitx checkpoint")
+    version = metadata.get("format_version", "")
+    if version != str(FORMAT_VERSION):
+        raise CheckpointError(
+            f"{path} has checkpoint format version {version!r}; this minitx reads {FORMAT_VERSION}"
+        )
+    try:
+        cfg = ModelConfig.from_dict(_json_field(metadata, "model_config", path))
+        task_info = _json_field(metadata, "task", path)
+        task = task_from_dict(task_info)
+    except CheckpointError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise CheckpointError(f"{path} has invalid metadata: {e}") from None
+    summary = _json_field(metadata, "training", path)
+    if not isinstance(summary, dict):
+        raise CheckpointError(f"{path} has invalid 'training' metadata (not an object)")
+
+    weights = {k[len("model.") :]: t for k, t in tensors.items() if k.startswith("model.")}
+    train_state = {k[len("train.") :]: t for k, t in tensors.items() if k.startswith("train.")}
+    unknown = sorted(k for k in tensors if not k.startswith(("model.", "train.")))
+    if unknown:
+        raise CheckpointError(f"{path} holds an unexpected tensor {unknown[0]!r}")
+    dtype = _check_weights(weights, cfg, path)
+
+    model = Seq2Seq(cfg)
+    model.load_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
+    model.to(device).eval()
+    return Checkpoint(model, cfg, task, summary, metadata, path, train_state, dtype)
+
+
+def _check_weights(weights: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) -> str:
+    """Names, shapes, dtypes and finiteness against the config, before allocating a model.
+
+    The expected shapes come from a model on the meta device, which costs no memory even if the
+    config claims an enormous width."""
+    with torch.device("meta"):
+        expected = {k: tuple(t.shape) for k, t in Seq2Seq(cfg).state_dict().items()}
+    missing = sorted(set(expected) - set(weights))
+    if missing:
+        raise CheckpointError(f"{path} is missing tensor {'model.' + missing[0]!r} for its config")
+    extra = sorted(set(weights) - set(expected))
+    if extra:
+        raise CheckpointError(f"{path} has tensor {'model.' + extra[0]!r} that its config does not use")
+    dtypes = set()
+    for name, shape in expected.items():
+        t = weights[name]
+        if tuple(t.shape) != shape:
+            raise CheckpointError(
+                f"{path}: tensor model.{name} has shape {tuple(t.shape)}, its config needs {shape}"
+            )
+        if t.dtype not in FLOAT_DTYPES.values():
+            raise CheckpointError(f"{path}: tensor model.{name} has dtype {t.dtype}, not a float")
+        if not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{path}: tensor model.{name} holds NaN or infinite values")
+        dtypes.add(t.dtype)
+    names = {v: k for k, v in FLOAT_DTYPES.items()}
+    return "+".join(sorted(names[d] for d in dtypes))
+
+
+def describe_size(path: Path) -> str:
+    size = path.stat().st_size
+    if size < 1024:
+        return f"{size} B"
+    units = ["KB", "MB", "GB"]
+    exponent = min(len(units), int(math.log(size, 1024)))
+    return f"{size / 1024**exponent:.1f} {units[exponent - 1]}"

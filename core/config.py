@@ -1,0 +1,205 @@
+"""Model and training configuration: validated dataclasses that round-trip through plain dicts.
+
+Both go into checkpoint metadata as JSON, so every field is a plain int/float/str.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+NORMS = ("post", "pre")
+ACTIVATIONS = ("relu", "gelu")
+ATTENTIONS = ("explicit", "fused")
+DEVICES = ("auto", "cpu", "cuda")
+SCHEDULES = ("flat", "cosine")
+
+
+def _require(condition: bool, field_name: str, message: str) -> None:
+    if not condition:
+        raise ValueError(f"{field_name}: {message}")
+
+
+def _positive_int(obj: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        _require(
+            isinstance(value, int) and not isinstance(value, bool) and value > 0,
+            name,
+            f"must be a positive integer, got {value!r}",
+        )
+
+
+def _choice(obj: Any, name: str, choices: tuple[str, ...]) -> None:
+    value = getattr(obj, name)
+    _require(value in choices, name, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+class _DictMixin:
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        if not isinstance(data, dict):
+            raise ValueError(f"{cls.__name__}: expected a mapping, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{unknown[0]}: unknown {cls.__name__} field")
+        return cls(**data)
+
+    def replace(self, **changes: Any):
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class ModelConfig(_DictMixin):
+    """The encoder-decoder's shape. Defaults are the reference model (SPEC §2): 235,981 params."""
+
+    vocab_size: int = 13  # source and target share the task's vocabulary
+    pad_id: int = 10  # embedding rows for PAD stay zero (padding_idx)
+    d_model: int = 64  # width of every residual stream; must be even (sinusoidal PE)
+    n_heads: int = 4  # d_model must divide evenly into heads (d_k = d_model / n_heads)
+    d_ff: int = 256  # hidden width of each feed-forward block
+    n_encoder_layers: int = 2
+    n_decoder_layers: int = 2
+    dropout: float = 0.1
+    max_len: int = 64  # longest sequence the positional table covers (target includes SOS/EOS)
+    norm: str = "post"  # "post": x = LN(x + f(x)); "pre": x = x + f(LN(x)) plus final LayerNorms
+    activation: str = ""  # "relu" | "gelu"; empty means the norm's default (post: relu, pre: gelu)
+    attention: str = "explicit"  # "explicit" (returns weights) | "fused" (scaled_dot_product_attention)
+    scale_attention: bool = True  # False is a deliberate bug (no 1/sqrt(d_k)) for the doctor
+    swap_cross_attention: bool = False  # True is a deliberate bug: K/V from the decoder
+    causal_mask: bool = True  # False is a deliberate bug: the decoder sees future tokens
+
+    def __post_init__(self) -> None:
+        _positive_int(self, "vocab_size", "d_model", "n_heads", "d_ff", "max_len")
+        _positive_int(self, "n_encoder_layers", "n_decoder_layers")
+        _require(self.d_model % 2 == 0, "d_model", f"must be even, got {self.d_model}")
+        _require(
+            self.d_model % self.n_heads == 0,
+            "d_model",
+            f"{self.d_model} is not divisible by n_heads={self.n_heads}",
+        )
+        _require(
+            isinstance(self.pad_id, int) and 0 <= self.pad_id < self.vocab_size,
+            "pad_id",
+            f"must be a token id below vocab_size={self.vocab_size}, got {self.pad_id!r}",
+        )
+        _require(
+            isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0,
+            "dropout",
+            f"must be in [0, 1), got {self.dropout!r}",
+        )
+        _choice(self, "norm", NORMS)
+        if not self.activation:
+            object.__setattr__(self, "activation", "relu" if self.norm == "post" else "gelu")
+        _choice(self, "activation", ACTIVATIONS)
+        _choice(self, "attention", ATTENTIONS)
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass(frozen=True)
+class TrainConfig(_DictMixin):
+    """How to train. Defaults are the reference recipe of SPEC §5."""
+
+    task: str = "reverse"
+    min_len: int = 4  # source lengths drawn uniformly from [min_len, max_len]
+    max_len: int = 10
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.98
+    eps: float = 1e-9
+    warmup: int = 400  # linear warmup steps, then the schedule
+    schedule: str = "flat"  # "flat" after warmup, or "cosine" decay to 10% of lr at `steps`
+    clip_grad_norm: float = 1.0
+    seed: int = 0
+    device: str = "auto"  # "auto" = CUDA when available, else CPU
+    eval_every: int = 500  # held-out exact-match evaluation period (0 = never)
+    eval_size: int = 500
+    bug: str = ""  # a deliberate bug preset from core.bugs (empty = none)
+
+    def __post_init__(self) -> None:
+        _positive_int(self, "min_len", "max_len", "steps", "batch_size", "eval_size")
+        _require(
+            self.min_len <= self.max_len,
+            "min_len",
+            f"min_len={self.min_len} is larger than max_len={self.max_len}",
+        )
+        for name in ("lr", "eps", "clip_grad_norm"):
+            value = getattr(self, name)
+            _require(
+                isinstance(value, (int, float)) and value > 0,
+                name,
+                f"must be a positive number, got {value!r}",
+            )
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            _require(
+                isinstance(value, (int, float)) and 0 <= value < 1,
+                name,
+                f"must be in [0, 1), got {value!r}",
+            )
+        for name in ("warmup", "eval_every", "seed"):
+            value = getattr(self, name)
+            _require(
+                isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                name,
+                f"must be a non-negative integer, got {value!r}",
+            )
+        _choice(self, "schedule", SCHEDULES)
+        from core.bugs import BUGS
+
+        _require(
+            self.bug == "" or self.bug in BUGS,
+            "bug",
+            f"must be one of {', '.join(BUGS)}; got {self.bug!r}",
+        )
+        _choice(self, "device", DEVICES)
+        from core.tasks import TASKS  # local import: tasks imports nothing from config
+
+        _require(
+            self.task in TASKS, "task", f"must be one of {', '.join(TASKS)}; got {self.task!r}"
+        )
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate for 1-based `step`: linear warmup, then flat or cosine."""
+        if self.warmup and step <= self.warmup:
+            return self.lr * step / self.warmup
+        if self.schedule == "flat":
+            return self.lr
+        import math
+
+        span = max(1, self.steps - self.warmup)
+        progress = min(1.0, (step - self.warmup) / span)
+        return self.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named pair of configs: how a model is shaped and trained."""
+
+    name: str
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+def reference_recipe() -> Recipe:
+    """SPEC §5 exactly: post-norm, explicit attention, dropout 0.1, batch 64, warmup 400, flat."""
+    return Recipe("reference", ModelConfig(), TrainConfig())
+
+
+RECIPES = {"reference": reference_recipe}
+
+
+def recipe(name: str) -> Recipe:
+    if name not in RECIPES:
+        raise ValueError(f"recipe: must be one of {', '.join(RECIPES)}; got {name!r}")
+    return RECIPES[name]()

@@ -1,0 +1,366 @@
+"""The encoder-decoder Transformer: masks, attention, post-/pre-norm layers and the Seq2Seq model.
+
+Shapes: B batch, S source length, T target length, h heads, d d_model, k d_k = d / h.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.config import ModelConfig
+
+# ---------------------------------------------------------------------------------------------
+# Masks (True = this key may be attended to). Always built from the tensors at hand, never cached:
+# reusing a mask made for another length is a classic bug.
+
+
+def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """(B, S) -> (B, 1, 1, S): True where the key is a real token."""
+    return (tokens != pad_id)[:, None, None, :]
+
+
+def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor:
+    """-> (1, 1, T, T): lower-triangular, query i may see keys 0..i."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
+
+
+def target_mask(tgt: torch.Tensor, pad_id: int, causal: bool = True) -> torch.Tensor:
+    """(B, T) -> (B, 1, T, T): padding AND causal."""
+    mask = padding_mask(tgt, pad_id)  # (B, 1, 1, T)
+    if causal:
+        mask = mask & causal_mask(tgt.shape[1], tgt.device)
+    return mask
+
+
+def masked_fill_value(dtype: torch.dtype) -> float:
+    """A large finite negative for masked scores: -1e9, or half the most negative float16 value.
+
+    Finite so a fully masked row softmaxes to uniform instead of NaN; halved so adding a score
+    to it cannot overflow float16 to -inf.
+    """
+    return max(-1e9, torch.finfo(dtype).min / 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    dropout: float = 0.0,
+    scale: bool = True,
+    fused: bool = False,
+    need_weights: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """softmax(q k^T / sqrt(d_k)) v over the key axis.
+
+    q (B, h, Tq, k), k/v (B, h, Tk, k), mask broadcastable to (B, h, Tq, Tk), True = allowed.
+    Returns the output (B, h, Tq, k) and, when asked, the weights (B, h, Tq, Tk) before dropout.
+    The fused path (scaled_dot_product_attention) is used only when weights are not needed.
+    """
+    fill = masked_fill_value(q.dtype)
+    if fused and not need_weights:
+        bias = None
+        if mask is not None:
+            bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, fill)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias, dropout_p=dropout, scale=None if scale else 1.0
+        )
+        return out, None
+    scores = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk)
+    if scale:
+        scores = scores / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, fill)
+    weights = scores.softmax(dim=-1)
+    dropped = F.dropout(weights, p=dropout, training=dropout > 0)
+    return dropped @ v, (weights if need_weights else None)
+
+
+class MultiHeadAttention(nn.Module):
+    """Four d x d linears with bias (Q, K, V, output): 4d^2 + 4d parameters."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.n_heads = cfg.n_heads
+        self.dropout = cfg.dropout
+        self.fused = cfg.attention == "fused"
+        self.scale = cfg.scale_attention
+        self.q_proj = nn.Linear(d, d)
+        self.k_proj = nn.Linear(d, d)
+        self.v_proj = nn.Linear(d, d)
+        self.out_proj = nn.Linear(d, d)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        return x.view(B, T, self.n_heads, d // self.n_heads).transpose(1, 2)  # (B, h, T, k)
+
+    def keys_values(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, T, d) -> K, V each (B, h, T, k); computed once per memory when decoding."""
+        return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
+
+    def forward(
+        self,
+        query: torch.Tensor,  # (B, Tq, d)
+        keys_values: tuple[torch.Tensor, torch.Tensor],  # from keys_values()
+        mask: torch.Tensor | None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        q = self.split_heads(self.q_proj(query))  # (B, h, Tq, k)
+        k, v = keys_values
+        out, weights = attention(
+            q,
+            k,
+            v,
+            mask,
+            dropout=self.dropout if self.training else 0.0,
+            scale=self.scale,
+            fused=self.fused,
+            need_weights=need_weights,
+        )
+        B, h, Tq, dk = out.shape
+        out = out.transpose(1, 2).reshape(B, Tq, h * dk)  # (B, Tq, d)
+        return self.out_proj(out), weights
+
+
+def feed_forward(cfg: ModelConfig) -> nn.Sequential:
+    activation = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
+    return nn.Sequential(
+        nn.Linear(cfg.d_model, cfg.d_ff),
+        activation,
+        nn.Dropout(cfg.dropout),
+        nn.Linear(cfg.d_ff, cfg.d_model),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Layers
+
+
+class Residual(nn.Module):
+    """One sublayer connection: post-norm LN(x + Drop(f(x))) or pre-norm x + Drop(f(LN(x)))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pre = cfg.norm == "pre"
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the sublayer reads: x itself (post-norm) or LN(x) (pre-norm)."""
+        return self.norm(x) if self.pre else x
+
+    def output(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop(sublayer_out)
+        return x if self.pre else self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg)
+        self.ff = feed_forward(cfg)
+        self.attn_res = Residual(cfg)
+        self.ff_res = Residual(cfg)
+
+    def forward(self, x, mask, need_weights=False):
+        h = self.attn_res.input(x)
+        a, weights = self.self_attn(h, self.self_attn.keys_values(h), mask, need_weights)
+        x = self.attn_res.output(x, a)
+        x = self.ff_res.output(x, self.ff(self.ff_res.input(x)))
+        return x, weights
+
+
+@dataclass
+class LayerCache:
+    """Per decoder layer, during incremental decoding: K/V of every position so far."""
+
+    self_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # each (B, h, t, k), grows
+    cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # each (B, h, S, k), fixed
+
+
+def _append(kv, new):
+    if kv is None:
+        return new
+    return torch.cat([kv[0], new[0]], dim=2), torch.cat([kv[1], new[1]], dim=2)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg)
+        self.cross_attn = MultiHeadAttention(cfg)
+        self.ff = feed_forward(cfg)
+        self.self_res = Residual(cfg)
+        self.cross_res = Residual(cfg)
+        self.ff_res = Residual(cfg)
+        self.swap_cross = cfg.swap_cross_attention
+
+    def forward(self, y, memory, src_mask, tgt_mask, need_weights=False, cache=None):
+        """y (B, T, d) decoder stream; memory (B, S, d). With a cache, y holds only the new
+        positions and their keys/values are appended to the cache; tgt_mask then covers just
+        the new queries over all positions so far."""
+        h = self.self_res.input(y)
+        self_kv = self.self_attn.keys_values(h)
+        if cache is not None:
+            self_kv = cache.self_kv = _append(cache.self_kv, self_kv)
+        a, self_w = self.self_attn(h, self_kv, tgt_mask, need_weights)
+        y = self.self_res.output(y, a)
+
+        h = self.cross_res.input(y)
+        if self.swap_cross:  # deliberate bug: keys/values from the decoder, not the encoder
+            cross_kv, cross_mask = self.cross_attn.keys_values(h), tgt_mask
+            if cache is not None:
+                cross_kv = cache.cross_kv = _append(cache.cross_kv, cross_kv)
+        else:
+            cross_mask = src_mask
+            if cache is not None and cache.cross_kv is not None:
+                cross_kv = cache.cross_kv
+            else:
+                cross_kv = self.cross_attn.keys_values(memory)
+                if cache is not None:
+                    cache.cross_kv = cross_kv
+        a, cross_w = self.cross_attn(h, cross_kv, cross_mask, need_weights)
+        y = self.cross_res.output(y, a)
+        y = self.ff_res.output(y, self.ff(self.ff_res.input(y)))
+        return y, self_w, cross_w
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    """(max_len, d): PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same)."""
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (L, 1)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq)
+    return table
+
+
+@dataclass
+class AttentionMaps:
+    """Weights per layer, each (B, h, T_query, T_key); rows sum to one over allowed keys."""
+
+    encoder_self: list[torch.Tensor] = field(default_factory=list)  # (B, h, S, S)
+    decoder_self: list[torch.Tensor] = field(default_factory=list)  # (B, h, T, T)
+    cross: list[torch.Tensor] = field(default_factory=list)  # (B, h, T, S)
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.src_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
+        self.tgt_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
+        self.register_buffer("positional", sinusoidal_table(cfg.max_len, d))  # (max_len, d)
+        self.embed_drop = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
+        pre = cfg.norm == "pre"
+        self.encoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
+        self.generator = nn.Linear(d, cfg.vocab_size)
+        self.use_positions = True  # False only for the permutation-equivariance check
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        with torch.no_grad():  # xavier overwrote the PAD rows; keep them zero as padding_idx says
+            self.src_embed.weight[self.cfg.pad_id].zero_()
+            self.tgt_embed.weight[self.cfg.pad_id].zero_()
+
+    def embed(self, tokens: torch.Tensor, table: nn.Embedding, offset: int = 0) -> torch.Tensor:
+        """(B, T) -> (B, T, d): token * sqrt(d) + position (positions offset.. offset+T-1)."""
+        T = tokens.shape[1]
+        if offset + T > self.cfg.max_len:
+            raise ValueError(
+                f"sequence of length {offset + T} exceeds the model's max_len={self.cfg.max_len}"
+            )
+        x = table(tokens) * math.sqrt(self.cfg.d_model)
+        if self.use_positions:
+            x = x + self.positional[offset : offset + T]
+        return self.embed_drop(x)
+
+    def encode(self, src: torch.Tensor, maps: AttentionMaps | None = None):
+        """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S)."""
+        src_mask = padding_mask(src, self.cfg.pad_id)
+        x = self.embed(src, self.src_embed)
+        for layer in self.encoder:
+            x, w = layer(x, src_mask, need_weights=maps is not None)
+            if maps is not None:
+                maps.encoder_self.append(w)
+        return self.encoder_norm(x), src_mask
+
+    def decode(self, tgt_in, memory, src_mask, maps: AttentionMaps | None = None):
+        """(B, T) decoder input -> logits (B, T, V)."""
+        tgt_mask = target_mask(tgt_in, self.cfg.pad_id, causal=self.causal)
+        y = self.embed(tgt_in, self.tgt_embed)
+        for layer in self.decoder:
+            y, self_w, cross_w = layer(y, memory, src_mask, tgt_mask, need_weights=maps is not None)
+            if maps is not None:
+                maps.decoder_self.append(self_w)
+                maps.cross.append(cross_w)
+        return self.generator(self.decoder_norm(y))
+
+    @property
+    def causal(self) -> bool:
+        return self.cfg.causal_mask
+
+    def forward(self, src, tgt_in, return_attention: bool = False):
+        """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, AttentionMaps]."""
+        maps = AttentionMaps() if return_attention else None
+        memory, src_mask = self.encode(src, maps)
+        logits = self.decode(tgt_in, memory, src_mask, maps)
+        return (logits, maps) if return_attention else logits
+
+    def new_cache(self) -> list[LayerCache]:
+        return [LayerCache() for _ in self.decoder]
+
+    def decode_step(self, new_tokens, position, memory, src_mask, cache, maps=None):
+        """Incremental decoding: new_tokens (B, 1) at `position`, K/V of earlier positions from
+        `cache` -> logits (B, V). Attention rows (B, h, 1, keys) go into `maps` if given."""
+        y = self.embed(new_tokens, self.tgt_embed, offset=position)  # (B, 1, d)
+        for layer, layer_cache in zip(self.decoder, cache):
+            # The one new query may see every cached position: no mask needed for self-attention.
+            y, self_w, cross_w = layer(y, memory, src_mask, None, maps is not None, layer_cache)
+            if maps is not None:
+                maps.decoder_self.append(self_w)
+                maps.cross.append(cross_w)
+        return self.generator(self.decoder_norm(y))[:, -1]
+
+
+def parameter_breakdown(model: Seq2Seq) -> dict[str, int]:
+    """Parameter counts per component, in the order of SPEC §2's table."""
+    groups = {"embeddings": 0, "encoder layers": 0, "decoder layers": 0, "final norms": 0, "output": 0}
+    for name, p in model.named_parameters():
+        top = name.split(".")[0]
+        key = {
+            "src_embed": "embeddings",
+            "tgt_embed": "embeddings",
+            "encoder": "encoder layers",
+            "decoder": "decoder layers",
+            "encoder_norm": "final norms",
+            "decoder_norm": "final norms",
+            "generator": "output",
+        }[top]
+        groups[key] += p.numel()
+    if not groups["final norms"]:
+        del groups["final norms"]
+    groups["total"] = sum(groups.values())
+    return groups

@@ -1,0 +1,257 @@
+"""Training: a Trainer that runs one step at a time and knows nothing about any UI.
+
+Everything needed to continue a run lives in `state_tensors()` (weights, Adam moments, step,
+RNG states), so stopping at step k and resuming reproduces the uninterrupted run bit for bit
+on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from core import __version__
+from core.bugs import apply_bug
+from core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from core.config import ModelConfig, TrainConfig
+from core.decode import exact_match, greedy_decode
+from core.model import Seq2Seq
+from core.tasks import PAD, Batch, CopyTask, get_task
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or gradient became NaN/inf; the model keeps its last good weights."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device: cuda was asked for but no CUDA GPU is available")
+    return torch.device(name)
+
+
+@dataclass(frozen=True)
+class StepStats:
+    step: int
+    loss: float
+    grad_norm: float
+    lr: float
+    examples_per_s: float
+    seconds: float  # wall-clock training time so far (evaluation excluded)
+    accuracy: float | None = None  # held-out exact match, on evaluation steps only
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if v is not None}
+        return d
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    accuracy: float
+    n: int
+    by_length: dict[int, float] = field(default_factory=dict)
+
+
+def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,
+             min_len: int | None = None, max_len: int | None = None) -> EvalResult:
+    """Exact-match accuracy of greedy decoding on n fresh sequences from `seed`."""
+    generator = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    correct, lengths = [], []
+    remaining = n
+    while remaining > 0:
+        size = min(batch_size, remaining)
+        batch = task.batch(size, generator, min_len, max_len)
+        generated = greedy_decode(model, batch.src.to(device))
+        correct.append(exact_match(generated.cpu(), batch.labels))
+        lengths.append(batch.lengths)
+        remaining -= size
+    ok, lens = torch.cat(correct), torch.cat(lengths)
+    by_length = {int(L): float(ok[lens == L].float().mean()) for L in lens.unique()}
+    return EvalResult(float(ok.float().mean()), n, by_length)
+
+
+class Trainer:
+    def __init__(self, model_cfg: ModelConfig | None = None, train_cfg: TrainConfig | None = None):
+        model_cfg, train_cfg = apply_bug(model_cfg or ModelConfig(), train_cfg or TrainConfig())
+        self.model_cfg, self.cfg = model_cfg, train_cfg
+        self.device = resolve_device(train_cfg.device)
+        self.task = get_task(train_cfg.task, train_cfg.min_len, train_cfg.max_len)
+        if model_cfg.max_len < train_cfg.max_len + 2:
+            raise ValueError(
+                f"max_len: the model's max_len={model_cfg.max_len} cannot hold sources of "
+                f"{train_cfg.max_len} tokens plus SOS/EOS"
+            )
+        # The "no-reverse" bug: targets made by copying while the task still says reverse.
+        self._data_task = CopyTask(train_cfg.min_len, train_cfg.max_len) if train_cfg.bug == "no-reverse" else self.task
+        torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
+        self.model = Seq2Seq(model_cfg).to(self.device)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
+            eps=train_cfg.eps,
+        )
+        self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
+        self.step_count = 0
+        self.seconds = 0.0
+        self.last_loss: float | None = None
+        self.last_accuracy: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.step_count >= self.cfg.steps
+
+    def next_batch(self) -> Batch:
+        return self._data_task.batch(self.cfg.batch_size, self.data_generator)
+
+    def train_step(self) -> StepStats:
+        """One optimiser step on a fresh batch. Raises TrainingDiverged before applying a
+        non-finite update, so the weights stay at the last good state."""
+        start = time.perf_counter()
+        step = self.step_count + 1
+        lr = self.cfg.lr_at(step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        batch = self.next_batch()
+        src = batch.src.to(self.device, non_blocking=True)
+        tgt = batch.tgt.to(self.device, non_blocking=True)
+        labels = tgt[:, 1:]  # (B, T)
+        decoder_input = labels if self.cfg.bug == "no-shift" else tgt[:, :-1]  # shifted right
+        self.model.train()
+        logits = self.model(src, decoder_input)  # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=PAD)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm)
+        loss_value, norm_value = float(loss.detach()), float(grad_norm)
+        if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingDiverged(
+                f"training diverged at step {step}: loss {loss_value:.4g}, grad norm "
+                f"{norm_value:.4g} (try a lower learning rate); the last good weights are kept"
+            )
+        self.optimizer.step()
+        elapsed = time.perf_counter() - start
+        self.step_count = step
+        self.seconds += elapsed
+        self.last_loss = loss_value
+        accuracy = None
+        if self.cfg.eval_every and (step % self.cfg.eval_every == 0 or step == self.cfg.steps):
+            accuracy = self.evaluate().accuracy
+        return StepStats(step, loss_value, norm_value, lr, self.cfg.batch_size / elapsed,
+                         self.seconds, accuracy)
+
+    def evaluate(self, n: int | None = None, seed: int | None = None) -> EvalResult:
+        """Held-out exact match on fresh sequences (a stream separate from training data)."""
+        result = evaluate(self.model, self.task, n or self.cfg.eval_size,
+                          seed=self.cfg.seed + 1_000_003 if seed is None else seed)
+        self.last_accuracy = result.accuracy
+        return result
+
+    def run(self, callback: Callable[[StepStats], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> StepStats | None:
+        """Train until cfg.steps (or should_stop() is true); returns the last step's stats."""
+        stats = None
+        while not self.done:
+            if should_stop is not None and should_stop():
+                break
+            stats = self.train_step()
+            if callback is not None:
+                callback(stats)
+        return stats
+
+    # -- saving and resuming -------------------------------------------------------------------
+    def summary(self) -> dict:
+        return {
+            "steps": self.step_count,
+            "loss": self.last_loss,
+            "accuracy": self.last_accuracy,
+            "seed": self.cfg.seed,
+            "seconds": round(self.seconds, 3),
+            "bug": self.cfg.bug,
+            "minitx_version": __version__,
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Everything beyond the weights that resuming needs, as plain tensors."""
+        state: dict[str, torch.Tensor] = {
+            "rng.torch_cpu": torch.get_rng_state(),
+            "rng.data": self.data_generator.get_state(),
+        }
+        if self.device.type == "cuda":
+            state["rng.cuda"] = torch.cuda.get_rng_state(self.device)
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        for p, s in self.optimizer.state.items():
+            for key, value in s.items():
+                state[f"optim.{names[id(p)]}.{key}"] = torch.as_tensor(value)
+        return state
+
+    def save(self, path, resumable: bool = True):
+        """Atomic save; with resumable, the file carries what resume() needs."""
+        extra = {}
+        if resumable:
+            extra = {
+                "train_config": json.dumps(self.cfg.to_dict()),
+                "trainer": json.dumps({"step": self.step_count, "seconds": self.seconds,
+                                       "last_loss": self.last_loss, "last_accuracy": self.last_accuracy}),
+            }
+        return save_checkpoint(path, self.model, self.task, self.summary(),
+                               self.state_tensors() if resumable else None, extra)
+
+    @classmethod
+    def resume(cls, path, train_cfg: TrainConfig | None = None) -> Trainer:
+        """Continue a run from a resumable checkpoint. A train_cfg, if given, must match the
+        saved one except for `steps`, `device`, `eval_every` and `eval_size`."""
+        ckpt = load_checkpoint(path)
+        if not ckpt.resumable:
+            raise CheckpointError(f"{path} holds no training state; it cannot be resumed")
+        try:
+            saved_cfg = TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
+            trainer_info = json.loads(ckpt.metadata.get("trainer", "{}"))
+        except (ValueError, TypeError) as e:
+            raise CheckpointError(f"{path} has invalid training metadata: {e}") from None
+        if train_cfg is not None:
+            free = {"steps", "device", "eval_every", "eval_size"}
+            mismatched = [k for k, v in saved_cfg.to_dict().items()
+                          if k not in free and getattr(train_cfg, k) != v]
+            if mismatched:
+                k = mismatched[0]
+                raise CheckpointError(
+                    f"cannot resume {path}: its {k} is {getattr(saved_cfg, k)!r}, "
+                    f"the run asks for {getattr(train_cfg, k)!r}"
+                )
+            saved_cfg = saved_cfg.replace(**{k: getattr(train_cfg, k) for k in free})
+        # The saved model config already has the bug's effects applied; apply_bug is idempotent.
+        trainer = cls(ckpt.model_config, saved_cfg)
+        trainer._load_state(ckpt, trainer_info)
+        return trainer
+
+    def _load_state(self, ckpt: Checkpoint, info: dict) -> None:
+        self.model.load_state_dict(ckpt.model.state_dict())
+        state = ckpt.train_state
+        try:
+            params = dict(self.model.named_parameters())
+            optim_state = {}
+            for key, value in state.items():
+                if not key.startswith("optim."):
+                    continue
+                name, field_name = key[len("optim."):].rsplit(".", 1)
+                optim_state.setdefault(params[name], {})[field_name] = value.to(self.device)
+            for p, s in optim_state.items():
+                self.optimizer.state[p] = s
+            torch.set_rng_state(state["rng.torch_cpu"])
+            self.data_generator.set_state(state["rng.data"])
+            if self.device.type == "cuda" and "rng.cuda" in state:
+                torch.cuda.set_rng_state(state["rng.cuda"], self.device)
+        except (KeyError, RuntimeError, ValueError) as e:
+            raise CheckpointError(f"{ckpt.path} has incomplete training state ({e})") from None
+        self.step_count = int(info.get("step", 0))
+        self.seconds = float(info.get("seconds", 0.0))
+        self.last_loss = info.get("last_loss")
+        self.last_accuracy = info.get("last_accuracy")

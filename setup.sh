@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Creates .venv/ and installs minitx into it (editable, with the test extras).
+#
+# torch: pyproject asks for a normal `torch>=2.2`. On a machine that keeps a CPU build of
+# torch 2.13.0 in pip's local wheel folder (find-links), we install that one first so pip
+# does not pull a multi-GB CUDA build; everywhere else pip resolves torch as usual.
+set -euo pipefail
+cd "$(dirname "$0")"
+python3 -m venv .venv
+pip=".venv/bin/pip"
+if "$pip" install --quiet --no-index --no-deps "torch==2.13.0" 2>/dev/null; then
+    echo "setup: using the CPU build of torch 2.13.0 found on this machine"
+fi
+"$pip" install --quiet -e ".[dev]"
+echo "setup: done (.venv/bin/minitx, .venv/bin/minitx-tui)"
