@@ -197,6 +197,7 @@ def reference_recipe() -> Recipe:
 
 
 RECIPES = {"reference": reference_recipe}
+DEFAULT_RECIPE = "reference"  # what `minitx train` and the TUI start from
 
 
 def recipe(name: str) -> Recipe:

@@ -1,0 +1,35 @@
+"""A perceptual colour map (viridis) for attention weights.
+
+Colours are given as true-colour hex; Rich and Textual downgrade them to 256 or 16 colours on
+terminals that have fewer, so one map serves every terminal.
+"""
+
+from __future__ import annotations
+
+# 16 evenly spaced samples of matplotlib's viridis (0.0 dark purple -> 1.0 yellow).
+_VIRIDIS = [
+    (68, 1, 84), (72, 26, 108), (71, 47, 125), (65, 68, 135), (57, 86, 140), (49, 104, 142),
+    (42, 120, 142), (35, 137, 142), (31, 154, 138), (34, 170, 133), (53, 183, 121),
+    (84, 197, 104), (122, 209, 81), (165, 219, 54), (210, 226, 27), (253, 231, 37),
+]
+
+
+def viridis_rgb(value: float) -> tuple[int, int, int]:
+    """value in [0, 1] (clamped) -> (r, g, b), linearly interpolated between samples."""
+    v = 0.0 if value != value else min(1.0, max(0.0, float(value)))  # NaN -> 0
+    x = v * (len(_VIRIDIS) - 1)
+    i = min(int(x), len(_VIRIDIS) - 2)
+    t = x - i
+    a, b = _VIRIDIS[i], _VIRIDIS[i + 1]
+    return tuple(round(a[k] + (b[k] - a[k]) * t) for k in range(3))  # type: ignore[return-value]
+
+
+def viridis_hex(value: float) -> str:
+    r, g, b = viridis_rgb(value)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def text_colour_on(value: float) -> str:
+    """Readable text colour for a number printed on a cell of this value."""
+    r, g, b = viridis_rgb(value)
+    return "#000000" if (0.299 * r + 0.587 * g + 0.114 * b) > 128 else "#ffffff"
