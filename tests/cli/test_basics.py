@@ -1,0 +1,90 @@
+"""The command line as a whole: help with examples, fast start, env vars, the app entry points."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli.conftest import assert_one_line_error, run_cli
+
+COMMANDS = ["train", "decode", "eval", "inspect", "export", "list", "tui"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_help_shows_an_example(command):
+    run = run_cli(command, "--help")
+    assert run.exit_code == 0
+    assert "Example" in run.stdout
+    assert f"minitx {command}" in run.stdout or "minitx-tui" in run.stdout
+
+
+def test_group_help_lists_every_command():
+    run = run_cli("--help")
+    assert run.exit_code == 0
+    for command in COMMANDS:
+        assert command in run.stdout
+
+
+def test_top_level_help_does_not_import_torch():
+    code = (
+        "import sys\nfrom tui.cli import main\n"
+        "assert 'torch' not in sys.modules, 'torch imported by the CLI module'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_unknown_command_is_a_one_line_error():
+    assert "nope" in assert_one_line_error(run_cli("nope"))
+
+
+def test_options_can_come_from_minitx_environment_variables(tiny_ckpt):
+    run = run_cli(
+        "eval", tiny_ckpt, "--json", env={"MINITX_EVAL_N": "7", "MINITX_EVAL_LENGTHS": "4-5"}
+    )
+    assert run.exit_code == 0, run.stderr
+    import json
+
+    data = json.loads(run.stdout)
+    assert data["n"] == 7 and data["lengths"] == [4, 5]
+
+
+class _FakeApp:
+    opened: list = []
+
+    def __init__(self, checkpoints):
+        self.checkpoints = checkpoints
+
+    def run(self):
+        _FakeApp.opened.append(self.checkpoints)
+
+
+@pytest.fixture
+def fake_app(monkeypatch):
+    import tui.app
+
+    _FakeApp.opened = []
+    monkeypatch.setattr(tui.app, "create_app", _FakeApp)
+    return _FakeApp
+
+
+def test_tui_subcommand_opens_the_app_on_the_given_checkpoints(fake_app):
+    assert run_cli("tui", "reverse", "x.safetensors").exit_code == 0
+    assert run_cli("tui").exit_code == 0
+    assert fake_app.opened == [["reverse", "x.safetensors"], None]
+
+
+def test_minitx_tui_entry_point_opens_the_app(fake_app, monkeypatch):
+    from tui.cli import tui_main
+
+    monkeypatch.setattr(sys, "argv", ["minitx-tui", "copy"])
+    with pytest.raises(SystemExit) as exit_info:
+        tui_main()
+    assert exit_info.value.code == 0
+    assert fake_app.opened == [["copy"]]
+
+
+def test_tui_without_the_app_module_is_a_one_line_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tui.app", None)  # makes `import tui.app` fail
+    assert "terminal app" in assert_one_line_error(run_cli("tui"))

@@ -1,0 +1,196 @@
+"""`minitx train`: options, recipes, metrics, resuming, Ctrl-C and bad inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from core.checkpoint import load_checkpoint, read_raw
+from tests.cli.conftest import TINY, assert_one_line_error, run_cli
+
+
+def _weights(path) -> dict[str, torch.Tensor]:
+    tensors, _ = read_raw(path)
+    return {k: v for k, v in tensors.items() if k.startswith("model.")}
+
+
+def test_train_reports_final_accuracy_and_where_the_checkpoint_went(tmp_path):
+    out = tmp_path / "run.safetensors"
+    args = [a for a in TINY if a != "--quiet"]
+    run = run_cli("train", *args, "--steps", "12", "--log-every", "4", "--out", str(out))
+    assert run.exit_code == 0, run.stderr
+    assert "final exact match" in run.stdout and str(out) in run.stdout
+    assert "step      4  loss" in run.stdout  # plain log lines when not on a terminal
+    ckpt = load_checkpoint(out)
+    assert ckpt.resumable and ckpt.summary["steps"] == 12
+    assert ckpt.model_config.d_model == 16 and ckpt.task.max_len == 6
+
+
+def test_metrics_file_has_one_json_object_per_logged_step(tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    run = run_cli(
+        "train",
+        *TINY,
+        "--steps",
+        "10",
+        "--log-every",
+        "5",
+        "--eval-every",
+        "10",
+        "--metrics",
+        str(metrics),
+        "--out",
+        str(tmp_path / "m.safetensors"),
+    )
+    assert run.exit_code == 0, run.stderr
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 5, 10]
+    for row in rows:
+        assert {"step", "loss", "grad_norm", "lr", "examples_per_s"} <= set(row)
+    assert 0.0 <= rows[-1]["accuracy"] <= 1.0  # evaluated at step 10
+
+
+def test_json_output_shows_recipe_values_unless_an_option_overrides_them(tmp_path):
+    run = run_cli(
+        "train",
+        *TINY,
+        "--recipe",
+        "reference",
+        "--steps",
+        "3",
+        "--json",
+        "--out",
+        str(tmp_path / "r.safetensors"),
+    )
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["train_config"]["lr"] == 1e-3  # from the recipe
+    assert data["train_config"]["steps"] == 3  # from the option
+    assert data["model_config"]["d_model"] == 16
+    assert data["summary"]["steps"] == 3 and data["checkpoint"].endswith("r.safetensors")
+
+
+def test_bug_option_trains_the_broken_variant(tmp_path):
+    run = run_cli(
+        "train",
+        *TINY,
+        "--steps",
+        "2",
+        "--bug",
+        "no-warmup",
+        "--json",
+        "--out",
+        str(tmp_path / "b.safetensors"),
+    )
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["train_config"]["bug"] == "no-warmup" and data["train_config"]["warmup"] == 0
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
+    whole, half = tmp_path / "whole.safetensors", tmp_path / "half.safetensors"
+    assert run_cli("train", *TINY, "--steps", "20", "--out", str(whole)).exit_code == 0
+    assert run_cli("train", *TINY, "--steps", "10", "--out", str(half)).exit_code == 0
+    run = run_cli("train", "--resume", str(half), "--steps", "20", "--quiet")
+    assert run.exit_code == 0, run.stderr
+    expected, resumed = _weights(whole), _weights(half)
+    assert expected.keys() == resumed.keys()
+    for name in expected:
+        assert torch.equal(expected[name], resumed[name]), name
+
+
+def test_resume_refuses_a_run_whose_config_does_not_match(tiny_ckpt):
+    message = assert_one_line_error(
+        run_cli("train", "--resume", tiny_ckpt, "--steps", "40", "--lr", "0.5")
+    )
+    assert "lr" in message
+    message = assert_one_line_error(
+        run_cli("train", "--resume", tiny_ckpt, "--steps", "40", "--d-model", "32")
+    )
+    assert "d_model" in message
+
+
+def test_resume_of_a_finished_run_asks_for_more_steps(tiny_ckpt):
+    assert "--steps" in assert_one_line_error(run_cli("train", "--resume", tiny_ckpt))
+
+
+def test_ctrl_c_saves_a_resumable_checkpoint_and_exits_130(tmp_path, monkeypatch):
+    from core.train import Trainer
+
+    original = Trainer.train_step
+
+    def step_then_ctrl_c(self):
+        stats = original(self)
+        if stats.step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return stats
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_ctrl_c)
+    out = tmp_path / "stopped.safetensors"
+    run = run_cli("train", *TINY, "--steps", "50", "--out", str(out))
+    assert run.exit_code == 130
+    assert str(out) in run.stderr and "--resume" in run.stderr
+    ckpt = load_checkpoint(out)
+    assert ckpt.resumable and 3 <= ckpt.summary["steps"] < 50
+
+
+def test_save_every_writes_resumable_checkpoints_during_the_run(tmp_path, monkeypatch):
+    from core.train import Trainer
+
+    saved_at = []
+    original = Trainer.save
+
+    def recording_save(self, path, resumable=True):
+        saved_at.append((self.step_count, resumable))
+        return original(self, path, resumable)
+
+    monkeypatch.setattr(Trainer, "save", recording_save)
+    run = run_cli(
+        "train",
+        *TINY,
+        "--steps",
+        "12",
+        "--save-every",
+        "5",
+        "--out",
+        str(tmp_path / "s.safetensors"),
+    )
+    assert run.exit_code == 0, run.stderr
+    assert saved_at == [(5, True), (10, True), (12, True)]
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--steps", "0"], "--steps"),
+        (["--lr", "-1"], "lr"),
+        (["--task", "nope"], "--task"),
+        (["--recipe", "nope"], "--recipe"),
+        (["--d-model", "18", "--heads", "4"], "d_model"),
+        (["--lengths", "9-3"], "lengths"),
+        (["--dropout", "1.5"], "dropout"),
+        (["--steps", "many"], "many"),
+    ],
+)
+def test_bad_option_values_give_a_one_line_error(tmp_path, args, fragment):
+    run = run_cli("train", *TINY, *args, "--out", str(tmp_path / "x.safetensors"))
+    assert fragment in assert_one_line_error(run)
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_cuda_without_a_gpu_is_a_one_line_error(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    run = run_cli("train", *TINY, "--device", "cuda", "--out", str(tmp_path / "x.safetensors"))
+    assert "cuda" in assert_one_line_error(run)
+
+
+def test_unwritable_output_path_fails_before_training(tmp_path):
+    run = run_cli(
+        "train", *TINY, "--steps", "5", "--out", str(tmp_path / "missing" / "x.safetensors")
+    )
+    assert "does not exist" in assert_one_line_error(run)

@@ -1,0 +1,154 @@
+"""The `minitx` command line (Click) and the `minitx-tui` entry point.
+
+Every error a person can cause ends as one line on stderr and a non-zero exit code; tracebacks
+are only shown with MINITX_DEBUG=1. Options can also come from environment variables named
+MINITX_<COMMAND>_<OPTION>, e.g. MINITX_TRAIN_STEPS=500.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from tui.commands.decode import decode_cmd
+from tui.commands.export import export_cmd
+from tui.commands.info import eval_cmd, inspect_cmd, list_cmd
+from tui.commands.train import train_cmd
+
+EXIT_INTERRUPTED = 130  # the shell convention for "stopped by Ctrl-C" (128 + SIGINT)
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return " ".join(lines) or "unknown error"
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean 'the input was wrong', each with a message meant for a person. The core
+    types are only looked up if core was imported: if it was not, they cannot have been raised."""
+    kinds: list[type[BaseException]] = [ValueError, OSError]
+    checkpoint = sys.modules.get("core.checkpoint")
+    train = sys.modules.get("core.train")
+    if checkpoint is not None:
+        kinds.append(checkpoint.CheckpointError)
+    if train is not None:
+        kinds.append(train.TrainingDiverged)
+    return tuple(kinds)
+
+
+class MinitxGroup(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except Exception as e:
+            if os.environ.get("MINITX_DEBUG"):
+                raise
+            if isinstance(e, _expected_errors()):
+                raise click.ClickException(_one_line(str(e))) from None
+            raise click.ClickException(
+                f"unexpected {type(e).__name__}: {_one_line(str(e))} (MINITX_DEBUG=1 shows details)"
+            ) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Like Click's standalone mode, but usage errors are one line too (Click prints the
+        usage, a hint and the error on three lines)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as e:
+            command = e.ctx.command_path if e.ctx else "minitx"
+            click.echo(f"Error: {_one_line(e.format_message())} (see '{command} --help')", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            click.echo(f"Error: {_one_line(e.format_message())}", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+CONTEXT = {
+    "auto_envvar_prefix": "MINITX",
+    "help_option_names": ["-h", "--help"],
+    "max_content_width": 100,
+}
+
+
+@click.group(cls=MinitxGroup, context_settings=CONTEXT)
+@click.version_option(package_name="minitx", prog_name="minitx")
+def main() -> None:
+    """minitx: a small encoder-decoder Transformer to train, take apart and watch think.
+
+    \b
+    Examples:
+      minitx decode "3 1 4 1 5"                 # the bundled reverse model: 5 1 4 1 3
+      minitx train --task copy --out copy.safetensors
+      minitx decode copy.safetensors "2 7 1" --attention
+      minitx eval reverse --n 1000 --lengths 4-10
+      minitx tui                                # the terminal app
+
+    CKPT arguments take a bundled name (see `minitx list`) or a .safetensors path.
+    Options can be set with MINITX_<COMMAND>_<OPTION> environment variables, e.g.
+    MINITX_TRAIN_STEPS=500. MINITX_DEBUG=1 shows tracebacks.
+    """
+
+
+def _run_app(checkpoint_args: list[str]) -> None:
+    try:
+        from tui.app import create_app
+    except ImportError as e:
+        raise click.ClickException(f"the terminal app is not available ({e})") from None
+    create_app(checkpoint_args or None).run()
+
+
+@main.command("tui")
+@click.argument("ckpt", nargs=-1)
+def tui_cmd(ckpt: tuple[str, ...]) -> None:
+    """Open the terminal app, optionally on the given checkpoints.
+
+    \b
+    Example:
+      minitx tui reverse my-run.safetensors
+    """
+    _run_app(list(ckpt))
+
+
+for command in (train_cmd, decode_cmd, eval_cmd, inspect_cmd, export_cmd, list_cmd):
+    main.add_command(command)
+
+
+@click.command(cls=click.Command, context_settings=CONTEXT)
+@click.argument("ckpt", nargs=-1)
+def _tui_entry(ckpt: tuple[str, ...]) -> None:
+    """Open the minitx terminal app, optionally on the given checkpoints.
+
+    \b
+    Example:
+      minitx-tui reverse my-run.safetensors
+    """
+    _run_app(list(ckpt))
+
+
+def tui_main() -> None:
+    """The `minitx-tui [CKPT ...]` entry point: `minitx tui` without the group."""
+    try:
+        _tui_entry.main(prog_name="minitx-tui", standalone_mode=False)
+    except click.ClickException as e:
+        click.echo(f"Error: {_one_line(e.format_message())}", err=True)
+        sys.exit(e.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

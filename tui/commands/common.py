@@ -1,0 +1,112 @@
+"""Pieces shared by the subcommands: lazy choices, option parsers, checkpoint loading, consoles."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable
+
+import click
+
+
+class LazyChoice(click.Choice):
+    """A Choice whose values are computed on first use, so listing them (e.g. the task names,
+    which live next to torch code) costs nothing until a command actually runs or shows help."""
+
+    def __init__(self, load: Callable[[], Iterable[str]]) -> None:
+        self._load = load
+        self._loaded: tuple[str, ...] | None = None
+        super().__init__([])
+
+    @property
+    def choices(self):  # type: ignore[override]
+        if self._loaded is None:
+            self._loaded = tuple(self._load())
+        return self._loaded
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ assigns; the loader wins
+        pass
+
+
+def task_names() -> list[str]:
+    from core.tasks import TASKS
+
+    return list(TASKS)
+
+
+def recipe_names() -> list[str]:
+    from core.config import RECIPES
+
+    return list(RECIPES)
+
+
+def bug_names() -> list[str]:
+    from core.bugs import BUGS
+
+    return list(BUGS)
+
+
+def parse_lengths(text: str) -> tuple[int, int]:
+    """'4-10' -> (4, 10); '7' -> (7, 7). ValueError with a one-line message otherwise."""
+    parts = text.replace(" ", "").split("-")
+    try:
+        if len(parts) == 1:
+            lo = hi = int(parts[0])
+        elif len(parts) == 2:
+            lo, hi = int(parts[0]), int(parts[1])
+        else:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"lengths: expected MIN-MAX such as 4-10, got {text!r}") from None
+    if not 1 <= lo <= hi:
+        raise ValueError(f"lengths: need 1 <= MIN <= MAX, got {text!r}")
+    return lo, hi
+
+
+def lengths_option(help_text: str):
+    return click.option("--lengths", metavar="MIN-MAX", default=None, help=help_text)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu"):
+    """A bundled name or a path -> core Checkpoint (errors are one-line CheckpointErrors)."""
+    import checkpoints
+    from core.train import resolve_device
+
+    return checkpoints.load(name_or_path, device=str(resolve_device(device)))
+
+
+def echo_json(data) -> None:
+    click.echo(json.dumps(data, indent=2, allow_nan=False, default=_jsonable))
+
+
+def _jsonable(value):
+    """Tensors and paths in JSON output: lists and strings."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def console(file=None, **kwargs):
+    """A Rich console on the current stdout (read at call time, so CliRunner captures it)."""
+    from rich.console import Console
+
+    return Console(file=file or sys.stdout, **kwargs)
+
+
+threads_option = click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="CPU threads for torch. On a busy machine 1 is often much faster than the default.",
+)
+
+
+def apply_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)

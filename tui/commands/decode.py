@@ -1,0 +1,142 @@
+"""`minitx decode`: greedy predictions, top-k and cross-attention for one or more sources."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tui.commands.common import apply_threads, echo_json, load_checkpoint_arg, threads_option
+
+
+def looks_like_source(text: str) -> bool:
+    """Sources are digits (and spaces); a checkpoint name or path has other characters. Text
+    with spaces that is not a file is a (possibly mistyped) source, so its error is about
+    tokens, not about an unknown checkpoint."""
+    from pathlib import Path
+
+    stripped = text.strip()
+    if Path(stripped).exists():
+        return False
+    return stripped.replace(" ", "").isdigit() or " " in stripped
+
+
+def trace_of(ckpt, source_text: str, top_k: int = 5) -> dict:
+    """Decode one source with core's Stepper and record everything as plain data: the
+    prediction, each step's top-k, and cross-attention as [layer][head][step][source]."""
+    from core.decode import Stepper
+    from core.tasks import VOCAB
+
+    limit = ckpt.model_config.max_len - 2  # room for SOS and EOS in the positional table
+    ids = ckpt.task.parse(source_text, max_len=limit)
+    stepper = Stepper(ckpt.model, ids, top_k=top_k)
+    results = stepper.run()
+    prediction = ckpt.task.format(stepper.tokens)
+    expected = ckpt.task.format(ckpt.task.expected_output(ids))
+    layers, heads = results[0].cross_attention.shape[:2] if results else (0, 0)
+    cross = [
+        [[r.cross_attention[layer, head].tolist() for r in results] for head in range(heads)]
+        for layer in range(layers)
+    ]
+    return {
+        "source": ckpt.task.format(ids),
+        "prediction": prediction,
+        "expected": expected,
+        "correct": prediction == expected and bool(results) and results[-1].is_end,
+        "within_training_lengths": ckpt.task.min_len <= len(ids) <= ckpt.task.max_len,
+        "steps": [
+            {
+                "index": r.index,
+                "token": r.token,
+                "text": VOCAB[r.token],
+                "top_k": [{"token": t, "text": VOCAB[t], "p": p} for t, p in r.top_k],
+            }
+            for r in results
+        ],
+        "cross_attention": cross,
+    }
+
+
+def _sources(args: list[str]) -> list[str]:
+    """Sources from the arguments; "-" (or none, when piped) reads one per line from stdin."""
+    if not args or args == ["-"]:
+        if not args and sys.stdin.isatty():
+            raise click.UsageError('give a source, e.g. minitx decode reverse "3 1 4 1 5"')
+        lines = [
+            line for line in click.get_text_stream("stdin").read().splitlines() if line.strip()
+        ]
+        if not lines:
+            raise click.UsageError("no sources on stdin (one per line)")
+        return lines
+    return args
+
+
+@click.command("decode")
+@click.argument("args", nargs=-1, metavar="[CKPT] SOURCE...")
+@click.option(
+    "--attention",
+    "-a",
+    is_flag=True,
+    help="Draw every layer's and head's cross-attention as coloured cells.",
+)
+@click.option(
+    "--numbers",
+    "-n",
+    is_flag=True,
+    help="Print the weights in the cells (always on when colour is unavailable).",
+)
+@click.option(
+    "--top-k",
+    type=click.IntRange(min=1, max=13),
+    default=5,
+    show_default=True,
+    help="Most likely next tokens recorded per step (JSON output).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print source, prediction, per-step top-k and cross-attention arrays as JSON.",
+)
+@click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True
+)
+@threads_option
+def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> None:
+    """Predict the output for SOURCE with a checkpoint (default: the bundled reverse model).
+
+    \b
+    Examples:
+      minitx decode reverse "3 1 4 1 5"           # prints 5 1 4 1 3
+      minitx decode "3 1 4 1 5" --attention --numbers
+      minitx decode sort 31415 27182 --json
+      seq 100 | minitx decode copy                # one source per line on stdin
+    """
+    apply_threads(threads)
+    args = list(args)
+    name = None
+    if args and args[0] != "-" and not looks_like_source(args[0]):
+        name = args.pop(0)
+    ckpt = load_checkpoint_arg(name, device)
+    traces = [trace_of(ckpt, text, top_k) for text in _sources(args)]
+    if as_json:
+        echo_json({"checkpoint": str(ckpt.path), "task": ckpt.task.name, "results": traces})
+        return
+    if attention:
+        from tui.commands.common import console
+
+        out = console()
+        show_numbers = numbers or out.color_system is None
+        from tui.commands.render import trace_renderable
+
+        for trace in traces:
+            out.print(trace_renderable(trace, show_numbers))
+        return
+    for trace in traces:
+        if not trace["within_training_lengths"]:
+            click.echo(
+                f"note: {trace['source']!r} is outside the lengths {ckpt.task.min_len}-"
+                f"{ckpt.task.max_len} the model was trained on",
+                err=True,
+            )
+        click.echo(trace["prediction"])

@@ -1,0 +1,244 @@
+"""`minitx eval`, `minitx inspect` and `minitx list`: what a checkpoint is and how good it is."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from tui.commands.common import (
+    apply_threads,
+    console,
+    echo_json,
+    json_option,
+    load_checkpoint_arg,
+    parse_lengths,
+    threads_option,
+)
+
+
+@click.command("eval")
+@click.argument("ckpt", required=False)
+@click.option(
+    "--n",
+    "n",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="Fresh random sequences to decode.",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=1234,
+    show_default=True,
+    help="Seed of the sequences (the same seed gives the same sequences).",
+)
+@click.option(
+    "--lengths",
+    metavar="MIN-MAX",
+    default=None,
+    help="Source lengths, e.g. 4-10 or 12-16. [default: the lengths it was trained on]",
+)
+@click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True
+)
+@threads_option
+@json_option
+def eval_cmd(ckpt, n, seed, lengths, device, threads, as_json) -> None:
+    """Exact-match accuracy of CKPT (default: reverse) on fresh random sequences.
+
+    \b
+    Examples:
+      minitx eval reverse --n 1000
+      minitx eval my-run.safetensors --lengths 11-20 --json    # does it generalise?
+    """
+    apply_threads(threads)
+    from core.train import evaluate
+
+    checkpoint = load_checkpoint_arg(ckpt, device)
+    task = checkpoint.task
+    lo, hi = parse_lengths(lengths) if lengths else (task.min_len, task.max_len)
+    limit = checkpoint.model_config.max_len - 2
+    if hi > limit:
+        raise click.BadParameter(
+            f"this model takes sources of at most {limit} tokens, not {hi}", param_hint="--lengths"
+        )
+    result = evaluate(checkpoint.model, task, n=n, seed=seed, min_len=lo, max_len=hi)
+    if as_json:
+        echo_json(
+            {
+                "checkpoint": str(checkpoint.path),
+                "task": task.name,
+                "n": result.n,
+                "seed": seed,
+                "lengths": [lo, hi],
+                "accuracy": result.accuracy,
+                "by_length": {str(k): v for k, v in sorted(result.by_length.items())},
+            }
+        )
+        return
+    correct = round(result.accuracy * result.n)
+    click.echo(
+        f"{task.name}: exact match {result.accuracy:.1%} ({correct}/{result.n}) "
+        f"on fresh sequences of length {lo}-{hi}, seed {seed}"
+    )
+    for length, acc in sorted(result.by_length.items()):
+        note = "" if task.min_len <= length <= task.max_len else "  (not trained on)"
+        click.echo(f"  length {length:>3}  {acc:7.1%}  {_bar(acc)}{note}")
+
+
+def _bar(fraction: float, width: int = 20) -> str:
+    full = round(fraction * width)
+    return "█" * full + "·" * (width - full)
+
+
+def inspect_data(ckpt) -> dict:
+    """Everything `inspect` shows, as plain data."""
+    from core.checkpoint import describe_size
+    from core.model import parameter_breakdown
+    from core.tasks import VOCAB
+
+    meta = ckpt.metadata
+    try:  # informational only: a file without it (or with a broken one) is still inspectable
+        train_cfg = json.loads(meta["train_config"])
+    except (KeyError, ValueError, TypeError, RecursionError):
+        train_cfg = None
+    return {
+        "path": str(ckpt.path),
+        "file_size_bytes": ckpt.path.stat().st_size,
+        "file_size": describe_size(ckpt.path),
+        "dtype": ckpt.dtype,
+        "format_version": meta.get("format_version"),
+        "minitx_version": meta.get("minitx_version"),
+        "resumable": ckpt.resumable,
+        "task": {
+            **ckpt.task.to_dict(),
+            "description": ckpt.task.description,
+            "expected_alignment": ckpt.task.alignment_name,
+        },
+        "vocabulary": list(VOCAB),
+        "model_config": ckpt.model_config.to_dict(),
+        "train_config": train_cfg,
+        "parameters": parameter_breakdown(ckpt.model),
+        "training": ckpt.summary,
+    }
+
+
+@click.command("inspect")
+@click.argument("ckpt", required=False)
+@json_option
+def inspect_cmd(ckpt, as_json) -> None:
+    """Config, task, vocabulary, parameter counts and training summary of CKPT (default: reverse).
+
+    \b
+    Examples:
+      minitx inspect reverse
+      minitx inspect my-run.safetensors --json
+    """
+    info = inspect_data(load_checkpoint_arg(ckpt))
+    if as_json:
+        echo_json(info)
+        return
+    from rich.table import Table
+
+    out = console()
+    task = info["task"]
+    out.print(
+        f"[bold]{info['path']}[/]  {info['file_size']} · {info['dtype']} · format "
+        f"v{info['format_version']} · minitx {info['minitx_version']} · "
+        f"{'resumable' if info['resumable'] else 'inference only'}"
+    )
+    out.print(
+        f"task [bold]{task['name']}[/]: {task['description']}, lengths {task['min_len']}-"
+        f"{task['max_len']}; a trained model's cross-attention is {task['expected_alignment']}"
+    )
+    out.print("vocabulary " + " ".join(f"{i}:{t}" for i, t in enumerate(info["vocabulary"])))
+    params = Table(title="parameters", title_justify="left")
+    params.add_column("component")
+    params.add_column("count", justify="right")
+    params.add_column("share", justify="right")
+    total = info["parameters"]["total"]
+    for name, count in info["parameters"].items():
+        share = "" if name == "total" else f"{count / total:.1%}"
+        params.add_row(name, f"{count:,}", share, style="bold" if name == "total" else None)
+    out.print(params)
+    from rich.columns import Columns
+
+    panels = [_key_values("model", info["model_config"])]
+    if info["train_config"]:
+        panels.append(_key_values("training config", info["train_config"]))
+    panels.append(_key_values("training summary", info["training"]))
+    out.print(Columns(panels))
+
+
+def _key_values(title: str, data: dict):
+    from rich.table import Table
+
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim")
+    table.add_column()
+    for key, value in data.items():
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        table.add_row(key, "" if value is None else shown)
+    from rich.panel import Panel
+
+    return Panel(table, title=title, title_align="left", expand=False)
+
+
+@click.command("list")
+@click.argument("folder", required=False, type=click.Path(file_okay=False))
+@json_option
+def list_cmd(folder, as_json) -> None:
+    """The bundled checkpoints, and the *.safetensors files in FOLDER.
+
+    \b
+    Examples:
+      minitx list
+      minitx list runs/ --json
+    """
+    import checkpoints
+
+    listings = checkpoints.list_checkpoints(folder)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "name": x.name,
+                    "path": str(x.path),
+                    "task": x.task,
+                    "size_bytes": x.size_bytes,
+                    "accuracy": x.accuracy,
+                    "steps": x.steps,
+                    "bug": x.bug,
+                    "error": x.error,
+                }
+                for x in listings
+            ]
+        )
+        return
+    from rich.table import Table
+
+    import checkpoints as bundled
+
+    table = Table()
+    table.add_column("name", no_wrap=True)
+    table.add_column("task", no_wrap=True)
+    for column in ("size", "accuracy", "steps"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("note", overflow="fold")
+    for x in listings:
+        is_bundled = x.path.parent == bundled.BUNDLED_DIR and x.name == x.path.stem
+        name = x.name if is_bundled else x.path.name  # the folder is already on the command line
+        if x.error:
+            table.add_row(name, "", "", "", "", f"[red]unreadable: {x.error}[/]")
+            continue
+        acc = f"{x.accuracy:.1%}" if x.accuracy is not None else "?"
+        note = ", ".join(n for n in ("bundled" if is_bundled else "",
+                                     f"bug: {x.bug}" if x.bug else "") if n)
+        steps = str(x.steps) if x.steps is not None else "?"
+        table.add_row(name, x.task, f"{x.size_bytes / 1024:.0f} KB", acc, steps, note)
+    if not listings:
+        click.echo("no checkpoints found")
+        return
+    console().print(table)

@@ -1,0 +1,75 @@
+"""Rich renderables for attention grids: coloured cells (viridis), optional numbers, a legend.
+
+The same renderables go to the terminal (`decode --attention`) and into SVG files
+(`export --trace --format svg`), so the picture a person saves is the one they saw.
+"""
+
+from __future__ import annotations
+
+from rich.columns import Columns
+from rich.console import Group
+from rich.panel import Panel
+from rich.text import Text
+
+from tui.colors import text_colour_on, viridis_hex
+
+CELL = 4  # characters per cell: room for " .97" or " 1.0"
+
+
+def _cell(value: float, numbers: bool) -> Text:
+    style = f"{text_colour_on(value)} on {viridis_hex(value)}"
+    if not numbers:
+        return Text(" " * CELL, style=style)
+    shown = "1.0" if value >= 0.995 else f".{round(value * 100):02d}"
+    return Text(shown.rjust(CELL), style=style)
+
+
+def attention_grid(weights, row_labels: list[str], col_labels: list[str], numbers: bool) -> Text:
+    """weights: rows x cols nested lists in [0, 1]; rows are output tokens, columns the source."""
+    label_width = max([len(label) for label in row_labels] + [1])
+    text = Text(" " * (label_width + 1))
+    for label in col_labels:
+        text.append(label.rjust(CELL), style="bold")
+    for label, row in zip(row_labels, weights, strict=True):
+        text.append("\n" + label.rjust(label_width) + " ", style="bold")
+        for value in row:
+            text.append_text(_cell(float(value), numbers))
+    return text
+
+
+def legend() -> Text:
+    text = Text("weight 0 ")
+    for i in range(9):
+        text.append("  ", style=f"on {viridis_hex(i / 8)}")
+    text.append(" 1   rows: output tokens · columns: source tokens")
+    return text
+
+
+def trace_renderable(trace: dict, numbers: bool, title: str = ""):
+    """Every layer/head grid of one decoding trace (see decode.trace_of), side by side where
+    the width allows, with the prediction on top and a legend below."""
+    header = Text()
+    if title:
+        header.append(title + "\n", style="bold")
+    header.append("source      ", style="dim")
+    header.append(trace["source"] + "\n")
+    header.append("prediction  ", style="dim")
+    header.append(trace["prediction"])
+    if trace.get("expected") is not None:
+        mark, style = (
+            ("✓", "green") if trace["correct"] else (f"✗ expected {trace['expected']}", "red")
+        )
+        header.append("  " + mark, style=style)
+    rows = [step["text"] for step in trace["steps"]]
+    cols = trace["source"].split()
+    panels = []
+    for layer, heads in enumerate(trace["cross_attention"]):
+        for head, grid in enumerate(heads):
+            panels.append(
+                Panel(
+                    attention_grid(grid, rows, cols, numbers),
+                    title=f"L{layer + 1} H{head + 1}",
+                    expand=False,
+                )
+            )
+    return Group(header, Text(""), Columns(panels), legend())
