@@ -66,7 +66,7 @@ def describe(path: Path, name: str | None = None) -> Listing:
         summary = json.loads(meta.get("training", "{}"))
         return Listing(shown, path, task, path.stat().st_size, summary.get("accuracy"),
                        summary.get("steps"), summary.get("bug") or "")
-    except (CheckpointError, ValueError, AttributeError, OSError) as e:
+    except (CheckpointError, ValueError, AttributeError, OSError, RecursionError) as e:
         return Listing(shown, path, "", 0, None, None, "", error=str(e))
 
 

@@ -171,7 +171,7 @@ def _json_field(metadata: dict[str, str], key: str, path: Path) -> Any:
         raise CheckpointError(f"{path} has no {key!r} metadata; it was not written by minitx")
     try:
         return json.loads(metadata[key])
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # RecursionError: absurdly nested JSON
         raise CheckpointError(f"{path} has malformed {key!r} metadata (not JSON)") from None
 
 
