@@ -1,0 +1,40 @@
+"""A teacher-forced look at one source: the cross-attention a model pays while producing the
+task's correct output. Used to watch an alignment (reverse: the anti-diagonal) form during
+training, where greedy decoding of a half-trained model would give rows of varying count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from core.alignment import scores_from_cross
+from core.model import Seq2Seq
+from core.tasks import Task
+
+
+@dataclass(frozen=True)
+class Probe:
+    src: list[int]
+    target: list[int]  # the task's output followed by EOS: one grid row each
+    cross_attention: torch.Tensor  # (layers, heads, len(target), S), rows sum to one
+    scores: torch.Tensor  # (layers, heads) alignment score on this one source
+
+
+@torch.no_grad()
+def probe(model: Seq2Seq, task: Task, src_ids: list[int]) -> Probe:
+    was_training = model.training
+    model.eval()
+    try:
+        device = next(model.parameters()).device
+        src = torch.tensor([src_ids])
+        batch = task.batch_from_sources(src, torch.tensor([len(src_ids)]))
+        _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
+        n = len(src_ids) + 1  # outputs and EOS
+        cross = torch.stack([w[0, :, :n, :] for w in maps.cross]).cpu()  # (L, h, n, S)
+        expected = task.alignment(batch.src, batch.lengths)  # (1, S, S)
+        scores = scores_from_cross([w.cpu() for w in maps.cross], expected)
+        return Probe(list(src_ids), batch.labels[0, :n].tolist(), cross, scores)
+    finally:
+        model.train(was_training)

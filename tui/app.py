@@ -1,0 +1,123 @@
+"""The minitx Textual app and the factory the CLI and the tests share.
+
+Importing this module must not import torch: the first screen paints at once, and torch and
+the model load in a thread worker behind a loading indicator.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+from textual.signal import Signal
+from textual.worker import Worker, WorkerState
+
+from tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from tui.screens.explore import ExploreScreen
+from tui.screens.shared import LoadedModel, ModelLoaded, load_named
+from tui.screens.train import TrainScreen
+
+
+class LoadFailed(Message):
+    def __init__(self, name: str, error: str) -> None:
+        super().__init__()
+        self.name, self.error = name, error
+
+
+class MinitxApp(App):
+    CSS_PATH = "minitx.tcss"
+    TITLE = "minitx"
+    MODES = {"explore": ExploreScreen, "train": TrainScreen}
+    BINDINGS = [
+        Binding("o", "open", "open"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, checkpoints: list[str] | None = None) -> None:
+        super().__init__()
+        names = list(checkpoints or [])
+        self.initial = names[0] if names else "reverse"
+        self.compare_with = names[1] if len(names) > 1 else None  # for the future compare view
+        self.current: LoadedModel | None = None
+        self.loading = True
+        self.status = f"loading {self.initial}…"
+        self.save_dir = Path.cwd()  # where the train screen saves checkpoints
+        # Published whenever current, loading or status change; screens redraw from the app.
+        self.model_changed: Signal[MinitxApp] = Signal(self, "model-changed")
+
+    @property
+    def model_ready(self) -> bool:
+        return self.current is not None and not self.loading
+
+    def on_mount(self) -> None:
+        self.switch_mode("explore")
+        self.load_model(self.initial, first=True)
+        if self.compare_with:
+            self.notify(f"comparing is not built yet; showing {self.initial} only "
+                        f"(not {self.compare_with})", markup=False)
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def load_model(self, name: str, first: bool = False) -> None:
+        from core.checkpoint import CheckpointError
+
+        try:
+            record = load_named(name)
+        except CheckpointError as e:
+            self.post_message(LoadFailed(name, str(e)))
+            return
+        self.post_message(ModelLoaded(record, announce=not first))
+
+    def start_loading(self, name: str) -> None:
+        self.loading = True
+        self.status = f"loading {name}…"
+        self.model_changed.publish(self)
+        self.load_model(name)
+
+    def on_model_loaded(self, message: ModelLoaded) -> None:
+        self.current, self.loading = message.record, False
+        self.status = message.record.summary
+        self.model_changed.publish(self)
+        if message.announce:
+            self.notify(f"now exploring {message.record.name}", markup=False)
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.loading = False
+        if self.current is None:
+            self.status = f"no model: {message.error} — press o to open one or t to train one"
+        else:
+            self.status = self.current.summary
+        self.model_changed.publish(self)
+        kept = f"; still using {self.current.name}" if self.current else ""
+        self.notify(f"cannot open {message.name}: {message.error}{kept}", severity="error",
+                    markup=False, timeout=10)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:  # anything unexpected: a message, not a traceback
+            self.on_load_failed(LoadFailed(self.initial, f"{type(event.worker.error).__name__}: "
+                                                         f"{event.worker.error}"))
+
+    def action_open(self) -> None:
+        if isinstance(self.screen, OpenCheckpointScreen):
+            return
+
+        def chosen(name: str | None) -> None:
+            if name:
+                self.start_loading(name)
+
+        self.push_screen(OpenCheckpointScreen(), chosen)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()
+        else:
+            self.push_screen(HelpScreen())
+
+
+def create_app(checkpoints: list[str] | None = None) -> MinitxApp:
+    """The app for `minitx-tui [CKPT ...]`: opens the first checkpoint (default: the bundled
+    `reverse`); a second one is kept for the compare view."""
+    return MinitxApp(checkpoints)

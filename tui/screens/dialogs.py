@@ -1,0 +1,120 @@
+"""Modal screens: help, and opening another checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+HELP = """\
+[b]minitx[/b] — a small encoder-decoder Transformer you can train and watch think.
+
+[b]Explore[/b]  type a source (i or /, then Enter) and step the greedy decoder.
+  → n  step one token        ← b  step back (replays what was computed)
+  ⏎ r  run to the end        x    reset to the start
+  [ ]  previous/next layer   , .  previous/next head
+  a    all heads: every layer × head as a small grid, with its alignment score
+  s    decoder self-attention instead of cross-attention
+  #    numbers in the cells
+  Rows are the tokens generated, columns the source tokens, the current step is marked ◂.
+  A trained reversal model draws an [b]anti-diagonal[/b]: output i looks at source n-1-i.
+
+[b]Train[/b]  edit the form (Tab moves between fields), then space to start.
+  space start / pause / resume   x stop   w save a checkpoint (atomic)
+  The loss sparkline covers the whole run; the probe grid shows the best head live.
+  When a run ends (or is stopped) the new model is the one Explore uses.
+
+[b]Anywhere[/b]  o open a checkpoint   e / t  explore / train   ? this help   q quit
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box", classes="dialog"):
+            yield Static(HELP)
+            yield Label("[dim]esc, ? or q closes this help[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").border_title = "help"
+
+
+class OpenCheckpointScreen(ModalScreen[str | None]):
+    """Pick a bundled model or a *.safetensors file in a folder, or type a path.
+    Dismisses with the chosen name or path; the app loads it (and keeps the old model if
+    it cannot)."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, folder: str | None = None) -> None:
+        super().__init__()
+        self.folder = folder or str(Path.cwd())
+        self.paths: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="open-box", classes="dialog"):
+            yield Label("", id="open-folder")
+            yield OptionList(id="open-list")
+            yield Label("or type a .safetensors path, or a folder to list (Enter):")
+            yield Input(placeholder="path/to/model.safetensors", id="open-path", compact=True)
+            yield Static("", id="open-error")
+
+    def on_mount(self) -> None:
+        self.query_one("#open-box").border_title = "open a checkpoint"
+        self.list_folder(self.folder)
+        self.query_one("#open-list").focus()
+
+    @work(thread=True, exclusive=True, group="list", exit_on_error=False)
+    def list_folder(self, folder: str) -> None:
+        import checkpoints
+        from core.checkpoint import CheckpointError
+
+        try:
+            found = checkpoints.list_checkpoints(folder)
+        except CheckpointError as e:
+            self.app.call_from_thread(self._show_error, str(e))
+            found = checkpoints.list_checkpoints(None)
+        self.app.call_from_thread(self._fill, folder, found)
+
+    def _fill(self, folder: str, found) -> None:
+        self.folder = folder
+        label = self.query_one("#open-folder", Label)
+        label.update(f"bundled models and *.safetensors in {folder}")
+        options, self.paths = [], {}
+        for i, listing in enumerate(found):
+            key = f"ckpt-{i}"
+            self.paths[key] = str(listing.path)
+            if listing.error:
+                detail = f"unreadable: {listing.error}"
+            else:
+                acc = "" if listing.accuracy is None else f"  acc {listing.accuracy:.0%}"
+                steps = "" if listing.steps is None else f"  {listing.steps} steps"
+                detail = f"{listing.task}{steps}{acc}"
+            options.append(Option(f"{listing.name}  ·  {detail}", id=key))
+        option_list = self.query_one("#open-list", OptionList)
+        option_list.clear_options()
+        option_list.add_options(options or [Option("no checkpoints here", disabled=True)])
+
+    def _show_error(self, message: str) -> None:
+        self.query_one("#open-error", Static).update(f"✗ {message}" if message else "")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id in self.paths:
+            self.dismiss(self.paths[event.option.id])
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            self._show_error("type a path first")
+        elif Path(text).expanduser().is_dir():
+            self._show_error("")
+            self.list_folder(str(Path(text).expanduser()))
+        else:
+            self.dismiss(text)

@@ -1,0 +1,102 @@
+"""What the screens share: the loaded model record and the title bar.
+
+Nothing here imports torch at module level: the app must paint before torch is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Label
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model the explore screen can use, with the numbers the UI shows about it."""
+
+    name: str  # what the title bar says: a file name, or "trained · step 3000"
+    model: Any  # core.model.Seq2Seq, in eval mode
+    task: Any  # core.tasks.Task
+    norm: str
+    params: int
+    device: str
+    scores: list[list[float]]  # (layers, heads) alignment on fresh random sources
+    layers: int
+    heads: int
+    path: str | None = None
+
+    @property
+    def summary(self) -> str:
+        task = "" if self.task.name in self.name else f" · {self.task.name}"
+        size = short_count(self.params)
+        return f"{self.name}{task} · {self.norm}-norm · {size} params · {self.device}"
+
+
+class ModelLoaded(Message):
+    """A model is ready for Explore (loaded from a file, or just trained)."""
+
+    def __init__(self, record: LoadedModel, announce: bool = True) -> None:
+        super().__init__()
+        self.record, self.announce = record, announce
+
+
+def best_head(scores: list[list[float]]) -> tuple[int, int]:
+    """(layer, head) with the highest alignment score: the head that does the work."""
+    cells = [(layer, head) for layer, row in enumerate(scores) for head in range(len(row))]
+    return max(cells, key=lambda lh: scores[lh[0]][lh[1]])
+
+
+def short_count(n: int) -> str:
+    return f"{n / 1000:.0f}k" if n >= 10_000 else f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+
+def describe_model(model, task, name: str, path: str | None = None) -> LoadedModel:
+    """Build the record (call from a worker thread: it runs the model on random sources)."""
+    from core.alignment import random_alignment_scores
+    from core.model import parameter_breakdown
+
+    model.eval()
+    cfg = model.cfg
+    device = next(model.parameters()).device.type
+    scores = random_alignment_scores(model, task, n=128).tolist()
+    return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"], device,
+                       scores, cfg.n_decoder_layers, cfg.n_heads, path)
+
+
+def load_named(name_or_path: str) -> LoadedModel:
+    """resolve + load + describe; raises core.checkpoint.CheckpointError with one sentence."""
+    import checkpoints
+
+    path = checkpoints.resolve(name_or_path)
+    ckpt = checkpoints.load(path)
+    shown = path.stem if str(path).startswith(str(checkpoints.BUNDLED_DIR)) else path.name
+    return describe_model(ckpt.model, ckpt.task, shown, str(path))
+
+
+class TitleBar(Horizontal):
+    """' minitx  reverse · post-norm · 236k params · cpu        [Explore] Train'."""
+
+    DEFAULT_CSS = """
+    TitleBar { height: 1; background: $primary-background; }
+    TitleBar #title-info { width: 1fr; }
+    TitleBar #title-tabs { width: auto; }
+    """
+
+    def __init__(self, active: str) -> None:
+        super().__init__()
+        self.active = active
+
+    def compose(self) -> ComposeResult:
+        yield Label(" [b]minitx[/b]  loading…", id="title-info")
+        names = ("Explore", "Train")
+        tabs = "  ".join(f"[reverse b] {n} [/]" if n == self.active else n for n in names)
+        yield Label(tabs + " ", id="title-tabs")
+
+    def set_info(self, text: str) -> None:
+        from rich.markup import escape
+
+        self.query_one("#title-info", Label).update(f" [b]minitx[/b]  {escape(text)}")

@@ -1,0 +1,181 @@
+"""Attention pictures: one head's grid, every head as a small grid, and a table of scores.
+
+The widgets take plain lists of floats (already computed by core) and only draw them: colour
+from the viridis map, optional numbers in the cells, a legend saying what a colour means.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from tui.colors import text_colour_on, viridis_hex
+
+_NO_WRAP = "height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip;"
+CELL = 3  # characters of colour per cell; each cell is followed by a one-space gap
+
+
+def cell_text(value: float, numbers: bool) -> Text:
+    """One grid cell: a block of colour, or the value printed on that colour."""
+    if not numbers:
+        label = ""
+    else:
+        label = "1.0" if value >= 0.995 else f"{value:.2f}"[1:]  # ".97" fits in three cells
+    return Text(label.center(CELL), Style(bgcolor=viridis_hex(value), color=text_colour_on(value)))
+
+
+def legend() -> Text:
+    """'0.0 ▇▇▇▇▇▇▇▇ 1.0': what a colour means."""
+    text = Text("0.0 ", style="dim")
+    for i in range(9):
+        text.append("  ", Style(bgcolor=viridis_hex(i / 8)))
+    text.append(" 1.0  attention weight", style="dim")
+    return text
+
+
+class AttentionGrid(Widget):
+    """Rows are queries (tokens produced), columns are keys (tokens attended to)."""
+
+    DEFAULT_CSS = f"AttentionGrid {{ {_NO_WRAP} }}"
+
+    numbers = reactive(False)
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.rows: list[list[float]] = []
+        self.columns: list[str] = []
+        self.row_labels: list[str] = []
+        self.current: int | None = None
+        self.hint = ""
+        self.axes = ""
+
+    def show(self, rows, columns, row_labels, current=None, hint="", axes="") -> None:
+        self.rows, self.columns, self.row_labels = rows, columns, row_labels
+        self.current, self.hint, self.axes = current, hint, axes
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        label_width = max([len(s) for s in self.row_labels] + [5]) + 1
+        header = Text(" " * label_width)
+        for column in self.columns:
+            header.append(column[: CELL + 1].center(CELL) + " ", style="bold")
+        lines = [header]
+        for i, (row, label) in enumerate(zip(self.rows, self.row_labels, strict=False)):
+            is_current = i == self.current
+            line = Text()
+            line.append(label.rjust(label_width - 1), style="bold reverse" if is_current else "")
+            line.append(" ")
+            for value in row:
+                line.append_text(cell_text(value, self.numbers))
+                line.append(" ")
+            if is_current:
+                line.append("◂ step", style="bold")
+            lines.append(line)
+        if self.hint:
+            lines.append(Text(self.hint, style="italic dim"))
+        lines.append(Text())
+        lines.append(legend())
+        if self.axes:
+            lines.append(Text(self.axes, style="dim"))
+        text = Text("\n").join(lines)
+        text.no_wrap = True
+        text.overflow = "crop"
+        return text
+
+
+class HeadsOverview(Widget):
+    """Every layer x head as a small grid, two rows per character ('▀' with fg = upper row,
+    bg = lower row), each labelled with its alignment score: the working head stands out."""
+
+    DEFAULT_CSS = f"HeadsOverview {{ {_NO_WRAP} }}"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.grids: list[list[list[list[float]]]] = []  # [layer][head] -> rows of floats
+        self.scores: list[list[float]] = []
+        self.selected = (0, 0)
+
+    def show(self, grids, scores, selected) -> None:
+        self.grids, self.scores, self.selected = grids, scores, selected
+        self.refresh(layout=True)
+
+    def _mini(self, rows: list[list[float]], width: int) -> list[Text]:
+        lines = []
+        for top in range(0, len(rows), 2):
+            line = Text()
+            for j in range(width):
+                upper = viridis_hex(rows[top][j])
+                lower = viridis_hex(rows[top + 1][j]) if top + 1 < len(rows) else None
+                line.append("▀", Style(color=upper, bgcolor=lower))
+            lines.append(line)
+        return lines
+
+    def render(self) -> Text:
+        if not self.grids or not self.grids[0] or not self.grids[0][0]:
+            return Text("step the decoder (→) to see every head", style="italic dim")
+        out: list[Text] = []
+        width = len(self.grids[0][0][0])
+        box = max(width, 8) + 2  # room for 'H1 0.94'
+        for layer, heads in enumerate(self.grids):
+            minis = [self._mini(rows, width) for rows in heads]
+            height = max(len(m) for m in minis)
+            for r in range(height):
+                line = Text("   " if r else f"L{layer + 1} ", style="bold")
+                for mini in minis:
+                    piece = mini[r] if r < len(mini) else Text(" " * width)
+                    line.append_text(piece)
+                    line.append(" " * (box - width))
+                out.append(line)
+            labels = Text("   ")
+            for head in range(len(heads)):
+                score = self.scores[layer][head] if self.scores else float("nan")
+                mark = "▸" if (layer, head) == self.selected else " "
+                style = "bold reverse" if (layer, head) == self.selected else ""
+                labels.append(f"{mark}H{head + 1} {score:.2f}".ljust(box)[:box], style=style)
+            out.append(labels)
+            out.append(Text())
+        out.append(Text("score: share of attention where the task expects it (1.0 = perfect)",
+                        style="dim"))
+        text = Text("\n").join(out)
+        text.no_wrap = True
+        text.overflow = "crop"
+        return text
+
+
+class ScoreTable(Widget):
+    """Alignment score per layer and head, coloured; the selected head in brackets."""
+
+    DEFAULT_CSS = f"ScoreTable {{ {_NO_WRAP} }}"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.scores: list[list[float]] = []
+        self.selected: tuple[int, int] | None = None
+        self.note = ""
+
+    def show(self, scores, selected=None, note="") -> None:
+        self.scores, self.selected, self.note = scores, selected, note
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        if not self.scores:
+            return Text(self.note or "no scores yet", style="italic dim")
+        heads = len(self.scores[0])
+        lines = [Text("   " + "".join(f"H{h + 1}".center(6) for h in range(heads)), style="bold")]
+        for layer, row in enumerate(self.scores):
+            line = Text(f"L{layer + 1} ", style="bold")
+            for head, score in enumerate(row):
+                chosen = (layer, head) == self.selected
+                line.append("[" if chosen else " ", style="bold")
+                line.append(f"{min(score, 1.0):.2f}",
+                            Style(bgcolor=viridis_hex(score), color=text_colour_on(score)))
+                line.append("]" if chosen else " ", style="bold")
+            lines.append(line)
+        if self.note:
+            lines.append(Text(self.note, style="dim"))
+        text = Text("\n").join(lines)
+        text.no_wrap = True
+        text.overflow = "crop"
+        return text
