@@ -89,7 +89,9 @@ class Trainer:
                 f"{train_cfg.max_len} tokens plus SOS/EOS"
             )
         # The "no-reverse" bug: targets made by copying while the task still says reverse.
-        self._data_task = CopyTask(train_cfg.min_len, train_cfg.max_len) if train_cfg.bug == "no-reverse" else self.task
+        self._data_task = self.task
+        if train_cfg.bug == "no-reverse":
+            self._data_task = CopyTask(train_cfg.min_len, train_cfg.max_len)
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
         self.model = Seq2Seq(model_cfg).to(self.device)
         self.optimizer = torch.optim.Adam(

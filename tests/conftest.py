@@ -1,0 +1,24 @@
+"""Shared fixtures. Tests that train keep models tiny so the suite stays fast on 2 CPU cores."""
+
+import pytest
+import torch
+
+from core.config import ModelConfig, TrainConfig
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_threads():
+    torch.manual_seed(0)
+    yield
+
+
+@pytest.fixture
+def tiny_model_cfg() -> ModelConfig:
+    return ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
+                       max_len=16)
+
+
+@pytest.fixture
+def tiny_train_cfg() -> TrainConfig:
+    return TrainConfig(steps=20, batch_size=16, warmup=5, min_len=3, max_len=6, eval_every=0,
+                       eval_size=32, device="cpu")

@@ -1,0 +1,103 @@
+import json
+import os
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from core.checkpoint import CheckpointError, load_checkpoint, read_raw, save_checkpoint
+from core.config import ModelConfig
+from core.model import Seq2Seq
+from core.tasks import get_task
+
+
+@pytest.fixture
+def saved(tmp_path):
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(norm="pre", d_model=32, n_heads=2)).eval()
+    path = save_checkpoint(tmp_path / "m.safetensors", model, get_task("sort"),
+                           {"steps": 7, "loss": 0.5})
+    return model, path
+
+
+def test_round_trip_gives_identical_logits_from_the_file_alone(saved):
+    model, path = saved
+    ckpt = load_checkpoint(path)
+    assert ckpt.model_config == model.cfg and ckpt.task.name == "sort"
+    assert ckpt.summary == {"steps": 7, "loss": 0.5}
+    assert ckpt.metadata["format_version"] == "1" and ckpt.metadata["minitx_version"]
+    src, tgt = torch.tensor([[1, 2, 3]]), torch.tensor([[11, 1, 2]])
+    with torch.no_grad():
+        assert torch.equal(model(src, tgt), ckpt.model(src, tgt))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_files_load_as_float32(tmp_path, saved, dtype):
+    model, _ = saved
+    path = save_checkpoint(tmp_path / "h.safetensors", model, get_task("sort"), dtype=dtype)
+    ckpt = load_checkpoint(path)
+    assert ckpt.dtype == dtype and next(ckpt.model.parameters()).dtype == torch.float32
+    assert os.path.getsize(path) < os.path.getsize(tmp_path / "m.safetensors")
+
+
+def test_saving_over_a_file_replaces_it_atomically_and_leaves_no_temp_files(tmp_path, saved):
+    model, path = saved
+    save_checkpoint(path, model, get_task("copy"))
+    assert load_checkpoint(path).task.name == "copy"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]
+
+
+def test_unwritable_destination_is_one_clear_error(tmp_path, saved):
+    model, _ = saved
+    with pytest.raises(CheckpointError, match="does not exist"):
+        save_checkpoint(tmp_path / "nope" / "m.safetensors", model, get_task("copy"))
+    with pytest.raises(CheckpointError, match="directory"):
+        save_checkpoint(tmp_path, model, get_task("copy"))
+
+
+def _rewrite(path, mutate_tensors=None, mutate_meta=None):
+    tensors, meta = read_raw(path)
+    if mutate_tensors:
+        mutate_tensors(tensors)
+    if mutate_meta:
+        mutate_meta(meta)
+    save_file(tensors, str(path), metadata=meta)
+
+
+def _set_config(meta, **changes):
+    cfg = json.loads(meta["model_config"])
+    cfg.update(changes)
+    meta["model_config"] = json.dumps(cfg)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda p: p.unlink(), "no such file"),
+        (lambda p: p.write_bytes(b""), "not a safetensors file"),
+        (lambda p: p.write_bytes(p.read_bytes()[:200]), "truncated or corrupt"),
+        (lambda p: p.write_bytes(b"\x80\x04\x95" + os.urandom(300)), "not a safetensors file"),
+        (lambda p: _rewrite(p, mutate_meta=lambda m: m.pop("model_config")), "no 'model_config'"),
+        (lambda p: _rewrite(p, mutate_meta=lambda m: m.update(model_config="{oops")), "malformed"),
+        (lambda p: _rewrite(p, mutate_meta=lambda m: m.update(format_version="9")), "version '9'"),
+        (lambda p: _rewrite(p, mutate_meta=lambda m: m.update(format="other")), "not a minitx"),
+        (lambda p: _rewrite(p, mutate_meta=lambda m: _set_config(m, n_heads=3)), "invalid metadata"),
+        (lambda p: _rewrite(p, mutate_meta=lambda m: _set_config(m, d_model=4096)), "shape"),
+        (lambda p: _rewrite(p, lambda t: t.pop("model.generator.bias")), "missing tensor"),
+        (lambda p: _rewrite(p, lambda t: t.update({"model.extra": torch.ones(1)})), "does not use"),
+        (lambda p: _rewrite(p, lambda t: t["model.generator.bias"].fill_(float("nan"))), "NaN"),
+        (lambda p: _rewrite(p, lambda t: t.update({"model.generator.bias": torch.ones(13).long()})),
+         "dtype"),
+    ],
+)
+def test_each_broken_file_gives_one_clear_error(saved, damage, message):
+    _, path = saved
+    damage(path)
+    with pytest.raises(CheckpointError, match=message) as info:
+        load_checkpoint(path)
+    assert "\n" not in str(info.value)
+
+
+def test_a_directory_is_not_a_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match="directory"):
+        load_checkpoint(tmp_path)

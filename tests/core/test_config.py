@@ -1,0 +1,71 @@
+import pytest
+
+from core.config import ModelConfig, TrainConfig, recipe
+
+
+def test_default_model_config_is_the_reference_model():
+    cfg = ModelConfig()
+    assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.n_encoder_layers, cfg.n_decoder_layers) == (
+        64, 4, 256, 2, 2)
+    assert (cfg.dropout, cfg.max_len, cfg.norm, cfg.activation, cfg.d_k) == (0.1, 64, "post", "relu", 16)
+
+
+def test_pre_norm_defaults_to_gelu():
+    assert ModelConfig(norm="pre").activation == "gelu"
+    assert ModelConfig(norm="pre", activation="relu").activation == "relu"
+
+
+def test_default_train_config_is_the_reference_recipe():
+    cfg = recipe("reference").train
+    assert (cfg.lr, cfg.beta1, cfg.beta2, cfg.eps) == (1e-3, 0.9, 0.98, 1e-9)
+    assert (cfg.warmup, cfg.clip_grad_norm, cfg.batch_size, cfg.steps) == (400, 1.0, 64, 3000)
+
+
+@pytest.mark.parametrize("cls", [ModelConfig, TrainConfig])
+def test_configs_round_trip_through_a_plain_dict(cls):
+    cfg = cls()
+    data = cfg.to_dict()
+    assert all(isinstance(v, (int, float, str, bool)) for v in data.values())
+    assert cls.from_dict(data) == cfg
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"d_model": 63, "n_heads": 1}, "d_model"),  # odd width
+        ({"d_model": 64, "n_heads": 5}, "d_model"),  # not divisible by heads
+        ({"d_ff": 0}, "d_ff"),
+        ({"n_encoder_layers": -1}, "n_encoder_layers"),
+        ({"norm": "middle"}, "norm"),
+        ({"activation": "tanh"}, "activation"),
+        ({"attention": "flash"}, "attention"),
+        ({"dropout": 1.5}, "dropout"),
+    ],
+)
+def test_invalid_model_config_names_the_field(changes, field):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        ModelConfig(**changes)
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [({"lr": 0}, "lr"), ({"steps": 0}, "steps"), ({"task": "juggle"}, "task"),
+     ({"device": "tpu"}, "device"), ({"min_len": 8, "max_len": 4}, "min_len"),
+     ({"warmup": -1}, "warmup"), ({"bug": "typo"}, "bug")],
+)
+def test_invalid_train_config_names_the_field(changes, field):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        TrainConfig(**changes)
+
+
+def test_from_dict_rejects_unknown_fields():
+    with pytest.raises(ValueError, match="unknown ModelConfig field"):
+        ModelConfig.from_dict({"d_model": 64, "wings": 2})
+
+
+def test_learning_rate_warms_up_linearly_then_stays_flat():
+    cfg = TrainConfig()
+    assert cfg.lr_at(1) == pytest.approx(1e-3 / 400)
+    assert cfg.lr_at(200) == pytest.approx(0.5e-3)
+    assert cfg.lr_at(400) == pytest.approx(1e-3)
+    assert cfg.lr_at(3000) == pytest.approx(1e-3)

@@ -1,0 +1,68 @@
+import pytest
+import torch
+
+from core.tasks import EOS, PAD, SOS, TaskInputError, get_task
+
+
+def test_reverse_target_is_sos_reversed_source_eos():
+    task = get_task("reverse")
+    batch = task.batch_from_sources(torch.tensor([[3, 1, 4, 1, 5]]), torch.tensor([5]))
+    assert batch.tgt[0].tolist() == [SOS, 5, 1, 4, 1, 3, EOS]
+
+
+def test_batches_are_right_padded_and_lengths_in_range():
+    task = get_task("reverse", 4, 10)
+    batch = task.batch(256, torch.Generator().manual_seed(0))
+    assert batch.src.shape == (256, 10) and batch.tgt.shape == (256, 12)
+    assert batch.lengths.min() >= 4 and batch.lengths.max() <= 10
+    assert set(batch.lengths.tolist()) == set(range(4, 11))  # uniform over the range
+    for row, n in zip(batch.src, batch.lengths):
+        assert (row[:n] < 10).all() and (row[n:] == PAD).all()
+    for src, tgt, n in zip(batch.src, batch.tgt, batch.lengths):
+        assert tgt[1 : n + 1].tolist() == src[:n].flip(0).tolist()
+        assert tgt[n + 1] == EOS and (tgt[n + 2 :] == PAD).all()
+
+
+def test_batches_are_reproducible_from_a_seed():
+    task = get_task("sort")
+    a = task.batch(32, torch.Generator().manual_seed(7))
+    b = task.batch(32, torch.Generator().manual_seed(7))
+    assert torch.equal(a.tgt, b.tgt)
+
+
+@pytest.mark.parametrize("name, expected", [("copy", [3, 1, 4, 1, 5]), ("sort", [1, 1, 3, 4, 5]),
+                                            ("reverse", [5, 1, 4, 1, 3])])
+def test_each_task_transforms_the_source(name, expected):
+    assert get_task(name).expected_output([3, 1, 4, 1, 5]) == expected
+
+
+def test_reverse_alignment_is_the_anti_diagonal():
+    task = get_task("reverse")
+    align = task.alignment(torch.tensor([[3, 1, 4, PAD]]), torch.tensor([3]))[0]
+    assert align.nonzero().tolist() == [[0, 2], [1, 1], [2, 0]]
+
+
+def test_sort_alignment_accepts_any_equal_digit():
+    task = get_task("sort")
+    align = task.alignment(torch.tensor([[3, 1, 1]]), torch.tensor([3]))[0]
+    assert align[0].tolist() == [False, True, True]  # output 0 is a 1: either source 1 will do
+    assert align[2].tolist() == [True, False, False]
+
+
+def test_parse_and_format_round_trip():
+    task = get_task("reverse")
+    assert task.parse("3 1 4 1 5") == [3, 1, 4, 1, 5]
+    assert task.parse("  31415 ") == [3, 1, 4, 1, 5]
+    assert task.format([3, 1, 4, 1, 5, EOS, PAD]) == "3 1 4 1 5"
+    assert task.format(task.parse("9 0 0 7")) == "9 0 0 7"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [("", "empty"), ("   ", "empty"), ("3 x 4", "not a token"), ("3 <eos>", "special token"),
+     ("1 2 3 4 5 6 7 8 9 0 1", "at most 10"), ("٣ ١", "not a token"), ("7" * 10_000, "too long")],
+)
+def test_parse_rejects_bad_sources_with_one_line(text, message):
+    with pytest.raises(TaskInputError, match=message) as info:
+        get_task("reverse").parse(text)
+    assert "\n" not in str(info.value)

@@ -1,0 +1,99 @@
+import math
+
+import pytest
+import torch
+
+from core.checkpoint import CheckpointError
+from core.config import ModelConfig, TrainConfig
+from core.train import StepStats, Trainer, TrainingDiverged, resolve_device
+
+
+def test_step_reports_loss_grad_norm_lr_and_speed(tiny_model_cfg, tiny_train_cfg):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg)
+    stats = trainer.train_step()
+    assert isinstance(stats, StepStats) and stats.step == 1
+    assert math.isfinite(stats.loss) and stats.grad_norm > 0
+    assert stats.lr == pytest.approx(tiny_train_cfg.lr / tiny_train_cfg.warmup)
+    assert stats.examples_per_s > 0 and stats.accuracy is None
+
+
+def test_first_step_loss_of_the_reference_model_is_healthy():
+    trainer = Trainer(ModelConfig(), TrainConfig(device="cpu"))
+    assert 2.5 < trainer.train_step().loss < 3.5
+
+
+def test_run_calls_back_every_step_and_evaluates_periodically(tiny_model_cfg, tiny_train_cfg):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg.replace(steps=10, eval_every=5))
+    seen = []
+    trainer.run(seen.append)
+    assert [s.step for s in seen] == list(range(1, 11))
+    assert [s.step for s in seen if s.accuracy is not None] == [5, 10]
+    assert 0.0 <= seen[-1].accuracy <= 1.0
+
+
+def test_run_stops_when_asked(tiny_model_cfg, tiny_train_cfg):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg)
+    trainer.run(should_stop=lambda: trainer.step_count >= 3)
+    assert trainer.step_count == 3
+
+
+def test_training_lowers_the_loss(tiny_model_cfg, tiny_train_cfg):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg.replace(steps=150, lr=3e-3))
+    losses = [trainer.train_step().loss for _ in range(150)]
+    assert sum(losses[-10:]) / 10 < 0.8 * sum(losses[:10]) / 10
+
+
+def test_non_finite_loss_stops_training_and_keeps_the_last_good_weights(tiny_model_cfg, tiny_train_cfg):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg)
+    trainer.train_step()
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    with torch.no_grad():
+        trainer.model.generator.weight[0, 0] = float("nan")
+    with pytest.raises(TrainingDiverged, match="diverged at step 2"):
+        trainer.train_step()
+    after = trainer.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before if k != "generator.weight")
+    assert trainer.step_count == 1
+
+
+def test_device_auto_falls_back_to_cpu_without_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto").type == "cpu"
+    with pytest.raises(ValueError, match="cuda"):
+        resolve_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto").type == "cuda"
+
+
+def test_resuming_reproduces_the_uninterrupted_run_bit_exactly(tmp_path, tiny_model_cfg, tiny_train_cfg):
+    cfg = tiny_train_cfg.replace(steps=12, eval_every=4)
+    model_cfg = tiny_model_cfg.replace(dropout=0.2)  # dropout makes the RNG state matter
+    straight = Trainer(model_cfg, cfg)
+    straight.run()
+
+    first = Trainer(model_cfg, cfg)
+    first.run(should_stop=lambda: first.step_count >= 5)
+    first.save(tmp_path / "run.safetensors")
+    torch.manual_seed(999)  # disturb the global RNG: resume must restore it
+    resumed = Trainer.resume(tmp_path / "run.safetensors", cfg)
+    assert resumed.step_count == 5
+    resumed.run()
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_resume_refuses_a_different_config(tmp_path, tiny_model_cfg, tiny_train_cfg):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg)
+    trainer.train_step()
+    trainer.save(tmp_path / "run.safetensors")
+    with pytest.raises(CheckpointError, match="its lr is"):
+        Trainer.resume(tmp_path / "run.safetensors", tiny_train_cfg.replace(lr=5e-3))
+    longer = Trainer.resume(tmp_path / "run.safetensors", tiny_train_cfg.replace(steps=99))
+    assert longer.cfg.steps == 99
+
+
+def test_an_inference_only_checkpoint_cannot_be_resumed(tmp_path, tiny_model_cfg, tiny_train_cfg):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg)
+    trainer.save(tmp_path / "model.safetensors", resumable=False)
+    with pytest.raises(CheckpointError, match="cannot be resumed"):
+        Trainer.resume(tmp_path / "model.safetensors")
