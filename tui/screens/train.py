@@ -118,6 +118,7 @@ class FormInput(Input):
 
 
 class TrainScreen(Screen):
+    AUTO_FOCUS = ""  # the run keys work at once; Tab moves into the form
     # space, x and w never appear in a form value, so they work even while typing in it.
     BINDINGS = [
         Binding("space", "toggle", "start/pause", priority=True),
@@ -134,6 +135,7 @@ class TrainScreen(Screen):
         self.trainer = None  # set by the worker; read only when no step is running
         self.losses: list[float] = []
         self.last: Progress | None = None
+        self.progress_messages = 0  # how many Progress messages this run (throttle check)
         self._paused = threading.Event()
         self._stop = threading.Event()
         self._save_to: str | None = None  # a save request the worker handles between steps
@@ -255,7 +257,7 @@ class TrainScreen(Screen):
         if configs is None:
             self.notify(f"fix the form first: {self.form_error}", severity="warning", markup=False)
             return
-        self.losses, self.last = [], None
+        self.losses, self.last, self.progress_messages = [], None, 0
         self._paused.clear()
         self._stop.clear()
         self._save_to = None
@@ -371,6 +373,7 @@ class TrainScreen(Screen):
         self.query_one(TitleBar).set_info(message.summary)
 
     def on_progress(self, message: Progress) -> None:
+        self.progress_messages += 1
         self.losses.extend(message.losses)
         self.last = message
         self.query_one("#loss-spark", Sparkline).data = list(self.losses)

@@ -1,0 +1,267 @@
+"""Explore screen: typing a source, stepping the decoder, choosing what to look at."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from textual.widgets import Input, Static
+from tui_helpers import model_ready, notifications, reverse_checkpoint, wait_for
+
+from tui.app import create_app
+from tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from tui.widgets.attention import AttentionGrid, HeadsOverview
+from tui.widgets.keybar import KeyBar
+
+
+async def type_source(pilot, text: str, keystrokes: bool = False) -> None:
+    """Edit the source (i), enter `text` (typed key by key, or pasted at once) and press Enter."""
+    await pilot.press("i")
+    source = pilot.app.screen.query_one("#source", Input)
+    assert pilot.app.focused is source
+    source.value = "" if keystrokes else text
+    if keystrokes:
+        await pilot.press(*text)
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+def test_importing_the_app_does_not_import_torch():
+    code = "import sys, tui.app; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.asyncio
+async def test_app_paints_a_loading_indicator_then_opens_the_bundled_model():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert not app.model_ready
+        assert app.screen.query_one("#explore-main").loading
+        await model_ready(pilot)
+        assert not app.screen.query_one("#explore-main").loading
+        assert "reverse" in app.current.summary
+
+
+@pytest.mark.asyncio
+async def test_first_screen_shows_the_whole_decode_of_the_default_source_on_the_best_head():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(100, 32)) as pilot:
+        await model_ready(pilot)
+        screen = app.screen
+        assert screen.stepper.finished
+        assert screen.stepper.tokens[:5] == [5, 1, 4, 1, 3]
+        scores = app.current.scores
+        assert scores[screen.layer_index][screen.head_index] == max(max(row) for row in scores)
+        assert "✓ correct" in str(screen.query_one("#output", Static).render())
+
+
+@pytest.mark.asyncio
+async def test_typing_a_valid_source_restarts_decoding_at_step_zero():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await type_source(pilot, "2 7 1 8", keystrokes=True)
+        screen = app.screen
+        assert screen.stepper.src_ids == [2, 7, 1, 8]
+        assert screen.stepper.position == 0
+        assert not screen.query_one("#source-error").display
+        assert app.focused is None  # back on the step keys
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1 x 3", "not a token"),
+    ("   ", "empty"),
+    ("7" * 70, "at most"),
+])
+@pytest.mark.asyncio
+async def test_a_bad_source_gets_an_inline_message_and_keeps_the_decoder(text, message):
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        before = app.screen.stepper
+        await type_source(pilot, text)
+        error = app.screen.query_one("#source-error", Static)
+        assert error.display and message in str(error.render())
+        assert app.screen.stepper is before
+        await type_source(pilot, "1 2 3")
+        assert not error.display
+
+
+@pytest.mark.asyncio
+async def test_step_forward_back_run_and_reset_move_through_the_decode():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await type_source(pilot, "3 1 4 1 5")
+        stepper = app.screen.stepper
+        await pilot.press("right")
+        await pilot.press("n")
+        assert stepper.position == 2
+        first_two = list(stepper.results)
+        await pilot.press("left")
+        await pilot.press("b")
+        assert stepper.position == 0
+        await pilot.press("right", "right")
+        assert stepper.results[:2] == first_two and len(stepper.results) == 2  # replayed
+        await pilot.press("enter")
+        assert stepper.finished and stepper.tokens == [5, 1, 4, 1, 3, 12]
+        await pilot.press("x")
+        assert stepper.position == 0
+        await pilot.press("r")
+        assert stepper.finished
+
+
+@pytest.mark.asyncio
+async def test_the_grid_has_source_columns_generated_rows_and_marks_the_current_step():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await type_source(pilot, "3 1 4 1 5")
+        await pilot.press("right", "right", "right")
+        grid = app.screen.query_one("#grid", AttentionGrid)
+        assert grid.columns == ["3", "1", "4", "1", "5"]
+        assert grid.row_labels == ["5", "1", "4"]
+        assert grid.current == 2
+        assert "◂ step" in grid.render().plain.splitlines()[3]
+        assert "0.0" in grid.render().plain and "1.0" in grid.render().plain  # the legend
+
+
+@pytest.mark.asyncio
+async def test_layer_and_head_keys_cycle_and_wrap_around():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        screen = app.screen
+        layers, heads = app.current.layers, app.current.heads
+        layer, head = screen.layer_index, screen.head_index
+        await pilot.press("right_square_bracket")
+        assert screen.layer_index == (layer + 1) % layers
+        await pilot.press("left_square_bracket")
+        assert screen.layer_index == layer
+        await pilot.press(*["full_stop"] * heads)
+        assert screen.head_index == head
+        await pilot.press("comma")
+        assert screen.head_index == (head - 1) % heads
+        title = screen.query_one("#grid-panel").border_title
+        assert f"L{layer + 1} H{(head - 1) % heads + 1}" in str(title)
+
+
+@pytest.mark.asyncio
+async def test_view_toggles_switch_between_cross_self_all_heads_and_numbers():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        screen = app.screen
+        grid = screen.query_one("#grid", AttentionGrid)
+        heads = screen.query_one("#heads", HeadsOverview)
+        panel = screen.query_one("#grid-panel")
+        await pilot.press("a")
+        assert heads.display and not grid.display
+        assert len(heads.grids) == app.current.layers and len(heads.grids[0]) == app.current.heads
+        assert "H1 " in heads.render().plain
+        await pilot.press("a")
+        assert grid.display and not heads.display
+        await pilot.press("s")
+        assert "self-attention" in str(panel.border_title)
+        assert grid.columns[0] == "<sos>"
+        await pilot.press("s")
+        assert "cross-attention" in str(panel.border_title)
+        assert "." not in grid.render().plain.splitlines()[1]
+        await pilot.press("number_sign")
+        assert grid.numbers and "." in grid.render().plain.splitlines()[1]
+
+
+@pytest.mark.asyncio
+async def test_help_opens_on_question_mark_and_closes_on_escape():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.asyncio
+async def test_footer_shows_every_explore_key_at_80x24():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        bar = app.screen.query_one(KeyBar)
+        shown = bar.render().plain
+        for words in ("→/n step", "←/b back", "⏎/r run", "x reset", "[/] layer", ",/. head",
+                      "a all heads", "s self-attn", "# numbers", "i edit source", "t train",
+                      "o open", "? help", "q quit"):
+            assert words in shown
+        assert bar.size.height <= 2
+
+
+@pytest.mark.asyncio
+async def test_opening_a_bad_file_says_why_and_keeps_the_current_model(tmp_path):
+    bad = tmp_path / "broken.safetensors"
+    bad.write_bytes(b"not a checkpoint at all")
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        before = app.current
+        await pilot.press("o")
+        assert isinstance(app.screen, OpenCheckpointScreen)
+        path_input = app.screen.query_one("#open-path", Input)
+        path_input.focus()
+        path_input.value = str(bad)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not app.loading, "the load to fail")
+        assert app.current is before
+        assert any("cannot open" in m and "broken.safetensors" in m for m in notifications(app))
+
+
+@pytest.mark.asyncio
+async def test_open_lists_checkpoints_in_a_folder_and_loads_the_chosen_one(tmp_path):
+    from core.config import ModelConfig, TrainConfig
+    from core.train import Trainer
+
+    tiny = Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
+                               n_decoder_layers=1, max_len=16),
+                   TrainConfig(steps=2, batch_size=8, max_len=6, device="cpu"))
+    tiny.train_step()
+    tiny.save(tmp_path / "tiny.safetensors")
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await pilot.press("o")
+        dialog = app.screen
+        dialog.list_folder(str(tmp_path))
+        await wait_for(pilot, lambda: any("tiny" in p for p in dialog.paths.values()), "listing")
+        key = next(k for k, p in dialog.paths.items() if "tiny" in p)
+        option_list = dialog.query_one("#open-list")
+        option_list.highlighted = option_list.get_option_index(key)
+        option_list.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.model_ready and app.current.name == "tiny.safetensors",
+                       "the tiny model")
+        assert app.screen.stepper.model is app.current.model
+
+
+@pytest.mark.asyncio
+async def test_resizing_down_to_60x20_in_every_view_never_crashes():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(100, 32)) as pilot:
+        await model_ready(pilot)
+        for keys in ((), ("a",), ("a", "s", "number_sign"), ("t",), ("question_mark",)):
+            await pilot.press(*keys)
+            for size in ((60, 20), (40, 10), (100, 32)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause()
+        assert app.is_running
+
+
+@pytest.mark.asyncio
+async def test_a_second_checkpoint_is_kept_for_the_compare_view():
+    name = reverse_checkpoint()
+    app = create_app([name, name])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        assert app.compare_with == name

@@ -1,0 +1,66 @@
+"""Shared helpers for the TUI tests (a plain module: tests/ already has a top-level conftest)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+# Where the tests save checkpoints, and how long anything may take on a busy 2-core machine.
+TIMEOUT = 60.0
+
+
+def reverse_checkpoint() -> str:
+    """The bundled reverse model's name (MINITX_TUI_TEST_CHECKPOINT overrides it for trying
+    the suite against another model; snapshots are only valid for the bundled one)."""
+    import checkpoints
+    from core.checkpoint import CheckpointError
+
+    override = os.environ.get("MINITX_TUI_TEST_CHECKPOINT")
+    if override:
+        return override
+    try:
+        checkpoints.resolve("reverse")
+    except CheckpointError as e:
+        pytest.skip(f"bundled reverse checkpoint missing: {e}")
+    return "reverse"
+
+
+async def wait_for(pilot, condition, what: str = "condition", timeout: float = TIMEOUT) -> float:
+    """Pause the pilot until condition() holds; returns the seconds it took."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await pilot.pause(0.02)
+    return time.monotonic() - start
+
+
+async def model_ready(pilot) -> None:
+    await wait_for(pilot, lambda: pilot.app.model_ready, "the model to load")
+    await pilot.pause()
+
+
+async def on_train_screen(pilot):
+    """Switch to Train and wait until the form holds the default recipe."""
+    await model_ready(pilot)
+    await pilot.press("t")
+    await wait_for(pilot, lambda: getattr(pilot.app.screen, "state", "") == "idle", "train form")
+    return pilot.app.screen
+
+
+# A run that takes a couple of seconds on two busy cores (d_model 16, one layer).
+TINY = {"d_model": "16", "heads": "2", "layers": "1", "batch": "16", "warmup": "5",
+        "dropout": "0", "lr": "0.003"}
+
+
+def fill_form(screen, **values: str) -> None:
+    from textual.widgets import Input
+
+    for key, value in {**TINY, **values}.items():
+        screen.query_one(f"#{key}", Input).value = value
+
+
+def notifications(app) -> list[str]:
+    return [n.message for n in app._notifications]
