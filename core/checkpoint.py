@@ -101,6 +101,10 @@ def write_atomic(path: Path, data: bytes) -> Path:
     tmp_name = None
     try:
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        # mkstemp makes the file private (0600); give it the mode a plain open() would have.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
