@@ -38,7 +38,9 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return tuple(kinds)
 
 
-class MinitxGroup(click.Group):
+class OneLineErrors:
+    """Mixed into a Click command or group: every error becomes one line on stderr."""
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -74,6 +76,14 @@ class MinitxGroup(click.Group):
             click.echo("Aborted.", err=True)
             sys.exit(EXIT_INTERRUPTED)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+class MinitxGroup(OneLineErrors, click.Group):
+    pass
+
+
+class MinitxCommand(OneLineErrors, click.Command):
+    pass
 
 
 CONTEXT = {
@@ -126,7 +136,7 @@ for command in (train_cmd, decode_cmd, eval_cmd, inspect_cmd, export_cmd, list_c
     main.add_command(command)
 
 
-@click.command(cls=click.Command, context_settings=CONTEXT)
+@click.command(cls=MinitxCommand, context_settings=CONTEXT)
 @click.argument("ckpt", nargs=-1)
 def _tui_entry(ckpt: tuple[str, ...]) -> None:
     """Open the minitx terminal app, optionally on the given checkpoints.
@@ -140,14 +150,7 @@ def _tui_entry(ckpt: tuple[str, ...]) -> None:
 
 def tui_main() -> None:
     """The `minitx-tui [CKPT ...]` entry point: `minitx tui` without the group."""
-    try:
-        _tui_entry.main(prog_name="minitx-tui", standalone_mode=False)
-    except click.ClickException as e:
-        click.echo(f"Error: {_one_line(e.format_message())}", err=True)
-        sys.exit(e.exit_code)
-    except (click.Abort, KeyboardInterrupt):
-        sys.exit(EXIT_INTERRUPTED)
-    sys.exit(0)
+    _tui_entry.main(prog_name="minitx-tui")
 
 
 if __name__ == "__main__":

@@ -62,9 +62,7 @@ def _sources(args: list[str]) -> list[str]:
     if not args or args == ["-"]:
         if not args and sys.stdin.isatty():
             raise click.UsageError('give a source, e.g. minitx decode reverse "3 1 4 1 5"')
-        lines = [
-            line for line in click.get_text_stream("stdin").read().splitlines() if line.strip()
-        ]
+        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
         if not lines:
             raise click.UsageError("no sources on stdin (one per line)")
         return lines
