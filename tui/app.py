@@ -45,6 +45,7 @@ class MinitxApp(App):
         self.current: LoadedModel | None = None
         self.loading = True
         self.status = f"loading {self.initial}…"
+        self.loading_name = self.initial
         self.save_dir = Path.cwd()  # where the train screen saves checkpoints
         # Published whenever current, loading or status change; screens redraw from the app.
         self.model_changed: Signal[MinitxApp] = Signal(self, "model-changed")
@@ -72,7 +73,7 @@ class MinitxApp(App):
         self.post_message(ModelLoaded(record, announce=not first))
 
     def start_loading(self, name: str) -> None:
-        self.loading = True
+        self.loading, self.loading_name = True, name
         self.status = f"loading {name}…"
         self.model_changed.publish(self)
         self.load_model(name)
@@ -97,8 +98,8 @@ class MinitxApp(App):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:  # anything unexpected: a message, not a traceback
-            self.on_load_failed(LoadFailed(self.initial, f"{type(event.worker.error).__name__}: "
-                                                         f"{event.worker.error}"))
+            error = event.worker.error
+            self.on_load_failed(LoadFailed(self.loading_name, f"{type(error).__name__}: {error}"))
 
     def action_open(self) -> None:
         if isinstance(self.screen, OpenCheckpointScreen):

@@ -265,3 +265,16 @@ async def test_a_second_checkpoint_is_kept_for_the_compare_view():
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         assert app.compare_with == name
+
+
+@pytest.mark.asyncio
+async def test_a_missing_first_checkpoint_is_a_message_and_the_app_stays_usable(tmp_path):
+    app = create_app([str(tmp_path / "nowhere.safetensors")])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: not app.loading, "the load to fail")
+        assert app.current is None
+        assert "no such file" in str(app.screen.query_one("#output", Static).render())
+        assert any("cannot open" in m for m in notifications(app))
+        await pilot.press("right", "a", "s", "number_sign", "right_square_bracket", "enter")
+        await pilot.press("t")
+        assert app.current_mode == "train"

@@ -13,24 +13,22 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 HELP = """\
-[b]minitx[/b] — a small encoder-decoder Transformer you can train and watch think.
+[b]minitx[/b]: a small encoder-decoder Transformer to train and watch think.
 
-[b]Explore[/b]  type a source (i or /, then Enter) and step the greedy decoder.
-  → n  step one token        ← b  step back (replays what was computed)
-  ⏎ r  run to the end        x    reset to the start
-  [ ]  previous/next layer   , .  previous/next head
-  a    all heads: every layer × head as a small grid, with its alignment score
-  s    decoder self-attention instead of cross-attention
-  #    numbers in the cells
-  Rows are the tokens generated, columns the source tokens, the current step is marked ◂.
-  A trained reversal model draws an [b]anti-diagonal[/b]: output i looks at source n-1-i.
+[b]Explore[/b]   i or /  edit the source, Enter decodes it, esc leaves it
+  → n  step one token          ← b  step back (replays, no recompute)
+  ⏎ r  run to the end          x    reset to the start
+  \\[ ]  previous / next layer   , .  previous / next head
+  a    all heads, each with its alignment score
+  s    decoder self-attention   #   numbers in the cells
+  Rows: tokens generated. Columns: source tokens. ◂ marks this step.
+  A reverse model draws an [b]anti-diagonal[/b]: output i looks at source n-1-i.
 
-[b]Train[/b]  edit the form (Tab moves between fields), then space to start.
-  space start / pause / resume   x stop   w save a checkpoint (atomic)
-  The loss sparkline covers the whole run; the probe grid shows the best head live.
-  When a run ends (or is stopped) the new model is the one Explore uses.
+[b]Train[/b]     Tab moves into the form, esc leaves it
+  space  start / pause / resume   x  stop   w  save a checkpoint
+  When a run ends or is stopped, Explore uses the new model.
 
-[b]Anywhere[/b]  o open a checkpoint   e / t  explore / train   ? this help   q quit
+[b]Anywhere[/b]  o open a checkpoint   e / t  explore / train   ? help   q quit
 """
 
 
@@ -64,7 +62,8 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             yield OptionList(id="open-list")
             yield Label("or type a .safetensors path, or a folder to list (Enter):")
             yield Input(placeholder="path/to/model.safetensors", id="open-path", compact=True)
-            yield Static("", id="open-error")
+            yield Static("", id="open-error", markup=False)
+            yield Label("[dim]↑↓ choose · Enter opens · Tab to the path · esc cancels[/dim]")
 
     def on_mount(self) -> None:
         self.query_one("#open-box").border_title = "open a checkpoint"

@@ -178,7 +178,7 @@ class ExploreScreen(Screen):
                                                    f" · head {self.head_index + 1}/{current.heads}")
         self.query_one("#scores", ScoreTable).show(
             current.scores, (self.layer_index, self.head_index),
-            note=f"expected: {current.task.alignment_name} ({current.task.name})")
+            note=f"expected: {current.task.alignment_name}")
         if self.stepper is None:
             return
         self._draw_output(current)

@@ -167,6 +167,8 @@ class TrainScreen(Screen):
         self.query_one("#probe-panel").border_title = "probe · cross-attention of the best head"
         self.query_one("#probe-scores-panel").border_title = "alignment, live"
         self.query_one("#form").disabled = True
+        self.query_one("#probe", AttentionGrid).show(
+            [], [], [], hint="the best head on a probe source, live while training")
         self.app.model_changed.subscribe(self, self._model_changed)
         self._model_changed(self.app)
         self.load_defaults()

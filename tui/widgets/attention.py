@@ -31,7 +31,7 @@ def legend() -> Text:
     text = Text("0.0 ", style="dim")
     for i in range(9):
         text.append("  ", Style(bgcolor=viridis_hex(i / 8)))
-    text.append(" 1.0  attention weight", style="dim")
+    text.append(" 1.0 weight", style="dim")
     return text
 
 

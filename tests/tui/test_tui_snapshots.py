@@ -1,0 +1,60 @@
+"""Snapshots of the main screens at a fixed size with the bundled reverse model.
+
+Deterministic by construction: every snapshot waits for the model (and the train form) to
+load, nothing is focused (no cursor), and no training numbers (steps/s, ETA) are shown.
+Regenerate with `pytest tests/tui --snapshot-update` after a deliberate change.
+"""
+
+from __future__ import annotations
+
+from tui_helpers import model_ready, on_train_screen, reverse_checkpoint
+
+from tui.app import create_app
+
+
+def test_explore_shows_the_anti_diagonal_of_the_best_head_at_100x32(snap_compare):
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(100, 32),
+                        run_before=model_ready)
+
+
+def test_explore_mid_decode_with_numbers_at_80x24(snap_compare):
+    async def run_before(pilot):
+        await model_ready(pilot)
+        await pilot.press("x", "right", "right", "right", "number_sign")
+
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(80, 24),
+                        run_before=run_before)
+
+
+def test_explore_all_heads_overview_at_80x24(snap_compare):
+    async def run_before(pilot):
+        await model_ready(pilot)
+        await pilot.press("a")
+
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(80, 24),
+                        run_before=run_before)
+
+
+def test_explore_inline_error_for_a_bad_source_at_80x24(snap_compare):
+    async def run_before(pilot):
+        await model_ready(pilot)
+        await pilot.press("i")
+        pilot.app.screen.query_one("#source").value = "3 1 x"
+        await pilot.press("enter", "escape")
+
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(80, 24),
+                        run_before=run_before)
+
+
+def test_train_form_before_a_run_at_80x24(snap_compare):
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(80, 24),
+                        run_before=on_train_screen)
+
+
+def test_help_screen_at_80x24(snap_compare):
+    async def run_before(pilot):
+        await model_ready(pilot)
+        await pilot.press("question_mark")
+
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(80, 24),
+                        run_before=run_before)
