@@ -104,9 +104,7 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
 
 
 def test_resume_refuses_a_run_whose_config_does_not_match(tiny_ckpt):
-    message = assert_one_line_error(
-        run_cli("train", "--resume", tiny_ckpt, "--steps", "40", "--lr", "0.5")
-    )
+    message = assert_one_line_error(run_cli("train", "--resume", tiny_ckpt, "--steps", "40", "--lr", "0.5"))
     assert "lr" in message
     message = assert_one_line_error(
         run_cli("train", "--resume", tiny_ckpt, "--steps", "40", "--d-model", "32")
@@ -190,7 +188,24 @@ def test_cuda_without_a_gpu_is_a_one_line_error(tmp_path):
 
 
 def test_unwritable_output_path_fails_before_training(tmp_path):
-    run = run_cli(
-        "train", *TINY, "--steps", "5", "--out", str(tmp_path / "missing" / "x.safetensors")
-    )
+    run = run_cli("train", *TINY, "--steps", "5", "--out", str(tmp_path / "missing" / "x.safetensors"))
     assert "does not exist" in assert_one_line_error(run)
+
+
+def test_every_config_field_can_be_set_from_the_command_line():
+    import dataclasses
+
+    from core.config import ModelConfig, TrainConfig
+    from tui.commands.train import MODEL_OPTIONS
+
+    help_text = run_cli("train", "--help").stdout
+    via_lengths, via_bug, from_task = (
+        {"min_len", "max_len"},
+        {"scale_attention", "swap_cross_attention", "causal_mask"},
+        {"vocab_size", "pad_id"},
+    )
+    for field in dataclasses.fields(TrainConfig):
+        if field.name not in via_lengths:
+            assert f"--{field.name.replace('_', '-')}" in help_text, field.name
+    model_fields = set(MODEL_OPTIONS.values()) | via_bug | from_task
+    assert {f.name for f in dataclasses.fields(ModelConfig)} <= model_fields

@@ -158,9 +158,34 @@ def _options(f):
         click.option("--quiet", "-q", is_flag=True, help="No progress output, only the result."),
         click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
     ]
-    for opt in reversed(opts):
+    for opt in reversed(opts + _other_train_options()):
         f = opt(f)
     return f
+
+
+def _other_train_fields() -> list:
+    """TrainConfig fields this file has no hand-written option for (added to core later): each
+    still gets an option, so `train` always covers every field. core.config imports no torch."""
+    import dataclasses
+
+    from core.config import TrainConfig
+
+    covered = set(TRAIN_OPTIONS.values()) | {"min_len", "max_len"}
+    return [f for f in dataclasses.fields(TrainConfig) if f.name not in covered]
+
+
+def _other_train_options() -> list:
+    options = []
+    for field in _other_train_fields():
+        flag = field.name.replace("_", "-")
+        help_text = f"TrainConfig.{field.name}. [default: recipe]"
+        if isinstance(field.default, bool):
+            options.append(click.option(f"--{flag}/--no-{flag}", field.name, default=None,
+                                        help=help_text))
+        else:
+            options.append(click.option(f"--{flag}", field.name, type=type(field.default),
+                                        default=None, help=help_text))
+    return options
 
 
 @click.command("train")
@@ -231,9 +256,8 @@ def _override(model_cfg, train_cfg, opts):
         model_changes.setdefault("n_decoder_layers", opts["layers"])
     if opts["norm"] is not None and opts["activation"] is None:
         model_changes["activation"] = ""  # back to the norm's own default activation
-    train_changes = {
-        field: opts[name] for name, field in TRAIN_OPTIONS.items() if opts[name] is not None
-    }
+    names = {**TRAIN_OPTIONS, **{f.name: f.name for f in _other_train_fields()}}
+    train_changes = {field: opts[name] for name, field in names.items() if opts[name] is not None}
     if opts["lengths"] is not None:
         train_changes["min_len"], train_changes["max_len"] = parse_lengths(opts["lengths"])
     if opts["bug"] == "none":
