@@ -14,7 +14,7 @@ from textual.widget import Widget
 from tui.colors import text_colour_on, viridis_hex
 
 _NO_WRAP = "height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip;"
-CELL = 3  # characters of colour per cell; each cell is followed by a one-space gap
+CELL = 3  # characters of colour per cell; a one-space gap follows each cell where it fits
 
 
 def cell_text(value: float, numbers: bool) -> Text:
@@ -58,9 +58,13 @@ class AttentionGrid(Widget):
 
     def render(self) -> Text:
         label_width = max([len(s) for s in self.row_labels] + [5]) + 1
+        # Drop the gaps between cells before cropping columns (ten digits at 80 columns).
+        fits = label_width + len(self.columns) * (CELL + 1) <= max(self.size.width, 1)
+        gap = " " if fits else ""
         header = Text(" " * label_width)
         for column in self.columns:
-            header.append(column[: CELL + 1].center(CELL) + " ", style="bold")
+            shown = column.strip("<>") if len(column) > CELL else column  # <sos> -> sos
+            header.append(shown[:CELL].center(CELL) + gap, style="bold")
         lines = [header]
         for i, (row, label) in enumerate(zip(self.rows, self.row_labels, strict=False)):
             is_current = i == self.current
@@ -69,9 +73,9 @@ class AttentionGrid(Widget):
             line.append(" ")
             for value in row:
                 line.append_text(cell_text(value, self.numbers))
-                line.append(" ")
+                line.append(gap)
             if is_current:
-                line.append("◂ step", style="bold")
+                line.append(" ◂ step" if not gap else "◂ step", style="bold")
             lines.append(line)
         if self.hint:
             lines.append(Text(self.hint, style="italic dim"))
@@ -101,14 +105,15 @@ class HeadsOverview(Widget):
         self.grids, self.scores, self.selected = grids, scores, selected
         self.refresh(layout=True)
 
-    def _mini(self, rows: list[list[float]], width: int) -> list[Text]:
+    @staticmethod
+    def _mini(rows: list[list[float]], columns: int, cell: int) -> list[Text]:
         lines = []
         for top in range(0, len(rows), 2):
             line = Text()
-            for j in range(width):
+            for j in range(columns):
                 upper = viridis_hex(rows[top][j])
                 lower = viridis_hex(rows[top + 1][j]) if top + 1 < len(rows) else None
-                line.append("▀", Style(color=upper, bgcolor=lower))
+                line.append("▀" * cell, Style(color=upper, bgcolor=lower))
             lines.append(line)
         return lines
 
@@ -116,10 +121,13 @@ class HeadsOverview(Widget):
         if not self.grids or not self.grids[0] or not self.grids[0][0]:
             return Text("step the decoder (→) to see every head", style="italic dim")
         out: list[Text] = []
-        width = len(self.grids[0][0][0])
-        box = max(width, 8) + 2  # room for 'H1 0.94'
+        columns = len(self.grids[0][0][0])
+        # Two characters per column (closer to square) when every head still fits.
+        cell = 2 if 3 + len(self.grids[0]) * max(2 * columns + 1, 9) <= self.size.width else 1
+        width = columns * cell
+        box = max(width + 1, 9)  # room for '▸H1 0.94' and a gap
         for layer, heads in enumerate(self.grids):
-            minis = [self._mini(rows, width) for rows in heads]
+            minis = [self._mini(rows, columns, cell) for rows in heads]
             height = max(len(m) for m in minis)
             for r in range(height):
                 line = Text("   " if r else f"L{layer + 1} ", style="bold")
@@ -136,8 +144,7 @@ class HeadsOverview(Widget):
                 labels.append(f"{mark}H{head + 1} {score:.2f}".ljust(box)[:box], style=style)
             out.append(labels)
             out.append(Text())
-        out.append(Text("score: share of attention where the task expects it (1.0 = perfect)",
-                        style="dim"))
+        out.append(Text("score: attention where the task expects it", style="dim"))
         text = Text("\n").join(out)
         text.no_wrap = True
         text.overflow = "crop"
@@ -163,9 +170,9 @@ class ScoreTable(Widget):
         if not self.scores:
             return Text(self.note or "no scores yet", style="italic dim")
         heads = len(self.scores[0])
-        lines = [Text("   " + "".join(f"H{h + 1}".center(6) for h in range(heads)), style="bold")]
+        lines = [Text("    " + "".join(f"H{h + 1}".center(6) for h in range(heads)), style="bold")]
         for layer, row in enumerate(self.scores):
-            line = Text(f"L{layer + 1} ", style="bold")
+            line = Text(f" L{layer + 1} ", style="bold")
             for head, score in enumerate(row):
                 chosen = (layer, head) == self.selected
                 line.append("[" if chosen else " ", style="bold")
