@@ -1,0 +1,168 @@
+"""Two checkpoints side by side: configs, sizes, accuracy on the same sequences, how often they
+agree, which heads learned the alignment, and how far apart their weights are.
+
+Everything returned is plain data (numbers, names, short strings) so the CLI can print tables
+or `--json` and the TUI can fill a summary table without any model maths of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from checkpoints import load
+from core.alignment import alignment_scores
+from core.checkpoint import Checkpoint
+from core.decode import exact_match, greedy_decode
+from core.model import parameter_breakdown
+from core.tasks import EOS, PAD, Task
+
+SUMMARY_FIELDS = ("steps", "loss", "accuracy", "seed", "bug")  # training facts worth diffing
+
+
+@dataclass
+class ModelReport:
+    name: str
+    task: str
+    params: int
+    accuracy: float  # exact match on the shared sequences, against this model's own task
+    by_length: dict[int, float]  # source length -> accuracy
+    alignment: list[list[float]]  # (layers, heads) alignment scores, rows are layers
+
+    @property
+    def best_head(self) -> tuple[int, int, float]:
+        """(layer, head, score) of the head that best shows the task's alignment (0-based)."""
+        best = (0, 0, -1.0)
+        for layer, row in enumerate(self.alignment):
+            for head, score in enumerate(row):
+                if score > best[2]:
+                    best = (layer, head, score)
+        return best
+
+
+@dataclass
+class WeightDistance:
+    name: str  # parameter name, e.g. "decoder.0.cross_attn.q_proj.weight"
+    shape: list[int]
+    l2: float  # ||a - b||
+    relative: float  # ||a - b|| / ||a|| (0 when a is all zeros)
+
+
+@dataclass
+class Comparison:
+    a: ModelReport
+    b: ModelReport
+    config_diff: list[tuple[str, object, object]]  # (field, value in a, value in b), differences only
+    n: int  # shared fresh sequences
+    seed: int
+    agreement: float  # fraction of sequences on which both greedy outputs are identical
+    weights: list[WeightDistance] = field(default_factory=list)  # parameters whose shapes match
+    unmatched: list[str] = field(default_factory=list)  # parameters only one side has (or reshaped)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        for side in ("a", "b"):  # JSON object keys must be strings
+            data[side]["by_length"] = {str(k): v for k, v in data[side]["by_length"].items()}
+        data["config_diff"] = [{"field": f, "a": x, "b": y} for f, x, y in self.config_diff]
+        return data
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _flat(prefix: str, data: dict) -> dict[str, object]:
+    return {f"{prefix}.{k}": v for k, v in data.items()}
+
+
+def config_differences(a: Checkpoint, b: Checkpoint) -> list[tuple[str, object, object]]:
+    """Model config, task and training-summary fields whose values differ."""
+    left = {**_flat("model", a.model_config.to_dict()), **_flat("task", a.task.to_dict()),
+            **_flat("training", {k: a.summary.get(k) for k in SUMMARY_FIELDS})}
+    right = {**_flat("model", b.model_config.to_dict()), **_flat("task", b.task.to_dict()),
+             **_flat("training", {k: b.summary.get(k) for k in SUMMARY_FIELDS})}
+    return [(k, left.get(k), right.get(k)) for k in sorted(set(left) | set(right))
+            if left.get(k) != right.get(k)]
+
+
+def weight_distances(a: torch.nn.Module, b: torch.nn.Module) -> tuple[list[WeightDistance], list[str]]:
+    pa, pb = dict(a.named_parameters()), dict(b.named_parameters())
+    distances, unmatched = [], []
+    for name in sorted(set(pa) | set(pb)):
+        if name not in pa or name not in pb or pa[name].shape != pb[name].shape:
+            unmatched.append(name)
+            continue
+        x, y = pa[name].detach().float().cpu(), pb[name].detach().float().cpu()
+        l2 = float((x - y).norm())
+        norm = float(x.norm())
+        distances.append(WeightDistance(name, list(x.shape), l2, l2 / norm if norm else 0.0))
+    return distances, unmatched
+
+
+def _until_eos(generated: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, n) greedy output -> (B, width) with everything after the first EOS set to PAD."""
+    B, n = generated.shape
+    out = torch.full((B, width), PAD, dtype=torch.long)
+    out[:, :n] = generated.cpu()
+    after_eos = (torch.cumsum((out == EOS).long(), dim=1) - (out == EOS).long()) > 0
+    return out.masked_fill(after_eos, PAD)
+
+
+def _report(name: str, ckpt: Checkpoint, src: torch.Tensor, lengths: torch.Tensor,
+            generated: torch.Tensor) -> ModelReport:
+    task: Task = ckpt.task
+    labels = task.batch_from_sources(src, lengths).labels  # (n, S + 1) this model's own targets
+    ok = exact_match(generated.cpu(), labels)  # (n,)
+    by_length = {int(L): float(ok[lengths == L].float().mean()) for L in lengths.unique()}
+    scores = alignment_scores(ckpt.model, task, src, lengths)  # (layers, heads)
+    return ModelReport(name, task.name, parameter_breakdown(ckpt.model)["total"],
+                       float(ok.float().mean()), by_length,
+                       [[round(float(s), 4) for s in row] for row in scores])
+
+
+def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
+                   names: tuple[str, str] = ("A", "B")) -> Comparison:
+    """Compare two loaded checkpoints on the same n fresh sources, drawn from A's task lengths
+    (capped so both models can hold them)."""
+    longest = min(a.task.max_len, a.model_config.max_len - 2, b.model_config.max_len - 2)
+    shortest = min(a.task.min_len, longest)
+    batch = a.task.batch(n, torch.Generator().manual_seed(seed), shortest, longest)
+    src, lengths = batch.src, batch.lengths  # (n, S), (n,)
+    device_a = next(a.model.parameters()).device
+    device_b = next(b.model.parameters()).device
+    gen_a = greedy_decode(a.model, src.to(device_a)).cpu()  # (n, ~S + 2)
+    gen_b = greedy_decode(b.model, src.to(device_b)).cpu()
+    width = max(gen_a.shape[1], gen_b.shape[1])
+    agreement = float((_until_eos(gen_a, width) == _until_eos(gen_b, width)).all(dim=1).float().mean())
+    weights, unmatched = weight_distances(a.model, b.model)
+    return Comparison(
+        a=_report(names[0], a, src, lengths, gen_a),
+        b=_report(names[1], b, src, lengths, gen_b),
+        config_diff=config_differences(a, b),
+        n=n,
+        seed=seed,
+        agreement=agreement,
+        weights=weights,
+        unmatched=unmatched,
+    )
+
+
+def compare(a: str | Path, b: str | Path, n: int = 500, seed: int = 1234,
+            device: str = "cpu") -> Comparison:
+    """Bundled names or paths -> Comparison. Raises core.checkpoint.CheckpointError."""
+    ckpt_a, ckpt_b = load(a, device=device), load(b, device=device)
+    return compare_loaded(ckpt_a, ckpt_b, n, seed, names=(str(a), str(b)))
+
+
+def decode_both(a: Checkpoint, b: Checkpoint, source: str) -> dict[str, str]:
+    """One typed source through both models: {"source", "a", "b", "expected_a", "expected_b"}.
+    Raises core.tasks.TaskInputError for text the task cannot parse."""
+    ids = a.task.parse(source, max_len=min(a.model_config.max_len, b.model_config.max_len) - 2)
+    src = torch.tensor([ids])  # (1, S)
+    out = {"source": Task.format(ids)}
+    for side, ckpt in (("a", a), ("b", b)):
+        device = next(ckpt.model.parameters()).device
+        out[side] = Task.format(greedy_decode(ckpt.model, src.to(device))[0].tolist())
+        out[f"expected_{side}"] = Task.format(ckpt.task.expected_output(ids))
+    return out

@@ -1,0 +1,58 @@
+"""Regenerate the bundled deliberately-broken checkpoints (SPEC §8), one per bug preset.
+
+    .venv/bin/python checkpoints/make_bug_checkpoints.py                 # the three shipped ones
+    .venv/bin/python checkpoints/make_bug_checkpoints.py no-scale swap-cross --steps 3000
+
+Each is the reference model and recipe (SPEC §2, §5) trained with one `--bug` preset on the CPU
+with seed 0, saved inference-only in float32 (no training state: nobody resumes a broken run).
+The same as `minitx train --bug NAME --steps N --seed 0` followed by an inference-only save.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # runnable as a plain script from a checkout
+
+from core.bugs import BUGS  # noqa: E402
+from core.checkpoint import save_checkpoint  # noqa: E402
+from core.config import ModelConfig, TrainConfig  # noqa: E402
+from core.train import Trainer  # noqa: E402
+
+SHIPPED = ("no-shift", "no-causal-mask", "no-reverse")
+OUT_DIR = Path(__file__).resolve().parent
+
+
+def make(bug: str, steps: int, seed: int = 0, out_dir: Path = OUT_DIR) -> Path:
+    cfg = TrainConfig(bug=bug, steps=steps, seed=seed, device="cpu", eval_every=steps)
+    trainer = Trainer(ModelConfig(), cfg)
+    start = time.perf_counter()
+    last = trainer.run()
+    path = save_checkpoint(out_dir / f"reverse-{bug}.safetensors", trainer.model, trainer.task,
+                           trainer.summary())
+    print(f"{path.name}: {steps} steps, loss {last.loss:.4f}, held-out reverse accuracy "
+          f"{last.accuracy:.1%}, {time.perf_counter() - start:.0f} s", flush=True)
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bugs", nargs="*", metavar="BUG",
+                        help=f"presets of {', '.join(BUGS)} (default: {' '.join(SHIPPED)})")
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (machines are shared)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    for bug in args.bugs or SHIPPED:
+        make(bug, args.steps, args.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The doctor's checks (SPEC §7) on fresh models: each passes on a healthy model and fails, with
+the right cause, on a model broken in the way it is meant to catch."""
+
+import json
+
+import pytest
+import torch
+
+import core.model
+from core.config import ModelConfig
+from core.diagnostics import (
+    CAUSES,
+    check_attention_saturation,
+    check_fused_agreement,
+    check_future_leakage_gradients,
+    check_future_leakage_values,
+    check_initial_loss,
+    check_overfit_one_batch,
+    check_rows_sum_to_one,
+    check_source_dependence,
+    diagnose,
+    format_number,
+    looks_trained,
+    run_doctor,
+)
+from core.model import Seq2Seq
+from core.tasks import get_task
+
+TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
+                   max_len=16)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # Two cores shared by several processes: intra-op threads spin against each other and
+    # make these small models ten times slower.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def task():
+    return get_task("reverse", 4, 6)
+
+
+def fresh(**changes) -> Seq2Seq:
+    torch.manual_seed(0)
+    return Seq2Seq(TINY.replace(**changes))
+
+
+def test_a_fresh_healthy_model_passes_every_check_and_skips_the_trained_ones(task):
+    results = run_doctor(fresh(), task, quick=True)
+    by_status = {r.name: r.status for r in results}
+    assert "fail" not in by_status.values()
+    assert by_status["accuracy"] == by_status["alignment"] == "skip"
+    assert by_status["overfit-one-batch"] == "skip"  # quick mode
+    assert looks_trained(fresh(), task)[0] is False
+
+
+def test_initial_loss_of_the_default_model_is_about_3_3():
+    result = check_initial_loss(Seq2Seq(ModelConfig()), get_task("reverse"))
+    assert result.passed and 3.0 < result.value < 3.6
+
+
+def test_changing_a_future_token_changes_earlier_logits_only_without_the_causal_mask(task):
+    assert check_future_leakage_values(fresh(), task).value == 0.0
+    leaky = check_future_leakage_values(fresh(causal_mask=False), task)
+    assert leaky.passed is False and leaky.value > 1e-3 and leaky.cause == CAUSES["no-causal-mask"]
+
+
+def test_earlier_outputs_have_zero_gradient_wrt_future_inputs_only_with_the_mask(task):
+    assert check_future_leakage_gradients(fresh(), task).value == 0.0
+    leaky = check_future_leakage_gradients(fresh(causal_mask=False), task)
+    assert leaky.passed is False and leaky.cause == CAUSES["no-causal-mask"]
+
+
+def test_an_inverted_triu_mask_is_caught_as_leakage(task, monkeypatch):
+    def upper(length, device=None):
+        return torch.ones(length, length, dtype=torch.bool, device=device).triu()[None, None]
+
+    monkeypatch.setattr(core.model, "causal_mask", upper)
+    assert check_future_leakage_values(fresh(), task).passed is False
+
+
+def test_attention_saturates_at_init_only_without_sqrt_dk_scaling():
+    # SPEC §7 scaling facts for d_k = 16 over 200 keys: ~0.05 scaled, ~0.48 unscaled.
+    scaled = check_attention_saturation(fresh())
+    unscaled = check_attention_saturation(fresh(scale_attention=False))
+    assert scaled.passed and scaled.value < 0.1
+    assert unscaled.passed is False and 0.35 < unscaled.value < 0.65
+    assert unscaled.cause == CAUSES["no-scale"]
+
+
+@pytest.mark.parametrize("attention", ["explicit", "fused"])
+def test_attention_agrees_with_scaled_dot_product_attention(attention):
+    result = check_fused_agreement(fresh(attention=attention))
+    assert result.passed and result.value < 1e-5
+
+
+def test_unscaled_attention_disagrees_and_is_named_as_missing_scaling():
+    result = check_fused_agreement(fresh(scale_attention=False))
+    assert result.passed is False and result.cause == CAUSES["no-scale"]
+
+
+def test_rows_sum_to_one_and_the_check_catches_rows_that_do_not(task, monkeypatch):
+    assert check_rows_sum_to_one(fresh(), task).passed
+    real = core.model.attention
+
+    def halved(*args, **kwargs):
+        out, weights = real(*args, **kwargs)
+        return out, None if weights is None else weights * 0.5
+
+    monkeypatch.setattr(core.model, "attention", halved)
+    broken = check_rows_sum_to_one(fresh(), task)
+    assert broken.passed is False and broken.value == pytest.approx(0.5, abs=1e-5)
+
+
+def test_output_depends_on_the_source_unless_cross_attention_is_swapped(task):
+    assert check_source_dependence(fresh(), task).value > 1e-2
+    swapped = check_source_dependence(fresh(swap_cross_attention=True), task)
+    assert swapped.value == 0.0 and swapped.cause == CAUSES["swap-cross"]
+
+
+def test_a_fresh_model_overfits_one_batch_of_eight(task):
+    result = check_overfit_one_batch(fresh(), task)
+    assert result.passed and result.value < 0.01
+
+
+def test_overfitting_with_too_few_steps_fails(task):
+    assert check_overfit_one_batch(fresh(), task, steps=5).passed is False
+
+
+def test_the_doctor_leaves_the_model_and_the_global_rng_untouched(task):
+    model = fresh().train()
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    rng = torch.get_rng_state()
+    run_doctor(model, task, quick=True, trained=True)
+    assert model.training
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert all(torch.equal(weights[k], v) for k, v in model.state_dict().items())
+
+
+def test_results_are_plain_records_that_print_and_serialise(task):
+    results = run_doctor(fresh(causal_mask=False), task, quick=True)
+    rows = [r.to_dict() for r in results]
+    json.dumps(rows)
+    assert {row["status"] for row in rows} == {"pass", "fail", "skip"}
+    assert all(row["cause"] == "" for row in rows if row["status"] != "fail")
+    assert diagnose(results) == [CAUSES["no-causal-mask"]]
+    assert [format_number(x) for x in (None, 0.0, 3.2712, 1.2e-8)] == ["-", "0", "3.271", "1.20e-08"]
