@@ -38,6 +38,15 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return tuple(kinds)
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (e.g. under CliRunner)
+        pass
+
+
 class OneLineErrors:
     """Mixed into a Click command or group: every error becomes one line on stderr."""
 
@@ -49,6 +58,9 @@ class OneLineErrors:
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:  # `minitx ... | head` closed the pipe: nothing to report
+            _silence_stdout()
+            ctx.exit(1)
         except Exception as e:
             if os.environ.get("MINITX_DEBUG"):
                 raise

@@ -1,0 +1,114 @@
+"""`minitx decode`: predictions, attention grids, JSON, stdin, and bad inputs."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+import checkpoints
+from tests.cli.conftest import assert_one_line_error, run_cli
+
+needs_bundled = pytest.mark.skipif(
+    "reverse" not in checkpoints.bundled_names(), reason="bundled reverse checkpoint missing"
+)
+
+
+@needs_bundled
+def test_bundled_reverse_decodes_fresh_random_sequences_correctly():
+    rng = random.Random()  # unseeded on purpose: fresh sequences on every run
+    sources = [[rng.randrange(10) for _ in range(rng.randint(4, 10))] for _ in range(40)]
+    run = run_cli("decode", "reverse", *(" ".join(map(str, s)) for s in sources))
+    assert run.exit_code == 0, run.stderr
+    expected = [" ".join(map(str, reversed(s))) for s in sources]
+    assert run.stdout.splitlines() == expected
+
+
+@needs_bundled
+def test_decode_without_a_checkpoint_uses_the_bundled_reverse_model():
+    run = run_cli("decode", "3 1 4 1 5")
+    assert run.exit_code == 0, run.stderr
+    assert run.stdout == "5 1 4 1 3\n"
+
+
+def test_decode_prints_one_prediction_per_source(tiny_ckpt):
+    run = run_cli("decode", tiny_ckpt, "3 1 4", "2 7 1 8")
+    assert run.exit_code == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert len(lines) == 2
+    assert all(token.isdigit() for line in lines for token in line.split())
+
+
+def test_decode_reads_one_source_per_line_from_stdin(tiny_ckpt):
+    piped = run_cli("decode", tiny_ckpt, input="3 1 4\n\n2 7 1 8\n")
+    direct = run_cli("decode", tiny_ckpt, "3 1 4", "2 7 1 8")
+    assert piped.exit_code == 0, piped.stderr
+    assert piped.stdout == direct.stdout
+
+
+def test_decode_json_has_source_prediction_top_k_and_cross_attention(tiny_ckpt):
+    run = run_cli("decode", tiny_ckpt, "3 1 4 1", "--json", "--top-k", "3")
+    assert run.exit_code == 0, run.stderr
+    result = json.loads(run.stdout)["results"][0]
+    assert result["source"] == "3 1 4 1" and result["expected"] == "1 4 1 3"
+    steps = result["steps"]
+    assert all(len(step["top_k"]) == 3 for step in steps)
+    assert all(step["top_k"][0]["token"] == step["token"] for step in steps)  # greedy
+    cross = result["cross_attention"]  # [layer][head][step][source position]
+    assert len(cross) == 1 and len(cross[0]) == 2
+    for grid in cross[0]:
+        assert len(grid) == len(steps)
+        for row in grid:
+            assert len(row) == 4 and abs(sum(row) - 1.0) < 1e-4
+
+
+def test_decode_attention_draws_a_grid_for_every_layer_and_head(tiny_ckpt):
+    run = run_cli("decode", tiny_ckpt, "3 1 4 1", "--attention", "--numbers")
+    assert run.exit_code == 0, run.stderr
+    assert "L1 H1" in run.stdout and "L1 H2" in run.stdout and "L2" not in run.stdout
+    assert "source" in run.stdout and "prediction" in run.stdout
+    assert "." in run.stdout  # the weights, printed as .NN
+
+
+def test_decode_outside_the_training_lengths_warns_but_decodes(tiny_ckpt):
+    run = run_cli("decode", tiny_ckpt, "1 2 3 4 5 6 7 8 9")  # trained on 3-6
+    assert run.exit_code == 0, run.stderr
+    assert "outside the lengths 3-6" in run.stderr and run.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["no-such-model", "1 2 3"], "unknown checkpoint"),
+        (["missing/file.safetensors", "1 2 3"], "no such file"),
+        (["3 x 1"], "'x' is not a token"),
+        (["3 <eos> 1"], "special token"),
+    ],
+)
+def test_bad_decode_inputs_give_a_one_line_error(args, fragment):
+    assert fragment in assert_one_line_error(run_cli("decode", *args))
+
+
+def test_bad_source_tokens_for_a_given_checkpoint_are_one_line_errors(tiny_ckpt):
+    assert "not a token" in assert_one_line_error(run_cli("decode", tiny_ckpt, "1 2 a"))
+    too_long = " ".join("7" * 70)
+    assert "at most" in assert_one_line_error(run_cli("decode", tiny_ckpt, too_long))
+
+
+def test_corrupt_checkpoint_file_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    assert "bad.safetensors" in assert_one_line_error(run_cli("decode", str(bad), "1 2 3"))
+    empty = tmp_path / "empty.safetensors"
+    empty.write_bytes(b"")
+    assert "not a safetensors file" in assert_one_line_error(run_cli("eval", str(empty)))
+
+
+def test_decode_attention_on_a_colour_terminal_paints_cells_without_numbers(tiny_ckpt):
+    colour = {"FORCE_COLOR": "1", "COLORTERM": "truecolor"}
+    run = run_cli("decode", tiny_ckpt, "3 1 4 1", "--attention", env=colour)
+    assert run.exit_code == 0, run.stderr
+    assert re.search(r"48;2;\d+;\d+;\d+m", run.stdout)  # true-colour cell backgrounds
+    assert " .0" not in run.stdout and " .1" not in run.stdout  # the colour carries the value
