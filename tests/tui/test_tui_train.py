@@ -78,7 +78,7 @@ async def test_start_pause_resume_stop_a_tiny_run_grows_the_sparkline_and_hands_
         await wait_for(pilot, lambda: len(screen.losses) > held + 5, "training to resume")
         assert "step" in str(screen.query_one("#stats", Static).render())
         await pilot.press("x")
-        await wait_for(pilot, lambda: screen.state == "finished", "the run to stop")
+        await wait_for(pilot, lambda: screen.state == "stopped", "the run to stop")
         await wait_for(pilot, lambda: app.current.name.startswith("trained"), "the hand-over")
         assert app.current.model is screen.trainer.model
         assert any("stopped" in m for m in notifications(app))
@@ -178,3 +178,13 @@ async def test_switching_screens_with_t_and_e():
         assert app.current_mode == "train"
         await pilot.press("e")
         assert app.current_mode == "explore"
+
+
+@pytest.mark.asyncio
+async def test_clicking_a_tab_in_the_title_switches_screens():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        tabs = app.screen.query_one("#title-tabs")
+        await pilot.click(tabs, offset=(tabs.size.width - 3, 0))  # "Train" ends the bar
+        await wait_for(pilot, lambda: app.current_mode == "train", "the train screen", timeout=5)

@@ -92,8 +92,11 @@ class TitleBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label(" [b]minitx[/b]  loading…", id="title-info")
-        names = ("Explore", "Train")
-        tabs = "  ".join(f"[reverse b] {n} [/]" if n == self.active else n for n in names)
+        # A click on a tab switches to it (mouse is a bonus: e and t do the same).
+        tabs = "  ".join(
+            f"[reverse b] {name} [/]" if name == self.active
+            else f"[@click=app.switch_mode('{name.lower()}')]{name}[/]"
+            for name in ("Explore", "Train"))
         yield Label(tabs + " ", id="title-tabs")
 
     def set_info(self, text: str) -> None:

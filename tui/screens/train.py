@@ -7,6 +7,7 @@ never touches a widget; this screen only turns those messages into pixels.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from tui.widgets.attention import AttentionGrid, ScoreTable
 from tui.widgets.keybar import KeyBar
 
 POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
-PROBE_INTERVAL = 0.5  # seconds between probe refreshes (a forward pass on the side)
+PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes)
 PROBE_SOURCE = [7, 2, 9, 0, 4, 6]
 
 # form field id -> label; the choices of the selects come from core once torch is loaded
@@ -41,6 +42,13 @@ INTS = ("steps", "batch", "warmup", "d_model", "heads", "layers", "seed")
 # core's field names (in its "field: message" errors) -> the form field that sets them
 CORE_FIELD = {"batch_size": "batch", "n_heads": "heads", "n_encoder_layers": "layers",
               "n_decoder_layers": "layers", "d_ff": "d_model"}
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class FormError(ValueError):
@@ -131,7 +139,8 @@ class TrainScreen(Screen):
         super().__init__()
         self.recipe = None  # core.config.Recipe the form starts from
         self.form_error = ""  # the form's first problem, "field: message"
-        self.state = "loading"  # loading | idle | running | paused | stopping | finished | failed
+        # loading | idle | running | paused | stopping | stopped | finished | failed
+        self.state = "loading"
         self.trainer = None  # set by the worker; read only when no step is running
         self.losses: list[float] = []
         self.last: Progress | None = None
@@ -168,14 +177,17 @@ class TrainScreen(Screen):
         self.query_one("#probe-scores-panel").border_title = "alignment, live"
         self.query_one("#form").disabled = True
         self.query_one("#probe", AttentionGrid).show(
-            [], [], [], hint="the best head on a probe source, live while training")
+            [], [], [], hint="the best head on a probe source, live")
         self.app.model_changed.subscribe(self, self._model_changed)
         self._model_changed(self.app)
         self.load_defaults()
 
     def _model_changed(self, app) -> None:
-        if self.state not in ("running", "paused", "stopping"):
-            self.query_one(TitleBar).set_info(app.current.summary if app.current else app.status)
+        if self.state in ("running", "paused", "stopping"):
+            return  # the title names the run
+        explored = f"Explore uses {app.current.name}" if app.current else app.status
+        recipe = f"recipe {self.recipe.name} · " if self.recipe else ""
+        self.query_one(TitleBar).set_info(f"new run: {recipe}{explored}")
 
     # -- the form ----------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="defaults", exit_on_error=False)
@@ -203,6 +215,7 @@ class TrainScreen(Screen):
         self.query_one("#form").disabled = False
         self.state = "idle"
         self.validate_form()
+        self._model_changed(self.app)
 
     def form_values(self) -> dict[str, Any]:
         values = {}
@@ -251,7 +264,7 @@ class TrainScreen(Screen):
         elif self.state == "paused":
             self._paused.clear()
             self._set_state("running")
-        elif self.state in ("idle", "finished", "failed"):
+        elif self.state in ("idle", "finished", "stopped", "failed"):
             self.start()
 
     def start(self) -> None:
@@ -306,9 +319,15 @@ class TrainScreen(Screen):
     # -- the worker --------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="train", exit_on_error=False)
     def run_training(self, model_cfg, train_cfg) -> None:
+        import torch
+
         from core.model import parameter_breakdown
         from core.train import Trainer
 
+        # Leave one core to the UI thread: torch's intra-op threads spin on every core they
+        # are given, and on a small or busy machine that starves the terminal (measured on 2
+        # cores: keys lagged and steps ran 3x slower with 2 threads than with 1).
+        torch.set_num_threads(max(1, _cores() - 1))
         worker = get_current_worker()
         trainer = Trainer(model_cfg, train_cfg)
         self.trainer = trainer
@@ -362,7 +381,7 @@ class TrainScreen(Screen):
         from core.probe import probe
         from core.tasks import VOCAB
 
-        scores = random_alignment_scores(trainer.model, trainer.task, n=64).tolist()
+        scores = random_alignment_scores(trainer.model, trainer.task, n=32).tolist()
         best = best_head(scores)
         source = PROBE_SOURCE[: trainer.task.max_len]
         result = probe(trainer.model, trainer.task, source)
@@ -395,7 +414,7 @@ class TrainScreen(Screen):
         self._draw_stats()
 
     def on_run_ended(self, message: RunEnded) -> None:
-        self._set_state("finished")
+        self._set_state("stopped" if message.stopped else "finished")
         verb = "stopped" if message.stopped else "finished"
         self.notify(f"training {verb} at step {message.step}; Explore now uses this model",
                     markup=False)
