@@ -11,15 +11,18 @@ skips them for a model that looks untrained (its predictions are not confident).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 
 from core.alignment import scores_from_cross
+from core.bugs import apply_bug
+from core.config import ModelConfig, TrainConfig
 from core.decode import exact_match, greedy_decode
 from core.model import MultiHeadAttention, Seq2Seq
-from core.tasks import PAD, Batch, CopyTask, Task
+from core.tasks import PAD, Batch, CopyTask, Task, get_task
 
 # Likely causes, worded after SPEC §8.
 CAUSES = {
@@ -316,9 +319,11 @@ def check_accuracy(model: Seq2Seq, task: Task, n: int = 200) -> CheckResult:
     by_length = {int(L): float(ok[batch.lengths == L].float().mean()) for L in batch.lengths.unique()}
     worst = min(by_length, key=by_length.get)
     acc = float(ok.float().mean())
+    detail = f"worst at length {worst}: {by_length[worst]:.0%}"
+    if by_length[worst] == max(by_length.values()):
+        detail = f"{by_length[worst]:.0%} at every length"
     return _result("accuracy", f"held-out exact match of greedy decoding on {n} fresh sequences",
-                   acc, ">= 0.9", acc >= 0.9, "undertrained",
-                   f"worst at length {worst}: {by_length[worst]:.0%}")
+                   acc, ">= 0.9", acc >= 0.9, "undertrained", detail)
 
 
 def check_copies_decoder_input(model: Seq2Seq, task: Task) -> CheckResult:
@@ -387,29 +392,29 @@ def check_alignment(model: Seq2Seq, task: Task) -> CheckResult:
 # The doctor
 
 
-def run_doctor(model: Seq2Seq, task: Task, quick: bool = False,
-               trained: bool | None = None) -> list[CheckResult]:
-    """Run every check that applies. quick skips the overfit check (seconds of training) and
-    uses fewer sequences; trained=None decides from the model's confidence (looks_trained)."""
-    results = [
-        check_initial_loss(model, task),
-        check_future_leakage_values(model, task),
-        check_future_leakage_gradients(model, task),
+def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool | None = None,
+               callback: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+    """Run every check that applies, in SPEC §7 order; callback(result) after each one (the
+    overfit check takes seconds, so a UI can show rows as they come).
+
+    quick skips the overfit check and uses fewer sequences. trained=None decides from the
+    model's confidence (looks_trained) whether the trained-model checks apply."""
+    checks: list[Callable[[], CheckResult]] = [
+        lambda: check_initial_loss(model, task),
+        lambda: check_future_leakage_values(model, task),
+        lambda: check_future_leakage_gradients(model, task),
+        (lambda: _skip("overfit-one-batch", "a fresh model (dropout 0) fits one batch of 8",
+                       "< 0.01", "skipped in quick mode"))
+        if quick else (lambda: check_overfit_one_batch(model, task)),
+        lambda: check_attention_saturation(model),
+        lambda: check_rows_sum_to_one(model, task),
+        lambda: check_fused_agreement(model),
+        lambda: check_source_dependence(model, task),
     ]
-    if quick:
-        results.append(_skip("overfit-one-batch", "a fresh model fits one batch of 8", "< 0.01",
-                             "skipped in quick mode"))
-    else:
-        results.append(check_overfit_one_batch(model, task))
-    results += [
-        check_attention_saturation(model),
-        check_rows_sum_to_one(model, task),
-        check_fused_agreement(model),
-        check_source_dependence(model, task),
-    ]
-    confidence = None
+    why = ""
     if trained is None:
         trained, confidence = looks_trained(model, task)
+        why = f"the model looks untrained (mean top probability {confidence:.2f})"
     trained_checks = [
         ("accuracy", "held-out exact match", ">= 0.9",
          lambda: check_accuracy(model, task, 100 if quick else 300)),
@@ -420,15 +425,27 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False,
         ("copies-source", "outputs are not copies of the source", "< 0.5",
          lambda: check_copies_source(model, task)),
     ]
-    for name, description, threshold, run in trained_checks:
+    for name, description, threshold, check in trained_checks:
         if trained:
-            results.append(run())
+            checks.append(check)
         else:
-            why = "the model looks untrained"
-            if confidence is not None:
-                why += f" (mean top probability {confidence:.2f})"
-            results.append(_skip(name, description, threshold, why))
+            checks.append(lambda n=name, d=description, t=threshold: _skip(
+                n, d, t, why or "the model is not trained"))
+    results = []
+    for check in checks:
+        results.append(check())
+        if callback is not None:
+            callback(results[-1])
     return results
+
+
+def fresh_model(model_cfg: ModelConfig, train_cfg: TrainConfig) -> tuple[Seq2Seq, Task]:
+    """An untrained model and task for `minitx doctor` without a checkpoint. A bug preset
+    shapes the model here (it is being built, not diagnosed); presets that only change
+    training (no-shift, no-reverse, no-warmup) leave no trace in an untrained model."""
+    model_cfg, train_cfg = apply_bug(model_cfg, train_cfg)
+    torch.manual_seed(train_cfg.seed)
+    return Seq2Seq(model_cfg), get_task(train_cfg.task, train_cfg.min_len, train_cfg.max_len)
 
 
 def diagnose(results: list[CheckResult]) -> list[str]:

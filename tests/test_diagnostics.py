@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import core.model
-from core.config import ModelConfig
+from core.config import ModelConfig, TrainConfig
 from core.diagnostics import (
     CAUSES,
     check_attention_saturation,
@@ -20,6 +20,7 @@ from core.diagnostics import (
     check_source_dependence,
     diagnose,
     format_number,
+    fresh_model,
     looks_trained,
     run_doctor,
 )
@@ -150,3 +151,17 @@ def test_results_are_plain_records_that_print_and_serialise(task):
     assert all(row["cause"] == "" for row in rows if row["status"] != "fail")
     assert diagnose(results) == [CAUSES["no-causal-mask"]]
     assert [format_number(x) for x in (None, 0.0, 3.2712, 1.2e-8)] == ["-", "0", "3.271", "1.20e-08"]
+
+
+def test_the_callback_sees_every_result_as_it_is_measured(task):
+    seen = []
+    results = run_doctor(fresh(), task, quick=True, callback=seen.append)
+    assert seen == results and len(results) == 12
+
+
+def test_a_fresh_model_from_configs_shows_model_bugs_but_not_training_bugs():
+    cfg = TrainConfig(min_len=4, max_len=6, bug="no-causal-mask")
+    model, task = fresh_model(TINY, cfg)
+    assert diagnose(run_doctor(model, task, quick=True)) == [CAUSES["no-causal-mask"]]
+    model, task = fresh_model(TINY, cfg.replace(bug="no-shift"))  # only changes training
+    assert diagnose(run_doctor(model, task, quick=True)) == []
