@@ -96,9 +96,7 @@ def _sources(args: list[str]) -> list[str]:
     is_flag=True,
     help="Print source, prediction, per-step top-k and cross-attention arrays as JSON.",
 )
-@click.option(
-    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True
-)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
 @threads_option
 def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> None:
     """Predict the output for SOURCE with a checkpoint (default: the bundled reverse model).
@@ -108,7 +106,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> Non
       minitx decode reverse "3 1 4 1 5"           # prints 5 1 4 1 3
       minitx decode "3 1 4 1 5" --attention --numbers
       minitx decode sort 31415 27182 --json
-      seq 100 | minitx decode copy                # one source per line on stdin
+      printf '3 1 4 1\n2 7 1 8 2\n' | minitx decode copy   # one source per line
     """
     apply_threads(threads)
     args = list(args)
@@ -130,11 +128,13 @@ def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> Non
         for trace in traces:
             out.print(trace_renderable(trace, show_numbers))
         return
+    outside = [t["source"] for t in traces if not t["within_training_lengths"]]
+    if outside:  # one note, not one per line of a long stdin
+        which = f"{outside[0]!r} is" if len(outside) == 1 else f"{len(outside)} sources are"
+        click.echo(
+            f"note: {which} outside the lengths {ckpt.task.min_len}-{ckpt.task.max_len} "
+            "the model was trained on",
+            err=True,
+        )
     for trace in traces:
-        if not trace["within_training_lengths"]:
-            click.echo(
-                f"note: {trace['source']!r} is outside the lengths {ckpt.task.min_len}-"
-                f"{ckpt.task.max_len} the model was trained on",
-                err=True,
-            )
         click.echo(trace["prediction"])

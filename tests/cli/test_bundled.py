@@ -1,0 +1,42 @@
+"""The bundled checkpoints are what checkpoints/make_bundled.sh says they are."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+
+import checkpoints
+from core.checkpoint import load_checkpoint
+
+SCRIPT = checkpoints.BUNDLED_DIR / "make_bundled.sh"
+
+
+def _script_runs() -> dict[str, list[str]]:
+    """name -> the extra `minitx train` arguments of each `bundle NAME ...` line."""
+    runs = {}
+    for line in SCRIPT.read_text().splitlines():
+        match = re.match(r"^bundle (\S+)(.*)$", line.strip())
+        if match:
+            runs[match.group(1)] = shlex.split(match.group(2))
+    return runs
+
+
+def test_the_script_bundles_reverse_copy_and_sort():
+    assert set(_script_runs()) == {"reverse", "copy", "sort"}
+
+
+@pytest.mark.parametrize("name", ["reverse", "copy", "sort"])
+def test_each_bundled_file_was_trained_as_the_script_says(name):
+    ckpt = load_checkpoint(checkpoints.resolve(name))
+    args = _script_runs()[name]
+    trained = json.loads(ckpt.metadata["train_config"])
+    assert trained["task"] == args[args.index("--task") + 1]
+    steps = int(args[args.index("--steps") + 1]) if "--steps" in args else 3000
+    assert trained["steps"] == ckpt.summary["steps"] == steps
+    assert trained["seed"] == 0 and not trained["bug"]
+    assert not ckpt.resumable and ckpt.dtype == "float32"
+    assert ckpt.path.stat().st_size < 1_200_000
+    assert ckpt.summary["accuracy"] >= (1.0 if name != "sort" else 0.99)
