@@ -1,0 +1,75 @@
+"""`minitx eval`, `minitx inspect` and `minitx list`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import checkpoints
+from tests.cli.conftest import assert_one_line_error, run_cli
+
+
+def test_eval_json_reports_accuracy_and_a_per_length_breakdown(tiny_ckpt):
+    run = run_cli("eval", tiny_ckpt, "--n", "40", "--lengths", "3-5", "--seed", "7", "--json")
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["n"] == 40 and data["lengths"] == [3, 5] and 0.0 <= data["accuracy"] <= 1.0
+    assert set(data["by_length"]) <= {"3", "4", "5"}
+
+
+def test_eval_with_the_same_seed_gives_the_same_result(tiny_ckpt):
+    first = run_cli("eval", tiny_ckpt, "--n", "30", "--seed", "3")
+    again = run_cli("eval", tiny_ckpt, "--n", "30", "--seed", "3")
+    assert first.exit_code == 0 and first.stdout == again.stdout
+    assert "exact match" in first.stdout and "length   3" in first.stdout
+
+
+@pytest.mark.parametrize("lengths", ["12-x", "0-4", "5-3", "4-100"])
+def test_eval_rejects_bad_lengths_in_one_line(tiny_ckpt, lengths):
+    assert_one_line_error(run_cli("eval", tiny_ckpt, "--lengths", lengths))
+
+
+def test_inspect_json_has_config_task_vocabulary_parameters_and_summary(tiny_ckpt):
+    run = run_cli("inspect", tiny_ckpt, "--json")
+    assert run.exit_code == 0, run.stderr
+    info = json.loads(run.stdout)
+    assert info["model_config"]["d_model"] == 16 and info["task"]["name"] == "reverse"
+    assert info["vocabulary"][10:] == ["<pad>", "<sos>", "<eos>"]
+    params = info["parameters"]
+    assert params["total"] == sum(v for k, v in params.items() if k != "total")
+    assert info["training"]["steps"] == 30 and info["resumable"] is True
+    assert info["dtype"] == "float32" and info["file_size_bytes"] > 0
+
+
+def test_inspect_text_shows_the_parameter_table(tiny_ckpt):
+    run = run_cli("inspect", tiny_ckpt)
+    assert run.exit_code == 0, run.stderr
+    for word in ("embeddings", "encoder layers", "decoder layers", "output", "total", "<eos>"):
+        assert word in run.stdout
+
+
+@pytest.mark.skipif("reverse" not in checkpoints.bundled_names(), reason="no bundled reverse")
+def test_bundled_reverse_has_the_reference_parameter_counts():
+    info = json.loads(run_cli("inspect", "reverse", "--json").stdout)
+    assert info["parameters"] == {"embeddings": 1664, "encoder layers": 99968,
+                                  "decoder layers": 133504, "output": 845, "total": 235981}
+    assert info["resumable"] is False and info["dtype"] == "float32"
+
+
+def test_list_shows_bundled_models_and_files_in_a_folder(tiny_ckpt, tmp_path):
+    shutil.copy(tiny_ckpt, tmp_path / "mine.safetensors")
+    (tmp_path / "broken.safetensors").write_bytes(b"nope")
+    run = run_cli("list", str(tmp_path), "--json")
+    assert run.exit_code == 0, run.stderr
+    rows = {row["name"].rsplit("/", 1)[-1]: row for row in json.loads(run.stdout)}
+    assert set(checkpoints.bundled_names()) <= set(rows)
+    assert rows["mine.safetensors"]["task"] == "reverse" and rows["mine.safetensors"]["steps"] == 30
+    assert rows["broken.safetensors"]["error"]
+    text = run_cli("list", str(tmp_path))
+    assert "mine.safetensors" in text.stdout and "unreadable" in text.stdout
+
+
+def test_list_of_a_missing_folder_is_a_one_line_error(tmp_path):
+    assert_one_line_error(run_cli("list", str(tmp_path / "nowhere")))
