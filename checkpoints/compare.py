@@ -48,6 +48,7 @@ class WeightDistance:
     shape: list[int]
     l2: float  # ||a - b||
     relative: float  # ||a - b|| / ||a|| (0 when a is all zeros)
+    norm_a: float  # ||a||
 
 
 @dataclass
@@ -61,8 +62,15 @@ class Comparison:
     weights: list[WeightDistance] = field(default_factory=list)  # parameters whose shapes match
     unmatched: list[str] = field(default_factory=list)  # parameters only one side has (or reshaped)
 
+    @property
+    def weight_distance(self) -> float:
+        """One number for the table: ||a - b|| / ||a|| over all parameters whose shapes match."""
+        total = sum(w.norm_a**2 for w in self.weights) ** 0.5
+        return (sum(w.l2**2 for w in self.weights) ** 0.5) / total if total else 0.0
+
     def to_dict(self) -> dict:
         data = asdict(self)
+        data["weight_distance"] = self.weight_distance
         for side in ("a", "b"):  # JSON object keys must be strings
             data[side]["by_length"] = {str(k): v for k, v in data[side]["by_length"].items()}
         data["config_diff"] = [{"field": f, "a": x, "b": y} for f, x, y in self.config_diff]
@@ -96,7 +104,7 @@ def weight_distances(a: torch.nn.Module, b: torch.nn.Module) -> tuple[list[Weigh
         x, y = pa[name].detach().float().cpu(), pb[name].detach().float().cpu()
         l2 = float((x - y).norm())
         norm = float(x.norm())
-        distances.append(WeightDistance(name, list(x.shape), l2, l2 / norm if norm else 0.0))
+        distances.append(WeightDistance(name, list(x.shape), l2, l2 / norm if norm else 0.0, norm))
     return distances, unmatched
 
 

@@ -93,7 +93,7 @@ def test_a_checkpoint_compared_with_itself_agrees_fully_at_zero_distance(pair):
     assert result.config_diff == [] and result.unmatched == []
     assert result.agreement == 1.0
     assert result.a.alignment == result.b.alignment
-    assert all(w.l2 == 0.0 for w in result.weights)
+    assert all(w.l2 == 0.0 for w in result.weights) and result.weight_distance == 0.0
 
 
 def test_weight_distance_only_where_shapes_match(pair):
@@ -106,6 +106,7 @@ def test_weight_distance_only_where_shapes_match(pair):
     y = dict(b.model.named_parameters())[name].detach()
     assert distances[name].l2 == pytest.approx(float((x - y).norm()), rel=1e-5)
     assert distances[name].relative == pytest.approx(float((x - y).norm() / x.norm()), rel=1e-5)
+    assert 0.0 < result.weight_distance < 10.0
 
 
 def test_alignment_scores_have_one_row_per_layer_and_one_entry_per_head(pair):
@@ -123,6 +124,7 @@ def test_compare_by_path_serialises_to_json(pair):
     assert data["a"]["name"].endswith("a.safetensors")
     assert {"field": "model.d_ff", "a": 64, "b": 48} in data["config_diff"]
     assert set(data["a"]["by_length"]) <= {"2", "3", "4"}
+    assert data["weight_distance"] == pytest.approx(result.weight_distance)
 
 
 def test_decode_both_shows_each_output_next_to_its_expected_one(pair):
