@@ -209,3 +209,12 @@ def test_every_config_field_can_be_set_from_the_command_line():
             assert f"--{field.name.replace('_', '-')}" in help_text, field.name
     model_fields = set(MODEL_OPTIONS.values()) | via_bug | from_task
     assert {f.name for f in dataclasses.fields(ModelConfig)} <= model_fields
+
+
+def test_divergence_is_a_one_line_error_that_keeps_the_last_good_step(tmp_path):
+    out = tmp_path / "diverged.safetensors"
+    run = run_cli("train", *TINY, "--steps", "50", "--warmup", "0", "--lr", "1e30", "--out", str(out))
+    message = assert_one_line_error(run)
+    assert "diverged" in message and str(out) in message
+    ckpt = load_checkpoint(out)  # the weights before the bad step are finite, so it loads
+    assert ckpt.resumable and 1 <= ckpt.summary["steps"] < 50

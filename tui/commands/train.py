@@ -65,13 +65,10 @@ def _options(f):
             "--recipe",
             type=LazyChoice(recipe_names),
             default=None,
-            help="Named starting configuration; the options below override it. "
-            "[default: the default recipe]",
+            help="Named starting configuration; the options below override it. [default: the default recipe]",
         ),
         click.option("--task", type=LazyChoice(task_names), help=f"What to learn. {R}"),
-        click.option(
-            "--lengths", metavar="MIN-MAX", help=f"Source lengths to train on, e.g. 4-10. {R}"
-        ),
+        click.option("--lengths", metavar="MIN-MAX", help=f"Source lengths to train on, e.g. 4-10. {R}"),
         click.option("--steps", type=click.IntRange(min=1), help=f"Optimiser steps in total. {R}"),
         click.option("--batch-size", type=click.IntRange(min=1), help=f"Sequences per step. {R}"),
         click.option("--lr", type=float, help=f"Peak learning rate (Adam). {R}"),
@@ -79,16 +76,12 @@ def _options(f):
         click.option("--beta2", type=float, help=f"Adam beta2. {R}"),
         click.option("--eps", type=float, help=f"Adam epsilon. {R}"),
         click.option("--warmup", type=click.IntRange(min=0), help=f"Linear warmup steps. {R}"),
-        click.option(
-            "--schedule", type=click.Choice(["flat", "cosine"]), help=f"LR after warmup. {R}"
-        ),
+        click.option("--schedule", type=click.Choice(["flat", "cosine"]), help=f"LR after warmup. {R}"),
         click.option("--clip-grad-norm", type=float, help=f"Gradient-norm clipping. {R}"),
         click.option("--dropout", type=float, help=f"Dropout probability. {R}"),
         click.option("--d-model", type=click.IntRange(min=2), help=f"Model width. {R}"),
         click.option("--heads", type=click.IntRange(min=1), help=f"Attention heads. {R}"),
-        click.option(
-            "--layers", type=click.IntRange(min=1), help="Encoder and decoder layers (sets both)."
-        ),
+        click.option("--layers", type=click.IntRange(min=1), help="Encoder and decoder layers (sets both)."),
         click.option("--encoder-layers", type=click.IntRange(min=1), help=f"Encoder layers. {R}"),
         click.option("--decoder-layers", type=click.IntRange(min=1), help=f"Decoder layers. {R}"),
         click.option("--d-ff", type=click.IntRange(min=1), help=f"Feed-forward width. {R}"),
@@ -97,9 +90,7 @@ def _options(f):
             type=click.IntRange(min=3),
             help=f"Length of the positional table (model max_len). {R}",
         ),
-        click.option(
-            "--norm", type=click.Choice(["post", "pre"]), help=f"LayerNorm placement. {R}"
-        ),
+        click.option("--norm", type=click.Choice(["post", "pre"]), help=f"LayerNorm placement. {R}"),
         click.option(
             "--activation",
             type=click.Choice(["relu", "gelu"]),
@@ -111,9 +102,7 @@ def _options(f):
             help=f"Attention path: explicit (has weights) or fused (SDPA). {R}",
         ),
         click.option("--seed", type=click.IntRange(min=0), help=f"Seed for init and data. {R}"),
-        click.option(
-            "--device", type=click.Choice(["auto", "cpu", "cuda"]), help=f"Where to train. {R}"
-        ),
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help=f"Where to train. {R}"),
         click.option(
             "--bug",
             type=LazyChoice(lambda: ["none", *bug_names()]),
@@ -124,9 +113,7 @@ def _options(f):
             type=click.IntRange(min=0),
             help=f"Held-out exact-match evaluation period in steps (0: only at the end). {R}",
         ),
-        click.option(
-            "--eval-size", type=click.IntRange(min=1), help=f"Sequences per evaluation. {R}"
-        ),
+        click.option("--eval-size", type=click.IntRange(min=1), help=f"Sequences per evaluation. {R}"),
         click.option(
             "--out",
             "out",
@@ -180,11 +167,11 @@ def _other_train_options() -> list:
         flag = field.name.replace("_", "-")
         help_text = f"TrainConfig.{field.name}. [default: recipe]"
         if isinstance(field.default, bool):
-            options.append(click.option(f"--{flag}/--no-{flag}", field.name, default=None,
-                                        help=help_text))
+            options.append(click.option(f"--{flag}/--no-{flag}", field.name, default=None, help=help_text))
         else:
-            options.append(click.option(f"--{flag}", field.name, type=type(field.default),
-                                        default=None, help=help_text))
+            options.append(
+                click.option(f"--{flag}", field.name, type=type(field.default), default=None, help=help_text)
+            )
     return options
 
 
@@ -208,9 +195,7 @@ def train_cmd(**opts) -> None:
     out = opts["out"]
     if opts["resume"]:
         if opts["recipe"]:
-            raise click.UsageError(
-                "--recipe cannot be combined with --resume: the run has its configs"
-            )
+            raise click.UsageError("--recipe cannot be combined with --resume: the run has its configs")
         saved_model, saved_train = _saved_configs(opts["resume"])
         model_cfg, train_cfg = _override(saved_model, saved_train, opts)
         _refuse_model_changes(saved_model, model_cfg, opts["resume"])
@@ -231,7 +216,15 @@ def train_cmd(**opts) -> None:
             "pass a larger --steps to continue it"
         )
     reporter = _Reporter(trainer, opts)
-    interrupted = _run(trainer, reporter, out_path, opts["save_every"])
+    from core.train import TrainingDiverged
+
+    try:
+        interrupted = _run(trainer, reporter, out_path, opts["save_every"])
+    except TrainingDiverged as e:  # the trainer kept the last good step: keep it on disk too
+        if trainer.step_count == 0:
+            raise
+        trainer.save(out_path, resumable=True)
+        raise click.ClickException(f"{e}; step {trainer.step_count} saved to {out_path}") from None
     if interrupted:
         trainer.save(out_path, resumable=True)
         click.echo(
@@ -248,9 +241,7 @@ def train_cmd(**opts) -> None:
 
 def _override(model_cfg, train_cfg, opts):
     """Configs with every option that was given replacing the base value."""
-    model_changes = {
-        field: opts[name] for name, field in MODEL_OPTIONS.items() if opts[name] is not None
-    }
+    model_changes = {field: opts[name] for name, field in MODEL_OPTIONS.items() if opts[name] is not None}
     if opts["layers"] is not None:
         model_changes.setdefault("n_encoder_layers", opts["layers"])
         model_changes.setdefault("n_decoder_layers", opts["layers"])
@@ -276,9 +267,7 @@ def _saved_configs(path: str):
 
     ckpt = checkpoints.load(path)
     if not ckpt.resumable:
-        raise CheckpointError(
-            f"{path} holds no training state (an exported file?); it cannot be resumed"
-        )
+        raise CheckpointError(f"{path} holds no training state (an exported file?); it cannot be resumed")
     try:
         train_cfg = TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
     except (ValueError, TypeError) as e:
@@ -455,8 +444,7 @@ class _Reporter:
         speed = (stats.step - self.start_step) / elapsed if elapsed > 0 else 0.0
         acc = f"  acc {self.last_accuracy:.1%}" if self.last_accuracy is not None else ""
         info = (
-            f"loss {stats.loss:.4f}  grad {stats.grad_norm:.2f}  lr {stats.lr:.1e}  "
-            f"{speed:.0f} steps/s{acc}"
+            f"loss {stats.loss:.4f}  grad {stats.grad_norm:.2f}  lr {stats.lr:.1e}  {speed:.0f} steps/s{acc}"
         )
         self.progress.update(self.task_id, completed=stats.step, info=info)
 
