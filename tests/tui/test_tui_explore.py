@@ -278,3 +278,21 @@ async def test_a_missing_first_checkpoint_is_a_message_and_the_app_stays_usable(
         await pilot.press("right", "a", "s", "number_sign", "right_square_bracket", "enter")
         await pilot.press("t")
         assert app.current_mode == "train"
+
+
+@pytest.mark.asyncio
+async def test_an_unexpected_error_in_a_key_action_is_one_line_not_a_traceback(monkeypatch):
+    from core.decode import Stepper
+
+    def broken(self):
+        raise RuntimeError("the decoder fell over")
+
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        monkeypatch.setattr(Stepper, "back", broken)
+        await pilot.press("left")
+        assert app.is_running
+        assert "RuntimeError: the decoder fell over" in notifications(app)
+        await pilot.press("x", "right")  # the other keys still work
+        assert app.screen.stepper.position == 1

@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Label, Static
 
-from tui.screens.shared import TitleBar, best_head
+from tui.screens.shared import TitleBar, best_head, one_line_errors
 from tui.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
 from tui.widgets.keybar import KeyBar
 from tui.widgets.topk import TopKBars
@@ -80,6 +80,7 @@ class ExploreScreen(Screen):
         self._model_changed(self.app)
 
     # -- model and source ------------------------------------------------------------------
+    @one_line_errors
     def _model_changed(self, app) -> None:
         main = self.query_one("#explore-main")
         title = self.query_one(TitleBar)
@@ -97,6 +98,7 @@ class ExploreScreen(Screen):
             self.stepper.run()
             self.refresh_view()
 
+    @one_line_errors
     def set_source(self, text: str) -> bool:
         """Parse and start decoding `text`; an unusable source is an inline message."""
         from core.decode import Stepper
@@ -127,41 +129,49 @@ class ExploreScreen(Screen):
         self.set_focus(None)
 
     # -- decoding ----------------------------------------------------------------------------
+    @one_line_errors
     def action_step(self) -> None:
         if self.stepper is not None:
             self.stepper.step()
             self.refresh_view()
 
+    @one_line_errors
     def action_back(self) -> None:
         if self.stepper is not None:
             self.stepper.back()
             self.refresh_view()
 
+    @one_line_errors
     def action_run(self) -> None:
         if self.stepper is not None:
             self.stepper.run()
             self.refresh_view()
 
+    @one_line_errors
     def action_reset(self) -> None:
         if self.stepper is not None:
             self.stepper.reset()
             self.refresh_view()
 
     # -- what to look at ---------------------------------------------------------------------
+    @one_line_errors
     def action_layer(self, delta: int) -> None:
         if self.app.current is not None:
             self.layer_index = (self.layer_index + delta) % self.app.current.layers
             self.refresh_view()
 
+    @one_line_errors
     def action_head(self, delta: int) -> None:
         if self.app.current is not None:
             self.head_index = (self.head_index + delta) % self.app.current.heads
             self.refresh_view()
 
+    @one_line_errors
     def action_view(self, view: str) -> None:
         self.view_mode = "cross" if self.view_mode == view else view
         self.refresh_view()
 
+    @one_line_errors
     def action_numbers(self) -> None:
         self.show_numbers = not self.show_numbers
         self.refresh_view()

@@ -5,6 +5,7 @@ Nothing here imports torch at module level: the app must paint before torch is l
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,21 @@ def load_named(name_or_path: str) -> LoadedModel:
     ckpt = checkpoints.load(path)
     shown = path.stem if str(path).startswith(str(checkpoints.BUNDLED_DIR)) else path.name
     return describe_model(ckpt.model, ckpt.task, shown, str(path))
+
+
+def one_line_errors(method):
+    """Turn an unexpected exception in a key action or a redraw into a one-line notification:
+    a person at a terminal never gets a traceback, and the app keeps running."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - every failure becomes a message
+            self.notify(f"{type(e).__name__}: {e}", severity="error", markup=False, timeout=10)
+            return None
+
+    return guarded
 
 
 class TitleBar(Horizontal):

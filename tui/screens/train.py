@@ -23,7 +23,14 @@ from textual.screen import Screen
 from textual.widgets import Input, Label, Select, Sparkline, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from tui.screens.shared import ModelLoaded, TitleBar, best_head, describe_model, short_count
+from tui.screens.shared import (
+    ModelLoaded,
+    TitleBar,
+    best_head,
+    describe_model,
+    one_line_errors,
+    short_count,
+)
 from tui.widgets.attention import AttentionGrid, ScoreTable
 from tui.widgets.keybar import KeyBar
 
@@ -257,6 +264,7 @@ class TrainScreen(Screen):
         self.set_focus(None)
 
     # -- run control -------------------------------------------------------------------------
+    @one_line_errors
     def action_toggle(self) -> None:
         if self.state == "running":
             self._paused.set()
@@ -287,6 +295,7 @@ class TrainScreen(Screen):
             self._paused.clear()
             self._set_state("stopping")
 
+    @one_line_errors
     def action_save(self) -> None:
         if self.trainer is None:
             self.notify("nothing to save yet: train a model first", severity="warning")
@@ -393,6 +402,7 @@ class TrainScreen(Screen):
     def on_run_started(self, message: RunStarted) -> None:
         self.query_one(TitleBar).set_info(message.summary)
 
+    @one_line_errors
     def on_progress(self, message: Progress) -> None:
         self.progress_messages += 1
         self.losses.extend(message.losses)
@@ -413,6 +423,7 @@ class TrainScreen(Screen):
                                                             note="best head in brackets")
         self._draw_stats()
 
+    @one_line_errors
     def on_run_ended(self, message: RunEnded) -> None:
         self._set_state("stopped" if message.stopped else "finished")
         verb = "stopped" if message.stopped else "finished"
