@@ -53,8 +53,19 @@ def test_inspect_text_shows_the_parameter_table(tiny_ckpt):
 @pytest.mark.skipif("reverse" not in checkpoints.bundled_names(), reason="no bundled reverse")
 def test_bundled_reverse_has_the_reference_parameter_counts():
     info = json.loads(run_cli("inspect", "reverse", "--json").stdout)
-    assert info["parameters"] == {"embeddings": 1664, "encoder layers": 99968,
-                                  "decoder layers": 133504, "output": 845, "total": 235981}
+    assert info["parameters"] == {
+        "embeddings": 1664,
+        "encoder layers": 99968,
+        "decoder layers": 133504,
+        "output": 845,
+        "total": 235981,
+    }
+    assert info["blocks"] == {
+        "attention block": 16640,
+        "feed-forward block": 33088,
+        "encoder layer": 49984,
+        "decoder layer": 66752,
+    }
     assert info["resumable"] is False and info["dtype"] == "float32"
 
 

@@ -40,9 +40,7 @@ from tui.commands.common import (
     default=None,
     help="Source lengths, e.g. 4-10 or 12-16. [default: the lengths it was trained on]",
 )
-@click.option(
-    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True
-)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
 @threads_option
 @json_option
 def eval_cmd(ckpt, n, seed, lengths, device, threads, as_json) -> None:
@@ -95,6 +93,7 @@ def _bar(fraction: float, width: int = 20) -> str:
 
 def inspect_data(ckpt) -> dict:
     """Everything `inspect` shows, as plain data."""
+    from checkpoints import block_parameters
     from core.checkpoint import describe_size
     from core.model import parameter_breakdown
     from core.tasks import VOCAB
@@ -121,6 +120,7 @@ def inspect_data(ckpt) -> dict:
         "model_config": ckpt.model_config.to_dict(),
         "train_config": train_cfg,
         "parameters": parameter_breakdown(ckpt.model),
+        "blocks": block_parameters(ckpt.model),
         "training": ckpt.summary,
     }
 
@@ -163,6 +163,13 @@ def inspect_cmd(ckpt, as_json) -> None:
         share = "" if name == "total" else f"{count / total:.1%}"
         params.add_row(name, f"{count:,}", share, style="bold" if name == "total" else None)
     out.print(params)
+    blocks = info["blocks"]
+    share = blocks["feed-forward block"] / blocks["encoder layer"]
+    out.print(
+        f"one attention block {blocks['attention block']:,} · one feed-forward block "
+        f"{blocks['feed-forward block']:,} ({share:.0%} of an encoder layer of "
+        f"{blocks['encoder layer']:,}) · a decoder layer {blocks['decoder layer']:,}"
+    )
     from rich.columns import Columns
 
     panels = [_key_values("model", info["model_config"])]
@@ -234,8 +241,7 @@ def list_cmd(folder, as_json) -> None:
             table.add_row(name, "", "", "", "", f"[red]unreadable: {x.error}[/]")
             continue
         acc = f"{x.accuracy:.1%}" if x.accuracy is not None else "?"
-        note = ", ".join(n for n in ("bundled" if is_bundled else "",
-                                     f"bug: {x.bug}" if x.bug else "") if n)
+        note = ", ".join(n for n in ("bundled" if is_bundled else "", f"bug: {x.bug}" if x.bug else "") if n)
         steps = str(x.steps) if x.steps is not None else "?"
         table.add_row(name, x.task, f"{x.size_bytes / 1024:.0f} KB", acc, steps, note)
     if not listings:
