@@ -96,7 +96,7 @@ class Trainer:
         self.model = Seq2Seq(model_cfg).to(self.device)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
-            eps=train_cfg.eps,
+            eps=train_cfg.eps, fused=True,  # one kernel for all parameters: less per-step overhead
         )
         self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
         self.step_count = 0
@@ -109,6 +109,10 @@ class Trainer:
         return self.step_count >= self.cfg.steps
 
     def next_batch(self) -> Batch:
+        if self.cfg.bucket_lengths:  # every length equally often across steps, none padded
+            length = int(torch.randint(self.cfg.min_len, self.cfg.max_len + 1, (1,),
+                                       generator=self.data_generator))
+            return self._data_task.batch(self.cfg.batch_size, self.data_generator, length, length)
         return self._data_task.batch(self.cfg.batch_size, self.data_generator)
 
     def train_step(self) -> StepStats:
@@ -216,7 +220,9 @@ class Trainer:
         try:
             saved_cfg = TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
             trainer_info = json.loads(ckpt.metadata.get("trainer", "{}"))
-        except (ValueError, TypeError) as e:
+            if not isinstance(trainer_info, dict):
+                raise ValueError("'trainer' is not an object")
+        except (ValueError, TypeError, RecursionError) as e:
             raise CheckpointError(f"{path} has invalid training metadata: {e}") from None
         if train_cfg is not None:
             free = {"steps", "device", "eval_every", "eval_size"}
@@ -230,7 +236,10 @@ class Trainer:
                 )
             saved_cfg = saved_cfg.replace(**{k: getattr(train_cfg, k) for k in free})
         # The saved model config already has the bug's effects applied; apply_bug is idempotent.
-        trainer = cls(ckpt.model_config, saved_cfg)
+        try:
+            trainer = cls(ckpt.model_config, saved_cfg)
+        except ValueError as e:  # a training config that does not fit the saved model
+            raise CheckpointError(f"cannot resume {path}: {e}") from None
         trainer._load_state(ckpt, trainer_info)
         return trainer
 
@@ -245,15 +254,42 @@ class Trainer:
                     continue
                 name, field_name = key[len("optim."):].rsplit(".", 1)
                 optim_state.setdefault(params[name], {})[field_name] = value.to(self.device)
+            step = int(info.get("step", 0))
+            seconds = float(info.get("seconds", 0.0))
+            if step < 0 or not seconds >= 0:
+                raise ValueError(f"step {step} and seconds {seconds} must not be negative")
+            _check_optim_state(optim_state, params, step)
             for p, s in optim_state.items():
                 self.optimizer.state[p] = s
             torch.set_rng_state(state["rng.torch_cpu"])
             self.data_generator.set_state(state["rng.data"])
             if self.device.type == "cuda" and "rng.cuda" in state:
                 torch.cuda.set_rng_state(state["rng.cuda"], self.device)
-        except (KeyError, RuntimeError, ValueError) as e:
-            raise CheckpointError(f"{ckpt.path} has incomplete training state ({e})") from None
-        self.step_count = int(info.get("step", 0))
-        self.seconds = float(info.get("seconds", 0.0))
+        except (KeyError, RuntimeError, ValueError, TypeError) as e:
+            raise CheckpointError(f"{ckpt.path} has incomplete or invalid training state ({e})") from None
+        self.step_count = step
+        self.seconds = seconds
         self.last_loss = info.get("last_loss")
         self.last_accuracy = info.get("last_accuracy")
+
+
+def _check_optim_state(optim_state: dict, params: dict[str, torch.Tensor], step: int) -> None:
+    """Adam moments from a file: one complete, finite set per parameter (none before step 1),
+    each the parameter's shape, so a broken file fails here and not in the middle of training."""
+    if step > 0 and len(optim_state) != len(params):
+        raise ValueError(f"optimizer state covers {len(optim_state)} of {len(params)} parameters")
+    names = {id(p): n for n, p in params.items()}
+    for p, s in optim_state.items():
+        name = names[id(p)]
+        if set(s) != {"step", "exp_avg", "exp_avg_sq"}:
+            raise ValueError(f"optimizer state of {name} has fields {sorted(s)}")
+        for key in ("exp_avg", "exp_avg_sq"):
+            if s[key].shape != p.shape or s[key].dtype != p.dtype:
+                raise ValueError(f"optimizer {key} of {name} has shape {tuple(s[key].shape)} and "
+                                 f"dtype {s[key].dtype}, the parameter {tuple(p.shape)} {p.dtype}")
+        if s["step"].numel() != 1 or not s["step"].dtype.is_floating_point:
+            raise ValueError(f"optimizer step of {name} is not a single float")
+        s["step"] = s["step"].reshape(())
+        finite = all(bool(torch.isfinite(t).all()) for t in s.values())
+        if not finite or bool((s["exp_avg_sq"] < 0).any()):
+            raise ValueError(f"optimizer state of {name} holds NaN, infinite or negative values")

@@ -69,3 +69,24 @@ def test_learning_rate_warms_up_linearly_then_stays_flat():
     assert cfg.lr_at(200) == pytest.approx(0.5e-3)
     assert cfg.lr_at(400) == pytest.approx(1e-3)
     assert cfg.lr_at(3000) == pytest.approx(1e-3)
+
+
+def test_default_recipe_trains_the_same_235981_parameter_model():
+    from core.config import DEFAULT_RECIPE
+    from core.model import Seq2Seq, parameter_breakdown
+
+    fast = recipe(DEFAULT_RECIPE)
+    assert parameter_breakdown(Seq2Seq(fast.model))["total"] == 235981
+    assert fast.model.norm == "post"
+
+
+def test_unknown_recipe_is_a_clear_error():
+    with pytest.raises(ValueError, match="^recipe:"):
+        recipe("turbo")
+
+
+def test_cosine_schedule_decays_to_a_tenth_after_warmup():
+    cfg = TrainConfig(lr=3e-3, warmup=100, schedule="cosine", steps=800)
+    assert cfg.lr_at(100) == pytest.approx(3e-3)
+    assert cfg.lr_at(450) == pytest.approx(3e-3 * 0.55)
+    assert cfg.lr_at(800) == pytest.approx(3e-4)

@@ -97,3 +97,14 @@ def test_an_inference_only_checkpoint_cannot_be_resumed(tmp_path, tiny_model_cfg
     trainer.save(tmp_path / "model.safetensors", resumable=False)
     with pytest.raises(CheckpointError, match="cannot be resumed"):
         Trainer.resume(tmp_path / "model.safetensors")
+
+
+def test_length_bucketed_batches_hold_one_length_and_no_padding(tiny_model_cfg, tiny_train_cfg):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg.replace(bucket_lengths=True))
+    seen = set()
+    for _ in range(30):
+        batch = trainer.next_batch()
+        assert batch.lengths.unique().numel() == 1
+        assert (batch.src != 10).all()  # no PAD
+        seen.add(int(batch.lengths[0]))
+    assert seen == set(range(tiny_train_cfg.min_len, tiny_train_cfg.max_len + 1))

@@ -1,0 +1,74 @@
+"""Greedy decoding speed: per-token latency with and without the KV cache, and 1,000-sequence eval.
+
+    .venv/bin/python benchmarks/decode_speed.py [--smoke]
+
+Both variants run in the same process on the same model and inputs; the cache's speed-up is
+reported as a ratio, together with a check that both produce identical tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from core.config import ModelConfig
+from core.decode import greedy_decode
+from core.model import Seq2Seq
+from core.tasks import EOS
+from core.train import evaluate
+
+
+def never_stopping_model() -> Seq2Seq:
+    """The reference model with EOS made impossible, so every decode runs to its length cap
+    (the arithmetic per token is the same as a trained model's)."""
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig()).eval()
+    with torch.no_grad():
+        model.generator.bias[EOS] = -1e4
+    return model
+
+
+def per_token_ms(model, src, new_tokens: int, use_cache: bool, repeats: int) -> tuple[float, torch.Tensor]:
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = greedy_decode(model, src, max_new_tokens=new_tokens, use_cache=use_cache)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times) / new_tokens, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
+    args = parser.parse_args()
+    repeats = 1 if args.smoke else 5
+    lengths = [10] if args.smoke else [10, 32, 63]  # 63 new tokens + SOS fill max_len=64
+    batches = [1] if args.smoke else [1, 256]
+    model = never_stopping_model()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(f"{'batch':>5} {'tokens':>6} {'no cache ms/tok':>16} {'cache ms/tok':>13} "
+          f"{'speed-up':>9} identical")
+    for batch in batches:
+        src = torch.randint(0, 10, (batch, 10), generator=torch.Generator().manual_seed(1))
+        for n in lengths:
+            slow, a = per_token_ms(model, src, n, use_cache=False, repeats=repeats)
+            fast, b = per_token_ms(model, src, n, use_cache=True, repeats=repeats)
+            print(f"{batch:>5} {n:>6} {slow:>16.3f} {fast:>13.3f} {slow / fast:>8.2f}x {torch.equal(a, b)}")
+
+    from checkpoints import load
+
+    trained = load("reverse").model
+    from core.tasks import get_task
+
+    evaluate(trained, get_task("reverse"), 100, seed=0)  # warm-up
+    start = time.perf_counter()
+    result = evaluate(trained, get_task("reverse"), 100 if args.smoke else 1000, seed=3, batch_size=1000)
+    print(f"eval of {result.n} sequences (bundled reverse): {time.perf_counter() - start:.3f} s, "
+          f"accuracy {result.accuracy:.3f}")
+
+
+if __name__ == "__main__":
+    main()
