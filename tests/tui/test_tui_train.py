@@ -188,3 +188,18 @@ async def test_clicking_a_tab_in_the_title_switches_screens():
         tabs = app.screen.query_one("#title-tabs")
         await pilot.click(tabs, offset=(tabs.size.width - 3, 0))  # "Train" ends the bar
         await wait_for(pilot, lambda: app.current_mode == "train", "the train screen", timeout=5)
+
+
+@pytest.mark.asyncio
+async def test_space_starts_a_run_even_while_typing_in_the_form():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        fill_form(screen, steps="20")
+        steps = screen.query_one("#steps", Input)
+        steps.focus()
+        await pilot.press("space")
+        assert steps.value == "20"
+        assert screen.state in ("running", "finished")
+        assert "space start/pause" in screen.query_one("KeyBar").render().plain
+        await wait_for(pilot, lambda: screen.state == "finished", "the run")

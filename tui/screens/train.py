@@ -128,13 +128,20 @@ class Saved(Message):
     extra: dict = field(default_factory=dict)
 
 
+RUN_KEYS = ("space", "x", "w")  # never part of a form value, so they drive the run anywhere
+
+
 class FormInput(Input):
     BINDINGS = [Binding("escape", "screen.leave_form", "leave form")]
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        # An Input claims every printable key, which hides even priority bindings.
+        return key not in RUN_KEYS and super().check_consume_key(key, character)
 
 
 class TrainScreen(Screen):
     AUTO_FOCUS = ""  # the run keys work at once; Tab moves into the form
-    # space, x and w never appear in a form value, so they work even while typing in it.
+    # Priority, and not consumed by FormInput: they work even while typing in the form.
     BINDINGS = [
         Binding("space", "toggle", "start/pause", priority=True),
         Binding("x", "stop", "stop", priority=True),
