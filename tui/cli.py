@@ -12,17 +12,15 @@ import sys
 
 import click
 
-from tui.commands.decode import decode_cmd
-from tui.commands.export import export_cmd
-from tui.commands.info import eval_cmd, inspect_cmd, list_cmd
-from tui.commands.train import train_cmd
-
 EXIT_INTERRUPTED = 130  # the shell convention for "stopped by Ctrl-C" (128 + SIGINT)
 
 
+MAX_MESSAGE = 300  # messages can quote input (a 10,000-character paste); keep them readable
+
+
 def _one_line(text: str) -> str:
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return " ".join(lines) or "unknown error"
+    message = " ".join(str(text).split()) or "unknown error"
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
@@ -144,8 +142,27 @@ def tui_cmd(ckpt: tuple[str, ...]) -> None:
     _run_app(list(ckpt))
 
 
-for command in (train_cmd, decode_cmd, eval_cmd, inspect_cmd, export_cmd, list_cmd):
-    main.add_command(command)
+def _add_subcommands(group: click.Group) -> None:
+    """Every Click command defined in a module of tui/commands joins the group, so a new
+    command (say `compare` or `doctor`) is one new file there and no edit here. The modules
+    import only Click at the top, which keeps this cheap."""
+    import importlib
+    import pkgutil
+
+    import tui.commands
+
+    for info in sorted(pkgutil.iter_modules(tui.commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"tui.commands.{info.name}")
+        for value in vars(module).values():
+            if (
+                isinstance(value, click.Command)
+                and value.name not in group.commands
+                and getattr(value.callback, "__module__", None) == module.__name__
+            ):
+                group.add_command(value)  # defined there, not merely imported there
+
+
+_add_subcommands(main)
 
 
 @click.command(cls=MinitxCommand, context_settings=CONTEXT)

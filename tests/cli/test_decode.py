@@ -85,10 +85,16 @@ def test_decode_outside_the_training_lengths_warns_but_decodes(tiny_ckpt):
         (["missing/file.safetensors", "1 2 3"], "no such file"),
         (["3 x 1"], "'x' is not a token"),
         (["3 <eos> 1"], "special token"),
+        (["   "], "empty"),
+        (["\t\n"], "empty"),
+        (["３ １ ４"], "not a token"),  # full-width digits are not the vocabulary's digits
+        (["1" * 10_000], "far too long"),
+        (["1 2 " * 3000], "far too long"),
     ],
 )
 def test_bad_decode_inputs_give_a_one_line_error(args, fragment):
-    assert fragment in assert_one_line_error(run_cli("decode", *args))
+    message = assert_one_line_error(run_cli("decode", *args))
+    assert fragment in message and len(message) < 320
 
 
 def test_bad_source_tokens_for_a_given_checkpoint_are_one_line_errors(tiny_ckpt):

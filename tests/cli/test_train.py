@@ -91,11 +91,29 @@ def test_bug_option_trains_the_broken_variant(tmp_path):
     assert data["train_config"]["bug"] == "no-warmup" and data["train_config"]["warmup"] == 0
 
 
-def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
+def _ctrl_c_after(step: int, monkeypatch) -> None:
+    """Make the next training run receive SIGINT (as from Ctrl-C) right after `step`."""
+    from core.train import Trainer
+
+    original = Trainer.train_step
+
+    def step_then_ctrl_c(self):
+        stats = original(self)
+        if stats.step == step:
+            os.kill(os.getpid(), signal.SIGINT)
+        return stats
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_ctrl_c)
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, monkeypatch):
     whole, half = tmp_path / "whole.safetensors", tmp_path / "half.safetensors"
     assert run_cli("train", *TINY, "--steps", "20", "--out", str(whole)).exit_code == 0
-    assert run_cli("train", *TINY, "--steps", "10", "--out", str(half)).exit_code == 0
-    run = run_cli("train", "--resume", str(half), "--steps", "20", "--quiet")
+    with monkeypatch.context() as patch:
+        _ctrl_c_after(10, patch)
+        assert run_cli("train", *TINY, "--steps", "20", "--out", str(half)).exit_code == 130
+    assert load_checkpoint(half).summary["steps"] == 10
+    run = run_cli("train", "--resume", str(half), "--quiet")
     assert run.exit_code == 0, run.stderr
     expected, resumed = _weights(whole), _weights(half)
     assert expected.keys() == resumed.keys()
@@ -117,23 +135,13 @@ def test_resume_of_a_finished_run_asks_for_more_steps(tiny_ckpt):
 
 
 def test_ctrl_c_saves_a_resumable_checkpoint_and_exits_130(tmp_path, monkeypatch):
-    from core.train import Trainer
-
-    original = Trainer.train_step
-
-    def step_then_ctrl_c(self):
-        stats = original(self)
-        if stats.step == 3:
-            os.kill(os.getpid(), signal.SIGINT)
-        return stats
-
-    monkeypatch.setattr(Trainer, "train_step", step_then_ctrl_c)
+    _ctrl_c_after(3, monkeypatch)
     out = tmp_path / "stopped.safetensors"
     run = run_cli("train", *TINY, "--steps", "50", "--out", str(out))
     assert run.exit_code == 130
     assert str(out) in run.stderr and "--resume" in run.stderr
     ckpt = load_checkpoint(out)
-    assert ckpt.resumable and 3 <= ckpt.summary["steps"] < 50
+    assert ckpt.resumable and ckpt.summary["steps"] == 3  # the step in flight finished
 
 
 def test_save_every_writes_resumable_checkpoints_during_the_run(tmp_path, monkeypatch):

@@ -16,9 +16,14 @@ def looks_like_source(text: str) -> bool:
     from pathlib import Path
 
     stripped = text.strip()
-    if Path(stripped).exists():
-        return False
-    return stripped.replace(" ", "").isdigit() or " " in stripped
+    if not stripped:
+        return True  # an empty source, whose error should say so
+    try:
+        if Path(stripped).exists():
+            return False
+    except OSError:  # e.g. a name too long for a file: certainly not a checkpoint
+        return True
+    return stripped.replace(" ", "").isdigit() or any(c.isspace() for c in stripped)
 
 
 def trace_of(ckpt, source_text: str, top_k: int = 5) -> dict:
@@ -69,7 +74,7 @@ def _sources(args: list[str]) -> list[str]:
     return args
 
 
-@click.command("decode")
+@click.command("decode", short_help="Predict outputs; show top-k and attention.")
 @click.argument("args", nargs=-1, metavar="[CKPT] SOURCE...")
 @click.option(
     "--attention",

@@ -15,7 +15,7 @@ from tui.commands.common import load_checkpoint_arg
 KEEP_METADATA = ("train_config",)
 
 
-@click.command("export")
+@click.command("export", short_help="Inference-only copy, or a trace as json/csv/svg.")
 @click.argument("ckpt", required=False)
 @click.option(
     "--out",
@@ -79,9 +79,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers) -> None:
             extra_metadata=extra,
             dtype=dtype,
         )
-        click.echo(
-            f"exported {out} ({dtype}, inference only, {Path(out).stat().st_size / 1024:.0f} KB)"
-        )
+        click.echo(f"exported {out} ({dtype}, inference only, {Path(out).stat().st_size / 1024:.0f} KB)")
         return
     from tui.commands.decode import trace_of
 
@@ -106,9 +104,7 @@ def _csv(trace: dict, title: str, numbers: bool) -> str:
     """One row per (step, layer, head, source position): a tidy table for pandas or a sheet."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(
-        ["step", "token", "p", "layer", "head", "source_position", "source_token", "weight"]
-    )
+    writer.writerow(["step", "token", "p", "layer", "head", "source_position", "source_token", "weight"])
     source = trace["source"].split()
     for layer, heads in enumerate(trace["cross_attention"]):
         for head, grid in enumerate(heads):

@@ -17,7 +17,7 @@ from tui.commands.common import (
 )
 
 
-@click.command("eval")
+@click.command("eval", short_help="Exact-match accuracy on fresh sequences.")
 @click.argument("ckpt", required=False)
 @click.option(
     "--n",
@@ -125,7 +125,7 @@ def inspect_data(ckpt) -> dict:
     }
 
 
-@click.command("inspect")
+@click.command("inspect", short_help="Config, task, parameters and training summary.")
 @click.argument("ckpt", required=False)
 @json_option
 def inspect_cmd(ckpt, as_json) -> None:
@@ -193,7 +193,7 @@ def _key_values(title: str, data: dict):
     return Panel(table, title=title, title_align="left", expand=False)
 
 
-@click.command("list")
+@click.command("list", short_help="Bundled checkpoints and those in a folder.")
 @click.argument("folder", required=False, type=click.Path(file_okay=False))
 @json_option
 def list_cmd(folder, as_json) -> None:

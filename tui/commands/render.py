@@ -56,9 +56,7 @@ def trace_renderable(trace: dict, numbers: bool, title: str = ""):
     header.append("prediction  ", style="dim")
     header.append(trace["prediction"])
     if trace.get("expected") is not None:
-        mark, style = (
-            ("✓", "green") if trace["correct"] else (f"✗ expected {trace['expected']}", "red")
-        )
+        mark, style = ("✓", "green") if trace["correct"] else (f"✗ expected {trace['expected']}", "red")
         header.append("  " + mark, style=style)
     rows = [step["text"] for step in trace["steps"]]
     cols = trace["source"].split()

@@ -182,7 +182,8 @@ def train_cmd(**opts) -> None:
 
     \b
     Examples:
-      minitx train --out reverse.safetensors            # the reference run (SPEC §5)
+      minitx train --out reverse.safetensors            # the default recipe
+      minitx train --recipe reference --out ref.safetensors   # SPEC §5 exactly
       minitx train --task sort --steps 4000 --save-every 500 --out sort.safetensors
       minitx train --resume sort.safetensors --steps 6000
       minitx train --d-model 32 --layers 1 --steps 300 --metrics run.jsonl --out tiny.safetensors
@@ -356,7 +357,7 @@ def _describe_run(trainer) -> str:
     return (
         f"training {t.task} {t.min_len}-{t.max_len} · {m.norm}-norm d_model {m.d_model} "
         f"heads {m.n_heads} layers {m.n_encoder_layers}+{m.n_decoder_layers} · {params:,} params · "
-        f"steps {t.steps} batch {t.batch_size} lr {t.lr:g} warmup {t.warmup} · "
+        f"steps {t.steps} batch {t.batch_size} lr {t.lr:g} {t.schedule} warmup {t.warmup} · "
         f"{trainer.device.type}{bug}"
     )
 
