@@ -37,7 +37,12 @@ FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": 
 
 
 class CheckpointError(Exception):
-    """A checkpoint that cannot be read or written; str(e) is one sentence for a person."""
+    """A checkpoint that cannot be read or written; str(e) is one sentence for a person.
+
+    The message is folded onto one line: parts of it (metadata keys, paths) come from the file."""
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(" ".join(str(message).split()))
 
 
 @dataclass
@@ -76,6 +81,12 @@ def save_checkpoint(
         f"model.{name}": t.detach().to("cpu", FLOAT_DTYPES[dtype]).contiguous()
         for name, t in model.state_dict().items()
     }
+    for name, t in tensors.items():  # never replace a good file with one no loader accepts
+        if not bool(torch.isfinite(t).all()):
+            raise CheckpointError(
+                f"not saving {path}: tensor {name} holds NaN or infinite values"
+                + (f" in {dtype}" if dtype != "float32" else "")
+            )
     for name, t in (train_state or {}).items():
         tensors[f"train.{name}"] = t.detach().cpu().contiguous()
     metadata = {
@@ -218,13 +229,14 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
 def _check_weights(weights: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) -> str:
     """Names, shapes, dtypes and finiteness against the config, before allocating a model.
 
-    The expected shapes come from a model on the meta device, which costs no memory even if the
-    config claims an enormous width."""
-    with torch.device("meta"):
-        expected = {k: tuple(t.shape) for k, t in Seq2Seq(cfg).state_dict().items()}
-    missing = sorted(set(expected) - set(weights))
-    if missing:
-        raise CheckpointError(f"{path} is missing tensor {'model.' + missing[0]!r} for its config")
+    The expected shapes come from a one-layer model on the meta device, which costs no memory
+    even if the config claims an enormous width; its layer names are repeated per layer and the
+    walk stops at the first missing tensor, so a config claiming a million layers costs no time."""
+    expected: dict[str, tuple[int, ...]] = {}
+    for name, shape in _expected_shapes(cfg):
+        if name not in weights:
+            raise CheckpointError(f"{path} is missing tensor {'model.' + name!r} for its config")
+        expected[name] = shape
     extra = sorted(set(weights) - set(expected))
     if extra:
         raise CheckpointError(f"{path} has tensor {'model.' + extra[0]!r} that its config does not use")
@@ -242,6 +254,22 @@ def _check_weights(weights: dict[str, torch.Tensor], cfg: ModelConfig, path: Pat
         dtypes.add(t.dtype)
     names = {v: k for k, v in FLOAT_DTYPES.items()}
     return "+".join(sorted(names[d] for d in dtypes))
+
+
+def _expected_shapes(cfg: ModelConfig):
+    """Yield (state_dict name, shape) for cfg, lazily, layer by layer."""
+    with torch.device("meta"):
+        one = Seq2Seq(cfg.replace(n_encoder_layers=1, n_decoder_layers=1)).state_dict()
+    layers = {"encoder": cfg.n_encoder_layers, "decoder": cfg.n_decoder_layers}
+    for stack, count in layers.items():
+        per_layer = [(k[len(stack) + 3 :], tuple(t.shape)) for k, t in one.items()
+                     if k.startswith(f"{stack}.0.")]
+        for i in range(count):
+            for rest, shape in per_layer:
+                yield f"{stack}.{i}.{rest}", shape
+    for k, t in one.items():
+        if not k.startswith(("encoder.0.", "decoder.0.")):
+            yield k, tuple(t.shape)
 
 
 def describe_size(path: Path) -> str:
