@@ -1,0 +1,377 @@
+"""A generated corpus of hostile and broken checkpoint files, reusable by every loader's tests.
+
+    from tests.reliability.corpus import hostile_files   # from the repository root
+    for name, path in hostile_files(tmp_path): ...        # every file here must be refused
+
+Every file is derived by a rule from a freshly trained valid checkpoint (or from nothing), with a
+seeded RNG: nothing is hand-picked to pass. Three lists:
+
+- `hostile_files(folder)`: files every loader must refuse with a CheckpointError (by construction
+  none of them can be a valid checkpoint).
+- `damaged_files(folder)`: random bit flips anywhere in a valid file. The format has no checksum,
+  so a flip that lands in a weight and leaves it finite yields a *different valid* model; a loader
+  must either load a valid model or refuse with a CheckpointError.
+- `unresumable_files(folder)`: valid models whose training state is broken: loading the model is
+  fine, `Trainer.resume` must refuse.
+
+`marker_path(folder)` is where the pickle payload in the corpus would create a file if anything
+ever unpickled it; a test asserts it never appears.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+import struct
+import zipfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import save as safetensors_bytes
+
+from core.checkpoint import read_raw
+from core.config import ModelConfig, TrainConfig
+from core.train import Trainer
+
+SEED = 20261129
+MARKER = "PICKLE_CODE_RAN"
+
+TINY_MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
+                         max_len=8, dropout=0.1)
+TINY_TRAIN = TrainConfig(steps=3, batch_size=8, warmup=2, min_len=2, max_len=5, eval_every=0,
+                         device="cpu", seed=3)
+
+
+def valid_checkpoint(folder: Path, name: str = "valid.safetensors") -> Path:
+    """A small resumable checkpoint trained for a few steps (the seed of every mutation)."""
+    trainer = Trainer(TINY_MODEL, TINY_TRAIN)
+    trainer.run()
+    return trainer.save(Path(folder) / name)
+
+
+def marker_path(folder: Path) -> Path:
+    return Path(folder) / MARKER
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw safetensors layout helpers: 8-byte little-endian header length, JSON header, data.
+
+
+def split(blob: bytes) -> tuple[dict, bytes]:
+    (n,) = struct.unpack("<Q", blob[:8])
+    return json.loads(blob[8 : 8 + n]), blob[8 + n :]
+
+
+def join(header: dict | bytes, data: bytes) -> bytes:
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    return struct.pack("<Q", len(raw)) + raw + data
+
+
+class _Payload:
+    """Unpickling this runs code that creates the marker file (proof that code ran)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (exec, (f"import pathlib; pathlib.Path({self.marker!r}).touch()",))
+
+
+def pickle_payload(folder: Path) -> bytes:
+    """Built with the pickle module; never loaded by anything in this project."""
+    return pickle.dumps(_Payload(marker_path(folder)), protocol=2)
+
+
+def _torch_save_zip(payload: bytes) -> bytes:
+    """The layout torch.save writes: a zip archive holding archive/data.pkl."""
+    import io
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("archive/data.pkl", payload)
+        z.writestr("archive/version", "3\n")
+        z.writestr("archive/byteorder", "little")
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# The corpus
+
+
+def hostile_files(folder: Path) -> list[tuple[str, Path]]:
+    """(case name, path) of files that must all be refused with a CheckpointError."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(SEED)
+    good_path = valid_checkpoint(folder, "base.safetensors")
+    good = good_path.read_bytes()
+    header, data = split(good)
+    header_end = len(good) - len(data)
+    tensors, metadata = read_raw(good_path)
+    cases: dict[str, bytes | None] = {}
+
+    # Not safetensors at all.
+    cases["empty"] = b""
+    for size in (1, 7, 8, 9, 64, 4096):
+        cases[f"random_bytes_{size}"] = rng.randbytes(size)
+    junk = rng.randbytes(200)
+    cases["random_header_with_plausible_length"] = struct.pack("<Q", len(junk)) + junk
+    cases["text_file"] = b"this is not a checkpoint\n" * 20
+    payload = pickle_payload(folder)
+    cases["pickle_renamed"] = payload
+    cases["torch_save_zip_renamed"] = _torch_save_zip(payload)
+
+    # Truncated at many offsets (both inside the header and inside the data).
+    offsets = {1, 7, 8, 9, 100, header_end - 1, header_end, header_end + 1, len(good) - 1}
+    offsets |= {rng.randrange(1, len(good)) for _ in range(12)}
+    for offset in sorted(offsets):
+        cases[f"truncated_at_{offset}"] = good[:offset]
+    cases["extra_bytes_appended"] = good + b"\0" * 16
+
+    # The header's length prefix: bit flips, enormous claims.
+    for bit in (0, 1, 3, 7, 12, 20, 31, 40, 63):
+        n = struct.unpack("<Q", good[:8])[0] ^ (1 << bit)
+        cases[f"header_length_bit_{bit}_flipped"] = struct.pack("<Q", n) + good[8:]
+    for claim in (2**64 - 1, 2**40, 16 * 1024 * 1024 + 1, len(good) - 7):
+        cases[f"header_claims_{claim}_bytes"] = struct.pack("<Q", claim) + good[8:]
+    cases["header_json_garbled"] = join(b"{" + rng.randbytes(64), data)
+    cases["header_json_is_a_list"] = join(b"[1, 2, 3]", data)
+    cases["header_json_deeply_nested"] = join(b"[" * 5000 + b"]" * 5000, data)
+    for name, tweak in _header_tweaks(rng, header, len(data)).items():
+        cases[name] = join(tweak, data)
+
+    # Valid safetensors, wrong or missing minitx metadata.
+    for name, meta in _metadata_tweaks(metadata).items():
+        cases[name] = safetensors_bytes(tensors, metadata=meta)
+    cases["no_metadata_at_all"] = safetensors_bytes(tensors)
+
+    # Valid safetensors and metadata, wrong tensors.
+    for name, changed in _tensor_tweaks(tensors).items():
+        cases[name] = safetensors_bytes(changed, metadata=metadata)
+
+    paths = []
+    for name, blob in cases.items():
+        path = folder / f"{name}.safetensors"
+        path.write_bytes(blob)
+        paths.append((name, path))
+    huge = folder / "sparse_file_with_header_claiming_60MiB.safetensors"
+    with open(huge, "wb") as f:  # sparse: 64 MiB on paper, almost nothing on disk
+        f.write(struct.pack("<Q", 60 * 1024 * 1024) + b"{")
+        f.truncate(64 * 1024 * 1024)
+    paths.append(("sparse_file_with_header_claiming_60MiB", huge))
+    directory = folder / "a_directory.safetensors"
+    directory.mkdir(exist_ok=True)
+    paths.append(("a_directory", directory))
+    paths.append(("missing_file", folder / "does_not_exist.safetensors"))
+    return paths
+
+
+def _header_tweaks(rng: random.Random, header: dict, data_len: int) -> dict[str, dict]:
+    names = sorted(k for k in header if k != "__metadata__")
+    by_start = sorted(names, key=lambda k: header[k]["data_offsets"][0])
+    first, second, last = by_start[0], by_start[1], by_start[-1]
+    out: dict[str, dict] = {}
+
+    def edit(name: str, tensor: str, **fields) -> None:
+        h = json.loads(json.dumps(header))
+        h[tensor].update(fields)
+        out[name] = h
+
+    begin, end = header[second]["data_offsets"]
+    edit("overlapping_offsets", second, data_offsets=[begin - 4, end - 4])
+    edit("offsets_past_the_end", last, data_offsets=[data_len - 4, data_len + 60])
+    edit("offsets_reversed", first, data_offsets=list(reversed(header[first]["data_offsets"])))
+    edit("offsets_negative", first, data_offsets=[-64, 0])
+    edit("offsets_not_numbers", first, data_offsets=["0", "64"])
+    edit("shape_disagrees_with_offsets", first, shape=[3, 3])
+    edit("shape_enormous", first, shape=[2**31, 2**31])
+    edit("shape_negative", first, shape=[-1])
+    edit("unknown_dtype", first, dtype="F128")
+    edit("dtype_not_a_string", first, dtype=7)
+    h = json.loads(json.dumps(header))
+    h["__metadata__"]["format_version"] = 1  # metadata values must be strings
+    out["metadata_value_not_a_string"] = h
+    h = json.loads(json.dumps(header))
+    h["__metadata__"] = ["format", "minitx-checkpoint"]
+    out["metadata_not_an_object"] = h
+    h = json.loads(json.dumps(header))
+    del h[rng.choice(names)]
+    out["tensor_entry_removed_from_header"] = h
+    return out
+
+
+def _metadata_tweaks(metadata: dict[str, str]) -> dict[str, dict[str, str]]:
+    model_cfg = json.loads(metadata["model_config"])
+    out: dict[str, dict[str, str]] = {}
+
+    def with_(**changes) -> dict[str, str]:
+        meta = dict(metadata)
+        for key, value in changes.items():
+            if value is None:
+                meta.pop(key, None)
+            else:
+                meta[key] = value
+        return meta
+
+    def cfg(**changes) -> str:
+        return json.dumps({**model_cfg, **changes})
+
+    for key in ("format", "format_version", "model_config", "task", "training"):
+        out[f"metadata_{key}_missing"] = with_(**{key: None})
+    out["metadata_format_unknown"] = with_(format="someone-elses-format")
+    for version in ("2", "0", "1.0", "", "one"):
+        out[f"metadata_format_version_{version or 'empty'}"] = with_(format_version=version)
+    out["metadata_model_config_not_json"] = with_(model_config="{d_model: 16")
+    out["metadata_model_config_a_list"] = with_(model_config="[16, 2]")
+    out["metadata_model_config_null"] = with_(model_config="null")
+    out["metadata_model_config_deeply_nested"] = with_(model_config="[" * 100_000 + "]" * 100_000)
+    out["metadata_model_config_unknown_field"] = with_(model_config=cfg(colour="blue"))
+    out["metadata_model_config_unknown_field_with_newline"] = with_(
+        model_config=cfg(**{"line one\nline two": 1}))
+    out["metadata_model_config_odd_width"] = with_(model_config=cfg(d_model=15))
+    out["metadata_model_config_zero_heads"] = with_(model_config=cfg(n_heads=0))
+    out["metadata_model_config_width_as_string"] = with_(model_config=cfg(d_model="16"))
+    out["metadata_model_config_unknown_norm"] = with_(model_config=cfg(norm="sideways"))
+    out["metadata_model_config_different_width"] = with_(model_config=cfg(d_model=32))
+    out["metadata_model_config_enormous_width"] = with_(
+        model_config=cfg(d_model=2**20, d_ff=2**30, max_len=2**30))
+    out["metadata_model_config_a_million_layers"] = with_(
+        model_config=cfg(n_encoder_layers=10**6, n_decoder_layers=10**6))
+    out["metadata_model_config_two_layers_file_has_one"] = with_(model_config=cfg(n_encoder_layers=2))
+    out["metadata_task_unknown"] = with_(task='{"name": "juggle"}')
+    out["metadata_task_not_json"] = with_(task="reverse")
+    out["metadata_task_a_list"] = with_(task='["reverse"]')
+    out["metadata_task_bad_lengths"] = with_(task='{"name": "reverse", "min_len": 9, "max_len": 2}')
+    out["metadata_task_length_not_a_number"] = with_(task='{"name": "reverse", "min_len": "four"}')
+    out["metadata_training_not_json"] = with_(training="{steps: 3")
+    out["metadata_training_a_list"] = with_(training="[]")
+    return out
+
+
+def _tensor_tweaks(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    weight = "model.generator.weight"
+    out: dict[str, dict[str, torch.Tensor]] = {}
+
+    def with_(**changes) -> dict[str, torch.Tensor]:
+        t = dict(tensors)
+        for key, value in changes.items():
+            key = key.replace("__", ".")
+            if value is None:
+                t.pop(key)
+            else:
+                t[key] = value
+        return t
+
+    w = tensors[weight].clone()  # a copy: safetensors refuses two names for one storage
+    g = "model__generator__weight"
+    out["tensor_missing"] = with_(**{g: None})
+    renamed = with_(**{g: None})
+    renamed["model.generator.weights"] = w
+    out["tensor_renamed"] = renamed
+    out["tensor_without_prefix"] = {**tensors, "generator.weight": w}
+    out["tensor_extra_under_model"] = {**tensors, "model.extra.weight": w}
+    out["tensor_only_the_weights_of_nothing"] = {"model.nothing": w}
+    out["no_tensors_at_all"] = {}
+    out["shape_transposed"] = with_(**{g: w.t().contiguous()})
+    out["shape_one_row_short"] = with_(**{g: w[:-1].contiguous()})
+    out["shape_flattened"] = with_(**{g: w.flatten().contiguous()})
+    out["shape_scalar"] = with_(**{g: torch.tensor(1.0)})
+    for dtype in (torch.int64, torch.int32, torch.uint8, torch.bool, torch.float64):
+        name = str(dtype).replace("torch.", "")
+        out[f"dtype_{name}_weights"] = with_(**{g: w.to(dtype)})
+    for label, value in (("nan", float("nan")), ("inf", float("inf")), ("neg_inf", float("-inf"))):
+        bad = w.clone()
+        bad[3, 5] = value
+        out[f"weights_hold_{label}"] = with_(**{g: bad})
+    half = {k: (v.half() if k.startswith("model.") else v) for k, v in tensors.items()}
+    half[weight] = torch.full_like(tensors[weight], 70000.0).half()  # overflows float16: inf
+    out["float16_weights_overflowed_to_inf"] = half
+    return out
+
+
+def damaged_files(folder: Path, count: int = 40) -> list[tuple[str, Path]]:
+    """Random single-bit flips anywhere in a valid file (seeded). May load or be refused."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(SEED + 1)
+    good = valid_checkpoint(folder, "base_for_flips.safetensors").read_bytes()
+    header_end = len(good) - len(split(good)[1])
+    paths = []
+    for i in range(count):
+        region = (0, header_end) if i % 2 == 0 else (header_end, len(good))
+        at = rng.randrange(*region)
+        bit = rng.randrange(8)
+        blob = bytearray(good)
+        blob[at] ^= 1 << bit
+        where = "header" if i % 2 == 0 else "data"
+        name = f"bit_{bit}_of_byte_{at}_flipped_in_{where}"
+        path = folder / f"{name}.safetensors"
+        path.write_bytes(bytes(blob))
+        paths.append((name, path))
+    return paths
+
+
+def unresumable_files(folder: Path) -> list[tuple[str, Path]]:
+    """Valid models with broken training state: Trainer.resume must refuse each."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    good_path = valid_checkpoint(folder, "base_for_resume.safetensors")
+    tensors, metadata = read_raw(good_path)
+    train_cfg = json.loads(metadata["train_config"])
+    moment = "train.optim.generator.weight.exp_avg"
+    cases: dict[str, tuple[dict, dict]] = {
+        "no_training_state": ({k: v for k, v in tensors.items() if k.startswith("model.")},
+                              {k: v for k, v in metadata.items()
+                               if k not in ("train_config", "trainer")}),
+    }
+
+    def meta(**changes) -> None:
+        name = next(iter(changes))
+        cases[f"trainer_metadata_{name}"] = (tensors, {**metadata, **changes[name]})
+
+    meta(train_config_not_json={"train_config": "{lr: 1"})
+    meta(train_config_a_list={"train_config": "[]"})
+    meta(train_config_unknown_field={"train_config": json.dumps({**train_cfg, "colour": 1})})
+    meta(train_config_negative_steps={"train_config": json.dumps({**train_cfg, "steps": -5})})
+    meta(train_config_lengths_too_long_for_model={
+        "train_config": json.dumps({**train_cfg, "max_len": 50})})
+    meta(trainer_not_json={"trainer": "{step: 3"})
+    meta(trainer_a_list={"trainer": "[3]"})
+    meta(trainer_step_not_a_number={"trainer": json.dumps({"step": "three"})})
+    meta(trainer_step_negative={"trainer": json.dumps({"step": -3})})
+    meta(trainer_seconds_a_list={"trainer": json.dumps({"step": 3, "seconds": [1]})})
+
+    def state(name: str, **changes) -> None:
+        t = dict(tensors)
+        for key, value in changes.items():
+            key = key.replace("__", ".")
+            if value is None:
+                t.pop(key)
+            else:
+                t[key] = value
+        cases[f"train_state_{name}"] = (t, metadata)
+
+    m = tensors[moment].clone()
+    state("rng_missing", train__rng__torch_cpu=None)
+    state("data_rng_missing", train__rng__data=None)
+    state("rng_wrong_dtype", train__rng__torch_cpu=tensors["train.rng.torch_cpu"].float())
+    state("rng_wrong_length", train__rng__torch_cpu=tensors["train.rng.torch_cpu"][:100].clone())
+    state("data_rng_empty", train__rng__data=torch.zeros(0, dtype=torch.uint8))
+    key = moment.replace(".", "__")
+    state("moment_wrong_shape", **{key: m.t().contiguous()})
+    state("moment_wrong_dtype", **{key: m.to(torch.int64)})
+    state("moment_holds_nan", **{key: torch.full_like(m, float("nan"))})
+    state("moment_missing", **{key: None})
+    state("moment_for_unknown_parameter", **{"train__optim__nothing__exp_avg": m})
+    state("optim_key_without_field", **{"train__optim__generator": m})
+    step_key = "train__optim__generator__weight__step"
+    state("adam_step_a_vector", **{step_key: torch.ones(3)})
+
+    paths = []
+    for name, (t, meta_) in cases.items():
+        path = folder / f"{name}.safetensors"
+        path.write_bytes(safetensors_bytes(t, metadata=meta_))
+        paths.append((name, path))
+    return paths
