@@ -110,7 +110,7 @@ def test_doctor_measures_the_modules_not_the_config_flags(blind_model):
         assert CAUSES[bug] in diagnose(run_doctor(model, task, quick=True))
 
 
-SHIPPED = ("no-shift", "no-causal-mask", "no-reverse")
+SHIPPED = ("no-shift", "no-causal-mask", "no-reverse", "swap-cross", "no-scale")
 
 
 @pytest.mark.parametrize("bug", SHIPPED)
