@@ -127,6 +127,8 @@ async def test_the_grid_has_source_columns_generated_rows_and_marks_the_current_
         assert grid.current == 2
         assert "◂ step" in grid.render().plain.splitlines()[3]
         assert "0.0" in grid.render().plain and "1.0" in grid.render().plain  # the legend
+        bars = app.screen.query_one("#topk").render().plain.splitlines()
+        assert bars[0].startswith("4") and "█" in bars[0]  # step 3 chose 4: the top bar
 
 
 @pytest.mark.asyncio

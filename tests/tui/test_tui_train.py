@@ -76,7 +76,11 @@ async def test_start_pause_resume_stop_a_tiny_run_grows_the_sparkline_and_hands_
         assert len(screen.losses) == held
         await pilot.press("space")
         await wait_for(pilot, lambda: len(screen.losses) > held + 5, "training to resume")
-        assert "step" in str(screen.query_one("#stats", Static).render())
+        stats = str(screen.query_one("#stats", Static).render())
+        for words in ("step", "/5000", "loss", "grad", "lr", "steps/s", "ETA"):
+            assert words in stats
+        await wait_for(pilot, lambda: screen.query_one("#probe").rows, "the probe grid")
+        assert screen.query_one("#probe").columns == ["7", "2", "9", "0", "4", "6"]
         await pilot.press("x")
         await wait_for(pilot, lambda: screen.state == "stopped", "the run to stop")
         await wait_for(pilot, lambda: app.current.name.startswith("trained"), "the hand-over")

@@ -51,6 +51,11 @@ CORE_FIELD = {"batch_size": "batch", "n_heads": "heads", "n_encoder_layers": "la
               "n_decoder_layers": "layers", "d_ff": "d_model"}
 
 
+def _loss(value: float) -> str:
+    """0.152, or 3.1e-05 once three decimals would read 0.000."""
+    return f"{value:.3f}" if value >= 0.01 else f"{value:.1e}"
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -416,7 +421,7 @@ class TrainScreen(Screen):
         self.last = message
         self.query_one("#loss-spark", Sparkline).data = list(self.losses)
         self.query_one("#loss-range", Label).update(
-            f"{self.losses[0]:.2f} → {self.losses[-1]:.3f}   (min {min(self.losses):.3f}, "
+            f"{self.losses[0]:.2f} → {_loss(self.losses[-1])}   (min {_loss(min(self.losses))}, "
             f"{len(self.losses)} steps)")
         if message.probe:
             p = message.probe
@@ -462,5 +467,5 @@ class TrainScreen(Screen):
         p = self.last
         acc = "" if p.accuracy is None else f"  acc {p.accuracy:.1%}"
         state = "" if self.state == "running" else f"  [{self.state}]"
-        stats.update(f"step {p.step}/{p.total}  loss {p.loss:.3f}  grad {p.grad_norm:.2f}  "
+        stats.update(f"step {p.step}/{p.total}  loss {_loss(p.loss)}  grad {p.grad_norm:.2f}  "
                      f"lr {p.lr:.1e}  {p.steps_per_s:.0f} steps/s  ETA {p.eta_s:.0f} s{acc}{state}")
