@@ -94,6 +94,7 @@ def _bar(fraction: float, width: int = 20) -> str:
 def inspect_data(ckpt) -> dict:
     """Everything `inspect` shows, as plain data."""
     from checkpoints import block_parameters
+    from core.alignment import random_alignment_scores
     from core.checkpoint import describe_size
     from core.model import parameter_breakdown
     from core.tasks import VOCAB
@@ -121,6 +122,12 @@ def inspect_data(ckpt) -> dict:
         "train_config": train_cfg,
         "parameters": parameter_breakdown(ckpt.model),
         "blocks": block_parameters(ckpt.model),
+        "alignment": {  # rows are decoder layers, columns heads; 256 fresh sequences
+            "expected": ckpt.task.alignment_name,
+            "scores": [
+                [round(float(s), 4) for s in row] for row in random_alignment_scores(ckpt.model, ckpt.task)
+            ],
+        },
         "training": ckpt.summary,
     }
 
@@ -170,6 +177,7 @@ def inspect_cmd(ckpt, as_json) -> None:
         f"{blocks['feed-forward block']:,} ({share:.0%} of an encoder layer of "
         f"{blocks['encoder layer']:,}) · a decoder layer {blocks['decoder layer']:,}"
     )
+    out.print(_alignment_table(info["alignment"]))
     from rich.columns import Columns
 
     panels = [_key_values("model", info["model_config"])]
@@ -177,6 +185,27 @@ def inspect_cmd(ckpt, as_json) -> None:
         panels.append(_key_values("training config", info["train_config"]))
     panels.append(_key_values("training summary", info["training"]))
     out.print(Columns(panels))
+
+
+def _alignment_table(alignment: dict):
+    """Each decoder layer's and head's alignment score (from core); the best head in bold."""
+    from rich.table import Table
+
+    scores = alignment["scores"]
+    table = Table()
+    table.add_column("layer")
+    for head in range(max((len(row) for row in scores), default=0)):
+        table.add_column(f"H{head + 1}", justify="right")
+    best = max((s for row in scores for s in row), default=None)
+    for layer, row in enumerate(scores):
+        table.add_row(f"L{layer + 1}", *(f"[bold]{s:.3f}[/]" if s == best else f"{s:.3f}" for s in row))
+    from rich.console import Group
+
+    heading = (
+        "[bold]alignment score[/] per layer/head: cross-attention mass on the source position the "
+        f"task expects ({alignment['expected']}); 1 is a perfect head, uniform attention scores ~1/length"
+    )
+    return Group(heading, table)
 
 
 def _key_values(title: str, data: dict):

@@ -1,0 +1,183 @@
+"""`minitx compare A B`: two checkpoints side by side (numbers from checkpoints.compare)."""
+
+from __future__ import annotations
+
+import click
+
+from tui.commands.common import (
+    apply_threads,
+    console,
+    echo_json,
+    json_option,
+    load_checkpoint_arg,
+    threads_option,
+)
+
+WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them all)
+
+
+@click.command("compare", short_help="Two checkpoints side by side: accuracy, heads, weights.")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--source", "-s", default=None, help='Also decode this source with both, e.g. "3 1 4 1 5".')
+@click.option(
+    "--n",
+    "n",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="Fresh random sequences both models decode.",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=1234,
+    show_default=True,
+    help="Seed of the sequences (the same seed gives the same sequences).",
+)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@threads_option
+@json_option
+def compare_cmd(a, b, source, n, seed, device, threads, as_json) -> None:
+    """Compare checkpoints A and B (bundled names or paths) on the same fresh sequences.
+
+    Shows config differences, parameter counts, exact match overall and per length, how often
+    their outputs agree, each layer's and head's alignment score (mean cross-attention on the
+    source position the task expects) and how far apart their weights are.
+
+    \b
+    Examples:
+      minitx compare reverse reverse-no-shift
+      minitx compare reverse my-run.safetensors --source "3 1 4 1 5"
+      minitx compare reverse copy --n 200 --json
+    """
+    apply_threads(threads)
+    from checkpoints.compare import compare_loaded, decode_both
+
+    ckpt_a, ckpt_b = load_checkpoint_arg(a, device), load_checkpoint_arg(b, device)
+    decoded = None
+    if source is not None:  # a bad source fails before the slower comparison
+        decoded = decode_both(ckpt_a, ckpt_b, source)
+        decoded["agree"] = decoded["a"] == decoded["b"]
+    result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=(a, b))
+    if as_json:
+        data = result.to_dict()
+        data["paths"] = {"a": str(ckpt_a.path), "b": str(ckpt_b.path)}
+        data["decode"] = decoded
+        echo_json(data)
+        return
+    out = console()
+    sections = [
+        _summary(result),
+        _config_table(result),
+        _by_length(result),
+        _alignment(result, ckpt_a.task.alignment_name, ckpt_b.task.alignment_name),
+        _weights(result),
+    ]
+    if decoded is not None:
+        sections.append(_decode_table(result, decoded))
+    for heading, body in sections:
+        out.print(heading)
+        out.print(body)
+
+
+def _table(*columns: str):
+    from rich.table import Table
+
+    table = Table()
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i == 0 else "right")
+    return table
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _summary(c):
+    table = _table("", f"A: {c.a.name}", f"B: {c.b.name}")
+    table.add_row("task", c.a.task, c.b.task)
+    table.add_row("parameters", f"{c.a.params:,}", f"{c.b.params:,}")
+    table.add_row(f"exact match ({c.n} sequences, seed {c.seed})", _pct(c.a.accuracy), _pct(c.b.accuracy))
+    best = [r.best_head for r in (c.a, c.b)]
+    table.add_row("best alignment head", *(f"L{l + 1} H{h + 1} {s:.2f}" for l, h, s in best))
+    from rich.console import Group
+
+    footer = (
+        f"identical outputs on [bold]{c.agreement:.1%}[/] of the sequences · "
+        f"weight distance [bold]{c.weight_distance:.4f}[/] (||A-B|| / ||A||)"
+    )
+    return "[bold]summary[/]", Group(table, footer)
+
+
+def _config_table(c):
+    if not c.config_diff:
+        return "[bold]config differences[/]", "none: model, task and training summary are identical"
+    table = _table("field", "A", "B")
+    for field, x, y in c.config_diff:
+        table.add_row(field, _show(x), _show(y))
+    return "[bold]config differences[/]", table
+
+
+def _show(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if isinstance(value, float) else str(value) or '""'
+
+
+def _by_length(c):
+    table = _table("length", "A", "B")
+    for length in sorted(set(c.a.by_length) | set(c.b.by_length)):
+        table.add_row(str(length), _pct(c.a.by_length.get(length)), _pct(c.b.by_length.get(length)))
+    return "[bold]exact match by source length[/]", table
+
+
+def _alignment(c, expected_a: str, expected_b: str):
+    expected = expected_a if expected_a == expected_b else f"A {expected_a}, B {expected_b}"
+    table = _table("head", "A", "B")
+    heads = {
+        (layer, head) for r in (c.a, c.b) for layer, row in enumerate(r.alignment) for head in range(len(row))
+    }
+    best = [r.best_head[:2] for r in (c.a, c.b)]
+    for layer, head in sorted(heads):
+        cells = []
+        for side, report in enumerate((c.a, c.b)):
+            try:
+                score = report.alignment[layer][head]
+            except IndexError:  # the other model has more layers or heads
+                cells.append("-")
+                continue
+            text = f"{score:.3f} {_bar(score)}"
+            cells.append(f"[bold]{text}[/]" if best[side] == (layer, head) else text)
+        table.add_row(f"L{layer + 1} H{head + 1}", *cells)
+    return f"[bold]alignment score per layer/head[/] (expected {expected}; bold: best head)", table
+
+
+def _bar(fraction: float, width: int = 10) -> str:
+    full = round(max(0.0, min(1.0, fraction)) * width)
+    return "█" * full + "·" * (width - full)
+
+
+def _weights(c):
+    shown = sorted(c.weights, key=lambda w: w.relative, reverse=True)[:WEIGHT_ROWS]
+    heading = f"[bold]weight distance[/]: the {len(shown)} most changed of {len(c.weights)} compared tensors"
+    table = _table("parameter", "shape", "||A-B||", "relative ||A-B|| / ||A||")
+    for w in shown:
+        table.add_row(w.name, "x".join(map(str, w.shape)), f"{w.l2:.4g}", f"{w.relative:.4f}")
+    if not c.unmatched:
+        return heading, table
+    from rich.console import Group
+
+    some = ", ".join(c.unmatched[:3]) + (", …" if len(c.unmatched) > 3 else "")
+    note = f"{len(c.unmatched)} tensors not compared (only in one model, or other shapes): {some}"
+    return heading, Group(table, note)
+
+
+def _decode_table(c, decoded: dict):
+    table = _table("model", "prediction", "expected", "correct")
+    for side, report in (("a", c.a), ("b", c.b)):
+        ok = decoded[side] == decoded[f"expected_{side}"]
+        mark = "[green]yes[/]" if ok else "[red]no[/]"
+        table.add_row(f"{side.upper()}: {report.name}", decoded[side], decoded[f"expected_{side}"], mark)
+    agree = "the two predictions agree" if decoded["agree"] else "the two predictions differ"
+    return f"[bold]source {decoded['source']}[/]: {agree}", table

@@ -1,0 +1,299 @@
+"""`minitx doctor [CKPT]`: the checks of SPEC §7 with the likely causes of SPEC §8.
+
+All measuring is core.diagnostics'; this file picks the model, shows progress and prints.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import click
+
+from tui.commands.common import (
+    LazyChoice,
+    bug_names,
+    console,
+    echo_json,
+    recipe_names,
+    task_names,
+    threads_option,
+)
+
+EXIT_FAILED = 1  # a check failed
+EXIT_CANNOT_RUN = 2  # bad checkpoint or options (the same code as a usage error)
+
+
+class CannotRun(click.ClickException):
+    exit_code = EXIT_CANNOT_RUN
+
+
+R = "[default: recipe]"
+# The options that describe a fresh model (`minitx doctor` without CKPT); same names as `train`.
+FRESH_OPTIONS = [
+    click.option("--recipe", type=LazyChoice(recipe_names), help="Starting configuration. [default: fast]"),
+    click.option("--task", type=LazyChoice(task_names), help=f"The task the checks feed it. {R}"),
+    click.option("--lengths", metavar="MIN-MAX", help=f"Source lengths, e.g. 4-10. {R}"),
+    click.option("--d-model", type=click.IntRange(min=2), help=f"Model width. {R}"),
+    click.option("--heads", type=click.IntRange(min=1), help=f"Attention heads. {R}"),
+    click.option("--layers", type=click.IntRange(min=1), help="Encoder and decoder layers (sets both)."),
+    click.option("--encoder-layers", type=click.IntRange(min=1), help=f"Encoder layers. {R}"),
+    click.option("--decoder-layers", type=click.IntRange(min=1), help=f"Decoder layers. {R}"),
+    click.option("--d-ff", type=click.IntRange(min=1), help=f"Feed-forward width. {R}"),
+    click.option("--dropout", type=float, help=f"Dropout probability. {R}"),
+    click.option("--positions", type=click.IntRange(min=3), help=f"Positional table length. {R}"),
+    click.option("--norm", type=click.Choice(["post", "pre"]), help=f"LayerNorm placement. {R}"),
+    click.option("--activation", type=click.Choice(["relu", "gelu"]), help="Feed-forward activation."),
+    click.option("--attention", type=click.Choice(["explicit", "fused"]), help=f"Attention path. {R}"),
+    click.option("--seed", type=click.IntRange(min=0), help=f"Seed of the fresh model. {R}"),
+    click.option(
+        "--bug",
+        type=LazyChoice(lambda: ["none", *bug_names()]),
+        help="Build the fresh model with a deliberate bug (those that change the model show).",
+    ),
+]
+FRESH_NAMES = [
+    "recipe",
+    "task",
+    "lengths",
+    "d_model",
+    "heads",
+    "layers",
+    "encoder_layers",
+    "decoder_layers",
+    "d_ff",
+    "dropout",
+    "positions",
+    "norm",
+    "activation",
+    "attention",
+    "seed",
+    "bug",
+]
+
+
+def _fresh_options(f):
+    for option in reversed(FRESH_OPTIONS):
+        f = option(f)
+    return f
+
+
+@click.command("doctor", short_help="Run the SPEC checks on a model and name likely bugs.")
+@click.argument("ckpt", required=False)
+@click.option("--quick", is_flag=True, help="Skip the slow overfit-one-batch check; fewer sequences.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@threads_option
+@click.option("--explain", is_flag=True, help="Also say what each check asserts.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON (same exit codes).")
+@_fresh_options
+def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
+    """Check CKPT (or, without CKPT, a fresh model built from the options) like SPEC §7.
+
+    Each check prints its measured number, its threshold and pass/fail; a failure also names
+    the likely cause (SPEC §8). The doctor decides from measurements only: it never reads a
+    bug preset from the file's metadata or name. Checks for a trained model (accuracy,
+    alignment, copying) are skipped for a model that looks untrained.
+
+    \b
+    Exit codes:
+      0  every check that ran passed
+      1  at least one check failed
+      2  the checks could not run (bad checkpoint or options)
+
+    \b
+    Examples:
+      minitx doctor reverse                      # a healthy model: exit code 0
+      minitx doctor reverse --explain            # ... and what each check asserts
+      minitx doctor reverse-no-shift --quick     # names "target not shifted right", exit 1
+      minitx doctor my-run.safetensors --json
+      minitx doctor --d-model 32 --heads 2       # a fresh model of that shape
+      minitx doctor --bug no-scale --quick       # what a missing 1/sqrt(d_k) looks like
+      minitx doctor my-run.safetensors --quick || echo "something is wrong"
+
+    The overfit-one-batch check trains a fresh copy for 400 steps (several seconds on a CPU);
+    --quick skips it.
+    """
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    given = [name for name in FRESH_NAMES if fresh[name] is not None]
+    if ckpt is not None and given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise click.UsageError(f"{flags}: model options only apply without CKPT (a fresh model)")
+    try:
+        model, task, subject = _subject(ckpt, device, fresh)
+    except click.ClickException:
+        raise
+    except Exception as e:  # a bad file or option: one line, exit code 2
+        if os.environ.get("MINITX_DEBUG"):
+            raise
+        raise CannotRun(str(e)) from None
+
+    from core.diagnostics import diagnose, run_doctor
+
+    report = None if as_json else _Report(subject, explain)
+    with _Progress(report.out if report else None) as progress:
+
+        def on_result(result) -> None:
+            progress.update(result)
+            if report is not None:
+                report.row(result)
+
+        results = run_doctor(model, task, quick=quick, callback=on_result)
+    causes = diagnose(results)
+    failed = any(r.passed is False for r in results)
+    if report is not None:
+        report.summary(results, causes)
+    else:
+        echo_json(
+            {
+                **subject,
+                "quick": quick,
+                "passed": not failed,
+                "checks": [_jsonable(r.to_dict()) for r in results],
+                "causes": causes,
+            }
+        )
+    sys.exit(EXIT_FAILED if failed else 0)
+
+
+def _subject(ckpt, device: str, fresh: dict):
+    """(model, task, description) of the checkpoint, or of a fresh model from the options."""
+    from core.train import resolve_device
+
+    if ckpt is not None:
+        from tui.commands.common import load_checkpoint_arg
+
+        checkpoint = load_checkpoint_arg(ckpt, device)
+        return (
+            checkpoint.model,
+            checkpoint.task,
+            {
+                "checkpoint": str(checkpoint.path),
+                "task": checkpoint.task.name,
+                "model_config": checkpoint.model_config.to_dict(),
+            },
+        )
+    from core.config import DEFAULT_RECIPE, recipe
+    from core.diagnostics import fresh_model
+    from tui.commands import train
+
+    base = recipe(fresh["recipe"] or DEFAULT_RECIPE)
+    keys = [*train.MODEL_OPTIONS, *train.TRAIN_OPTIONS, *(f.name for f in train._other_train_fields())]
+    opts = {**dict.fromkeys([*keys, "layers", "lengths"]), **fresh}
+    model_cfg, train_cfg = train._override(base.model, base.train, opts)  # as `train` reads them
+    model, task = fresh_model(model_cfg, train_cfg)
+    return (
+        model.to(resolve_device(device)),
+        task,
+        {
+            "checkpoint": None,
+            "task": task.name,
+            "model_config": model.cfg.to_dict(),
+        },
+    )
+
+
+def _jsonable(data: dict) -> dict:
+    """NaN or infinite measurements (a diverged model) become null: JSON has no NaN."""
+    value = data.get("value")
+    if isinstance(value, float) and not math.isfinite(value):
+        data = {**data, "value": None, "detail": f"measured {value}; {data.get('detail', '')}".strip("; ")}
+    return data
+
+
+class _Progress:
+    """A Rich status line while the checks run: on the report's console when that is a
+    terminal (the result lines print above it), else on stderr when that is one."""
+
+    MARKS = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "skip": "[dim]-[/]"}
+
+    def __init__(self, out) -> None:
+        self.status = None
+        self.marks: list[str] = []
+        for candidate in (out, console(file=sys.stderr)):
+            if candidate is not None and candidate.is_terminal:
+                self.status = candidate.status("doctor: running the first check…")
+                break
+
+    def __enter__(self):
+        if self.status is not None:
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+    def update(self, result) -> None:
+        if self.status is None:
+            return
+        self.marks.append(self.MARKS[result.status])
+        done = f"{len(self.marks)} checks done {' '.join(self.marks)}"
+        self.status.update(f"doctor: {done} · last {result.name}; running the next…")
+
+
+NAME_WIDTH = 26  # the longest check name, future-leakage-gradients, and a gap
+SHOWN = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[dim]skip[/]"}
+
+
+class _Report:
+    """One line per check as it finishes (the cause under a failure), then a summary."""
+
+    def __init__(self, subject: dict, explain: bool) -> None:
+        self.out = console()
+        self.explain = explain
+        cfg = subject["model_config"]
+        what = subject["checkpoint"] or "a fresh (untrained) model"
+        self.out.print(
+            f"[bold]doctor[/] {what} · task {subject['task']} · {cfg['norm']}-norm d_model "
+            f"{cfg['d_model']} heads {cfg['n_heads']} layers {cfg['n_encoder_layers']}+"
+            f"{cfg['n_decoder_layers']}",
+            highlight=False,
+        )
+        header = f"{'result':<7}{'check':<{NAME_WIDTH}}{'measured':>9} {'threshold':<12}note"
+        self.out.print(f"[bold]{header}[/]")
+
+    def row(self, r) -> None:
+        from rich.markup import escape
+        from rich.padding import Padding
+        from rich.table import Table
+
+        from core.diagnostics import format_number
+
+        line = Table.grid(padding=(0, 1))
+        for width, justify in ((6, "left"), (NAME_WIDTH - 1, "left"), (9, "right"), (11, "left")):
+            line.add_column(width=width, justify=justify, no_wrap=True)
+        line.add_column(ratio=1)
+        line.add_row(
+            SHOWN[r.status],
+            r.name,
+            format_number(r.value),
+            escape(r.threshold),
+            f"[dim]{escape(r.detail)}[/]",
+        )
+        self.out.print(line, highlight=False)
+        if r.passed is False and r.cause:
+            self.out.print(
+                Padding(f"[red]likely cause: {escape(r.cause)}[/]", (0, 0, 0, 7), expand=False),
+                highlight=False,
+            )
+        if self.explain:
+            self.out.print(
+                Padding(f"[dim]asserts: {escape(r.description)}[/]", (0, 0, 0, 7), expand=False),
+                highlight=False,
+            )
+
+    def summary(self, results, causes: list[str]) -> None:
+        from rich.padding import Padding
+
+        counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
+        self.out.print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+        if not causes:
+            self.out.print("[green]no problems found[/]")
+            return
+        self.out.print("[bold]likely cause[/], most specific first:")
+        for i, cause in enumerate(causes, 1):
+            self.out.print(Padding(f"{i}. {cause}", (0, 0, 0, 2), expand=False), highlight=False)
