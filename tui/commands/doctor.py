@@ -5,6 +5,7 @@ All measuring is core.diagnostics'; this file picks the model, shows progress an
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -122,14 +123,8 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
     if ckpt is not None and given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise click.UsageError(f"{flags}: model options only apply without CKPT (a fresh model)")
-    try:
+    with _exit_2_on_error():
         model, task, subject = _subject(ckpt, device, fresh)
-    except click.ClickException:
-        raise
-    except Exception as e:  # a bad file or option: one line, exit code 2
-        if os.environ.get("MINITX_DEBUG"):
-            raise
-        raise CannotRun(str(e)) from None
 
     from core.diagnostics import diagnose, run_doctor
 
@@ -141,7 +136,8 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
             if report is not None:
                 report.row(result)
 
-        results = run_doctor(model, task, quick=quick, callback=on_result)
+        with _exit_2_on_error():  # a model whose forward pass crashes: exit 1 means "a check failed"
+            results = run_doctor(model, task, quick=quick, callback=on_result)
     causes = diagnose(results)
     failed = any(r.passed is False for r in results)
     if report is not None:
@@ -157,6 +153,23 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
             }
         )
     sys.exit(EXIT_FAILED if failed else 0)
+
+
+@contextlib.contextmanager
+def _exit_2_on_error():
+    """Any error (a bad file or option, a model that cannot run) is one line with exit code 2."""
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except Exception as e:
+        if os.environ.get("MINITX_DEBUG"):
+            raise
+        from core.checkpoint import CheckpointError
+
+        expected = isinstance(e, (ValueError, OSError, CheckpointError))  # messages meant for people
+        message = str(e) if expected else f"{type(e).__name__}: {e}"
+        raise CannotRun(message) from None
 
 
 def _subject(ckpt, device: str, fresh: dict):
