@@ -90,3 +90,8 @@ def test_cosine_schedule_decays_to_a_tenth_after_warmup():
     assert cfg.lr_at(100) == pytest.approx(3e-3)
     assert cfg.lr_at(450) == pytest.approx(3e-3 * 0.55)
     assert cfg.lr_at(800) == pytest.approx(3e-4)
+
+
+def test_an_infinite_learning_rate_is_refused():
+    with pytest.raises(ValueError, match="^lr: must be a positive finite number"):
+        TrainConfig(lr=float("inf"))

@@ -261,10 +261,6 @@ def test_divergence_stops_with_a_clear_message_and_the_last_good_checkpoint_load
     assert load_checkpoint(after).summary["steps"] == trainer.step_count
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap, reported: TrainConfig accepts lr=inf and train_step checks the loss and the "
-    "gradient but not the weights after the update, so step 1 makes them inf and step 2 says "
-    "'the last good weights are kept'; save_checkpoint refuses to write them, so no file is hurt"))
 def test_an_update_that_makes_the_weights_non_finite_keeps_the_last_good_weights(tmp_path):
     try:
         trainer = Trainer(TINY, tiny_train(lr=float("inf"), warmup=0))
