@@ -298,3 +298,20 @@ async def test_an_unexpected_error_in_a_key_action_is_one_line_not_a_traceback(m
         assert "RuntimeError: the decoder fell over" in notifications(app)
         await pilot.press("x", "right")  # the other keys still work
         assert app.screen.stepper.position == 1
+
+
+@pytest.mark.asyncio
+async def test_typing_a_bundled_name_in_the_open_dialog_loads_it_and_a_long_source_is_flagged():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        before = app.current
+        await pilot.press("o")
+        path_input = app.screen.query_one("#open-path", Input)
+        path_input.focus()
+        path_input.value = "reverse"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.model_ready and app.current is not before, "reload")
+        assert any("now exploring reverse" in m for m in notifications(app))
+        await type_source(pilot, "1 2 3 4 5 6 7 8 9 0 1 2")
+        assert "longer than the 10" in str(app.screen.query_one("#output", Static).render())

@@ -207,3 +207,20 @@ async def test_space_starts_a_run_even_while_typing_in_the_form():
         assert screen.state in ("running", "finished")
         assert "space start/pause" in screen.query_one("KeyBar").render().plain
         await wait_for(pilot, lambda: screen.state == "finished", "the run")
+
+
+@pytest.mark.asyncio
+async def test_quitting_while_training_stops_the_worker():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        fill_form(screen, steps="5000")
+        await pilot.press("space")
+        await wait_for(pilot, lambda: len(screen.losses) >= 3, "training")
+        worker = next(w for w in app.workers if w.group == "train")
+        await pilot.press("q")
+    # The app has closed; the worker sees the cancellation at its next step and ends.
+    start = time.monotonic()
+    while not worker.is_finished and time.monotonic() - start < 10:
+        await asyncio.sleep(0.05)
+    assert worker.is_finished and screen.trainer.step_count < 5000

@@ -242,7 +242,7 @@ class ExploreScreen(Screen):
             inputs = ["<sos>"] + rows_labels[:-1] if rows_labels else ["<sos>"]
             grid.show(s.self_attention_grid(self.layer_index, self.head_index).tolist(), inputs,
                       rows_labels, current_row, hint,
-                      "rows: tokens generated · columns: decoder inputs so far")
+                      "rows: outputs · columns: decoder inputs (· future)", causal=True)
         else:
             panel.border_title = "cross-attention · every layer and head"
             current = self.app.current

@@ -50,10 +50,11 @@ class AttentionGrid(Widget):
         self.current: int | None = None
         self.hint = ""
         self.axes = ""
+        self.causal = False  # row i may not see columns after i: draw those as '·', not colour
 
-    def show(self, rows, columns, row_labels, current=None, hint="", axes="") -> None:
+    def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False) -> None:
         self.rows, self.columns, self.row_labels = rows, columns, row_labels
-        self.current, self.hint, self.axes = current, hint, axes
+        self.current, self.hint, self.axes, self.causal = current, hint, axes, causal
         self.refresh(layout=True)
 
     def render(self) -> Text:
@@ -71,8 +72,11 @@ class AttentionGrid(Widget):
             line = Text()
             line.append(label.rjust(label_width - 1), style="bold reverse" if is_current else "")
             line.append(" ")
-            for value in row:
-                line.append_text(cell_text(value, self.numbers))
+            for j, value in enumerate(row):
+                if self.causal and j > i:
+                    line.append("·".center(CELL), style="dim")
+                else:
+                    line.append_text(cell_text(value, self.numbers))
                 line.append(gap)
             if is_current:
                 line.append(" ◂ step" if not gap else "◂ step", style="bold")
