@@ -39,7 +39,8 @@ WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them a
 @threads_option
 @json_option
 def compare_cmd(a, b, source, n, seed, device, threads, as_json) -> None:
-    """Compare checkpoints A and B (bundled names or paths) on the same fresh sequences.
+    """Compare checkpoints A and B (bundled names or paths) on the same fresh sequences
+    (drawn from A's task lengths; each model is scored against its own task).
 
     Shows config differences, parameter counts, exact match overall and per length, how often
     their outputs agree, each layer's and head's alignment score (mean cross-attention on the
@@ -59,14 +60,18 @@ def compare_cmd(a, b, source, n, seed, device, threads, as_json) -> None:
     if source is not None:  # a bad source fails before the slower comparison
         decoded = decode_both(ckpt_a, ckpt_b, source)
         decoded["agree"] = decoded["a"] == decoded["b"]
-    result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=(a, b))
+    out = console()
+    if out.is_terminal and not as_json:
+        with out.status(f"decoding {n} fresh sequences with both models…"):
+            result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=(a, b))
+    else:
+        result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=(a, b))
     if as_json:
         data = result.to_dict()
         data["paths"] = {"a": str(ckpt_a.path), "b": str(ckpt_b.path)}
         data["decode"] = decoded
         echo_json(data)
         return
-    out = console()
     sections = [
         _summary(result),
         _config_table(result),

@@ -96,6 +96,10 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
     bug preset from the file's metadata or name. Checks for a trained model (accuracy,
     alignment, copying) are skipped for a model that looks untrained.
 
+    Without CKPT, --recipe and the model options (--d-model, --heads, --layers, --norm,
+    --bug, ...; the same as `minitx train`'s) describe the fresh model; with CKPT they are
+    refused.
+
     \b
     Exit codes:
       0  every check that ran passed
