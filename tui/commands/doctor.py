@@ -14,6 +14,7 @@ import click
 
 from tui.commands.common import (
     LazyChoice,
+    apply_threads,
     bug_names,
     console,
     echo_json,
@@ -53,24 +54,6 @@ FRESH_OPTIONS = [
         type=LazyChoice(lambda: ["none", *bug_names()]),
         help="Build the fresh model with a deliberate bug (those that change the model show).",
     ),
-]
-FRESH_NAMES = [
-    "recipe",
-    "task",
-    "lengths",
-    "d_model",
-    "heads",
-    "layers",
-    "encoder_layers",
-    "decoder_layers",
-    "d_ff",
-    "dropout",
-    "positions",
-    "norm",
-    "activation",
-    "attention",
-    "seed",
-    "bug",
 ]
 
 
@@ -119,11 +102,8 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
     The overfit-one-batch check trains a fresh copy for 400 steps (several seconds on a CPU);
     --quick skips it.
     """
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    given = [name for name in FRESH_NAMES if fresh[name] is not None]
+    apply_threads(threads)
+    given = [name for name, value in fresh.items() if value is not None]  # **fresh: FRESH_OPTIONS
     if ckpt is not None and given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise click.UsageError(f"{flags}: model options only apply without CKPT (a fresh model)")
