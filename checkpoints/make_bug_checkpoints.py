@@ -1,7 +1,10 @@
 """Regenerate the bundled deliberately-broken checkpoints (SPEC §8), one per bug preset.
 
-    .venv/bin/python checkpoints/make_bug_checkpoints.py                 # the three shipped ones
-    .venv/bin/python checkpoints/make_bug_checkpoints.py no-scale swap-cross --steps 3000
+    .venv/bin/python checkpoints/make_bug_checkpoints.py                 # all five shipped ones
+    .venv/bin/python checkpoints/make_bug_checkpoints.py no-shift --steps 1500    # just one
+
+no-warmup is not shipped: its symptom is an oscillating loss curve, which a finished model
+does not show.
 
 Each is the reference model and recipe (SPEC §2, §5) trained with one `--bug` preset on the CPU
 with seed 0, saved inference-only in float32 (no training state: nobody resumes a broken run).
@@ -26,7 +29,7 @@ from core.checkpoint import save_checkpoint  # noqa: E402
 from core.config import reference_recipe  # noqa: E402
 from core.train import Trainer  # noqa: E402
 
-SHIPPED = ("no-shift", "no-causal-mask", "no-reverse")
+SHIPPED = ("no-shift", "no-causal-mask", "no-reverse", "swap-cross", "no-scale")
 OUT_DIR = Path(__file__).resolve().parent
 
 

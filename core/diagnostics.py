@@ -417,7 +417,8 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool | 
     why = ""
     if trained is None:
         trained, confidence = looks_trained(model, task)
-        why = f"the model looks untrained (mean top probability {confidence:.2f})"
+        why = (f"predictions are not confident (mean top probability {confidence:.2f}), "
+               "as in an untrained model")
     trained_checks = [
         ("accuracy", "held-out exact match", ">= 0.9",
          lambda: check_accuracy(model, task, 100 if quick else 300)),
