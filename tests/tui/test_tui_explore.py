@@ -315,3 +315,17 @@ async def test_typing_a_bundled_name_in_the_open_dialog_loads_it_and_a_long_sour
         assert any("now exploring reverse" in m for m in notifications(app))
         await type_source(pilot, "1 2 3 4 5 6 7 8 9 0 1 2")
         assert "longer than the 10" in str(app.screen.query_one("#output", Static).render())
+
+
+@pytest.mark.asyncio
+async def test_a_new_model_never_leaves_the_old_models_decode_on_screen():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await type_source(pilot, "2 7 1")
+        await type_source(pilot, "2 7 x")  # a bad source is left in the input
+        before = app.current
+        app.start_loading("reverse")
+        await wait_for(pilot, lambda: app.model_ready and app.current is not before, "reload")
+        assert app.screen.stepper.model is app.current.model
+        assert app.screen.stepper.src_ids == [2, 7, 1]

@@ -94,7 +94,12 @@ class ExploreScreen(Screen):
         # Start on the head that does the work, with the whole decode shown, so a new model's
         # alignment is visible at first sight; x resets and → steps from there.
         self.layer_index, self.head_index = best_head(app.current.scores)
-        if self.set_source(self.query_one("#source", Input).value):
+        source = self.query_one("#source", Input)
+        if not self.set_source(source.value):
+            # Never leave the old model's decode on screen: fall back to the last good source.
+            source.value = " ".join(map(str, self.stepper.src_ids)) if self.stepper else DEFAULT_SOURCE
+            self.set_source(source.value)
+        if self.stepper is not None and self.stepper.model is app.current.model:
             self.stepper.run()
             self.refresh_view()
 
