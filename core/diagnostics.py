@@ -203,7 +203,7 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
     spread = sum(spreads) / len(spreads)
     return _result("attention-saturation", "at init, attention scores over 200 random keys have "
                    "std ~1 (the softmax is not saturated)", spread, "< 1.25", spread < 1.25,
-                   "no-scale", f"mean peak weight {sum(peaks) / len(peaks):.3f}, largest {top:.4f}")
+                   "no-scale", f"peak {sum(peaks) / len(peaks):.3f} (max {top:.2f})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def check_fused_agreement(model: Seq2Seq) -> CheckResult:
     cause = "no-scale" if worst_unscaled < 1e-5 else "attention-maths"
     return _result("fused-agreement", "each attention block equals scaled_dot_product_attention "
                    "on a fixed input", worst, "< 1e-05", worst < 1e-5, cause,
-                   f"difference from the unscaled formula {worst_unscaled:.3g}")
+                   f"vs unscaled: {worst_unscaled:.3g}")
 
 
 def check_future_leakage_values(model: Seq2Seq, task: Task) -> CheckResult:
@@ -390,7 +390,7 @@ def check_alignment(model: Seq2Seq, task: Task) -> CheckResult:
     detail, cause = "", "undertrained"
     if not isinstance(task, CopyTask):
         diagonal = _cross_alignment(model, task, batch, CopyTask(task.min_len, task.max_len))
-        detail = f"main-diagonal score {diagonal:.2f}"
+        detail = f"main diagonal {diagonal:.2f}"
         if diagonal > max(score, ALIGNMENT_THRESHOLD):
             cause = "no-reverse"
     if cause == "undertrained" and score < 1.5 / task.max_len:
@@ -424,8 +424,7 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool | 
     why = ""
     if trained is None:
         trained, confidence = looks_trained(model, task)
-        why = (f"predictions are not confident (mean top probability {confidence:.2f}), "
-               "as in an untrained model")
+        why = f"looks untrained (p={confidence:.2f})"  # p: mean top probability
     trained_checks = [
         ("accuracy", "held-out exact match", ">= 0.9",
          lambda: check_accuracy(model, task, 100 if quick else 300)),

@@ -90,7 +90,7 @@ def test_attention_saturates_at_init_only_without_sqrt_dk_scaling():
     # ~0.05; unscaled, at d_k 16, the std is sqrt(16) = 4 and the peak ~0.48.
     scaled = check_attention_saturation(fresh())
     unscaled = check_attention_saturation(fresh(scale_attention=False))
-    assert scaled.passed and 0.8 < scaled.value < 1.2 and "peak weight 0.05" in scaled.detail
+    assert scaled.passed and 0.8 < scaled.value < 1.2 and "peak 0.05" in scaled.detail
     assert unscaled.passed is False and 3.5 < unscaled.value < 4.5
     assert unscaled.cause == CAUSES["no-scale"]
 
