@@ -120,7 +120,8 @@ class _eval_mode:
 
 def looks_trained(model: Seq2Seq, task: Task) -> tuple[bool, float]:
     """(trained?, mean top probability) on teacher-forced task data. A fresh model spreads its
-    probability (~0.2); a trained one, even a broken one, is confident about something."""
+    probability (~0.2-0.35); a trained one is confident (> 0.9), even a broken one, unless it
+    cannot see its source (swapped cross-attention: ~0.2, and source-dependence says why)."""
     batch = _probe(task, 64)
     device = _device(model)
     with _eval_mode(model), torch.no_grad():
@@ -452,7 +453,9 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool | 
 def fresh_model(model_cfg: ModelConfig, train_cfg: TrainConfig) -> tuple[Seq2Seq, Task]:
     """An untrained model and task for `minitx doctor` without a checkpoint. A bug preset
     shapes the model here (it is being built, not diagnosed); presets that only change
-    training (no-shift, no-reverse, no-warmup) leave no trace in an untrained model."""
+    training (no-shift, no-reverse, no-warmup) leave no trace in an untrained model.
+    Seeds the global RNG from train_cfg.seed, as Trainer does, so the model is the one that
+    training with these configs would start from."""
     model_cfg, train_cfg = apply_bug(model_cfg, train_cfg)
     torch.manual_seed(train_cfg.seed)
     return Seq2Seq(model_cfg), get_task(train_cfg.task, train_cfg.min_len, train_cfg.max_len)
