@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState
 
+from tui.screens.compare import CompareScreen
 from tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
 from tui.screens.explore import ExploreScreen
 from tui.screens.shared import LoadedModel, ModelLoaded, load_named
@@ -30,9 +31,10 @@ class LoadFailed(Message):
 class MinitxApp(App):
     CSS_PATH = "minitx.tcss"
     TITLE = "minitx"
-    MODES = {"explore": ExploreScreen, "train": TrainScreen}
+    MODES = {"explore": ExploreScreen, "train": TrainScreen, "compare": CompareScreen}
     BINDINGS = [
         Binding("o", "open", "open"),
+        Binding("c", "compare", "compare"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
     ]
@@ -41,7 +43,7 @@ class MinitxApp(App):
         super().__init__()
         names = list(checkpoints or [])
         self.initial = names[0] if names else "reverse"
-        self.compare_with = names[1] if len(names) > 1 else None  # for the future compare view
+        self.compare_with = names[1] if len(names) > 1 else None  # A B: open on Compare
         self.current: LoadedModel | None = None
         self.loading = True
         self.status = f"loading {self.initial}…"
@@ -55,11 +57,17 @@ class MinitxApp(App):
         return self.current is not None and not self.loading
 
     def on_mount(self) -> None:
-        self.switch_mode("explore")
-        self.load_model(self.initial, first=True)
-        if self.compare_with:
-            self.notify(f"comparing is not built yet; showing {self.initial} only "
-                        f"(not {self.compare_with})", markup=False)
+        self.switch_mode("compare" if self.compare_with else "explore")
+        # Start importing torch only after the first frame is out: the import holds the GIL
+        # for seconds and would otherwise delay the first paint.
+        self.call_after_refresh(self.load_model, self.initial, True)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Compare has its own open keys (1 and 2), and c there would go nowhere.
+        return not (self.current_mode == "compare" and action in ("open", "compare"))
+
+    def action_compare(self) -> None:
+        self.switch_mode("compare")
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_model(self, name: str, first: bool = False) -> None:
@@ -120,5 +128,5 @@ class MinitxApp(App):
 
 def create_app(checkpoints: list[str] | None = None) -> MinitxApp:
     """The app for `minitx-tui [CKPT ...]`: opens the first checkpoint (default: the bundled
-    `reverse`); a second one is kept for the compare view."""
+    `reverse`); with a second one it opens on Compare (A against B)."""
     return MinitxApp(checkpoints)
