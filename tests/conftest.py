@@ -5,6 +5,11 @@ import torch
 
 from core.config import ModelConfig, TrainConfig
 
+# One intra-op thread for the whole suite: the models are tiny, so threads gain little, and on a
+# shared 2-core machine spinning threads made training steps ten to a hundred times slower.
+# It also makes CPU results independent of the machine's core count.
+torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def _deterministic_threads():

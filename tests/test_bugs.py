@@ -28,16 +28,6 @@ DOCTOR_BUGS = ("no-shift", "no-causal-mask", "no-reverse", "swap-cross", "no-sca
 BUG_CAUSES = {CAUSES[b] for b in DOCTOR_BUGS}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Two cores shared by several processes: intra-op threads spin against each other and
-    # make these small models ten times slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny_trainer(bug: str = "", steps: int = 10) -> Trainer:
     cfg = TrainConfig(steps=steps, batch_size=64, lr=3e-3, warmup=50, min_len=4, max_len=6,
                       eval_every=0, device="cpu", bug=bug)

@@ -19,16 +19,6 @@ TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder
                    max_len=16, dropout=0.0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Two cores shared by several processes: intra-op threads spin against each other and
-    # make these small models ten times slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def train_and_save(path, model_cfg, seed, steps=150):
     cfg = TrainConfig(steps=steps, batch_size=64, lr=3e-3, warmup=20, min_len=2, max_len=4,
                       eval_every=0, device="cpu", seed=seed)

@@ -31,16 +31,6 @@ TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder
                    max_len=16)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Two cores shared by several processes: intra-op threads spin against each other and
-    # make these small models ten times slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture
 def task():
     return get_task("reverse", 4, 6)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from tui.cli import main
@@ -38,11 +37,6 @@ TINY = [
     "cpu",
     "--quiet",
 ]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _one_thread():
-    torch.set_num_threads(1)
 
 
 @dataclass
