@@ -34,6 +34,7 @@ class MinitxApp(App):
     MODES = {"explore": ExploreScreen, "train": TrainScreen, "compare": CompareScreen}
     BINDINGS = [
         Binding("o", "open", "open"),
+        Binding("d", "doctor", "doctor"),
         Binding("c", "compare", "compare"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
@@ -118,6 +119,16 @@ class MinitxApp(App):
                 self.start_loading(name)
 
         self.push_screen(OpenCheckpointScreen(), chosen)
+
+    def action_doctor(self) -> None:
+        from tui.screens.doctor import DoctorScreen
+
+        if isinstance(self.screen, DoctorScreen):
+            return
+        if not self.model_ready:
+            self.notify("no model loaded yet: the doctor checks the model being explored")
+            return
+        self.push_screen(DoctorScreen(self.current))
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

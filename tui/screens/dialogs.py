@@ -28,7 +28,12 @@ HELP = """\
   space  start / pause / resume   x  stop   w  save a checkpoint
   When a run ends or is stopped, Explore uses the new model.
 
-[b]Anywhere[/b]  o open a checkpoint   e / t  explore / train   ? help   q quit
+[b]Compare[/b]   minitx-tui A B, or c: two models on one source, stepping together
+  the Explore keys (→ ← ⏎ x \\[ ] , . # i) drive both   1 / 2  choose model A / B
+  |A−B|: how differently they attend (red: very); ≠ marks rows with different tokens
+
+[b]Anywhere[/b]  d  the doctor: SPEC §7's checks on this model, likely causes of failures
+          o open a checkpoint   e / t / c  explore / train / compare   ? help   q quit
 """
 
 
