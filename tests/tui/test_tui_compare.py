@@ -1,0 +1,246 @@
+"""Compare screen: two checkpoints on one source, stepping in lockstep, with a summary table."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input, Static
+from tui_helpers import notifications, wait_for
+
+from tui.app import create_app
+from tui.screens import compare as compare_screen
+from tui.screens.compare import CompareScreen, DiffGrid, PickCheckpointScreen
+from tui.screens.dialogs import HelpScreen
+from tui.widgets.attention import AttentionGrid
+from tui.widgets.keybar import KeyBar
+
+EOS = 12
+REVERSED = [5, 1, 4, 1, 3, EOS]  # "3 1 4 1 5" reversed, then <eos>
+COPIED = [3, 1, 4, 1, 5, EOS]
+
+
+@pytest.fixture
+def quick_summary(monkeypatch):
+    """Fewer summary sequences for tests that do not look at the summary's numbers."""
+    monkeypatch.setattr(compare_screen, "SUMMARY_SEQUENCES", 16)
+
+
+def compare_app(a: str = "reverse", b: str = "reverse-no-reverse"):
+    return create_app([a, b])
+
+
+async def models_ready(pilot) -> CompareScreen:
+    screen = pilot.app.screen
+    assert isinstance(screen, CompareScreen)
+    await wait_for(pilot, lambda: bool(screen.steppers), "both models to load")
+    await pilot.pause()
+    return screen
+
+
+async def summary_ready(pilot) -> CompareScreen:
+    screen = await models_ready(pilot)
+    await wait_for(pilot, lambda: screen.comparison is not None, "the summary")
+    await wait_for(pilot, lambda: pilot.app.model_ready, "the explore model")  # a quiet screen
+    await pilot.pause()
+    return screen
+
+
+async def type_source(pilot, text: str) -> None:
+    await pilot.press("i")
+    source = pilot.app.screen.query_one("#cmp-source", Input)
+    assert pilot.app.focused is source
+    source.value = text
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+def tokens(screen) -> tuple[list[int], list[int]]:
+    return screen.steppers["A"].tokens, screen.steppers["B"].tokens
+
+
+@pytest.mark.asyncio
+async def test_two_checkpoints_open_compare_with_both_whole_decodes_and_a_summary():
+    app = compare_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause()
+        assert app.current_mode == "compare"
+        assert app.screen.query_one("#cmp-summary-panel").loading  # the indicator while it works
+        screen = await summary_ready(pilot)
+        assert not app.screen.query_one("#cmp-summary-panel").loading
+        assert tokens(screen) == (REVERSED, COPIED)
+        output = str(screen.query_one("#cmp-output", Static).render())
+        assert "A reverse" in output and "✓" in output
+        assert "B reverse-no-reverse" in output and "✗ expected 5 1 4 1 3" in output
+        c = screen.comparison
+        assert c.a.accuracy > 0.9 and c.b.accuracy < 0.1
+        summary = str(screen.query_one("#cmp-summary", Static).render())
+        assert f"{c.a.accuracy:.1%}" in summary and f"{c.b.accuracy:.1%}" in summary
+        assert "bug –→no-reverse" in summary
+
+
+@pytest.mark.asyncio
+async def test_the_difference_grid_marks_rows_whose_tokens_differ(quick_summary):
+    app = compare_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        screen = await models_ready(pilot)
+        diff = screen.query_one("#diff", DiffGrid)
+        lines = diff.render().plain.splitlines()
+        assert "5≠3" in lines[1] and "1=1" in lines[2] and "3≠5" in lines[5]
+        # |A−B| is large where a reverser and a copier look at different source positions.
+        assert max(diff.rows[0]) > 0.5
+        assert screen.query_one("#grid-a", AttentionGrid).row_labels == ["5", "1", "4", "1", "3", "<eos>"]
+        assert screen.query_one("#grid-b", AttentionGrid).row_labels == ["3", "1", "4", "1", "5", "<eos>"]
+
+
+@pytest.mark.asyncio
+async def test_typing_a_source_restarts_both_and_the_step_keys_move_them_together(quick_summary):
+    app = compare_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await models_ready(pilot)
+        await type_source(pilot, "2 7 1 8")
+        a, b = screen.steppers["A"], screen.steppers["B"]
+        assert a.src_ids == b.src_ids == [2, 7, 1, 8]
+        assert (a.position, b.position) == (0, 0) and app.focused is None
+        await pilot.press("right", "n")
+        assert (a.position, b.position) == (2, 2)
+        assert tokens(screen) == ([8, 1], [2, 7])
+        await pilot.press("left")
+        assert (a.position, b.position) == (1, 1)
+        await pilot.press("b")
+        assert (a.position, b.position) == (0, 0)
+        await pilot.press("enter")
+        assert a.finished and b.finished
+        assert tokens(screen) == ([8, 1, 7, 2, EOS], [2, 7, 1, 8, EOS])
+        await pilot.press("x")
+        assert (a.position, b.position) == (0, 0)
+        await pilot.press("r")
+        assert a.finished and b.finished
+
+
+@pytest.mark.asyncio
+async def test_a_model_that_stops_early_waits_at_its_end_while_the_other_goes_on(quick_summary):
+    app = compare_app("reverse", "reverse-no-shift")
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await models_ready(pilot)
+        a, b = screen.steppers["A"], screen.steppers["B"]
+        assert a.position == 6 and b.position > 6  # reverse ends at <eos>; no-shift runs on
+        await pilot.press("left")
+        assert b.position == screen.position and a.position == min(6, screen.position)
+        await pilot.press("x", *["right"] * 6)
+        assert (a.position, b.position) == (6, 6) and a.finished
+        await pilot.press("right")
+        assert (a.position, b.position) == (6, 7)
+        assert screen.query_one("#grid-a", AttentionGrid).current is None  # A is done
+        assert screen.query_one("#grid-b", AttentionGrid).current == 6
+
+
+@pytest.mark.asyncio
+async def test_layer_and_head_keys_change_both_grids_and_the_summary_row(quick_summary):
+    app = compare_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        screen = await summary_ready(pilot)
+        layer, head = screen.layer_index, screen.head_index
+        assert (layer, head) == (1, 1)  # A's best head: L2 H2
+        before = screen.query_one("#grid-a", AttentionGrid).rows
+        await pilot.press("right_square_bracket", "full_stop")
+        assert (screen.layer_index, screen.head_index) == (0, 2)
+        for side in ("a", "b"):
+            assert "L1 H3" in str(screen.query_one(f"#cmp-panel-{side}").border_title)
+        assert screen.query_one("#grid-a", AttentionGrid).rows != before
+        assert "alignment L1 H3" in str(screen.query_one("#cmp-summary", Static).render())
+        await pilot.press("left_square_bracket", "comma")
+        assert (screen.layer_index, screen.head_index) == (1, 1)
+        await pilot.press("number_sign")
+        assert screen.query_one("#grid-a", AttentionGrid).numbers
+        assert "." in screen.query_one("#diff", DiffGrid).render().plain.splitlines()[1]
+
+
+@pytest.mark.parametrize("text, message", [("1 x 3", "not a token"), ("   ", "empty")])
+@pytest.mark.asyncio
+async def test_a_bad_source_is_an_inline_message_and_both_decodes_stay(quick_summary, text, message):
+    app = compare_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await models_ready(pilot)
+        before = dict(screen.steppers)
+        await type_source(pilot, text)
+        error = screen.query_one("#cmp-source-error", Static)
+        assert error.display and message in str(error.render())
+        assert screen.steppers == before
+        await type_source(pilot, "1 2 3")
+        assert not error.display and screen.steppers["A"].src_ids == [1, 2, 3]
+
+
+@pytest.mark.asyncio
+async def test_a_bad_checkpoint_is_a_notification_and_the_pair_on_screen_stays(quick_summary, tmp_path):
+    bad = tmp_path / "broken.safetensors"
+    bad.write_bytes(b"not a checkpoint at all")
+    app = compare_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await models_ready(pilot)
+        models = dict(screen.models)
+        await pilot.press("2")
+        assert isinstance(app.screen, PickCheckpointScreen)
+        path_input = app.screen.query_one("#open-path", Input)
+        path_input.focus()
+        path_input.value = str(bad)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("cannot open" in m for m in notifications(app)), "failure")
+        assert any("broken.safetensors" in m and "still comparing reverse and reverse-no-reverse" in m
+                   for m in notifications(app))
+        assert screen.models == models and screen.steppers
+        await pilot.press("right")  # still usable
+        assert app.is_running
+
+
+@pytest.mark.asyncio
+async def test_c_from_explore_compares_the_current_model_with_one_picked_in_the_dialog(quick_summary):
+    app = create_app(["reverse"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.model_ready, "the explore model")
+        await pilot.press("c")
+        assert app.current_mode == "compare"
+        await wait_for(pilot, lambda: isinstance(app.screen, PickCheckpointScreen), "the dialog")
+        assert "model B" in str(app.screen.query_one("#open-box").border_title)
+        path_input = app.screen.query_one("#open-path", Input)
+        path_input.focus()
+        path_input.value = "copy"
+        await pilot.press("enter")
+        screen = await models_ready(pilot)
+        assert screen.models["A"].name == "reverse" and screen.models["B"].name == "copy"
+        assert tokens(screen) == (REVERSED, COPIED)
+        assert "✓" in str(screen.query_one("#cmp-output", Static).render()).splitlines()[1]
+
+
+@pytest.mark.asyncio
+async def test_footer_shows_every_compare_key_and_help_explains_compare(quick_summary):
+    app = compare_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await models_ready(pilot)
+        bar = app.screen.query_one(KeyBar)
+        shown = bar.render().plain
+        for words in ("→/n step", "←/b back", "⏎/r run", "x reset", "[/] layer", ",/. head",
+                      "# numbers", "i edit source", "1/2 open A/B", "e explore",
+                      "t train", "? help", "q quit"):
+            assert words in shown
+        assert " o open" not in shown and "c compare" not in shown  # o and c do nothing here
+        assert bar.size.height <= 2
+        await pilot.press("e")
+        assert app.current_mode == "explore"
+        assert "c compare" in app.screen.query_one(KeyBar).render().plain
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert "1 / 2  choose model A / B" in str(app.screen.query_one("Static").render())
+
+
+# Snapshots: both models and the summary loaded (no loading indicator), nothing focused, no timing.
+def test_compare_a_reverser_with_a_copier_at_100x32(snap_compare):
+    assert snap_compare(compare_app("reverse", "reverse-no-reverse"), terminal_size=(100, 32),
+                        run_before=summary_ready)
+
+
+def test_compare_a_reverser_with_a_no_shift_model_mid_decode_at_80x24(snap_compare):
+    async def run_before(pilot):
+        await summary_ready(pilot)
+        await pilot.press("x", "right", "right", "right")
+
+    assert snap_compare(compare_app("reverse", "reverse-no-shift"), terminal_size=(80, 24),
+                        run_before=run_before)
