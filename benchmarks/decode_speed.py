@@ -43,7 +43,10 @@ def per_token_ms(model, src, new_tokens: int, use_cache: bool, repeats: int) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     repeats = 1 if args.smoke else 5
     lengths = [10] if args.smoke else [10, 32, 63]  # 63 new tokens + SOS fill max_len=64
     batches = [1] if args.smoke else [1, 256]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
+import torch
+
 from core.config import DEFAULT_RECIPE, recipe
 from core.train import Trainer, evaluate
 
@@ -42,7 +44,10 @@ def main() -> None:
     parser.add_argument("--recipes", nargs=2, default=["reference", DEFAULT_RECIPE],
                         metavar=("BASELINE", "CANDIDATE"))
     parser.add_argument("--smoke", action="store_true", help="20 steps, 1 seed: checks it runs")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.smoke:
         args.seeds, args.eval_every, args.max_steps = [0], 10, 20
     baseline, candidate = args.recipes

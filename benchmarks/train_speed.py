@@ -32,7 +32,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--smoke", action="store_true", help="3 steps, batch 64 only")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     steps = 3 if args.smoke else args.steps
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {steps} timed steps each")
     print(f"{'batch':>5} {'attention':>9} {'steps/s':>8} {'examples/s':>11} {'vs explicit':>12}")
