@@ -210,6 +210,32 @@ async def test_c_from_explore_compares_the_current_model_with_one_picked_in_the_
         assert "✓" in str(screen.query_one("#cmp-output", Static).render()).splitlines()[1]
 
 
+
+@pytest.mark.asyncio
+async def test_a_missing_model_b_says_why_on_screen_and_another_can_be_chosen(quick_summary, tmp_path):
+    app = create_app(["reverse"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.model_ready, "the explore model")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickCheckpointScreen), "the dialog")
+        await pilot.press("escape")
+        screen = app.screen
+        assert "press 2 to choose model B" in str(screen.query_one("#cmp-output", Static).render())
+        for name in (str(tmp_path / "nowhere.safetensors"), "copy"):
+            await pilot.press("2")
+            path_input = app.screen.query_one("#open-path", Input)
+            path_input.focus()
+            path_input.value = name
+            await pilot.press("enter")
+            if name != "copy":
+                await wait_for(pilot, lambda: any("no such file" in m for m in notifications(app)),
+                               "the failure")
+                assert "no such file" in str(screen.query_one("#cmp-output", Static).render())
+                assert not screen.models
+        await models_ready(pilot)
+        assert screen.models["B"].name == "copy"
+
+
 @pytest.mark.asyncio
 async def test_footer_shows_every_compare_key_and_help_explains_compare(quick_summary):
     app = compare_app()
@@ -229,6 +255,20 @@ async def test_footer_shows_every_compare_key_and_help_explains_compare(quick_su
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert "1 / 2  choose model A / B" in str(app.screen.query_one("Static").render())
+
+
+
+@pytest.mark.asyncio
+async def test_resizing_the_compare_screen_down_to_40x10_never_crashes(quick_summary):
+    app = compare_app("reverse", "reverse-no-shift")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await models_ready(pilot)
+        for keys in ((), ("number_sign",), ("x", "right")):
+            await pilot.press(*keys)
+            for size in ((60, 20), (40, 10), (100, 32)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause()
+        assert app.is_running and app.current_mode == "compare"
 
 
 # Snapshots: both models and the summary loaded (no loading indicator), nothing focused, no timing.

@@ -196,9 +196,10 @@ class CompareScreen(Screen):
             # After the first frame: importing torch holds the GIL for a while.
             self.call_after_refresh(self.load_pair, app.initial, app.compare_with)
         else:  # reached with c: compare the model being explored with one the user picks
-            first = app.current.path if app.current is not None and app.current.path else app.initial
-            self.names = (first, "")
-            self._set_status(f"A is {first}: press 2 to choose model B")
+            current = app.current if app.current is not None and app.current.path else None
+            self.names = (current.path if current else app.initial, "")
+            self._set_status(f"A is {current.name if current else app.initial}: "
+                             "press 2 to choose model B")
             self.action_pick("B")
 
     # -- loading ---------------------------------------------------------------------------
@@ -254,7 +255,7 @@ class CompareScreen(Screen):
             self._draw_summary()
         else:
             kept = ""
-            self._set_status(f"no models: {error} — press 1 and 2 to choose two")
+            self._set_status(f"cannot open {name}: {error} — press 1 or 2 to choose A or B")
         self.notify(f"cannot open {name}: {error}{kept}", severity="error", markup=False, timeout=10)
 
     def _models_ready(self, a, b) -> None:
@@ -262,7 +263,9 @@ class CompareScreen(Screen):
         self.comparison = None
         self.query_one("#cmp-grids").loading = False
         self._set_status(self._pair_title())
-        self.layer_index, self.head_index = best_head(a.scores)
+        layer, head = best_head(a.scores)  # A's working head, within what both models have
+        layers, heads = self._shape()
+        self.layer_index, self.head_index = min(layer, layers - 1), min(head, heads - 1)
         source = self.query_one("#cmp-source", Input)
         if not self.set_source(source.value):
             source.value = DEFAULT_SOURCE
@@ -280,6 +283,8 @@ class CompareScreen(Screen):
 
     def _set_status(self, text: str) -> None:
         self.query_one(CompareTitle).set_info(text)
+        if not self.models:  # nothing to draw yet: say what is happening where the output goes
+            self.query_one("#cmp-output", Static).update(text)
 
     @one_line_errors
     def action_pick(self, side: str) -> None:
@@ -295,7 +300,7 @@ class CompareScreen(Screen):
                 self.load_pair(a, b)
             else:
                 self.names = (a, b)
-                self._set_status(f"A is {a}: press 2 to choose model B")
+                self._set_status("press 2 to choose model B" if a else "press 1 to choose model A")
 
         self.app.push_screen(PickCheckpointScreen(side), chosen)
 
