@@ -258,6 +258,29 @@ async def test_footer_shows_every_compare_key_and_help_explains_compare(quick_su
 
 
 
+
+@pytest.mark.asyncio
+async def test_at_80_columns_the_difference_grid_narrows_then_hides_so_a_and_b_stay_whole(quick_summary):
+    app = compare_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await models_ready(pilot)
+        diff, panel = screen.query_one("#diff", DiffGrid), screen.query_one("#cmp-panel-diff")
+        assert diff.cell == 2 and panel.display
+        await type_source(pilot, "9 8 7 6 5 4 3")
+        await pilot.press("r")
+        assert diff.cell == 1 and panel.display
+        await type_source(pilot, "1 2 3 4 5 6 7 8 9 0")
+        await pilot.press("r")
+        await pilot.pause()
+        assert not panel.display
+        header = screen.query_one("#grid-a", AttentionGrid).render().plain.splitlines()[0]
+        assert header.split() == list("1234567890")
+        await pilot.resize_terminal(120, 32)  # room again: it comes back
+        await pilot.pause()
+        await pilot.pause()
+        assert panel.display and diff.cell == 2
+
+
 @pytest.mark.asyncio
 async def test_resizing_the_compare_screen_down_to_40x10_never_crashes(quick_summary):
     app = compare_app("reverse", "reverse-no-shift")

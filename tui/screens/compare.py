@@ -59,18 +59,18 @@ class DiffGrid(Widget):
         self.rows: list[list[float] | None] = []
         self.tokens: list[tuple[str, str]] = []
         self.columns: list[str] = []
-        self.numbers = False
+        self.cell = 2  # characters per cell; 3 prints the numbers
 
-    def show(self, rows, tokens, columns, numbers=False) -> None:
-        self.rows, self.tokens, self.columns, self.numbers = rows, tokens, columns, numbers
+    def show(self, rows, tokens, columns, cell=2) -> None:
+        self.rows, self.tokens, self.columns, self.cell = rows, tokens, columns, cell
         self.refresh(layout=True)
 
     def render(self):
         from rich.style import Style
         from rich.text import Text
 
-        cell = 3 if self.numbers else 2
-        header = Text(" " * 8)
+        cell = self.cell
+        header = Text(" " * 7)
         for column in self.columns:
             header.append(_short(column)[:cell].center(cell), style="bold")
         lines = [header]
@@ -78,12 +78,12 @@ class DiffGrid(Widget):
             same = a == b
             line = Text(f"{_short(a):>3}")
             line.append("=" if same else "≠", style="dim" if same else "bold red")
-            line.append(f"{_short(b):<3} ")
+            line.append(f"{_short(b):<3}")
             for value in row or [None] * len(self.columns):
                 if value is None:
                     line.append("·".center(cell), style="dim")
                     continue
-                label = (f"{value:.2f}"[1:] if value < 0.995 else "1.0") if self.numbers else ""
+                label = (f"{value:.2f}"[1:] if value < 0.995 else "1.0") if cell == 3 else ""
                 line.append(label.center(cell), Style(bgcolor=_diff_colour(value), color="#ffffff"))
             lines.append(line)
         if not self.rows:
@@ -133,7 +133,8 @@ class CompareScreen(Screen):
     CompareScreen #cmp-source-error { color: $error; height: 1; padding: 0 1; }
     CompareScreen #cmp-output { height: 2; padding: 0 1; }
     CompareScreen #cmp-grids { height: 1fr; }
-    CompareScreen .cmp-panel { width: 1fr; border: round $primary; padding: 0 0 0 1; }
+    CompareScreen .cmp-panel { width: 1fr; border: round $primary; padding: 0 0 0 1;
+                               scrollbar-size-vertical: 1; }
     CompareScreen #cmp-panel-diff { width: 16; max-width: 40%; }
     CompareScreen #cmp-summary-panel { height: 6; border: round $primary; padding: 0 1; }
     CompareScreen #cmp-summary { width: 100%; text-wrap: nowrap; text-overflow: clip; }
@@ -444,11 +445,26 @@ class CompareScreen(Screen):
         n = max(len(tokens["A"]), len(tokens["B"]))
         pairs = [(tokens["A"][i] if i < len(tokens["A"]) else "",
                   tokens["B"][i] if i < len(tokens["B"]) else "") for i in range(n)]
-        self.query_one("#diff", DiffGrid).show(difference(rows["A"], rows["B"]), pairs, columns,
-                                               self.show_numbers)
-        # As wide as its cells (label 8, a cell per source token, border and padding 3).
-        cell = 3 if self.show_numbers else 2
-        self.query_one("#cmp-panel-diff").styles.width = max(16, 11 + cell * len(columns))
+        cell = self._diff_cell(len(columns))
+        panel = self.query_one("#cmp-panel-diff")
+        panel.display = cell > 0
+        if cell:
+            panel.styles.width = max(16, 11 + cell * len(columns))  # label 7, edges, scrollbar
+            self.query_one("#diff", DiffGrid).show(difference(rows["A"], rows["B"]), pairs,
+                                                   columns, cell)
+
+    def _diff_cell(self, columns: int) -> int:
+        """Characters per |A−B| cell: A's and B's grids get room first (label, three characters
+        a cell, border); the difference shrinks to one character a cell, or hides."""
+        spare = self.size.width - 2 * (10 + 3 * columns)
+        for cell in (3 if self.show_numbers else 2, 1):
+            if 11 + cell * columns <= spare:
+                return cell
+        return 0
+
+    def on_resize(self) -> None:
+        if self.steppers:
+            self.call_after_refresh(self.refresh_view)
 
     def _draw_summary(self) -> None:
         from rich.text import Text
