@@ -136,7 +136,7 @@ class CompareScreen(Screen):
     CompareScreen .cmp-panel { width: 1fr; border: round $primary; padding: 0 0 0 1;
                                scrollbar-size-vertical: 1; }
     CompareScreen #cmp-panel-diff { width: 16; max-width: 40%; }
-    CompareScreen #cmp-summary-panel { height: 6; border: round $primary; padding: 0 1; }
+    CompareScreen #cmp-summary-panel { height: 7; border: round $primary; padding: 0 1; }
     CompareScreen #cmp-summary { width: 100%; text-wrap: nowrap; text-overflow: clip; }
     """
     BINDINGS = [
@@ -492,11 +492,19 @@ class CompareScreen(Screen):
             return f"{score:.2f} (best L{bl + 1} H{bh + 1} {bs:.2f})"
 
         lines.append(Text.assemble(f"{'alignment ' + where:<18}", align(c.a).ljust(26), align(c.b)))
-        shown = [f"{f.split('.')[-1]} {x if x not in ('', None) else '–'}→{y if y not in ('', None) else '–'}"
-                 for f, x, y in c.config_diff if f not in ("training.loss", "training.accuracy")]
-        differs = "; ".join(shown) if shown else "same config"
-        lines.append(Text(f"same output on {c.agreement:.1%} of {c.n} · weight distance "
-                          f"{c.weight_distance:.3f} · {differs}", style="dim"))
+        differs = [(f.split(".")[-1], x, y) for f, x, y in c.config_diff
+                   if f not in ("training.loss", "training.accuracy")][:3]  # those are above
+
+        def values(i: int) -> str:
+            return " · ".join("–" if d[i] in ("", None) else str(d[i]) for d in differs)[:25]
+
+        if differs:
+            lines.append(Text.assemble(" · ".join(d[0] for d in differs)[:17].ljust(18),
+                                       (values(1).ljust(26), "bold"), (values(2), "bold")))
+        else:
+            lines.append(Text("same model config, task and training summary", style="dim"))
+        lines.append(Text(f"same output on {c.agreement:.1%} of {c.n} fresh sequences · "
+                          f"weights ‖A−B‖/‖A‖ {c.weight_distance:.3f}", style="dim"))
         text = Text("\n").join(lines)
         text.no_wrap, text.overflow = True, "crop"
         summary.update(text)
