@@ -362,11 +362,11 @@ class TrainScreen(Screen):
         started, first_step = time.monotonic(), trainer.step_count
         paused_for = 0.0
         while not trainer.done:
-            if worker.is_cancelled:
-                return  # the app is closing: nothing more to say
-            if self._save_to is not None:
+            if self._save_to is not None:  # before the cancel check: quitting keeps a save
                 path, self._save_to = self._save_to, None
                 self.post_message(self._save(trainer, path))
+            if worker.is_cancelled:
+                return  # the app is closing: nothing more to say
             if self._stop.is_set():
                 break
             if self._paused.is_set():
