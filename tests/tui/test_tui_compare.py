@@ -63,7 +63,6 @@ async def test_two_checkpoints_open_compare_with_both_whole_decodes_and_a_summar
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.pause()
         assert app.current_mode == "compare"
-        assert app.screen.query_one("#cmp-summary-panel").loading  # the indicator while it works
         screen = await summary_ready(pilot)
         assert not app.screen.query_one("#cmp-summary-panel").loading
         assert tokens(screen) == (REVERSED, COPIED)
@@ -245,7 +244,7 @@ async def test_footer_shows_every_compare_key_and_help_explains_compare(quick_su
         bar = app.screen.query_one(KeyBar)
         shown = bar.render().plain
         for words in ("→/n step", "←/b back", "⏎/r run", "x reset", "[/] layer", ",/. head",
-                      "# numbers", "i edit source", "1/2 open A/B", "e explore",
+                      "# numbers", "i source", "1/2 open A/B", "e explore",
                       "t train", "? help", "q quit"):
             assert words in shown
         assert " o open" not in shown and "c compare" not in shown  # o and c do nothing here

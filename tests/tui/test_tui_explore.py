@@ -34,12 +34,21 @@ def test_importing_the_app_does_not_import_torch():
 
 
 @pytest.mark.asyncio
-async def test_app_paints_a_loading_indicator_then_opens_the_bundled_model():
+async def test_app_paints_a_loading_indicator_then_opens_the_bundled_model(monkeypatch):
+    import threading
+
+    import tui.app
+
+    # Hold the load until the first screen was checked: torch may already be imported by
+    # earlier tests, and then loading finishes within a frame.
+    release, real_load = threading.Event(), tui.app.load_named
+    monkeypatch.setattr(tui.app, "load_named", lambda name: release.wait(30) and real_load(name))
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert not app.model_ready
         assert app.screen.query_one("#explore-main").loading
+        release.set()
         await model_ready(pilot)
         assert not app.screen.query_one("#explore-main").loading
         assert "reverse" in app.current.summary
@@ -195,8 +204,8 @@ async def test_footer_shows_every_explore_key_at_80x24():
         bar = app.screen.query_one(KeyBar)
         shown = bar.render().plain
         for words in ("→/n step", "←/b back", "⏎/r run", "x reset", "[/] layer", ",/. head",
-                      "a all heads", "s self-attn", "# numbers", "i edit source", "t train",
-                      "o open", "? help", "q quit"):
+                      "a heads", "s self-attn", "# numbers", "i source", "t train",
+                      "o open", "d doctor", "c compare", "? help", "q quit"):
             assert words in shown
         assert bar.size.height <= 2
 

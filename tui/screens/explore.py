@@ -35,11 +35,11 @@ class ExploreScreen(Screen):
         Binding("right_square_bracket", "layer(1)", "layer"),
         Binding("comma", "head(-1)", "head"),
         Binding("full_stop", "head(1)", "head"),
-        Binding("a", "view('heads')", "all heads"),
+        Binding("a", "view('heads')", "heads"),
         Binding("s", "view('self')", "self-attn"),
         Binding("number_sign", "numbers", "numbers", key_display="#"),
-        Binding("i", "edit_source", "edit source"),
-        Binding("slash", "edit_source", "edit source", show=False),
+        Binding("i", "edit_source", "source"),
+        Binding("slash", "edit_source", "source", show=False),
         Binding("t", "app.switch_mode('train')", "train"),
     ]
 

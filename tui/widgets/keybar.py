@@ -42,9 +42,12 @@ class KeyBar(Widget):
     def _lines(self, width: int) -> list[Text]:
         lines: list[Text] = [Text()]
         for key, description in self.items():
-            piece = Text.assemble((f" {key}", "bold reverse"), f" {description} ")
-            if lines[-1].cell_len and lines[-1].cell_len + piece.cell_len > width:
+            piece = Text.assemble((key, "bold reverse"), f" {description}")
+            gap = "  " if lines[-1].cell_len else ""  # between keys only, never at a line's end
+            if gap and lines[-1].cell_len + len(gap) + piece.cell_len > width:
                 lines.append(Text())
+                gap = ""
+            lines[-1].append(gap)
             lines[-1].append_text(piece)
         return lines
 
