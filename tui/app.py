@@ -13,7 +13,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 from textual.signal import Signal
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from tui.screens.compare import CompareScreen
 from tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
@@ -77,9 +77,11 @@ class MinitxApp(App):
         try:
             record = load_named(name)
         except CheckpointError as e:
-            self.post_message(LoadFailed(name, str(e)))
-            return
-        self.post_message(ModelLoaded(record, announce=not first))
+            record, error = None, str(e)
+        if get_current_worker().is_cancelled:
+            return  # a newer open superseded this one: its result must not replace that one
+        self.post_message(ModelLoaded(record, announce=not first) if record
+                          else LoadFailed(name, error))
 
     def start_loading(self, name: str) -> None:
         self.loading, self.loading_name = True, name
@@ -106,7 +108,7 @@ class MinitxApp(App):
                     markup=False, timeout=10)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state == WorkerState.ERROR:  # anything unexpected: a message, not a traceback
+        if event.state == WorkerState.ERROR and not event.worker.is_cancelled:  # not a traceback
             error = event.worker.error
             self.on_load_failed(LoadFailed(self.loading_name, f"{type(error).__name__}: {error}"))
 

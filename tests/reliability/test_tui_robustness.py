@@ -309,6 +309,33 @@ async def test_stepping_while_a_new_model_loads_steps_the_old_one_then_shows_the
 
 
 @pytest.mark.asyncio
+async def test_opening_a_second_checkpoint_while_the_first_loads_the_last_one_wins(monkeypatch):
+    import tui.app
+
+    real = tui.app.load_named
+
+    def slow_for_sort(name):  # the first open is slower than the second
+        if name == "sort":
+            time.sleep(1.5)
+        return real(name)
+
+    monkeypatch.setattr(tui.app, "load_named", slow_for_sort)
+    app = create_app(["reverse"])
+    seen = record_notifications(app)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        app.start_loading("sort")
+        await pilot.pause(0.1)
+        app.start_loading("copy")
+        await wait_for(pilot, lambda: app.model_ready and app.current.task.name == "copy", "copy")
+        await pilot.pause(2.0)  # long enough for the superseded sort load to finish
+        assert app.current.task.name == "copy", app.current.name
+        assert app.screen.stepper.model is app.current.model
+        assert not any("sort" in m for _, m in seen), seen
+        assert not unexpected(seen), unexpected(seen)
+
+
+@pytest.mark.asyncio
 async def test_opening_a_checkpoint_while_training_loads_it_and_training_goes_on(tmp_path):
     app = create_app(["reverse"])
     app.save_dir = tmp_path
