@@ -133,7 +133,8 @@ class Trainer:
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=PAD)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm,
+                                                   foreach=True)  # one kernel, not one per tensor
         loss_value, norm_value = float(loss.detach()), float(grad_norm)
         if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
