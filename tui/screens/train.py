@@ -319,9 +319,19 @@ class TrainScreen(Screen):
         else:
             self.save_now(path)
 
-    @work(thread=True, exclusive=True, group="save", exit_on_error=False)
     def save_now(self, path: str) -> None:
-        self.post_message(self._save(self.trainer, path))
+        # A plain thread, not a worker: quitting cancels a worker that has not started yet (the
+        # save was lost), while Python waits for a non-daemon thread at exit.
+        trainer = self.trainer
+
+        def run() -> None:
+            try:
+                saved = self._save(trainer, path)
+            except Exception as e:  # noqa: BLE001 - a message, never a traceback
+                saved = Saved(error=f"save failed: {type(e).__name__}: {e}")
+            self.post_message(saved)
+
+        threading.Thread(target=run, name="minitx-save").start()
 
     @staticmethod
     def _save(trainer, path: str) -> Saved:
