@@ -279,7 +279,8 @@ async def test_quitting_right_after_save_still_writes_a_loadable_checkpoint(tmp_
     deadline = time.monotonic() + 20
     while not target.exists() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert target.exists(), f"the save asked for before quitting was lost ({while_})"
+    assert target.exists(), (f"the save asked for before quitting was lost ({while_}); folder "
+                             f"holds {sorted(p.name for p in tmp_path.iterdir())}")
     assert checkpoints.load(target).model is not None
     assert not list(tmp_path.glob(".*.tmp"))
 

@@ -320,18 +320,14 @@ class TrainScreen(Screen):
             self.save_now(path)
 
     def save_now(self, path: str) -> None:
-        # A plain thread, not a worker: quitting cancels a worker that has not started yet (the
-        # save was lost), while Python waits for a non-daemon thread at exit.
-        trainer = self.trainer
-
-        def run() -> None:
-            try:
-                saved = self._save(trainer, path)
-            except Exception as e:  # noqa: BLE001 - a message, never a traceback
-                saved = Saved(error=f"save failed: {type(e).__name__}: {e}")
-            self.post_message(saved)
-
-        threading.Thread(target=run, name="minitx-save").start()
+        # Synchronously, on the UI thread: no run is in progress, a minitx checkpoint writes in
+        # tens of milliseconds, and a save that has returned cannot be lost by quitting next
+        # (a worker or thread left a race with the app's exit).
+        try:
+            saved = self._save(self.trainer, path)
+        except Exception as e:  # noqa: BLE001 - a message, never a traceback
+            saved = Saved(error=f"save failed: {type(e).__name__}: {e}")
+        self.on_saved(saved)
 
     @staticmethod
     def _save(trainer, path: str) -> Saved:
