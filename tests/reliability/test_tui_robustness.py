@@ -141,6 +141,23 @@ async def test_open_dialog_refuses_hostile_files_with_a_message_and_keeps_the_cu
         assert app.current.name == "base.safetensors"
 
 
+@pytest.mark.asyncio
+async def test_compare_refuses_a_hostile_second_checkpoint_with_one_message(corpus):
+    """`minitx-tui reverse FILE`: the compare loader answers a sample of the corpus (every 7th,
+    starting at 3 so it differs from the open dialog's) with one line, no crash, no code run."""
+    folder, cases = corpus
+    for name, path in [c for c in cases[3::SAMPLE_EVERY] if not c[1].is_dir()][:8]:
+        app = create_app(["reverse", str(path)])
+        seen = record_notifications(app)
+        async with app.run_test(size=(100, 32)) as pilot:
+            await wait_for(pilot, lambda seen=seen: any(s == "error" for s, _ in seen), name, 20)
+            message = next(m for s, m in seen if s == "error")
+            assert message.startswith("cannot open") and "\n" not in message, (name, message)
+            assert "Traceback" not in message and not unexpected(seen), (name, seen)
+            assert app.current_mode == "compare"
+    assert not marker_path(folder).exists()
+
+
 # -- (b) a seeded storm of keys, pastes and resizes while training and decoding ------------------
 
 # Every key of Explore and Train, the app's own keys, typing and editing keys. Left out: q (it
