@@ -19,7 +19,14 @@ from textual.worker import get_current_worker
 
 from tui.screens.dialogs import OpenCheckpointScreen
 from tui.screens.explore import DEFAULT_SOURCE, SourceInput
-from tui.screens.shared import TitleBar, best_head, describe_model, one_line_errors
+from tui.screens.shared import (
+    SOURCE_BINDINGS,
+    STEP_BINDINGS,
+    TitleBar,
+    best_head,
+    describe_model,
+    one_line_errors,
+)
 from tui.widgets.attention import AttentionGrid
 from tui.widgets.keybar import KeyBar
 
@@ -140,17 +147,8 @@ class CompareScreen(Screen):
     CompareScreen #cmp-summary { width: 100%; text-wrap: nowrap; text-overflow: clip; }
     """
     BINDINGS = [
-        Binding("right,n", "step", "step"),
-        Binding("left,b", "back", "back"),
-        Binding("enter,r", "run", "run"),
-        Binding("x", "reset", "reset"),
-        Binding("left_square_bracket", "layer(-1)", "layer"),
-        Binding("right_square_bracket", "layer(1)", "layer"),
-        Binding("comma", "head(-1)", "head"),
-        Binding("full_stop", "head(1)", "head"),
-        Binding("number_sign", "numbers", "numbers", key_display="#"),
-        Binding("i", "edit_source", "source"),
-        Binding("slash", "edit_source", "source", show=False),
+        *STEP_BINDINGS,
+        *SOURCE_BINDINGS,
         Binding("1", "pick('A')", "open A/B"),
         Binding("2", "pick('B')", "open A/B"),
         Binding("e", "app.switch_mode('explore')", "explore"),

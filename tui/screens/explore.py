@@ -12,7 +12,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Label, Static
 
-from tui.screens.shared import TitleBar, best_head, one_line_errors
+from tui.screens.shared import (
+    SOURCE_BINDINGS,
+    STEP_BINDINGS,
+    TitleBar,
+    best_head,
+    one_line_errors,
+)
 from tui.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
 from tui.widgets.keybar import KeyBar
 from tui.widgets.topk import TopKBars
@@ -27,19 +33,10 @@ class SourceInput(Input):
 class ExploreScreen(Screen):
     AUTO_FOCUS = ""  # focus nothing: start on the step keys; i or / edits the source
     BINDINGS = [
-        Binding("right,n", "step", "step"),
-        Binding("left,b", "back", "back"),
-        Binding("enter,r", "run", "run"),
-        Binding("x", "reset", "reset"),
-        Binding("left_square_bracket", "layer(-1)", "layer"),
-        Binding("right_square_bracket", "layer(1)", "layer"),
-        Binding("comma", "head(-1)", "head"),
-        Binding("full_stop", "head(1)", "head"),
+        *STEP_BINDINGS,
         Binding("a", "view('heads')", "heads"),
         Binding("s", "view('self')", "self-attn"),
-        Binding("number_sign", "numbers", "numbers", key_display="#"),
-        Binding("i", "edit_source", "source"),
-        Binding("slash", "edit_source", "source", show=False),
+        *SOURCE_BINDINGS,
         Binding("t", "app.switch_mode('train')", "train"),
     ]
 

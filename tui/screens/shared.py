@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Label
@@ -35,6 +36,24 @@ class LoadedModel:
         task = "" if self.task.name in self.name else f" · {self.task.name}"
         size = short_count(self.params)
         return f"{self.name}{task} · {self.norm}-norm · {size} params · {self.device}"
+
+
+# The decoding keys Explore and Compare share, so one source of truth keeps them the same.
+STEP_BINDINGS = [
+    Binding("right,n", "step", "step"),
+    Binding("left,b", "back", "back"),
+    Binding("enter,r", "run", "run"),
+    Binding("x", "reset", "reset"),
+    Binding("left_square_bracket", "layer(-1)", "layer"),
+    Binding("right_square_bracket", "layer(1)", "layer"),
+    Binding("comma", "head(-1)", "head"),
+    Binding("full_stop", "head(1)", "head"),
+]
+SOURCE_BINDINGS = [
+    Binding("number_sign", "numbers", "numbers", key_display="#"),
+    Binding("i", "edit_source", "source"),
+    Binding("slash", "edit_source", "source", show=False),
+]
 
 
 class ModelLoaded(Message):
