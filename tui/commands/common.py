@@ -68,6 +68,19 @@ def lengths_option(help_text: str):
     return click.option("--lengths", metavar="MIN-MAX", default=None, help=help_text)
 
 
+def sample_options(n_help: str):
+    """--n and --seed: how many fresh random sequences, and which ones (eval, compare)."""
+
+    def decorate(command):
+        command = click.option(
+            "--seed", type=click.IntRange(min=0), default=1234, show_default=True,
+            help="Seed of the sequences (the same seed gives the same sequences).")(command)
+        return click.option("--n", "n", type=click.IntRange(min=1), default=500,
+                            show_default=True, help=n_help)(command)
+
+    return decorate
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 

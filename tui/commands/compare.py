@@ -10,6 +10,7 @@ from tui.commands.common import (
     echo_json,
     json_option,
     load_checkpoint_arg,
+    sample_options,
     threads_option,
 )
 
@@ -20,21 +21,7 @@ WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them a
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
 @click.option("--source", "-s", default=None, help='Also decode this source with both, e.g. "3 1 4 1 5".')
-@click.option(
-    "--n",
-    "n",
-    type=click.IntRange(min=1),
-    default=500,
-    show_default=True,
-    help="Fresh random sequences both models decode.",
-)
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0),
-    default=1234,
-    show_default=True,
-    help="Seed of the sequences (the same seed gives the same sequences).",
-)
+@sample_options("Fresh random sequences both models decode.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
 @threads_option
 @json_option

@@ -13,27 +13,14 @@ from tui.commands.common import (
     json_option,
     load_checkpoint_arg,
     parse_lengths,
+    sample_options,
     threads_option,
 )
 
 
 @click.command("eval", short_help="Exact-match accuracy on fresh sequences.")
 @click.argument("ckpt", required=False)
-@click.option(
-    "--n",
-    "n",
-    type=click.IntRange(min=1),
-    default=500,
-    show_default=True,
-    help="Fresh random sequences to decode.",
-)
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0),
-    default=1234,
-    show_default=True,
-    help="Seed of the sequences (the same seed gives the same sequences).",
-)
+@sample_options("Fresh random sequences to decode.")
 @click.option(
     "--lengths",
     metavar="MIN-MAX",
