@@ -19,7 +19,6 @@ def default_cap(model: Seq2Seq, src_len: int) -> int:
     return min(model.cfg.max_len - 1, src_len + 2)
 
 
-@torch.no_grad()
 def greedy_decode(
     model: Seq2Seq, src: torch.Tensor, max_new_tokens: int | None = None, use_cache: bool = True
 ) -> torch.Tensor:
@@ -30,25 +29,39 @@ def greedy_decode(
     was_training = model.training
     model.eval()
     try:
-        B = src.shape[0]
-        cap = max_new_tokens or default_cap(model, src.shape[1])
-        memory, src_mask = model.encode(src)
-        tokens = torch.full((B, 1), SOS, dtype=torch.long, device=src.device)  # (B, 1 + t)
-        done = torch.zeros(B, dtype=torch.bool, device=src.device)
-        cache = model.new_cache() if use_cache else None
-        for t in range(cap):
-            if use_cache:
-                logits = model.decode_step(tokens[:, -1:], t, memory, src_mask, cache)  # (B, V)
-            else:
-                logits = model.decode(tokens, memory, src_mask)[:, -1]  # (B, V)
-            next_token = logits.argmax(dim=-1).masked_fill(done, PAD)  # (B,)
-            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-            done |= next_token == EOS
-            if bool(done.all()):
-                break
-        return tokens[:, 1:]
+        # inference_mode skips autograd's bookkeeping per op (~15% of a batch-1 step); the clone
+        # outside it hands back an ordinary tensor that any later computation may use.
+        with torch.inference_mode():
+            cap = max_new_tokens or default_cap(model, src.shape[1])
+            generated = _greedy_tokens(model, src, cap, use_cache)
+        with torch.no_grad():
+            return generated.clone()
     finally:
         model.train(was_training)
+
+
+def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
+    B = src.shape[0]
+    memory, src_mask = model.encode(src)
+    if bool(src_mask.all()):  # no padding in the source: masking would change nothing
+        src_mask = None
+    tokens = torch.full((B, 1 + cap), PAD, dtype=torch.long, device=src.device)  # (B, 1 + cap)
+    tokens[:, 0] = SOS
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    cache = model.new_cache() if use_cache else None
+    t = 0
+    while t < cap:
+        if use_cache:
+            logits = model.decode_step(tokens[:, t : t + 1], t, memory, src_mask, cache)  # (B, V)
+        else:
+            logits = model.decode(tokens[:, : t + 1], memory, src_mask)[:, -1]  # (B, V)
+        next_token = logits.argmax(dim=-1).masked_fill(done, PAD)  # (B,)
+        t += 1
+        tokens[:, t] = next_token
+        done |= next_token == EOS
+        if bool(done.all()):
+            break
+    return tokens[:, 1 : t + 1]
 
 
 def exact_match(generated: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:

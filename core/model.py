@@ -68,7 +68,9 @@ def attention(
     The fused path (scaled_dot_product_attention) is used only when weights are not needed.
     """
     fill = masked_fill_value(q.dtype)
-    if fused and not need_weights:
+    # Without a mask there is nothing to fill, so the fused kernel gives the same result in one
+    # call: that is what makes the one-token steps of cached decoding cheap.
+    if not need_weights and (fused or mask is None):
         bias = None
         if mask is not None:
             bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, fill)
@@ -82,7 +84,7 @@ def attention(
     if mask is not None:
         scores = scores.masked_fill(~mask, fill)
     weights = scores.softmax(dim=-1)
-    dropped = F.dropout(weights, p=dropout, training=dropout > 0)
+    dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
     return dropped @ v, (weights if need_weights else None)
 
 
@@ -116,7 +118,15 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        q = self.split_heads(self.q_proj(query))  # (B, h, Tq, k)
+        return self.attend(self.split_heads(self.q_proj(query)), keys_values, mask, need_weights)
+
+    def attend(
+        self,
+        q: torch.Tensor,  # (B, h, Tq, k), already projected
+        keys_values: tuple[torch.Tensor, torch.Tensor],
+        mask: torch.Tensor | None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         k, v = keys_values
         out, weights = attention(
             q,
@@ -132,15 +142,39 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, Tq, h * dk)  # (B, Tq, d)
         return self.out_proj(out), weights
 
+    @torch.no_grad()
+    def stacked_qkv(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q, K and V projections stacked: weight (3d, d), bias (3d,). A snapshot for one decode,
+        so each step projects its new position with one matmul instead of three."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        return torch.cat([p.weight for p in projections]), torch.cat([p.bias for p in projections])
 
-def feed_forward(cfg: ModelConfig) -> nn.Sequential:
-    activation = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
-    return nn.Sequential(
-        nn.Linear(cfg.d_model, cfg.d_ff),
-        activation,
-        nn.Dropout(cfg.dropout),
-        nn.Linear(cfg.d_ff, cfg.d_model),
-    )
+    def project_qkv(self, x: torch.Tensor, stacked: tuple[torch.Tensor, torch.Tensor]):
+        """(B, T, d) with stacked_qkv() -> q (B, h, T, k) and K/V together (2, B, h, T, k)."""
+        B, T, d = x.shape
+        qkv = F.linear(x, *stacked).view(B, T, 3, self.n_heads, d // self.n_heads)  # (B, T, 3, h, k)
+        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, h, T, k)
+        return qkv[0], qkv[1:]
+
+
+class FeedForward(nn.Sequential):
+    """Linear -> activation -> dropout -> linear. A Sequential so parameter names stay ff.0 / ff.3
+    (checkpoints depend on them); dropout is skipped outside training because at batch 1 every
+    module call is a noticeable share of a decoding step."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        activation = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
+        super().__init__(
+            nn.Linear(cfg.d_model, cfg.d_ff),
+            activation,
+            nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.d_ff, cfg.d_model),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
+        inner, activation, drop, outer = self
+        hidden = activation(inner(x))  # (B, T, d_ff)
+        return outer(drop(hidden) if self.training else hidden)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,7 +195,7 @@ class Residual(nn.Module):
         return self.norm(x) if self.pre else x
 
     def output(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
-        x = x + self.drop(sublayer_out)
+        x = x + (self.drop(sublayer_out) if self.training else sublayer_out)
         return x if self.pre else self.norm(x)
 
 
@@ -169,7 +203,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg)
-        self.ff = feed_forward(cfg)
+        self.ff = FeedForward(cfg)
         self.attn_res = Residual(cfg)
         self.ff_res = Residual(cfg)
 
@@ -185,7 +219,8 @@ class EncoderLayer(nn.Module):
 class LayerCache:
     """Per decoder layer, during incremental decoding: K/V of every position so far."""
 
-    self_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # each (B, h, t, k), grows
+    self_qkv: tuple[torch.Tensor, torch.Tensor]  # MultiHeadAttention.stacked_qkv() of self-attention
+    self_kv: torch.Tensor | None = None  # (2, B, h, t, k): K and V together, one concat per step
     cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # each (B, h, S, k), fixed
 
 
@@ -200,7 +235,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg)
         self.cross_attn = MultiHeadAttention(cfg)
-        self.ff = feed_forward(cfg)
+        self.ff = FeedForward(cfg)
         self.self_res = Residual(cfg)
         self.cross_res = Residual(cfg)
         self.ff_res = Residual(cfg)
@@ -211,10 +246,12 @@ class DecoderLayer(nn.Module):
         positions and their keys/values are appended to the cache; tgt_mask then covers just
         the new queries over all positions so far."""
         h = self.self_res.input(y)
-        self_kv = self.self_attn.keys_values(h)
-        if cache is not None:
-            self_kv = cache.self_kv = _append(cache.self_kv, self_kv)
-        a, self_w = self.self_attn(h, self_kv, tgt_mask, need_weights)
+        if cache is None:
+            a, self_w = self.self_attn(h, self.self_attn.keys_values(h), tgt_mask, need_weights)
+        else:
+            q, kv = self.self_attn.project_qkv(h, cache.self_qkv)  # (B, h, T_new, k), (2, B, h, T_new, k)
+            kv = cache.self_kv = kv if cache.self_kv is None else torch.cat([cache.self_kv, kv], dim=3)
+            a, self_w = self.self_attn.attend(q, kv.unbind(0), tgt_mask, need_weights)
         y = self.self_res.output(y, a)
 
         h = self.cross_res.input(y)
@@ -295,7 +332,7 @@ class Seq2Seq(nn.Module):
         x = table(tokens) * math.sqrt(self.cfg.d_model)
         if self.use_positions:
             x = x + self.positional[offset : offset + T]
-        return self.embed_drop(x)
+        return self.embed_drop(x) if self.training else x
 
     def encode(self, src: torch.Tensor, maps: AttentionMaps | None = None):
         """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S)."""
@@ -330,7 +367,8 @@ class Seq2Seq(nn.Module):
         return (logits, maps) if return_attention else logits
 
     def new_cache(self) -> list[LayerCache]:
-        return [LayerCache() for _ in self.decoder]
+        """Fresh per-layer caches for one decode (the weights must not change during it)."""
+        return [LayerCache(layer.self_attn.stacked_qkv()) for layer in self.decoder]
 
     def decode_step(self, new_tokens, position, memory, src_mask, cache, maps=None):
         """Incremental decoding: new_tokens (B, 1) at `position`, K/V of earlier positions from

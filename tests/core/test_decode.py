@@ -100,3 +100,35 @@ def test_exact_match_counts_tokens_through_eos_only():
     generated = torch.tensor([[5, 1, EOS, 7], [2, 3, EOS, PAD]])
     assert exact_match(generated, expected).tolist() == [True, False]
     assert exact_match(torch.tensor([[5, 1]]), torch.tensor([[5, 1, EOS]])).tolist() == [False]
+
+
+def test_kv_cache_logits_match_full_forward_with_a_padded_source_batch(model):
+    src = torch.tensor([[3, 1, 4, 1, 5], [2, 7, PAD, PAD, PAD]])  # second row is padded
+    prefix = torch.tensor([[11, 5, 1, 4], [11, 7, 2, EOS]])
+    with torch.no_grad():
+        full = model(src, prefix)  # (B, T, V)
+        memory, src_mask = model.encode(src)
+        cache = model.new_cache()
+        steps = [model.decode_step(prefix[:, t : t + 1], t, memory, src_mask, cache)
+                 for t in range(prefix.shape[1])]  # each (B, V)
+    assert torch.allclose(torch.stack(steps, dim=1), full, atol=1e-5)
+
+
+def test_greedy_decode_returns_an_ordinary_tensor_and_restores_training_mode(model):
+    model.train()
+    out = greedy_decode(model, torch.tensor([[1, 2, 3]]))
+    assert model.training
+    assert not out.is_inference()  # usable later as input to anything, autograd included
+    embedded = model.tgt_embed(out.clamp(max=model.cfg.vocab_size - 1)).sum()
+    embedded.backward()  # would raise for an inference-mode tensor saved for backward
+
+
+def test_stacked_qkv_projection_equals_three_separate_projections(model):
+    attn = model.decoder[0].self_attn
+    x = torch.randn(2, 5, model.cfg.d_model)
+    with torch.no_grad():
+        q, kv = attn.project_qkv(x, attn.stacked_qkv())
+        k, v = kv
+        expected = [attn.split_heads(p(x)) for p in (attn.q_proj, attn.k_proj, attn.v_proj)]
+    for got, want in zip((q, k, v), expected):
+        assert torch.allclose(got, want, atol=1e-6)

@@ -254,3 +254,17 @@ def test_a_fresh_model_overfits_one_batch(dropout, limit):
         loss.backward()
         opt.step()
     assert loss.item() < limit
+
+
+def test_dropout_acts_in_training_and_is_skipped_in_eval():
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(dropout=0.5))
+    src, tgt = torch.tensor([[1, 2, 3, 4]]), torch.tensor([[11, 4, 3, 2]])
+    ff, x = model.decoder[0].ff, torch.randn(1, 4, model.cfg.d_model)
+    model.train()
+    assert not torch.equal(model(src, tgt), model(src, tgt))  # fresh dropout masks each call
+    assert not torch.equal(ff(x), ff(x))
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(model(src, tgt), model(src, tgt))
+        assert torch.equal(ff(x), ff[3](ff[1](ff[0](x))))  # eval: the plain two-layer MLP
