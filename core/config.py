@@ -70,7 +70,9 @@ class ModelConfig(_DictMixin):
     max_len: int = 64  # longest sequence the positional table covers (target includes SOS/EOS)
     norm: str = "post"  # "post": x = LN(x + f(x)); "pre": x = x + f(LN(x)) plus final LayerNorms
     activation: str = ""  # "relu" | "gelu"; empty means the norm's default (post: relu, pre: gelu)
-    attention: str = "explicit"  # "explicit" (returns weights) | "fused" (scaled_dot_product_attention)
+    # How training computes attention: "explicit" (softmax(QK^T)V by hand) | "fused"
+    # (scaled_dot_product_attention). Inference uses the fused kernel unless weights are asked for.
+    attention: str = "explicit"
     scale_attention: bool = True  # False is a deliberate bug (no 1/sqrt(d_k)) for the doctor
     swap_cross_attention: bool = False  # True is a deliberate bug: K/V from the decoder
     causal_mask: bool = True  # False is a deliberate bug: the decoder sees future tokens

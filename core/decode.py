@@ -42,9 +42,7 @@ def greedy_decode(
 
 def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
     B = src.shape[0]
-    memory, src_mask = model.encode(src)
-    if bool(src_mask.all()):  # no padding in the source: masking would change nothing
-        src_mask = None
+    memory, src_mask = model.encode(src)  # src_mask None when nothing is padded
     tokens = torch.full((B, 1 + cap), PAD, dtype=torch.long, device=src.device)  # (B, 1 + cap)
     tokens[:, 0] = SOS
     done = torch.zeros(B, dtype=torch.bool, device=src.device)

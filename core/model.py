@@ -24,17 +24,16 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     return (tokens != pad_id)[:, None, None, :]
 
 
+def padding_mask_or_none(tokens: torch.Tensor, pad_id: int) -> torch.Tensor | None:
+    """padding_mask(), or None when no position is padding: attention then skips masking, and
+    the fused kernel runs its unmasked (or is_causal) path, the fastest (one sync on a GPU)."""
+    mask = padding_mask(tokens, pad_id)
+    return None if bool(mask.all()) else mask
+
+
 def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor:
     """-> (1, 1, T, T): lower-triangular, query i may see keys 0..i."""
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
-
-
-def target_mask(tgt: torch.Tensor, pad_id: int, causal: bool = True) -> torch.Tensor:
-    """(B, T) -> (B, 1, T, T): padding AND causal."""
-    mask = padding_mask(tgt, pad_id)  # (B, 1, 1, T)
-    if causal:
-        mask = mask & causal_mask(tgt.shape[1], tgt.device)
-    return mask
 
 
 def masked_fill_value(dtype: torch.dtype) -> float:
@@ -56,6 +55,7 @@ def attention(
     v: torch.Tensor,
     mask: torch.Tensor | None,
     *,
+    causal: bool = False,
     dropout: float = 0.0,
     scale: bool = True,
     fused: bool = False,
@@ -63,21 +63,25 @@ def attention(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(q k^T / sqrt(d_k)) v over the key axis.
 
-    q (B, h, Tq, k), k/v (B, h, Tk, k), mask broadcastable to (B, h, Tq, Tk), True = allowed.
+    q (B, h, Tq, k), k/v (B, h, Tk, k), mask broadcastable to (B, h, Tq, Tk), True = allowed;
+    causal (self-attention, Tq == Tk) also hides from query i every key after i.
     Returns the output (B, h, Tq, k) and, when asked, the weights (B, h, Tq, Tk) before dropout.
     The fused path (scaled_dot_product_attention) is used only when weights are not needed.
     """
     fill = masked_fill_value(q.dtype)
-    # Without a mask there is nothing to fill, so the fused kernel gives the same result in one
-    # call: that is what makes the one-token steps of cached decoding cheap.
-    if not need_weights and (fused or mask is None):
-        bias = None
-        if mask is not None:
+    if fused and not need_weights:
+        bias, is_causal = None, causal
+        if mask is not None:  # padding as well: one additive bias carries both
+            if causal:
+                mask, is_causal = mask & causal_mask(q.shape[-2], q.device), False
             bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, fill)
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias, dropout_p=dropout, scale=None if scale else 1.0
+            q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=is_causal, scale=None if scale else 1.0
         )
         return out, None
+    if causal:
+        tril = causal_mask(q.shape[-2], q.device)  # (1, 1, Tq, Tq)
+        mask = tril if mask is None else mask & tril
     scores = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk)
     if scale:
         scores = scores / math.sqrt(q.shape[-1])
@@ -117,8 +121,9 @@ class MultiHeadAttention(nn.Module):
         keys_values: tuple[torch.Tensor, torch.Tensor],  # from keys_values()
         mask: torch.Tensor | None,
         need_weights: bool = False,
+        causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.attend(self.split_heads(self.q_proj(query)), keys_values, mask, need_weights)
+        return self.attend(self.split_heads(self.q_proj(query)), keys_values, mask, need_weights, causal)
 
     def attend(
         self,
@@ -126,6 +131,7 @@ class MultiHeadAttention(nn.Module):
         keys_values: tuple[torch.Tensor, torch.Tensor],
         mask: torch.Tensor | None,
         need_weights: bool = False,
+        causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         k, v = keys_values
         out, weights = attention(
@@ -133,9 +139,12 @@ class MultiHeadAttention(nn.Module):
             k,
             v,
             mask,
+            causal=causal,
             dropout=self.dropout if self.training else 0.0,
             scale=self.scale,
-            fused=self.fused,
+            # `explicit` is how training computes attention; outside training, when no weights
+            # are asked for, the fused kernel computes the same in one call.
+            fused=self.fused or not self.training,
             need_weights=need_weights,
         )
         B, h, Tq, dk = out.shape
@@ -241,22 +250,24 @@ class DecoderLayer(nn.Module):
         self.ff_res = Residual(cfg)
         self.swap_cross = cfg.swap_cross_attention
 
-    def forward(self, y, memory, src_mask, tgt_mask, need_weights=False, cache=None):
-        """y (B, T, d) decoder stream; memory (B, S, d). With a cache, y holds only the new
-        positions and their keys/values are appended to the cache; tgt_mask then covers just
-        the new queries over all positions so far."""
+    def forward(self, y, memory, src_mask, tgt_mask, causal=False, need_weights=False, cache=None):
+        """y (B, T, d) decoder stream; memory (B, S, d); tgt_mask: padding of the decoder input
+        (or None), causal: hide later positions too. With a cache, y holds one new position
+        whose keys/values are appended to the cache, and it may see every position so far
+        (no mask, not causal)."""
         h = self.self_res.input(y)
         if cache is None:
-            a, self_w = self.self_attn(h, self.self_attn.keys_values(h), tgt_mask, need_weights)
+            a, self_w = self.self_attn(h, self.self_attn.keys_values(h), tgt_mask, need_weights, causal)
         else:
             q, kv = self.self_attn.project_qkv(h, cache.self_qkv)  # (B, h, T_new, k), (2, B, h, T_new, k)
             kv = cache.self_kv = kv if cache.self_kv is None else torch.cat([cache.self_kv, kv], dim=3)
-            a, self_w = self.self_attn.attend(q, kv.unbind(0), tgt_mask, need_weights)
+            a, self_w = self.self_attn.attend(q, kv.unbind(0), tgt_mask, need_weights, causal)
         y = self.self_res.output(y, a)
 
         h = self.cross_res.input(y)
+        cross_causal = False
         if self.swap_cross:  # deliberate bug: keys/values from the decoder, not the encoder
-            cross_kv, cross_mask = self.cross_attn.keys_values(h), tgt_mask
+            cross_kv, cross_mask, cross_causal = self.cross_attn.keys_values(h), tgt_mask, causal
             if cache is not None:
                 cross_kv = cache.cross_kv = _append(cache.cross_kv, cross_kv)
         else:
@@ -267,7 +278,7 @@ class DecoderLayer(nn.Module):
                 cross_kv = self.cross_attn.keys_values(memory)
                 if cache is not None:
                     cache.cross_kv = cross_kv
-        a, cross_w = self.cross_attn(h, cross_kv, cross_mask, need_weights)
+        a, cross_w = self.cross_attn(h, cross_kv, cross_mask, need_weights, cross_causal)
         y = self.cross_res.output(y, a)
         y = self.ff_res.output(y, self.ff(self.ff_res.input(y)))
         return y, self_w, cross_w
@@ -335,8 +346,8 @@ class Seq2Seq(nn.Module):
         return self.embed_drop(x) if self.training else x
 
     def encode(self, src: torch.Tensor, maps: AttentionMaps | None = None):
-        """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S)."""
-        src_mask = padding_mask(src, self.cfg.pad_id)
+        """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S), None if nothing is padded."""
+        src_mask = padding_mask_or_none(src, self.cfg.pad_id)
         x = self.embed(src, self.src_embed)
         for layer in self.encoder:
             x, w = layer(x, src_mask, need_weights=maps is not None)
@@ -346,10 +357,12 @@ class Seq2Seq(nn.Module):
 
     def decode(self, tgt_in, memory, src_mask, maps: AttentionMaps | None = None):
         """(B, T) decoder input -> logits (B, T, V)."""
-        tgt_mask = target_mask(tgt_in, self.cfg.pad_id, causal=self.causal)
+        tgt_mask = padding_mask_or_none(tgt_in, self.cfg.pad_id)  # causal masking comes on top
         y = self.embed(tgt_in, self.tgt_embed)
         for layer in self.decoder:
-            y, self_w, cross_w = layer(y, memory, src_mask, tgt_mask, need_weights=maps is not None)
+            y, self_w, cross_w = layer(
+                y, memory, src_mask, tgt_mask, causal=self.causal, need_weights=maps is not None
+            )
             if maps is not None:
                 maps.decoder_self.append(self_w)
                 maps.cross.append(cross_w)
@@ -376,7 +389,9 @@ class Seq2Seq(nn.Module):
         y = self.embed(new_tokens, self.tgt_embed, offset=position)  # (B, 1, d)
         for layer, layer_cache in zip(self.decoder, cache):
             # The one new query may see every cached position: no mask needed for self-attention.
-            y, self_w, cross_w = layer(y, memory, src_mask, None, maps is not None, layer_cache)
+            y, self_w, cross_w = layer(
+                y, memory, src_mask, None, need_weights=maps is not None, cache=layer_cache
+            )
             if maps is not None:
                 maps.decoder_self.append(self_w)
                 maps.cross.append(cross_w)

@@ -13,7 +13,6 @@ from core.model import (
     padding_mask,
     parameter_breakdown,
     sinusoidal_table,
-    target_mask,
 )
 from core.tasks import PAD, get_task
 
@@ -59,7 +58,6 @@ def test_forward_pass_gives_every_expected_shape():
     assert [w.shape for w in maps.encoder_self] == [(2, 4, S, S)] * 2
     assert [w.shape for w in maps.decoder_self] == [(2, 4, T, T)] * 2
     assert [w.shape for w in maps.cross] == [(2, 4, T, S)] * 2
-    assert target_mask(batch.decoder_input, PAD).shape == (2, 1, T, T)
 
 
 def test_attention_maps_are_not_computed_unless_asked():
@@ -137,28 +135,58 @@ def test_future_leaks_when_the_causal_mask_is_off():
     assert not torch.allclose(a[:, :-1], b[:, :-1], atol=1e-6)
 
 
-def test_explicit_and_fused_attention_agree_forward_and_backward():
+@pytest.mark.parametrize("masking", ["random", "causal", "padding+causal", "none"])
+def test_explicit_and_fused_attention_agree_forward_and_backward(masking):
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(3, 4, 7, 16, generator=g, requires_grad=True) for _ in range(3))
-    mask = torch.rand(3, 1, 7, 7, generator=g) > 0.3
-    mask[..., 0] = True  # every row keeps a key
-    out_e, _ = attention(q, k, v, mask, fused=False)
+    mask, causal = None, "causal" in masking
+    if masking == "random":
+        mask = torch.rand(3, 1, 7, 7, generator=g) > 0.3
+        mask[..., 0] = True  # every row keeps a key
+    elif masking == "padding+causal":
+        mask = padding_mask(torch.tensor([[1] * 7, [1] * 4 + [PAD] * 3, [1] * 2 + [PAD] * 5]), PAD)
+    out_e, _ = attention(q, k, v, mask, causal=causal, fused=False)
     grads_e = torch.autograd.grad(out_e.square().sum(), (q, k, v))
-    out_f, _ = attention(q, k, v, mask, fused=True)
+    out_f, _ = attention(q, k, v, mask, causal=causal, fused=True)
     grads_f = torch.autograd.grad(out_f.square().sum(), (q, k, v))
     assert torch.allclose(out_e, out_f, atol=1e-5)
     for ge, gf in zip(grads_e, grads_f):
         assert torch.allclose(ge, gf, atol=1e-5)
+    if causal:  # the flag means exactly a lower-triangular mask on top of the given one
+        tril = torch.ones(7, 7, dtype=torch.bool).tril()
+        dense, _ = attention(q, k, v, tril if mask is None else mask & tril, fused=False)
+        assert torch.allclose(out_e, dense, atol=1e-6)
 
 
-def test_explicit_and_fused_models_agree():
-    explicit = Seq2Seq(ModelConfig()).eval()
-    fused = Seq2Seq(ModelConfig(attention="fused")).eval()
+def unpadded_batch(n=4, length=6):
+    batch = get_task("reverse").batch(n, torch.Generator().manual_seed(0), length, length)
+    assert not (batch.src == PAD).any() and not (batch.decoder_input == PAD).any()
+    return batch
+
+
+@pytest.mark.parametrize("padded", [True, False])
+def test_explicit_and_fused_models_agree_in_training_forward_and_backward(padded):
+    explicit = Seq2Seq(ModelConfig(dropout=0.0)).train()
+    fused = Seq2Seq(ModelConfig(dropout=0.0, attention="fused")).train()
     fused.load_state_dict(explicit.state_dict())
-    batch = reference_batch(4)
+    batch = reference_batch(4) if padded else unpadded_batch()
+    assert (batch.src == PAD).any() == padded  # unpadded batches take the mask-free kernels
+    out_e, out_f = explicit(batch.src, batch.decoder_input), fused(batch.src, batch.decoder_input)
+    assert torch.allclose(out_e, out_f, atol=1e-5)
+    out_e.square().sum().backward()
+    out_f.square().sum().backward()
+    for (name, pe), pf in zip(explicit.named_parameters(), fused.parameters()):
+        assert torch.allclose(pe.grad, pf.grad, atol=1e-4), name
+
+
+@pytest.mark.parametrize("padded", [True, False])
+def test_inference_without_weights_equals_the_explicit_path_that_reports_them(padded):
+    model = Seq2Seq(ModelConfig()).eval()  # explicit config: plain inference uses the fused kernel
+    batch = reference_batch(4) if padded else unpadded_batch()
     with torch.no_grad():
-        assert torch.allclose(explicit(batch.src, batch.decoder_input),
-                              fused(batch.src, batch.decoder_input), atol=1e-5)
+        fast = model(batch.src, batch.decoder_input)
+        explicit, _ = model(batch.src, batch.decoder_input, return_attention=True)
+    assert torch.allclose(fast, explicit, atol=1e-5)
 
 
 def test_attention_rows_sum_to_one_over_allowed_keys():
@@ -206,10 +234,11 @@ def test_masks_broadcast_with_unequal_batch_head_and_lengths():
     assert w.shape == (3, 2, 5, 7)
     assert (w[1, :, :, 2:] == 0).all() and (w[2, :, :, 4:] == 0).all()
     assert (w[0] > 0).all()
-    tm = target_mask(torch.tensor([[1, 2, 3, PAD, PAD]]), PAD)
-    assert tm.shape == (1, 1, 5, 5)
-    assert tm[0, 0, 2].tolist() == [True, True, True, False, False]
-    assert tm[0, 0, 4].tolist() == [True, True, True, False, False]
+    x = torch.randn(1, 2, 5, 8)  # causal on top of padding: query i sees real keys 0..i
+    _, w = attention(x, x, x, padding_mask(torch.tensor([[1, 2, 3, PAD, PAD]]), PAD), causal=True,
+                     need_weights=True)
+    assert (w[0, :, 1] > 0).tolist() == [[True, True, False, False, False]] * 2
+    assert (w[0, :, 4] > 0).tolist() == [[True, True, True, False, False]] * 2
 
 
 def test_masks_follow_the_length_of_each_call():

@@ -99,7 +99,7 @@ def _options(f):
         click.option(
             "--attention",
             type=click.Choice(["explicit", "fused"]),
-            help=f"Attention path: explicit (has weights) or fused (SDPA). {R}",
+            help=f"Attention in training: explicit (softmax by hand) or fused (SDPA). {R}",
         ),
         click.option("--seed", type=click.IntRange(min=0), help=f"Seed for init and data. {R}"),
         click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help=f"Where to train. {R}"),
