@@ -1,0 +1,37 @@
+"""Each benchmark script still runs (a tiny smoke run; benchmarks themselves are not timed here).
+
+Scripts break silently when the code they drive changes; these runs catch that. No speed is
+asserted: numbers from a shared CI machine mean nothing.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SMOKE_RUNS = {
+    "decode_speed.py": (["--smoke", "--threads", "1"], "identical"),
+    "train_speed.py": (["--smoke", "--threads", "1"], "one-length"),
+    "time_to_accuracy.py": (["--smoke", "--threads", "1"], "ratio fast/reference"),
+    "checkpoint_load.py": (["--repeats", "1"], "reverse"),
+    "memory.py": (["--steps", "3"], "peak RSS"),
+    "tui_latency.py": (["--smoke"], "first paint of minitx-tui"),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE_RUNS))
+def test_benchmark_script_runs_to_its_report(script):
+    args, expected = SMOKE_RUNS[script]
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT,
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert expected in run.stdout
+    assert "Traceback" not in run.stderr
+
+
+def test_every_benchmark_script_has_a_smoke_run():
+    scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_")}
+    assert scripts == set(SMOKE_RUNS)
