@@ -68,12 +68,12 @@ def attention(
     Returns the output (B, h, Tq, k) and, when asked, the weights (B, h, Tq, Tk) before dropout.
     The fused path (scaled_dot_product_attention) is used only when weights are not needed.
     """
-    fill = masked_fill_value(q.dtype)
     if fused and not need_weights:
         bias, is_causal = None, causal
         if mask is not None:  # padding as well: one additive bias carries both
             if causal:
                 mask, is_causal = mask & causal_mask(q.shape[-2], q.device), False
+            fill = masked_fill_value(q.dtype)
             bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, fill)
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=is_causal, scale=None if scale else 1.0
@@ -86,7 +86,7 @@ def attention(
     if scale:
         scores = scores / math.sqrt(q.shape[-1])
     if mask is not None:
-        scores = scores.masked_fill(~mask, fill)
+        scores = scores.masked_fill(~mask, masked_fill_value(q.dtype))
     weights = scores.softmax(dim=-1)
     dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
     return dropped @ v, (weights if need_weights else None)
