@@ -426,9 +426,11 @@ class TrainScreen(Screen):
         self.losses.extend(message.losses)
         self.last = message
         self.query_one("#loss-spark", Sparkline).data = list(self.losses)
+        # layout=False: these lines have a fixed size (minitx.tcss), and a layout pass of the
+        # whole screen ten times a second took the GIL from training often enough to cost ~10%.
         self.query_one("#loss-range", Label).update(
             f"{self.losses[0]:.2f} → {_loss(self.losses[-1])}   (min {_loss(min(self.losses))}, "
-            f"{len(self.losses)} steps)")
+            f"{len(self.losses)} steps)", layout=False)
         if message.probe:
             p = message.probe
             layer, head = p["best"]
@@ -468,10 +470,11 @@ class TrainScreen(Screen):
         stats = self.query_one("#stats", Static)
         if self.last is None:
             stats.update({"running": "starting…", "loading": "loading defaults…"}.get(
-                self.state, "press space to start training"))
+                self.state, "press space to start training"), layout=False)
             return
         p = self.last
-        acc = "" if p.accuracy is None else f"  acc {p.accuracy:.1%}"
-        state = "" if self.state == "running" else f"  [{self.state}]"
-        stats.update(f"step {p.step}/{p.total}  loss {_loss(p.loss)}  grad {p.grad_norm:.2f}  "
-                     f"lr {p.lr:.1e}  {p.steps_per_s:.0f} steps/s  ETA {p.eta_s:.0f} s{acc}{state}")
+        acc = "" if p.accuracy is None else f"acc {p.accuracy:.1%}  "
+        state = "" if self.state == "running" else f"[{self.state}]  "
+        # Most telling first: on an 80-column terminal the line is cut at the right.
+        stats.update(f"{state}step {p.step}/{p.total}  loss {_loss(p.loss)}  {acc}ETA {p.eta_s:.0f} s  "
+                     f"{p.steps_per_s:.0f} steps/s  lr {p.lr:.1e}  grad {p.grad_norm:.2f}", layout=False)
