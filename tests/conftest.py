@@ -1,5 +1,7 @@
 """Shared fixtures. Tests that train keep models tiny so the suite stays fast on 2 CPU cores."""
 
+import gc
+
 import pytest
 import torch
 
@@ -15,6 +17,7 @@ torch.set_num_threads(1)
 def _deterministic_threads():
     torch.manual_seed(0)
     yield
+    gc.unfreeze()  # the app freezes the collector's view once loaded; each test starts unfrozen
 
 
 @pytest.fixture

@@ -34,6 +34,21 @@ def test_importing_the_app_does_not_import_torch():
 
 
 @pytest.mark.asyncio
+async def test_first_model_load_freezes_what_is_loaded_out_of_the_garbage_collectors_reach():
+    import gc
+
+    gc.unfreeze()
+    app = create_app(["reverse"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        frozen = gc.get_freeze_count()
+        assert frozen > 10_000  # torch and the app: full collections no longer walk them
+        app.start_loading("copy")  # a later load leaves the frozen set alone
+        await wait_for(pilot, lambda: app.model_ready and app.current.name == "copy", "the copy model")
+        assert gc.get_freeze_count() <= frozen  # (frozen objects may still be freed)
+
+
+@pytest.mark.asyncio
 async def test_app_paints_a_loading_indicator_then_opens_the_bundled_model(monkeypatch):
     import threading
 
