@@ -351,5 +351,7 @@ async def test_a_new_model_never_leaves_the_old_models_decode_on_screen():
         before = app.current
         app.start_loading("reverse")
         await wait_for(pilot, lambda: app.model_ready and app.current is not before, "reload")
-        assert app.screen.stepper.model is app.current.model
+        # The screen hears of the new model through a signal, delivered on its next message.
+        await wait_for(pilot, lambda: getattr(app.screen.stepper, "model", None) is app.current.model,
+                       "the redecode")
         assert app.screen.stepper.src_ids == [2, 7, 1]
