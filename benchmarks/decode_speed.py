@@ -18,7 +18,7 @@ from core.config import ModelConfig
 from core.decode import greedy_decode
 from core.model import Seq2Seq
 from core.tasks import EOS
-from core.train import evaluate
+from core.train import evaluate, resolve_device
 
 
 def never_stopping_model() -> Seq2Seq:
@@ -34,6 +34,8 @@ def never_stopping_model() -> Seq2Seq:
 def decode_ms(model, src, new_tokens: int, use_cache: bool) -> tuple[float, torch.Tensor]:
     start = time.perf_counter()
     out = greedy_decode(model, src, max_new_tokens=new_tokens, use_cache=use_cache)
+    if out.is_cuda:
+        torch.cuda.synchronize()  # the clock stops when the GPU is done, not when work is queued
     return 1000 * (time.perf_counter() - start), out
 
 
@@ -59,25 +61,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run")
     args = parser.parse_args()
+    try:
+        resolve_device(args.device)
+    except ValueError as e:  # e.g. cuda on a machine without one: one line, not a traceback
+        parser.error(str(e))
     if args.threads:
         torch.set_num_threads(args.threads)
     repeats = 1 if args.smoke else 15
     lengths = [10] if args.smoke else [10, 32, 63]  # 63 new tokens + SOS fill max_len=64
     batches = [1] if args.smoke else [1, 256]
-    model = never_stopping_model()
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+    model = never_stopping_model().to(args.device)
+    print(f"torch {torch.__version__}, {args.device}, threads {torch.get_num_threads()}")
     print(f"{'batch':>5} {'tokens':>6} {'no cache ms/tok':>16} {'cache ms/tok':>13} "
           f"{'speed-up':>9} identical")
     for batch in batches:
-        src = torch.randint(0, 10, (batch, 10), generator=torch.Generator().manual_seed(1))
+        src = torch.randint(0, 10, (batch, 10), generator=torch.Generator().manual_seed(1)).to(args.device)
         for n in lengths:
             slow, fast, ratio, identical = compare_cache(model, src, n, repeats if batch == 1 else 5)
             print(f"{batch:>5} {n:>6} {slow:>16.3f} {fast:>13.3f} {ratio:>8.2f}x {identical}")
 
     from checkpoints import load
 
-    trained = load("reverse").model
+    trained = load("reverse").model.to(args.device)
     from core.tasks import get_task
 
     evaluate(trained, get_task("reverse"), 100, seed=0)  # warm-up

@@ -16,16 +16,16 @@ import statistics
 import torch
 
 from core.config import DEFAULT_RECIPE, recipe
-from core.train import Trainer, evaluate
+from core.train import Trainer, evaluate, resolve_device
 
 TARGET = 0.998
 
 
-def time_to_accuracy(name: str, seed: int, eval_every: int, eval_n: int, max_steps: int):
+def time_to_accuracy(name: str, seed: int, eval_every: int, eval_n: int, max_steps: int, device: str):
     r = recipe(name)
     # The recipe's own `steps` stays: its schedule depends on it. Past it, training goes on at
     # the schedule's final learning rate until the target or max_steps.
-    trainer = Trainer(r.model, r.train.replace(seed=seed, eval_every=0, device="cpu"))
+    trainer = Trainer(r.model, r.train.replace(seed=seed, eval_every=0, device=device))
     accuracy = 0.0
     while trainer.step_count < max_steps:
         trainer.train_step()  # trainer.seconds counts training time only
@@ -46,7 +46,12 @@ def main() -> None:
                         metavar=("BASELINE", "CANDIDATE"))
     parser.add_argument("--smoke", action="store_true", help="20 steps, 1 seed: checks it runs")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run")
     args = parser.parse_args()
+    try:
+        resolve_device(args.device)
+    except ValueError as e:  # e.g. cuda on a machine without one: one line, not a traceback
+        parser.error(str(e))
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.smoke:
@@ -56,7 +61,8 @@ def main() -> None:
     print(f"target: exact match >= {TARGET:.1%} on 1,000 fresh sequences, eval every {args.eval_every}")
     for seed in args.seeds:
         for name in (baseline, candidate):
-            seconds, steps, acc = time_to_accuracy(name, seed, args.eval_every, 1000, args.max_steps)
+            seconds, steps, acc = time_to_accuracy(name, seed, args.eval_every, 1000, args.max_steps,
+                                                 args.device)
             results[name].append(seconds)
             print(f"seed {seed}  {name:>10}: {seconds:7.1f} s  {steps:5d} steps  accuracy {acc:.3f}",
                   flush=True)

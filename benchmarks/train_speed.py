@@ -17,7 +17,7 @@ import time
 import torch
 
 from core.config import ModelConfig, TrainConfig
-from core.train import Trainer
+from core.train import Trainer, resolve_device
 
 BATCH_KINDS = {
     "padded": ({"dropout": 0.1}, {}),  # the reference recipe's data and dropout
@@ -25,17 +25,17 @@ BATCH_KINDS = {
 }
 
 
-def make_trainer(attention: str, batch_size: int, kind: str) -> Trainer:
+def make_trainer(attention: str, batch_size: int, kind: str, device: str) -> Trainer:
     model_changes, train_changes = BATCH_KINDS[kind]
     return Trainer(ModelConfig(attention=attention, **model_changes),
-                   TrainConfig(batch_size=batch_size, eval_every=0, device="cpu", steps=10**6,
+                   TrainConfig(batch_size=batch_size, eval_every=0, device=device, steps=10**6,
                                **train_changes))
 
 
-def steps_per_second(batch_size: int, steps: int, kind: str) -> dict[str, float]:
+def steps_per_second(batch_size: int, steps: int, kind: str, device: str) -> dict[str, float]:
     """Explicit and fused trainers step in turn on the same data, so a burst of load on a
     shared machine slows both alike; each one's own step times are summed."""
-    trainers = {attention: make_trainer(attention, batch_size, kind) for attention in ("explicit", "fused")}
+    trainers = {a: make_trainer(a, batch_size, kind, device) for a in ("explicit", "fused")}
     seconds = dict.fromkeys(trainers, 0.0)
     for step in range(5 + steps):  # the first 5: warm-up (allocator, first-call overheads)
         for attention, trainer in trainers.items():
@@ -51,16 +51,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--smoke", action="store_true", help="3 steps, batch 64 only")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run")
     args = parser.parse_args()
+    try:
+        resolve_device(args.device)
+    except ValueError as e:  # e.g. cuda on a machine without one: one line, not a traceback
+        parser.error(str(e))
     if args.threads:
         torch.set_num_threads(args.threads)
     steps = 3 if args.smoke else args.steps
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {steps} timed steps each")
+    print(f"torch {torch.__version__}, {args.device}, threads {torch.get_num_threads()}, "
+          f"{steps} timed steps each")
     print(f"{'batches':>10} {'batch':>5} {'attention':>9} {'steps/s':>8} {'examples/s':>11} "
           f"{'vs explicit':>12}")
     for kind in BATCH_KINDS:
         for batch in [64] if args.smoke else [64, 256]:
-            rates = steps_per_second(batch, steps, kind)
+            rates = steps_per_second(batch, steps, kind, args.device)
             for attention, rate in rates.items():
                 print(f"{kind:>10} {batch:>5} {attention:>9} {rate:>8.1f} {rate * batch:>11.0f} "
                       f"{rate / rates['explicit']:>11.2f}x")

@@ -35,3 +35,15 @@ def test_benchmark_script_runs_to_its_report(script):
 def test_every_benchmark_script_has_a_smoke_run():
     scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_")}
     assert scripts == set(SMOKE_RUNS)
+
+
+@pytest.mark.parametrize("script", ["decode_speed.py", "train_speed.py", "time_to_accuracy.py"])
+def test_benchmark_asked_for_a_missing_gpu_says_so_in_one_line(script):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke", "--device", "cuda"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert "no CUDA GPU is available" in run.stderr and "Traceback" not in run.stderr
