@@ -13,12 +13,13 @@ import statistics
 import time
 
 import torch
+from _options import add_run_options, apply_run_options
 
 from core.config import ModelConfig
 from core.decode import greedy_decode
 from core.model import Seq2Seq
 from core.tasks import EOS
-from core.train import evaluate, resolve_device
+from core.train import evaluate
 
 
 def never_stopping_model() -> Seq2Seq:
@@ -60,15 +61,9 @@ def compare_cache(model, src, new_tokens: int, repeats: int) -> tuple[float, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run")
+    add_run_options(parser)
     args = parser.parse_args()
-    try:
-        resolve_device(args.device)
-    except ValueError as e:  # e.g. cuda on a machine without one: one line, not a traceback
-        parser.error(str(e))
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_run_options(parser, args)
     repeats = 1 if args.smoke else 15
     lengths = [10] if args.smoke else [10, 32, 63]  # 63 new tokens + SOS fill max_len=64
     batches = [1] if args.smoke else [1, 256]

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import statistics
 
-import torch
+from _options import add_run_options, apply_run_options
 
 from core.config import DEFAULT_RECIPE, recipe
-from core.train import Trainer, evaluate, resolve_device
+from core.train import Trainer, evaluate
 
 TARGET = 0.998
 
@@ -45,15 +45,9 @@ def main() -> None:
     parser.add_argument("--recipes", nargs=2, default=["reference", DEFAULT_RECIPE],
                         metavar=("BASELINE", "CANDIDATE"))
     parser.add_argument("--smoke", action="store_true", help="20 steps, 1 seed: checks it runs")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run")
+    add_run_options(parser)
     args = parser.parse_args()
-    try:
-        resolve_device(args.device)
-    except ValueError as e:  # e.g. cuda on a machine without one: one line, not a traceback
-        parser.error(str(e))
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_run_options(parser, args)
     if args.smoke:
         args.seeds, args.eval_every, args.max_steps = [0], 10, 20
     baseline, candidate = args.recipes

@@ -15,9 +15,10 @@ import argparse
 import time
 
 import torch
+from _options import add_run_options, apply_run_options
 
 from core.config import ModelConfig, TrainConfig
-from core.train import Trainer, resolve_device
+from core.train import Trainer
 
 BATCH_KINDS = {
     "padded": ({"dropout": 0.1}, {}),  # the reference recipe's data and dropout
@@ -50,15 +51,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--smoke", action="store_true", help="3 steps, batch 64 only")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run")
+    add_run_options(parser)
     args = parser.parse_args()
-    try:
-        resolve_device(args.device)
-    except ValueError as e:  # e.g. cuda on a machine without one: one line, not a traceback
-        parser.error(str(e))
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_run_options(parser, args)
     steps = 3 if args.smoke else args.steps
     print(f"torch {torch.__version__}, {args.device}, threads {torch.get_num_threads()}, "
           f"{steps} timed steps each")

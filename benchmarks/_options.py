@@ -1,0 +1,24 @@
+"""Options the timing scripts share: torch's thread count and the device to run on."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from core.train import resolve_device
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run")
+
+
+def apply_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Set torch's threads; a device this machine lacks is one line from the parser (exit 2)."""
+    try:
+        resolve_device(args.device)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.threads:
+        torch.set_num_threads(args.threads)
