@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from core.incremental import IncrementalDecoder
 from core.model import AttentionMaps, Seq2Seq
 from core.tasks import EOS, PAD, SOS, VOCAB
 
@@ -27,7 +28,8 @@ def greedy_decode(
     Encodes once; stops when every sequence has emitted EOS or after max_new_tokens.
     """
     was_training = model.training
-    model.eval()
+    if was_training:  # switching modes walks every module: ~0.2 ms, a lot at batch 1
+        model.eval()
     try:
         # inference_mode skips autograd's bookkeeping per op (~15% of a batch-1 step); the clone
         # outside it hands back an ordinary tensor that any later computation may use.
@@ -37,7 +39,8 @@ def greedy_decode(
         with torch.no_grad():
             return generated.clone()
     finally:
-        model.train(was_training)
+        if was_training:
+            model.train()
 
 
 def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
@@ -46,11 +49,11 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
     tokens = torch.full((B, 1 + cap), PAD, dtype=torch.long, device=src.device)  # (B, 1 + cap)
     tokens[:, 0] = SOS
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    cache = model.new_cache() if use_cache else None
+    incremental = IncrementalDecoder(model, memory, src_mask) if use_cache else None
     t = 0
     while t < cap:
-        if use_cache:
-            logits = model.decode_step(tokens[:, t : t + 1], t, memory, src_mask, cache)  # (B, V)
+        if incremental is not None:
+            logits = incremental.step(tokens[:, t])  # (B, V)
         else:
             logits = model.decode(tokens[:, : t + 1], memory, src_mask)[:, -1]  # (B, V)
         next_token = logits.argmax(dim=-1).masked_fill(done, PAD)  # (B,)
@@ -117,8 +120,8 @@ class Stepper:
         with torch.no_grad():
             src = torch.tensor([self.src_ids], device=device)  # (1, S)
             self._memory, self._src_mask = model.encode(src)
-        self._cache = model.new_cache()
-        self._last_token = torch.tensor([[SOS]], device=device)  # (1, 1)
+            self._decoder = IncrementalDecoder(model, self._memory, self._src_mask)
+        self._last_token = torch.tensor([SOS], device=device)  # (1,)
         self.results: list[StepResult] = []
         self.position = 0
 
@@ -184,13 +187,11 @@ class Stepper:
     def _compute_next(self) -> StepResult:
         index = len(self.results)
         maps = AttentionMaps()
-        logits = self.model.decode_step(
-            self._last_token, index, self._memory, self._src_mask, self._cache, maps
-        )  # (1, V)
+        logits = self._decoder.step(self._last_token, maps)  # (1, V)
         probs = logits.softmax(dim=-1)[0]  # (V,)
         top = probs.topk(min(self.top_k, probs.numel()))
         token = int(top.indices[0])
-        self._last_token = torch.tensor([[token]], device=logits.device)
+        self._last_token = torch.tensor([token], device=logits.device)
         return StepResult(
             index=index,
             token=token,

@@ -45,6 +45,14 @@ def masked_fill_value(dtype: torch.dtype) -> float:
     return max(-1e9, torch.finfo(dtype).min / 2)
 
 
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Boolean mask (True = allowed) -> the same shape in `dtype`: 0 where allowed, a large
+    negative where not. What the fused kernel takes; building it once per decode, not per
+    step, is part of what keeps a cached decoding step cheap."""
+    zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return zeros.masked_fill(~mask, masked_fill_value(dtype))
+
+
 # ---------------------------------------------------------------------------------------------
 # Attention
 
@@ -73,8 +81,7 @@ def attention(
         if mask is not None:  # padding as well: one additive bias carries both
             if causal:
                 mask, is_causal = mask & causal_mask(q.shape[-2], q.device), False
-            fill = masked_fill_value(q.dtype)
-            bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, fill)
+            bias = additive_mask(mask, q.dtype)
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=is_causal, scale=None if scale else 1.0
         )
@@ -151,20 +158,6 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, Tq, h * dk)  # (B, Tq, d)
         return self.out_proj(out), weights
 
-    @torch.no_grad()
-    def stacked_qkv(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q, K and V projections stacked: weight (3d, d), bias (3d,). A snapshot for one decode,
-        so each step projects its new position with one matmul instead of three."""
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        return torch.cat([p.weight for p in projections]), torch.cat([p.bias for p in projections])
-
-    def project_qkv(self, x: torch.Tensor, stacked: tuple[torch.Tensor, torch.Tensor]):
-        """(B, T, d) with stacked_qkv() -> q (B, h, T, k) and K/V together (2, B, h, T, k)."""
-        B, T, d = x.shape
-        qkv = F.linear(x, *stacked).view(B, T, 3, self.n_heads, d // self.n_heads)  # (B, T, 3, h, k)
-        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, h, T, k)
-        return qkv[0], qkv[1:]
-
 
 class FeedForward(nn.Sequential):
     """Linear -> activation -> dropout -> linear. A Sequential so parameter names stay ff.0 / ff.3
@@ -224,21 +217,6 @@ class EncoderLayer(nn.Module):
         return x, weights
 
 
-@dataclass
-class LayerCache:
-    """Per decoder layer, during incremental decoding: K/V of every position so far."""
-
-    self_qkv: tuple[torch.Tensor, torch.Tensor]  # MultiHeadAttention.stacked_qkv() of self-attention
-    self_kv: torch.Tensor | None = None  # (2, B, h, t, k): K and V together, one concat per step
-    cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # each (B, h, S, k), fixed
-
-
-def _append(kv, new):
-    if kv is None:
-        return new
-    return torch.cat([kv[0], new[0]], dim=2), torch.cat([kv[1], new[1]], dim=2)
-
-
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -250,34 +228,19 @@ class DecoderLayer(nn.Module):
         self.ff_res = Residual(cfg)
         self.swap_cross = cfg.swap_cross_attention
 
-    def forward(self, y, memory, src_mask, tgt_mask, causal=False, need_weights=False, cache=None):
+    def forward(self, y, memory, src_mask, tgt_mask, causal=False, need_weights=False):
         """y (B, T, d) decoder stream; memory (B, S, d); tgt_mask: padding of the decoder input
-        (or None), causal: hide later positions too. With a cache, y holds one new position
-        whose keys/values are appended to the cache, and it may see every position so far
-        (no mask, not causal)."""
+        (or None), causal: hide later positions too. (Decoding one position at a time against
+        cached keys/values is core/incremental.py.)"""
         h = self.self_res.input(y)
-        if cache is None:
-            a, self_w = self.self_attn(h, self.self_attn.keys_values(h), tgt_mask, need_weights, causal)
-        else:
-            q, kv = self.self_attn.project_qkv(h, cache.self_qkv)  # (B, h, T_new, k), (2, B, h, T_new, k)
-            kv = cache.self_kv = kv if cache.self_kv is None else torch.cat([cache.self_kv, kv], dim=3)
-            a, self_w = self.self_attn.attend(q, kv.unbind(0), tgt_mask, need_weights, causal)
+        a, self_w = self.self_attn(h, self.self_attn.keys_values(h), tgt_mask, need_weights, causal)
         y = self.self_res.output(y, a)
 
         h = self.cross_res.input(y)
-        cross_causal = False
         if self.swap_cross:  # deliberate bug: keys/values from the decoder, not the encoder
             cross_kv, cross_mask, cross_causal = self.cross_attn.keys_values(h), tgt_mask, causal
-            if cache is not None:
-                cross_kv = cache.cross_kv = _append(cache.cross_kv, cross_kv)
         else:
-            cross_mask = src_mask
-            if cache is not None and cache.cross_kv is not None:
-                cross_kv = cache.cross_kv
-            else:
-                cross_kv = self.cross_attn.keys_values(memory)
-                if cache is not None:
-                    cache.cross_kv = cross_kv
+            cross_kv, cross_mask, cross_causal = self.cross_attn.keys_values(memory), src_mask, False
         a, cross_w = self.cross_attn(h, cross_kv, cross_mask, need_weights, cross_causal)
         y = self.cross_res.output(y, a)
         y = self.ff_res.output(y, self.ff(self.ff_res.input(y)))
@@ -336,14 +299,16 @@ class Seq2Seq(nn.Module):
     def embed(self, tokens: torch.Tensor, table: nn.Embedding, offset: int = 0) -> torch.Tensor:
         """(B, T) -> (B, T, d): token * sqrt(d) + position (positions offset.. offset+T-1)."""
         T = tokens.shape[1]
-        if offset + T > self.cfg.max_len:
-            raise ValueError(
-                f"sequence of length {offset + T} exceeds the model's max_len={self.cfg.max_len}"
-            )
+        self.check_length(offset + T)
         x = table(tokens) * math.sqrt(self.cfg.d_model)
         if self.use_positions:
             x = x + self.positional[offset : offset + T]
         return self.embed_drop(x) if self.training else x
+
+    def check_length(self, length: int) -> None:
+        """Raise a clear ValueError when `length` positions exceed the positional table."""
+        if length > self.cfg.max_len:
+            raise ValueError(f"sequence of length {length} exceeds the model's max_len={self.cfg.max_len}")
 
     def encode(self, src: torch.Tensor, maps: AttentionMaps | None = None):
         """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S), None if nothing is padded."""
@@ -378,24 +343,6 @@ class Seq2Seq(nn.Module):
         memory, src_mask = self.encode(src, maps)
         logits = self.decode(tgt_in, memory, src_mask, maps)
         return (logits, maps) if return_attention else logits
-
-    def new_cache(self) -> list[LayerCache]:
-        """Fresh per-layer caches for one decode (the weights must not change during it)."""
-        return [LayerCache(layer.self_attn.stacked_qkv()) for layer in self.decoder]
-
-    def decode_step(self, new_tokens, position, memory, src_mask, cache, maps=None):
-        """Incremental decoding: new_tokens (B, 1) at `position`, K/V of earlier positions from
-        `cache` -> logits (B, V). Attention rows (B, h, 1, keys) go into `maps` if given."""
-        y = self.embed(new_tokens, self.tgt_embed, offset=position)  # (B, 1, d)
-        for layer, layer_cache in zip(self.decoder, cache):
-            # The one new query may see every cached position: no mask needed for self-attention.
-            y, self_w, cross_w = layer(
-                y, memory, src_mask, None, need_weights=maps is not None, cache=layer_cache
-            )
-            if maps is not None:
-                maps.decoder_self.append(self_w)
-                maps.cross.append(cross_w)
-        return self.generator(self.decoder_norm(y))[:, -1]
 
 
 def parameter_breakdown(model: Seq2Seq) -> dict[str, int]:
