@@ -146,9 +146,13 @@ async def in_app(args) -> dict:
         # Throughput with nobody at the keyboard, in windows that alternate with a headless
         # Trainer of the same configuration stepping in this thread while the app's run is
         # paused: slow drift in the shared machine's speed then hits both alike.
+        import torch
+
         from core.train import Trainer
 
         model_cfg, train_cfg = out["configs"]
+        # torch's thread count is per thread: the worker's setting does not reach this one.
+        torch.set_num_threads(worker_threads())
         headless = Trainer(model_cfg, train_cfg.replace(steps=10**7))
         for _ in range(5):  # warm-up, as the app's run is past its first steps
             headless.train_step()
