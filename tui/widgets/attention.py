@@ -12,6 +12,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from tui.colors import text_colour_on, viridis_hex
+from tui.widgets.redraw import redraw
 
 _NO_WRAP = "height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip;"
 CELL = 3  # characters of colour per cell; a one-space gap follows each cell where it fits
@@ -55,7 +56,7 @@ class AttentionGrid(Widget):
     def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False) -> None:
         self.rows, self.columns, self.row_labels = rows, columns, row_labels
         self.current, self.hint, self.axes, self.causal = current, hint, axes, causal
-        self.refresh(layout=True)
+        redraw(self)
 
     def render(self) -> Text:
         label_width = max([len(s) for s in self.row_labels] + [5]) + 1
@@ -107,7 +108,7 @@ class HeadsOverview(Widget):
 
     def show(self, grids, scores, selected) -> None:
         self.grids, self.scores, self.selected = grids, scores, selected
-        self.refresh(layout=True)
+        redraw(self)
 
     @staticmethod
     def _mini(rows: list[list[float]], columns: int, cell: int) -> list[Text]:
@@ -168,7 +169,7 @@ class ScoreTable(Widget):
 
     def show(self, scores, selected=None, note="") -> None:
         self.scores, self.selected, self.note = scores, selected, note
-        self.refresh(layout=True)
+        redraw(self)
 
     def render(self) -> Text:
         if not self.scores:

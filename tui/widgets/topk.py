@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
+from tui.widgets.redraw import redraw
+
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
@@ -25,7 +27,7 @@ class TopKBars(Widget):
 
     def show(self, entries: list[tuple[str, float]], hint: str = "") -> None:
         self.entries, self.hint = entries, hint
-        self.refresh(layout=True)
+        redraw(self)
 
     def render(self) -> Text:
         if not self.entries:
