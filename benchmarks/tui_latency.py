@@ -65,19 +65,31 @@ def worker_threads() -> int:
     return max(1, _cores() - 1)  # what the Train screen's worker sets
 
 
-def headless_rate(model_cfg, train_cfg, seconds: float) -> float:
+def headless_trainer(model_cfg, train_cfg):
+    """A Trainer of the app's configuration outside the app, warmed up as the app's run is when
+    measured, on the worker's thread count (torch's is per thread: set it in the calling one)."""
     import torch
 
     from core.train import Trainer
 
     torch.set_num_threads(worker_threads())
     trainer = Trainer(model_cfg, train_cfg.replace(steps=10**7))
-    for _ in range(5):  # warm-up, as the app's run is measured after its first steps
+    for _ in range(5):
         trainer.train_step()
+    return trainer
+
+
+def step_for(trainer, seconds: float) -> tuple[int, float]:
+    """Train for about `seconds` -> (steps taken, seconds taken)."""
     start, first = time.perf_counter(), trainer.step_count
     while time.perf_counter() - start < seconds:
         trainer.train_step()
-    return (trainer.step_count - first) / (time.perf_counter() - start)
+    return trainer.step_count - first, time.perf_counter() - start
+
+
+def headless_rate(model_cfg, train_cfg, seconds: float) -> float:
+    steps, elapsed = step_for(headless_trainer(model_cfg, train_cfg), seconds)
+    return steps / elapsed
 
 
 async def send_key(app, key: str, char: str | None) -> None:
@@ -146,16 +158,7 @@ async def in_app(args) -> dict:
         # Throughput with nobody at the keyboard, in windows that alternate with a headless
         # Trainer of the same configuration stepping in this thread while the app's run is
         # paused: slow drift in the shared machine's speed then hits both alike.
-        import torch
-
-        from core.train import Trainer
-
-        model_cfg, train_cfg = out["configs"]
-        # torch's thread count is per thread: the worker's setting does not reach this one.
-        torch.set_num_threads(worker_threads())
-        headless = Trainer(model_cfg, train_cfg.replace(steps=10**7))
-        for _ in range(5):  # warm-up, as the app's run is past its first steps
-            headless.train_step()
+        headless = headless_trainer(*out["configs"])
         window = args.seconds / 2
         totals = {"app": [0, 0.0], "headless": [0, 0.0]}  # steps, seconds
         for _ in range(PAIRED_ROUNDS):
@@ -166,11 +169,9 @@ async def in_app(args) -> dict:
             await send_key(app, "space", " ")
             await until(lambda: train.state == "paused")
             await asyncio.sleep(0.1)  # the worker finishes the step it was in
-            start, first = time.perf_counter(), headless.step_count
-            while time.perf_counter() - start < window:
-                headless.train_step()
-            totals["headless"][0] += headless.step_count - first
-            totals["headless"][1] += time.perf_counter() - start
+            steps, elapsed = step_for(headless, window)
+            totals["headless"][0] += steps
+            totals["headless"][1] += elapsed
             await send_key(app, "space", " ")
             await until(lambda: train.state == "running")
         out["idle_rate"] = totals["app"][0] / totals["app"][1]

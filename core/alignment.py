@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from core.model import Seq2Seq
+from core.model import Seq2Seq, eval_mode
 from core.tasks import Task
 
 
@@ -19,16 +19,12 @@ def alignment_scores(model: Seq2Seq, task: Task, src: torch.Tensor, lengths: tor
 
     Uses teacher forcing on the task's own targets, so the score measures the attention the
     model pays while producing correct outputs."""
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         device = next(model.parameters()).device
         batch = task.batch_from_sources(src.cpu(), lengths.cpu())
         _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
         expected = task.alignment(batch.src, batch.lengths).to(device)  # (B, S, S)
         return scores_from_cross(maps.cross, expected)
-    finally:
-        model.train(was_training)
 
 
 def scores_from_cross(cross: list[torch.Tensor], expected: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from core.incremental import IncrementalDecoder
-from core.model import AttentionMaps, Seq2Seq
+from core.model import AttentionMaps, Seq2Seq, eval_mode
 from core.tasks import EOS, PAD, SOS, VOCAB
 
 
@@ -27,10 +27,7 @@ def greedy_decode(
 
     Encodes once; stops when every sequence has emitted EOS or after max_new_tokens.
     """
-    was_training = model.training
-    if was_training:  # switching modes walks every module: ~0.2 ms, a lot at batch 1
-        model.eval()
-    try:
+    with eval_mode(model):
         # inference_mode skips autograd's bookkeeping per op (~15% of a batch-1 step); the clone
         # outside it hands back an ordinary tensor that any later computation may use.
         with torch.inference_mode():
@@ -38,9 +35,6 @@ def greedy_decode(
             generated = _greedy_tokens(model, src, cap, use_cache)
         with torch.no_grad():
             return generated.clone()
-    finally:
-        if was_training:
-            model.train()
 
 
 def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
@@ -119,8 +113,7 @@ class Stepper:
         model.eval()  # stepping is inference: no dropout
         with torch.no_grad():
             src = torch.tensor([self.src_ids], device=device)  # (1, S)
-            self._memory, self._src_mask = model.encode(src)
-            self._decoder = IncrementalDecoder(model, self._memory, self._src_mask)
+            self._decoder = IncrementalDecoder(model, *model.encode(src))
         self._last_token = torch.tensor([SOS], device=device)  # (1,)
         self.results: list[StepResult] = []
         self.position = 0

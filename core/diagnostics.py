@@ -21,7 +21,7 @@ from core.alignment import scores_from_cross
 from core.bugs import apply_bug
 from core.config import ModelConfig, TrainConfig
 from core.decode import exact_match, greedy_decode
-from core.model import MultiHeadAttention, Seq2Seq
+from core.model import MultiHeadAttention, Seq2Seq, eval_mode
 from core.tasks import PAD, Batch, CopyTask, Task, get_task
 
 # Likely causes, worded after SPEC §8.
@@ -105,26 +105,13 @@ def _loss(logits: torch.Tensor, labels: torch.Tensor) -> float:
                                  ignore_index=PAD))
 
 
-class _eval_mode:
-    """Puts a model in eval mode for a block and restores its previous mode afterwards."""
-
-    def __init__(self, model: Seq2Seq) -> None:
-        self.model, self.was_training = model, model.training
-
-    def __enter__(self):
-        self.model.eval()
-
-    def __exit__(self, *exc):
-        self.model.train(self.was_training)
-
-
 def looks_trained(model: Seq2Seq, task: Task) -> tuple[bool, float]:
     """(trained?, mean top probability) on teacher-forced task data. A fresh model spreads its
     probability (~0.2-0.35); a trained one is confident (> 0.9), even a broken one, unless it
     cannot see its source (swapped cross-attention: ~0.2, and source-dependence says why)."""
     batch = _probe(task, 64)
     device = _device(model)
-    with _eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
     real = batch.labels.to(device) != PAD  # (B, T)
     top = logits.softmax(-1).max(-1).values[real].mean()
@@ -214,7 +201,7 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
 def check_rows_sum_to_one(model: Seq2Seq, task: Task) -> CheckResult:
     batch = _probe(task, 32)
     device = _device(model)
-    with _eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
     worst = 0.0
     for weights in maps.encoder_self + maps.decoder_self + maps.cross:  # each (B, h, Tq, Tk)
@@ -242,7 +229,7 @@ def check_fused_agreement(model: Seq2Seq) -> CheckResult:
     mask = torch.ones(3, 1, 1, 5, dtype=torch.bool, device=device)
     mask[1, ..., 3:] = False  # some padded keys, so masking is exercised too
     worst, worst_unscaled = 0.0, 0.0
-    with _eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         for module in model.modules():
             if not isinstance(module, MultiHeadAttention):
                 continue
@@ -270,7 +257,7 @@ def check_future_leakage_values(model: Seq2Seq, task: Task) -> CheckResult:
     changed = tgt_in.clone()
     changed[:, -1] = (changed[:, -1] + 1) % 10
     diff = 0.0
-    with _eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         # Both attention paths: the fused kernel (plain inference) and the explicit one that
         # training and attention maps use, where a hand-built causal mask can be wrong.
         for explicit in (False, True):
@@ -296,7 +283,7 @@ def check_future_leakage_gradients(model: Seq2Seq, task: Task) -> CheckResult:
 
     handle = model.tgt_embed.register_forward_hook(capture)
     try:
-        with _eval_mode(model), torch.enable_grad():
+        with eval_mode(model), torch.enable_grad():
             logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
             t = logits.shape[1] // 2
             weights = torch.randn(logits[:, : t + 1].shape, generator=torch.Generator().manual_seed(SEED))
@@ -317,7 +304,7 @@ def check_source_dependence(model: Seq2Seq, task: Task) -> CheckResult:
     )  # the same lengths, other digits
     device = _device(model)
     tgt_in = batch.decoder_input.to(device)
-    with _eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         a = model(batch.src.to(device), tgt_in)
         b = model(other.src.to(device), tgt_in)
     diff = float((a - b).abs().max())
@@ -350,7 +337,7 @@ def check_copies_decoder_input(model: Seq2Seq, task: Task) -> CheckResult:
     batch = _probe(task, 64, seed=SEED + 3)
     device = _device(model)
     tgt_in = batch.decoder_input.to(device)  # (B, T)
-    with _eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         predicted = model(batch.src.to(device), tgt_in).argmax(-1)  # (B, T)
     digits = tgt_in < 10  # positions whose input is a digit (not SOS, EOS or PAD)
     rate = float((predicted == tgt_in)[digits].float().mean())
@@ -375,7 +362,7 @@ def _cross_alignment(model: Seq2Seq, task: Task, batch: Batch, expected_from: Ta
     """Best head's alignment score for `expected_from`'s alignment, or None when the
     cross-attention keys are not the source positions."""
     device = _device(model)
-    with _eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
     if any(w.shape[-1] != batch.src.shape[1] for w in maps.cross):
         return None

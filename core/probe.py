@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from core.alignment import scores_from_cross
-from core.model import Seq2Seq
+from core.model import Seq2Seq, eval_mode
 from core.tasks import Task
 
 
@@ -24,9 +24,7 @@ class Probe:
 
 @torch.no_grad()
 def probe(model: Seq2Seq, task: Task, src_ids: list[int]) -> Probe:
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         device = next(model.parameters()).device
         src = torch.tensor([src_ids])
         batch = task.batch_from_sources(src, torch.tensor([len(src_ids)]))
@@ -36,5 +34,3 @@ def probe(model: Seq2Seq, task: Task, src_ids: list[int]) -> Probe:
         expected = task.alignment(batch.src, batch.lengths)  # (1, S, S)
         scores = scores_from_cross([w.cpu() for w in maps.cross], expected)
         return Probe(list(src_ids), batch.labels[0, :n].tolist(), cross, scores)
-    finally:
-        model.train(was_training)
