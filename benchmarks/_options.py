@@ -6,7 +6,7 @@ import argparse
 
 import torch
 
-from core.train import resolve_device
+from minitx.core.train import resolve_device
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:

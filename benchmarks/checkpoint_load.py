@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from checkpoints import bundled_names, load, resolve
-from core.model import Seq2Seq
+from minitx.checkpoints import bundled_names, load, resolve
+from minitx.core.model import Seq2Seq
 
 
 def median_ms(fn, repeats: int) -> float:

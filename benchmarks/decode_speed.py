@@ -15,11 +15,11 @@ import time
 import torch
 from _options import add_run_options, apply_run_options
 
-from core.config import ModelConfig
-from core.decode import greedy_decode
-from core.model import Seq2Seq
-from core.tasks import EOS
-from core.train import evaluate
+from minitx.core.config import ModelConfig
+from minitx.core.decode import greedy_decode
+from minitx.core.model import Seq2Seq
+from minitx.core.tasks import EOS
+from minitx.core.train import evaluate
 
 
 def never_stopping_model() -> Seq2Seq:
@@ -77,10 +77,10 @@ def main() -> None:
             slow, fast, ratio, identical = compare_cache(model, src, n, repeats if batch == 1 else 5)
             print(f"{batch:>5} {n:>6} {slow:>16.3f} {fast:>13.3f} {ratio:>8.2f}x {identical}")
 
-    from checkpoints import load
+    from minitx.checkpoints import load
 
     trained = load("reverse").model.to(args.device)
-    from core.tasks import get_task
+    from minitx.core.tasks import get_task
 
     evaluate(trained, get_task("reverse"), 100, seed=0)  # warm-up
     start = time.perf_counter()

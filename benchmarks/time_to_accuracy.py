@@ -15,8 +15,8 @@ import statistics
 
 from _options import add_run_options, apply_run_options
 
-from core.config import DEFAULT_RECIPE, recipe
-from core.train import Trainer, evaluate
+from minitx.core.config import DEFAULT_RECIPE, recipe
+from minitx.core.train import Trainer, evaluate
 
 TARGET = 0.998
 

@@ -17,8 +17,8 @@ import time
 import torch
 from _options import add_run_options, apply_run_options
 
-from core.config import ModelConfig, TrainConfig
-from core.train import Trainer
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.train import Trainer
 
 BATCH_KINDS = {
     "padded": ({"dropout": 0.1}, {}),  # the reference recipe's data and dropout

@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 PAIRED_ROUNDS = 4  # app / headless window pairs for the no-keys throughput
 TINY = {"d_model": "16", "heads": "2", "layers": "1", "batch": "16", "warmup": "5",
@@ -60,7 +59,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def worker_threads() -> int:
-    from tui.screens.train import _cores
+    from minitx.tui.screens.train import _cores
 
     return max(1, _cores() - 1)  # what the Train screen's worker sets
 
@@ -70,7 +69,7 @@ def headless_trainer(model_cfg, train_cfg):
     measured, on the worker's thread count (torch's is per thread: set it in the calling one)."""
     import torch
 
-    from core.train import Trainer
+    from minitx.core.train import Trainer
 
     torch.set_num_threads(worker_threads())
     trainer = Trainer(model_cfg, train_cfg.replace(steps=10**7))
@@ -104,10 +103,10 @@ async def in_app(args) -> dict:
     """Run the app headless, train in it, measure its throughput and key latency."""
     from textual.widgets import Input
 
-    from tui.app import create_app
-    from tui.screens.dialogs import HelpScreen
-    from tui.screens.explore import ExploreScreen
-    from tui.screens.train import build_configs
+    from minitx.tui.app import create_app
+    from minitx.tui.screens.dialogs import HelpScreen
+    from minitx.tui.screens.explore import ExploreScreen
+    from minitx.tui.screens.train import build_configs
 
     app = create_app(["reverse"])
     # Event-driven timing (polling would compete with the training thread for the GIL): the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.checkpoint import CheckpointError, load_checkpoint, read_raw
+from minitx.core.checkpoint import CheckpointError, load_checkpoint, read_raw
 
 BUNDLED_DIR = Path(__file__).resolve().parent
 DEFAULT = "reverse"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import torch
 
-from checkpoints import load
-from core.alignment import alignment_scores
-from core.checkpoint import Checkpoint
-from core.decode import exact_match, greedy_decode
-from core.model import parameter_breakdown
-from core.tasks import EOS, PAD, Task
+from minitx.checkpoints import load
+from minitx.core.alignment import alignment_scores
+from minitx.core.checkpoint import Checkpoint
+from minitx.core.decode import exact_match, greedy_decode
+from minitx.core.model import parameter_breakdown
+from minitx.core.tasks import EOS, PAD, Task
 
 SUMMARY_FIELDS = ("steps", "loss", "accuracy", "seed", "bug")  # training facts worth diffing
 

@@ -15,19 +15,15 @@ The same as `minitx train --recipe reference --bug NAME --device cpu --seed 0` t
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # runnable as a plain script from a checkout
-
-from core.bugs import BUGS  # noqa: E402
-from core.checkpoint import save_checkpoint  # noqa: E402
-from core.config import reference_recipe  # noqa: E402
-from core.train import Trainer  # noqa: E402
+from minitx.core.bugs import BUGS
+from minitx.core.checkpoint import save_checkpoint
+from minitx.core.config import reference_recipe
+from minitx.core.train import Trainer
 
 SHIPPED = ("no-shift", "no-causal-mask", "no-reverse", "swap-cross", "no-scale")
 OUT_DIR = Path(__file__).resolve().parent

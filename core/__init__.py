@@ -1,3 +1,1 @@
 """minitx core: the model, tasks, training, decoding and checkpoint files. No UI imports here."""
-
-__version__ = "0.1.0"

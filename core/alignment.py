@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from core.model import Seq2Seq, eval_mode
-from core.tasks import Task
+from minitx.core.model import Seq2Seq, eval_mode
+from minitx.core.tasks import Task
 
 
 @torch.no_grad()

@@ -25,10 +25,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save as safetensors_bytes
 
-from core import __version__
-from core.config import ModelConfig
-from core.model import Seq2Seq
-from core.tasks import Task, task_from_dict
+from minitx import __version__
+from minitx.core.config import ModelConfig
+from minitx.core.model import Seq2Seq
+from minitx.core.tasks import Task, task_from_dict
 
 FORMAT = "minitx-checkpoint"
 FORMAT_VERSION = 1

@@ -159,7 +159,7 @@ class TrainConfig(_DictMixin):
                 f"must be a non-negative integer, got {value!r}",
             )
         _choice(self, "schedule", SCHEDULES)
-        from core.bugs import BUGS
+        from minitx.core.bugs import BUGS
 
         _require(
             self.bug == "" or self.bug in BUGS,
@@ -167,7 +167,7 @@ class TrainConfig(_DictMixin):
             f"must be one of {', '.join(BUGS)}; got {self.bug!r}",
         )
         _choice(self, "device", DEVICES)
-        from core.tasks import TASKS  # local import: tasks imports nothing from config
+        from minitx.core.tasks import TASKS  # local import: tasks imports nothing from config
 
         _require(
             self.task in TASKS, "task", f"must be one of {', '.join(TASKS)}; got {self.task!r}"

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
-from core.incremental import IncrementalDecoder
-from core.model import AttentionMaps, Seq2Seq, eval_mode
-from core.tasks import EOS, PAD, SOS, VOCAB
+from minitx.core.incremental import IncrementalDecoder
+from minitx.core.model import AttentionMaps, Seq2Seq, eval_mode
+from minitx.core.tasks import EOS, PAD, SOS, VOCAB
 
 
 def default_cap(model: Seq2Seq, src_len: int) -> int:

@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from core.alignment import scores_from_cross
-from core.bugs import apply_bug
-from core.config import ModelConfig, TrainConfig
-from core.decode import exact_match, greedy_decode
-from core.model import MultiHeadAttention, Seq2Seq, eval_mode
-from core.tasks import PAD, Batch, CopyTask, Task, get_task
+from minitx.core.alignment import scores_from_cross
+from minitx.core.bugs import apply_bug
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.decode import exact_match, greedy_decode
+from minitx.core.model import MultiHeadAttention, Seq2Seq, eval_mode
+from minitx.core.tasks import PAD, Batch, CopyTask, Task, get_task
 
 # Likely causes, worded after SPEC §8.
 CAUSES = {

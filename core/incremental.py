@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.model import AttentionMaps, DecoderLayer, Seq2Seq, additive_mask, attention
+from minitx.core.model import AttentionMaps, DecoderLayer, Seq2Seq, additive_mask, attention
 
 
 class _Linear(NamedTuple):

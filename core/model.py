@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.config import ModelConfig
+from minitx.core.config import ModelConfig
 
 # ---------------------------------------------------------------------------------------------
 # Masks (True = this key may be attended to). Always built from the tensors at hand, never cached:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from core.alignment import scores_from_cross
-from core.model import Seq2Seq, eval_mode
-from core.tasks import Task
+from minitx.core.alignment import scores_from_cross
+from minitx.core.model import Seq2Seq, eval_mode
+from minitx.core.tasks import Task
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from core import __version__
-from core.bugs import apply_bug
-from core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
-from core.config import ModelConfig, TrainConfig
-from core.decode import exact_match, greedy_decode
-from core.model import Seq2Seq
-from core.tasks import PAD, Batch, CopyTask, get_task
+from minitx import __version__
+from minitx.core.bugs import apply_bug
+from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.decode import exact_match, greedy_decode
+from minitx.core.model import Seq2Seq
+from minitx.core.tasks import PAD, Batch, CopyTask, get_task
 
 
 class TrainingDiverged(RuntimeError):

@@ -5,7 +5,7 @@ import gc
 import pytest
 import torch
 
-from core.config import ModelConfig, TrainConfig
+from minitx.core.config import ModelConfig, TrainConfig
 
 # One intra-op thread for the whole suite: the models are tiny, so threads gain little, and on a
 # shared 2-core machine spinning threads made training steps ten to a hundred times slower.

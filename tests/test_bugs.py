@@ -10,12 +10,12 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from checkpoints import BUNDLED_DIR
-from core.bugs import BUGS
-from core.checkpoint import load_checkpoint, read_raw, save_checkpoint
-from core.config import ModelConfig, TrainConfig
-from core.diagnostics import CAUSES, diagnose, run_doctor
-from core.train import Trainer
+from minitx.checkpoints import BUNDLED_DIR
+from minitx.core.bugs import BUGS
+from minitx.core.checkpoint import load_checkpoint, read_raw, save_checkpoint
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.diagnostics import CAUSES, diagnose, run_doctor
+from minitx.core.train import Trainer
 
 # The smallest model that still learns reversal of 4-6 digits in a few hundred steps.
 TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,

@@ -7,13 +7,13 @@ import json
 import pytest
 import torch
 
-from checkpoints.compare import compare, compare_loaded, decode_both
-from core.checkpoint import load_checkpoint, save_checkpoint
-from core.config import ModelConfig, TrainConfig
-from core.decode import greedy_decode
-from core.model import parameter_breakdown
-from core.tasks import Task
-from core.train import Trainer, evaluate
+from minitx.checkpoints.compare import compare, compare_loaded, decode_both
+from minitx.core.checkpoint import load_checkpoint, save_checkpoint
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.decode import greedy_decode
+from minitx.core.model import parameter_breakdown
+from minitx.core.tasks import Task
+from minitx.core.train import Trainer, evaluate
 
 TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
                    max_len=16, dropout=0.0)

@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-import core.model
-from core.config import ModelConfig, TrainConfig
-from core.diagnostics import (
+import minitx.core.model
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.diagnostics import (
     CAUSES,
     check_attention_saturation,
     check_fused_agreement,
@@ -24,8 +24,8 @@ from core.diagnostics import (
     looks_trained,
     run_doctor,
 )
-from core.model import Seq2Seq
-from core.tasks import get_task
+from minitx.core.model import Seq2Seq
+from minitx.core.tasks import get_task
 
 TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
                    max_len=16)
@@ -71,7 +71,7 @@ def test_an_inverted_triu_mask_is_caught_as_leakage(task, monkeypatch):
     def upper(length, device=None):
         return torch.ones(length, length, dtype=torch.bool, device=device).triu()[None, None]
 
-    monkeypatch.setattr(core.model, "causal_mask", upper)
+    monkeypatch.setattr(minitx.core.model, "causal_mask", upper)
     assert check_future_leakage_values(fresh(), task).passed is False
 
 
@@ -107,13 +107,13 @@ def test_unscaled_attention_disagrees_and_is_named_as_missing_scaling():
 
 def test_rows_sum_to_one_and_the_check_catches_rows_that_do_not(task, monkeypatch):
     assert check_rows_sum_to_one(fresh(), task).passed
-    real = core.model.attention
+    real = minitx.core.model.attention
 
     def halved(*args, **kwargs):
         out, weights = real(*args, **kwargs)
         return out, None if weights is None else weights * 0.5
 
-    monkeypatch.setattr(core.model, "attention", halved)
+    monkeypatch.setattr(minitx.core.model, "attention", halved)
     broken = check_rows_sum_to_one(fresh(), task)
     assert broken.passed is False and broken.value == pytest.approx(0.5, abs=1e-5)
 

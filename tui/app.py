@@ -16,11 +16,11 @@ from textual.message import Message
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from tui.screens.compare import CompareScreen
-from tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
-from tui.screens.explore import ExploreScreen
-from tui.screens.shared import LoadedModel, ModelLoaded, load_named
-from tui.screens.train import TrainScreen
+from minitx.tui.screens.compare import CompareScreen
+from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from minitx.tui.screens.explore import ExploreScreen
+from minitx.tui.screens.shared import LoadedModel, ModelLoaded, load_named
+from minitx.tui.screens.train import TrainScreen
 
 
 class LoadFailed(Message):
@@ -73,7 +73,7 @@ class MinitxApp(App):
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_model(self, name: str, first: bool = False) -> None:
-        from core.checkpoint import CheckpointError
+        from minitx.core.checkpoint import CheckpointError
 
         try:
             record = load_named(name)
@@ -129,7 +129,7 @@ class MinitxApp(App):
         self.push_screen(OpenCheckpointScreen(), chosen)
 
     def action_doctor(self) -> None:
-        from tui.screens.doctor import DoctorScreen
+        from minitx.tui.screens.doctor import DoctorScreen
 
         if isinstance(self.screen, DoctorScreen):
             return

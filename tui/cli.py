@@ -27,8 +27,8 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean 'the input was wrong', each with a message meant for a person. The core
     types are only looked up if core was imported: if it was not, they cannot have been raised."""
     kinds: list[type[BaseException]] = [ValueError, OSError]
-    checkpoint = sys.modules.get("core.checkpoint")
-    train = sys.modules.get("core.train")
+    checkpoint = sys.modules.get("minitx.core.checkpoint")
+    train = sys.modules.get("minitx.core.train")
     if checkpoint is not None:
         kinds.append(checkpoint.CheckpointError)
     if train is not None:
@@ -124,7 +124,7 @@ def main() -> None:
 
 def _run_app(checkpoint_args: list[str]) -> None:
     try:
-        from tui.app import create_app
+        from minitx.tui.app import create_app
     except ImportError as e:
         raise click.ClickException(f"the terminal app is not available ({e})") from None
     create_app(checkpoint_args or None).run()
@@ -149,10 +149,10 @@ def _add_subcommands(group: click.Group) -> None:
     import importlib
     import pkgutil
 
-    import tui.commands
+    import minitx.tui.commands
 
-    for info in sorted(pkgutil.iter_modules(tui.commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"tui.commands.{info.name}")
+    for info in sorted(pkgutil.iter_modules(minitx.tui.commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"minitx.tui.commands.{info.name}")
         for value in vars(module).values():
             if (
                 isinstance(value, click.Command)

@@ -29,7 +29,7 @@ def test_group_help_lists_every_command():
 
 def test_top_level_help_does_not_import_torch():
     code = (
-        "import sys\nfrom tui.cli import main\n"
+        "import sys\nfrom minitx.tui.cli import main\n"
         "assert 'torch' not in sys.modules, 'torch imported by the CLI module'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -62,10 +62,10 @@ class _FakeApp:
 
 @pytest.fixture
 def fake_app(monkeypatch):
-    import tui.app
+    import minitx.tui.app
 
     _FakeApp.opened = []
-    monkeypatch.setattr(tui.app, "create_app", _FakeApp)
+    monkeypatch.setattr(minitx.tui.app, "create_app", _FakeApp)
     return _FakeApp
 
 
@@ -76,7 +76,7 @@ def test_tui_subcommand_opens_the_app_on_the_given_checkpoints(fake_app):
 
 
 def test_minitx_tui_entry_point_opens_the_app(fake_app, monkeypatch):
-    from tui.cli import tui_main
+    from minitx.tui.cli import tui_main
 
     monkeypatch.setattr(sys, "argv", ["minitx-tui", "copy"])
     with pytest.raises(SystemExit) as exit_info:
@@ -86,5 +86,5 @@ def test_minitx_tui_entry_point_opens_the_app(fake_app, monkeypatch):
 
 
 def test_tui_without_the_app_module_is_a_one_line_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "tui.app", None)  # makes `import tui.app` fail
+    monkeypatch.setitem(sys.modules, "minitx.tui.app", None)  # makes `import minitx.tui.app` fail
     assert "terminal app" in assert_one_line_error(run_cli("tui"))

@@ -8,8 +8,8 @@ import shlex
 
 import pytest
 
-import checkpoints
-from core.checkpoint import load_checkpoint
+from minitx import checkpoints
+from minitx.core.checkpoint import load_checkpoint
 
 SCRIPT = checkpoints.BUNDLED_DIR / "make_bundled.sh"
 

@@ -8,8 +8,8 @@ import pytest
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-import checkpoints
-from core.diagnostics import CAUSES
+from minitx import checkpoints
+from minitx.core.diagnostics import CAUSES
 from tests.cli.conftest import TINY, assert_one_line_error, run_cli
 
 BUNDLED = set(checkpoints.bundled_names())

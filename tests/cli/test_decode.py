@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-import checkpoints
+from minitx import checkpoints
 from tests.cli.conftest import assert_one_line_error, run_cli
 
 needs_bundled = pytest.mark.skipif(

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from core.checkpoint import load_checkpoint
+from minitx.core.checkpoint import load_checkpoint
 from tests.cli.conftest import assert_one_line_error, run_cli
 
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-import checkpoints
+from minitx import checkpoints
 from tests.cli.conftest import assert_one_line_error, run_cli
 
 

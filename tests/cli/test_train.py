@@ -9,7 +9,7 @@ import signal
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint, read_raw
+from minitx.core.checkpoint import load_checkpoint, read_raw
 from tests.cli.conftest import TINY, assert_one_line_error, run_cli
 
 
@@ -93,7 +93,7 @@ def test_bug_option_trains_the_broken_variant(tmp_path):
 
 def _ctrl_c_after(step: int, monkeypatch) -> None:
     """Make the next training run receive SIGINT (as from Ctrl-C) right after `step`."""
-    from core.train import Trainer
+    from minitx.core.train import Trainer
 
     original = Trainer.train_step
 
@@ -145,7 +145,7 @@ def test_ctrl_c_saves_a_resumable_checkpoint_and_exits_130(tmp_path, monkeypatch
 
 
 def test_save_every_writes_resumable_checkpoints_during_the_run(tmp_path, monkeypatch):
-    from core.train import Trainer
+    from minitx.core.train import Trainer
 
     saved_at = []
     original = Trainer.save
@@ -203,8 +203,8 @@ def test_unwritable_output_path_fails_before_training(tmp_path):
 def test_every_config_field_can_be_set_from_the_command_line():
     import dataclasses
 
-    from core.config import ModelConfig, TrainConfig
-    from tui.commands.train import MODEL_OPTIONS
+    from minitx.core.config import ModelConfig, TrainConfig
+    from minitx.tui.commands.train import MODEL_OPTIONS
 
     help_text = run_cli("train", "--help").stdout
     via_lengths, via_bug, from_task = (

@@ -5,10 +5,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from core.checkpoint import CheckpointError, load_checkpoint, read_raw, save_checkpoint
-from core.config import ModelConfig
-from core.model import Seq2Seq
-from core.tasks import get_task
+from minitx.core.checkpoint import CheckpointError, load_checkpoint, read_raw, save_checkpoint
+from minitx.core.config import ModelConfig
+from minitx.core.model import Seq2Seq
+from minitx.core.tasks import get_task
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
 import pytest
 import torch
 
-from core.config import ModelConfig
-from core.decode import Stepper, exact_match, greedy_decode
-from core.incremental import IncrementalDecoder
-from core.model import Seq2Seq
-from core.tasks import EOS, PAD, get_task
+from minitx.core.config import ModelConfig
+from minitx.core.decode import Stepper, exact_match, greedy_decode
+from minitx.core.incremental import IncrementalDecoder
+from minitx.core.model import Seq2Seq
+from minitx.core.tasks import EOS, PAD, get_task
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from core.config import recipe
-from core.train import Trainer
+from minitx.core.config import recipe
+from minitx.core.train import Trainer
 
 
 @pytest.mark.slow

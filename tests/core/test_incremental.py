@@ -4,10 +4,10 @@ forward pass: same logits and same attention rows, for every configuration it su
 import pytest
 import torch
 
-from core.config import ModelConfig
-from core.incremental import IncrementalDecoder
-from core.model import AttentionMaps, Seq2Seq
-from core.tasks import EOS, PAD
+from minitx.core.config import ModelConfig
+from minitx.core.incremental import IncrementalDecoder
+from minitx.core.model import AttentionMaps, Seq2Seq
+from minitx.core.tasks import EOS, PAD
 
 SRC = torch.tensor([[3, 1, 4, 1, 5], [2, 7, PAD, PAD, PAD]])  # the second row is padded
 PREFIX = torch.tensor([[11, 5, 1, 4, 1], [11, 7, 2, EOS, PAD]])  # decoder inputs, SOS first

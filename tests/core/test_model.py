@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.config import ModelConfig
-from core.model import (
+from minitx.core.config import ModelConfig
+from minitx.core.model import (
     EncoderLayer,
     Seq2Seq,
     attention,
@@ -14,7 +14,7 @@ from core.model import (
     parameter_breakdown,
     sinusoidal_table,
 )
-from core.tasks import PAD, get_task
+from minitx.core.tasks import PAD, get_task
 
 
 def reference_batch(n=2, seed=0):

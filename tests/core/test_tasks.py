@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from core.tasks import EOS, PAD, SOS, TaskInputError, get_task
+from minitx.core.tasks import EOS, PAD, SOS, TaskInputError, get_task
 
 
 def test_reverse_target_is_sos_reversed_source_eos():

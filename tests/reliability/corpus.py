@@ -30,9 +30,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import save as safetensors_bytes
 
-from core.checkpoint import read_raw
-from core.config import ModelConfig, TrainConfig
-from core.train import Trainer
+from minitx.core.checkpoint import read_raw
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.train import Trainer
 
 SEED = 20261129
 MARKER = "PICKLE_CODE_RAN"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.checkpoint import CheckpointError, load_checkpoint, read_raw, save_checkpoint
-from core.config import ModelConfig, TrainConfig
-from core.train import Trainer, TrainingDiverged
+from minitx.core.checkpoint import CheckpointError, load_checkpoint, read_raw, save_checkpoint
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.train import Trainer, TrainingDiverged
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -52,7 +52,7 @@ class Zygote:
     """Drives crash_worker.py: one warm process that forks a training child per run."""
 
     def __init__(self) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
         self.proc = subprocess.Popen([sys.executable, str(WORKER)], cwd=ROOT, env=env, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.lines: queue.Queue[str] = queue.Queue()

@@ -13,9 +13,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from core.decode import greedy_decode
-from core.train import Trainer, TrainingDiverged
+from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from minitx.core.decode import greedy_decode
+from minitx.core.train import Trainer, TrainingDiverged
 
 from .corpus import join, split, valid_checkpoint
 

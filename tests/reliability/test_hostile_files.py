@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import checkpoints
-import core.checkpoint
-from core.checkpoint import CheckpointError, _expected_shapes, load_checkpoint
-from core.config import ModelConfig
-from core.model import Seq2Seq
-from core.train import Trainer
+import minitx.core.checkpoint
+from minitx import checkpoints
+from minitx.core.checkpoint import CheckpointError, _expected_shapes, load_checkpoint
+from minitx.core.config import ModelConfig
+from minitx.core.model import Seq2Seq
+from minitx.core.train import Trainer
 
 from .corpus import (
     damaged_files,
@@ -35,8 +35,8 @@ from .corpus import (
 SECONDS_PER_LOAD = 3.0  # generous: the machine is shared; a real hang takes far longer
 
 ENTRY_POINTS = {
-    "core.checkpoint.load_checkpoint": load_checkpoint,
-    "checkpoints.load": checkpoints.load,
+    "minitx.core.checkpoint.load_checkpoint": load_checkpoint,
+    "minitx.checkpoints.load": checkpoints.load,
     "Trainer.resume": Trainer.resume,
 }
 
@@ -102,7 +102,7 @@ def test_describe_never_raises_and_reports_unreadable_files_in_one_line(corpus):
         if "\n" in listing.error:
             problems.append(f"{name}: multi-line error {listing.error!r}")
         try:
-            core.checkpoint.read_raw(path)
+            minitx.core.checkpoint.read_raw(path)
         except CheckpointError as e:
             if listing.error != str(e):
                 problems.append(f"{name}: error {listing.error!r} instead of {str(e)!r}")
@@ -222,7 +222,7 @@ def test_open_failing_with_permission_error_is_refused(monkeypatch, good_file):
     def refuse(path, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(core.checkpoint, "open", refuse, raising=False)
+    monkeypatch.setattr(minitx.core.checkpoint, "open", refuse, raising=False)
     with pytest.raises(CheckpointError, match="Permission denied"):
         load_checkpoint(good_file)
 

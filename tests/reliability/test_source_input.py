@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.tasks import VOCAB, TaskInputError, get_task
+from minitx.core.tasks import VOCAB, TaskInputError, get_task
 
 MAX_LEN = 6
 

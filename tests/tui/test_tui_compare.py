@@ -6,12 +6,12 @@ import pytest
 from textual.widgets import Input, Static
 from tui_helpers import notifications, wait_for
 
-from tui.app import create_app
-from tui.screens import compare as compare_screen
-from tui.screens.compare import CompareScreen, DiffGrid, PickCheckpointScreen
-from tui.screens.dialogs import HelpScreen
-from tui.widgets.attention import AttentionGrid
-from tui.widgets.keybar import KeyBar
+from minitx.tui.app import create_app
+from minitx.tui.screens import compare as compare_screen
+from minitx.tui.screens.compare import CompareScreen, DiffGrid, PickCheckpointScreen
+from minitx.tui.screens.dialogs import HelpScreen
+from minitx.tui.widgets.attention import AttentionGrid
+from minitx.tui.widgets.keybar import KeyBar
 
 EOS = 12
 REVERSED = [5, 1, 4, 1, 3, EOS]  # "3 1 4 1 5" reversed, then <eos>

@@ -9,10 +9,10 @@ import pytest
 from textual.widgets import Input, Static
 from tui_helpers import model_ready, notifications, reverse_checkpoint, wait_for
 
-from tui.app import create_app
-from tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
-from tui.widgets.attention import AttentionGrid, HeadsOverview
-from tui.widgets.keybar import KeyBar
+from minitx.tui.app import create_app
+from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from minitx.tui.widgets.attention import AttentionGrid, HeadsOverview
+from minitx.tui.widgets.keybar import KeyBar
 
 
 async def type_source(pilot, text: str, keystrokes: bool = False) -> None:
@@ -28,7 +28,7 @@ async def type_source(pilot, text: str, keystrokes: bool = False) -> None:
 
 
 def test_importing_the_app_does_not_import_torch():
-    code = "import sys, tui.app; print('torch' in sys.modules)"
+    code = "import sys, minitx.tui.app; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -52,12 +52,12 @@ async def test_first_model_load_freezes_what_is_loaded_out_of_the_garbage_collec
 async def test_app_paints_a_loading_indicator_then_opens_the_bundled_model(monkeypatch):
     import threading
 
-    import tui.app
+    import minitx.tui.app
 
     # Hold the load until the first screen was checked: torch may already be imported by
     # earlier tests, and then loading finishes within a frame.
-    release, real_load = threading.Event(), tui.app.load_named
-    monkeypatch.setattr(tui.app, "load_named", lambda name: release.wait(30) and real_load(name))
+    release, real_load = threading.Event(), minitx.tui.app.load_named
+    monkeypatch.setattr(minitx.tui.app, "load_named", lambda name: release.wait(30) and real_load(name))
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -246,8 +246,8 @@ async def test_opening_a_bad_file_says_why_and_keeps_the_current_model(tmp_path)
 
 @pytest.mark.asyncio
 async def test_open_lists_checkpoints_in_a_folder_and_loads_the_chosen_one(tmp_path):
-    from core.config import ModelConfig, TrainConfig
-    from core.train import Trainer
+    from minitx.core.config import ModelConfig, TrainConfig
+    from minitx.core.train import Trainer
 
     tiny = Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
                                n_decoder_layers=1, max_len=16),
@@ -308,7 +308,7 @@ async def test_a_missing_first_checkpoint_is_a_message_and_the_app_stays_usable(
 
 @pytest.mark.asyncio
 async def test_an_unexpected_error_in_a_key_action_is_one_line_not_a_traceback(monkeypatch):
-    from core.decode import Stepper
+    from minitx.core.decode import Stepper
 
     def broken(self):
         raise RuntimeError("the decoder fell over")

@@ -16,14 +16,14 @@ from tui_helpers import (
     wait_for,
 )
 
-from tui.app import create_app
-from tui.screens.dialogs import HelpScreen
-from tui.screens.explore import ExploreScreen
+from minitx.tui.app import create_app
+from minitx.tui.screens.dialogs import HelpScreen
+from minitx.tui.screens.explore import ExploreScreen
 
 
 @pytest.mark.asyncio
 async def test_the_form_starts_from_the_default_recipe():
-    from core.config import DEFAULT_RECIPE, recipe
+    from minitx.core.config import DEFAULT_RECIPE, recipe
 
     expected = recipe(DEFAULT_RECIPE)
     app = create_app([reverse_checkpoint()])
@@ -134,7 +134,7 @@ async def test_a_key_press_is_handled_while_training_runs():
 
 @pytest.mark.asyncio
 async def test_save_writes_a_loadable_checkpoint_and_says_where(tmp_path):
-    from core.checkpoint import load_checkpoint
+    from minitx.core.checkpoint import load_checkpoint
 
     app = create_app([reverse_checkpoint()])
     app.save_dir = tmp_path
@@ -154,7 +154,7 @@ async def test_save_writes_a_loadable_checkpoint_and_says_where(tmp_path):
 
 @pytest.mark.asyncio
 async def test_a_diverging_run_is_a_notification_not_a_crash(monkeypatch):
-    from core.train import Trainer, TrainingDiverged
+    from minitx.core.train import Trainer, TrainingDiverged
 
     def diverge(self):
         raise TrainingDiverged("training diverged at step 1: loss nan")

@@ -10,8 +10,7 @@ TIMEOUT = 60.0
 
 def reverse_checkpoint() -> str:
     """The bundled reverse model's name, after checking it is there (the snapshots show it)."""
-    import checkpoints
-
+    from minitx import checkpoints
     checkpoints.resolve("reverse")  # a clear CheckpointError if the bundle is missing
     return "reverse"
 

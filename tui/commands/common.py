@@ -30,19 +30,19 @@ class LazyChoice(click.Choice):
 
 
 def task_names() -> list[str]:
-    from core.tasks import TASKS
+    from minitx.core.tasks import TASKS
 
     return list(TASKS)
 
 
 def recipe_names() -> list[str]:
-    from core.config import RECIPES
+    from minitx.core.config import RECIPES
 
     return list(RECIPES)
 
 
 def bug_names() -> list[str]:
-    from core.bugs import BUGS
+    from minitx.core.bugs import BUGS
 
     return list(BUGS)
 
@@ -86,8 +86,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 
 def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu"):
     """A bundled name or a path -> core Checkpoint (errors are one-line CheckpointErrors)."""
-    import checkpoints
-    from core.train import resolve_device
+    from minitx import checkpoints
+    from minitx.core.train import resolve_device
 
     return checkpoints.load(name_or_path, device=str(resolve_device(device)))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tui.commands.common import (
+from minitx.tui.commands.common import (
     apply_threads,
     console,
     echo_json,
@@ -40,7 +40,7 @@ def compare_cmd(a, b, source, n, seed, device, threads, as_json) -> None:
       minitx compare reverse copy --n 200 --json
     """
     apply_threads(threads)
-    from checkpoints.compare import compare_loaded, decode_both
+    from minitx.checkpoints.compare import compare_loaded, decode_both
 
     ckpt_a, ckpt_b = load_checkpoint_arg(a, device), load_checkpoint_arg(b, device)
     decoded = None

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tui.commands.common import apply_threads, echo_json, load_checkpoint_arg, threads_option
+from minitx.tui.commands.common import apply_threads, echo_json, load_checkpoint_arg, threads_option
 
 
 def looks_like_source(text: str) -> bool:
@@ -29,8 +29,8 @@ def looks_like_source(text: str) -> bool:
 def trace_of(ckpt, source_text: str, top_k: int = 5) -> dict:
     """Decode one source with core's Stepper and record everything as plain data: the
     prediction, each step's top-k, and cross-attention as [layer][head][step][source]."""
-    from core.decode import Stepper
-    from core.tasks import VOCAB
+    from minitx.core.decode import Stepper
+    from minitx.core.tasks import VOCAB
 
     limit = ckpt.model_config.max_len - 2  # room for SOS and EOS in the positional table
     ids = ckpt.task.parse(source_text, max_len=limit)
@@ -124,11 +124,11 @@ def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> Non
         echo_json({"checkpoint": str(ckpt.path), "task": ckpt.task.name, "results": traces})
         return
     if attention:
-        from tui.commands.common import console
+        from minitx.tui.commands.common import console
 
         out = console()
         show_numbers = numbers or out.color_system is None
-        from tui.commands.render import trace_renderable
+        from minitx.tui.commands.render import trace_renderable
 
         for trace in traces:
             out.print(trace_renderable(trace, show_numbers))

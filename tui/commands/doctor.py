@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from tui.commands.common import (
+from minitx.tui.commands.common import (
     LazyChoice,
     apply_threads,
     bug_names,
@@ -110,7 +110,7 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
     with _exit_2_on_error():
         model, task, subject = _subject(ckpt, device, fresh)
 
-    from core.diagnostics import diagnose, run_doctor
+    from minitx.core.diagnostics import diagnose, run_doctor
 
     report = None if as_json else _Report(subject, explain)
     with _Progress(report.out if report else None) as progress:
@@ -149,7 +149,7 @@ def _exit_2_on_error():
     except Exception as e:
         if os.environ.get("MINITX_DEBUG"):
             raise
-        from core.checkpoint import CheckpointError
+        from minitx.core.checkpoint import CheckpointError
 
         expected = isinstance(e, (ValueError, OSError, CheckpointError))  # messages meant for people
         message = str(e) if expected else f"{type(e).__name__}: {e}"
@@ -158,10 +158,10 @@ def _exit_2_on_error():
 
 def _subject(ckpt, device: str, fresh: dict):
     """(model, task, description) of the checkpoint, or of a fresh model from the options."""
-    from core.train import resolve_device
+    from minitx.core.train import resolve_device
 
     if ckpt is not None:
-        from tui.commands.common import load_checkpoint_arg
+        from minitx.tui.commands.common import load_checkpoint_arg
 
         checkpoint = load_checkpoint_arg(ckpt, device)
         return (
@@ -173,9 +173,9 @@ def _subject(ckpt, device: str, fresh: dict):
                 "model_config": checkpoint.model_config.to_dict(),
             },
         )
-    from core.config import DEFAULT_RECIPE, recipe
-    from core.diagnostics import fresh_model
-    from tui.commands import train
+    from minitx.core.config import DEFAULT_RECIPE, recipe
+    from minitx.core.diagnostics import fresh_model
+    from minitx.tui.commands import train
 
     base = recipe(fresh["recipe"] or DEFAULT_RECIPE)
     keys = [*train.MODEL_OPTIONS, *train.TRAIN_OPTIONS, *(f.name for f in train._other_train_fields())]
@@ -258,7 +258,7 @@ class _Report:
         from rich.padding import Padding
         from rich.table import Table
 
-        from core.diagnostics import format_number
+        from minitx.core.diagnostics import format_number
 
         line = Table.grid(padding=(0, 1))
         for width, justify in ((6, "left"), (NAME_WIDTH - 1, "left"), (9, "right"), (11, "left")):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from tui.commands.common import load_checkpoint_arg
+from minitx.tui.commands.common import load_checkpoint_arg
 
 # Metadata worth keeping in a shared file: how it was trained (not the state to resume it).
 KEEP_METADATA = ("train_config",)
@@ -58,7 +58,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers) -> None:
       minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
       minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
     """
-    from core.checkpoint import save_checkpoint, write_atomic
+    from minitx.core.checkpoint import save_checkpoint, write_atomic
 
     checkpoint = load_checkpoint_arg(ckpt)
     if trace_source is None:
@@ -67,7 +67,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers) -> None:
         if out is None:
             raise click.UsageError("give --out FILE.safetensors (or --trace SOURCE for a trace)")
         extra = {k: checkpoint.metadata[k] for k in KEEP_METADATA if k in checkpoint.metadata}
-        from core.tasks import VOCAB
+        from minitx.core.tasks import VOCAB
 
         extra["vocabulary"] = json.dumps(list(VOCAB))
         save_checkpoint(
@@ -81,7 +81,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers) -> None:
         )
         click.echo(f"exported {out} ({dtype}, inference only, {Path(out).stat().st_size / 1024:.0f} KB)")
         return
-    from tui.commands.decode import trace_of
+    from minitx.tui.commands.decode import trace_of
 
     fmt = fmt or (Path(out).suffix.lstrip(".").lower() if out else "json")
     if fmt not in ("json", "csv", "svg"):
@@ -128,7 +128,7 @@ def _csv(trace: dict, title: str, numbers: bool) -> str:
 def _svg(trace: dict, title: str, numbers: bool) -> str:
     from rich.console import Console
 
-    from tui.commands.render import trace_renderable
+    from minitx.tui.commands.render import trace_renderable
 
     recorder = Console(record=True, width=100, file=io.StringIO(), color_system="truecolor")
     recorder.print(trace_renderable(trace, numbers, title))

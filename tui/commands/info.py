@@ -6,7 +6,7 @@ import json
 
 import click
 
-from tui.commands.common import (
+from minitx.tui.commands.common import (
     apply_threads,
     console,
     echo_json,
@@ -39,7 +39,7 @@ def eval_cmd(ckpt, n, seed, lengths, device, threads, as_json) -> None:
       minitx eval my-run.safetensors --lengths 11-20 --json    # does it generalise?
     """
     apply_threads(threads)
-    from core.train import evaluate
+    from minitx.core.train import evaluate
 
     checkpoint = load_checkpoint_arg(ckpt, device)
     task = checkpoint.task
@@ -80,11 +80,11 @@ def _bar(fraction: float, width: int = 20) -> str:
 
 def inspect_data(ckpt) -> dict:
     """Everything `inspect` shows, as plain data."""
-    from checkpoints import block_parameters
-    from core.alignment import random_alignment_scores
-    from core.checkpoint import describe_size
-    from core.model import parameter_breakdown
-    from core.tasks import VOCAB
+    from minitx.checkpoints import block_parameters
+    from minitx.core.alignment import random_alignment_scores
+    from minitx.core.checkpoint import describe_size
+    from minitx.core.model import parameter_breakdown
+    from minitx.core.tasks import VOCAB
 
     meta = ckpt.metadata
     try:  # informational only: a file without it (or with a broken one) is still inspectable
@@ -220,8 +220,7 @@ def list_cmd(folder, as_json) -> None:
       minitx list
       minitx list runs/ --json
     """
-    import checkpoints
-
+    from minitx import checkpoints
     listings = checkpoints.list_checkpoints(folder)
     if as_json:
         echo_json(
@@ -242,8 +241,7 @@ def list_cmd(folder, as_json) -> None:
         return
     from rich.table import Table
 
-    import checkpoints as bundled
-
+    from minitx import checkpoints as bundled
     table = Table()
     table.add_column("name", no_wrap=True)
     table.add_column("task", no_wrap=True)

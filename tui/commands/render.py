@@ -11,7 +11,7 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
-from tui.colors import text_colour_on, viridis_hex
+from minitx.tui.colors import text_colour_on, viridis_hex
 
 CELL = 4  # characters per cell: room for " .97" or " 1.0"
 

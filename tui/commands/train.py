@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from tui.commands.common import (
+from minitx.tui.commands.common import (
     LazyChoice,
     apply_threads,
     bug_names,
@@ -155,7 +155,7 @@ def _other_train_fields() -> list:
     still gets an option, so `train` always covers every field. core.config imports no torch."""
     import dataclasses
 
-    from core.config import TrainConfig
+    from minitx.core.config import TrainConfig
 
     covered = set(TRAIN_OPTIONS.values()) | {"min_len", "max_len"}
     return [f for f in dataclasses.fields(TrainConfig) if f.name not in covered]
@@ -191,7 +191,7 @@ def train_cmd(**opts) -> None:
     Ctrl-C saves a resumable checkpoint (continue it with --resume) and exits with 130.
     """
     apply_threads(opts["threads"])
-    from core.train import Trainer
+    from minitx.core.train import Trainer
 
     out = opts["out"]
     if opts["resume"]:
@@ -203,7 +203,7 @@ def train_cmd(**opts) -> None:
         trainer = Trainer.resume(opts["resume"], train_cfg)
         out = out or opts["resume"]
     else:
-        from core.config import DEFAULT_RECIPE, recipe
+        from minitx.core.config import DEFAULT_RECIPE, recipe
 
         base = recipe(opts["recipe"] or DEFAULT_RECIPE)
         model_cfg, train_cfg = _override(base.model, base.train, opts)
@@ -217,7 +217,7 @@ def train_cmd(**opts) -> None:
             "pass a larger --steps to continue it"
         )
     reporter = _Reporter(trainer, opts)
-    from core.train import TrainingDiverged
+    from minitx.core.train import TrainingDiverged
 
     try:
         interrupted = _run(trainer, reporter, out_path, opts["save_every"])
@@ -262,9 +262,9 @@ def _override(model_cfg, train_cfg, opts):
 
 def _saved_configs(path: str):
     """The model and training configs a resumable checkpoint was written with."""
-    import checkpoints
-    from core.checkpoint import CheckpointError
-    from core.config import TrainConfig
+    from minitx import checkpoints
+    from minitx.core.checkpoint import CheckpointError
+    from minitx.core.config import TrainConfig
 
     ckpt = checkpoints.load(path)
     if not ckpt.resumable:
@@ -277,7 +277,7 @@ def _saved_configs(path: str):
 
 
 def _refuse_model_changes(saved, asked, path) -> None:
-    from core.checkpoint import CheckpointError
+    from minitx.core.checkpoint import CheckpointError
 
     for key, value in saved.to_dict().items():
         if getattr(asked, key) != value:
@@ -289,7 +289,7 @@ def _refuse_model_changes(saved, asked, path) -> None:
 
 def _check_writable(path: Path) -> None:
     """Fail before training, not after minutes of it."""
-    from core.checkpoint import CheckpointError
+    from minitx.core.checkpoint import CheckpointError
 
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
@@ -350,7 +350,7 @@ class _Metrics:
 
 def _describe_run(trainer) -> str:
     m, t = trainer.model_cfg, trainer.cfg
-    from core.model import parameter_breakdown
+    from minitx.core.model import parameter_breakdown
 
     params = parameter_breakdown(trainer.model)["total"]
     bug = f" bug={t.bug}" if t.bug else ""
@@ -453,7 +453,7 @@ class _Reporter:
 def _report_result(trainer, out_path: Path, as_json: bool) -> None:
     summary = trainer.summary()
     if as_json:
-        from tui.commands.common import echo_json
+        from minitx.tui.commands.common import echo_json
 
         echo_json(
             {

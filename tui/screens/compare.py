@@ -17,9 +17,9 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 from textual.worker import get_current_worker
 
-from tui.screens.dialogs import OpenCheckpointScreen
-from tui.screens.explore import DEFAULT_SOURCE, SourceInput
-from tui.screens.shared import (
+from minitx.tui.screens.dialogs import OpenCheckpointScreen
+from minitx.tui.screens.explore import DEFAULT_SOURCE, SourceInput
+from minitx.tui.screens.shared import (
     SOURCE_BINDINGS,
     STEP_BINDINGS,
     TitleBar,
@@ -27,8 +27,8 @@ from tui.screens.shared import (
     describe_model,
     one_line_errors,
 )
-from tui.widgets.attention import AttentionGrid
-from tui.widgets.keybar import KeyBar
+from minitx.tui.widgets.attention import AttentionGrid
+from minitx.tui.widgets.keybar import KeyBar
 
 SUMMARY_SEQUENCES = 200  # fresh sequences both models decode for the summary (a few seconds)
 
@@ -212,9 +212,9 @@ class CompareScreen(Screen):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _load(self, a: str, b: str) -> None:
-        import checkpoints
-        from checkpoints.compare import compare_loaded
-        from core.checkpoint import CheckpointError
+        from minitx import checkpoints
+        from minitx.checkpoints.compare import compare_loaded
+        from minitx.core.checkpoint import CheckpointError
 
         worker = get_current_worker()
         loaded = {}
@@ -307,8 +307,8 @@ class CompareScreen(Screen):
     @one_line_errors
     def set_source(self, text: str) -> bool:
         """Parse `text` once for both models; an unusable source is an inline message."""
-        from core.decode import Stepper
-        from core.tasks import TaskInputError
+        from minitx.core.decode import Stepper
+        from minitx.core.tasks import TaskInputError
 
         if not self.models:
             return False
@@ -411,7 +411,7 @@ class CompareScreen(Screen):
         self._draw_grids()
 
     def _draw_output(self) -> None:
-        from core.tasks import Task
+        from minitx.core.tasks import Task
 
         width = max(len(m.name) for m in self.models.values())
         lines = []

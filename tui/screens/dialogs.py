@@ -77,8 +77,8 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="list", exit_on_error=False)
     def list_folder(self, folder: str) -> None:
-        import checkpoints
-        from core.checkpoint import CheckpointError
+        from minitx import checkpoints
+        from minitx.core.checkpoint import CheckpointError
 
         try:
             found = checkpoints.list_checkpoints(folder)

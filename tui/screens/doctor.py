@@ -50,7 +50,7 @@ class DoctorScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def run_checks(self) -> None:
-        from core.diagnostics import diagnose, run_doctor
+        from minitx.core.diagnostics import diagnose, run_doctor
 
         try:
             results = run_doctor(self.record.model, self.record.task,
@@ -60,7 +60,7 @@ class DoctorScreen(ModalScreen[None]):
             self.post_message(DoctorFinished([], f"{type(e).__name__}: {e}"))
 
     def on_check_done(self, message: CheckDone) -> None:
-        from core.diagnostics import format_number
+        from minitx.core.diagnostics import format_number
 
         r = message.result
         self.query_one(DataTable).add_row(r.name, format_number(r.value), r.threshold,

@@ -12,16 +12,16 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Label, Static
 
-from tui.screens.shared import (
+from minitx.tui.screens.shared import (
     SOURCE_BINDINGS,
     STEP_BINDINGS,
     TitleBar,
     best_head,
     one_line_errors,
 )
-from tui.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
-from tui.widgets.keybar import KeyBar
-from tui.widgets.topk import TopKBars
+from minitx.tui.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
+from minitx.tui.widgets.keybar import KeyBar
+from minitx.tui.widgets.topk import TopKBars
 
 DEFAULT_SOURCE = "3 1 4 1 5"
 
@@ -103,8 +103,8 @@ class ExploreScreen(Screen):
     @one_line_errors
     def set_source(self, text: str) -> bool:
         """Parse and start decoding `text`; an unusable source is an inline message."""
-        from core.decode import Stepper
-        from core.tasks import TaskInputError
+        from minitx.core.decode import Stepper
+        from minitx.core.tasks import TaskInputError
 
         current = self.app.current
         if current is None:
@@ -198,7 +198,7 @@ class ExploreScreen(Screen):
         self._draw_grid()
 
     def _draw_output(self, current) -> None:
-        from core.tasks import Task
+        from minitx.core.tasks import Task
 
         s = self.stepper
         shown = " ".join(["<sos>"] + [r.text for r in s.results[: s.position]])
@@ -212,7 +212,7 @@ class ExploreScreen(Screen):
         self.query_one("#output", Static).update(line)
 
     def _draw_topk(self) -> None:
-        from core.tasks import VOCAB
+        from minitx.core.tasks import VOCAB
 
         s, bars = self.stepper, self.query_one("#topk", TopKBars)
         panel = self.query_one("#topk-panel")

@@ -76,8 +76,8 @@ def short_count(n: int) -> str:
 
 def describe_model(model, task, name: str, path: str | None = None) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources)."""
-    from core.alignment import random_alignment_scores
-    from core.model import parameter_breakdown
+    from minitx.core.alignment import random_alignment_scores
+    from minitx.core.model import parameter_breakdown
 
     model.eval()
     cfg = model.cfg
@@ -89,8 +89,7 @@ def describe_model(model, task, name: str, path: str | None = None) -> LoadedMod
 
 def load_named(name_or_path: str) -> LoadedModel:
     """resolve + load + describe; raises core.checkpoint.CheckpointError with one sentence."""
-    import checkpoints
-
+    from minitx import checkpoints
     path = checkpoints.resolve(name_or_path)
     ckpt = checkpoints.load(path)
     shown = path.stem if str(path).startswith(str(checkpoints.BUNDLED_DIR)) else path.name

@@ -23,7 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Label, Select, Sparkline, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from tui.screens.shared import (
+from minitx.tui.screens.shared import (
     ModelLoaded,
     TitleBar,
     best_head,
@@ -31,8 +31,8 @@ from tui.screens.shared import (
     one_line_errors,
     short_count,
 )
-from tui.widgets.attention import AttentionGrid, ScoreTable
-from tui.widgets.keybar import KeyBar
+from minitx.tui.widgets.attention import AttentionGrid, ScoreTable
+from minitx.tui.widgets.keybar import KeyBar
 
 POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
 PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes)
@@ -211,8 +211,8 @@ class TrainScreen(Screen):
     # -- the form ----------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="defaults", exit_on_error=False)
     def load_defaults(self) -> None:
-        from core.config import DEFAULT_RECIPE, DEVICES, NORMS, recipe
-        from core.tasks import TASKS
+        from minitx.core.config import DEFAULT_RECIPE, DEVICES, NORMS, recipe
+        from minitx.core.tasks import TASKS
 
         chosen = recipe(DEFAULT_RECIPE)
         self.app.call_from_thread(self._fill_form, chosen, list(TASKS), list(NORMS), list(DEVICES))
@@ -331,7 +331,7 @@ class TrainScreen(Screen):
 
     @staticmethod
     def _save(trainer, path: str) -> Saved:
-        from core.checkpoint import CheckpointError
+        from minitx.core.checkpoint import CheckpointError
 
         try:
             return Saved(str(Path(trainer.save(path)).resolve()))
@@ -348,8 +348,8 @@ class TrainScreen(Screen):
     def run_training(self, model_cfg, train_cfg) -> None:
         import torch
 
-        from core.model import parameter_breakdown
-        from core.train import Trainer
+        from minitx.core.model import parameter_breakdown
+        from minitx.core.train import Trainer
 
         # Leave one core to the UI thread: torch's intra-op threads spin on every core they
         # are given, and on a small or busy machine that starves the terminal (measured on 2
@@ -404,9 +404,9 @@ class TrainScreen(Screen):
     @staticmethod
     def _probe(trainer) -> dict:
         """The live picture: alignment of every head, and the best head's grid on a probe."""
-        from core.alignment import random_alignment_scores
-        from core.probe import probe
-        from core.tasks import VOCAB
+        from minitx.core.alignment import random_alignment_scores
+        from minitx.core.probe import probe
+        from minitx.core.tasks import VOCAB
 
         scores = random_alignment_scores(trainer.model, trainer.task, n=32).tolist()
         best = best_head(scores)

@@ -11,8 +11,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tui.colors import text_colour_on, viridis_hex
-from tui.widgets.redraw import redraw
+from minitx.tui.colors import text_colour_on, viridis_hex
+from minitx.tui.widgets.redraw import redraw
 
 _NO_WRAP = "height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip;"
 CELL = 3  # characters of colour per cell; a one-space gap follows each cell where it fits

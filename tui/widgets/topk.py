@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from tui.widgets.redraw import redraw
+from minitx.tui.widgets.redraw import redraw
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 

@@ -1,0 +1,120 @@
+"""Named values -> configs: the one way the CLI (`train`, `doctor`) and the app's Train form turn
+what a person typed into a ModelConfig and a TrainConfig.
+
+Names are the command line's option names with underscores (`d_model`, `heads`, `layers`,
+`batch_size`, `lengths`, ...). A value of None means "not given": the base configs (a recipe, or
+a saved run) keep theirs. Every problem is an OptionError naming the option to blame, so the CLI
+can point at `--heads` and the form can mark its `heads` field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from minitx.core.config import ModelConfig, TrainConfig
+
+# option name -> ModelConfig field
+MODEL_OPTIONS = {
+    "d_model": "d_model",
+    "heads": "n_heads",
+    "d_ff": "d_ff",
+    "encoder_layers": "n_encoder_layers",
+    "decoder_layers": "n_decoder_layers",
+    "dropout": "dropout",
+    "positions": "max_len",
+    "norm": "norm",
+    "activation": "activation",
+    "attention": "attention",
+}
+# Options that set something other than one field of the same name.
+COMBINED_OPTIONS = ("layers", "lengths")
+
+
+class OptionError(ValueError):
+    """A value that cannot be used; `option` is the name (as in MODEL_OPTIONS) to blame."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"{option}: {message}")
+        self.option, self.message = option, message
+
+
+def train_options() -> dict[str, str]:
+    """option name -> TrainConfig field: every field has an option of its own name except the
+    source lengths, which `lengths` sets together."""
+    return {f.name: f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("min_len", "max_len")}
+
+
+def option_names() -> list[str]:
+    """Every name configs_from_options() understands."""
+    return [*MODEL_OPTIONS, *COMBINED_OPTIONS, *train_options()]
+
+
+def parse_lengths(text: str) -> tuple[int, int]:
+    """'4-10' -> (4, 10); '7' -> (7, 7). ValueError with a one-line message otherwise."""
+    parts = str(text).replace(" ", "").split("-")
+    try:
+        if len(parts) == 1:
+            lo = hi = int(parts[0])
+        elif len(parts) == 2:
+            lo, hi = int(parts[0]), int(parts[1])
+        else:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"expected MIN-MAX such as 4-10, got {text!r}") from None
+    if not 1 <= lo <= hi:
+        raise ValueError(f"need 1 <= MIN <= MAX, got {text!r}")
+    return lo, hi
+
+
+def _blame(field: str) -> str:
+    """The option that sets a config field (core's errors name fields)."""
+    by_field = {f: o for o, f in MODEL_OPTIONS.items()}
+    by_field.update({"n_encoder_layers": "layers", "n_decoder_layers": "layers",
+                     "min_len": "lengths", "max_len": "lengths"})
+    return by_field.get(field, field)
+
+
+def configs_from_options(
+    model_cfg: ModelConfig, train_cfg: TrainConfig, options: Mapping[str, Any]
+) -> tuple[ModelConfig, TrainConfig]:
+    """The base configs with every given option applied.
+
+    Rules beyond "the option sets its field":
+    - `layers` sets encoder and decoder layers (`encoder_layers`/`decoder_layers` win);
+    - `lengths` ("4-10") sets the source lengths, and the positional table grows to hold
+      them plus SOS and EOS unless `positions` is given;
+    - `d_model` without `d_ff` keeps the base's feed-forward ratio (64 -> 256 becomes 32 -> 128);
+    - `norm` without `activation` takes the norm's own default activation;
+    - `bug` "none" means no bug.
+    """
+    unknown = sorted(set(options) - set(option_names()))
+    if unknown:
+        raise OptionError(unknown[0], "not an option of minitx's configs")
+    given = {k: v for k, v in options.items() if v is not None}
+    model_changes = {field: given[name] for name, field in MODEL_OPTIONS.items() if name in given}
+    if "layers" in given:
+        model_changes.setdefault("n_encoder_layers", given["layers"])
+        model_changes.setdefault("n_decoder_layers", given["layers"])
+    if "d_model" in given and "d_ff" not in given and isinstance(given["d_model"], int):
+        model_changes["d_ff"] = max(1, model_cfg.d_ff * given["d_model"] // model_cfg.d_model)
+    if "norm" in given and "activation" not in given:
+        model_changes["activation"] = ""  # back to the norm's own default
+    train_changes = {field: given[name] for name, field in train_options().items() if name in given}
+    if train_changes.get("bug") == "none":
+        train_changes["bug"] = ""
+    if "lengths" in given:
+        try:
+            train_changes["min_len"], train_changes["max_len"] = parse_lengths(given["lengths"])
+        except ValueError as e:
+            raise OptionError("lengths", str(e)) from None
+    try:
+        train_cfg = train_cfg.replace(**train_changes)
+        if "positions" not in given and model_cfg.max_len < train_cfg.max_len + 2:
+            model_changes["max_len"] = train_cfg.max_len + 2  # longer sources need a longer table
+        model_cfg = model_cfg.replace(**model_changes)
+    except (ValueError, TypeError) as e:  # core's messages read "field: message"
+        field, _, message = str(e).partition(": ")
+        raise OptionError(_blame(field), message or str(e)) from None
+    return model_cfg, train_cfg
