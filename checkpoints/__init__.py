@@ -80,18 +80,3 @@ def list_checkpoints(folder: str | Path | None = None) -> list[Listing]:
         found += [describe(p) for p in sorted(folder.glob(f"*{SUFFIX}"))]
     return found
 
-
-def block_parameters(model) -> dict[str, int]:
-    """Parameters of one attention block, one feed-forward block and one whole layer of each
-    stack (the per-block lines of SPEC §2's table), counted on the first layer of each stack."""
-
-    def count(module) -> int:
-        return sum(p.numel() for p in module.parameters())
-
-    encoder, decoder = model.encoder[0], model.decoder[0]
-    return {
-        "attention block": count(encoder.self_attn),
-        "feed-forward block": count(encoder.ff),
-        "encoder layer": count(encoder),
-        "decoder layer": count(decoder),
-    }

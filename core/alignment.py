@@ -20,7 +20,7 @@ def alignment_scores(model: Seq2Seq, task: Task, src: torch.Tensor, lengths: tor
     Uses teacher forcing on the task's own targets, so the score measures the attention the
     model pays while producing correct outputs."""
     with eval_mode(model):
-        device = next(model.parameters()).device
+        device = model.device
         batch = task.batch_from_sources(src.cpu(), lengths.cpu())
         _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
         expected = task.alignment(batch.src, batch.lengths).to(device)  # (B, S, S)
@@ -38,6 +38,14 @@ def scores_from_cross(cross: list[torch.Tensor], expected: torch.Tensor) -> torc
         per_head = (mass * rows[:, None]).sum(dim=(0, 2)) / rows.sum().clamp(min=1)  # (h,)
         scores.append(per_head)
     return torch.stack(scores).cpu()  # (layers, heads)
+
+
+def best_head(scores) -> tuple[int, int]:
+    """(layer, head), 0-based, of the highest score in a (layers, heads) tensor or nested list:
+    the head that does the task's work."""
+    rows = scores.tolist() if isinstance(scores, torch.Tensor) else scores
+    cells = [(layer, head) for layer, row in enumerate(rows) for head in range(len(row))]
+    return max(cells, key=lambda lh: rows[lh[0]][lh[1]])
 
 
 def random_alignment_scores(model: Seq2Seq, task: Task, n: int = 256, seed: int = 4321) -> torch.Tensor:

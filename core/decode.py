@@ -59,21 +59,33 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
     return tokens[:, 1 : t + 1]
 
 
+def after_eos(tokens: torch.Tensor) -> torch.Tensor:
+    """(B, n) ids -> (B, n) bool: True at every position after the first EOS of its row."""
+    is_eos = (tokens == EOS).long()
+    return torch.cumsum(is_eos, dim=1) - is_eos > 0
+
+
+def padded_to(tokens: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, n) ids -> (B, width): PAD appended, and everything after the first EOS set to PAD,
+    so two outputs compare equal exactly when they agree up to and including EOS."""
+    B, n = tokens.shape
+    out = torch.full((B, width), PAD, dtype=torch.long, device=tokens.device)
+    out[:, :n] = tokens
+    return out.masked_fill(after_eos(out), PAD)
+
+
 def exact_match(generated: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
     """generated (B, n) and expected labels (B, L) with EOS then PAD -> (B,) bool.
 
     A sequence is right when its tokens up to and including EOS equal the expected ones.
     """
-    B, L = expected.shape
-    n = generated.shape[1]
-    width = max(n, L)
-    g = torch.full((B, width), PAD, dtype=torch.long, device=generated.device)
-    e = torch.full((B, width), PAD, dtype=torch.long, device=generated.device)
-    g[:, :n] = generated
-    e[:, :L] = expected
-    # Ignore whatever comes after the expected EOS (a finished sequence is padded anyway).
-    relevant = torch.cumsum((e == EOS).long(), dim=1) - (e == EOS).long() == 0  # up to EOS
-    return ((g == e) | ~relevant).all(dim=1)
+    width = max(generated.shape[1], expected.shape[1])
+    return (padded_to(generated, width) == padded_to(expected.to(generated.device), width)).all(dim=1)
+
+
+def accuracy_by_length(correct: torch.Tensor, lengths: torch.Tensor) -> dict[int, float]:
+    """correct (B,) bool and source lengths (B,) -> {length: fraction correct}."""
+    return {int(L): float(correct[lengths == L].float().mean()) for L in lengths.unique()}
 
 
 @dataclass(frozen=True)
@@ -109,12 +121,10 @@ class Stepper:
         self.src_ids = list(src_ids)
         self.top_k = top_k
         self.cap = cap or default_cap(model, len(src_ids))
-        device = next(model.parameters()).device
-        model.eval()  # stepping is inference: no dropout
-        with torch.no_grad():
-            src = torch.tensor([self.src_ids], device=device)  # (1, S)
+        with eval_mode(model), torch.no_grad():  # stepping is inference: no dropout
+            src = torch.tensor([self.src_ids], device=model.device)  # (1, S)
             self._decoder = IncrementalDecoder(model, *model.encode(src))
-        self._last_token = torch.tensor([SOS], device=device)  # (1,)
+        self._last_token = torch.tensor([SOS], device=model.device)  # (1,)
         self.results: list[StepResult] = []
         self.position = 0
 
@@ -180,7 +190,8 @@ class Stepper:
     def _compute_next(self) -> StepResult:
         index = len(self.results)
         maps = AttentionMaps()
-        logits = self._decoder.step(self._last_token, maps)  # (1, V)
+        with eval_mode(self.model):  # the incremental step reads no dropout, but the model is shared
+            logits = self._decoder.step(self._last_token, maps)  # (1, V)
         probs = logits.softmax(dim=-1)[0]  # (V,)
         top = probs.topk(min(self.top_k, probs.numel()))
         token = int(top.indices[0])

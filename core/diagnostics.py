@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from minitx.core.alignment import scores_from_cross
 from minitx.core.bugs import apply_bug
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.decode import exact_match, greedy_decode
+from minitx.core.decode import accuracy_by_length, exact_match, greedy_decode
 from minitx.core.model import MultiHeadAttention, Seq2Seq, eval_mode
 from minitx.core.tasks import PAD, Batch, CopyTask, Task, get_task
 
@@ -82,17 +82,13 @@ def _skip(name: str, description: str, threshold: str, why: str) -> CheckResult:
 # Helpers
 
 
-def _device(model: Seq2Seq) -> torch.device:
-    return next(model.parameters()).device
-
-
 def _fresh_model(model: Seq2Seq, seed: int = SEED, **changes) -> Seq2Seq:
     """A newly initialised model of the same config, without disturbing the caller's RNG."""
     cfg = model.cfg.replace(**changes) if changes else model.cfg
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         fresh = Seq2Seq(cfg)
-    return fresh.to(_device(model))
+    return fresh.to(model.device)
 
 
 def _probe(task: Task, n: int, seed: int = SEED, length: int | None = None) -> Batch:
@@ -110,7 +106,7 @@ def looks_trained(model: Seq2Seq, task: Task) -> tuple[bool, float]:
     probability (~0.2-0.35); a trained one is confident (> 0.9), even a broken one, unless it
     cannot see its source (swapped cross-attention: ~0.2, and source-dependence says why)."""
     batch = _probe(task, 64)
-    device = _device(model)
+    device = model.device
     with eval_mode(model), torch.no_grad():
         logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
     real = batch.labels.to(device) != PAD  # (B, T)
@@ -125,7 +121,7 @@ def looks_trained(model: Seq2Seq, task: Task) -> tuple[bool, float]:
 def check_initial_loss(model: Seq2Seq, task: Task, inits: int = 4) -> CheckResult:
     """Mean first-batch loss of a few fresh models of this config: one init scatters by ~0.3."""
     batch = _probe(task, 64)
-    device = _device(model)
+    device = model.device
     losses = []
     for i in range(inits):
         fresh = _fresh_model(model, seed=SEED + i).eval()
@@ -142,7 +138,7 @@ def check_initial_loss(model: Seq2Seq, task: Task, inits: int = 4) -> CheckResul
 def check_overfit_one_batch(model: Seq2Seq, task: Task, steps: int = 400) -> CheckResult:
     """A fresh model with dropout 0 must drive one fixed batch of 8 below 0.01 in 400 steps."""
     fresh = _fresh_model(model, dropout=0.0).train()
-    device = _device(model)
+    device = model.device
     batch = _probe(task, 8)
     src, tgt_in, labels = (t.to(device) for t in (batch.src, batch.decoder_input, batch.labels))
     optimizer = torch.optim.Adam(fresh.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
@@ -180,7 +176,7 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
     for module in fresh.modules():
         if not isinstance(module, MultiHeadAttention):
             continue
-        x = torch.randn(4, 200, fresh.cfg.d_model, generator=gen).to(_device(model))  # (B, T, d)
+        x = torch.randn(4, 200, fresh.cfg.d_model, generator=gen).to(model.device)  # (B, T, d)
         with torch.no_grad():
             _, weights = module(x, module.keys_values(x), None, need_weights=True)  # (B, h, T, T)
         log_w = weights.clamp_min(torch.finfo(weights.dtype).tiny).log()
@@ -200,7 +196,7 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
 
 def check_rows_sum_to_one(model: Seq2Seq, task: Task) -> CheckResult:
     batch = _probe(task, 32)
-    device = _device(model)
+    device = model.device
     with eval_mode(model), torch.no_grad():
         _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
     worst = 0.0
@@ -223,7 +219,7 @@ def check_fused_agreement(model: Seq2Seq) -> CheckResult:
     """Every attention block of the model (its explicit path, and its fast path) against
     F.scaled_dot_product_attention with the standard 1/sqrt(d_k) scale, on a fixed input."""
     gen = torch.Generator().manual_seed(SEED)
-    device, d = _device(model), model.cfg.d_model
+    device, d = model.device, model.cfg.d_model
     query = torch.randn(3, 7, d, generator=gen).to(device)  # (B, Tq, d)
     memory = torch.randn(3, 5, d, generator=gen).to(device)  # (B, Tk, d)
     mask = torch.ones(3, 1, 1, 5, dtype=torch.bool, device=device)
@@ -252,7 +248,7 @@ def check_fused_agreement(model: Seq2Seq) -> CheckResult:
 def check_future_leakage_values(model: Seq2Seq, task: Task) -> CheckResult:
     """Changing only the last decoder input token must leave every earlier position's logits."""
     batch = _probe(task, 16, length=task.max_len)  # equal lengths: the last input is a digit
-    device = _device(model)
+    device = model.device
     src, tgt_in = batch.src.to(device), batch.decoder_input.to(device)  # (B, S), (B, T)
     changed = tgt_in.clone()
     changed[:, -1] = (changed[:, -1] + 1) % 10
@@ -273,7 +269,7 @@ def check_future_leakage_values(model: Seq2Seq, task: Task) -> CheckResult:
 def check_future_leakage_gradients(model: Seq2Seq, task: Task) -> CheckResult:
     """Gradients of the outputs up to position t w.r.t. the input embeddings after t are zero."""
     batch = _probe(task, 8, length=task.max_len)
-    device = _device(model)
+    device = model.device
     captured = []
 
     def capture(_module, _inputs, output):  # (B, T, d) embedding output, made a leaf
@@ -302,7 +298,7 @@ def check_source_dependence(model: Seq2Seq, task: Task) -> CheckResult:
         _probe(task, 16, seed=SEED + 1, length=task.max_len).src.masked_fill(batch.src == PAD, PAD),
         batch.lengths,
     )  # the same lengths, other digits
-    device = _device(model)
+    device = model.device
     tgt_in = batch.decoder_input.to(device)
     with eval_mode(model), torch.no_grad():
         a = model(batch.src.to(device), tgt_in)
@@ -318,10 +314,10 @@ def check_source_dependence(model: Seq2Seq, task: Task) -> CheckResult:
 
 def check_accuracy(model: Seq2Seq, task: Task, n: int = 200) -> CheckResult:
     batch = _probe(task, n, seed=SEED + 2)
-    device = _device(model)
+    device = model.device
     generated = greedy_decode(model, batch.src.to(device)).cpu()
     ok = exact_match(generated, batch.labels)  # (n,)
-    by_length = {int(L): float(ok[batch.lengths == L].float().mean()) for L in batch.lengths.unique()}
+    by_length = accuracy_by_length(ok, batch.lengths)
     worst = min(by_length, key=by_length.get)
     acc = float(ok.float().mean())
     detail = f"worst at length {worst}: {by_length[worst]:.0%}"
@@ -335,7 +331,7 @@ def check_copies_decoder_input(model: Seq2Seq, task: Task) -> CheckResult:
     """Teacher forcing: how often the prediction at position i is the input token at i.
     A model trained without the shift learned exactly that; a healthy one predicts the next."""
     batch = _probe(task, 64, seed=SEED + 3)
-    device = _device(model)
+    device = model.device
     tgt_in = batch.decoder_input.to(device)  # (B, T)
     with eval_mode(model), torch.no_grad():
         predicted = model(batch.src.to(device), tgt_in).argmax(-1)  # (B, T)
@@ -353,7 +349,7 @@ def check_copies_source(model: Seq2Seq, task: Task) -> CheckResult:
     batch = _probe(task, 100, seed=SEED + 4)
     copies = CopyTask(task.min_len, task.max_len).batch_from_sources(batch.src, batch.lengths)
     differs = (copies.labels != batch.labels).any(dim=1)  # palindromes say nothing
-    generated = greedy_decode(model, batch.src.to(_device(model))).cpu()
+    generated = greedy_decode(model, batch.src.to(model.device)).cpu()
     rate = float(exact_match(generated, copies.labels)[differs].float().mean())
     return _result(name, description, rate, "< 0.5", rate < 0.5, "no-reverse")
 
@@ -361,7 +357,7 @@ def check_copies_source(model: Seq2Seq, task: Task) -> CheckResult:
 def _cross_alignment(model: Seq2Seq, task: Task, batch: Batch, expected_from: Task):
     """Best head's alignment score for `expected_from`'s alignment, or None when the
     cross-attention keys are not the source positions."""
-    device = _device(model)
+    device = model.device
     with eval_mode(model), torch.no_grad():
         _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
     if any(w.shape[-1] != batch.src.shape[1] for w in maps.cross):

@@ -329,6 +329,11 @@ class Seq2Seq(nn.Module):
     def causal(self) -> bool:
         return self.cfg.causal_mask
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are (every parameter is on one device)."""
+        return self.src_embed.weight.device
+
     def forward(self, src, tgt_in, return_attention: bool = False):
         """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, AttentionMaps]."""
         maps = AttentionMaps() if return_attention else None
@@ -371,3 +376,19 @@ def parameter_breakdown(model: Seq2Seq) -> dict[str, int]:
         del groups["final norms"]
     groups["total"] = sum(groups.values())
     return groups
+
+
+def block_parameters(model: Seq2Seq) -> dict[str, int]:
+    """Parameters of one attention block, one feed-forward block and one whole layer of each
+    stack (the per-block lines of the parameter table), counted on each stack's first layer."""
+
+    def count(module: nn.Module) -> int:
+        return sum(p.numel() for p in module.parameters())
+
+    encoder, decoder = model.encoder[0], model.decoder[0]
+    return {
+        "attention block": count(encoder.self_attn),
+        "feed-forward block": count(encoder.ff),
+        "encoder layer": count(encoder),
+        "decoder layer": count(decoder),
+    }

@@ -25,7 +25,7 @@ class Probe:
 @torch.no_grad()
 def probe(model: Seq2Seq, task: Task, src_ids: list[int]) -> Probe:
     with eval_mode(model):
-        device = next(model.parameters()).device
+        device = model.device
         src = torch.tensor([src_ids])
         batch = task.batch_from_sources(src, torch.tensor([len(src_ids)]))
         _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)

@@ -19,7 +19,7 @@ from minitx import __version__
 from minitx.core.bugs import apply_bug
 from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.decode import exact_match, greedy_decode
+from minitx.core.decode import accuracy_by_length, exact_match, greedy_decode
 from minitx.core.model import Seq2Seq
 from minitx.core.tasks import PAD, Batch, CopyTask, get_task
 
@@ -62,7 +62,7 @@ def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: i
              min_len: int | None = None, max_len: int | None = None) -> EvalResult:
     """Exact-match accuracy of greedy decoding on n fresh sequences from `seed`."""
     generator = torch.Generator().manual_seed(seed)
-    device = next(model.parameters()).device
+    device = model.device
     correct, lengths = [], []
     remaining = n
     while remaining > 0:
@@ -73,8 +73,7 @@ def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: i
         lengths.append(batch.lengths)
         remaining -= size
     ok, lens = torch.cat(correct), torch.cat(lengths)
-    by_length = {int(L): float(ok[lens == L].float().mean()) for L in lens.unique()}
-    return EvalResult(float(ok.float().mean()), n, by_length)
+    return EvalResult(float(ok.float().mean()), n, accuracy_by_length(ok, lens))
 
 
 class Trainer:

@@ -33,3 +33,7 @@ def text_colour_on(value: float) -> str:
     """Readable text colour for a number printed on a cell of this value."""
     r, g, b = viridis_rgb(value)
     return "#000000" if (0.299 * r + 0.587 * g + 0.114 * b) > 128 else "#ffffff"
+
+
+# How a check's outcome reads in Rich markup, in the CLI's doctor and the app's doctor alike.
+STATUS_MARKUP = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[dim]skip[/]"}

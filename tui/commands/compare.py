@@ -40,7 +40,7 @@ def compare_cmd(a, b, source, n, seed, device, threads, as_json) -> None:
       minitx compare reverse copy --n 200 --json
     """
     apply_threads(threads)
-    from minitx.checkpoints.compare import compare_loaded, decode_both
+    from minitx.core.compare import compare_loaded, decode_both
 
     ckpt_a, ckpt_b = load_checkpoint_arg(a, device), load_checkpoint_arg(b, device)
     decoded = None
@@ -95,10 +95,11 @@ def _summary(c):
     table.add_row("best alignment head", *(f"L{l + 1} H{h + 1} {s:.2f}" for l, h, s in best))
     from rich.console import Group
 
-    footer = (
-        f"identical outputs on [bold]{c.agreement:.1%}[/] of the sequences · "
-        f"weight distance [bold]{c.weight_distance:.4f}[/] (||A-B|| / ||A||)"
-    )
+    if c.weight_distance is None:
+        distance = f"no weight distance: the shapes differ (only {c.weights_compared} match)"
+    else:
+        distance = f"weight distance [bold]{c.weight_distance:.4f}[/] (||A-B|| / ||A||, all tensors)"
+    footer = f"identical outputs on [bold]{c.agreement:.1%}[/] of the sequences · {distance}"
     return "[bold]summary[/]", Group(table, footer)
 
 

@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from minitx.tui.colors import STATUS_MARKUP
 from minitx.tui.commands.common import (
     LazyChoice,
     apply_threads,
@@ -233,7 +234,6 @@ class _Progress:
 
 
 NAME_WIDTH = 26  # the longest check name, future-leakage-gradients, and a gap
-SHOWN = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[dim]skip[/]"}
 
 
 class _Report:
@@ -265,7 +265,7 @@ class _Report:
             line.add_column(width=width, justify=justify, no_wrap=True)
         line.add_column(ratio=1)
         line.add_row(
-            SHOWN[r.status],
+            STATUS_MARKUP[r.status],
             r.name,
             format_number(r.value),
             escape(r.threshold),

@@ -80,10 +80,9 @@ def _bar(fraction: float, width: int = 20) -> str:
 
 def inspect_data(ckpt) -> dict:
     """Everything `inspect` shows, as plain data."""
-    from minitx.checkpoints import block_parameters
     from minitx.core.alignment import random_alignment_scores
     from minitx.core.checkpoint import describe_size
-    from minitx.core.model import parameter_breakdown
+    from minitx.core.model import block_parameters, parameter_breakdown
     from minitx.core.tasks import VOCAB
 
     meta = ckpt.metadata

@@ -213,8 +213,8 @@ class CompareScreen(Screen):
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _load(self, a: str, b: str) -> None:
         from minitx import checkpoints
-        from minitx.checkpoints.compare import compare_loaded
         from minitx.core.checkpoint import CheckpointError
+        from minitx.core.compare import compare_loaded
 
         worker = get_current_worker()
         loaded = {}
@@ -502,7 +502,8 @@ class CompareScreen(Screen):
         else:
             lines.append(Text("same model config, task and training summary", style="dim"))
         lines.append(Text(f"same output on {c.agreement:.1%} of {c.n} fresh sequences · "
-                          f"weights ‖A−B‖/‖A‖ {c.weight_distance:.3f}", style="dim"))
+                          (f"weights ‖A−B‖/‖A‖ {c.weight_distance:.3f}" if c.weight_distance is not None
+                           else f"weights: shapes differ ({c.weights_compared} match)"), style="dim"))
         text = Text("\n").join(lines)
         text.no_wrap, text.overflow = True, "crop"
         summary.update(text)

@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
-STATUS_STYLE = {"pass": "[green]pass[/]", "fail": "[b red]FAIL[/]", "skip": "[dim]skip[/]"}
+from minitx.tui.colors import STATUS_MARKUP
 
 
 class CheckDone(Message):
@@ -64,7 +64,7 @@ class DoctorScreen(ModalScreen[None]):
 
         r = message.result
         self.query_one(DataTable).add_row(r.name, format_number(r.value), r.threshold,
-                                          STATUS_STYLE[r.status])
+                                          STATUS_MARKUP[r.status])
 
     def on_doctor_finished(self, message: DoctorFinished) -> None:
         self.finished = True

@@ -1,23 +1,22 @@
-"""Two checkpoints side by side: configs, sizes, accuracy on the same sequences, how often they
+"""Two models side by side: configs, sizes, accuracy on the same sequences, how often they
 agree, which heads learned the alignment, and how far apart their weights are.
 
-Everything returned is plain data (numbers, names, short strings) so the CLI can print tables
-or `--json` and the TUI can fill a summary table without any model maths of its own.
+Model analysis, so it lives in core (checkpoints/ only finds and lists files). Everything
+returned is plain data (numbers, names, short strings) so the CLI can print tables or `--json`
+and the app can fill a summary table without any model maths of its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
 
-from minitx.checkpoints import load
-from minitx.core.alignment import alignment_scores
+from minitx.core.alignment import alignment_scores, best_head
 from minitx.core.checkpoint import Checkpoint
-from minitx.core.decode import exact_match, greedy_decode
+from minitx.core.decode import accuracy_by_length, exact_match, greedy_decode, padded_to
 from minitx.core.model import parameter_breakdown
-from minitx.core.tasks import EOS, PAD, Task
+from minitx.core.tasks import Task
 
 SUMMARY_FIELDS = ("steps", "loss", "accuracy", "seed", "bug")  # training facts worth diffing
 
@@ -34,12 +33,8 @@ class ModelReport:
     @property
     def best_head(self) -> tuple[int, int, float]:
         """(layer, head, score) of the head that best shows the task's alignment (0-based)."""
-        best = (0, 0, -1.0)
-        for layer, row in enumerate(self.alignment):
-            for head, score in enumerate(row):
-                if score > best[2]:
-                    best = (layer, head, score)
-        return best
+        layer, head = best_head(self.alignment)
+        return layer, head, self.alignment[layer][head]
 
 
 @dataclass
@@ -63,14 +58,23 @@ class Comparison:
     unmatched: list[str] = field(default_factory=list)  # parameters only one side has (or reshaped)
 
     @property
-    def weight_distance(self) -> float:
-        """One number for the table: ||a - b|| / ||a|| over all parameters whose shapes match."""
+    def weight_distance(self) -> float | None:
+        """||a - b|| / ||a|| over all parameters, or None when some have no counterpart of the
+        same shape: a number over a few matching tensors would pass for the whole model's."""
+        if self.unmatched or not self.weights:
+            return None
         total = sum(w.norm_a**2 for w in self.weights) ** 0.5
         return (sum(w.l2**2 for w in self.weights) ** 0.5) / total if total else 0.0
+
+    @property
+    def weights_compared(self) -> str:
+        """'88 of 88 tensors': how much of the models the weight distances cover."""
+        return f"{len(self.weights)} of {len(self.weights) + len(self.unmatched)} tensors"
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["weight_distance"] = self.weight_distance
+        data["weights_compared"] = self.weights_compared
         for side in ("a", "b"):  # JSON object keys must be strings
             data[side]["by_length"] = {str(k): v for k, v in data[side]["by_length"].items()}
         data["config_diff"] = [{"field": f, "a": x, "b": y} for f, x, y in self.config_diff]
@@ -108,21 +112,12 @@ def weight_distances(a: torch.nn.Module, b: torch.nn.Module) -> tuple[list[Weigh
     return distances, unmatched
 
 
-def _until_eos(generated: torch.Tensor, width: int) -> torch.Tensor:
-    """(B, n) greedy output -> (B, width) with everything after the first EOS set to PAD."""
-    B, n = generated.shape
-    out = torch.full((B, width), PAD, dtype=torch.long)
-    out[:, :n] = generated.cpu()
-    after_eos = (torch.cumsum((out == EOS).long(), dim=1) - (out == EOS).long()) > 0
-    return out.masked_fill(after_eos, PAD)
-
-
 def _report(name: str, ckpt: Checkpoint, src: torch.Tensor, lengths: torch.Tensor,
             generated: torch.Tensor) -> ModelReport:
     task: Task = ckpt.task
     labels = task.batch_from_sources(src, lengths).labels  # (n, S + 1) this model's own targets
     ok = exact_match(generated.cpu(), labels)  # (n,)
-    by_length = {int(L): float(ok[lengths == L].float().mean()) for L in lengths.unique()}
+    by_length = accuracy_by_length(ok, lengths)
     scores = alignment_scores(ckpt.model, task, src, lengths)  # (layers, heads)
     return ModelReport(name, task.name, parameter_breakdown(ckpt.model)["total"],
                        float(ok.float().mean()), by_length,
@@ -137,12 +132,10 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
     shortest = min(a.task.min_len, longest)
     batch = a.task.batch(n, torch.Generator().manual_seed(seed), shortest, longest)
     src, lengths = batch.src, batch.lengths  # (n, S), (n,)
-    device_a = next(a.model.parameters()).device
-    device_b = next(b.model.parameters()).device
-    gen_a = greedy_decode(a.model, src.to(device_a)).cpu()  # (n, ~S + 2)
-    gen_b = greedy_decode(b.model, src.to(device_b)).cpu()
+    gen_a = greedy_decode(a.model, src.to(a.model.device)).cpu()  # (n, ~S + 2)
+    gen_b = greedy_decode(b.model, src.to(b.model.device)).cpu()
     width = max(gen_a.shape[1], gen_b.shape[1])
-    agreement = float((_until_eos(gen_a, width) == _until_eos(gen_b, width)).all(dim=1).float().mean())
+    agreement = float((padded_to(gen_a, width) == padded_to(gen_b, width)).all(dim=1).float().mean())
     weights, unmatched = weight_distances(a.model, b.model)
     return Comparison(
         a=_report(names[0], a, src, lengths, gen_a),
@@ -156,13 +149,6 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
     )
 
 
-def compare(a: str | Path, b: str | Path, n: int = 500, seed: int = 1234,
-            device: str = "cpu") -> Comparison:
-    """Bundled names or paths -> Comparison. Raises core.checkpoint.CheckpointError."""
-    ckpt_a, ckpt_b = load(a, device=device), load(b, device=device)
-    return compare_loaded(ckpt_a, ckpt_b, n, seed, names=(str(a), str(b)))
-
-
 def decode_both(a: Checkpoint, b: Checkpoint, source: str) -> dict[str, str]:
     """One typed source through both models: {"source", "a", "b", "expected_a", "expected_b"}.
     Raises core.tasks.TaskInputError for text the task cannot parse."""
@@ -170,7 +156,6 @@ def decode_both(a: Checkpoint, b: Checkpoint, source: str) -> dict[str, str]:
     src = torch.tensor([ids])  # (1, S)
     out = {"source": Task.format(ids)}
     for side, ckpt in (("a", a), ("b", b)):
-        device = next(ckpt.model.parameters()).device
-        out[side] = Task.format(greedy_decode(ckpt.model, src.to(device))[0].tolist())
+        out[side] = Task.format(greedy_decode(ckpt.model, src.to(ckpt.model.device))[0].tolist())
         out[f"expected_{side}"] = Task.format(ckpt.task.expected_output(ids))
     return out
