@@ -1,10 +1,33 @@
 """Colour maps: viridis for attention weights, black-to-red for differences between two models.
 
-Colours are given as true-colour hex; Rich and Textual downgrade them to 256 or 16 colours on
-terminals that have fewer, so one map serves every terminal.
+Colours are given as true-colour hex; Rich and Textual downgrade them to 256 colours well, but
+16 colours keep almost nothing of a gradient and NO_COLOR keeps nothing at all. There the
+pictures put the value into the characters instead: shade blocks (or the numbers, with #).
 """
 
 from __future__ import annotations
+
+FULL, FEW, NONE = "full", "16", "none"  # colour depths: 256 or more, 16, none (NO_COLOR)
+SHADES = " ░▒▓█"  # 0 -> blank, 1 -> full block: a value a person can read without colour
+
+
+def colour_depth(no_color: bool, color_system: str | None) -> str:
+    """FULL, FEW or NONE, from Textual's NO_COLOR flag and Rich's detected colour system
+    ('truecolor', '256', 'standard', 'windows', or None for a terminal without colour)."""
+    if no_color or color_system is None:
+        return NONE
+    return FULL if color_system in ("truecolor", "256") else FEW
+
+
+def depth_of(widget) -> str:
+    """The colour depth the app found (FULL in a bare test app)."""
+    return getattr(widget.app, "colour_depth", FULL)
+
+
+def shade(value: float, width: int = 1) -> str:
+    """`width` shade characters for a value in [0, 1]."""
+    v = 0.0 if value != value else min(1.0, max(0.0, float(value)))
+    return SHADES[round(v * (len(SHADES) - 1))] * width
 
 # 16 evenly spaced samples of matplotlib's viridis (0.0 dark purple -> 1.0 yellow).
 _VIRIDIS = [

@@ -26,6 +26,9 @@ DECODE_BINDINGS = [
     Binding("right_square_bracket", "layer(1)", "layer"),
     Binding("comma", "head(-1)", "head"),
     Binding("full_stop", "head(1)", "head"),
+    # Shown only while a grid is too wide for its panel (a long source at 80 columns).
+    Binding("less_than_sign", "columns(-1)", "columns", key_display="<"),
+    Binding("greater_than_sign", "columns(1)", "columns", key_display=">"),
 ]
 SOURCE_BINDINGS = [
     Binding("number_sign", "numbers", "numbers", key_display="#"),
@@ -39,6 +42,7 @@ class DecodeKeys:
     length of its own decode)."""
 
     position = 0
+    _columns_key = False  # whether the < > key is on offer (some grid is cropped)
 
     def decode_panels(self) -> list[DecodePanel]:
         """The panels the keys drive (all of them must have a model)."""
@@ -80,11 +84,21 @@ class DecodeKeys:
         return " ".join(map(str, panel.stepper.src_ids)) if panel else None
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter decodes the whole source at once; a source that cannot be used keeps the box
+        focused with the text and the reason, to fix it or leave with esc."""
         if not isinstance(event.input, SourceInput):
             return
         event.stop()
         if self.set_source(event.value):
+            self.action_run()
             self.set_focus(None)  # back to the step keys
+
+    def on_input_blurred(self, event: Input.Blurred) -> None:
+        """Leaving the box (esc, a click elsewhere) shows the source the grid shows again; the
+        error line still says why the other text was not used."""
+        shown = self.shown_source()
+        if isinstance(event.input, SourceInput) and shown is not None:
+            self.query_one(SourceBar).show_source(shown)
 
     def action_edit_source(self) -> None:
         self.query_one(SourceBar).input.focus()
@@ -161,6 +175,27 @@ class DecodeKeys:
         self.refresh_view()
 
     @one_line_errors
+    def action_columns(self, direction: int) -> None:
+        for panel in self.decode_panels():
+            panel.scroll_columns(direction)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "columns":
+            return self._columns_key
+        return super().check_action(action, parameters)
+
+    def _offer_columns_key(self) -> None:
+        """Offer < > exactly while a grid is cropped (refreshing the footer only on a change:
+        it costs a layout pass)."""
+        cropped = any(p.grid.cropped and p.view_mode != "heads" for p in self.decode_panels())
+        if cropped != self._columns_key:
+            self._columns_key = cropped
+            self.refresh_bindings()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._offer_columns_key)
+
+    @one_line_errors
     def action_numbers(self) -> None:
         for panel in self.decode_panels():
             panel.numbers = not panel.numbers
@@ -175,3 +210,4 @@ class DecodeKeys:
         for panel in panels:
             panel.redraw()
         self.draw_extras()
+        self.call_after_refresh(self._offer_columns_key)

@@ -18,3 +18,4 @@ def one_line_errors(method):
             return None
 
     return guarded
+

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from minitx.tui.format import short_count
 
 if TYPE_CHECKING:
+    from minitx.core.config import TrainConfig
     from minitx.core.model import Seq2Seq
     from minitx.core.tasks import Task
 
@@ -30,6 +31,9 @@ class LoadedModel:
     layers: int
     heads: int
     path: str | None = None
+    train_config: TrainConfig | None = None  # how it was trained, when the file (or run) says
+    resumable: bool = False  # the file holds the training state a run can continue from
+    steps: int | None = None  # training steps behind it
 
     @property
     def summary(self) -> str:
@@ -37,8 +41,10 @@ class LoadedModel:
         return f"{self.name}{task} · {self.norm}-norm · {short_count(self.params)} params · {self.device}"
 
 
-def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None) -> LoadedModel:
-    """Build the record (call from a worker thread: it runs the model on random sources)."""
+def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None,
+                   **facts) -> LoadedModel:
+    """Build the record (call from a worker thread: it runs the model on random sources);
+    `facts` are LoadedModel's training fields (train_config, resumable, steps)."""
     from minitx.core.alignment import random_alignment_scores
     from minitx.core.model import eval_mode, parameter_breakdown
 
@@ -46,7 +52,7 @@ def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = Non
         scores = random_alignment_scores(model, task, n=128).tolist()
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
-                       model.device.type, scores, cfg.n_decoder_layers, cfg.n_heads, path)
+                       model.device.type, scores, cfg.n_decoder_layers, cfg.n_heads, path, **facts)
 
 
 def shown_name(path: Path) -> str:
@@ -67,4 +73,25 @@ def load_checkpoint_record(name_or_path: str):
 
     path = checkpoints.resolve(name_or_path)
     ckpt = checkpoints.load(path)
-    return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path))
+    steps = ckpt.summary.get("steps")
+    return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path),
+                                train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
+                                steps=steps if isinstance(steps, int) else None)
+
+
+def saved_train_config(ckpt) -> TrainConfig | None:
+    """The TrainConfig a checkpoint was written with, or None (an exported file, or metadata
+    that does not read as one: a file is untrusted)."""
+    import json
+
+    from minitx.core.config import TrainConfig
+
+    try:
+        return TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
+    except (KeyError, ValueError, TypeError, RecursionError):
+        return None
+
+
+def open_error(name: str, error: str) -> str:
+    """'cannot open NAME: WHY', without naming the file twice when the reason already does."""
+    return f"cannot open: {error}" if name and name in error else f"cannot open {name}: {error}"

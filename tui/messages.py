@@ -27,9 +27,18 @@ class ModelLoaded(Message):
 
 
 class LoadFailed(Message):
-    def __init__(self, name: str, error: str) -> None:
+    def __init__(self, name: str, error: str, first: bool = False) -> None:
         super().__init__()
         self.name, self.error = name, error
+        self.first = first  # the checkpoint the app was started on
+
+
+class LoadProgress(Message):
+    """What the loading worker is doing ('loading torch…'): the app is usable only after it."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
 
 
 # -- the open dialog ------------------------------------------------------------------------------
@@ -70,11 +79,12 @@ class SummaryReady(Message):
 
 
 class FormDefaults(Message):
-    """What the Train form offers, once core is imported: a recipe and the choices of each field."""
+    """What the Train form offers, once core is imported: the recipes (name -> core.config.Recipe)
+    and the values of each choice field."""
 
-    def __init__(self, recipe, choices: dict[str, list[str]]) -> None:
+    def __init__(self, recipes: dict, choices: dict[str, list[str]]) -> None:
         super().__init__()
-        self.recipe, self.choices = recipe, choices
+        self.recipes, self.choices = recipes, choices
 
 
 @dataclass
@@ -115,12 +125,28 @@ class Saved(Message):
 
 
 class CheckDone(Message):
-    def __init__(self, result) -> None:
+    def __init__(self, result, index: int = 0) -> None:
         super().__init__()
         self.result = result  # core.diagnostics.CheckResult
+        self.index = index  # which of the dialog's models (Compare checks two)
 
 
 class DoctorFinished(Message):
-    def __init__(self, causes: list[str], error: str = "") -> None:
+    def __init__(self, causes: list[list[str]], error: str = "") -> None:
         super().__init__()
-        self.causes, self.error = causes, error
+        self.causes, self.error = causes, error  # per model, the likely causes of its failures
+
+
+# -- widgets ---------------------------------------------------------------------------------------
+
+
+class ChoiceChanged(Message):
+    """A ChoiceField moved to another value."""
+
+    def __init__(self, field) -> None:
+        super().__init__()
+        self.field = field  # tui.widgets.choice.ChoiceField
+
+    @property
+    def control(self):
+        return self.field

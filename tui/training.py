@@ -47,19 +47,52 @@ def save(trainer, path: str) -> Saved:
         return Saved(error=f"save failed: {type(e).__name__}: {e}")
 
 
-class TrainingRun:
-    """The state a run shares between the UI thread and its worker: a few Events and one
-    pending save request. `post` delivers a message to the screen (thread-safe)."""
+def run_path(folder: str | Path, task: str, number: int) -> Path:
+    return Path(folder) / f"minitx-{task}-run{number}.safetensors"
 
-    def __init__(self, model_cfg, train_cfg, post: Callable[[Message], None]) -> None:
-        self.model_cfg, self.train_cfg, self.post = model_cfg, train_cfg, post
+
+def next_run_number(folder: str | Path, task: str, after: int) -> int:
+    """The first run number above `after` whose file does not exist yet: a new session's run 1
+    never overwrites an earlier session's."""
+    number = after + 1
+    while run_path(folder, task, number).exists():
+        number += 1
+    return number
+
+
+class TrainingRun:
+    """One run: its number, where `w` saves it, and the state it shares between the UI thread
+    and its worker (a few Events and one pending save request). `post` delivers a message to
+    the screen (thread-safe)."""
+
+    def __init__(self, number: int, model_cfg, train_cfg, path: Path, post: Callable[[Message], None],
+                 resume_from: str | None = None) -> None:
+        self.number, self.model_cfg, self.train_cfg, self.path = number, model_cfg, train_cfg, path
+        self.post, self.resume_from = post, resume_from
+        self.name = f"run {number} · {'resumed ' if resume_from else ''}{train_cfg.task}"
         self.trainer = None  # set by the worker; read only when no step is running
+        self.first_step = 0  # where it started (a resumed run: the saved step)
+        self.saved_step: int | None = None  # the step the last save wrote
         self.paused = threading.Event()
         self.stop = threading.Event()
+        self.halted = threading.Event()  # set once the worker takes no more steps
         self.save_to: str | None = None  # a save request the worker handles between steps
 
-    def train(self, cancelled: Callable[[], bool], name: str) -> None:
+    @property
+    def unsaved_steps(self) -> int:
+        """Steps a quit (or a new run) would throw away."""
+        if self.trainer is None:
+            return 0
+        return self.trainer.step_count - max(self.first_step, self.saved_step or 0)
+
+    def train(self, cancelled: Callable[[], bool]) -> None:
         """The worker's whole job: build the Trainer, step until done, stopped or cancelled."""
+        try:
+            self._train(cancelled)
+        finally:
+            self.halted.set()
+
+    def _train(self, cancelled: Callable[[], bool]) -> None:
         import torch
 
         from minitx.core.model import parameter_breakdown
@@ -71,16 +104,19 @@ class TrainingRun:
         # cores: keys lagged and steps ran 3x slower with 2 threads than with 1).
         torch.set_num_threads(worker_threads())
         model_cfg, train_cfg = self.model_cfg, self.train_cfg
-        trainer = Trainer(model_cfg, train_cfg)
+        trainer = Trainer.resume(self.resume_from, train_cfg) if self.resume_from \
+            else Trainer(model_cfg, train_cfg)
+        self.first_step = trainer.step_count
         self.trainer = trainer
         params = parameter_breakdown(trainer.model)["total"]
-        self.post(RunStarted(f"training {train_cfg.task} · {model_cfg.norm}-norm · "
+        self.post(RunStarted(f"{self.name} · {trainer.model_cfg.norm}-norm · "
                              f"{short_count(params)} params · {trainer.device.type}"))
         pending: list[float] = []
         accuracy = None
         last_post = last_probe = 0.0
         started, first_step = time.monotonic(), trainer.step_count
         paused_for = 0.0
+        stats = posted = None
         while not trainer.done:
             self._save_if_asked(trainer)  # before the cancel check: quitting keeps a save
             if cancelled():
@@ -102,18 +138,33 @@ class TrainingRun:
                 probe, last_probe = self.probe(trainer), now
             elapsed = max(1e-6, now - started - paused_for)
             rate = (stats.step - first_step) / elapsed
-            self.post(Progress(
+            posted = Progress(
                 stats.step, train_cfg.steps, pending, stats.loss, stats.grad_norm, stats.lr, rate,
-                (train_cfg.steps - stats.step) / max(rate, 1e-6), accuracy, probe))
+                (train_cfg.steps - stats.step) / max(rate, 1e-6), accuracy, probe)
+            self.post(posted)
             pending, last_post = [], time.monotonic()
+        if stats is not None and (posted is None or posted.step != stats.step):
+            # The steps since the last message, so the screen ends on the step the run ended on.
+            self.post(Progress(stats.step, train_cfg.steps, pending, stats.loss, stats.grad_norm,
+                               stats.lr, posted.steps_per_s if posted else 0.0, 0.0, accuracy))
+        self.halted.set()
         self._save_if_asked(trainer)
-        record = describe_model(trainer.model, trainer.task, f"{name} · step {trainer.step_count}")
+        record = describe_model(trainer.model, trainer.task, f"{self.name} · step {trainer.step_count}",
+                                train_config=trainer.cfg, steps=trainer.step_count)
         self.post(RunEnded(trainer.step_count, self.stop.is_set(), record))
 
     def _save_if_asked(self, trainer) -> None:
         if self.save_to is not None:
             path, self.save_to = self.save_to, None
-            self.post(save(trainer, path))
+            self.post(self.save_now(trainer, path))
+
+    def save_now(self, trainer, path: str) -> Saved:
+        """Save (on whichever thread no step is running) and remember the step it holds."""
+        step = trainer.step_count
+        saved = save(trainer, path)
+        if not saved.error:
+            self.saved_step = step
+        return saved
 
     @staticmethod
     def probe(trainer) -> dict:

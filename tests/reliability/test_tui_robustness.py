@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))  # tui_help
 from tui_helpers import fill_form, model_ready, on_train_screen, wait_for  # noqa: E402
 
 from minitx.tui.app import create_app  # noqa: E402
-from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen  # noqa: E402
+from minitx.tui.screens.dialogs import ChoiceDialog, HelpScreen, OpenCheckpointScreen  # noqa: E402
 from minitx.tui.screens.explore import ExploreScreen  # noqa: E402
 from tests.reliability.corpus import hostile_files, marker_path  # noqa: E402
 
@@ -227,8 +227,8 @@ async def test_a_seeded_storm_of_keys_pastes_and_resizes_during_training_leaves_
         await press(pilot, "e")
         await wait_for(pilot, lambda: isinstance(app.screen, ExploreScreen), "e to explore", 5)
         await wait_for(pilot, lambda: app.model_ready, "a model", 30)
-        # If the storm stopped the run, its model reaches Explore when the worker ends (a barely
-        # trained model that may stop after one token): let that hand-over land before stepping.
+        # If the storm stopped the run, the worker ends in its own time (and only u would hand
+        # its model to Explore): let it end before stepping.
         await wait_for(pilot, lambda: train.state != "stopping", "a stopped run to end", 30)
         await pilot.pause()
         await pilot.pause(0.1)
@@ -270,9 +270,12 @@ async def test_starting_training_twice_leaves_one_run_that_stops_cleanly(tmp_pat
         await press(pilot, "x")
         await wait_for(pilot, lambda: train.state == "stopped", "stop")
         await wait_for(pilot, lambda: not train_workers(app), "the worker to end")
-        # The run that ended is the one on screen: its model is the one handed to Explore.
+        # The run that ended is the one on screen: its model is the one u hands to Explore.
+        await press(pilot, "u")
         await wait_for(pilot, lambda: app.current.model is train.trainer.model, "hand-over")
-        await press(pilot, "space")  # and a new run starts after a stop
+        await press(pilot, "space")  # and a new run starts after a stop (dropping the unsaved one)
+        await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog), "the question")
+        await press(pilot, "d")
         await wait_for(pilot, lambda: train.state == "running" and train.trainer is not None
                        and train.trainer.step_count > 2, "second run")
         await press(pilot, "x")
@@ -296,13 +299,13 @@ async def test_quitting_right_after_save_still_writes_a_loadable_checkpoint(tmp_
         await pilot.pause(0.2)
         step = train.trainer.step_count
         await press(pilot, "w", "q")  # save, and quit before it can be acknowledged
-    target = tmp_path / f"minitx-reverse-step{step}.safetensors"
+    target = tmp_path / "minitx-reverse-run1.safetensors"
     deadline = time.monotonic() + 20
     while not target.exists() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert target.exists(), (f"the save asked for before quitting was lost ({while_}); folder "
                              f"holds {sorted(p.name for p in tmp_path.iterdir())}")
-    assert checkpoints.load(target).model is not None
+    assert checkpoints.load(target).summary["steps"] == step
     assert not list(tmp_path.glob(".*.tmp"))
 
 
@@ -376,6 +379,7 @@ async def test_opening_a_checkpoint_while_training_loads_it_and_training_goes_on
         await wait_for(pilot, lambda: any(m.startswith("saved ") for _, m in seen), "the save")
         await press(pilot, "x")
         await wait_for(pilot, lambda: train.state == "stopped", "stop")
+        await press(pilot, "u")
         await wait_for(pilot, lambda: app.current.model is train.trainer.model, "hand-over")
         assert not unexpected(seen), unexpected(seen)
-    assert len(list(tmp_path.glob("minitx-reverse-step*.safetensors"))) == 1
+    assert len(list(tmp_path.glob("minitx-reverse-run*.safetensors"))) == 1

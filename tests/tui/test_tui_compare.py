@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from textual.widgets import Input, Static
-from tui_helpers import notifications, wait_for
+from tui_helpers import notifications, screen_lines, wait_for
 
 from minitx.tui.app import create_app
 from minitx.tui.screens import compare as compare_screen
@@ -66,9 +68,11 @@ async def test_two_checkpoints_open_compare_with_both_whole_decodes_and_a_summar
         screen = await summary_ready(pilot)
         assert not app.screen.query_one("#summary-box").loading
         assert tokens(screen) == (REVERSED, COPIED)
-        output = str(screen.query_one("#pair-output", Static).render())
-        assert "A reverse" in output and "✓" in output
-        assert "B reverse-no-reverse" in output and "✗ expected 5 1 4 1 3" in output
+        output = str(screen.query_one("#pair-output").render())
+        a_line, b_line = output.splitlines()
+        assert a_line.startswith("A reverse") and "✓ correct" in a_line
+        assert b_line.startswith("B reverse-no-reverse") and "✗ wrong" in b_line
+        assert "expected 5 1 4 1 3" in b_line
         c = screen.comparison
         assert c.a.accuracy > 0.9 and c.b.accuracy < 0.1
         summary = str(screen.query_one("#summary", Static).render())
@@ -99,7 +103,9 @@ async def test_typing_a_source_restarts_both_and_the_step_keys_move_them_togethe
         await type_source(pilot, "2 7 1 8")
         a, b = screen.steppers["A"], screen.steppers["B"]
         assert a.src_ids == b.src_ids == [2, 7, 1, 8]
-        assert (a.position, b.position) == (0, 0) and app.focused is None
+        assert a.finished and b.finished and app.focused is None  # one Enter decodes both
+        await pilot.press("x")
+        assert (a.position, b.position) == (0, 0)
         await pilot.press("right", "n")
         assert (a.position, b.position) == (2, 2)
         assert tokens(screen) == ([8, 1], [2, 7])
@@ -145,7 +151,7 @@ async def test_layer_and_head_keys_change_both_grids_and_the_summary_row(quick_s
         await pilot.press("right_square_bracket", "full_stop")
         assert all((p.layer_index, p.head_index) == (0, 2) for p in screen.panels.values())
         for panel in screen.panels.values():
-            assert "L1 H3" in str(panel.grid_box.border_title)
+            assert str(panel.grid_box.border_subtitle) == "L1 H3"
         assert screen.panels["A"].grid.rows != before
         assert "alignment L1 H3" in str(screen.query_one("#summary", Static).render())
         await pilot.press("left_square_bracket", "comma")
@@ -208,7 +214,7 @@ async def test_c_from_explore_compares_the_current_model_with_one_picked_in_the_
         screen = await models_ready(pilot)
         assert screen.models["A"].name == "reverse" and screen.models["B"].name == "copy"
         assert tokens(screen) == (REVERSED, COPIED)
-        assert "✓" in str(screen.query_one("#pair-output", Static).render()).splitlines()[1]
+        assert "✓" in str(screen.query_one("#pair-output").render()).splitlines()[1]
 
 
 
@@ -221,7 +227,7 @@ async def test_a_missing_model_b_says_why_on_screen_and_another_can_be_chosen(qu
         await wait_for(pilot, lambda: isinstance(app.screen, OpenCheckpointScreen), "the dialog")
         await pilot.press("escape")
         screen = app.screen
-        assert "press 2 to choose model B" in str(screen.query_one("#pair-output", Static).render())
+        assert "press 2 to choose model B" in str(screen.query_one("#pair-output").render())
         for name in (str(tmp_path / "nowhere.safetensors"), "copy"):
             await pilot.press("2")
             path_input = app.screen.query_one("#open-path", Input)
@@ -231,7 +237,7 @@ async def test_a_missing_model_b_says_why_on_screen_and_another_can_be_chosen(qu
             if name != "copy":
                 await wait_for(pilot, lambda: any("no such file" in m for m in notifications(app)),
                                "the failure")
-                assert "no such file" in str(screen.query_one("#pair-output", Static).render())
+                assert "no such file" in str(screen.query_one("#pair-output").render())
                 assert not screen.models
         await models_ready(pilot)
         assert screen.models["B"].name == "copy"
@@ -305,6 +311,52 @@ def test_compare_a_reverser_with_a_no_shift_model_mid_decode_at_80x24(snap_compa
     async def run_before(pilot):
         await summary_ready(pilot)
         await pilot.press("x", "right", "right", "right")
+
+    assert snap_compare(compare_app("reverse", "reverse-no-shift"), terminal_size=(80, 24),
+                        run_before=run_before)
+
+
+@pytest.mark.asyncio
+async def test_d_in_compare_runs_the_doctor_on_both_models(quick_summary):
+    from minitx.tui.screens.doctor import DoctorScreen
+
+    app = compare_app("reverse", "reverse-no-shift")
+    async with app.run_test(size=(100, 32)) as pilot:
+        screen = await models_ready(pilot)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, DoctorScreen), "the doctor")
+        doctor = app.screen
+        assert [r.name for r in doctor.records] == [m.name for m in screen.models.values()]
+        await wait_for(pilot, lambda: doctor.finished, "the doctor to finish", timeout=180)
+        table = doctor.query_one("DataTable")
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels == ["check", "threshold", "A measured", "A", "B measured", "B"]
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        assert all("pass" in str(row[3]) or "skip" in str(row[3]) for row in rows)  # A is sound
+        assert any("FAIL" in str(row[5]) for row in rows)  # B copies its input
+        assert "B: likely cause" in str(doctor.query_one("#doctor-causes", Static).render())
+
+
+@pytest.mark.asyncio
+async def test_at_80x24_compare_keeps_titles_labels_and_numbers_apart(quick_summary):
+    app = compare_app("reverse", "reverse-no-shift")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await summary_ready(pilot)
+        await pilot.press("number_sign")
+        lines = screen_lines(app)
+        text = "\n".join(lines)
+        assert "╭─ A reverse ─" in text and "╭─ B reverse-no-shift ─" in text
+        for label in ("exact match", "alignment L2 H2", "agree on"):
+            assert label in text
+        grid_rows = [line for line in lines if "││" in line and re.search(r"\.\d\d", line)]
+        assert grid_rows and not any(re.search(r"\d\.\d\d|\.\d\d\.", line) for line in grid_rows)
+        assert all(len(line) <= 80 for line in lines)
+
+
+def test_compare_with_numbers_at_80x24(snap_compare):
+    async def run_before(pilot):
+        await summary_ready(pilot)
+        await pilot.press("number_sign")
 
     assert snap_compare(compare_app("reverse", "reverse-no-shift"), terminal_size=(80, 24),
                         run_before=run_before)

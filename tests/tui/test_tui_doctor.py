@@ -1,4 +1,4 @@
-"""The doctor is reachable from the app: d runs SPEC §7's checks on the model being explored."""
+"""The doctor is reachable from the app: d runs the model checks (docs/checks.md) on the explored model."""
 
 import pytest
 from textual.widgets import DataTable, Static

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from textual.widgets import Input, Static
-from tui_helpers import model_ready, notifications, reverse_checkpoint, wait_for
+from tui_helpers import model_ready, notifications, reverse_checkpoint, tiny_trainer, wait_for
 
 from minitx.tui.app import create_app
 from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
@@ -61,10 +61,13 @@ async def test_app_paints_a_loading_indicator_then_opens_the_bundled_model(monke
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert not app.model_ready
-        assert app.screen.panel.loading
+        assert app.screen.panel.main.loading
+        # What it waits for is said where the output goes, outside the loading indicator.
+        await wait_for(pilot, lambda: "loading reverse…" in str(app.screen.panel.output.render()),
+                       "the loading message")
         release.set()
         await model_ready(pilot)
-        assert not app.screen.panel.loading
+        assert not app.screen.panel.main.loading
         assert "reverse" in app.current.summary
 
 
@@ -82,16 +85,19 @@ async def test_first_screen_shows_the_whole_decode_of_the_default_source_on_the_
 
 
 @pytest.mark.asyncio
-async def test_typing_a_valid_source_restarts_decoding_at_step_zero():
+async def test_one_enter_in_the_source_box_decodes_the_whole_source():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         await type_source(pilot, "2 7 1 8", keystrokes=True)
         screen = app.screen
         assert screen.stepper.src_ids == [2, 7, 1, 8]
-        assert screen.stepper.position == 0
+        assert screen.stepper.finished and screen.stepper.tokens == [8, 1, 7, 2, 12]
+        assert "✓ correct" in str(screen.panel.output.render())
         assert not screen.query_one("#source-error").display
         assert app.focused is None  # back on the step keys
+        await pilot.press("x", "right")  # and stepping starts over from there
+        assert screen.stepper.position == 1
 
 
 @pytest.mark.parametrize("text, message", [
@@ -120,15 +126,17 @@ async def test_step_forward_back_run_and_reset_move_through_the_decode():
         await model_ready(pilot)
         await type_source(pilot, "3 1 4 1 5")
         stepper = app.screen.stepper
-        await pilot.press("right")
+        await pilot.press("x", "right")
         await pilot.press("n")
         assert stepper.position == 2
-        first_two = list(stepper.results)
+        recorded = list(stepper.results)  # Enter decoded all of it already
         await pilot.press("left")
         await pilot.press("b")
         assert stepper.position == 0
         await pilot.press("right", "right")
-        assert stepper.results[:2] == first_two and len(stepper.results) == 2  # replayed
+        assert stepper.position == 2
+        assert stepper.results == recorded and all(  # replayed, nothing recomputed
+            a is b for a, b in zip(stepper.results, recorded))
         await pilot.press("enter")
         assert stepper.finished and stepper.tokens == [5, 1, 4, 1, 3, 12]
         await pilot.press("x")
@@ -143,7 +151,7 @@ async def test_the_grid_has_source_columns_generated_rows_and_marks_the_current_
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         await type_source(pilot, "3 1 4 1 5")
-        await pilot.press("right", "right", "right")
+        await pilot.press("x", "right", "right", "right")
         grid = app.screen.panel.grid
         assert grid.columns == ["3", "1", "4", "1", "5"]
         assert grid.row_labels == ["5", "1", "4"]
@@ -240,17 +248,13 @@ async def test_opening_a_bad_file_says_why_and_keeps_the_current_model(tmp_path)
         await pilot.press("enter")
         await wait_for(pilot, lambda: not app.loading, "the load to fail")
         assert app.current is before
-        assert any("cannot open" in m and "broken.safetensors" in m for m in notifications(app))
+        message = next(m for m in notifications(app) if "cannot open" in m)
+        assert message.count("broken.safetensors") == 1  # the path once, not twice
 
 
 @pytest.mark.asyncio
 async def test_open_lists_checkpoints_in_a_folder_and_loads_the_chosen_one(tmp_path):
-    from minitx.core.config import ModelConfig, TrainConfig
-    from minitx.core.train import Trainer
-
-    tiny = Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
-                               n_decoder_layers=1, max_len=16),
-                   TrainConfig(steps=2, batch_size=8, max_len=6, device="cpu"))
+    tiny = tiny_trainer()
     tiny.train_step()
     tiny.save(tmp_path / "tiny.safetensors")
     app = create_app([reverse_checkpoint()])
@@ -293,8 +297,8 @@ async def test_a_second_checkpoint_is_kept_for_the_compare_view():
 
 
 @pytest.mark.asyncio
-async def test_a_missing_first_checkpoint_is_a_message_and_the_app_stays_usable(tmp_path):
-    app = create_app([str(tmp_path / "nowhere.safetensors")])
+async def test_a_missing_first_checkpoint_opened_from_the_app_is_a_message_and_it_stays_usable(tmp_path):
+    app = create_app([str(tmp_path / "nowhere.safetensors")])  # as a library: the CLI exits instead
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: not app.loading, "the load to fail")
         assert app.current is None
@@ -337,7 +341,7 @@ async def test_typing_a_bundled_name_in_the_open_dialog_loads_it_and_a_long_sour
         await wait_for(pilot, lambda: app.model_ready and app.current is not before, "reload")
         assert any("now exploring reverse" in m for m in notifications(app))
         await type_source(pilot, "1 2 3 4 5 6 7 8 9 0 1 2")
-        assert "longer than the 10" in str(app.screen.panel.output.render())
+        assert "longer than trained (10)" in str(app.screen.panel.output.render())
 
 
 @pytest.mark.asyncio
@@ -354,3 +358,17 @@ async def test_a_new_model_never_leaves_the_old_models_decode_on_screen():
         await wait_for(pilot, lambda: getattr(app.screen.stepper, "model", None) is app.current.model,
                        "the redecode")
         assert app.screen.stepper.src_ids == [2, 7, 1]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("names", [["nowhere.safetensors"], ["reverse", "nowhere.safetensors"]])
+async def test_a_command_line_checkpoint_that_cannot_be_opened_ends_the_app_with_one_line(
+        tmp_path, names, capsys):
+    names = [n if n == "reverse" else str(tmp_path / n) for n in names]
+    app = create_app(names, exit_on_start_error=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app._exit, "the app to end")
+    said = capsys.readouterr().err.strip()
+    assert app.return_code == 1
+    assert said.startswith("minitx-tui: cannot open") and "no such file" in said
+    assert len(said.splitlines()) == 1 and said.count("nowhere.safetensors") == 1

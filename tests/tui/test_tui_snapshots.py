@@ -52,7 +52,7 @@ def test_train_form_before_a_run_at_80x24(snap_compare):
     async def run_before(pilot):
         screen = await on_train_screen(pilot)
         fill_form(screen, steps="3000", batch_size="64", lr="0.001", warmup="400", dropout="0.1",
-                  d_model="64", heads="4", layers="2")
+                  d_model="64", heads="4", layers="2", lengths="4-10")
         await pilot.pause()
 
     assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(80, 24),
@@ -74,4 +74,56 @@ def test_explore_decoder_self_attention_at_80x24(snap_compare):
         await pilot.press("s")
 
     assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(80, 24),
+                        run_before=run_before)
+
+
+def test_train_form_before_a_run_at_100x32(snap_compare):
+    async def run_before(pilot):
+        screen = await on_train_screen(pilot)
+        fill_form(screen, steps="3000", batch_size="64", lr="0.001", warmup="400", dropout="0.1",
+                  d_model="64", heads="4", layers="2", lengths="4-10")
+        await pilot.pause()
+
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(100, 32),
+                        run_before=run_before)
+
+
+def test_help_screen_at_100x32(snap_compare):
+    async def run_before(pilot):
+        await model_ready(pilot)
+        await pilot.press("question_mark")
+
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(100, 32),
+                        run_before=run_before)
+
+
+LONG_SOURCE = " ".join("1234567890" * 3)
+
+
+def test_explore_a_30_token_source_shows_a_window_of_columns_at_80x24(snap_compare):
+    async def run_before(pilot):
+        await model_ready(pilot)
+        await pilot.press("i")
+        pilot.app.screen.query_one("#source").value = LONG_SOURCE
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(80, 24),
+                        run_before=run_before)
+
+
+def test_explore_without_colour_draws_shades_at_80x24(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(80, 24),
+                        run_before=model_ready)
+
+
+def test_explore_all_heads_without_colour_at_100x32(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def run_before(pilot):
+        await model_ready(pilot)
+        await pilot.press("a")
+
+    assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(100, 32),
                         run_before=run_before)

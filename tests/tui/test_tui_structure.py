@@ -44,3 +44,10 @@ def test_every_app_module_stays_under_about_400_lines():
     for path in APP_MODULES:
         lines = len(path.read_text().splitlines())
         assert lines <= 420, f"{path.relative_to(TUI.parent)} has {lines} lines"
+
+
+def test_the_app_cites_no_document_outside_the_product():
+    """The user's reference is docs/; the team's SPEC is not shipped (help, doctor, messages)."""
+    for path in APP_MODULES:
+        text = path.read_text()
+        assert "SPEC" not in text and "shared/" not in text, path.name

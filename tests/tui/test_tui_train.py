@@ -13,11 +13,12 @@ from tui_helpers import (
     notifications,
     on_train_screen,
     reverse_checkpoint,
+    screen_text,
     wait_for,
 )
 
 from minitx.tui.app import create_app
-from minitx.tui.screens.dialogs import HelpScreen
+from minitx.tui.screens.dialogs import ChoiceDialog, HelpScreen
 from minitx.tui.screens.explore import ExploreScreen
 
 
@@ -43,6 +44,8 @@ async def test_the_form_starts_from_the_default_recipe():
     ("lr", "-1", "lr", "positive"),
     ("steps", "abc", "steps", "whole number"),
     ("heads", "3", "d_model", "divisible"),
+    ("lengths", "10-4", "lengths", "MIN <= MAX"),
+    ("lengths", "four", "lengths", "MIN-MAX"),
 ])
 async def test_a_bad_form_value_gets_an_inline_message_and_blocks_start(field, value, blamed, words):
     app = create_app([reverse_checkpoint()])
@@ -50,7 +53,7 @@ async def test_a_bad_form_value_gets_an_inline_message_and_blocks_start(field, v
         screen = await on_train_screen(pilot)
         screen.query_one(f"#{field}", Input).value = value
         await pilot.pause()
-        message = str(screen.query_one("#form-error", Static).render())
+        message = str(screen.query_one("#form-note", Static).render())
         assert blamed in message and words in message
         assert screen.query_one(f"#{blamed}").has_class("-invalid")
         await pilot.press("space")
@@ -76,16 +79,20 @@ async def test_start_pause_resume_stop_a_tiny_run_grows_the_sparkline_and_hands_
         assert len(screen.losses) == held
         await pilot.press("space")
         await wait_for(pilot, lambda: len(screen.losses) > held + 5, "training to resume")
-        stats = str(screen.query_one("#stats", Static).render())
-        for words in ("step", "/5000", "loss", "grad", "lr", "steps/s", "ETA"):
-            assert words in stats
+        shown = screen_text(app)  # at 80x24 every number of the run is on screen, none cut
+        for words in ("step", "/5000", "loss", " grad ", " lr ", "steps/s", "ETA"):
+            assert words in shown
         await wait_for(pilot, lambda: screen.query_one("#probe").rows, "the probe grid")
         assert screen.query_one("#probe").columns == ["7", "2", "9", "0", "4", "6"]
         await pilot.press("x")
         await wait_for(pilot, lambda: screen.state == "stopped", "the run to stop")
-        await wait_for(pilot, lambda: app.current.name.startswith("trained"), "the hand-over")
-        assert app.current.model is screen.trainer.model
         assert any("stopped" in m for m in notifications(app))
+        await pilot.pause(0.3)
+        assert app.current.name == "reverse"  # nothing replaces the explored model unasked
+        assert "u explore run" in screen.query_one("KeyBar").render().plain
+        await pilot.press("u")
+        await wait_for(pilot, lambda: app.current.name.startswith("run 1 · reverse"), "the hand-over")
+        assert app.current.model is screen.trainer.model
         await pilot.press("e")
         assert isinstance(app.screen, ExploreScreen)
         await wait_for(pilot, lambda: app.screen.stepper.model is app.current.model, "explore")
@@ -145,11 +152,16 @@ async def test_save_writes_a_loadable_checkpoint_and_says_where(tmp_path):
         fill_form(screen, steps="30")
         await pilot.press("space")
         await wait_for(pilot, lambda: screen.state == "finished", "the run to finish")
+        path = tmp_path / "minitx-reverse-run1.safetensors"
+        assert screen.save_path == path
+        note = str(screen.query_one("#form-note", Static).render())
+        assert str(path) in note or "minitx-reverse-run1.safetensors" in note  # said before saving
+        assert not path.exists()
         await pilot.press("w")
-        await wait_for(pilot, lambda: list(tmp_path.glob("*.safetensors")), "the file")
-        path = next(tmp_path.glob("*.safetensors"))
+        await wait_for(pilot, lambda: path.exists(), "the file")
         await wait_for(pilot, lambda: any(str(path) in m for m in notifications(app)), "message")
         assert load_checkpoint(path).summary["steps"] == 30
+        assert "saved at step 30" in str(screen.query_one("#form-note", Static).render())
 
 
 @pytest.mark.asyncio
@@ -210,8 +222,9 @@ async def test_space_starts_a_run_even_while_typing_in_the_form():
 
 
 @pytest.mark.asyncio
-async def test_quitting_while_training_stops_the_worker():
+async def test_quitting_without_the_run_after_asking_stops_the_worker_and_writes_nothing(tmp_path):
     app = create_app([reverse_checkpoint()])
+    app.save_dir = tmp_path
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
         fill_form(screen, steps="5000")
@@ -219,8 +232,11 @@ async def test_quitting_while_training_stops_the_worker():
         await wait_for(pilot, lambda: len(screen.losses) >= 3, "training")
         worker = next(w for w in app.workers if w.group == "train")
         await pilot.press("q")
-    # The app has closed; the worker sees the cancellation at its next step and ends.
+        await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog), "the question")
+        await pilot.press("d")
+    # The app has closed; the worker sees the stop (or the cancellation) at its next step.
     start = time.monotonic()
     while not worker.is_finished and time.monotonic() - start < 10:
         await asyncio.sleep(0.05)
     assert worker.is_finished and screen.trainer.step_count < 5000
+    assert not list(tmp_path.iterdir())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import time
 
 # Where the tests save checkpoints, and how long anything may take on a busy 2-core machine.
@@ -40,7 +42,7 @@ async def on_train_screen(pilot):
 
 # A run that takes a couple of seconds on two busy cores (d_model 16, one layer).
 TINY = {"d_model": "16", "heads": "2", "layers": "1", "batch_size": "16", "warmup": "5",
-        "dropout": "0", "lr": "0.003"}
+        "dropout": "0", "lr": "0.003", "lengths": "4-8"}
 
 
 def fill_form(screen, **values: str) -> None:
@@ -52,3 +54,33 @@ def fill_form(screen, **values: str) -> None:
 
 def notifications(app) -> list[str]:
     return [n.message for n in app._notifications]
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as text, line by line (from Textual's own screenshot): what a person sees."""
+    svg = app.export_screenshot()
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for x, y, content in re.findall(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)" '
+                                    r'textLength="[\d.]+"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(y), []).append((float(x), html.unescape(content).replace("\xa0", " ")))
+    lines = []
+    for y in sorted(rows):
+        line = ""
+        for x, content in sorted(rows[y]):
+            line = line.ljust(round(x / 12.2)) + content
+        lines.append(line.rstrip())
+    return lines
+
+
+def screen_text(app) -> str:
+    return "\n".join(screen_lines(app))
+
+
+def tiny_trainer(**train):
+    """A Trainer of a model small enough to save in milliseconds (d_model 16, one layer)."""
+    from minitx.core.config import ModelConfig, TrainConfig
+    from minitx.core.train import Trainer
+
+    return Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
+                               max_len=16, dropout=0.0),
+                   TrainConfig(**{"steps": 2, "batch_size": 8, "max_len": 6, "device": "cpu", **train}))

@@ -8,21 +8,23 @@ thread worker: it decodes a few hundred fresh sequences with both models).
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.decode_keys import DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.errors import one_line_errors
+from minitx.tui.loaded import open_error
 from minitx.tui.messages import PairFailed, PairLoaded, SummaryReady
 from minitx.tui.widgets.compare_summary import CompareSummary
 from minitx.tui.widgets.decode_panel import DecodePanel
 from minitx.tui.widgets.diffgrid import DiffGrid, difference
 from minitx.tui.widgets.keybar import KeyBar
+from minitx.tui.widgets.output_line import OutputLine, Tokens
 from minitx.tui.widgets.source_bar import DEFAULT_SOURCE, SourceBar
 from minitx.tui.widgets.titlebar import TitleBar
 
@@ -35,6 +37,7 @@ class CompareScreen(DecodeKeys, Screen):
     BINDINGS = [
         *DECODE_BINDINGS,
         *SOURCE_BINDINGS,
+        Binding("d", "doctor", "doctor"),
         Binding("1", "pick('A')", "open A/B"),
         Binding("2", "pick('B')", "open A/B"),
         Binding("e", "app.switch_mode('explore')", "explore"),
@@ -46,11 +49,12 @@ class CompareScreen(DecodeKeys, Screen):
         self.names = ("", "")  # what is loaded (or loading) as A and B
         self.comparison = None  # core.compare.Comparison once the worker is done
         self.summary_loading = False
+        self.from_command_line = False  # the pair `minitx-tui A B` named: it must open
 
     def compose(self) -> ComposeResult:
         yield TitleBar("Compare")
         yield SourceBar()
-        yield Static("", id="pair-output", markup=False)
+        yield OutputLine(id="pair-output")
         with Horizontal(id="pair-grids"):
             for side in SIDES:
                 yield DecodePanel(id=f"panel-{side.lower()}", label=side, side=False, output=False,
@@ -86,6 +90,7 @@ class CompareScreen(DecodeKeys, Screen):
         self.query_one("#summary-box").border_title = "summary"
         app = self.app
         if app.compare_with:
+            self.from_command_line = True
             # After the first frame: importing torch holds the GIL for a while.
             self.call_after_refresh(self.load_pair, app.initial, app.compare_with)
         else:  # reached with c: compare the model being explored with one the user picks
@@ -133,6 +138,9 @@ class CompareScreen(DecodeKeys, Screen):
                                            f"{type(error).__name__}: {error}"))
 
     def on_pair_failed(self, message: PairFailed) -> None:
+        if self.from_command_line and self.app.exit_on_start_error:
+            self.app.exit(return_code=1, message=f"minitx-tui: {open_error(message.name, message.error)}")
+            return
         self.query_one("#pair-grids").loading = False
         self.query_one("#summary-box").loading = False
         self.summary_loading = False
@@ -144,12 +152,13 @@ class CompareScreen(DecodeKeys, Screen):
             self.draw_extras()
         else:
             kept = ""
-            self._set_status(f"cannot open {message.name}: {message.error} — press 1 or 2 to choose A or B")
-        self.notify(f"cannot open {message.name}: {message.error}{kept}", severity="error",
+            self._set_status(f"{open_error(message.name, message.error)} — press 1 or 2 to choose A or B")
+        self.notify(open_error(message.name, message.error) + kept, severity="error",
                     markup=False, timeout=10)
 
     @one_line_errors
     def on_pair_loaded(self, message: PairLoaded) -> None:
+        self.from_command_line = False
         panels = self.panels
         panels["A"].set_model(message.a)
         panels["B"].set_model(message.b)
@@ -176,7 +185,14 @@ class CompareScreen(DecodeKeys, Screen):
     def _set_status(self, text: str) -> None:
         self.query_one(TitleBar).set_info(text)
         if not self.models:  # nothing to draw yet: say what is happening where the output goes
-            self.query_one("#pair-output", Static).update(text)
+            self.query_one("#pair-output", OutputLine).update(text)
+
+    def action_doctor(self) -> None:
+        models = self.models
+        if not models:
+            self.notify("choose models A and B first (1 and 2): the doctor checks both")
+            return
+        self.app.open_doctor([models["A"], models["B"]], ["A", "B"])
 
     @one_line_errors
     def action_pick(self, side: str) -> None:
@@ -211,12 +227,13 @@ class CompareScreen(DecodeKeys, Screen):
         lines = []
         for side, panel in panels.items():
             s = panel.stepper
-            shown = " ".join(r.text for r in s.results[: s.position]) or "·"
-            line = f"{side} {panel.record.name:<{width}}  {shown}"
-            if s.finished:
-                line += "  ✓" if panel.correct else f"  ✗ expected {panel.expected}"
-            lines.append(line)
-        self.query_one("#pair-output", Static).update("\n".join(lines))
+            parts = [Text(f"{side} {panel.record.name:<{width}}", style="bold"),
+                     panel.verdict() if s.finished else Text("·", style="dim"),
+                     Tokens([r.text for r in s.results[: s.position]] or ["·"])]
+            if s.finished and not panel.correct:
+                parts.append(Tokens(panel.expected.split(), label="expected "))
+            lines.append(parts)
+        self.query_one("#pair-output", OutputLine).show(*lines)
 
     def _draw_diff(self) -> None:
         a, b = (p.grid for p in self.panels.values())
@@ -232,11 +249,11 @@ class CompareScreen(DecodeKeys, Screen):
             self.query_one("#diff", DiffGrid).show(difference(a.rows, b.rows), pairs, columns, cell)
 
     def _diff_cell(self, columns: int) -> int:
-        """Characters per |A−B| cell: A's and B's grids get room first (label, three characters
-        a cell, border); the difference shrinks to one character a cell, or hides."""
-        spare = self.size.width - 2 * (10 + 3 * columns)
+        """Characters per |A−B| column: A's and B's grids get room first (label, three or four
+        characters a column, border); the difference shrinks to one character, or hides."""
         numbers = self.panels["A"].numbers
-        for cell in (3 if numbers else 2, 1):
+        spare = self.size.width - 2 * (10 + (4 if numbers else 3) * columns)
+        for cell in ((4, 1) if numbers else (2, 1)):
             if 11 + cell * columns <= spare:
                 return cell
         return 0

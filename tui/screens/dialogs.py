@@ -1,4 +1,4 @@
-"""Modal screens: help, and opening another checkpoint."""
+"""Modal screens: help, a question with a key per answer, and opening a checkpoint."""
 
 from __future__ import annotations
 
@@ -7,35 +7,32 @@ from pathlib import Path
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from minitx.tui.format import percent
 from minitx.tui.messages import ListingReady
 
 HELP = """\
 [b]minitx[/b]: a small encoder-decoder Transformer to train and watch think.
 
-[b]Explore[/b]   i or /  edit the source, Enter decodes it, esc leaves it
-  → n  step one token          ← b  step back (replays, no recompute)
-  ⏎ r  run to the end          x    reset to the start
-  \\[ ]  previous / next layer   , .  previous / next head
-  a    all heads, each with its alignment score
-  s    decoder self-attention   #   numbers in the cells
-  Rows: tokens generated. Columns: source tokens. ◂ marks this step.
-  A reverse model draws an [b]anti-diagonal[/b]: output i looks at source n-1-i.
-
-[b]Train[/b]     Tab moves into the form, esc leaves it
-  space  start / pause / resume   x  stop   w  save a checkpoint
-  When a run ends or is stopped, Explore uses the new model.
-
-[b]Compare[/b]   minitx-tui A B, or c: two models on one source, stepping together
-  the Explore keys (→ ← ⏎ x \\[ ] , . # i) drive both   1 / 2  choose model A / B
-  |A−B|: how differently they attend (red: very); ≠ marks rows with different tokens
-
-[b]Anywhere[/b]  d  the doctor: SPEC §7's checks on this model, likely causes of failures
-          o open a checkpoint   e / t / c  explore / train / compare   ? help   q quit
+[b]Explore[/b]  i or / edit the source: Enter decodes it, esc leaves it
+  → n step   ← b back   ⏎ r run to the end   x reset   < > columns (if cut)
+  \\[ ] previous / next layer   , . previous / next head   # numbers in cells
+  a every head with its alignment score   s decoder self-attention
+  Rows: tokens generated; columns: source tokens; ◂ marks this step. A
+  reverse model draws an [b]anti-diagonal[/b]: output i looks at source n-1-i.
+[b]Train[/b]    Tab moves into the form (← → change a choice), esc leaves it
+  space start / pause   x stop   w save (the path is shown)   u explore run
+  from: a recipe, or the open checkpoint's configs (like) or run (resume)
+[b]Compare[/b]  minitx-tui A B, or c: two models on one source, in step
+  the Explore keys drive both   1 / 2  choose model A / B   d checks both
+  |A−B|: how differently they attend (red: very); ≠ rows differ in tokens
+[b]Anywhere[/b] o open   d doctor   e / t / c explore / train / compare   q quit
+  Quitting with an unsaved run asks first: save it, drop it, or go on.
+Reference: docs/model.md · docs/training.md · docs/checks.md (the doctor)
 """
 
 
@@ -43,12 +40,41 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help-box", classes="dialog"):
-            yield Static(HELP)
+        with Vertical(id="help-box", classes="dialog"):
+            yield Static(HELP, id="help-text")
             yield Label("[dim]esc, ? or q closes this help[/dim]")
 
     def on_mount(self) -> None:
         self.query_one("#help-box").border_title = "help"
+
+
+class ChoiceDialog(ModalScreen[str | None]):
+    """A question with a key per answer: dismisses with the answer's value (esc: None)."""
+
+    def __init__(self, question: str, choices: list[tuple[str, str, str | None]]) -> None:
+        super().__init__()
+        self.question = question
+        self.choices = choices  # (key, what it does, the value it answers)
+
+    def compose(self) -> ComposeResult:
+        from rich.markup import escape
+
+        with Vertical(id="choice-box", classes="dialog"):
+            yield Static(escape(self.question), id="choice-question")
+            for key, label, _ in self.choices:
+                shown = "esc" if key == "escape" else key
+                yield Label(f"[reverse b] {shown} [/]  {escape(label)}")
+
+    def on_mount(self) -> None:
+        self.query_one("#choice-box").border_title = "minitx asks"
+
+    def on_key(self, event) -> None:
+        answers = {key: value for key, _, value in self.choices}
+        event.stop()
+        if event.key in answers:
+            self.dismiss(answers[event.key])
+        elif event.key == "escape":
+            self.dismiss(None)
 
 
 class OpenCheckpointScreen(ModalScreen[str | None]):
@@ -102,7 +128,7 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             if listing.error:
                 detail = f"unreadable: {listing.error}"
             else:
-                acc = "" if listing.accuracy is None else f"  acc {listing.accuracy:.0%}"
+                acc = "" if listing.accuracy is None else f"  acc {percent(listing.accuracy)}"
                 steps = "" if listing.steps is None else f"  {listing.steps} steps"
                 detail = f"{listing.task}{steps}{acc}"
             options.append(Option(f"{listing.name}  ·  {detail}", id=key))

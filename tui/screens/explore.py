@@ -54,11 +54,11 @@ class ExploreScreen(DecodeKeys, Screen):
     def _model_changed(self, app) -> None:
         panel, title = self.panel, self.query_one(TitleBar)
         if app.current is None:
-            panel.loading = app.loading
+            panel.main.loading = app.loading
             title.set_info(app.status)
             panel.show_status(app.status)
             return
-        panel.loading = False
+        panel.main.loading = False
         title.set_info(app.current.summary)
         if panel.record is app.current:
             return

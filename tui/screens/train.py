@@ -1,8 +1,10 @@
-"""Train: a form for the main hyperparameters, then a live run you can pause, stop and save.
+"""Train: where a run starts from and its hyperparameters, then a live run you can pause, stop,
+save, explore and continue.
 
-The form (tui/widgets/train_form.py) turns its fields into configs; the run (tui/training.py)
-lives in a thread worker that posts messages (tui/messages.py); this screen only turns those
-messages into pixels and keys into requests.
+The form (tui/widgets/train_form.py) turns its fields into configs; each run (tui/training.py)
+lives in a thread worker that posts messages (tui/messages.py); this screen turns those
+messages into pixels and keys into requests. No run is thrown away without asking: a new run,
+and quitting, first offer to save the one with unsaved steps (the app asks on quit).
 """
 
 from __future__ import annotations
@@ -14,19 +16,28 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Input, Label, Select, Sparkline, Static
+from textual.widgets import Input, Sparkline, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.errors import one_line_errors
-from minitx.tui.format import format_loss
-from minitx.tui.messages import FormDefaults, ModelLoaded, Progress, RunEnded, RunStarted, Saved
-from minitx.tui.training import TrainingRun, save
+from minitx.tui.format import format_loss, percent, short_path
+from minitx.tui.messages import (
+    ChoiceChanged,
+    FormDefaults,
+    ModelLoaded,
+    Progress,
+    RunEnded,
+    RunStarted,
+    Saved,
+)
+from minitx.tui.training import TrainingRun, next_run_number, run_path
 from minitx.tui.widgets.attention import AttentionGrid, ScoreTable
 from minitx.tui.widgets.keybar import KeyBar
 from minitx.tui.widgets.titlebar import TitleBar
-from minitx.tui.widgets.train_form import TrainForm
+from minitx.tui.widgets.train_form import SOURCE, Start, TrainForm
 
 ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to stop)
+ENDED = ("finished", "stopped")  # a run's model is there to explore, save or continue
 
 
 class TrainScreen(Screen):
@@ -36,6 +47,7 @@ class TrainScreen(Screen):
         Binding("space", "toggle", "start/pause", priority=True),
         Binding("x", "stop", "stop", priority=True),
         Binding("w", "save", "save", priority=True),
+        Binding("u", "use_run", "explore run", priority=True),
         Binding("e", "app.switch_mode('explore')", "explore"),
     ]
 
@@ -44,6 +56,8 @@ class TrainScreen(Screen):
         # loading | idle | running | paused | stopping | stopped | finished | failed
         self.state = "loading"
         self.current_run: TrainingRun | None = None
+        self.ended_record = None  # LoadedModel of the last run that ended (u explores it)
+        self.recipes: dict = {}  # name -> core.config.Recipe, once core is loaded
         self.losses: list[float] = []
         self.last: Progress | None = None
         self.progress_messages = 0  # how many Progress messages this run (throttle check)
@@ -61,24 +75,38 @@ class TrainScreen(Screen):
     def form_error(self) -> str:
         return self.form.error
 
+    @property
+    def save_path(self) -> Path:
+        """Where `w` saves the latest run, or would save the next one."""
+        run = self.current_run
+        if run is not None and self.state not in ("idle", "failed"):
+            return run.path
+        task = self.form.values().get("task") or "reverse"
+        return run_path(self.app.save_dir, task, self.next_number(task))
+
+    def next_number(self, task: str) -> int:
+        return next_run_number(self.app.save_dir, task, self.current_run.number if self.current_run else 0)
+
     def compose(self) -> ComposeResult:
         yield TitleBar("Train")
         yield TrainForm()
-        yield Static("", id="form-error", markup=False)
+        yield Static("", id="form-note", markup=False)
         with Vertical(id="loss-panel"):
             yield Sparkline([], id="loss-spark", summary_function=lambda xs: sum(xs) / len(xs))
-            yield Label("", id="loss-range")
         yield Static("press space to start training", id="stats", markup=False)
         with Horizontal(id="probe-row"):
             with Vertical(id="probe-panel"):
-                yield AttentionGrid(id="probe")
+                yield AttentionGrid(id="probe", compact=True)
             with Vertical(id="probe-scores-panel"):
                 yield ScoreTable(id="probe-scores")
         yield KeyBar()
 
     def on_mount(self) -> None:
+        self.app.train_screen = self  # the app asks before a quit would lose a run
         self.query_one("#loss-panel").border_title = "loss"
-        self.query_one("#probe-panel").border_title = "probe · cross-attention of the best head"
+        probe = self.query_one("#probe-panel")
+        probe.border_title = "probe · cross-attention of the best head"
+        probe.border_subtitle = "rows: targets · columns: source"
         self.query_one("#probe-scores-panel").border_title = "alignment, live"
         self.form.disabled = True
         self.query_one("#probe", AttentionGrid).show(
@@ -87,42 +115,70 @@ class TrainScreen(Screen):
         self._model_changed(self.app)
         self.load_defaults()
 
-    def _model_changed(self, app) -> None:
-        if self.state in ACTIVE:
-            return  # the title names the run
-        explored = f"Explore uses {app.current.name}" if app.current else app.status
-        recipe = f"recipe {self.form.recipe.name} · " if self.form.recipe else ""
-        self.query_one(TitleBar).set_info(f"new run: {recipe}{explored}")
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "use_run":  # offered while a run's model waits to be explored
+            return self.ended_record is not None and self.app.current is not self.ended_record
+        return True
 
     # -- the form --------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="defaults", exit_on_error=False)
     def load_defaults(self) -> None:
-        from minitx.core.config import DEFAULT_RECIPE, DEVICES, NORMS, recipe
+        from minitx.core.config import DEVICES, NORMS, RECIPES, SCHEDULES
         from minitx.core.tasks import TASKS
 
-        self.post_message(FormDefaults(recipe(DEFAULT_RECIPE), {
-            "task": list(TASKS), "norm": list(NORMS), "device": list(DEVICES)}))
+        self.post_message(FormDefaults({name: make() for name, make in RECIPES.items()}, {
+            "task": list(TASKS), "norm": list(NORMS), "device": list(DEVICES),
+            "schedule": list(SCHEDULES)}))
 
     def on_form_defaults(self, message: FormDefaults) -> None:
-        self.form.fill(message.recipe, message.choices)
+        from minitx.core.config import DEFAULT_RECIPE
+
+        self.recipes = message.recipes
+        self.form.offer(self._starts(), message.choices, DEFAULT_RECIPE)
         self.form.disabled = False
         self.state = "idle"
         self.validate_form()
         self._model_changed(self.app)
+
+    def _starts(self) -> dict[str, Start]:
+        """Every recipe, and the open checkpoint's configs (like) and saved run (resume)."""
+        starts = {name: Start(f"recipe {name}", r.model, r.train) for name, r in self.recipes.items()}
+        current = self.app.current
+        if current is not None and current.train_config is not None:
+            starts["like"] = Start(f"like {current.name}", current.model.cfg, current.train_config)
+            if current.resumable and current.path:
+                starts["resume"] = Start(f"resume {current.name} (step {current.steps})",
+                                         current.model.cfg, current.train_config, current.path,
+                                         current.steps or 0)
+        return starts
+
+    def _model_changed(self, app) -> None:
+        if self.recipes and self.state not in ACTIVE:
+            self.form.offer(self._starts())
+            self.validate_form()
+        self._draw_title()
+
+    def _draw_title(self) -> None:
+        if self.state in ACTIVE:
+            return  # the run's own description (RunStarted)
+        app = self.app
+        self.query_one(TitleBar).set_info(f"exploring {app.current.name}" if app.current else app.status)
 
     def form_values(self) -> dict:
         return self.form.values()
 
     def validate_form(self):
         configs = self.form.validate()
-        error = self.form.error
-        self.query_one("#form-error", Static).update(f"✗ {error}" if error else "")
+        self._draw_note()
         return configs
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.validate_form()
 
-    def on_select_changed(self, event: Select.Changed) -> None:
+    def on_choice_changed(self, message: ChoiceChanged) -> None:
+        if message.field.id == SOURCE:
+            self.form.fill()
+            self._draw_title()
         self.validate_form()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -135,23 +191,50 @@ class TrainScreen(Screen):
     # -- run control -----------------------------------------------------------------------------
     @one_line_errors
     def action_toggle(self) -> None:
+        run = self.current_run
         if self.state == "running":
-            self.current_run.paused.set()
+            run.paused.set()
             self._set_state("paused")
         elif self.state == "paused":
-            self.current_run.paused.clear()
+            run.paused.clear()
             self._set_state("running")
-        elif self.state in ("idle", "finished", "stopped", "failed"):
+        elif self.state in ("idle", *ENDED, "failed"):
+            self.start_asking()
+
+    def start_asking(self) -> None:
+        """Start a new run; first ask what to do with the last one if it has unsaved steps."""
+        run = self.current_run
+        if run is None or run.unsaved_steps <= 0 or self.state == "failed":
             self.start()
+            return
+
+        def chosen(answer: str | None) -> None:
+            if answer == "save":
+                self.save_now()
+                if run.unsaved_steps > 0:
+                    return  # the save failed (said so): keep the run
+            if answer in ("save", "drop"):
+                self.start()
+
+        self.app.ask(f"start a new run? {run.name} has {run.unsaved_steps} steps not saved", [
+            ("s", f"save it to {short_path(run.path)} first", "save"),
+            ("d", "drop it", "drop"),
+            ("escape", "cancel: keep it", None)], chosen)
 
     def start(self) -> None:
         configs = self.validate_form()
         if configs is None:
             self.notify(f"fix the form first: {self.form_error}", severity="warning", markup=False)
             return
+        start = self.form.start
+        task = configs[1].task
+        number = self.next_number(task)
         self.losses, self.last, self.progress_messages = [], None, 0
-        self.current_run = TrainingRun(*configs, post=self.post_message)
+        self.ended_record = None
+        self.current_run = TrainingRun(number, *configs, run_path(self.app.save_dir, task, number),
+                                       post=self.post_message, resume_from=start.resume_path)
         self.query_one("#loss-spark", Sparkline).data = []
+        self.query_one("#loss-panel").border_subtitle = ""
         self._set_state("running")
         self.set_focus(None)
         self.run_training(self.current_run)
@@ -166,30 +249,52 @@ class TrainScreen(Screen):
     def action_save(self) -> None:
         if self.trainer is None:
             self.notify("nothing to save yet: train a model first", severity="warning")
-            return
-        path = str(Path(self.app.save_dir) / f"minitx-{self.trainer.task.name}-"
-                   f"step{self.trainer.step_count}.safetensors")
-        if self.state in ACTIVE:
-            self.current_run.save_to = path  # the worker saves between two steps
+        elif self.state in ACTIVE:
+            self.current_run.save_to = str(self.current_run.path)  # the worker saves between steps
         else:
-            # Synchronously, on the UI thread: no run is in progress, a minitx checkpoint writes
-            # in tens of milliseconds, and a save that has returned cannot be lost by quitting
-            # next (a worker or thread left a race with the app's exit).
-            self.on_saved(save(self.trainer, path))
+            self.save_now()
+
+    def save_now(self) -> Saved:
+        """Save the latest run on the UI thread; only when no step is running.
+
+        Synchronously: a minitx checkpoint writes in tens of milliseconds, and a save that has
+        returned cannot be lost by quitting next (a worker or thread left a race with the exit).
+        """
+        saved = self.current_run.save_now(self.trainer, str(self.current_run.path))
+        self.on_saved(saved)
+        return saved
+
+    def save_for_exit(self) -> Saved:
+        """Stop the latest run where it is (waiting for the step in flight) and save it."""
+        run = self.current_run
+        run.stop.set()
+        run.paused.clear()
+        run.halted.wait(timeout=60)
+        return run.save_now(run.trainer, str(run.path))
+
+    @one_line_errors
+    def action_use_run(self) -> None:
+        if self.ended_record is not None:
+            self.app.post_message(ModelLoaded(self.ended_record))
+            self.refresh_bindings()
 
     def _set_state(self, state: str) -> None:
         self.state = state
         self.form.disabled = state in (*ACTIVE, "loading")
         self._draw_stats()
+        self._draw_note()
+        self._publish_run()
+        self.refresh_bindings()
 
     @work(thread=True, exclusive=True, group="train", exit_on_error=False)
     def run_training(self, run: TrainingRun) -> None:
         worker = get_current_worker()
-        run.train(lambda: worker.is_cancelled, f"trained {run.train_cfg.task}")
+        run.train(lambda: worker.is_cancelled)
 
     # -- messages from the worker ----------------------------------------------------------------
     def on_run_started(self, message: RunStarted) -> None:
         self.query_one(TitleBar).set_info(message.summary)
+        self.query_one("#loss-panel").border_title = f"loss · {self.current_run.name}"
 
     @one_line_errors
     def on_progress(self, message: Progress) -> None:
@@ -197,36 +302,34 @@ class TrainScreen(Screen):
         self.losses.extend(message.losses)
         self.last = message
         self.query_one("#loss-spark", Sparkline).data = list(self.losses)
-        # layout=False: these lines have a fixed size (minitx.tcss), and a layout pass of the
-        # whole screen ten times a second took the GIL from training often enough to cost ~10%.
-        self.query_one("#loss-range", Label).update(
-            f"{self.losses[0]:.2f} → {format_loss(self.losses[-1])}   "
-            f"(min {format_loss(min(self.losses))}, {len(self.losses)} steps)", layout=False)
+        self.query_one("#loss-panel").border_subtitle = (
+            f"{self.losses[0]:.2f} → {format_loss(self.losses[-1])} · min "
+            f"{format_loss(min(self.losses))} · lr {message.lr:.1e} · grad {message.grad_norm:.2f}")
         if message.probe:
             p = message.probe
             layer, head = p["best"]
             self.query_one("#probe-panel").border_title = (
                 f"probe {' '.join(p['source'])} · L{layer + 1} H{head + 1}, live")
-            self.query_one("#probe", AttentionGrid).show(
-                p["rows"], p["source"], p["targets"],
-                axes="rows: correct outputs (teacher forced) · columns: source")
+            self.query_one("#probe", AttentionGrid).show(p["rows"], p["source"], p["targets"])
             self.query_one("#probe-scores", ScoreTable).show(p["scores"], (layer, head),
                                                             note="best head in brackets")
         self._draw_stats()
+        self._publish_run()
 
     @one_line_errors
     def on_run_ended(self, message: RunEnded) -> None:
+        self.ended_record = message.record
         self._set_state("stopped" if message.stopped else "finished")
         verb = "stopped" if message.stopped else "finished"
-        self.notify(f"training {verb} at step {message.step}; Explore now uses this model",
-                    markup=False)
-        self.app.post_message(ModelLoaded(message.record))
+        self.notify(f"{self.current_run.name} {verb} at step {message.step} · u explores it, "
+                    "w saves it", markup=False)
 
     def on_saved(self, message: Saved) -> None:
         if message.error:
             self.notify(message.error, severity="error", markup=False)
         else:
             self.notify(f"saved {message.path}", markup=False)
+        self._draw_note()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state != WorkerState.ERROR:
@@ -237,16 +340,49 @@ class TrainScreen(Screen):
         if event.worker.group == "train":
             self._set_state("failed")
 
+    # -- drawing ---------------------------------------------------------------------------------
+    def _publish_run(self) -> None:
+        """What the other screens' title bars say about the run."""
+        run, app = self.current_run, self.app
+        if run is None or self.state in ("idle", "loading", "failed"):
+            status = ""
+        elif self.state in ENDED:
+            status = f"run {run.number} {'done' if self.state == 'finished' else 'stopped'}"
+        else:
+            share = f" · {self.last.step * 100 // max(1, self.last.total)}%" if self.last else ""
+            status = f"● run {run.number}{share}" + (" paused" if self.state == "paused" else "")
+        if status != app.run_status:
+            app.run_status = status
+            app.run_changed.publish(app)
+
+    def _draw_note(self) -> None:
+        """The form's first problem, or where `w` saves."""
+        note = self.query_one("#form-note", Static)
+        run = self.current_run
+        if self.form.error and self.state not in ACTIVE:
+            note.update(f"✗ {self.form.error}")
+            return
+        where = short_path(self.save_path)
+        if run is None or self.state in ("idle", "failed"):
+            note.update(f"w will save the next run to {where}")
+        elif run.saved_step is not None:
+            note.update(f"w saves {run.name} to {where} (saved at step {run.saved_step})")
+        else:
+            note.update(f"w saves {run.name} to {where}")
+
     def _draw_stats(self) -> None:
         stats = self.query_one("#stats", Static)
         if self.last is None:
-            stats.update({"running": "starting…", "loading": "loading defaults…"}.get(
+            stats.update({"running": "starting…", "loading": "loading torch and the recipes…"}.get(
                 self.state, "press space to start training"), layout=False)
             return
         p = self.last
-        acc = "" if p.accuracy is None else f"acc {p.accuracy:.1%}  "
-        state = "" if self.state == "running" else f"[{self.state}]  "
-        # Most telling first: on an 80-column terminal the line is cut at the right.
-        stats.update(f"{state}step {p.step}/{p.total}  loss {format_loss(p.loss)}  {acc}"
-                     f"ETA {p.eta_s:.0f} s  {p.steps_per_s:.0f} steps/s  lr {p.lr:.1e}  "
-                     f"grad {p.grad_norm:.2f}", layout=False)
+        parts = [f"step {p.step}/{p.total}", f"loss {format_loss(p.loss)}"]
+        if p.accuracy is not None:
+            parts.append(f"acc {percent(p.accuracy)}")
+        if self.state in ACTIVE:
+            parts += [f"{p.steps_per_s:.0f} steps/s", f"ETA {p.eta_s:.0f} s"]
+        elif self.state in ENDED:
+            parts.append("u explores it" if self.check_action("use_run", ()) else "explored")
+        state = "" if self.state == "running" else f"[{self.state}] "
+        stats.update(state + " · ".join(parts), layout=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from minitx.tui.format import percent
+
 
 class CompareSummary(Static):
     DEFAULT_CSS = "CompareSummary { width: 100%; text-wrap: nowrap; text-overflow: clip; }"
@@ -20,7 +22,7 @@ class CompareSummary(Static):
                                (f"B {c.b.name}"[:24], "bold"))]
 
         def pct(v: float) -> tuple[str, str]:
-            return (f"{v:.1%}".ljust(26), "green" if v >= 0.9 else "red" if v < 0.5 else "yellow")
+            return (percent(v).ljust(26), "green" if v >= 0.9 else "red" if v < 0.5 else "yellow")
 
         lines.append(Text.assemble(f"{'exact match':<18}", pct(c.a.accuracy), pct(c.b.accuracy)))
 
@@ -41,9 +43,10 @@ class CompareSummary(Static):
                                        (values(1).ljust(26), "bold"), (values(2), "bold")))
         else:
             lines.append(Text("same model config, task and training summary", style="dim"))
+        # A distance over the few tensors two different shapes share would pass for the models'.
         weights = (f"weights ‖A−B‖/‖A‖ {c.weight_distance:.3f}" if c.weight_distance is not None
-                   else f"weights: shapes differ ({c.weights_compared} match)")
-        lines.append(Text(f"same output on {c.agreement:.1%} of {c.n} fresh sequences · {weights}",
+                   else f"weights: only {c.weights_compared} share a shape")
+        lines.append(Text(f"agree on {percent(c.agreement)} of {c.n} sequences · {weights}",
                           style="dim"))
         text = Text("\n").join(lines)
         text.no_wrap, text.overflow = True, "crop"

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Static
 
 from minitx.tui.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
+from minitx.tui.widgets.output_line import OutputLine, Tokens
 from minitx.tui.widgets.topk import TopKBars
 
 if TYPE_CHECKING:
@@ -44,10 +45,10 @@ class DecodePanel(Vertical):
 
     def compose(self) -> ComposeResult:
         if self.with_output:
-            yield Static("", classes="output", markup=False)
+            yield OutputLine(classes="output")
         with Horizontal(classes="decode-main"):
             with VerticalScroll(classes="grid-box", can_focus=False):
-                yield AttentionGrid(classes="grid")
+                yield AttentionGrid(classes="grid", compact=bool(self.label))  # Compare: rows count
                 yield HeadsOverview(classes="heads")
             if self.with_side:
                 with Vertical(classes="side"):
@@ -63,6 +64,11 @@ class DecodePanel(Vertical):
             self.query_one(".scores-box").border_title = "all heads · alignment"
 
     # -- the widgets -----------------------------------------------------------------------------
+    @property
+    def main(self) -> Horizontal:
+        """Everything but the output line: what a loading indicator covers."""
+        return self.query_one(".decode-main", Horizontal)
+
     @property
     def grid(self) -> AttentionGrid:
         return self.query_one(".grid", AttentionGrid)
@@ -80,8 +86,8 @@ class DecodePanel(Vertical):
         return self.query_one(".topk", TopKBars)
 
     @property
-    def output(self) -> Static:
-        return self.query_one(".output", Static)
+    def output(self) -> OutputLine:
+        return self.query_one(".output", OutputLine)
 
     # -- state -----------------------------------------------------------------------------------
     @property
@@ -162,16 +168,23 @@ class DecodePanel(Vertical):
             self._draw_topk()
         self._draw_view()
 
+    def verdict(self) -> Text:
+        """'✓ correct', '✗ wrong', or what the decode is doing: first on every output line, so
+        a narrow terminal cuts tokens, never the verdict."""
+        if not self.finished:
+            return Text("decoding" if self.position else "not started", style="dim")
+        if self.correct:
+            return Text("✓ correct", style="bold green")
+        return Text("✗ wrong", style="bold red")
+
     def _draw_output(self) -> None:
         s, task = self.stepper, self.record.task
-        shown = " ".join(["<sos>"] + [r.text for r in s.results[: s.position]])
-        state = "done" if s.finished else "·"
-        line = f"Output   {shown} {state}    step {s.position}/{s.cap}   expected {self.expected}"
-        if s.finished:
-            line += "  ✓ correct" if self.correct else "  ✗ wrong"
+        parts = [self.verdict(), f"step {s.position}/{s.cap}"]
         if len(s.src_ids) > task.max_len:
-            line += f"   (longer than the {task.max_len} it was trained on)"
-        self.output.update(line)
+            parts.append(Text(f"longer than trained ({task.max_len})", style="yellow"))
+        parts += [Tokens([r.text for r in s.results[: s.position]] or ["·"]),
+                  Tokens(self.expected.split(), label="expected ")]
+        self.output.show(parts)
 
     def _draw_topk(self) -> None:
         from minitx.core.tasks import VOCAB
@@ -179,14 +192,29 @@ class DecodePanel(Vertical):
         s, box = self.stepper, self.query_one(".topk-box")
         if s.current is None:
             box.border_title = "next token"
-            self.topk.show([], "press → to generate the first token")
+            self.topk.show([], "→ generates the first token")
             return
         box.border_title = f"next token · step {s.position}"
         self.topk.show([(VOCAB[i], p) for i, p in s.current.top_k])
 
     def _title(self, picture: str) -> str:
+        """Explore: 'cross-attention · L2 H2'. Compare: 'A reverse', the head at the bottom, so a
+        narrow panel cuts neither the side nor the head."""
         where = f"L{self.layer_index + 1} H{self.head_index + 1}"
-        return f"{self.label} {self.record.name} · {where}" if self.label else f"{picture} · {where}"
+        if self.label:
+            self.grid_box.border_subtitle = where
+            return f"{self.label} {self.record.name}"
+        return f"{picture} · {where}"
+
+    def scroll_columns(self, direction: int) -> None:
+        self.grid.scroll_columns(direction)
+
+    def _strongest_column(self, rows: list[list[float]], current: int | None) -> int | None:
+        """The column the current step attends to most: the one a cropped grid keeps in view."""
+        if current is None or current >= len(rows) or not rows[current]:
+            return None
+        row = rows[current]
+        return max(range(len(row)), key=row.__getitem__)
 
     def _draw_view(self) -> None:
         s, grid, heads, box = self.stepper, self.grid, self.heads, self.grid_box
@@ -197,15 +225,17 @@ class DecodePanel(Vertical):
         hint = "" if self.target else self.step_hint
         if self.view_mode == "cross":
             box.border_title = self._title("cross-attention")
-            grid.show(s.cross_attention_grid(self.layer_index, self.head_index).tolist(),
-                      [str(i) for i in s.src_ids], rows_labels, current_row, hint,
-                      "" if self.label else "rows: tokens generated · columns: source tokens")
+            rows = s.cross_attention_grid(self.layer_index, self.head_index).tolist()
+            grid.show(rows, [str(i) for i in s.src_ids], rows_labels, current_row, hint,
+                      "" if self.label else "rows: tokens generated · columns: source",
+                      follow=self._strongest_column(rows, current_row))
         elif self.view_mode == "self":
             box.border_title = self._title("decoder self-attention")
             inputs = ["<sos>"] + rows_labels[:-1] if rows_labels else ["<sos>"]
-            grid.show(s.self_attention_grid(self.layer_index, self.head_index).tolist(), inputs,
-                      rows_labels, current_row, hint,
-                      "rows: outputs · columns: decoder inputs (· future)", causal=True)
+            rows = s.self_attention_grid(self.layer_index, self.head_index).tolist()
+            grid.show(rows, inputs, rows_labels, current_row, hint,
+                      "rows: outputs · columns: inputs (· = future)", causal=True,
+                      follow=self._strongest_column(rows, current_row))
         else:
             box.border_title = "cross-attention · every layer and head"
             record = self.record

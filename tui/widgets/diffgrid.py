@@ -6,7 +6,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
-from minitx.tui.colors import diff_hex
+from minitx.tui.colors import FULL, depth_of, diff_hex, shade
 
 
 def short_token(token: str) -> str:
@@ -34,17 +34,18 @@ class DiffGrid(Widget):
         self.rows: list[list[float] | None] = []
         self.tokens: list[tuple[str, str]] = []
         self.columns: list[str] = []
-        self.cell = 2  # characters per cell; 3 prints the numbers
+        self.cell = 2  # characters per column; 4 prints the numbers (three and a gap)
 
     def show(self, rows, tokens, columns, cell=2) -> None:
         self.rows, self.tokens, self.columns, self.cell = rows, tokens, columns, cell
         self.refresh(layout=True)
 
     def render(self) -> Text:
-        cell = self.cell
+        cell, depth = self.cell, depth_of(self)
+        numbers = cell == 4
         header = Text(" " * 7)
         for column in self.columns:
-            header.append(short_token(column)[:cell].center(cell), style="bold")
+            header.append(short_token(column)[:3].center(cell), style="bold")
         lines = [header]
         for row, (a, b) in zip(self.rows, self.tokens):
             same = a == b
@@ -54,16 +55,25 @@ class DiffGrid(Widget):
             for value in row or [None] * len(self.columns):
                 if value is None:
                     line.append("·".center(cell), style="dim")
-                    continue
-                label = (f"{value:.2f}"[1:] if value < 0.995 else "1.0") if cell == 3 else ""
-                line.append(label.center(cell), Style(bgcolor=diff_hex(value), color="#ffffff"))
+                elif numbers:
+                    label = f"{value:.2f}"[1:] if value < 0.995 else "1.0"
+                    line.append(label, Style(bgcolor=diff_hex(value), color="#ffffff") if depth == FULL
+                                else Style(bold=value >= 0.5))
+                    line.append(" ")
+                elif depth == FULL:
+                    line.append(" " * cell, Style(bgcolor=diff_hex(value)))
+                else:
+                    line.append(shade(value, cell))
             lines.append(line)
         if not self.rows:
             lines.append(Text("step (→) to compare", style="italic dim"))
         lines.append(Text())
         key = Text("0 ", style="dim")
         for i in range(4):
-            key.append("  ", Style(bgcolor=diff_hex(i / 3)))
+            if depth == FULL:
+                key.append("  ", Style(bgcolor=diff_hex(i / 3)))
+            else:
+                key.append(shade(i / 3, 2))
         key.append(" 1", style="dim")
         lines.append(key)
         text = Text("\n").join(lines)

@@ -1,4 +1,6 @@
-"""The title bar every screen shows: what is loaded, and a tab for each screen."""
+"""The title bar every screen shows: what is loaded, whether a run is training, and a tab for
+each screen. The tabs and the run never get cut; the description gives way (… at its end), and
+the 'minitx' name only shows where there is room for it."""
 
 from __future__ import annotations
 
@@ -7,31 +9,59 @@ from textual.containers import Horizontal
 from textual.widgets import Label
 
 TABS = ("Explore", "Train", "Compare")  # each is also the app's mode of the same name, lower case
+BRAND = " [b]minitx[/b]  "
+
+
+def tabs_markup(active: str) -> str:
+    # A click on a tab switches to it (mouse is a bonus: e, t and c do the same).
+    return "".join(f"[reverse b] {name} [/]" if name == active
+                   else f" [@click=app.switch_mode('{name.lower()}')]{name}[/] " for name in TABS)
 
 
 class TitleBar(Horizontal):
-    """' minitx  reverse · post-norm · 236k params · cpu     [Explore] Train  Compare'."""
+    """' minitx  reverse · post-norm · 236k params · cpu  ● run 2 · 34%  [Explore] Train Compare'."""
 
     DEFAULT_CSS = """
     TitleBar { height: 1; background: $primary-background; }
-    TitleBar #title-info { width: 1fr; }
+    TitleBar #title-info { width: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
+    TitleBar #title-run { width: auto; padding: 0 1; text-style: bold; }
     TitleBar #title-tabs { width: auto; }
     """
 
     def __init__(self, active: str) -> None:
         super().__init__()
         self.active = active
+        self.info = "loading…"
 
     def compose(self) -> ComposeResult:
-        yield Label(" [b]minitx[/b]  loading…", id="title-info")
-        # A click on a tab switches to it (mouse is a bonus: e, t and c do the same).
-        tabs = "  ".join(
-            f"[reverse b] {name} [/]" if name == self.active
-            else f"[@click=app.switch_mode('{name.lower()}')]{name}[/]"
-            for name in TABS)
-        yield Label(tabs + " ", id="title-tabs")
+        yield Label(" loading…", id="title-info")
+        yield Label("", id="title-run")
+        yield Label(tabs_markup(self.active), id="title-tabs")
+
+    def on_mount(self) -> None:
+        run_changed = getattr(self.app, "run_changed", None)
+        if run_changed is not None and self.active != "Train":  # Train's own title names the run
+            run_changed.subscribe(self, self._run_changed)
+            self._run_changed(self.app)
+
+    def _run_changed(self, app) -> None:
+        label = self.query_one("#title-run", Label)
+        label.update(app.run_status)
+        label.display = bool(app.run_status)
+        self._draw()
 
     def set_info(self, text: str) -> None:
+        self.info = text
+        self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
         from rich.markup import escape
 
-        self.query_one("#title-info", Label).update(f" [b]minitx[/b]  {escape(text)}")
+        run = getattr(self.app, "run_status", "") if self.active != "Train" else ""
+        taken = len(" ".join(TABS)) + 4 + (len(run) + 2 if run else 0)
+        room = (self.size.width or self.app.size.width) - taken
+        brand = BRAND if len("minitx  ") + len(self.info) + 1 <= room else " "
+        self.query_one("#title-info", Label).update(brand + escape(self.info))

@@ -1,9 +1,14 @@
-"""The Train screen's form: named values in, (ModelConfig, TrainConfig) out.
+"""The Train screen's form: where a run starts from, and its named values.
 
-Every field is named after its option in core.options (`batch_size`, `heads`, `lengths`, ...)
-and the form turns its text into configs with core.options.configs_from_options, the one
-function the CLI uses too; an OptionError names the field to mark. Adding a field: one entry in
-FIELDS (and in CHOICES if it picks from a list core defines).
+`from` picks the configs the fields start from: a recipe, the open checkpoint's own configs
+(`like`), or the open checkpoint's saved run (`resume`, which only lets steps and device
+change). Every other field is named after its option in core.options (`batch_size`, `heads`,
+`lengths`, ...) and the form turns what was changed into configs with
+core.options.configs_from_options, the one function the CLI uses too; an OptionError names the
+field to mark.
+
+Adding a field: one entry in FIELDS (and in CHOICES if core gives a list of values), and grow
+`#form`'s grid in minitx.tcss if it needs another row.
 """
 
 from __future__ import annotations
@@ -14,16 +19,21 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
-from textual.widgets import Input, Label, Select
+from textual.widgets import Input, Label
 
-# option name -> label, in the form's order (four to a row)
+from minitx.tui.widgets.choice import ChoiceField
+
+SOURCE = "from"  # not an option: which configs the fields start from
+# option name -> label, in the form's order (four to a row, after `from` which takes two)
 FIELDS = {
-    "task": "task", "steps": "steps", "batch_size": "batch", "lr": "lr",
+    "task": "task", "lengths": "lengths",
+    "steps": "steps", "batch_size": "batch", "lr": "lr", "schedule": "schedule",
     "warmup": "warmup", "dropout": "dropout", "d_model": "d_model", "heads": "heads",
     "layers": "layers", "norm": "norm", "seed": "seed", "device": "device",
 }
-CHOICES = ("task", "norm", "device")  # picked from a list (core says which), not typed
-RUN_KEYS = ("space", "x", "w")  # never part of a form value, so they drive the run anywhere
+CHOICES = ("task", "schedule", "norm", "device")  # picked from lists core defines, not typed
+FREE_WHEN_RESUMING = ("steps", "device")  # what Trainer.resume lets a continued run change
+RUN_KEYS = ("space", "x", "w", "u")  # never part of a form value, so they drive the run anywhere
 
 
 class FormInput(Input):
@@ -65,59 +75,108 @@ def typed_options(values: dict[str, str | None]) -> dict[str, Any]:
     return typed
 
 
+def field_texts(model_cfg, train_cfg) -> dict[str, str]:
+    """What each field shows for a pair of configs."""
+    from minitx.core.options import MODEL_OPTIONS, train_options
+
+    values = {**{n: getattr(model_cfg, f) for n, f in MODEL_OPTIONS.items()},
+              **{n: getattr(train_cfg, f) for n, f in train_options().items()},
+              "layers": model_cfg.n_decoder_layers, "lengths": f"{train_cfg.min_len}-{train_cfg.max_len}"}
+    return {name: f"{values[name]:g}" if isinstance(values[name], float) else str(values[name])
+            for name in FIELDS}
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """One value of `from`: the configs the fields start from."""
+
+    label: str
+    model: Any  # core.config.ModelConfig
+    train: Any  # core.config.TrainConfig
+    resume_path: str | None = None  # set: continue this file's run
+    resume_step: int = 0
+
+
 class TrainForm(Grid):
     def __init__(self) -> None:
         super().__init__(id="form")
-        self.recipe = None  # core.config.Recipe the form starts from
+        self.starts: dict[str, Start] = {}
         self.error = ""  # the form's first problem, "option: message"
 
     def compose(self) -> ComposeResult:
+        with Horizontal(classes="field", id="field-from"):
+            yield Label("from", classes="field-label")
+            yield ChoiceField(id=SOURCE)
         for name, label in FIELDS.items():
             with Horizontal(classes="field"):
                 yield Label(label, classes="field-label")
-                if name in CHOICES:
-                    yield Select([], id=name, compact=True, allow_blank=True)
-                else:
-                    yield FormInput(id=name, compact=True)
+                yield ChoiceField(id=name) if name in CHOICES else FormInput(id=name, compact=True)
 
-    def fill(self, recipe, choices: dict[str, list[str]]) -> None:
-        """Show a recipe's values; `choices` lists what each choice field offers."""
-        from minitx.core.options import MODEL_OPTIONS, train_options
+    # The field being edited is marked on its row (its label reversed: visible without colour).
+    def on_descendant_focus(self, event) -> None:
+        event.widget.parent.add_class("-editing")
 
-        self.recipe = recipe
-        fields = {**{n: getattr(recipe.model, f) for n, f in MODEL_OPTIONS.items()},
-                  **{n: getattr(recipe.train, f) for n, f in train_options().items()},
-                  "layers": recipe.model.n_decoder_layers}
-        for name in FIELDS:
-            value = fields[name]
-            if name in CHOICES:
-                select = self.query_one(f"#{name}", Select)
-                select.set_options([(o, o) for o in choices[name]])
-                select.value = value
-            else:
-                self.query_one(f"#{name}", Input).value = f"{value:g}" if isinstance(value, float) \
-                    else str(value)
+    def on_descendant_blur(self, event) -> None:
+        event.widget.parent.remove_class("-editing")
+
+    # -- filling ---------------------------------------------------------------------------------
+    def offer(self, starts: dict[str, Start], choices: dict[str, list[str]] | None = None,
+              chosen: str | None = None) -> None:
+        """The values of `from` (and of each choice field). The fields are filled again only
+        when the start they show is no longer offered (or `chosen` picks another)."""
+        source = self.query_one(f"#{SOURCE}", ChoiceField)
+        before = self.start
+        self.starts = starts
+        for name, values in (choices or {}).items():
+            self.query_one(f"#{name}", ChoiceField).set_choices(values)
+        source.set_choices([(key, start.label) for key, start in starts.items()], chosen)
+        if self.start != before:
+            self.fill()
+
+    @property
+    def start(self) -> Start | None:
+        return self.starts.get(self.query_one(f"#{SOURCE}", ChoiceField).value)
+
+    @property
+    def recipe_name(self) -> str:
+        return self.start.label if self.start else ""
+
+    def fill(self) -> None:
+        """Show the chosen start's values; a resumed run's fixed values cannot be edited."""
+        start = self.start
+        if start is None:
+            return
+        for name, text in field_texts(start.model, start.train).items():
+            widget = self.query_one(f"#{name}")
+            widget.value = text
+            widget.disabled = start.resume_path is not None and name not in FREE_WHEN_RESUMING
 
     def values(self) -> dict[str, str | None]:
-        values = {}
-        for name in FIELDS:
-            widget = self.query_one(f"#{name}")
-            values[name] = widget.value if isinstance(widget, Input) else \
-                (None if widget.value is Select.BLANK else widget.value)
-        return values
+        return {name: self.query_one(f"#{name}").value for name in FIELDS}
 
+    # -- configs ---------------------------------------------------------------------------------
     def configs(self):
-        """(ModelConfig, TrainConfig) from the recipe and the form; OptionError names the field."""
-        from minitx.core.options import configs_from_options
+        """(ModelConfig, TrainConfig) from the start and the fields changed from it;
+        OptionError names the field to blame."""
+        from minitx.core.options import OptionError, configs_from_options
 
-        return configs_from_options(self.recipe.model, self.recipe.train, typed_options(self.values()))
+        start = self.start
+        base = field_texts(start.model, start.train)
+        # Only what was changed: a field left as it was keeps the start's exact value (its
+        # d_ff, its activation) instead of the rules for a changed d_model or norm.
+        changed = {name: text for name, text in self.values().items() if text != base[name]}
+        model_cfg, train_cfg = configs_from_options(start.model, start.train, typed_options(changed))
+        if start.resume_path and train_cfg.steps <= start.resume_step:
+            raise OptionError("steps", f"the run is already at step {start.resume_step}; "
+                                       "raise steps to continue it")
+        return model_cfg, train_cfg
 
     def validate(self):
         """Inline validation: the configs, or None with the first problem in `error` and its
         field marked."""
         from minitx.core.options import OptionError
 
-        if self.recipe is None:
+        if self.start is None:
             return None
         for name in FIELDS:
             self.query_one(f"#{name}").remove_class("-invalid")
