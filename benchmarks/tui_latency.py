@@ -319,7 +319,7 @@ def peak_rss_while_training(seconds: float) -> dict:
         term.drain(0.3)
         mark = len(term.raw)
         term.send(b"t")
-        term.read_until("new run: recipe", timeout=60, after=mark)  # the form holds the recipe
+        term.read_until("w will save", timeout=60, after=mark)  # the form holds the recipe
         term.drain(0.3)
         mark = len(term.raw)
         term.send(b" ")
@@ -333,8 +333,11 @@ def peak_rss_while_training(seconds: float) -> dict:
             pass
         text = term.text()
         steps = re.findall(r"step (\d+)/", text)
+        term.send(b"q")  # quitting with an unsaved run asks first: d quits without it
+        term.read_until("not saved", timeout=10, after=len(term.raw))
+        term.send(b"d")
     finally:
-        term.close(quit_key=b"q")
+        term.close(quit_key=None)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # kB on Linux
     return {"hwm_mb": hwm, "rusage_mb": children, "last_step": int(steps[-1]) if steps else None}
 

@@ -122,24 +122,31 @@ def main() -> None:
     """
 
 
-def _run_app(checkpoint_args: list[str]) -> None:
+def _run_app(checkpoint_args: list[str]) -> int:
+    """Run the app; its return code (1: a checkpoint named here could not be opened, said in one
+    line on stderr)."""
+    if len(checkpoint_args) > 2:
+        raise click.UsageError(f"got {len(checkpoint_args)} checkpoints; give one to explore it, "
+                               "or two to compare them")
     try:
         from minitx.tui.app import create_app
     except ImportError as e:
         raise click.ClickException(f"the terminal app is not available ({e})") from None
-    create_app(checkpoint_args or None).run()
+    app = create_app(checkpoint_args or None, exit_on_start_error=True)
+    app.run()
+    return app.return_code or 0
 
 
 @main.command("tui")
 @click.argument("ckpt", nargs=-1)
-def tui_cmd(ckpt: tuple[str, ...]) -> None:
-    """Open the terminal app, optionally on the given checkpoints.
+def tui_cmd(ckpt: tuple[str, ...]) -> int:
+    """Open the terminal app, optionally on one checkpoint (explore it) or two (compare them).
 
     \b
     Example:
       minitx tui reverse my-run.safetensors
     """
-    _run_app(list(ckpt))
+    return _run_app(list(ckpt))
 
 
 def _add_subcommands(group: click.Group) -> None:
@@ -167,14 +174,15 @@ _add_subcommands(main)
 
 @click.command(cls=MinitxCommand, context_settings=CONTEXT)
 @click.argument("ckpt", nargs=-1)
-def _tui_entry(ckpt: tuple[str, ...]) -> None:
-    """Open the minitx terminal app, optionally on the given checkpoints.
+def _tui_entry(ckpt: tuple[str, ...]) -> int:
+    """Open the minitx terminal app, optionally on one checkpoint (explore it) or two (compare
+    them).
 
     \b
     Example:
       minitx-tui reverse my-run.safetensors
     """
-    _run_app(list(ckpt))
+    return _run_app(list(ckpt))
 
 
 def tui_main() -> None:

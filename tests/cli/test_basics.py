@@ -52,9 +52,11 @@ def test_options_can_come_from_minitx_environment_variables(tiny_ckpt):
 
 class _FakeApp:
     opened: list = []
+    return_code = 0  # what the app ends with (1: a checkpoint it was given did not open)
 
-    def __init__(self, checkpoints):
+    def __init__(self, checkpoints, exit_on_start_error=False):
         self.checkpoints = checkpoints
+        assert exit_on_start_error  # from the command line, a checkpoint must open or it is an error
 
     def run(self):
         _FakeApp.opened.append(self.checkpoints)
@@ -83,6 +85,17 @@ def test_minitx_tui_entry_point_opens_the_app(fake_app, monkeypatch):
         tui_main()
     assert exit_info.value.code == 0
     assert fake_app.opened == [["copy"]]
+
+
+def test_the_app_takes_at_most_two_checkpoints_and_more_is_a_usage_error(fake_app):
+    run = run_cli("tui", "reverse", "copy", "sort")
+    assert run.exit_code == 2 and "got 3 checkpoints" in assert_one_line_error(run)
+    assert fake_app.opened == []
+
+
+def test_the_apps_return_code_is_the_commands_exit_code(fake_app, monkeypatch):
+    monkeypatch.setattr(fake_app, "return_code", 1)
+    assert run_cli("tui", "nosuch").exit_code == 1
 
 
 def test_tui_without_the_app_module_is_a_one_line_error(monkeypatch):

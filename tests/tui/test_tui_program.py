@@ -1,0 +1,46 @@
+"""The real `minitx-tui` program: a checkpoint it cannot open ends it with one line and exit 1."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ANSI = re.compile(r"\x1b\[[0-9;?<>=$]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()=>78]")
+
+
+def run_in_a_terminal(*args: str, timeout: float = 90) -> tuple[int, str]:
+    """Run minitx-tui in a pseudo-terminal (as a person would); (exit code, what it printed)."""
+    program = Path(sys.executable).with_name("minitx-tui")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([str(program), *args], stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True, close_fds=True)
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:
+            break  # the program closed the terminal: it has ended
+        if not chunk:
+            break
+        out += chunk
+    try:
+        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    return code, ANSI.sub("", out.decode("utf-8", "replace"))
+
+
+def test_minitx_tui_on_a_checkpoint_that_does_not_exist_exits_1_with_one_line():
+    code, printed = run_in_a_terminal("nosuch")
+    assert code == 1
+    said = [line.strip() for line in printed.splitlines() if "minitx-tui:" in line]
+    assert len(said) == 1, printed[-800:]
+    assert said[0].startswith("minitx-tui: cannot open: unknown checkpoint 'nosuch'")
