@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label, Static
+from textual.widgets import DataTable, Static
 
 from minitx.tui.colors import STATUS_MARKUP
 from minitx.tui.messages import CheckDone, DoctorFinished
@@ -36,11 +36,10 @@ class DoctorScreen(ModalScreen[None]):
         from rich.markup import escape
 
         with Vertical(id="doctor-box", classes="dialog"):
-            yield Label(f"checking [b]{escape(self._names())}[/b] …", id="doctor-status")
+            yield Static(f"checking [b]{escape(self._names())}[/b] …", id="doctor-status")
             yield DataTable(id="doctor-table", cursor_type="none", zebra_stripes=True)
             yield Static("", id="doctor-causes", markup=False)
-            yield Label("[dim]esc closes · decided from measurements only · "
-                        "docs/checks.md explains each check[/dim]")
+            yield Static("[dim]esc closes · measurements decide · docs/checks.md explains the checks[/dim]")
 
     def on_mount(self) -> None:
         self.query_one("#doctor-box").border_title = "doctor"
@@ -79,14 +78,14 @@ class DoctorScreen(ModalScreen[None]):
         if r.name not in table.rows:
             cells = {"check": r.name, "threshold": r.threshold}
             table.add_row(*(cells.get(str(c.key.value), "") for c in table.columns.values()), key=r.name)
-        table.update_cell(r.name, f"measured-{i}", format_number(r.value))
-        table.update_cell(r.name, f"result-{i}", STATUS_MARKUP[r.status])
+        table.update_cell(r.name, f"measured-{i}", format_number(r.value), update_width=True)
+        table.update_cell(r.name, f"result-{i}", STATUS_MARKUP[r.status], update_width=True)
 
     def on_doctor_finished(self, message: DoctorFinished) -> None:
         from rich.markup import escape
 
         self.finished = True
-        status = self.query_one("#doctor-status", Label)
+        status = self.query_one("#doctor-status", Static)
         causes = self.query_one("#doctor-causes", Static)
         verdicts, lines = [], []
         for label, record, found in zip(self.labels, self.records, message.causes):
