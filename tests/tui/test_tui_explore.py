@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from textual.widgets import Input, Static
-from tui_helpers import model_ready, notifications, reverse_checkpoint, tiny_trainer, wait_for
+from tui_helpers import model_ready, notifications, reverse_checkpoint, screen_text, tiny_trainer, wait_for
 
 from minitx.tui.app import create_app
 from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
@@ -208,12 +208,19 @@ async def test_view_toggles_switch_between_cross_self_all_heads_and_numbers():
 
 
 @pytest.mark.asyncio
-async def test_help_opens_on_question_mark_and_closes_on_escape():
+async def test_help_opens_on_question_mark_fits_80x24_whole_and_closes_on_escape():
+    from rich.text import Text
+
+    from minitx.tui.screens.dialogs import HELP
+
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+        shown = screen_text(app)
+        for line in Text.from_markup(HELP).plain.splitlines():
+            assert line.strip() in shown, line  # every line whole: no scrolling, no wrapped words
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 

@@ -41,6 +41,8 @@ def run_in_a_terminal(*args: str, timeout: float = 90) -> tuple[int, str]:
 def test_minitx_tui_on_a_checkpoint_that_does_not_exist_exits_1_with_one_line():
     code, printed = run_in_a_terminal("nosuch")
     assert code == 1
-    said = [line.strip() for line in printed.splitlines() if "minitx-tui:" in line]
+    # What it said after leaving the screen: the reason on one line, naming the checkpoint once.
+    said = re.findall(r"minitx-tui: cannot open[^\r\n]*", printed)
     assert len(said) == 1, printed[-800:]
     assert said[0].startswith("minitx-tui: cannot open: unknown checkpoint 'nosuch'")
+    assert said[0].rstrip().endswith("sort)") and said[0].count("nosuch") == 1

@@ -20,6 +20,7 @@ from tui_helpers import (
 from minitx.tui.app import create_app
 from minitx.tui.screens.dialogs import ChoiceDialog, HelpScreen
 from minitx.tui.screens.explore import ExploreScreen
+from minitx.tui.widgets.train_form import FIELDS
 
 
 @pytest.mark.asyncio
@@ -240,3 +241,25 @@ async def test_quitting_without_the_run_after_asking_stops_the_worker_and_writes
         await asyncio.sleep(0.05)
     assert worker.is_finished and screen.trainer.step_count < 5000
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.asyncio
+async def test_choices_change_with_arrow_keys_in_place_and_the_edited_field_is_marked():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        task = screen.query_one("#task")
+        task.focus()
+        await pilot.pause()
+        row = task.parent
+        assert row.has_class("-editing")
+        assert "reverse" in str(row.query_one(".field-label").rich_style)  # label reversed
+        before = task.value
+        await pilot.press("right")
+        assert task.value != before and screen.form.values()["task"] == task.value
+        assert screen.form_error == ""
+        # Nothing opened over the form: every label of it is still on screen.
+        form_rows = "\n".join(screen_text(app).splitlines()[1:5])
+        assert all(f" {label} " in form_rows for label in ("from", *FIELDS.values()))
+        await pilot.press("escape")
+        assert not row.has_class("-editing") and app.focused is None
