@@ -101,14 +101,23 @@ def save_checkpoint(
     return write_atomic(Path(path), safetensors_bytes(tensors, metadata=metadata))
 
 
-def write_atomic(path: Path, data: bytes) -> Path:
-    """Temporary file in the same folder, fsync, rename over the target: a crash at any moment
-    leaves either the old file or the new one, never a half-written one."""
+def check_writable(path: Path) -> Path:
+    """The folder `path` would be written in, or a CheckpointError saying why it cannot be:
+    asked before minutes of training, and again by every write."""
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise CheckpointError(f"cannot write {path}: it is a directory")
     if not folder.is_dir():
         raise CheckpointError(f"cannot write {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise CheckpointError(f"cannot write {path}: folder {folder} is not writable")
+    return folder
+
+
+def write_atomic(path: Path, data: bytes) -> Path:
+    """Temporary file in the same folder, fsync, rename over the target: a crash at any moment
+    leaves either the old file or the new one, never a half-written one."""
+    folder = check_writable(path)
     tmp_name = None
     try:
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
@@ -213,8 +222,8 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     if not isinstance(summary, dict):
         raise CheckpointError(f"{path} has invalid 'training' metadata (not an object)")
 
-    weights = {k[len("model.") :]: t for k, t in tensors.items() if k.startswith("model.")}
-    train_state = {k[len("train.") :]: t for k, t in tensors.items() if k.startswith("train.")}
+    weights = {_renamed(k[len("model.") :]): t for k, t in tensors.items() if k.startswith("model.")}
+    train_state = {_renamed(k[len("train.") :]): t for k, t in tensors.items() if k.startswith("train.")}
     unknown = sorted(k for k in tensors if not k.startswith(("model.", "train.")))
     if unknown:
         raise CheckpointError(f"{path} holds an unexpected tensor {unknown[0]!r}")
@@ -224,6 +233,18 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     model.load_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
     model.to(device).eval()
     return Checkpoint(model, cfg, task, summary, metadata, path, train_state, dtype)
+
+
+# Parameter names that minitx 0.1 wrote and a later name replaced (the output layer was called
+# "generator", a word every torch.Generator also claims).
+RENAMED = {"generator.": "output.", "optim.generator.": "optim.output."}
+
+
+def _renamed(name: str) -> str:
+    for old, new in RENAMED.items():
+        if name.startswith(old):
+            return new + name[len(old):]
+    return name
 
 
 def _check_weights(weights: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) -> str:

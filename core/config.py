@@ -55,6 +55,11 @@ class _DictMixin:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
+# field of minitx 0.1's model config -> (its healthy value, the bug preset its other value meant)
+LEGACY_BUG_FIELDS = {"scale_attention": (True, "no-scale"), "swap_cross_attention": (False, "swap-cross"),
+                     "causal_mask": (True, "no-causal-mask")}
+
+
 @dataclass(frozen=True)
 class ModelConfig(_DictMixin):
     """The encoder-decoder's shape. Defaults are the reference model (SPEC §2): 235,981 params."""
@@ -73,9 +78,9 @@ class ModelConfig(_DictMixin):
     # How training computes attention: "explicit" (softmax(QK^T)V by hand) | "fused"
     # (scaled_dot_product_attention). Inference uses the fused kernel unless weights are asked for.
     attention: str = "explicit"
-    scale_attention: bool = True  # False is a deliberate bug (no 1/sqrt(d_k)) for the doctor
-    swap_cross_attention: bool = False  # True is a deliberate bug: K/V from the decoder
-    causal_mask: bool = True  # False is a deliberate bug: the decoder sees future tokens
+    # A deliberate defect of the model itself (a core.bugs preset that patches the model, e.g.
+    # "no-scale"), so a checkpoint of a broken model rebuilds broken; empty means none.
+    bug: str = ""
 
     def __post_init__(self) -> None:
         _positive_int(self, "vocab_size", "d_model", "n_heads", "d_ff", "max_len")
@@ -101,6 +106,21 @@ class ModelConfig(_DictMixin):
             object.__setattr__(self, "activation", "relu" if self.norm == "post" else "gelu")
         _choice(self, "activation", ACTIVATIONS)
         _choice(self, "attention", ATTENTIONS)
+        from minitx.core.bugs import MODEL_BUGS
+
+        _require(self.bug == "" or self.bug in MODEL_BUGS, "bug",
+                 f"must be one of {', '.join(MODEL_BUGS)} (or empty); got {self.bug!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        """As every config, plus files written before presets had one field: three booleans
+        (scale_attention, swap_cross_attention, causal_mask) become the bug they stood for."""
+        if isinstance(data, dict) and LEGACY_BUG_FIELDS.keys() & data.keys():
+            data = dict(data)
+            for name, (healthy, bug) in LEGACY_BUG_FIELDS.items():
+                if name in data and data.pop(name) != healthy:
+                    data["bug"] = bug
+        return super().from_dict(data)
 
     @property
     def d_k(self) -> int:

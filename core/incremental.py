@@ -66,8 +66,9 @@ class _LayerState:
     ff_in: _Linear
     ff_out: _Linear
     norms: tuple[_Norm, _Norm, _Norm]  # self-attention, cross-attention, feed-forward
+    cross_reads_decoder: bool  # keys/values from the decoder stream (a bug preset), not the memory
     self_keys_values: torch.Tensor | None = None  # (2, B, h, t, k): K and V, one concat per step
-    cross_keys_values: torch.Tensor | None = None  # (2, B, h, S, k) of the memory, or as self if swapped
+    cross_keys_values: torch.Tensor | None = None  # (2, B, h, S, k) of the memory (or growing, as self)
 
     @classmethod
     def of(cls, layer: DecoderLayer) -> _LayerState:
@@ -81,6 +82,7 @@ class _LayerState:
             ff_in=_Linear.of(layer.ff[0]),
             ff_out=_Linear.of(layer.ff[-1]),
             norms=tuple(_Norm.of(r.norm) for r in (layer.self_res, layer.cross_res, layer.ff_res)),
+            cross_reads_decoder=layer.cross_reads_decoder,
         )
 
 
@@ -102,21 +104,20 @@ class IncrementalDecoder:
         self.model = model
         self.position = 0  # decoder positions fed so far
         self._heads, self._d = cfg.n_heads, cfg.d_model
-        self._scale = cfg.scale_attention
+        self._divisor = model.decoder[0].self_attn.score_divisor  # None: sqrt(d_k)
         self._pre_norm = cfg.norm == "pre"
         self._activation = F.relu if cfg.activation == "relu" else F.gelu
-        self._swap_cross = cfg.swap_cross_attention
         # Token embedding scaled once: (E * sqrt(d))[token] is exactly E[token] * sqrt(d).
         self._embedding = model.tgt_embed.weight * cfg.d_model**0.5  # (V, d)
         self._positional = model.positional if model.use_positions else None  # (max_len, d)
         self._layers = [_LayerState.of(layer) for layer in model.decoder]
         self._final_norm = _Norm.of(model.decoder_norm) if self._pre_norm else None
-        self._generator = _Linear.of(model.generator)
+        self._output = _Linear.of(model.output)
         self._src_mask = src_mask  # bool, for attention weights
         self._src_bias = None if src_mask is None else additive_mask(src_mask, memory.dtype)  # for SDPA
-        if not self._swap_cross:  # the memory's keys and values, fixed for the whole decode
-            B, S, d = memory.shape
-            for state in self._layers:
+        B, S, d = memory.shape
+        for state in self._layers:
+            if not state.cross_reads_decoder:  # the memory's keys and values, fixed for the decode
                 kv = state.cross_kv(memory.reshape(B * S, d)).view(B, S, 2, self._heads, -1)
                 state.cross_keys_values = kv.permute(2, 0, 3, 1, 4).contiguous()  # (2, B, h, S, k)
 
@@ -132,7 +133,7 @@ class IncrementalDecoder:
         self.position += 1
         if self._final_norm is not None:
             y = self._final_norm(y)
-        return self._generator(y)  # (B, V)
+        return self._output(y)  # (B, V)
 
     def _layer_step(self, state: _LayerState, y: torch.Tensor, maps: AttentionMaps | None) -> torch.Tensor:
         B, h = y.shape[0], self._heads
@@ -146,7 +147,7 @@ class IncrementalDecoder:
 
         x = cross_norm(y) if self._pre_norm else y
         q = state.cross_q(x).view(B, h, 1, -1)  # (B, h, 1, k)
-        if self._swap_cross:  # deliberate bug: keys/values from the decoder positions so far
+        if state.cross_reads_decoder:  # a bug preset: keys/values from the decoder positions so far
             new_kv = state.cross_kv(x).view(B, 2, h, 1, -1)  # (B, 2, h, 1, k)
             kv = state.cross_keys_values = _appended(state.cross_keys_values, new_kv)
             a, cross_w = self._attend(q, kv[0], kv[1], None, None, maps)
@@ -174,9 +175,10 @@ class IncrementalDecoder:
         """q (B, h, 1, k) over k/v (B, h, Tk, k) -> (B, d), and the weights (B, h, 1, Tk) when
         maps are wanted (the explicit path; otherwise the fused kernel with the prepared bias)."""
         if maps is not None:
-            out, weights = attention(q, k, v, mask, scale=self._scale, need_weights=True)
+            out, weights = attention(q, k, v, mask, divisor=self._divisor, need_weights=True)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=None if self._scale else 1.0)
+            scale = None if self._divisor is None else 1.0 / self._divisor
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
             weights = None
         return out.reshape(q.shape[0], self._d), weights
 

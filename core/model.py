@@ -67,11 +67,11 @@ def attention(
     *,
     causal: bool = False,
     dropout: float = 0.0,
-    scale: bool = True,
+    divisor: float | None = None,
     fused: bool = False,
     need_weights: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(q k^T / sqrt(d_k)) v over the key axis.
+    """softmax(q k^T / divisor) v over the key axis; the divisor is sqrt(d_k) unless given.
 
     q (B, h, Tq, k), k/v (B, h, Tk, k), mask broadcastable to (B, h, Tq, Tk), True = allowed;
     causal (self-attention, Tq == Tk) also hides from query i every key after i.
@@ -85,15 +85,15 @@ def attention(
                 mask, is_causal = mask & causal_mask(q.shape[-2], q.device), False
             bias = additive_mask(mask, q.dtype)
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=is_causal, scale=None if scale else 1.0
+            q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=is_causal,
+            scale=None if divisor is None else 1.0 / divisor,
         )
         return out, None
     if causal:
         tril = causal_mask(q.shape[-2], q.device)  # (1, 1, Tq, Tq)
         mask = tril if mask is None else mask & tril
-    scores = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk)
-    if scale:
-        scores = scores / math.sqrt(q.shape[-1])
+    divisor = math.sqrt(q.shape[-1]) if divisor is None else divisor
+    scores = q @ k.transpose(-2, -1) / divisor  # (B, h, Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(~mask, masked_fill_value(q.dtype))
     weights = scores.softmax(dim=-1)
@@ -110,7 +110,7 @@ class MultiHeadAttention(nn.Module):
         self.n_heads = cfg.n_heads
         self.dropout = cfg.dropout
         self.fused = cfg.attention == "fused"
-        self.scale = cfg.scale_attention
+        self.score_divisor: float | None = None  # None: sqrt(d_k); a bug preset may change it
         self.q_proj = nn.Linear(d, d)
         self.k_proj = nn.Linear(d, d)
         self.v_proj = nn.Linear(d, d)
@@ -140,7 +140,7 @@ class MultiHeadAttention(nn.Module):
             mask,
             causal=causal,
             dropout=self.dropout if self.training else 0.0,
-            scale=self.scale,
+            divisor=self.score_divisor,
             # `explicit` is how training computes attention; outside training, when no weights
             # are asked for, the fused kernel computes the same in one call.
             fused=self.fused or not self.training,
@@ -210,6 +210,10 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
+    # Cross-attention reads the encoder's memory. (core/bugs.py's swap-cross preset makes a
+    # layer read the decoder stream instead; the KV cache asks this to know what to cache.)
+    cross_reads_decoder = False
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg)
@@ -218,7 +222,10 @@ class DecoderLayer(nn.Module):
         self.self_res = Residual(cfg)
         self.cross_res = Residual(cfg)
         self.ff_res = Residual(cfg)
-        self.swap_cross = cfg.swap_cross_attention
+
+    def cross_inputs(self, h, memory, src_mask, tgt_mask, causal):
+        """What cross-attention attends over: (keys/values, mask, causal)."""
+        return self.cross_attn.keys_values(memory), src_mask, False
 
     def forward(self, y, memory, src_mask, tgt_mask, causal=False, need_weights=False):
         """y (B, T, d) decoder stream; memory (B, S, d); tgt_mask: padding of the decoder input
@@ -229,10 +236,7 @@ class DecoderLayer(nn.Module):
         y = self.self_res.output(y, a)
 
         h = self.cross_res.input(y)
-        if self.swap_cross:  # deliberate bug: keys/values from the decoder, not the encoder
-            cross_kv, cross_mask, cross_causal = self.cross_attn.keys_values(h), tgt_mask, causal
-        else:
-            cross_kv, cross_mask, cross_causal = self.cross_attn.keys_values(memory), src_mask, False
+        cross_kv, cross_mask, cross_causal = self.cross_inputs(h, memory, src_mask, tgt_mask, causal)
         a, cross_w = self.cross_attn(h, cross_kv, cross_mask, need_weights, cross_causal)
         y = self.cross_res.output(y, a)
         y = self.ff_res.output(y, self.ff(self.ff_res.input(y)))
@@ -276,8 +280,13 @@ class Seq2Seq(nn.Module):
         pre = cfg.norm == "pre"
         self.encoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
-        self.generator = nn.Linear(d, cfg.vocab_size)
+        self.output = nn.Linear(d, cfg.vocab_size)  # the decoder stream -> next-token logits
         self.use_positions = True  # False only for the permutation-equivariance check
+        self.causal = True  # decoder self-attention hides later positions
+        if cfg.bug:  # a deliberate defect (core/bugs.py) changes the model here and only here
+            from minitx.core.bugs import patch_model
+
+            patch_model(self, cfg.bug)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -323,11 +332,7 @@ class Seq2Seq(nn.Module):
             if maps is not None:
                 maps.decoder_self.append(self_w)
                 maps.cross.append(cross_w)
-        return self.generator(self.decoder_norm(y))
-
-    @property
-    def causal(self) -> bool:
-        return self.cfg.causal_mask
+        return self.output(self.decoder_norm(y))
 
     @property
     def device(self) -> torch.device:
@@ -369,7 +374,7 @@ def parameter_breakdown(model: Seq2Seq) -> dict[str, int]:
             "decoder": "decoder layers",
             "encoder_norm": "final norms",
             "decoder_norm": "final norms",
-            "generator": "output",
+            "output": "output",
         }[top]
         groups[key] += p.numel()
     if not groups["final norms"]:

@@ -117,4 +117,7 @@ def configs_from_options(
     except (ValueError, TypeError) as e:  # core's messages read "field: message"
         field, _, message = str(e).partition(": ")
         raise OptionError(_blame(field), message or str(e)) from None
+    if model_cfg.max_len < train_cfg.max_len + 2:
+        raise OptionError("positions", f"a table of {model_cfg.max_len} positions cannot hold sources "
+                                       f"of {train_cfg.max_len} tokens plus SOS and EOS")
     return model_cfg, train_cfg

@@ -16,12 +16,12 @@ import torch
 import torch.nn.functional as F
 
 from minitx import __version__
-from minitx.core.bugs import apply_bug
+from minitx.core.bugs import apply_bug, bug_preset
 from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.decode import accuracy_by_length, exact_match, greedy_decode
 from minitx.core.model import Seq2Seq
-from minitx.core.tasks import PAD, Batch, CopyTask, get_task
+from minitx.core.tasks import PAD, Batch, get_task
 
 
 class TrainingDiverged(RuntimeError):
@@ -87,10 +87,12 @@ class Trainer:
                 f"max_len: the model's max_len={model_cfg.max_len} cannot hold sources of "
                 f"{train_cfg.max_len} tokens plus SOS/EOS"
             )
-        # The "no-reverse" bug: targets made by copying while the task still says reverse.
-        self._data_task = self.task
-        if train_cfg.bug == "no-reverse":
-            self._data_task = CopyTask(train_cfg.min_len, train_cfg.max_len)
+        # A bug preset may feed the model other data (copies for no-reverse, while the task
+        # still says reverse) or feed it differently (no-shift); chosen here, once.
+        bug = bug_preset(train_cfg.bug)
+        self._data_task = get_task(bug.data_task, train_cfg.min_len, train_cfg.max_len) \
+            if bug.data_task else self.task
+        self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
         self.model = Seq2Seq(model_cfg).to(self.device)
         # Listed once: model.parameters() walks every module, ~0.5 ms a step at this size.
@@ -124,11 +126,8 @@ class Trainer:
         lr = self.cfg.lr_at(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        batch = self.next_batch()
-        src = batch.src.to(self.device, non_blocking=True)
-        tgt = batch.tgt.to(self.device, non_blocking=True)
-        labels = tgt[:, 1:]  # (B, T)
-        decoder_input = labels if self.cfg.bug == "no-shift" else tgt[:, :-1]  # shifted right
+        src, decoder_input, labels = (t.to(self.device, non_blocking=True)
+                                      for t in self._feed(self.next_batch()))  # (B, S), (B, T), (B, T)
         if not self.model.training:  # train() walks every module: only when something switched
             self.model.train()
         logits = self.model(src, decoder_input)  # (B, T, V)

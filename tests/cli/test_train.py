@@ -176,15 +176,16 @@ def test_save_every_writes_resumable_checkpoints_during_the_run(tmp_path, monkey
         (["--lr", "-1"], "lr"),
         (["--task", "nope"], "--task"),
         (["--recipe", "nope"], "--recipe"),
-        (["--d-model", "18", "--heads", "4"], "d_model"),
+        (["--d-model", "18", "--heads", "4"], "--d-model"),
         (["--lengths", "9-3"], "lengths"),
         (["--dropout", "1.5"], "dropout"),
         (["--steps", "many"], "many"),
     ],
 )
-def test_bad_option_values_give_a_one_line_error(tmp_path, args, fragment):
+def test_bad_option_values_are_one_line_usage_errors_naming_the_option(tmp_path, args, fragment):
     run = run_cli("train", *TINY, *args, "--out", str(tmp_path / "x.safetensors"))
     assert fragment in assert_one_line_error(run)
+    assert run.exit_code == 2
     assert not (tmp_path / "x.safetensors").exists()
 
 
@@ -203,18 +204,13 @@ def test_unwritable_output_path_fails_before_training(tmp_path):
 def test_every_config_field_can_be_set_from_the_command_line():
     import dataclasses
 
-    from minitx.core.config import ModelConfig, TrainConfig
-    from minitx.tui.commands.train import MODEL_OPTIONS
+    from minitx.core.config import ModelConfig
+    from minitx.core.options import MODEL_OPTIONS, option_names
 
     help_text = run_cli("train", "--help").stdout
-    via_lengths, via_bug, from_task = (
-        {"min_len", "max_len"},
-        {"scale_attention", "swap_cross_attention", "causal_mask"},
-        {"vocab_size", "pad_id"},
-    )
-    for field in dataclasses.fields(TrainConfig):
-        if field.name not in via_lengths:
-            assert f"--{field.name.replace('_', '-')}" in help_text, field.name
+    for name in option_names():  # every name core turns into configs has its option
+        assert f"--{name.replace('_', '-')}" in help_text, name
+    via_bug, from_task = {"bug"}, {"vocab_size", "pad_id"}
     model_fields = set(MODEL_OPTIONS.values()) | via_bug | from_task
     assert {f.name for f in dataclasses.fields(ModelConfig)} <= model_fields
 
@@ -226,3 +222,18 @@ def test_divergence_is_a_one_line_error_that_keeps_the_last_good_step(tmp_path):
     assert "diverged" in message and str(out) in message
     ckpt = load_checkpoint(out)  # the weights before the bad step are finite, so it loads
     assert ckpt.resumable and 1 <= ckpt.summary["steps"] < 50
+
+
+def test_without_out_each_run_gets_its_own_file_that_hides_no_bundled_model(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        assert run_cli("train", *TINY, "--steps", "2").exit_code == 0
+    assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == [
+        "reverse-run.safetensors", "reverse-run2.safetensors"]
+
+
+def test_a_run_saved_under_a_bundled_name_is_told_how_to_reach_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = run_cli("train", *TINY, "--steps", "2", "--out", "reverse.safetensors")
+    assert run.exit_code == 0
+    assert "bundled" in run.stderr and "reverse.safetensors" in run.stderr

@@ -83,10 +83,10 @@ def _set_config(meta, **changes):
         (lambda p: _rewrite(p, mutate_meta=lambda m: m.update(format="other")), "not a minitx"),
         (lambda p: _rewrite(p, mutate_meta=lambda m: _set_config(m, n_heads=3)), "invalid metadata"),
         (lambda p: _rewrite(p, mutate_meta=lambda m: _set_config(m, d_model=4096)), "shape"),
-        (lambda p: _rewrite(p, lambda t: t.pop("model.generator.bias")), "missing tensor"),
+        (lambda p: _rewrite(p, lambda t: t.pop("model.output.bias")), "missing tensor"),
         (lambda p: _rewrite(p, lambda t: t.update({"model.extra": torch.ones(1)})), "does not use"),
-        (lambda p: _rewrite(p, lambda t: t["model.generator.bias"].fill_(float("nan"))), "NaN"),
-        (lambda p: _rewrite(p, lambda t: t.update({"model.generator.bias": torch.ones(13).long()})),
+        (lambda p: _rewrite(p, lambda t: t["model.output.bias"].fill_(float("nan"))), "NaN"),
+        (lambda p: _rewrite(p, lambda t: t.update({"model.output.bias": torch.ones(13).long()})),
          "dtype"),
     ],
 )
@@ -101,3 +101,27 @@ def test_each_broken_file_gives_one_clear_error(saved, damage, message):
 def test_a_directory_is_not_a_checkpoint(tmp_path):
     with pytest.raises(CheckpointError, match="directory"):
         load_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("bug, legacy_fields", [
+    ("", {"scale_attention": True, "swap_cross_attention": False, "causal_mask": True}),
+    ("no-scale", {"scale_attention": False, "swap_cross_attention": False, "causal_mask": True}),
+    ("swap-cross", {"scale_attention": True, "swap_cross_attention": True, "causal_mask": True}),
+    ("no-causal-mask", {"scale_attention": True, "swap_cross_attention": False, "causal_mask": False}),
+])
+def test_a_file_written_by_minitx_0_1_loads_as_the_same_model(tmp_path, bug, legacy_fields):
+    # 0.1 called the output layer "generator" and recorded model bugs as three booleans.
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=12, bug=bug)).eval()
+    path = save_checkpoint(tmp_path / "new.safetensors", model, get_task("reverse"))
+    tensors, metadata = read_raw(path)
+    tensors = {k.replace("model.output.", "model.generator."): t for k, t in tensors.items()}
+    config = json.loads(metadata["model_config"])
+    del config["bug"]
+    metadata["model_config"] = json.dumps({**config, **legacy_fields})
+    save_file(tensors, str(tmp_path / "old.safetensors"), metadata=metadata)
+    old = load_checkpoint(tmp_path / "old.safetensors")
+    assert old.model_config == model.cfg
+    src, tgt = torch.tensor([[1, 2, 3, 4]]), torch.tensor([[11, 4, 3, 2]])
+    with torch.no_grad():
+        assert torch.equal(model(src, tgt), old.model(src, tgt))

@@ -16,8 +16,8 @@ CONFIGS = {
     "reference (post-norm, relu)": {},
     "pre-norm, gelu": {"norm": "pre"},
     "post-norm, gelu": {"activation": "gelu"},
-    "unscaled attention": {"scale_attention": False},
-    "swapped cross-attention": {"swap_cross_attention": True},
+    "unscaled attention": {"bug": "no-scale"},
+    "swapped cross-attention": {"bug": "swap-cross"},
 }
 
 

@@ -126,7 +126,7 @@ def test_earlier_outputs_have_zero_gradient_with_respect_to_future_inputs():
 
 
 def test_future_leaks_when_the_causal_mask_is_off():
-    model = Seq2Seq(ModelConfig(causal_mask=False)).eval()
+    model = Seq2Seq(ModelConfig(bug="no-causal-mask")).eval()
     batch = reference_batch(2)
     changed = batch.decoder_input.clone()
     changed[:, -1] = (changed[:, -1] + 1) % 10

@@ -251,7 +251,7 @@ def _metadata_tweaks(metadata: dict[str, str]) -> dict[str, dict[str, str]]:
 
 
 def _tensor_tweaks(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    weight = "model.generator.weight"
+    weight = "model.output.weight"
     out: dict[str, dict[str, torch.Tensor]] = {}
 
     def with_(**changes) -> dict[str, torch.Tensor]:
@@ -265,12 +265,12 @@ def _tensor_tweaks(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torc
         return t
 
     w = tensors[weight].clone()  # a copy: safetensors refuses two names for one storage
-    g = "model__generator__weight"
+    g = "model__output__weight"
     out["tensor_missing"] = with_(**{g: None})
     renamed = with_(**{g: None})
-    renamed["model.generator.weights"] = w
+    renamed["model.output.weights"] = w
     out["tensor_renamed"] = renamed
-    out["tensor_without_prefix"] = {**tensors, "generator.weight": w}
+    out["tensor_without_prefix"] = {**tensors, "output.weight": w}
     out["tensor_extra_under_model"] = {**tensors, "model.extra.weight": w}
     out["tensor_only_the_weights_of_nothing"] = {"model.nothing": w}
     out["no_tensors_at_all"] = {}
@@ -320,7 +320,7 @@ def unresumable_files(folder: Path) -> list[tuple[str, Path]]:
     good_path = valid_checkpoint(folder, "base_for_resume.safetensors")
     tensors, metadata = read_raw(good_path)
     train_cfg = json.loads(metadata["train_config"])
-    moment = "train.optim.generator.weight.exp_avg"
+    moment = "train.optim.output.weight.exp_avg"
     cases: dict[str, tuple[dict, dict]] = {
         "no_training_state": ({k: v for k, v in tensors.items() if k.startswith("model.")},
                               {k: v for k, v in metadata.items()
@@ -365,8 +365,8 @@ def unresumable_files(folder: Path) -> list[tuple[str, Path]]:
     state("moment_holds_nan", **{key: torch.full_like(m, float("nan"))})
     state("moment_missing", **{key: None})
     state("moment_for_unknown_parameter", **{"train__optim__nothing__exp_avg": m})
-    state("optim_key_without_field", **{"train__optim__generator": m})
-    step_key = "train__optim__generator__weight__step"
+    state("optim_key_without_field", **{"train__optim__output": m})
+    step_key = "train__optim__output__weight__step"
     state("adam_step_a_vector", **{step_key: torch.ones(3)})
 
     paths = []

@@ -11,8 +11,8 @@ from minitx.tui.commands.common import (
     console,
     echo_json,
     json_option,
+    lengths_option_value,
     load_checkpoint_arg,
-    parse_lengths,
     sample_options,
     threads_option,
 )
@@ -43,7 +43,7 @@ def eval_cmd(ckpt, n, seed, lengths, device, threads, as_json) -> None:
 
     checkpoint = load_checkpoint_arg(ckpt, device)
     task = checkpoint.task
-    lo, hi = parse_lengths(lengths) if lengths else (task.min_len, task.max_len)
+    lo, hi = lengths_option_value(lengths, (task.min_len, task.max_len))
     limit = checkpoint.model_config.max_len - 2
     if hi > limit:
         raise click.BadParameter(
