@@ -89,7 +89,7 @@ def _mean_loss(logits: torch.Tensor, labels: torch.Tensor) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# Checks on a fresh model of the same config (SPEC §7: initial loss, overfit, saturation)
+# Checks on a fresh model of the same config (initial loss, overfit, saturation)
 
 
 def check_initial_loss(model: Seq2Seq, task: Task, inits: int = 4) -> CheckResult:
@@ -137,7 +137,7 @@ def check_overfit_one_batch(model: Seq2Seq, task: Task, steps: int = 400) -> Che
 
 
 def check_attention_saturation(model: Seq2Seq) -> CheckResult:
-    """SPEC §7 scaling facts: with unit-variance inputs, q.k has std sqrt(d_k); divided by
+    """The scaling facts (docs/checks.md): with unit-variance inputs, q.k has std sqrt(d_k); divided by
     sqrt(d_k) the scores have std ~1 and the softmax over 200 keys peaks at ~0.05, without it
     the softmax saturates (peak ~0.48 at d_k 16).
 
@@ -283,7 +283,7 @@ def check_source_dependence(model: Seq2Seq, task: Task) -> CheckResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# Checks on a trained model (SPEC §7 generalisation, §8 symptoms)
+# Checks on a trained model (generalisation, and the symptoms of trained bugs)
 
 
 def check_accuracy(model: Seq2Seq, task: Task, n: int = 200) -> CheckResult:
@@ -344,7 +344,7 @@ ALIGNMENT_THRESHOLD = 0.4  # uniform attention over n source positions scores 1/
 
 
 def check_alignment(model: Seq2Seq, task: Task) -> CheckResult:
-    """The best head's mean attention mass on the source position the task expects (SPEC §1)."""
+    """The best head's mean attention mass on the source position the task expects."""
     name, threshold = "alignment", f">= {ALIGNMENT_THRESHOLD}"
     description = f"some cross-attention head shows the task's {task.alignment_name} alignment"
     batch = probe_batch(task, 128, seed=SEED + 5)

@@ -62,7 +62,7 @@ LEGACY_BUG_FIELDS = {"scale_attention": (True, "no-scale"), "swap_cross_attentio
 
 @dataclass(frozen=True)
 class ModelConfig(_DictMixin):
-    """The encoder-decoder's shape. Defaults are the reference model (SPEC §2): 235,981 params."""
+    """The encoder-decoder's shape. Defaults are the reference model (docs/model.md): 235,981 params."""
 
     vocab_size: int = 13  # source and target share the task's vocabulary
     pad_id: int = 10  # embedding rows for PAD stay zero (padding_idx)
@@ -129,7 +129,7 @@ class ModelConfig(_DictMixin):
 
 @dataclass(frozen=True)
 class TrainConfig(_DictMixin):
-    """How to train. Defaults are the reference recipe of SPEC §5."""
+    """How to train. Defaults are the reference recipe (docs/training.md)."""
 
     task: str = "reverse"
     min_len: int = 4  # source lengths drawn uniformly from [min_len, max_len]
@@ -215,7 +215,8 @@ class Recipe:
 
 
 def reference_recipe() -> Recipe:
-    """SPEC §5 exactly: post-norm, explicit attention, dropout 0.1, batch 64, warmup 400, flat."""
+    """The reference recipe exactly (docs/training.md): post-norm, explicit attention, dropout
+    0.1, batch 64, warmup 400, then flat."""
     return Recipe("reference", ModelConfig(), TrainConfig())
 
 

@@ -363,7 +363,7 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def parameter_breakdown(model: Seq2Seq) -> dict[str, int]:
-    """Parameter counts per component, in the order of SPEC §2's table."""
+    """Parameter counts per component, in the order of docs/model.md's table."""
     groups = {"embeddings": 0, "encoder layers": 0, "decoder layers": 0, "final norms": 0, "output": 0}
     for name, p in model.named_parameters():
         top = name.split(".")[0]

@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from minitx import checkpoints
+from minitx.checkpoints import bundled_names
 from tests.cli.conftest import assert_one_line_error, run_cli
 
 
@@ -27,8 +28,10 @@ def test_eval_with_the_same_seed_gives_the_same_result(tiny_ckpt):
 
 
 @pytest.mark.parametrize("lengths", ["12-x", "0-4", "5-3", "4-100"])
-def test_eval_rejects_bad_lengths_in_one_line(tiny_ckpt, lengths):
-    assert_one_line_error(run_cli("eval", tiny_ckpt, "--lengths", lengths))
+def test_eval_rejects_bad_lengths_as_a_one_line_usage_error(tiny_ckpt, lengths):
+    run = run_cli("eval", tiny_ckpt, "--lengths", lengths)
+    assert "--lengths" in assert_one_line_error(run)
+    assert run.exit_code == 2
 
 
 def test_inspect_json_has_config_task_vocabulary_parameters_and_summary(tiny_ckpt):
@@ -84,3 +87,21 @@ def test_list_shows_bundled_models_and_files_in_a_folder(tiny_ckpt, tmp_path):
 
 def test_list_of_a_missing_folder_is_a_one_line_error(tmp_path):
     assert_one_line_error(run_cli("list", str(tmp_path / "nowhere")))
+
+
+def test_inspect_shows_accuracy_as_a_percentage_like_everywhere_else():
+    run = run_cli("inspect", "reverse")
+    assert run.exit_code == 0
+    line = next(line for line in run.stdout.splitlines() if " accuracy " in line)
+    assert "100.0%" in line
+
+
+def test_list_at_80_columns_keeps_every_name_and_bug_whole():
+    run = run_cli("list", env={"COLUMNS": "80"})
+    assert run.exit_code == 0
+    assert all(len(line) <= 80 for line in run.stdout.splitlines())
+    for name in bundled_names():
+        assert name in run.stdout
+        bug = name.removeprefix("reverse-")
+        if bug != name:
+            assert f"bug:{bug}" in run.stdout

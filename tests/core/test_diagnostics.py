@@ -73,7 +73,7 @@ def test_an_inverted_triu_mask_is_caught_as_leakage(task, monkeypatch):
 
 
 def test_attention_saturates_at_init_only_without_sqrt_dk_scaling():
-    # SPEC §7 scaling facts: scaled scores have std ~1 and the softmax over 200 keys peaks at
+    # The scaling facts of docs/checks.md: scaled scores have std ~1 and the softmax over 200 keys peaks at
     # ~0.05; unscaled, at d_k 16, the std is sqrt(16) = 4 and the peak ~0.48.
     scaled = check_attention_saturation(fresh())
     unscaled = check_attention_saturation(fresh(bug="no-scale"))

@@ -72,6 +72,17 @@ def sample_options(n_help: str):
     return decorate
 
 
+def shown_value(key: str, value) -> str:
+    """A config or summary value for a table: accuracies as percentages (like every other
+    accuracy minitx prints), other floats to four figures, None as '-'."""
+    if value is None:
+        return "-"
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key.rsplit(".", 1)[-1] == "accuracy" and is_number:
+        return f"{value:.1%}"
+    return f"{value:.4g}" if isinstance(value, float) else (str(value) or '""')
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 

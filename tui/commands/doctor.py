@@ -1,4 +1,4 @@
-"""`minitx doctor [CKPT]`: the checks of SPEC §7 with the likely causes of SPEC §8.
+"""`minitx doctor [CKPT]`: the checks of docs/checks.md, with the likely cause of each failure.
 
 All measuring is core.diagnostics'; this file picks the model, shows progress and prints.
 """
@@ -24,7 +24,7 @@ class CannotRun(click.ClickException):
     exit_code = EXIT_CANNOT_RUN
 
 
-@click.command("doctor", short_help="Run the SPEC checks on a model and name likely bugs.")
+@click.command("doctor", short_help="Check a model for the classic bugs and name the likely cause.")
 @click.argument("ckpt", required=False)
 @click.option("--quick", is_flag=True, help="Skip the slow overfit-one-batch check; fewer sequences.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
@@ -34,12 +34,13 @@ class CannotRun(click.ClickException):
 @config_options.recipe_option
 @config_options.apply(config_options.TASK_OPTIONS + config_options.MODEL_OPTIONS)
 def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
-    """Check CKPT (or, without CKPT, a fresh model built from the options) like SPEC §7.
+    """Check CKPT (or, without CKPT, a fresh model built from the options) for classic bugs.
 
     Each check prints its measured number, its threshold and pass/fail; a failure also names
-    the likely cause (SPEC §8). The doctor decides from measurements only: it never reads a
-    bug preset from the file's metadata or name. Checks for a trained model (accuracy,
-    alignment, copying) are skipped for a model that looks untrained.
+    the likely cause (docs/checks.md lists every check and cause). The doctor decides from
+    measurements only: it never reads a bug preset from the file's metadata or name. Checks
+    for a trained model (accuracy, alignment, copying) are skipped for a model that looks
+    untrained.
 
     Without CKPT, --recipe and the model options (--d-model, --heads, --layers, --norm,
     --bug, ...; the same as `minitx train`'s) describe the fresh model; with CKPT they are

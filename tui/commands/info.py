@@ -14,6 +14,7 @@ from minitx.tui.commands.common import (
     lengths_option_value,
     load_checkpoint_arg,
     sample_options,
+    shown_value,
     threads_option,
 )
 
@@ -201,8 +202,7 @@ def _key_values(title: str, data: dict):
     table.add_column(style="dim")
     table.add_column()
     for key, value in data.items():
-        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
-        table.add_row(key, "" if value is None else shown)
+        table.add_row(key, "" if value is None else shown_value(key, value))
     from rich.panel import Panel
 
     return Panel(table, title=title, title_align="left", expand=False)
@@ -238,10 +238,13 @@ def list_cmd(folder, as_json) -> None:
             ]
         )
         return
+    from rich import box
     from rich.table import Table
 
     from minitx import checkpoints as bundled
-    table = Table()
+
+    # No vertical rules, and one word per note: at 80 columns every name and note fits whole.
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("name", no_wrap=True)
     table.add_column("task", no_wrap=True)
     for column in ("size", "accuracy", "steps"):
@@ -254,7 +257,7 @@ def list_cmd(folder, as_json) -> None:
             table.add_row(name, "", "", "", "", f"[red]unreadable: {x.error}[/]")
             continue
         acc = f"{x.accuracy:.1%}" if x.accuracy is not None else "?"
-        note = ", ".join(n for n in ("bundled" if is_bundled else "", f"bug: {x.bug}" if x.bug else "") if n)
+        note = " ".join(n for n in ("bundled" if is_bundled else "", f"bug:{x.bug}" if x.bug else "") if n)
         steps = str(x.steps) if x.steps is not None else "?"
         table.add_row(name, x.task, f"{x.size_bytes / 1024:.0f} KB", acc, steps, note)
     if not listings:

@@ -201,4 +201,4 @@ def _report_result(trainer, out_path: Path, as_json: bool) -> None:
         f"final exact match {acc:.1%} on {trainer.cfg.eval_size} fresh sequences "
         f"· loss {summary['loss']:.4f} · {trainer.seconds:.0f} s"
     )
-    click.echo(f"saved {out_path} (resumable; share it with: minitx export {out_path} --out FILE)")
+    click.echo(f"saved {out_path} (resumable; `minitx export` makes a copy to share)")

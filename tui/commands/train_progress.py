@@ -32,10 +32,11 @@ def describe_run(trainer) -> str:
     m, t = trainer.model_cfg, trainer.cfg
     params = parameter_breakdown(trainer.model)["total"]
     bug = f" bug={t.bug}" if t.bug else ""
+    # Two lines that each fit 80 columns: the model, then the run.
     return (
         f"training {t.task} {t.min_len}-{t.max_len} · {m.norm}-norm d_model {m.d_model} "
-        f"heads {m.n_heads} layers {m.n_encoder_layers}+{m.n_decoder_layers} · {params:,} params · "
-        f"steps {t.steps} batch {t.batch_size} lr {t.lr:g} {t.schedule} warmup {t.warmup} · "
+        f"heads {m.n_heads} layers {m.n_encoder_layers}+{m.n_decoder_layers} · {params:,} params\n"
+        f"steps {t.steps} · batch {t.batch_size} · lr {t.lr:g} {t.schedule}, warmup {t.warmup} · "
         f"{trainer.device.type}{bug}"
     )
 
