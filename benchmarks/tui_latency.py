@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 PAIRED_ROUNDS = 4  # app / headless window pairs for the no-keys throughput
-TINY = {"d_model": "16", "heads": "2", "layers": "1", "batch": "16", "warmup": "5",
+TINY = {"d_model": "16", "heads": "2", "layers": "1", "batch_size": "16", "warmup": "5",
         "dropout": "0", "lr": "0.003"}  # --smoke: the TUI tests' tiny run
 ANSI = re.compile(rb"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC (title)
                   rb"|\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
@@ -59,9 +59,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def worker_threads() -> int:
-    from minitx.tui.screens.train import _cores
+    from minitx.tui.training import worker_threads as train_screen_threads
 
-    return max(1, _cores() - 1)  # what the Train screen's worker sets
+    return train_screen_threads()  # what the Train screen's worker sets
 
 
 def headless_trainer(model_cfg, train_cfg):
@@ -106,7 +106,6 @@ async def in_app(args) -> dict:
     from minitx.tui.app import create_app
     from minitx.tui.screens.dialogs import HelpScreen
     from minitx.tui.screens.explore import ExploreScreen
-    from minitx.tui.screens.train import build_configs
 
     app = create_app(["reverse"])
     # Event-driven timing (polling would compete with the training thread for the GIL): the
@@ -149,7 +148,7 @@ async def in_app(args) -> dict:
         for key, value in {**values, "steps": "10000000"}.items():
             train.query_one(f"#{key}", Input).value = value
         await pilot.pause()
-        out["configs"] = build_configs(train.form_values(), train.recipe)
+        out["configs"] = train.form.configs()
         await send_key(app, "space", " ")
         await until(lambda: train.trainer is not None and train.trainer.step_count >= 5,
                     step=0.02)

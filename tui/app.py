@@ -7,26 +7,21 @@ the model load in a thread worker behind a loading indicator.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
-from textual.message import Message
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.tui.loaded import LoadedModel, load_named
+from minitx.tui.messages import LoadFailed, ModelLoaded
 from minitx.tui.screens.compare import CompareScreen
 from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
 from minitx.tui.screens.explore import ExploreScreen
-from minitx.tui.screens.shared import LoadedModel, ModelLoaded, load_named
 from minitx.tui.screens.train import TrainScreen
-
-
-class LoadFailed(Message):
-    def __init__(self, name: str, error: str) -> None:
-        super().__init__()
-        self.name, self.error = name, error
 
 
 class MinitxApp(App):
@@ -119,14 +114,16 @@ class MinitxApp(App):
             self.on_load_failed(LoadFailed(self.loading_name, f"{type(error).__name__}: {error}"))
 
     def action_open(self) -> None:
-        if isinstance(self.screen, OpenCheckpointScreen):
-            return
-
         def chosen(name: str | None) -> None:
             if name:
                 self.start_loading(name)
 
-        self.push_screen(OpenCheckpointScreen(), chosen)
+        self.choose_checkpoint("open a checkpoint", chosen)
+
+    def choose_checkpoint(self, title: str, chosen: Callable[[str | None], None]) -> None:
+        """The open dialog (one at a time); `chosen` gets a name or path, or None on esc."""
+        if not isinstance(self.screen, OpenCheckpointScreen):
+            self.push_screen(OpenCheckpointScreen(title), chosen)
 
     def action_doctor(self) -> None:
         from minitx.tui.screens.doctor import DoctorScreen

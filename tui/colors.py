@@ -1,4 +1,4 @@
-"""A perceptual colour map (viridis) for attention weights.
+"""Colour maps: viridis for attention weights, black-to-red for differences between two models.
 
 Colours are given as true-colour hex; Rich and Textual downgrade them to 256 or 16 colours on
 terminals that have fewer, so one map serves every terminal.
@@ -33,6 +33,15 @@ def text_colour_on(value: float) -> str:
     """Readable text colour for a number printed on a cell of this value."""
     r, g, b = viridis_rgb(value)
     return "#000000" if (0.299 * r + 0.587 * g + 0.114 * b) > 128 else "#ffffff"
+
+
+def diff_hex(value: float) -> str:
+    """|A-B| of two attention weights: 0 -> near black (the same), 1 -> bright red (as different
+    as attention can be)."""
+    v = 0.0 if value != value else min(1.0, max(0.0, value))  # NaN -> 0
+    dark, hot = (28, 28, 36), (255, 70, 50)
+    r, g, b = (round(d + (h - d) * v) for d, h in zip(dark, hot))
+    return f"#{r:02x}{g:02x}{b:02x}"
 
 
 # How a check's outcome reads in Rich markup, in the CLI's doctor and the app's doctor alike.

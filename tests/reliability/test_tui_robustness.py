@@ -273,8 +273,8 @@ async def test_starting_training_twice_leaves_one_run_that_stops_cleanly(tmp_pat
         # The run that ended is the one on screen: its model is the one handed to Explore.
         await wait_for(pilot, lambda: app.current.model is train.trainer.model, "hand-over")
         await press(pilot, "space")  # and a new run starts after a stop
-        await wait_for(pilot, lambda: train.state == "running" and train.trainer.step_count > 2,
-                       "second run")
+        await wait_for(pilot, lambda: train.state == "running" and train.trainer is not None
+                       and train.trainer.step_count > 2, "second run")
         await press(pilot, "x")
         await wait_for(pilot, lambda: train.state == "stopped", "second stop")
         assert not unexpected(seen), unexpected(seen)

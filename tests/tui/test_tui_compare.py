@@ -8,9 +8,9 @@ from tui_helpers import notifications, wait_for
 
 from minitx.tui.app import create_app
 from minitx.tui.screens import compare as compare_screen
-from minitx.tui.screens.compare import CompareScreen, DiffGrid, PickCheckpointScreen
-from minitx.tui.screens.dialogs import HelpScreen
-from minitx.tui.widgets.attention import AttentionGrid
+from minitx.tui.screens.compare import CompareScreen
+from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from minitx.tui.widgets.diffgrid import DiffGrid
 from minitx.tui.widgets.keybar import KeyBar
 
 EOS = 12
@@ -46,7 +46,7 @@ async def summary_ready(pilot) -> CompareScreen:
 
 async def type_source(pilot, text: str) -> None:
     await pilot.press("i")
-    source = pilot.app.screen.query_one("#cmp-source", Input)
+    source = pilot.app.screen.query_one("#source", Input)
     assert pilot.app.focused is source
     source.value = text
     await pilot.press("enter")
@@ -64,14 +64,14 @@ async def test_two_checkpoints_open_compare_with_both_whole_decodes_and_a_summar
         await pilot.pause()
         assert app.current_mode == "compare"
         screen = await summary_ready(pilot)
-        assert not app.screen.query_one("#cmp-summary-panel").loading
+        assert not app.screen.query_one("#summary-box").loading
         assert tokens(screen) == (REVERSED, COPIED)
-        output = str(screen.query_one("#cmp-output", Static).render())
+        output = str(screen.query_one("#pair-output", Static).render())
         assert "A reverse" in output and "✓" in output
         assert "B reverse-no-reverse" in output and "✗ expected 5 1 4 1 3" in output
         c = screen.comparison
         assert c.a.accuracy > 0.9 and c.b.accuracy < 0.1
-        summary = str(screen.query_one("#cmp-summary", Static).render())
+        summary = str(screen.query_one("#summary", Static).render())
         assert f"{c.a.accuracy:.1%}" in summary and f"{c.b.accuracy:.1%}" in summary
         bug_row = next(line for line in summary.splitlines() if line.startswith("bug"))
         assert bug_row.split() == ["bug", "–", "no-reverse"]
@@ -87,8 +87,8 @@ async def test_the_difference_grid_marks_rows_whose_tokens_differ(quick_summary)
         assert "5≠3" in lines[1] and "1=1" in lines[2] and "3≠5" in lines[5]
         # |A−B| is large where a reverser and a copier look at different source positions.
         assert max(diff.rows[0]) > 0.5
-        assert screen.query_one("#grid-a", AttentionGrid).row_labels == ["5", "1", "4", "1", "3", "<eos>"]
-        assert screen.query_one("#grid-b", AttentionGrid).row_labels == ["3", "1", "4", "1", "5", "<eos>"]
+        assert screen.panels["A"].grid.row_labels == ["5", "1", "4", "1", "3", "<eos>"]
+        assert screen.panels["B"].grid.row_labels == ["3", "1", "4", "1", "5", "<eos>"]
 
 
 @pytest.mark.asyncio
@@ -129,8 +129,8 @@ async def test_a_model_that_stops_early_waits_at_its_end_while_the_other_goes_on
         assert (a.position, b.position) == (6, 6) and a.finished
         await pilot.press("right")
         assert (a.position, b.position) == (6, 7)
-        assert screen.query_one("#grid-a", AttentionGrid).current is None  # A is done
-        assert screen.query_one("#grid-b", AttentionGrid).current == 6
+        assert screen.panels["A"].grid.current is None  # A is done
+        assert screen.panels["B"].grid.current == 6
 
 
 @pytest.mark.asyncio
@@ -138,19 +138,20 @@ async def test_layer_and_head_keys_change_both_grids_and_the_summary_row(quick_s
     app = compare_app()
     async with app.run_test(size=(100, 32)) as pilot:
         screen = await summary_ready(pilot)
-        layer, head = screen.layer_index, screen.head_index
+        a = screen.panels["A"]
+        layer, head = a.layer_index, a.head_index
         assert (layer, head) == (1, 1)  # A's best head: L2 H2
-        before = screen.query_one("#grid-a", AttentionGrid).rows
+        before = screen.panels["A"].grid.rows
         await pilot.press("right_square_bracket", "full_stop")
-        assert (screen.layer_index, screen.head_index) == (0, 2)
-        for side in ("a", "b"):
-            assert "L1 H3" in str(screen.query_one(f"#cmp-panel-{side}").border_title)
-        assert screen.query_one("#grid-a", AttentionGrid).rows != before
-        assert "alignment L1 H3" in str(screen.query_one("#cmp-summary", Static).render())
+        assert all((p.layer_index, p.head_index) == (0, 2) for p in screen.panels.values())
+        for panel in screen.panels.values():
+            assert "L1 H3" in str(panel.grid_box.border_title)
+        assert screen.panels["A"].grid.rows != before
+        assert "alignment L1 H3" in str(screen.query_one("#summary", Static).render())
         await pilot.press("left_square_bracket", "comma")
-        assert (screen.layer_index, screen.head_index) == (1, 1)
+        assert all((p.layer_index, p.head_index) == (1, 1) for p in screen.panels.values())
         await pilot.press("number_sign")
-        assert screen.query_one("#grid-a", AttentionGrid).numbers
+        assert screen.panels["A"].grid.numbers
         assert "." in screen.query_one("#diff", DiffGrid).render().plain.splitlines()[1]
 
 
@@ -162,7 +163,7 @@ async def test_a_bad_source_is_an_inline_message_and_both_decodes_stay(quick_sum
         screen = await models_ready(pilot)
         before = dict(screen.steppers)
         await type_source(pilot, text)
-        error = screen.query_one("#cmp-source-error", Static)
+        error = screen.query_one("#source-error", Static)
         assert error.display and message in str(error.render())
         assert screen.steppers == before
         await type_source(pilot, "1 2 3")
@@ -178,7 +179,7 @@ async def test_a_bad_checkpoint_is_a_notification_and_the_pair_on_screen_stays(q
         screen = await models_ready(pilot)
         models = dict(screen.models)
         await pilot.press("2")
-        assert isinstance(app.screen, PickCheckpointScreen)
+        assert isinstance(app.screen, OpenCheckpointScreen)
         path_input = app.screen.query_one("#open-path", Input)
         path_input.focus()
         path_input.value = str(bad)
@@ -198,7 +199,7 @@ async def test_c_from_explore_compares_the_current_model_with_one_picked_in_the_
         await wait_for(pilot, lambda: app.model_ready, "the explore model")
         await pilot.press("c")
         assert app.current_mode == "compare"
-        await wait_for(pilot, lambda: isinstance(app.screen, PickCheckpointScreen), "the dialog")
+        await wait_for(pilot, lambda: isinstance(app.screen, OpenCheckpointScreen), "the dialog")
         assert "model B" in str(app.screen.query_one("#open-box").border_title)
         path_input = app.screen.query_one("#open-path", Input)
         path_input.focus()
@@ -207,7 +208,7 @@ async def test_c_from_explore_compares_the_current_model_with_one_picked_in_the_
         screen = await models_ready(pilot)
         assert screen.models["A"].name == "reverse" and screen.models["B"].name == "copy"
         assert tokens(screen) == (REVERSED, COPIED)
-        assert "✓" in str(screen.query_one("#cmp-output", Static).render()).splitlines()[1]
+        assert "✓" in str(screen.query_one("#pair-output", Static).render()).splitlines()[1]
 
 
 
@@ -217,10 +218,10 @@ async def test_a_missing_model_b_says_why_on_screen_and_another_can_be_chosen(qu
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.model_ready, "the explore model")
         await pilot.press("c")
-        await wait_for(pilot, lambda: isinstance(app.screen, PickCheckpointScreen), "the dialog")
+        await wait_for(pilot, lambda: isinstance(app.screen, OpenCheckpointScreen), "the dialog")
         await pilot.press("escape")
         screen = app.screen
-        assert "press 2 to choose model B" in str(screen.query_one("#cmp-output", Static).render())
+        assert "press 2 to choose model B" in str(screen.query_one("#pair-output", Static).render())
         for name in (str(tmp_path / "nowhere.safetensors"), "copy"):
             await pilot.press("2")
             path_input = app.screen.query_one("#open-path", Input)
@@ -230,7 +231,7 @@ async def test_a_missing_model_b_says_why_on_screen_and_another_can_be_chosen(qu
             if name != "copy":
                 await wait_for(pilot, lambda: any("no such file" in m for m in notifications(app)),
                                "the failure")
-                assert "no such file" in str(screen.query_one("#cmp-output", Static).render())
+                assert "no such file" in str(screen.query_one("#pair-output", Static).render())
                 assert not screen.models
         await models_ready(pilot)
         assert screen.models["B"].name == "copy"
@@ -264,7 +265,7 @@ async def test_at_80_columns_the_difference_grid_narrows_then_hides_so_a_and_b_s
     app = compare_app()
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await models_ready(pilot)
-        diff, panel = screen.query_one("#diff", DiffGrid), screen.query_one("#cmp-panel-diff")
+        diff, panel = screen.query_one("#diff", DiffGrid), screen.query_one("#diff-box")
         assert diff.cell == 2 and panel.display
         await type_source(pilot, "9 8 7 6 5 4 3")
         await pilot.press("r")
@@ -273,7 +274,7 @@ async def test_at_80_columns_the_difference_grid_narrows_then_hides_so_a_and_b_s
         await pilot.press("r")
         await pilot.pause()
         assert not panel.display
-        header = screen.query_one("#grid-a", AttentionGrid).render().plain.splitlines()[0]
+        header = screen.panels["A"].grid.render().plain.splitlines()[0]
         assert header.split() == list("1234567890")
         await pilot.resize_terminal(120, 32)  # room again: it comes back
         await pilot.pause()

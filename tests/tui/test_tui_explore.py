@@ -11,7 +11,6 @@ from tui_helpers import model_ready, notifications, reverse_checkpoint, wait_for
 
 from minitx.tui.app import create_app
 from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
-from minitx.tui.widgets.attention import AttentionGrid, HeadsOverview
 from minitx.tui.widgets.keybar import KeyBar
 
 
@@ -62,10 +61,10 @@ async def test_app_paints_a_loading_indicator_then_opens_the_bundled_model(monke
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert not app.model_ready
-        assert app.screen.query_one("#explore-main").loading
+        assert app.screen.panel.loading
         release.set()
         await model_ready(pilot)
-        assert not app.screen.query_one("#explore-main").loading
+        assert not app.screen.panel.loading
         assert "reverse" in app.current.summary
 
 
@@ -78,8 +77,8 @@ async def test_first_screen_shows_the_whole_decode_of_the_default_source_on_the_
         assert screen.stepper.finished
         assert screen.stepper.tokens[:5] == [5, 1, 4, 1, 3]
         scores = app.current.scores
-        assert scores[screen.layer_index][screen.head_index] == max(max(row) for row in scores)
-        assert "✓ correct" in str(screen.query_one("#output", Static).render())
+        assert scores[screen.panel.layer_index][screen.panel.head_index] == max(max(row) for row in scores)
+        assert "✓ correct" in str(screen.panel.output.render())
 
 
 @pytest.mark.asyncio
@@ -145,13 +144,13 @@ async def test_the_grid_has_source_columns_generated_rows_and_marks_the_current_
         await model_ready(pilot)
         await type_source(pilot, "3 1 4 1 5")
         await pilot.press("right", "right", "right")
-        grid = app.screen.query_one("#grid", AttentionGrid)
+        grid = app.screen.panel.grid
         assert grid.columns == ["3", "1", "4", "1", "5"]
         assert grid.row_labels == ["5", "1", "4"]
         assert grid.current == 2
         assert "◂ step" in grid.render().plain.splitlines()[3]
         assert "0.0" in grid.render().plain and "1.0" in grid.render().plain  # the legend
-        bars = app.screen.query_one("#topk").render().plain.splitlines()
+        bars = app.screen.panel.topk.render().plain.splitlines()
         assert bars[0].startswith("4") and "█" in bars[0]  # step 3 chose 4: the top bar
 
 
@@ -162,16 +161,17 @@ async def test_layer_and_head_keys_cycle_and_wrap_around():
         await model_ready(pilot)
         screen = app.screen
         layers, heads = app.current.layers, app.current.heads
-        layer, head = screen.layer_index, screen.head_index
+        panel = screen.panel
+        layer, head = panel.layer_index, panel.head_index
         await pilot.press("right_square_bracket")
-        assert screen.layer_index == (layer + 1) % layers
+        assert panel.layer_index == (layer + 1) % layers
         await pilot.press("left_square_bracket")
-        assert screen.layer_index == layer
+        assert panel.layer_index == layer
         await pilot.press(*["full_stop"] * heads)
-        assert screen.head_index == head
+        assert panel.head_index == head
         await pilot.press("comma")
-        assert screen.head_index == (head - 1) % heads
-        title = screen.query_one("#grid-panel").border_title
+        assert panel.head_index == (head - 1) % heads
+        title = panel.grid_box.border_title
         assert f"L{layer + 1} H{(head - 1) % heads + 1}" in str(title)
 
 
@@ -181,9 +181,8 @@ async def test_view_toggles_switch_between_cross_self_all_heads_and_numbers():
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         screen = app.screen
-        grid = screen.query_one("#grid", AttentionGrid)
-        heads = screen.query_one("#heads", HeadsOverview)
-        panel = screen.query_one("#grid-panel")
+        grid, heads = screen.panel.grid, screen.panel.heads
+        panel = screen.panel.grid_box
         await pilot.press("a")
         assert heads.display and not grid.display
         assert len(heads.grids) == app.current.layers and len(heads.grids[0]) == app.current.heads
@@ -299,7 +298,7 @@ async def test_a_missing_first_checkpoint_is_a_message_and_the_app_stays_usable(
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: not app.loading, "the load to fail")
         assert app.current is None
-        assert "no such file" in str(app.screen.query_one("#output", Static).render())
+        assert "no such file" in str(app.screen.panel.output.render())
         assert any("cannot open" in m for m in notifications(app))
         await pilot.press("right", "a", "s", "number_sign", "right_square_bracket", "enter")
         await pilot.press("t")
@@ -338,7 +337,7 @@ async def test_typing_a_bundled_name_in_the_open_dialog_loads_it_and_a_long_sour
         await wait_for(pilot, lambda: app.model_ready and app.current is not before, "reload")
         assert any("now exploring reverse" in m for m in notifications(app))
         await type_source(pilot, "1 2 3 4 5 6 7 8 9 0 1 2")
-        assert "longer than the 10" in str(app.screen.query_one("#output", Static).render())
+        assert "longer than the 10" in str(app.screen.panel.output.render())
 
 
 @pytest.mark.asyncio

@@ -51,7 +51,7 @@ def test_train_form_before_a_run_at_80x24(snap_compare):
     # this picture is about the layout.
     async def run_before(pilot):
         screen = await on_train_screen(pilot)
-        fill_form(screen, steps="3000", batch="64", lr="0.001", warmup="400", dropout="0.1",
+        fill_form(screen, steps="3000", batch_size="64", lr="0.001", warmup="400", dropout="0.1",
                   d_model="64", heads="4", layers="2")
         await pilot.pause()
 

@@ -39,7 +39,7 @@ async def on_train_screen(pilot):
 
 
 # A run that takes a couple of seconds on two busy cores (d_model 16, one layer).
-TINY = {"d_model": "16", "heads": "2", "layers": "1", "batch": "16", "warmup": "5",
+TINY = {"d_model": "16", "heads": "2", "layers": "1", "batch_size": "16", "warmup": "5",
         "dropout": "0", "lr": "0.003"}
 
 

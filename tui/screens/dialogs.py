@@ -12,6 +12,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from minitx.tui.messages import ListingReady
+
 HELP = """\
 [b]minitx[/b]: a small encoder-decoder Transformer to train and watch think.
 
@@ -56,8 +58,9 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
-    def __init__(self, folder: str | None = None) -> None:
+    def __init__(self, title: str = "open a checkpoint", folder: str | None = None) -> None:
         super().__init__()
+        self.title_text = title
         self.folder = folder or str(Path.cwd())
         self.paths: dict[str, str] = {}
 
@@ -71,7 +74,7 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             yield Label("[dim]↑↓ choose · Enter opens · Tab to the path · esc cancels[/dim]")
 
     def on_mount(self) -> None:
-        self.query_one("#open-box").border_title = "open a checkpoint"
+        self.query_one("#open-box").border_title = self.title_text
         self.list_folder(self.folder)
         self.query_one("#open-list").focus()
 
@@ -81,13 +84,14 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
         from minitx.core.checkpoint import CheckpointError
 
         try:
-            found = checkpoints.list_checkpoints(folder)
-        except CheckpointError as e:
-            self.app.call_from_thread(self._show_error, str(e))
-            found = checkpoints.list_checkpoints(None)
-        self.app.call_from_thread(self._fill, folder, found)
+            self.post_message(ListingReady(folder, checkpoints.list_checkpoints(folder)))
+        except CheckpointError as e:  # the bundled models at least
+            self.post_message(ListingReady(folder, checkpoints.list_checkpoints(None), str(e)))
 
-    def _fill(self, folder: str, found) -> None:
+    def on_listing_ready(self, message: ListingReady) -> None:
+        folder, found = message.folder, message.listings
+        if message.error:
+            self._show_error(message.error)
         self.folder = folder
         label = self.query_one("#open-folder", Label)
         label.update(f"bundled models and *.safetensors in {folder}")

@@ -8,23 +8,11 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from minitx.tui.colors import STATUS_MARKUP
-
-
-class CheckDone(Message):
-    def __init__(self, result) -> None:
-        super().__init__()
-        self.result = result
-
-
-class DoctorFinished(Message):
-    def __init__(self, causes: list[str], error: str = "") -> None:
-        super().__init__()
-        self.causes, self.error = causes, error
+from minitx.tui.messages import CheckDone, DoctorFinished
 
 
 class DoctorScreen(ModalScreen[None]):
@@ -32,7 +20,7 @@ class DoctorScreen(ModalScreen[None]):
 
     def __init__(self, record) -> None:
         super().__init__()
-        self.record = record  # tui.screens.shared.LoadedModel
+        self.record = record  # tui.loaded.LoadedModel
         self.finished = False
 
     def compose(self) -> ComposeResult:

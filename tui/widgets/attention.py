@@ -100,8 +100,8 @@ class HeadsOverview(Widget):
 
     DEFAULT_CSS = f"HeadsOverview {{ {_NO_WRAP} }}"
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self.grids: list[list[list[list[float]]]] = []  # [layer][head] -> rows of floats
         self.scores: list[list[float]] = []
         self.selected = (0, 0)
@@ -161,8 +161,8 @@ class ScoreTable(Widget):
 
     DEFAULT_CSS = f"ScoreTable {{ {_NO_WRAP} }}"
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self.scores: list[list[float]] = []
         self.selected: tuple[int, int] | None = None
         self.note = ""

@@ -20,8 +20,8 @@ def bar(fraction: float, width: int) -> str:
 class TopKBars(Widget):
     DEFAULT_CSS = "TopKBars { height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip; }"
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self.entries: list[tuple[str, float]] = []
         self.hint = "no step yet"
 

@@ -1,0 +1,177 @@
+"""The decoding keys of a screen that shows one or more DecodePanels, stepping in lockstep.
+
+A screen mixes in DecodeKeys, lists DECODE_BINDINGS (and SOURCE_BINDINGS) in its BINDINGS,
+and says which panels it drives (`decode_panels`) and what else to draw after a move
+(`draw_extras`). Explore drives one panel, Compare two: the same keys, the same code.
+
+Adding a key: a Binding here (or in the screen's own BINDINGS when only that screen has it) and
+an `action_...` method that changes the panels, then calls `self.refresh_view()`.
+"""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.widgets import Input
+
+from minitx.tui.errors import one_line_errors
+from minitx.tui.widgets.decode_panel import DecodePanel
+from minitx.tui.widgets.source_bar import SourceBar, SourceInput
+
+DECODE_BINDINGS = [
+    Binding("right,n", "step", "step"),
+    Binding("left,b", "back", "back"),
+    Binding("enter,r", "run", "run"),
+    Binding("x", "reset", "reset"),
+    Binding("left_square_bracket", "layer(-1)", "layer"),
+    Binding("right_square_bracket", "layer(1)", "layer"),
+    Binding("comma", "head(-1)", "head"),
+    Binding("full_stop", "head(1)", "head"),
+]
+SOURCE_BINDINGS = [
+    Binding("number_sign", "numbers", "numbers", key_display="#"),
+    Binding("i", "edit_source", "source"),
+    Binding("slash", "edit_source", "source", show=False),
+]
+
+
+class DecodeKeys:
+    """Mixed into a Screen. `position` is the shared step: each panel shows min(position, the
+    length of its own decode)."""
+
+    position = 0
+
+    def decode_panels(self) -> list[DecodePanel]:
+        """The panels the keys drive (all of them must have a model)."""
+        raise NotImplementedError
+
+    def draw_extras(self) -> None:
+        """Anything the screen draws besides the panels (Compare: |A−B| and the summary)."""
+
+    def show_selection(self) -> str:
+        panel = self.decode_panels()[0]
+        layers, heads = self.shape()
+        return f"layer {panel.layer_index + 1}/{layers} · head {panel.head_index + 1}/{heads}"
+
+    # -- the source ------------------------------------------------------------------------------
+    @one_line_errors
+    def set_source(self, text: str) -> bool:
+        """Parse `text` once for every panel and restart them on it; an unusable source is an
+        inline message and leaves the decodes as they were."""
+        from minitx.core.tasks import TaskInputError
+
+        panels, bar = self.decode_panels(), self.query_one(SourceBar)
+        if not panels:
+            return False
+        try:
+            ids = panels[0].record.task.parse(text, max_len=min(p.longest_source for p in panels))
+        except TaskInputError as e:
+            bar.show_error(str(e))
+            return False
+        bar.show_error("")
+        for panel in panels:
+            panel.set_source(ids)
+        self.position = 0
+        self.refresh_view()
+        return True
+
+    def shown_source(self) -> str | None:
+        """The source the panels decode (None before the first)."""
+        panel = next((p for p in self.decode_panels() if p.stepper), None)
+        return " ".join(map(str, panel.stepper.src_ids)) if panel else None
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if not isinstance(event.input, SourceInput):
+            return
+        event.stop()
+        if self.set_source(event.value):
+            self.set_focus(None)  # back to the step keys
+
+    def action_edit_source(self) -> None:
+        self.query_one(SourceBar).input.focus()
+
+    def action_leave_source(self) -> None:
+        self.set_focus(None)
+
+    # -- stepping --------------------------------------------------------------------------------
+    def _ready(self) -> list[DecodePanel]:
+        return [p for p in self.decode_panels() if p.stepper is not None]
+
+    def _move(self) -> None:
+        for panel in self._ready():
+            panel.goto(self.position)
+        self.refresh_view()
+
+    @one_line_errors
+    def action_step(self) -> None:
+        panels = self._ready()
+        if panels and not all(p.finished for p in panels):
+            self.position += 1
+            self._move()
+
+    @one_line_errors
+    def action_back(self) -> None:
+        panels = self._ready()
+        if panels:
+            self.position = max(0, max(p.position for p in panels) - 1)
+            self._move()
+
+    @one_line_errors
+    def action_run(self) -> None:
+        panels = self._ready()
+        if panels:
+            for panel in panels:
+                panel.run_to_end()
+            self.position = max(p.position for p in panels)
+            self._move()
+
+    @one_line_errors
+    def action_reset(self) -> None:
+        if self._ready():
+            self.position = 0
+            self._move()
+
+    # -- what to look at -------------------------------------------------------------------------
+    def shape(self) -> tuple[int, int]:
+        """Layers and heads every panel's model has (the keys only reach heads all of them have)."""
+        panels = self.decode_panels()
+        return min(p.record.layers for p in panels), min(p.record.heads for p in panels)
+
+    def select_head(self, layer: int, head: int) -> None:
+        for panel in self.decode_panels():
+            panel.select_head(layer, head)
+
+    @one_line_errors
+    def action_layer(self, delta: int) -> None:
+        panels = self.decode_panels()
+        if panels:
+            self.select_head((panels[0].layer_index + delta) % self.shape()[0], panels[0].head_index)
+            self.refresh_view()
+
+    @one_line_errors
+    def action_head(self, delta: int) -> None:
+        panels = self.decode_panels()
+        if panels:
+            self.select_head(panels[0].layer_index, (panels[0].head_index + delta) % self.shape()[1])
+            self.refresh_view()
+
+    @one_line_errors
+    def action_view(self, view: str) -> None:
+        for panel in self.decode_panels():
+            panel.set_view("cross" if panel.view_mode == view else view)
+        self.refresh_view()
+
+    @one_line_errors
+    def action_numbers(self) -> None:
+        for panel in self.decode_panels():
+            panel.numbers = not panel.numbers
+        self.refresh_view()
+
+    # -- drawing ---------------------------------------------------------------------------------
+    def refresh_view(self) -> None:
+        panels = self.decode_panels()
+        if not panels:
+            return
+        self.query_one(SourceBar).show_selection(self.show_selection())
+        for panel in panels:
+            panel.redraw()
+        self.draw_extras()

@@ -1,0 +1,70 @@
+"""The model the app shows: a loaded or trained Seq2Seq with the numbers the screens draw.
+
+Nothing here imports torch at module level: the app must paint before torch is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from minitx.tui.format import short_count
+
+if TYPE_CHECKING:
+    from minitx.core.model import Seq2Seq
+    from minitx.core.tasks import Task
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model a decode panel can use, with the numbers the UI shows about it."""
+
+    name: str  # what the title bar says: a file name, or "run 2 · reverse · step 300"
+    model: Seq2Seq
+    task: Task
+    norm: str
+    params: int
+    device: str
+    scores: list[list[float]]  # (layers, heads) alignment on fresh random sources
+    layers: int
+    heads: int
+    path: str | None = None
+
+    @property
+    def summary(self) -> str:
+        task = "" if self.task.name in self.name else f" · {self.task.name}"
+        return f"{self.name}{task} · {self.norm}-norm · {short_count(self.params)} params · {self.device}"
+
+
+def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None) -> LoadedModel:
+    """Build the record (call from a worker thread: it runs the model on random sources)."""
+    from minitx.core.alignment import random_alignment_scores
+    from minitx.core.model import eval_mode, parameter_breakdown
+
+    with eval_mode(model):  # the model may be a live run's: leave its mode as it was
+        scores = random_alignment_scores(model, task, n=128).tolist()
+    cfg = model.cfg
+    return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
+                       model.device.type, scores, cfg.n_decoder_layers, cfg.n_heads, path)
+
+
+def shown_name(path: Path) -> str:
+    """What a checkpoint is called on screen: a bundled model by its name, a file by its file name."""
+    from minitx import checkpoints
+
+    return path.stem if path.resolve().parent == checkpoints.BUNDLED_DIR else path.name
+
+
+def load_named(name_or_path: str) -> LoadedModel:
+    """resolve + load + describe; raises core.checkpoint.CheckpointError with one sentence."""
+    return load_checkpoint_record(name_or_path)[1]
+
+
+def load_checkpoint_record(name_or_path: str):
+    """(Checkpoint, LoadedModel) for a bundled name or a path; CheckpointError with one sentence."""
+    from minitx import checkpoints
+
+    path = checkpoints.resolve(name_or_path)
+    ckpt = checkpoints.load(path)
+    return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path))

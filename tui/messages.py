@@ -1,0 +1,126 @@
+"""Every message the app's workers and widgets send, in one place.
+
+Workers hand results to the UI one way: `post_message`. It is thread-safe and returns at once,
+so a worker never waits for the UI thread (`call_from_thread` would block a training step until
+the screen had drawn); the handler runs on the UI thread, in order, like any other event.
+Messages bubble from the widget that posted them to its screen and then the app, so a handler
+lives where the state it changes lives (`on_progress` on the Train screen, `on_model_loaded`
+on the app).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+# -- loading models (the app's worker) --------------------------------------------------------
+
+
+class ModelLoaded(Message):
+    """A model is ready for Explore (loaded from a file, or just trained)."""
+
+    def __init__(self, record, announce: bool = True) -> None:
+        super().__init__()
+        self.record, self.announce = record, announce  # record: tui.loaded.LoadedModel
+
+
+class LoadFailed(Message):
+    def __init__(self, name: str, error: str) -> None:
+        super().__init__()
+        self.name, self.error = name, error
+
+
+# -- the open dialog ------------------------------------------------------------------------------
+
+
+class ListingReady(Message):
+    """The checkpoints of a folder (core's listings), and why the folder could not be read."""
+
+    def __init__(self, folder: str, listings: list, error: str = "") -> None:
+        super().__init__()
+        self.folder, self.listings, self.error = folder, listings, error
+
+
+# -- compare ---------------------------------------------------------------------------------------
+
+
+class PairLoaded(Message):
+    """Both models of Compare are loaded (records: tui.loaded.LoadedModel)."""
+
+    def __init__(self, a, b) -> None:
+        super().__init__()
+        self.a, self.b = a, b
+
+
+class PairFailed(Message):
+    def __init__(self, name: str, error: str) -> None:
+        super().__init__()
+        self.name, self.error = name, error
+
+
+class SummaryReady(Message):
+    def __init__(self, comparison) -> None:
+        super().__init__()
+        self.comparison = comparison  # core.compare.Comparison
+
+
+# -- training (the Train screen's worker) ---------------------------------------------------------
+
+
+class FormDefaults(Message):
+    """What the Train form offers, once core is imported: a recipe and the choices of each field."""
+
+    def __init__(self, recipe, choices: dict[str, list[str]]) -> None:
+        super().__init__()
+        self.recipe, self.choices = recipe, choices
+
+
+@dataclass
+class Progress(Message):
+    """Posted by the training worker: every loss since the last message and the latest numbers."""
+
+    step: int
+    total: int
+    losses: list[float]
+    loss: float
+    grad_norm: float
+    lr: float
+    steps_per_s: float
+    eta_s: float
+    accuracy: float | None
+    probe: dict | None = None  # rows, targets, source, scores, best (layer, head)
+
+
+@dataclass
+class RunStarted(Message):
+    summary: str
+
+
+@dataclass
+class RunEnded(Message):
+    step: int
+    stopped: bool
+    record: Any = None  # tui.loaded.LoadedModel of the trained model
+
+
+@dataclass
+class Saved(Message):
+    path: str = ""
+    error: str = ""
+
+
+# -- the doctor ------------------------------------------------------------------------------------
+
+
+class CheckDone(Message):
+    def __init__(self, result) -> None:
+        super().__init__()
+        self.result = result  # core.diagnostics.CheckResult
+
+
+class DoctorFinished(Message):
+    def __init__(self, causes: list[str], error: str = "") -> None:
+        super().__init__()
+        self.causes, self.error = causes, error

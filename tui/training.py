@@ -1,0 +1,131 @@
+"""One training run of the Train screen, as the screen's thread worker runs it.
+
+The run owns the Trainer. Between two steps it looks for requests from the UI thread (pause,
+stop, save, the app closing) and at most ten times a second posts a Progress message; it never
+touches a widget. Nothing here imports torch at module level.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from textual.message import Message
+
+from minitx.tui.format import short_count
+from minitx.tui.messages import Progress, RunEnded, RunStarted, Saved
+
+POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
+PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes)
+PROBE_SOURCE = [7, 2, 9, 0, 4, 6]
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def worker_threads() -> int:
+    """torch threads for a training worker: every core but one, which the UI thread keeps."""
+    return max(1, available_cores() - 1)
+
+
+def save(trainer, path: str) -> Saved:
+    """A resumable checkpoint; a failure is the message's error, never an exception."""
+    from minitx.core.checkpoint import CheckpointError
+
+    try:
+        return Saved(str(Path(trainer.save(path, resumable=True)).resolve()))
+    except CheckpointError as e:
+        return Saved(error=str(e))
+    except Exception as e:  # noqa: BLE001 - a message, never a traceback
+        return Saved(error=f"save failed: {type(e).__name__}: {e}")
+
+
+class TrainingRun:
+    """The state a run shares between the UI thread and its worker: a few Events and one
+    pending save request. `post` delivers a message to the screen (thread-safe)."""
+
+    def __init__(self, model_cfg, train_cfg, post: Callable[[Message], None]) -> None:
+        self.model_cfg, self.train_cfg, self.post = model_cfg, train_cfg, post
+        self.trainer = None  # set by the worker; read only when no step is running
+        self.paused = threading.Event()
+        self.stop = threading.Event()
+        self.save_to: str | None = None  # a save request the worker handles between steps
+
+    def train(self, cancelled: Callable[[], bool], name: str) -> None:
+        """The worker's whole job: build the Trainer, step until done, stopped or cancelled."""
+        import torch
+
+        from minitx.core.model import parameter_breakdown
+        from minitx.core.train import Trainer
+        from minitx.tui.loaded import describe_model
+
+        # Leave one core to the UI thread: torch's intra-op threads spin on every core they
+        # are given, and on a small or busy machine that starves the terminal (measured on 2
+        # cores: keys lagged and steps ran 3x slower with 2 threads than with 1).
+        torch.set_num_threads(worker_threads())
+        model_cfg, train_cfg = self.model_cfg, self.train_cfg
+        trainer = Trainer(model_cfg, train_cfg)
+        self.trainer = trainer
+        params = parameter_breakdown(trainer.model)["total"]
+        self.post(RunStarted(f"training {train_cfg.task} · {model_cfg.norm}-norm · "
+                             f"{short_count(params)} params · {trainer.device.type}"))
+        pending: list[float] = []
+        accuracy = None
+        last_post = last_probe = 0.0
+        started, first_step = time.monotonic(), trainer.step_count
+        paused_for = 0.0
+        while not trainer.done:
+            self._save_if_asked(trainer)  # before the cancel check: quitting keeps a save
+            if cancelled():
+                return  # the app is closing: nothing more to say
+            if self.stop.is_set():
+                break
+            if self.paused.is_set():
+                time.sleep(0.05)
+                paused_for += 0.05
+                continue
+            stats = trainer.train_step()
+            pending.append(stats.loss)
+            accuracy = stats.accuracy if stats.accuracy is not None else accuracy
+            now = time.monotonic()
+            if now - last_post < POST_INTERVAL and not trainer.done:
+                continue
+            probe = None
+            if now - last_probe >= PROBE_INTERVAL or trainer.done:
+                probe, last_probe = self.probe(trainer), now
+            elapsed = max(1e-6, now - started - paused_for)
+            rate = (stats.step - first_step) / elapsed
+            self.post(Progress(
+                stats.step, train_cfg.steps, pending, stats.loss, stats.grad_norm, stats.lr, rate,
+                (train_cfg.steps - stats.step) / max(rate, 1e-6), accuracy, probe))
+            pending, last_post = [], time.monotonic()
+        self._save_if_asked(trainer)
+        record = describe_model(trainer.model, trainer.task, f"{name} · step {trainer.step_count}")
+        self.post(RunEnded(trainer.step_count, self.stop.is_set(), record))
+
+    def _save_if_asked(self, trainer) -> None:
+        if self.save_to is not None:
+            path, self.save_to = self.save_to, None
+            self.post(save(trainer, path))
+
+    @staticmethod
+    def probe(trainer) -> dict:
+        """The live picture: alignment of every head, and the best head's grid on a probe."""
+        from minitx.core.alignment import best_head, random_alignment_scores
+        from minitx.core.probe import probe
+        from minitx.core.tasks import VOCAB
+
+        scores = random_alignment_scores(trainer.model, trainer.task, n=32).tolist()
+        best = best_head(scores)
+        source = PROBE_SOURCE[: trainer.task.max_len]
+        result = probe(trainer.model, trainer.task, source)
+        return {"rows": result.cross_attention[best[0], best[1]].tolist(),
+                "targets": [VOCAB[t] for t in result.target],
+                "source": [VOCAB[t] for t in source], "scores": scores, "best": best}
