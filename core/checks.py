@@ -32,6 +32,10 @@ CAUSES = {
     "undertrained": "the model has not learned the task: see the other failures, or train longer",
     "unused-cross": "cross-attention unused (a uniform field): the decoder ignores the source; "
     "see the other failures",
+    "no-positions": "positions do not reach the model (position encoding missing or not added): "
+    "it reads a source as a set",
+    "position-leak": "something besides the position encoding depends on position (a causal or "
+    "stale mask in the encoder?)",
 }
 
 SEED = 20240  # every probe batch and fresh model is drawn from fixed seeds: reruns agree
@@ -143,7 +147,11 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
 
     The scores are read back from the weights: log w = score - log Z, so the spread of log w
     along a row is the spread of the scores. Unlike the peak weight, this separates scaled from
-    unscaled attention even at a small d_k (4: std 1 vs 2; at d_k 1 they are the same)."""
+    unscaled attention even at a small d_k (4: std 1 vs 2; at d_k 1 they are the same).
+    The spread is counted in units of the q and k actually drawn (rms of q times the spread of
+    k over positions), which is how "unit-variance" holds for every init: grouped-query
+    attention's narrower K projection (Xavier on 64 -> 16 draws 1.26x larger weights than on
+    64 -> 64) makes larger keys, not missing scaling."""
     fresh = _fresh_model(model).eval()
     gen = torch.Generator().manual_seed(SEED)
     spreads, peaks, top = [], [], 0.0
@@ -152,9 +160,11 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
             continue
         x = torch.randn(4, 200, fresh.cfg.d_model, generator=gen).to(model.device)  # (B, T, d)
         with torch.no_grad():
-            _, weights = module(x, module.keys_values(x), None, need_weights=True)  # (B, h, T, T)
+            kv = module.keys_values(x)  # K (B, g, T, k)
+            _, weights = module(x, kv, None, need_weights=True)  # (B, h, T, T)
+            unit = module.queries(x).pow(2).mean().sqrt() * kv[0].std(dim=-2).mean()
         log_w = weights.clamp_min(torch.finfo(weights.dtype).tiny).log()
-        spreads.append(float(log_w.std(dim=-1).mean()))
+        spreads.append(float(log_w.std(dim=-1).mean() / unit))
         row_max = weights.max(dim=-1).values  # (B, h, T)
         peaks.append(float(row_max.mean()))
         top = max(top, float(row_max.max()))
@@ -181,9 +191,12 @@ def check_rows_sum_to_one(model: Seq2Seq, task: Task) -> CheckResult:
 
 
 def _reference_attention(module: MultiHeadAttention, query, memory, mask, scale: float | None):
-    """The textbook formula via F.scaled_dot_product_attention on the module's own projections."""
-    q = module.split_heads(module.q_proj(query))  # (B, h, Tq, k)
-    k, v = module.keys_values(memory)  # (B, h, Tk, k)
+    """The textbook formula via F.scaled_dot_product_attention on the module's own projections;
+    with grouped-query attention, query head j reads K/V head j // (query heads per K/V head)."""
+    q = module.queries(query)  # (B, h, Tq, k)
+    k, v = module.keys_values(memory)  # (B, g, Tk, k)
+    kv_head = torch.arange(q.shape[1], device=q.device) // (q.shape[1] // k.shape[1])  # (h,)
+    k, v = k[:, kv_head], v[:, kv_head]  # (B, h, Tk, k)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)  # (B, h, Tq, k)
     B, h, Tq, dk = out.shape
     return module.out_proj(out.transpose(1, 2).reshape(B, Tq, h * dk))  # (B, Tq, d)
@@ -217,6 +230,37 @@ def check_fused_agreement(model: Seq2Seq) -> CheckResult:
     return _result("fused-agreement", "each attention block equals scaled_dot_product_attention "
                    "on a fixed input", worst, "< 1e-05", worst < 1e-5, cause,
                    f"vs unscaled: {worst_unscaled:.3g}")
+
+
+def _equivariance_error(model: Seq2Seq, src: torch.Tensor, order: torch.Tensor) -> float:
+    """How far encode(src permuted) is from encode(src) permuted, relative to the memory's size."""
+    with eval_mode(model), torch.no_grad():
+        memory, _ = model.encode(src)  # (1, S, d)
+        permuted, _ = model.encode(src[:, order])
+    return float((memory[:, order] - permuted).abs().max()) / max(1.0, float(memory.abs().max()))
+
+
+def check_permutation(model: Seq2Seq) -> CheckResult:
+    """Without positions, self-attention is permutation-equivariant; with them it is not. The
+    first half runs this model's weights with its position encoding removed (position_encoding
+    "none"); the second, the model as it is, unless it has no position encoding at all."""
+    length = min(8, model.cfg.max_len)
+    src = torch.tensor([[3, 1, 4, 0, 5, 9, 2, 6][:length]], device=model.device)  # (1, S), no PAD
+    order = torch.randperm(length, generator=torch.Generator().manual_seed(SEED)).to(model.device)
+    with torch.random.fork_rng(devices=[]):
+        plain = Seq2Seq(model.cfg.replace(position_encoding="none")).to(model.device)
+    plain.load_state_dict(model.state_dict(), strict=False)  # every weight but the positions'
+    without = _equivariance_error(plain, src, order)
+    description = "without positions the encoder is permutation-equivariant; with them it is not"
+    threshold = "< 1e-05, and > 1e-03 with positions"
+    if model.cfg.position_encoding == "none":
+        return _result("permutation", description, without, threshold, without < 1e-5,
+                       "position-leak", "the model has no position encoding: a source is a set to it")
+    with_positions = _equivariance_error(model, src, order)
+    cause = "position-leak" if without >= 1e-5 else "no-positions"
+    return _result("permutation", description, without, threshold,
+                   without < 1e-5 and with_positions > 1e-3, cause,
+                   f"with its {model.cfg.position_encoding} positions: {with_positions:.3g}")
 
 
 def check_future_leakage_values(model: Seq2Seq, task: Task) -> CheckResult:

@@ -28,6 +28,7 @@ from minitx.core.checks import (
     check_future_leakage_values,
     check_initial_loss,
     check_overfit_one_batch,
+    check_permutation,
     check_rows_sum_to_one,
     check_source_dependence,
     probe_batch,
@@ -39,7 +40,7 @@ from minitx.core.tasks import PAD, Task, get_task
 
 # When several checks fail, the most specific measurement names the cause (see `diagnose`).
 PRIORITY = ("future-leakage-values", "future-leakage-gradients", "copies-decoder-input",
-            "source-dependence", "fused-agreement", "attention-saturation", "copies-source",
+            "source-dependence", "fused-agreement", "attention-saturation", "permutation", "copies-source",
             "alignment", "rows-sum-to-one", "initial-loss", "overfit-one-batch", "accuracy")
 
 # The checks that measure a cause directly. A cause that another, less specific check suggests
@@ -54,6 +55,8 @@ OWN_CHECKS = {
     "label-leak": ("initial-loss",),
     "softmax": ("rows-sum-to-one",),
     "attention-maths": ("fused-agreement",),
+    "no-positions": ("permutation",),
+    "position-leak": ("permutation",),
 }
 
 
@@ -91,6 +94,7 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool | 
         lambda: check_attention_saturation(model),
         lambda: check_rows_sum_to_one(model, task),
         lambda: check_fused_agreement(model),
+        lambda: check_permutation(model),
         lambda: check_source_dependence(model, task),
     ]
     why = ""

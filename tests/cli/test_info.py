@@ -65,7 +65,10 @@ def test_bundled_reverse_has_the_reference_parameter_counts():
     }
     assert info["blocks"] == {
         "attention block": 16640,
+        "queries and output": 8320,
+        "keys and values": 8320,
         "feed-forward block": 33088,
+        "norm": 128,
         "encoder layer": 49984,
         "decoder layer": 66752,
     }

@@ -91,6 +91,29 @@ def test_bug_option_trains_the_broken_variant(tmp_path):
     assert data["train_config"]["bug"] == "no-warmup" and data["train_config"]["warmup"] == 0
 
 
+def test_one_component_swap_from_the_command_line_is_saved_with_the_checkpoint(tmp_path):
+    out = tmp_path / "rope.safetensors"
+    run = run_cli("train", *TINY, "--steps", "3", "--position-encoding", "rope", "--norm-kind", "rms",
+                  "--activation", "swiglu", "--kv-heads", "1", "--out", str(out))
+    assert run.exit_code == 0, run.stderr
+    cfg = load_checkpoint(out).model_config
+    assert (cfg.position_encoding, cfg.norm_kind, cfg.activation, cfg.kv_heads, cfg.n_heads) == (
+        "rope", "rms", "swiglu", 1, 2)
+    assert (cfg.d_model, cfg.norm) == (16, "post")  # everything else as it was
+
+
+def test_the_modern_recipe_trains_every_modern_part_and_resumes(tmp_path):
+    out = tmp_path / "modern.safetensors"
+    base = [*TINY, "--recipe", "modern", "--heads", "4", "--out", str(out)]
+    assert run_cli("train", *base, "--steps", "2").exit_code == 0
+    cfg = load_checkpoint(out).model_config
+    assert (cfg.norm, cfg.norm_kind, cfg.position_encoding, cfg.activation, cfg.kv_heads) == (
+        "pre", "rms", "rope", "swiglu", 2)
+    resumed = run_cli("train", "--resume", str(out), "--steps", "4", "--quiet", "--threads", "1")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert load_checkpoint(out).summary["steps"] == 4
+
+
 def _ctrl_c_after(step: int, monkeypatch) -> None:
     """Make the next training run receive SIGINT (as from Ctrl-C) right after `step`."""
     from minitx.core.train import Trainer
@@ -180,6 +203,10 @@ def test_save_every_writes_resumable_checkpoints_during_the_run(tmp_path, monkey
         (["--lengths", "9-3"], "lengths"),
         (["--dropout", "1.5"], "dropout"),
         (["--steps", "many"], "many"),
+        (["--kv-heads", "3"], "--kv-heads"),  # 2 heads do not split into 3 groups
+        (["--position-encoding", "alibi"], "--position-encoding"),
+        (["--d-model", "12", "--heads", "4", "--d-ff", "8", "--position-encoding", "rope"],
+         "--position-encoding"),  # d_k 3: rope turns pairs
     ],
 )
 def test_bad_option_values_are_one_line_usage_errors_naming_the_option(tmp_path, args, fragment):

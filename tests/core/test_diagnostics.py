@@ -16,9 +16,11 @@ from minitx.core.checks import (
     check_future_leakage_values,
     check_initial_loss,
     check_overfit_one_batch,
+    check_permutation,
     check_rows_sum_to_one,
     check_source_dependence,
 )
+from minitx.core.components import VARIANTS
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.diagnostics import diagnose, format_number, fresh_model, looks_trained, run_doctor
 from minitx.core.model import Seq2Seq
@@ -102,6 +104,41 @@ def test_unscaled_attention_disagrees_and_is_named_as_missing_scaling():
     assert result.passed is False and result.cause == CAUSES["no-scale"]
 
 
+@pytest.mark.parametrize("changes", VARIANTS.values(), ids=VARIANTS.keys())
+def test_every_component_variant_passes_every_check_of_a_fresh_model(task, changes):
+    results = run_doctor(fresh(n_heads=4, **changes), task, quick=True)  # 4 heads: gqa shares K/V
+    assert [r.name for r in results if r.passed is False] == []
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_grouped_query_attention_is_not_mistaken_for_missing_scaling_and_its_absence_is_caught(kv_heads):
+    # A K projection 4x narrower draws larger Xavier weights: larger keys, still scaled scores.
+    gqa = fresh(n_heads=4, kv_heads=kv_heads)
+    assert check_attention_saturation(gqa).value == pytest.approx(1.0, abs=0.1)
+    unscaled = check_attention_saturation(fresh(n_heads=4, kv_heads=kv_heads, bug="no-scale"))
+    assert unscaled.passed is False and unscaled.value > 1.5
+
+
+def test_the_permutation_check_runs_the_model_without_positions_and_with_them(monkeypatch):
+    for encoding in ("sinusoidal", "learned", "rope"):
+        result = check_permutation(fresh(position_encoding=encoding))
+        assert result.passed and result.value < 1e-5 and encoding in result.detail
+    positionless = check_permutation(fresh(position_encoding="none"))
+    assert positionless.passed and "no position encoding" in positionless.detail
+    # Positions that never reach the encoder: with "them" it is just as equivariant.
+    monkeypatch.setattr(Seq2Seq, "position_table", lambda self, side: None)
+    lost = check_permutation(fresh())
+    assert lost.passed is False and lost.cause == CAUSES["no-positions"]
+
+
+def test_the_permutation_check_catches_an_encoder_that_depends_on_order_by_itself(monkeypatch):
+    # A causal mask in the encoder: position matters even with no position encoding.
+    monkeypatch.setattr(minitx.core.model, "padding_mask_or_none",
+                        lambda tokens, pad: minitx.core.model.causal_mask(tokens.shape[1]))
+    result = check_permutation(fresh())
+    assert result.passed is False and result.value > 1e-3 and result.cause == CAUSES["position-leak"]
+
+
 def test_rows_sum_to_one_and_the_check_catches_rows_that_do_not(task, monkeypatch):
     assert check_rows_sum_to_one(fresh(), task).passed
     real = minitx.core.model.attention
@@ -153,7 +190,7 @@ def test_results_are_plain_records_that_print_and_serialise(task):
 def test_the_callback_sees_every_result_as_it_is_measured(task):
     seen = []
     results = run_doctor(fresh(), task, quick=True, callback=seen.append)
-    assert seen == results and len(results) == 12
+    assert seen == results and len(results) == 13
 
 
 def test_a_fresh_model_from_configs_shows_model_bugs_but_not_training_bugs():

@@ -36,6 +36,23 @@ def test_a_norm_without_an_activation_takes_the_norms_own_default():
     assert pre.activation == "gelu"
 
 
+def test_the_component_options_set_their_fields():
+    model_cfg, _ = configs_from_options(*BASE, {"norm_kind": "rms", "position_encoding": "rope",
+                                                "activation": "swiglu", "kv_heads": 2})
+    assert (model_cfg.norm_kind, model_cfg.position_encoding, model_cfg.activation,
+            model_cfg.kv_heads) == ("rms", "rope", "swiglu", 2)
+
+
+def test_new_heads_keep_the_query_heads_per_kv_head_unless_kv_heads_is_given():
+    assert configs_from_options(*BASE, {"heads": 8})[0].kv_heads == 8  # multi-head stays so
+    modern = recipe("modern").model  # 4 heads sharing 2 K/V heads
+    assert configs_from_options(modern, TrainConfig(), {"heads": 8})[0].kv_heads == 4
+    assert configs_from_options(modern, TrainConfig(), {"heads": 8, "kv_heads": 1})[0].kv_heads == 1
+    with pytest.raises(OptionError) as error:
+        configs_from_options(modern, TrainConfig(), {"heads": 1})
+    assert error.value.option == "kv_heads"
+
+
 def test_bug_none_means_no_bug():
     _, train_cfg = configs_from_options(ModelConfig(), TrainConfig(bug="no-warmup"), {"bug": "none"})
     assert train_cfg.bug == ""
@@ -56,6 +73,8 @@ def test_every_train_config_field_but_the_lengths_has_an_option_of_its_own_name(
     ({"lr": -1.0}, "lr"),
     ({"batch_size": 0}, "batch_size"),
     ({"norm": "middle"}, "norm"),
+    ({"position_encoding": "alibi"}, "position_encoding"),
+    ({"kv_heads": 3}, "kv_heads"),
     ({"task": "juggle"}, "task"),
     ({"positions": 5, "lengths": "4-10"}, "positions"),
     ({"colour": "red"}, "colour"),

@@ -17,8 +17,9 @@ FROM_RECIPE = "[default: recipe]"
 
 def _recipe_option():
     return click.option("--recipe", type=LazyChoice(recipe_names), default=None,
-                        help="Named starting configuration (fast or reference); the options "
-                             "override it. [default: fast]")
+                        help="Named starting configuration: fast, reference, or modern (fast's "
+                             "training with pre-norm, RMSNorm, rotary positions, SwiGLU and 2 K/V "
+                             "heads); the options override it. [default: fast]")
 
 
 # The model's shape: the same names and help in `train` and `doctor`.
@@ -32,11 +33,22 @@ MODEL_OPTIONS = [
                  help="Feed-forward width. [default: the recipe's ratio to --d-model, 4x]"),
     click.option("--dropout", type=float, help=f"Dropout probability. {FROM_RECIPE}"),
     click.option("--positions", type=click.IntRange(min=3),
-                 help="Length of the positional table (the model's max_len). "
+                 help="Longest sequence the model takes (its max_len, the length of its "
+                      "position tables). "
                       "[default: the recipe's, or longer if --lengths needs it]"),
-    click.option("--norm", type=click.Choice(["post", "pre"]), help=f"LayerNorm placement. {FROM_RECIPE}"),
-    click.option("--activation", type=click.Choice(["relu", "gelu"]),
-                 help="Feed-forward activation. [default: relu for post-norm, gelu for pre]"),
+    click.option("--norm", type=click.Choice(["post", "pre"]),
+                 help=f"Norm placement: after each residual sum, or before each sublayer. {FROM_RECIPE}"),
+    click.option("--norm-kind", type=click.Choice(["layer", "rms"]),
+                 help=f"LayerNorm, or RMSNorm (no mean subtraction, no bias). {FROM_RECIPE}"),
+    click.option("--activation", type=click.Choice(["relu", "gelu", "swiglu"]),
+                 help="Feed-forward block: a ReLU or GELU MLP, or gated SwiGLU (a third linear). "
+                      "[default: the recipe's; with --norm, relu for post-norm, gelu for pre]"),
+    click.option("--position-encoding", type=click.Choice(["sinusoidal", "learned", "rope", "none"]),
+                 help="How positions reach the model: a fixed sinusoidal table, learned tables, "
+                      f"rotary (RoPE) in self-attention, or none. {FROM_RECIPE}"),
+    click.option("--kv-heads", type=click.IntRange(min=1),
+                 help="K/V heads per attention block; fewer than --heads is grouped-query "
+                      "attention. [default: the recipe's heads per K/V head]"),
     click.option("--attention", type=click.Choice(["explicit", "fused"]),
                  help=f"How training computes attention: by hand, or one fused kernel. {FROM_RECIPE}"),
 ]

@@ -83,6 +83,7 @@ def inspect_data(ckpt) -> dict:
     """Everything `inspect` shows, as plain data."""
     from minitx.core.alignment import random_alignment_scores
     from minitx.core.checkpoint import describe_size
+    from minitx.core.components import components
     from minitx.core.model import block_parameters, parameter_breakdown
     from minitx.core.tasks import VOCAB
 
@@ -109,6 +110,7 @@ def inspect_data(ckpt) -> dict:
         "train_config": train_cfg,
         "parameters": parameter_breakdown(ckpt.model),
         "blocks": block_parameters(ckpt.model),
+        "components": components(ckpt.model_config),
         "alignment": {  # rows are decoder layers, columns heads; 256 fresh sequences
             "expected": ckpt.task.alignment_name,
             "scores": [
@@ -157,13 +159,8 @@ def inspect_cmd(ckpt, as_json) -> None:
         share = "" if name == "total" else f"{count / total:.1%}"
         params.add_row(name, f"{count:,}", share, style="bold" if name == "total" else None)
     out.print(params)
-    blocks = info["blocks"]
-    share = blocks["feed-forward block"] / blocks["encoder layer"]
-    out.print(
-        f"one attention block {blocks['attention block']:,} · one feed-forward block "
-        f"{blocks['feed-forward block']:,} ({share:.0%} of an encoder layer of "
-        f"{blocks['encoder layer']:,}) · a decoder layer {blocks['decoder layer']:,}"
-    )
+    out.print(_blocks_table(info["blocks"], info["components"]))
+    out.print(f"positions: {info['components']['positions']}")
     out.print(_alignment_table(info["alignment"]))
     from rich.columns import Columns
 
@@ -172,6 +169,29 @@ def inspect_cmd(ckpt, as_json) -> None:
         panels.append(_key_values("training config", info["train_config"]))
     panels.append(_key_values("training summary", info["training"]))
     out.print(Columns(panels))
+
+
+def _blocks_table(blocks: dict, parts: dict):
+    """One block of each kind: its parameters and which component it is."""
+    from rich.table import Table
+
+    table = Table(title="one block of each kind", title_justify="left")
+    table.add_column("block")
+    table.add_column("count", justify="right")
+    table.add_column("what it is")
+    share = blocks["feed-forward block"] / blocks["encoder layer"]
+    rows = [
+        ("attention block", "attention block", parts["attention"]),
+        ("  queries, output", "queries and output", "Q and output projections, d x d each"),
+        ("  keys, values", "keys and values", "K and V projections, d -> d_k per K/V head"),
+        ("feed-forward block", "feed-forward block", f"{parts['feed-forward']}, {share:.0%} of a layer"),
+        ("norm", "norm", parts["norm"]),
+        ("encoder layer", "encoder layer", "attention, feed-forward, 2 norms"),
+        ("decoder layer", "decoder layer", "2 attention blocks, feed-forward, 3 norms"),
+    ]
+    for label, key, what in rows:
+        table.add_row(label, f"{blocks[key]:,}", what)
+    return table
 
 
 def _alignment_table(alignment: dict):

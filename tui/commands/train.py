@@ -50,8 +50,12 @@ def train_cmd(**opts) -> None:
       minitx train --task sort --steps 4000 --save-every 500 --out sort.safetensors
       minitx train --resume sort.safetensors --steps 6000
       minitx train --d-model 32 --layers 1 --steps 300 --metrics run.jsonl --out tiny.safetensors
+      minitx train --position-encoding rope --out rope.safetensors   # one component swapped
+      minitx train --recipe modern --out modern.safetensors   # RMSNorm, RoPE, SwiGLU, GQA
 
-    docs/training.md describes both recipes. Ctrl-C saves a resumable checkpoint (continue it
+    docs/training.md describes the recipes, docs/components.md the component switches
+    (--norm-kind, --position-encoding, --activation swiglu, --kv-heads; `minitx lab` compares
+    them side by side). Ctrl-C saves a resumable checkpoint (continue it
     with --resume) and exits with 130.
     """
     apply_threads(opts["threads"])
