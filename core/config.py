@@ -166,6 +166,8 @@ class TrainConfig(_DictMixin):
     eval_size: int = 500
     bucket_lengths: bool = False  # one source length per batch: no padding, less compute per step
     bug: str = ""  # a deliberate bug preset from core.bugs (empty = none)
+    until: float = 0.0  # stop at the first evaluation with at least this exact match (0 = off)
+    probe_source: str = ""  # source whose attention the history snapshots (empty: the task's)
 
     def __post_init__(self) -> None:
         _positive_int(self, "min_len", "max_len", "steps", "batch_size", "eval_size")
@@ -209,9 +211,29 @@ class TrainConfig(_DictMixin):
         _require(
             self.task in TASKS, "task", f"must be one of {', '.join(TASKS)}; got {self.task!r}"
         )
+        _require(isinstance(self.until, (int, float)) and not isinstance(self.until, bool)
+                 and 0 <= self.until <= 1, "until", f"must be an accuracy in 0-1, got {self.until!r}")
+        _require(not self.until or self.eval_every > 0, "until",
+                 "needs evaluations to stop at: eval_every must be above 0")
+        _require(isinstance(self.probe_source, str), "probe_source", "must be text such as '3 1 4'")
+        if self.probe_source:
+            from minitx.core.tasks import get_task
 
-    def lr_at(self, step: int) -> float:
-        """Learning rate for 1-based `step`: linear warmup, then flat or cosine."""
+            try:
+                get_task(self.task, self.min_len, self.max_len).parse(self.probe_source)
+            except ValueError as e:
+                raise ValueError(f"probe_source: {e}") from None
+
+    def lr_at(self, step: int, restart: tuple[int, float] | None = None) -> float:
+        """Learning rate for 1-based `step`: linear warmup, then flat or cosine.
+
+        `restart` = (step k, lr at k): a run resumed at step k with a different `steps` decays
+        from where it was (never higher) to the floor at the new `steps` (docs/curves.md)."""
+        if restart is not None and step > restart[0]:
+            start, start_lr = restart
+            floor = 0.1 * self.lr if self.schedule == "cosine" else start_lr
+            progress = min(1.0, (step - start) / max(1, self.steps - start))
+            return floor + (start_lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
         if self.warmup and step <= self.warmup:
             return self.lr * step / self.warmup
         if self.schedule == "flat":
