@@ -109,6 +109,8 @@ class History:
 
     def record_snapshot(self, step: int, source: list[int], target: list[int],
                         attention: torch.Tensor) -> None:
+        if not bool(torch.isfinite(attention).all()):
+            return  # a model on its way to diverging: no picture, and never a file no loader takes
         if self.snapshots is None:
             self.snapshots = Snapshots(list(source), list(target))
         if self.snapshots.steps and self.snapshots.steps[-1] == step:

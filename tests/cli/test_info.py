@@ -46,6 +46,21 @@ def test_inspect_json_has_config_task_vocabulary_parameters_and_summary(tiny_ckp
     assert info["dtype"] == "float32" and info["file_size_bytes"] > 0
 
 
+def test_inspect_json_shows_the_history_and_null_for_a_file_without_one(tiny_ckpt):
+    info = json.loads(run_cli("inspect", tiny_ckpt, "--json").stdout)
+    series = info["history"]["series"]
+    assert series["loss"]["step"] == list(range(1, 31))
+    assert set(series) >= {"loss", "lr", "grad_norm", "examples_per_s", "seconds", "accuracy"}
+    assert series["accuracy"]["step"] == [30]  # the final evaluation
+    snapshots = info["history"]["snapshots"]
+    assert snapshots["step"][0] == 0 and snapshots["step"][-1] == 30
+    target, source = len(snapshots["target"]), len(snapshots["source"])
+    assert snapshots["shape"] == [len(snapshots["step"]), 1, 2, target, source]  # all layers, heads
+    bundled = json.loads(run_cli("inspect", "reverse", "--json").stdout)
+    assert bundled["history"] is None
+    assert "history: none" in run_cli("inspect", "reverse").stdout
+
+
 def test_inspect_text_shows_the_parameter_table(tiny_ckpt):
     run = run_cli("inspect", tiny_ckpt)
     assert run.exit_code == 0, run.stderr

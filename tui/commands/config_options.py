@@ -15,6 +15,24 @@ from minitx.tui.commands.common import LazyChoice, bug_names, recipe_names, task
 FROM_RECIPE = "[default: recipe]"
 
 
+class Accuracy(click.ParamType):
+    """An exact-match accuracy: 0.99 or 99%."""
+
+    name = "ACC"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            self.fail(f"expected an accuracy such as 0.99 or 99%, got {value!r}", param, ctx)
+        if not 0 < number <= 1:
+            self.fail(f"must be above 0 and at most 1 (100%), got {value!r}", param, ctx)
+        return number
+
+
 def _recipe_option():
     return click.option("--recipe", type=LazyChoice(recipe_names), default=None,
                         help="Named starting configuration: fast, reference, or modern (fast's "
@@ -82,6 +100,12 @@ TRAINING_OPTIONS = [
     click.option("--bucket-lengths/--mixed-lengths", "bucket_lengths", default=None,
                  help="One source length per batch (no padding), or lengths mixed in each batch. "
                       f"{FROM_RECIPE}"),
+    click.option("--until", type=Accuracy(),
+                 help="Stop at the first evaluation whose exact match is at least ACC (0.99 or "
+                      "99%), and save; --steps stays the cap. [default: off]"),
+    click.option("--probe-source", metavar="DIGITS",
+                 help="Source whose cross-attention the checkpoint keeps snapshots of, e.g. "
+                      "'3 1 4 1 5'. [default: 7 2 9 0 4 6]"),
 ]
 
 

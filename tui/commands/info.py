@@ -118,7 +118,25 @@ def inspect_data(ckpt) -> dict:
             ],
         },
         "training": ckpt.summary,
+        "history": ckpt.history.to_dict() if ckpt.history is not None else None,
     }
+
+
+def describe_history(history) -> str:
+    """One line: how much of the run the file's history holds (or that it holds none)."""
+    if history is None or history.empty:
+        return "history: none (a file from before minitx kept curves, or an export)"
+    parts = []
+    steps = list(history.steps)
+    if steps:
+        parts.append(f"{len(steps)} points of steps {steps[0]}-{steps[-1]}")
+    evals, accuracy = history.series("accuracy")
+    if evals:
+        best = max(range(len(evals)), key=lambda i: accuracy[i])
+        parts.append(f"{len(evals)} evaluations (best {accuracy[best]:.1%} at step {evals[best]})")
+    if history.snapshot_steps:
+        parts.append(f"{len(history.snapshot_steps)} attention snapshots")
+    return "history: " + ", ".join(parts) + " · draw it: minitx curves FILE"
 
 
 @click.command("inspect", short_help="Config, task, parameters and training summary.")
@@ -132,7 +150,8 @@ def inspect_cmd(ckpt, as_json) -> None:
       minitx inspect reverse
       minitx inspect my-run.safetensors --json
     """
-    info = inspect_data(load_checkpoint_arg(ckpt))
+    checkpoint = load_checkpoint_arg(ckpt)
+    info = inspect_data(checkpoint)
     if as_json:
         echo_json(info)
         return
@@ -169,6 +188,7 @@ def inspect_cmd(ckpt, as_json) -> None:
         panels.append(_key_values("training config", info["train_config"]))
     panels.append(_key_values("training summary", info["training"]))
     out.print(Columns(panels))
+    out.print(describe_history(checkpoint.history), markup=False)
 
 
 def _blocks_table(blocks: dict, parts: dict):

@@ -26,7 +26,8 @@ RUN_OPTIONS = [
     click.option("--resume", type=click.Path(dir_okay=False),
                  help="Continue a run from a resumable checkpoint (raise --steps to go further)."),
     click.option("--metrics", type=click.Path(dir_okay=False),
-                 help="Write one JSON object per logged step to this .jsonl file."),
+                 help="Write one JSON object per step and per evaluation to this .jsonl file "
+                      "(see docs/curves.md; draw it with minitx curves)."),
     click.option("--log-every", type=click.IntRange(min=1),
                  help="Plain log lines every N steps instead of a progress bar "
                       "(without a terminal: every 100)."),
@@ -52,11 +53,14 @@ def train_cmd(**opts) -> None:
       minitx train --d-model 32 --layers 1 --steps 300 --metrics run.jsonl --out tiny.safetensors
       minitx train --position-encoding rope --out rope.safetensors   # one component swapped
       minitx train --recipe modern --out modern.safetensors   # RMSNorm, RoPE, SwiGLU, GQA
+      minitx train --until 99% --steps 3000   # stop once it is good enough
 
     docs/training.md describes the recipes, docs/components.md the component switches
     (--norm-kind, --position-encoding, --activation swiglu, --kv-heads; `minitx lab` compares
     them side by side). Ctrl-C saves a resumable checkpoint (continue it
-    with --resume) and exits with 130.
+    with --resume) and exits with 130. The checkpoint keeps the run's curves and attention
+    snapshots (minitx curves FILE draws them; docs/curves.md). On resume a larger --steps never
+    raises the learning rate.
     """
     apply_threads(opts["threads"])
     from minitx.core.train import Trainer, TrainingDiverged
@@ -99,8 +103,6 @@ def train_cmd(**opts) -> None:
             err=True,
         )
         sys.exit(130)
-    if trainer.last_accuracy is None or trainer.cfg.eval_every == 0:
-        trainer.evaluate()  # the result always states the final accuracy
     trainer.save(out_path, resumable=True)
     _report_result(trainer, out_path, opts["as_json"])
 
@@ -180,10 +182,14 @@ def _run(trainer, reporter, out_path: Path, save_every: int) -> bool:
     try:
         with reporter:
             trainer.run(callback, should_stop=lambda: stop["asked"])
+            interrupted = stop["asked"] and not trainer.done
+            if not interrupted and (trainer.last_accuracy is None or trainer.cfg.eval_every == 0):
+                result = trainer.evaluate()  # the result always states the final accuracy
+                reporter.evaluated(trainer.step_count, result.accuracy)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-    return stop["asked"] and not trainer.done
+    return interrupted
 
 
 def _report_result(trainer, out_path: Path, as_json: bool) -> None:
@@ -197,12 +203,19 @@ def _report_result(trainer, out_path: Path, as_json: bool) -> None:
                 "summary": summary,
                 "model_config": trainer.model_cfg.to_dict(),
                 "train_config": trainer.cfg.to_dict(),
+                "until_reached_at": trainer.until_reached_at,
+                "seconds_this_run": round(trainer.seconds_this_run, 3),
             }
         )
         return
     acc = trainer.last_accuracy
+    if trainer.until_reached_at is not None:
+        click.echo(f"reached {acc:.1%} exact match at step {trainer.until_reached_at} "
+                   f"(--until {trainer.cfg.until:.1%}; --steps allowed {trainer.cfg.steps})")
+    resumed = trainer.seconds_at_start > 0
+    in_all = f" ({trainer.seconds:.0f} s in all)" if resumed else ""
     click.echo(
         f"final exact match {acc:.1%} on {trainer.cfg.eval_size} fresh sequences "
-        f"· loss {summary['loss']:.4f} · {trainer.seconds:.0f} s"
+        f"· loss {summary['loss']:.4f} · {trainer.seconds_this_run:.0f} s this run{in_all}"
     )
     click.echo(f"saved {out_path} (resumable; `minitx export` makes a copy to share)")

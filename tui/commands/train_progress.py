@@ -11,15 +11,23 @@ import click
 
 
 class Metrics:
-    """One JSON object per logged step; appended to on resume so one file holds the whole run."""
+    """One JSON object per step ({"kind": "step", ...}) and one per evaluation ({"kind": "eval",
+    "step", "accuracy", "n"}); appended to on resume so one file holds the whole run."""
 
     def __init__(self, path: str | None, resume: bool) -> None:
         self.file = open(path, "a" if resume else "w", encoding="utf-8") if path else None
 
-    def write(self, stats) -> None:
+    def write_step(self, stats) -> None:
+        row = {k: v for k, v in stats.to_dict().items() if k != "accuracy"}
+        self._write({"kind": "step", **row})
+
+    def write_eval(self, step: int, accuracy: float, n: int) -> None:
+        self._write({"kind": "eval", "step": step, "accuracy": accuracy, "n": n})
+
+    def _write(self, row: dict) -> None:
         if self.file is not None:
-            self.file.write(json.dumps(stats.to_dict()) + "\n")
-            self.file.flush()
+            self.file.write(json.dumps(row) + "\n")
+            self.file.flush()  # a crash keeps every row written so far
 
     def close(self) -> None:
         if self.file is not None:
@@ -41,9 +49,14 @@ def describe_run(trainer) -> str:
     )
 
 
+def short_loss(value: float) -> str:
+    """0.1523, or 3.1e-05 once four decimals would read 0.0000."""
+    return f"{value:.4f}" if value >= 0.01 else f"{value:.1e}"
+
+
 def log_line(stats) -> str:
     line = (
-        f"step {stats.step:>6}  loss {stats.loss:.4f}  grad {stats.grad_norm:.3f}  "
+        f"step {stats.step:>6}  loss {short_loss(stats.loss)}  grad {stats.grad_norm:.3f}  "
         f"lr {stats.lr:.2e}  {stats.examples_per_s:,.0f} ex/s"
     )
     if stats.accuracy is not None:
@@ -90,12 +103,17 @@ class Reporter:
         )
 
     def update(self, stats) -> None:
-        if self._logged(stats):
-            self.metrics.write(stats)
-            if not self.quiet and self.plain:
-                click.echo(log_line(stats))
+        self.metrics.write_step(stats)
+        if stats.accuracy is not None:
+            self.evaluated(stats.step, stats.accuracy)
+        if self._logged(stats) and not self.quiet and self.plain:
+            click.echo(log_line(stats))
         if self.progress is not None:
             self._advance(stats)
+
+    def evaluated(self, step: int, accuracy: float) -> None:
+        """An evaluation: the --metrics row (the Trainer's history has it already)."""
+        self.metrics.write_eval(step, accuracy, self.trainer.cfg.eval_size)
 
     # -- the progress bar ------------------------------------------------------------------
     def _start_bar(self) -> None:
@@ -125,7 +143,7 @@ class Reporter:
         if stats.accuracy is not None:
             self.last_accuracy = stats.accuracy
         acc = f"  acc {self.last_accuracy:.1%}" if self.last_accuracy is not None else ""
-        info = f"loss {stats.loss:.4f}{acc}"
+        info = f"loss {short_loss(stats.loss)}{acc}"
         if self.wide:
             elapsed = time.perf_counter() - self.started
             speed = (stats.step - self.start_step) / elapsed if elapsed > 0 else 0.0
