@@ -140,17 +140,21 @@ class History:
         return list(self.snapshots.steps) if self.snapshots else []
 
     def series(self, name: str) -> tuple[list[int], list[float]]:
-        """(steps, values) of one series of SERIES."""
+        """(steps, values) of one series of SERIES, of equal length even while the training
+        thread appends (the app draws a live run's history)."""
         if name == "accuracy":
-            return list(self.eval_steps), list(self.accuracy)
-        if name not in self.values:
+            steps, values = list(self.eval_steps), list(self.accuracy)
+        elif name in self.values:
+            steps, values = list(self.steps), list(self.values[name])
+        else:
             raise KeyError(f"no series {name!r}; the series are {', '.join(SERIES)}")
-        return list(self.steps), list(self.values[name])
+        n = min(len(steps), len(values))
+        return steps[:n], values[:n]
 
     def seconds_at(self, steps: list[int]) -> list[float]:
         """Training seconds at each step (interpolated between recorded steps): for an x axis of
         wall time under evaluations and snapshots."""
-        known, seconds = list(self.steps), list(self.values["seconds"])
+        known, seconds = self.series("seconds")
         if not known:
             return [0.0 for _ in steps]
         out = []

@@ -60,20 +60,21 @@ def curve_of(label: str, history: History, chart: str, x_axis: str = "step",
 
 
 def chart_text(curves: list[Curve], chart: str, width: int, height: int, log: bool = False,
-               x_axis: str = "step", title: str | None = None) -> Text:
-    """The chart of `curves` in width x height cells: a heading line with the legend, then the
-    plot. `log` only applies where CHARTS allows it."""
+               x_axis: str = "step", title: str | None = None, heading: bool = True) -> Text:
+    """The chart of `curves` in width x height cells: a heading line (title, then the legend when
+    there are several runs; without `heading`, none), then the plot. `log` only applies where
+    CHARTS allows it."""
     from textual_plotext.plot import Plot
 
-    heading, log_allowed = CHARTS[chart]
+    name, log_allowed = CHARTS[chart]
     log = log and log_allowed
     width, height = max(20, width), max(5, height)
     shown = [_thinned(c, width, log) for c in curves]
     shown = [c for c in shown if c.x]
     if not shown:
-        return Text(f"no {heading} recorded", style="italic dim")
+        return Text(f"no {name} recorded", style="italic dim")
     plot = Plot()
-    plot.plotsize(width, height - 1)
+    plot.plotsize(width, height - 1 if heading else height)
     plot.theme("clear")  # the terminal's own background and text colours
     for index, curve in enumerate(shown):
         colour, marker = RUN_STYLES[index % len(RUN_STYLES)]
@@ -93,12 +94,15 @@ def chart_text(curves: list[Curve], chart: str, width: int, height: int, log: bo
     x_ticks = linear_ticks(min(xs), max(xs), max(2, width // 16))
     plot.xticks(x_ticks, [duration(t) if x_axis == "time" else short_number(t) for t in x_ticks])
     plot.xlabel("training time" if x_axis == "time" else "step")
-    heading_line = Text(title if title is not None else heading + (" · log scale" if log else ""),
+    drawn = Text.from_ansi(plot.build())
+    if not heading:
+        return drawn
+    heading_line = Text(title if title is not None else name + (" · log scale" if log else ""),
                         style="bold")
     if len(curves) > 1:  # the legend lives in the heading: plotext's own covers the curves
         heading_line.append_text(legend([c.label for c in curves]))
     heading_line.truncate(width)
-    return Text("\n").join([heading_line, Text.from_ansi(plot.build())])
+    return Text("\n").join([heading_line, drawn])
 
 
 def legend(labels: list[str]) -> Text:
