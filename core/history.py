@@ -24,8 +24,10 @@ import math
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where tensors are made or read: the app draws histories
+    import torch  # (from files, or a live run's) before torch has been loaded
 
 STEP_SERIES = ("loss", "lr", "grad_norm", "examples_per_s", "seconds")  # one value per step
 SERIES = (*STEP_SERIES, "accuracy")  # accuracy: one value per evaluation
@@ -109,6 +111,8 @@ class History:
 
     def record_snapshot(self, step: int, source: list[int], target: list[int],
                         attention: torch.Tensor) -> None:
+        import torch
+
         if not bool(torch.isfinite(attention).all()):
             return  # a model on its way to diverging: no picture, and never a file no loader takes
         if self.snapshots is None:
@@ -189,6 +193,8 @@ class History:
     # -- the file --------------------------------------------------------------------------
     def to_tensors(self) -> dict[str, torch.Tensor]:
         """At most MAX_POINTS per series and MAX_SNAPSHOTS snapshots, as tensors."""
+        import torch
+
         out: dict[str, torch.Tensor] = {}
         steps = list(self.steps)
         if steps:
@@ -258,6 +264,8 @@ def _present(tensors: dict, names: tuple[str, ...], lead: str) -> bool:
 
 
 def _steps(t: torch.Tensor, name: str, limit: int, first: int, last: int | None) -> list[int]:
+    import torch
+
     if t.dtype != torch.int64 or t.dim() != 1:
         raise HistoryError(f"history {name} must be a vector of int64, not {t.dtype} {tuple(t.shape)}")
     if t.numel() > limit:
@@ -273,6 +281,8 @@ def _steps(t: torch.Tensor, name: str, limit: int, first: int, last: int | None)
 
 
 def _values(t: torch.Tensor, name: str, n: int) -> list[float]:
+    import torch
+
     if t.dtype != torch.float32 or tuple(t.shape) != (n,):
         raise HistoryError(f"history {name} must be {n} float32 values, not {t.dtype} {tuple(t.shape)}")
     if not bool(torch.isfinite(t).all()):
@@ -281,6 +291,8 @@ def _values(t: torch.Tensor, name: str, n: int) -> list[float]:
 
 
 def _token_ids(t: torch.Tensor, name: str, max_len: int, vocab_size: int) -> list[int]:
+    import torch
+
     if t.dtype != torch.int64 or t.dim() != 1 or not 1 <= t.numel() <= max_len:
         raise HistoryError(f"history {name} must be 1-{max_len} int64 token ids, not {t.dtype} "
                            f"{tuple(t.shape)}")
@@ -295,6 +307,8 @@ def _snapshots(tensors: dict, layers: int, heads: int, max_len: int, vocab_size:
     steps = _steps(tensors["probe_steps"], "probe_steps", MAX_SNAPSHOTS, first=0, last=last)
     source = _token_ids(tensors["probe_source"], "probe_source", max_len, vocab_size)
     target = _token_ids(tensors["probe_target"], "probe_target", max_len, vocab_size)
+    import torch
+
     attention = tensors["probe_attention"]
     shape = (len(steps), layers, heads, len(target), len(source))
     if attention.dtype != torch.float32 or tuple(attention.shape) != shape:

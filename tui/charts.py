@@ -63,21 +63,22 @@ def chart_text(curves: list[Curve], chart: str, width: int, height: int, log: bo
                x_axis: str = "step", title: str | None = None, heading: bool = True) -> Text:
     """The chart of `curves` in width x height cells: a heading line (title, then the legend when
     there are several runs; without `heading`, none), then the plot. `log` only applies where
-    CHARTS allows it."""
+    CHARTS allows it. A curve keeps the style of its place in `curves` even when another has no
+    points, so run B is always B's colour."""
     from textual_plotext.plot import Plot
 
     name, log_allowed = CHARTS[chart]
     log = log and log_allowed
     width, height = max(20, width), max(5, height)
-    shown = [_thinned(c, width, log) for c in curves]
-    shown = [c for c in shown if c.x]
+    styled = [(RUN_STYLES[i % len(RUN_STYLES)], _thinned(c, width, log)) for i, c in enumerate(curves)]
+    styled = [(style, c) for style, c in styled if c.x]
+    shown = [c for _, c in styled]
     if not shown:
         return Text(f"no {name} recorded", style="italic dim")
     plot = Plot()
     plot.plotsize(width, height - 1 if heading else height)
     plot.theme("clear")  # the terminal's own background and text colours
-    for index, curve in enumerate(shown):
-        colour, marker = RUN_STYLES[index % len(RUN_STYLES)]
+    for (colour, marker), curve in styled:
         plot.plot(curve.x, curve.y, marker=marker, color=colour)
     ys = [y for c in shown for y in c.y]
     xs = [x for c in shown for x in c.x]
@@ -100,7 +101,7 @@ def chart_text(curves: list[Curve], chart: str, width: int, height: int, log: bo
     heading_line = Text(title if title is not None else name + (" · log scale" if log else ""),
                         style="bold")
     if len(curves) > 1:  # the legend lives in the heading: plotext's own covers the curves
-        heading_line.append_text(legend([c.label for c in curves]))
+        heading_line.append_text(legend([c.label if c.x else f"{c.label} (none)" for c in curves]))
     heading_line.truncate(width)
     return Text("\n").join([heading_line, drawn])
 

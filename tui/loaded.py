@@ -30,6 +30,7 @@ class LoadedModel:
     layers: int
     heads: int
     path: str | None = None
+    history: object = None  # core.history.History of the run (None: the file has none)
 
     @property
     def summary(self) -> str:
@@ -37,7 +38,8 @@ class LoadedModel:
         return f"{self.name}{task} · {self.norm}-norm · {short_count(self.params)} params · {self.device}"
 
 
-def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None) -> LoadedModel:
+def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None,
+                   history=None) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources)."""
     from minitx.core.alignment import random_alignment_scores
     from minitx.core.model import eval_mode, parameter_breakdown
@@ -46,7 +48,7 @@ def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = Non
         scores = random_alignment_scores(model, task, n=128).tolist()
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
-                       model.device.type, scores, cfg.n_decoder_layers, cfg.n_heads, path)
+                       model.device.type, scores, cfg.n_decoder_layers, cfg.n_heads, path, history)
 
 
 def shown_name(path: Path) -> str:
@@ -67,4 +69,4 @@ def load_checkpoint_record(name_or_path: str):
 
     path = checkpoints.resolve(name_or_path)
     ckpt = checkpoints.load(path)
-    return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path))
+    return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path), ckpt.history)

@@ -20,7 +20,6 @@ from minitx.tui.messages import Progress, RunEnded, RunStarted, Saved
 
 POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
 PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes)
-PROBE_SOURCE = [7, 2, 9, 0, 4, 6]
 
 
 def available_cores() -> int:
@@ -107,7 +106,8 @@ class TrainingRun:
                 (train_cfg.steps - stats.step) / max(rate, 1e-6), accuracy, probe))
             pending, last_post = [], time.monotonic()
         self._save_if_asked(trainer)
-        record = describe_model(trainer.model, trainer.task, f"{name} · step {trainer.step_count}")
+        record = describe_model(trainer.model, trainer.task, f"{name} · step {trainer.step_count}",
+                                history=trainer.history)
         self.post(RunEnded(trainer.step_count, self.stop.is_set(), record))
 
     def _save_if_asked(self, trainer) -> None:
@@ -124,7 +124,7 @@ class TrainingRun:
 
         scores = random_alignment_scores(trainer.model, trainer.task, n=32).tolist()
         best = best_head(scores)
-        source = PROBE_SOURCE[: trainer.task.max_len]
+        source = trainer.probe_ids  # the source the run's history snapshots (the form's probe)
         result = probe(trainer.model, trainer.task, source)
         return {"rows": result.cross_attention[best[0], best[1]].tolist(),
                 "targets": [VOCAB[t] for t in result.target],

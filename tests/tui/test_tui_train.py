@@ -6,7 +6,7 @@ import asyncio
 import time
 
 import pytest
-from textual.widgets import Input, Sparkline, Static
+from textual.widgets import Input, Static
 from tui_helpers import (
     fill_form,
     model_ready,
@@ -19,6 +19,7 @@ from tui_helpers import (
 from minitx.tui.app import create_app
 from minitx.tui.screens.dialogs import HelpScreen
 from minitx.tui.screens.explore import ExploreScreen
+from minitx.tui.widgets.curve_chart import CurveChart
 
 
 @pytest.mark.asyncio
@@ -58,16 +59,18 @@ async def test_a_bad_form_value_gets_an_inline_message_and_blocks_start(field, v
 
 
 @pytest.mark.asyncio
-async def test_start_pause_resume_stop_a_tiny_run_grows_the_sparkline_and_hands_over_the_model():
+async def test_start_pause_resume_stop_a_tiny_run_draws_its_curves_and_hands_over_the_model():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
         fill_form(screen, steps="5000")
         await pilot.press("space")
         assert screen.state == "running"
-        spark = screen.query_one("#loss-spark", Sparkline)
+        chart = screen.query_one(CurveChart)
         await wait_for(pilot, lambda: len(screen.losses) >= 10, "ten steps")
-        assert list(spark.data) == screen.losses
+        [(_, history)] = chart.runs  # the chart draws the run's own history as it grows
+        assert history is screen.trainer.history
+        assert history.series("loss")[1][: len(screen.losses)] == screen.losses
         await pilot.press("space")
         assert screen.state == "paused"
         await pilot.pause(0.3)  # let a step in flight land

@@ -25,14 +25,20 @@ HELP = """\
   s    decoder self-attention   #   numbers in the cells
   Rows: tokens generated. Columns: source tokens. ◂ marks this step.
   A reverse model draws an [b]anti-diagonal[/b]: output i looks at source n-1-i.
+  h    the probe's attention as it trained: ← → step, p play
 
 [b]Train[/b]     Tab moves into the form, esc leaves it
   space  start / pause / resume   x  stop   w  save a checkpoint
+  until  stop at this accuracy (0.99)   probe  the source it records
+  v  curves or attention   g  next chart: loss, accuracy, lr, grad norm
+  l  log / linear   m  smoothing   k  x axis: step or training time
+  After a run, the attention view replays its snapshots: ← → step, p play.
   When a run ends or is stopped, Explore uses the new model.
 
 [b]Compare[/b]   minitx-tui A B, or c: two models on one source, stepping together
   the Explore keys (→ ← ⏎ x \\[ ] , . # i) drive both   1 / 2  choose model A / B
   |A−B|: how differently they attend (red: very); ≠ marks rows with different tokens
+  u  A's and B's training curves overlaid (g l m k as in Train)
 
 [b]Anywhere[/b]  d  the doctor: SPEC §7's checks on this model, likely causes of failures
           o open a checkpoint   e / t / c  explore / train / compare   ? help   q quit

@@ -3,10 +3,15 @@
 The form (tui/widgets/train_form.py) turns its fields into configs; the run (tui/training.py)
 lives in a thread worker that posts messages (tui/messages.py); this screen only turns those
 messages into pixels and keys into requests.
+
+Below the form, one of two views (v switches): the run's curves, one chart at a time (g cycles
+them), or its attention: the live probe during a run, then the timeline of the run's probe
+snapshots (← → p) once it has ended.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from textual import work
@@ -14,28 +19,37 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Input, Label, Select, Sparkline, Static
+from textual.widgets import ContentSwitcher, Input, Select, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.tui.chart_keys import CHART_BINDINGS, TIMELINE_BINDINGS, ChartKeys, TimelineKeys
 from minitx.tui.errors import one_line_errors
 from minitx.tui.format import format_loss
 from minitx.tui.messages import FormDefaults, ModelLoaded, Progress, RunEnded, RunStarted, Saved
 from minitx.tui.training import TrainingRun, save
 from minitx.tui.widgets.attention import AttentionGrid, ScoreTable
+from minitx.tui.widgets.curve_chart import CurveChart
 from minitx.tui.widgets.keybar import KeyBar
+from minitx.tui.widgets.timeline import Timeline
 from minitx.tui.widgets.titlebar import TitleBar
 from minitx.tui.widgets.train_form import TrainForm
 
 ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to stop)
+CHART_INTERVAL = 0.5  # seconds between redraws of the live chart (a redraw takes ~10 ms)
 
 
-class TrainScreen(Screen):
+class TrainScreen(ChartKeys, TimelineKeys, Screen):
     AUTO_FOCUS = ""  # the run keys work at once; Tab moves into the form
     # Priority, and not consumed by FormInput: they work even while typing in the form.
     BINDINGS = [
         Binding("space", "toggle", "start/pause", priority=True),
         Binding("x", "stop", "stop", priority=True),
         Binding("w", "save", "save", priority=True),
+        Binding("v", "switch_view", "curves/attention"),
+        *CHART_BINDINGS,
+        Binding("left", "frame(-1)", "snapshot"),
+        Binding("right", "frame(1)", "snapshot"),
+        *TIMELINE_BINDINGS,
         Binding("e", "app.switch_mode('explore')", "explore"),
     ]
 
@@ -47,6 +61,7 @@ class TrainScreen(Screen):
         self.losses: list[float] = []
         self.last: Progress | None = None
         self.progress_messages = 0  # how many Progress messages this run (throttle check)
+        self.chart_drawn = 0.0  # when the live chart was last redrawn
 
     @property
     def trainer(self):
@@ -65,27 +80,73 @@ class TrainScreen(Screen):
         yield TitleBar("Train")
         yield TrainForm()
         yield Static("", id="form-error", markup=False)
-        with Vertical(id="loss-panel"):
-            yield Sparkline([], id="loss-spark", summary_function=lambda xs: sum(xs) / len(xs))
-            yield Label("", id="loss-range")
         yield Static("press space to start training", id="stats", markup=False)
-        with Horizontal(id="probe-row"):
-            with Vertical(id="probe-panel"):
-                yield AttentionGrid(id="probe")
-            with Vertical(id="probe-scores-panel"):
-                yield ScoreTable(id="probe-scores")
+        with ContentSwitcher(initial="curves-panel", id="train-views"):
+            with Vertical(id="curves-panel"):
+                yield CurveChart(id="curves")
+            with Horizontal(id="probe-row"):
+                with Vertical(id="probe-panel"):
+                    yield AttentionGrid(id="probe")
+                    yield Timeline(id="timeline")
+                with Vertical(id="probe-scores-panel"):
+                    yield ScoreTable(id="probe-scores")
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#loss-panel").border_title = "loss"
         self.query_one("#probe-panel").border_title = "probe · cross-attention of the best head"
         self.query_one("#probe-scores-panel").border_title = "alignment, live"
         self.form.disabled = True
         self.query_one("#probe", AttentionGrid).show(
-            [], [], [], hint="the best head on a probe source, live")
+            [], [], [], hint="the best head on the probe source, live")
+        self.timeline().display = False
+        self.curve_chart().show_runs([], note="press space to train: its curves draw here as it runs")
+        self.describe_chart()
         self.app.model_changed.subscribe(self, self._model_changed)
         self._model_changed(self.app)
         self.load_defaults()
+
+    # -- the two views ---------------------------------------------------------------------------
+    def charts_shown(self) -> bool:
+        return self.query_one(ContentSwitcher).current == "curves-panel"
+
+    def timeline_shown(self) -> bool:
+        return not self.charts_shown() and self.timeline().display
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        for check in (self.check_chart_action, self.check_timeline_action):
+            applies = check(action)
+            if applies is not None:
+                return applies
+        if action == "frame":
+            return self.timeline_shown() and len(self.timeline().steps) > 1
+        return True
+
+    def action_switch_view(self) -> None:
+        switcher = self.query_one(ContentSwitcher)
+        switcher.current = "probe-row" if self.charts_shown() else "curves-panel"
+        self.refresh_bindings()
+
+    def action_frame(self, delta: int) -> None:
+        self.timeline().step_by(delta)
+
+    def on_timeline_moved(self, message: Timeline.Moved) -> None:
+        timeline = self.timeline()
+        if timeline.scores:
+            self.query_one("#probe-scores", ScoreTable).show(
+                timeline.scores[timeline.index], timeline.head, note=f"at step {timeline.step}")
+
+    def _show_timeline(self, shown: bool) -> None:
+        """After a run: its snapshots in place of the live probe (a new run brings that back)."""
+        self.query_one("#probe", AttentionGrid).display = not shown
+        self.timeline().display = shown
+        if shown:
+            self.timeline().show_history(self.trainer.history, self.trainer.task)
+            self.query_one("#probe-panel").border_title = (
+                f"timeline · probe {' '.join(self.timeline().source)}")
+            self.query_one("#probe-scores-panel").border_title = "alignment, then"
+        else:
+            self.query_one("#probe-scores-panel").border_title = "alignment, live"
+        self.refresh_bindings()
 
     def _model_changed(self, app) -> None:
         if self.state in ACTIVE:
@@ -151,7 +212,8 @@ class TrainScreen(Screen):
             return
         self.losses, self.last, self.progress_messages = [], None, 0
         self.current_run = TrainingRun(*configs, post=self.post_message)
-        self.query_one("#loss-spark", Sparkline).data = []
+        self.curve_chart().show_runs([], note="starting…")
+        self._show_timeline(False)
         self._set_state("running")
         self.set_focus(None)
         self.run_training(self.current_run)
@@ -190,18 +252,19 @@ class TrainScreen(Screen):
     # -- messages from the worker ----------------------------------------------------------------
     def on_run_started(self, message: RunStarted) -> None:
         self.query_one(TitleBar).set_info(message.summary)
+        self.curve_chart().show_runs([("this run", self.trainer.history)])  # drawn as it grows
 
     @one_line_errors
     def on_progress(self, message: Progress) -> None:
         self.progress_messages += 1
         self.losses.extend(message.losses)
         self.last = message
-        self.query_one("#loss-spark", Sparkline).data = list(self.losses)
-        # layout=False: these lines have a fixed size (minitx.tcss), and a layout pass of the
-        # whole screen ten times a second took the GIL from training often enough to cost ~10%.
-        self.query_one("#loss-range", Label).update(
-            f"{self.losses[0]:.2f} → {format_loss(self.losses[-1])}   "
-            f"(min {format_loss(min(self.losses))}, {len(self.losses)} steps)", layout=False)
+        now = time.monotonic()
+        if now - self.chart_drawn >= CHART_INTERVAL or message.step == message.total:
+            # Without layout: the chart's size is fixed by the screen, and a layout pass of the
+            # whole screen ten times a second took the GIL from training often enough to cost ~10%.
+            self.curve_chart().refresh()
+            self.chart_drawn = now
         if message.probe:
             p = message.probe
             layer, head = p["best"]
@@ -218,8 +281,13 @@ class TrainScreen(Screen):
     def on_run_ended(self, message: RunEnded) -> None:
         self._set_state("stopped" if message.stopped else "finished")
         verb = "stopped" if message.stopped else "finished"
+        reached = self.trainer.until_reached_at
+        if reached is not None:
+            verb = f"reached {self.trainer.last_accuracy:.1%} exact match (until) and stopped"
         self.notify(f"training {verb} at step {message.step}; Explore now uses this model",
                     markup=False)
+        self.curve_chart().refresh()
+        self._show_timeline(True)
         self.app.post_message(ModelLoaded(message.record))
 
     def on_saved(self, message: Saved) -> None:

@@ -29,8 +29,11 @@ class CurveChart(Widget):
         self.note = "no curves yet"
 
     def show_runs(self, runs, note: str = "no curves yet") -> None:
-        """(label, History or None) per run; runs without a history are left out."""
-        self.runs = [(label, h) for label, h in runs if h is not None and not h.empty]
+        """(label, History or None) per run, each in its place's colour; a run without a history
+        keeps its place and draws nothing (a live run's empty history draws once it has points)."""
+        from minitx.core.history import History
+
+        self.runs = [(label, h if h is not None else History()) for label, h in runs]
         self.note = note
         self.refresh()
 
@@ -63,7 +66,7 @@ class CurveChart(Widget):
         return " · ".join(parts)
 
     def render(self) -> Text:
-        if not self.runs:
+        if all(h.empty for _, h in self.runs):
             return Text(self.note, style="italic dim")
         curves = [curve_of(label, history, self.chart, self.x_axis, self.smoothed)
                   for label, history in self.runs]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import Static
 
 from minitx.tui.widgets.attention import AttentionGrid
@@ -20,9 +21,12 @@ BAR_WIDTH = 20
 
 
 class Timeline(Vertical):
+    class Moved(Message):
+        """Another snapshot is on screen (a key, or play)."""
+
     DEFAULT_CSS = """
     Timeline { height: 1fr; }
-    Timeline #timeline-bar { height: 1; }
+    Timeline #timeline-bar { height: 2; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -110,8 +114,8 @@ class Timeline(Vertical):
         self.go_to(self.index + 1)
 
     def bar(self) -> Text:
-        """'step 120/1000 ▕━━━━●──────▏ snapshot 12/92 · L1 H2 0.93 · playing': where the
-        frame is, and the shown head's alignment score in it."""
+        """Two lines: 'step 120/1000 ▕━━━━●──────▏' and 'snapshot 12/92 · L1 H2 aligns 0.93 ·
+        playing': where the frame is, and the shown head's alignment score in it."""
         if not self.steps:
             return Text("no snapshots: this model was trained before minitx kept them, or exported",
                         style="italic dim")
@@ -120,9 +124,9 @@ class Timeline(Vertical):
         text = Text(f"step {step}/{self.last_step} ", style="bold")
         text.append("▕" + "━" * at, style="bold")
         text.append("●", style="bold reverse")
-        text.append("─" * (BAR_WIDTH - 1 - at) + "▏ ", style="dim")
+        text.append("─" * (BAR_WIDTH - 1 - at) + "▏\n", style="dim")
         layer, head = self.head
-        score = f" {self.scores[self.index][layer][head]:.2f}" if self.scores else ""
+        score = f" aligns {self.scores[self.index][layer][head]:.2f}" if self.scores else ""
         text.append(f"snapshot {self.index + 1}/{len(self.steps)} · L{layer + 1} H{head + 1}{score}")
         if self.playing:
             text.append(" · playing", style="bold")
@@ -139,6 +143,7 @@ class Timeline(Vertical):
         layer, head = self.head
         grid.show(self.frames[self.index][layer][head], self.source, self.target,
                   axes="rows: correct outputs (teacher forced) · columns: the probe source")
+        self.post_message(self.Moved())
 
 
 def _token(vocab, i: int) -> str:

@@ -21,7 +21,10 @@ FIELDS = {
     "task": "task", "steps": "steps", "batch_size": "batch", "lr": "lr",
     "warmup": "warmup", "dropout": "dropout", "d_model": "d_model", "heads": "heads",
     "layers": "layers", "norm": "norm", "seed": "seed", "device": "device",
+    "until": "until", "probe_source": "probe",
 }
+WIDE = ("probe_source",)  # fields that take the rest of their row
+PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)"}
 CHOICES = ("task", "norm", "device")  # picked from a list (core says which), not typed
 RUN_KEYS = ("space", "x", "w")  # never part of a form value, so they drive the run anywhere
 
@@ -73,12 +76,12 @@ class TrainForm(Grid):
 
     def compose(self) -> ComposeResult:
         for name, label in FIELDS.items():
-            with Horizontal(classes="field"):
+            with Horizontal(classes="field wide" if name in WIDE else "field"):
                 yield Label(label, classes="field-label")
                 if name in CHOICES:
                     yield Select([], id=name, compact=True, allow_blank=True)
                 else:
-                    yield FormInput(id=name, compact=True)
+                    yield FormInput(id=name, compact=True, placeholder=PLACEHOLDERS.get(name, ""))
 
     def fill(self, recipe, choices: dict[str, list[str]]) -> None:
         """Show a recipe's values; `choices` lists what each choice field offers."""
