@@ -28,7 +28,7 @@ def never_stopping_model() -> Seq2Seq:
     torch.manual_seed(0)
     model = Seq2Seq(ModelConfig()).eval()
     with torch.no_grad():
-        model.generator.bias[EOS] = -1e4
+        model.output.bias[EOS] = -1e4
     return model
 
 

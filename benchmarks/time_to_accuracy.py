@@ -1,5 +1,5 @@
 """Time to accuracy: wall-clock training seconds until exact match >= 99.8% on 1,000 fresh
-sequences (lengths 4-10), for the reference recipe (SPEC §5) and minitx's default recipe.
+sequences (lengths 4-10), for the reference recipe (docs/training.md) and minitx's default recipe.
 
     .venv/bin/python benchmarks/time_to_accuracy.py [--seeds 0 1 2] [--smoke]
 

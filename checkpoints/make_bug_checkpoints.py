@@ -1,4 +1,4 @@
-"""Regenerate the bundled deliberately-broken checkpoints (SPEC §8), one per bug preset.
+"""Regenerate the bundled deliberately-broken checkpoints, one per bug preset (docs/checks.md).
 
     .venv/bin/python checkpoints/make_bug_checkpoints.py                 # all five shipped ones
     .venv/bin/python checkpoints/make_bug_checkpoints.py no-shift --steps 1500    # just one
@@ -6,8 +6,9 @@
 no-warmup is not shipped: its symptom is an oscillating loss curve, which a finished model
 does not show.
 
-Each is the reference model and recipe (SPEC §2, §5) trained with one `--bug` preset on the CPU
-with seed 0, saved inference-only in float32 (no training state: nobody resumes a broken run).
+Each is the reference model and recipe (docs/model.md, docs/training.md) trained with one
+`--bug` preset on the CPU with seed 0, saved inference-only in float32 (no training state:
+nobody resumes a broken run).
 The same as `minitx train --recipe reference --bug NAME --device cpu --seed 0` then
 `minitx export`. About 3 minutes per model on a quiet CPU core (10-20 on a busy one).
 """

@@ -23,7 +23,7 @@ bundle() {
     "$MINITX" export "$RUNS/$name.safetensors" --dtype float32 --out "checkpoints/$name.safetensors"
 }
 
-# The reference run of SPEC §5: 3000 steps, reaches 100% exact match on fresh sequences.
+# The reference run (docs/training.md): 3000 steps, reaches 100% exact match on fresh sequences.
 bundle reverse --task reverse
 # Copying is easier than reversing (a diagonal alignment): half the steps are plenty.
 bundle copy --task copy --steps 1500

@@ -3,6 +3,7 @@
 Layout of a file:
   tensors   model.<parameter or buffer name>          the weights (float32/float16/bfloat16)
             train.<...>                                optional resumable training state
+            history.<...>                              optional run history (core/history.py)
   metadata  format, format_version, minitx_version, model_config, task, training (summary),
             and with training state: train_config, trainer
 
@@ -27,6 +28,7 @@ from safetensors.torch import save as safetensors_bytes
 
 from minitx import __version__
 from minitx.core.config import ModelConfig
+from minitx.core.history import History, HistoryError
 from minitx.core.model import Seq2Seq
 from minitx.core.tasks import Task, task_from_dict
 
@@ -55,6 +57,7 @@ class Checkpoint:
     path: Path | None = None
     train_state: dict[str, torch.Tensor] = field(default_factory=dict)  # "train." tensors
     dtype: str = "float32"
+    history: History | None = None  # None: a file from before histories, or an export
 
     @property
     def resumable(self) -> bool:
@@ -73,6 +76,7 @@ def save_checkpoint(
     train_state: dict[str, torch.Tensor] | None = None,
     extra_metadata: dict[str, str] | None = None,
     dtype: str = "float32",
+    history: History | None = None,
 ) -> Path:
     """Atomically write a checkpoint; returns its path. Raises CheckpointError."""
     if dtype not in FLOAT_DTYPES:
@@ -89,6 +93,8 @@ def save_checkpoint(
             )
     for name, t in (train_state or {}).items():
         tensors[f"train.{name}"] = t.detach().cpu().contiguous()
+    for name, t in (history.to_tensors() if history is not None else {}).items():
+        tensors[f"history.{name}"] = t
     metadata = {
         "format": FORMAT,
         "format_version": str(FORMAT_VERSION),
@@ -101,14 +107,23 @@ def save_checkpoint(
     return write_atomic(Path(path), safetensors_bytes(tensors, metadata=metadata))
 
 
-def write_atomic(path: Path, data: bytes) -> Path:
-    """Temporary file in the same folder, fsync, rename over the target: a crash at any moment
-    leaves either the old file or the new one, never a half-written one."""
+def check_writable(path: Path) -> Path:
+    """The folder `path` would be written in, or a CheckpointError saying why it cannot be:
+    asked before minutes of training, and again by every write."""
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise CheckpointError(f"cannot write {path}: it is a directory")
     if not folder.is_dir():
         raise CheckpointError(f"cannot write {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise CheckpointError(f"cannot write {path}: folder {folder} is not writable")
+    return folder
+
+
+def write_atomic(path: Path, data: bytes) -> Path:
+    """Temporary file in the same folder, fsync, rename over the target: a crash at any moment
+    leaves either the old file or the new one, never a half-written one."""
+    folder = check_writable(path)
     tmp_name = None
     try:
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
@@ -213,17 +228,44 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     if not isinstance(summary, dict):
         raise CheckpointError(f"{path} has invalid 'training' metadata (not an object)")
 
-    weights = {k[len("model.") :]: t for k, t in tensors.items() if k.startswith("model.")}
-    train_state = {k[len("train.") :]: t for k, t in tensors.items() if k.startswith("train.")}
-    unknown = sorted(k for k in tensors if not k.startswith(("model.", "train.")))
+    weights = {_renamed(k[len("model.") :]): t for k, t in tensors.items() if k.startswith("model.")}
+    train_state = {_renamed(k[len("train.") :]): t for k, t in tensors.items() if k.startswith("train.")}
+    unknown = sorted(k for k in tensors if not k.startswith(("model.", "train.", "history.")))
     if unknown:
         raise CheckpointError(f"{path} holds an unexpected tensor {unknown[0]!r}")
     dtype = _check_weights(weights, cfg, path)
+    history = _history(tensors, cfg, summary, path)
 
     model = Seq2Seq(cfg)
     model.load_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
     model.to(device).eval()
-    return Checkpoint(model, cfg, task, summary, metadata, path, train_state, dtype)
+    return Checkpoint(model, cfg, task, summary, metadata, path, train_state, dtype, history)
+
+
+def _history(tensors: dict[str, torch.Tensor], cfg: ModelConfig, summary: dict, path: Path):
+    """The file's run history, validated against its model and its step count; None without."""
+    found = {k[len("history."):]: t for k, t in tensors.items() if k.startswith("history.")}
+    if not found:
+        return None
+    steps = summary.get("steps")
+    last = steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else None
+    try:
+        return History.from_tensors(found, cfg.n_decoder_layers, cfg.n_heads, cfg.max_len,
+                                    cfg.vocab_size, last)
+    except HistoryError as e:
+        raise CheckpointError(f"{path} has an invalid history: {e}") from None
+
+
+# Parameter names that minitx 0.1 wrote and a later name replaced (the output layer was called
+# "generator", a word every torch.Generator also claims).
+RENAMED = {"generator.": "output.", "optim.generator.": "optim.output."}
+
+
+def _renamed(name: str) -> str:
+    for old, new in RENAMED.items():
+        if name.startswith(old):
+            return new + name[len(old):]
+    return name
 
 
 def _check_weights(weights: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) -> str:

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NORMS = ("post", "pre")
-ACTIVATIONS = ("relu", "gelu")
+NORM_KINDS = ("layer", "rms")
+ACTIVATIONS = ("relu", "gelu", "swiglu")
+POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
 ATTENTIONS = ("explicit", "fused")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("flat", "cosine")
@@ -55,9 +57,14 @@ class _DictMixin:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
+# field of minitx 0.1's model config -> (its healthy value, the bug preset its other value meant)
+LEGACY_BUG_FIELDS = {"scale_attention": (True, "no-scale"), "swap_cross_attention": (False, "swap-cross"),
+                     "causal_mask": (True, "no-causal-mask")}
+
+
 @dataclass(frozen=True)
 class ModelConfig(_DictMixin):
-    """The encoder-decoder's shape. Defaults are the reference model (SPEC §2): 235,981 params."""
+    """The encoder-decoder's shape. Defaults are the reference model (docs/model.md): 235,981 params."""
 
     vocab_size: int = 13  # source and target share the task's vocabulary
     pad_id: int = 10  # embedding rows for PAD stay zero (padding_idx)
@@ -69,13 +76,18 @@ class ModelConfig(_DictMixin):
     dropout: float = 0.1
     max_len: int = 64  # longest sequence the positional table covers (target includes SOS/EOS)
     norm: str = "post"  # "post": x = LN(x + f(x)); "pre": x = x + f(LN(x)) plus final LayerNorms
-    activation: str = ""  # "relu" | "gelu"; empty means the norm's default (post: relu, pre: gelu)
+    activation: str = ""  # "relu" | "gelu" | "swiglu"; empty: the norm's default (post relu, pre gelu)
+    norm_kind: str = "layer"  # "layer": LayerNorm; "rms": RMSNorm (no mean, no bias), wherever a norm stands
+    # "sinusoidal" (a fixed table added to the embeddings), "learned" (one trained table per side),
+    # "rope" (rotary: queries and keys of self-attention turned by position), "none".
+    position_encoding: str = "sinusoidal"
+    kv_heads: int = 0  # K/V heads of every attention block (grouped-query when < n_heads); 0: n_heads
     # How training computes attention: "explicit" (softmax(QK^T)V by hand) | "fused"
     # (scaled_dot_product_attention). Inference uses the fused kernel unless weights are asked for.
     attention: str = "explicit"
-    scale_attention: bool = True  # False is a deliberate bug (no 1/sqrt(d_k)) for the doctor
-    swap_cross_attention: bool = False  # True is a deliberate bug: K/V from the decoder
-    causal_mask: bool = True  # False is a deliberate bug: the decoder sees future tokens
+    # A deliberate defect of the model itself (a core.bugs preset that patches the model, e.g.
+    # "no-scale"), so a checkpoint of a broken model rebuilds broken; empty means none.
+    bug: str = ""
 
     def __post_init__(self) -> None:
         _positive_int(self, "vocab_size", "d_model", "n_heads", "d_ff", "max_len")
@@ -100,7 +112,32 @@ class ModelConfig(_DictMixin):
         if not self.activation:
             object.__setattr__(self, "activation", "relu" if self.norm == "post" else "gelu")
         _choice(self, "activation", ACTIVATIONS)
+        _choice(self, "norm_kind", NORM_KINDS)
+        _choice(self, "position_encoding", POSITION_ENCODINGS)
+        _require(isinstance(self.kv_heads, int) and not isinstance(self.kv_heads, bool)
+                 and self.kv_heads >= 0, "kv_heads", f"must be a positive integer, got {self.kv_heads!r}")
+        if not self.kv_heads:
+            object.__setattr__(self, "kv_heads", self.n_heads)
+        _require(self.n_heads % self.kv_heads == 0, "kv_heads",
+                 f"n_heads={self.n_heads} cannot be split into groups sharing {self.kv_heads} K/V heads")
+        _require(self.position_encoding != "rope" or self.d_k % 2 == 0, "position_encoding",
+                 f"rope turns pairs of coordinates: it needs an even d_k (d_model / n_heads), got {self.d_k}")
         _choice(self, "attention", ATTENTIONS)
+        from minitx.core.bugs import MODEL_BUGS
+
+        _require(self.bug == "" or self.bug in MODEL_BUGS, "bug",
+                 f"must be one of {', '.join(MODEL_BUGS)} (or empty); got {self.bug!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        """As every config, plus files written before presets had one field: three booleans
+        (scale_attention, swap_cross_attention, causal_mask) become the bug they stood for."""
+        if isinstance(data, dict) and LEGACY_BUG_FIELDS.keys() & data.keys():
+            data = dict(data)
+            for name, (healthy, bug) in LEGACY_BUG_FIELDS.items():
+                if name in data and data.pop(name) != healthy:
+                    data["bug"] = bug
+        return super().from_dict(data)
 
     @property
     def d_k(self) -> int:
@@ -109,7 +146,7 @@ class ModelConfig(_DictMixin):
 
 @dataclass(frozen=True)
 class TrainConfig(_DictMixin):
-    """How to train. Defaults are the reference recipe of SPEC §5."""
+    """How to train. Defaults are the reference recipe (docs/training.md)."""
 
     task: str = "reverse"
     min_len: int = 4  # source lengths drawn uniformly from [min_len, max_len]
@@ -129,6 +166,8 @@ class TrainConfig(_DictMixin):
     eval_size: int = 500
     bucket_lengths: bool = False  # one source length per batch: no padding, less compute per step
     bug: str = ""  # a deliberate bug preset from core.bugs (empty = none)
+    until: float = 0.0  # stop at the first evaluation with at least this exact match (0 = off)
+    probe_source: str = ""  # source whose attention the history snapshots (empty: the task's)
 
     def __post_init__(self) -> None:
         _positive_int(self, "min_len", "max_len", "steps", "batch_size", "eval_size")
@@ -172,9 +211,29 @@ class TrainConfig(_DictMixin):
         _require(
             self.task in TASKS, "task", f"must be one of {', '.join(TASKS)}; got {self.task!r}"
         )
+        _require(isinstance(self.until, (int, float)) and not isinstance(self.until, bool)
+                 and 0 <= self.until <= 1, "until", f"must be an accuracy in 0-1, got {self.until!r}")
+        _require(not self.until or self.eval_every > 0, "until",
+                 "needs evaluations to stop at: eval_every must be above 0")
+        _require(isinstance(self.probe_source, str), "probe_source", "must be text such as '3 1 4'")
+        if self.probe_source:
+            from minitx.core.tasks import get_task
 
-    def lr_at(self, step: int) -> float:
-        """Learning rate for 1-based `step`: linear warmup, then flat or cosine."""
+            try:
+                get_task(self.task, self.min_len, self.max_len).parse(self.probe_source)
+            except ValueError as e:
+                raise ValueError(f"probe_source: {e}") from None
+
+    def lr_at(self, step: int, restart: tuple[int, float] | None = None) -> float:
+        """Learning rate for 1-based `step`: linear warmup, then flat or cosine.
+
+        `restart` = (step k, lr at k): a run resumed at step k with a different `steps` decays
+        from where it was (never higher) to the floor at the new `steps` (docs/curves.md)."""
+        if restart is not None and step > restart[0]:
+            start, start_lr = restart
+            floor = 0.1 * self.lr if self.schedule == "cosine" else start_lr
+            progress = min(1.0, (step - start) / max(1, self.steps - start))
+            return floor + (start_lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
         if self.warmup and step <= self.warmup:
             return self.lr * step / self.warmup
         if self.schedule == "flat":
@@ -195,7 +254,8 @@ class Recipe:
 
 
 def reference_recipe() -> Recipe:
-    """SPEC §5 exactly: post-norm, explicit attention, dropout 0.1, batch 64, warmup 400, flat."""
+    """The reference recipe exactly (docs/training.md): post-norm, explicit attention, dropout
+    0.1, batch 64, warmup 400, then flat."""
     return Recipe("reference", ModelConfig(), TrainConfig())
 
 
@@ -216,7 +276,21 @@ def fast_recipe() -> Recipe:
     )
 
 
-RECIPES = {"fast": fast_recipe, "reference": reference_recipe}
+# The parts in which current large models differ from the reference, as ModelConfig fields (the
+# option names are the same, so the lab applies them like typed options).
+MODERN_COMPONENTS = {"norm": "pre", "norm_kind": "rms", "position_encoding": "rope",
+                     "activation": "swiglu", "kv_heads": 2}
+
+
+def modern_recipe() -> Recipe:
+    """The fast recipe's training with every modern swap at once: pre-norm with RMSNorm, rotary
+    positions, a SwiGLU feed-forward and 2 K/V heads for the 4 query heads (docs/components.md
+    measures what it reaches)."""
+    fast = fast_recipe()
+    return Recipe("modern", fast.model.replace(**MODERN_COMPONENTS), fast.train)
+
+
+RECIPES = {"fast": fast_recipe, "reference": reference_recipe, "modern": modern_recipe}
 DEFAULT_RECIPE = "fast"  # what `minitx train` and the TUI start from
 
 

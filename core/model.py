@@ -1,6 +1,9 @@
 """The encoder-decoder Transformer: masks, attention, post-/pre-norm layers and the Seq2Seq model.
 
-Shapes: B batch, S source length, T target length, h heads, d d_model, k d_k = d / h.
+The swappable parts (norms, feed-forward blocks, position encodings) are core/components.py.
+
+Shapes: B batch, S source length, T target length, h heads, g K/V heads (h with multi-head
+attention, fewer with grouped-query attention), d d_model, k d_k = d / h.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minitx.core.components import feed_forward, norm_layer, rotary_angles, rotate_pairs, sinusoidal_table
 from minitx.core.config import ModelConfig
+
+Rotary = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, k): rotary_angles() of a stream
 
 # ---------------------------------------------------------------------------------------------
 # Masks (True = this key may be attended to). Always built from the tensors at hand, never cached:
@@ -59,6 +65,13 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # Attention
 
 
+def shared_heads(kv: torch.Tensor, heads: int) -> torch.Tensor:
+    """K or V (B, g, T, k) -> (B, h, T, k) for h query heads: with grouped-query attention each
+    of the g heads serves h / g query heads in a row (query head j reads K/V head j // (h / g))."""
+    group = heads // kv.shape[1]
+    return kv if group == 1 else kv.repeat_interleave(group, dim=1)
+
+
 def attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -67,17 +80,20 @@ def attention(
     *,
     causal: bool = False,
     dropout: float = 0.0,
-    scale: bool = True,
+    divisor: float | None = None,
     fused: bool = False,
     need_weights: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(q k^T / sqrt(d_k)) v over the key axis.
+    """softmax(q k^T / divisor) v over the key axis; the divisor is sqrt(d_k) unless given.
 
-    q (B, h, Tq, k), k/v (B, h, Tk, k), mask broadcastable to (B, h, Tq, Tk), True = allowed;
-    causal (self-attention, Tq == Tk) also hides from query i every key after i.
-    Returns the output (B, h, Tq, k) and, when asked, the weights (B, h, Tq, Tk) before dropout.
-    The fused path (scaled_dot_product_attention) is used only when weights are not needed.
+    q (B, h, Tq, k), k/v (B, g, Tk, k) with g dividing h (shared_heads), mask broadcastable to
+    (B, h, Tq, Tk), True = allowed; causal (self-attention, Tq == Tk) also hides from query i
+    every key after i. Returns every query head's output (B, h, Tq, k) and, when asked, its
+    weights (B, h, Tq, Tk) before dropout: the one place both exist, per head, before the heads
+    are merged. The fused path (scaled_dot_product_attention) is used only when weights are not
+    needed.
     """
+    k, v = shared_heads(k, q.shape[1]), shared_heads(v, q.shape[1])  # (B, h, Tk, k)
     if fused and not need_weights:
         bias, is_causal = None, causal
         if mask is not None:  # padding as well: one additive bias carries both
@@ -85,15 +101,15 @@ def attention(
                 mask, is_causal = mask & causal_mask(q.shape[-2], q.device), False
             bias = additive_mask(mask, q.dtype)
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=is_causal, scale=None if scale else 1.0
+            q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=is_causal,
+            scale=None if divisor is None else 1.0 / divisor,
         )
         return out, None
     if causal:
         tril = causal_mask(q.shape[-2], q.device)  # (1, 1, Tq, Tq)
         mask = tril if mask is None else mask & tril
-    scores = q @ k.transpose(-2, -1)  # (B, h, Tq, Tk)
-    if scale:
-        scores = scores / math.sqrt(q.shape[-1])
+    divisor = math.sqrt(q.shape[-1]) if divisor is None else divisor
+    scores = q @ k.transpose(-2, -1) / divisor  # (B, h, Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(~mask, masked_fill_value(q.dtype))
     weights = scores.softmax(dim=-1)
@@ -102,27 +118,38 @@ def attention(
 
 
 class MultiHeadAttention(nn.Module):
-    """Four d x d linears with bias (Q, K, V, output): 4d^2 + 4d parameters."""
+    """Q and output d x d, K and V d -> g * d_k, all with bias: 4d^2 + 4d parameters with one
+    K/V head per query head (g = h), fewer with grouped-query attention (g < h)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        d = cfg.d_model
-        self.n_heads = cfg.n_heads
+        d, kv_width = cfg.d_model, cfg.kv_heads * cfg.d_k
+        self.n_heads, self.kv_heads = cfg.n_heads, cfg.kv_heads
         self.dropout = cfg.dropout
         self.fused = cfg.attention == "fused"
-        self.scale = cfg.scale_attention
+        self.score_divisor: float | None = None  # None: sqrt(d_k); a bug preset may change it
         self.q_proj = nn.Linear(d, d)
-        self.k_proj = nn.Linear(d, d)
-        self.v_proj = nn.Linear(d, d)
+        self.k_proj = nn.Linear(d, kv_width)
+        self.v_proj = nn.Linear(d, kv_width)
         self.out_proj = nn.Linear(d, d)
 
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, d = x.shape
-        return x.view(B, T, self.n_heads, d // self.n_heads).transpose(1, 2)  # (B, h, T, k)
+    def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
+        """(B, T, heads * k) -> (B, heads, T, k); heads defaults to the query heads."""
+        B, T, width = x.shape
+        heads = heads or self.n_heads
+        return x.view(B, T, heads, width // heads).transpose(1, 2)
 
-    def keys_values(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, T, d) -> K, V each (B, h, T, k); computed once per memory when decoding."""
-        return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
+    def queries(self, x: torch.Tensor, rotary: Rotary | None = None) -> torch.Tensor:
+        """(B, T, d) -> Q (B, h, T, k), turned by position when rotary is given."""
+        q = self.split_heads(self.q_proj(x))
+        return q if rotary is None else rotate_pairs(q, *rotary)
+
+    def keys_values(self, x: torch.Tensor, rotary: Rotary | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, T, d) -> K, V each (B, g, T, k), K turned by position when rotary is given (values
+        never are); computed once per memory when decoding."""
+        k = self.split_heads(self.k_proj(x), self.kv_heads)
+        v = self.split_heads(self.v_proj(x), self.kv_heads)
+        return (k if rotary is None else rotate_pairs(k, *rotary)), v
 
     def forward(
         self,
@@ -131,16 +158,17 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None,
         need_weights: bool = False,
         causal: bool = False,
+        rotary: Rotary | None = None,  # the queries' positions (self-attention of a rope model)
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         k, v = keys_values
         out, weights = attention(
-            self.split_heads(self.q_proj(query)),  # (B, h, Tq, k)
+            self.queries(query, rotary),  # (B, h, Tq, k)
             k,
             v,
             mask,
             causal=causal,
             dropout=self.dropout if self.training else 0.0,
-            scale=self.scale,
+            divisor=self.score_divisor,
             # `explicit` is how training computes attention; outside training, when no weights
             # are asked for, the fused kernel computes the same in one call.
             fused=self.fused or not self.training,
@@ -149,26 +177,6 @@ class MultiHeadAttention(nn.Module):
         B, h, Tq, dk = out.shape
         out = out.transpose(1, 2).reshape(B, Tq, h * dk)  # (B, Tq, d)
         return self.out_proj(out), weights
-
-
-class FeedForward(nn.Sequential):
-    """Linear -> activation -> dropout -> linear. A Sequential so parameter names stay ff.0 / ff.3
-    (checkpoints depend on them); dropout is skipped outside training because at batch 1 every
-    module call is a noticeable share of encoding or an uncached decoding step."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        activation = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
-        super().__init__(
-            nn.Linear(cfg.d_model, cfg.d_ff),
-            activation,
-            nn.Dropout(cfg.dropout),
-            nn.Linear(cfg.d_ff, cfg.d_model),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
-        inner, activation, drop, outer = self
-        hidden = activation(inner(x))  # (B, T, d_ff)
-        return outer(drop(hidden) if self.training else hidden)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,7 +189,7 @@ class Residual(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.pre = cfg.norm == "pre"
-        self.norm = nn.LayerNorm(cfg.d_model)
+        self.norm = norm_layer(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
     def input(self, x: torch.Tensor) -> torch.Tensor:
@@ -197,42 +205,51 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg)
-        self.ff = FeedForward(cfg)
+        self.ff = feed_forward(cfg)
         self.attn_res = Residual(cfg)
         self.ff_res = Residual(cfg)
 
-    def forward(self, x, mask, need_weights=False):
+    def forward(self, x, mask, need_weights=False, rotary: Rotary | None = None):
         h = self.attn_res.input(x)
-        a, weights = self.self_attn(h, self.self_attn.keys_values(h), mask, need_weights)
+        a, weights = self.self_attn(h, self.self_attn.keys_values(h, rotary), mask, need_weights,
+                                    rotary=rotary)
         x = self.attn_res.output(x, a)
         x = self.ff_res.output(x, self.ff(self.ff_res.input(x)))
         return x, weights
 
 
 class DecoderLayer(nn.Module):
+    # Cross-attention reads the encoder's memory. (core/bugs.py's swap-cross preset makes a
+    # layer read the decoder stream instead; the KV cache asks this to know what to cache.)
+    cross_reads_decoder = False
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg)
         self.cross_attn = MultiHeadAttention(cfg)
-        self.ff = FeedForward(cfg)
+        self.ff = feed_forward(cfg)
         self.self_res = Residual(cfg)
         self.cross_res = Residual(cfg)
         self.ff_res = Residual(cfg)
-        self.swap_cross = cfg.swap_cross_attention
 
-    def forward(self, y, memory, src_mask, tgt_mask, causal=False, need_weights=False):
+    def cross_inputs(self, h, memory, src_mask, tgt_mask, causal):
+        """What cross-attention attends over: (keys/values, mask, causal)."""
+        return self.cross_attn.keys_values(memory), src_mask, False
+
+    def forward(self, y, memory, src_mask, tgt_mask, causal=False, need_weights=False,
+                rotary: Rotary | None = None):
         """y (B, T, d) decoder stream; memory (B, S, d); tgt_mask: padding of the decoder input
-        (or None), causal: hide later positions too. (Decoding one position at a time against
-        cached keys/values is core/incremental.py.)"""
+        (or None), causal: hide later positions too; rotary: the decoder positions' angles, for
+        self-attention only (source and target positions share no coordinate, so cross-attention
+        is never rotated). (Decoding one position at a time against cached keys/values is
+        core/incremental.py.)"""
         h = self.self_res.input(y)
-        a, self_w = self.self_attn(h, self.self_attn.keys_values(h), tgt_mask, need_weights, causal)
+        a, self_w = self.self_attn(h, self.self_attn.keys_values(h, rotary), tgt_mask, need_weights,
+                                   causal, rotary)
         y = self.self_res.output(y, a)
 
         h = self.cross_res.input(y)
-        if self.swap_cross:  # deliberate bug: keys/values from the decoder, not the encoder
-            cross_kv, cross_mask, cross_causal = self.cross_attn.keys_values(h), tgt_mask, causal
-        else:
-            cross_kv, cross_mask, cross_causal = self.cross_attn.keys_values(memory), src_mask, False
+        cross_kv, cross_mask, cross_causal = self.cross_inputs(h, memory, src_mask, tgt_mask, causal)
         a, cross_w = self.cross_attn(h, cross_kv, cross_mask, need_weights, cross_causal)
         y = self.cross_res.output(y, a)
         y = self.ff_res.output(y, self.ff(self.ff_res.input(y)))
@@ -241,16 +258,6 @@ class DecoderLayer(nn.Module):
 
 # ---------------------------------------------------------------------------------------------
 # The model
-
-
-def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
-    """(max_len, d): PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same)."""
-    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (L, 1)
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(max_len, d_model)
-    table[:, 0::2] = torch.sin(position * inv_freq)
-    table[:, 1::2] = torch.cos(position * inv_freq)
-    return table
 
 
 @dataclass
@@ -269,15 +276,23 @@ class Seq2Seq(nn.Module):
         d = cfg.d_model
         self.src_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
         self.tgt_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
-        self.register_buffer("positional", sinusoidal_table(cfg.max_len, d))  # (max_len, d)
+        if cfg.position_encoding == "sinusoidal":  # a buffer: saved and moved, never trained
+            self.register_buffer("positional", sinusoidal_table(cfg.max_len, d))  # (max_len, d)
+        elif cfg.position_encoding == "learned":  # one table per side: their positions differ
+            self.src_positions = nn.Embedding(cfg.max_len, d)
+            self.tgt_positions = nn.Embedding(cfg.max_len, d)
         self.embed_drop = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         pre = cfg.norm == "pre"
-        self.encoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
-        self.generator = nn.Linear(d, cfg.vocab_size)
-        self.use_positions = True  # False only for the permutation-equivariance check
+        self.encoder_norm = norm_layer(cfg) if pre else nn.Identity()
+        self.decoder_norm = norm_layer(cfg) if pre else nn.Identity()
+        self.output = nn.Linear(d, cfg.vocab_size)  # the decoder stream -> next-token logits
+        self.causal = True  # decoder self-attention hides later positions
+        if cfg.bug:  # a deliberate defect (core/bugs.py) changes the model here and only here
+            from minitx.core.bugs import patch_model
+
+            patch_model(self, cfg.bug)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -288,13 +303,31 @@ class Seq2Seq(nn.Module):
             self.src_embed.weight[self.cfg.pad_id].zero_()
             self.tgt_embed.weight[self.cfg.pad_id].zero_()
 
-    def embed(self, tokens: torch.Tensor, table: nn.Embedding, offset: int = 0) -> torch.Tensor:
+    def position_table(self, side: str) -> torch.Tensor | None:
+        """(max_len, d) added to the `side` ("src" or "tgt") embeddings: the sinusoids (both
+        sides), that side's learned table, or None (rope acts inside self-attention; none)."""
+        if self.cfg.position_encoding == "sinusoidal":
+            return self.positional
+        if self.cfg.position_encoding == "learned":
+            return (self.src_positions if side == "src" else self.tgt_positions).weight
+        return None
+
+    def rotary(self, length: int, device: torch.device, offset: int = 0) -> Rotary | None:
+        """The angles of positions offset .. offset + length - 1 for a rope model's
+        self-attention; None for every other position encoding."""
+        if self.cfg.position_encoding != "rope":
+            return None
+        return rotary_angles(torch.arange(offset, offset + length, device=device), self.cfg.d_k)
+
+    def embed(self, tokens: torch.Tensor, side: str, offset: int = 0) -> torch.Tensor:
         """(B, T) -> (B, T, d): token * sqrt(d) + position (positions offset.. offset+T-1)."""
         T = tokens.shape[1]
         self.check_length(offset + T)
+        table = self.src_embed if side == "src" else self.tgt_embed
         x = table(tokens) * math.sqrt(self.cfg.d_model)
-        if self.use_positions:
-            x = x + self.positional[offset : offset + T]
+        positions = self.position_table(side)
+        if positions is not None:
+            x = x + positions[offset : offset + T]
         return self.embed_drop(x) if self.training else x
 
     def check_length(self, length: int) -> None:
@@ -305,9 +338,10 @@ class Seq2Seq(nn.Module):
     def encode(self, src: torch.Tensor, maps: AttentionMaps | None = None):
         """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S), None if nothing is padded."""
         src_mask = padding_mask_or_none(src, self.cfg.pad_id)
-        x = self.embed(src, self.src_embed)
+        x = self.embed(src, "src")
+        rotary = self.rotary(src.shape[1], src.device)
         for layer in self.encoder:
-            x, w = layer(x, src_mask, need_weights=maps is not None)
+            x, w = layer(x, src_mask, need_weights=maps is not None, rotary=rotary)
             if maps is not None:
                 maps.encoder_self.append(w)
         return self.encoder_norm(x), src_mask
@@ -315,19 +349,17 @@ class Seq2Seq(nn.Module):
     def decode(self, tgt_in, memory, src_mask, maps: AttentionMaps | None = None):
         """(B, T) decoder input -> logits (B, T, V)."""
         tgt_mask = padding_mask_or_none(tgt_in, self.cfg.pad_id)  # causal masking comes on top
-        y = self.embed(tgt_in, self.tgt_embed)
+        y = self.embed(tgt_in, "tgt")
+        rotary = self.rotary(tgt_in.shape[1], tgt_in.device)
         for layer in self.decoder:
             y, self_w, cross_w = layer(
-                y, memory, src_mask, tgt_mask, causal=self.causal, need_weights=maps is not None
+                y, memory, src_mask, tgt_mask, causal=self.causal, need_weights=maps is not None,
+                rotary=rotary,
             )
             if maps is not None:
                 maps.decoder_self.append(self_w)
                 maps.cross.append(cross_w)
-        return self.generator(self.decoder_norm(y))
-
-    @property
-    def causal(self) -> bool:
-        return self.cfg.causal_mask
+        return self.output(self.decoder_norm(y))
 
     @property
     def device(self) -> torch.device:
@@ -357,38 +389,39 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
             model.train()
 
 
+# top-level module -> its row in the parameter table
+_GROUPS = {"src_embed": "embeddings", "tgt_embed": "embeddings", "src_positions": "learned positions",
+           "tgt_positions": "learned positions", "encoder": "encoder layers", "decoder": "decoder layers",
+           "encoder_norm": "final norms", "decoder_norm": "final norms", "output": "output"}
+
+
 def parameter_breakdown(model: Seq2Seq) -> dict[str, int]:
-    """Parameter counts per component, in the order of SPEC §2's table."""
-    groups = {"embeddings": 0, "encoder layers": 0, "decoder layers": 0, "final norms": 0, "output": 0}
+    """Parameter counts per component in the order of docs/model.md's table (rows a config
+    does not have, learned positions or final norms, left out), then the total."""
+    groups = dict.fromkeys(dict.fromkeys(_GROUPS.values()), 0)
     for name, p in model.named_parameters():
-        top = name.split(".")[0]
-        key = {
-            "src_embed": "embeddings",
-            "tgt_embed": "embeddings",
-            "encoder": "encoder layers",
-            "decoder": "decoder layers",
-            "encoder_norm": "final norms",
-            "decoder_norm": "final norms",
-            "generator": "output",
-        }[top]
-        groups[key] += p.numel()
-    if not groups["final norms"]:
-        del groups["final norms"]
+        groups[_GROUPS[name.split(".")[0]]] += p.numel()
+    groups = {k: v for k, v in groups.items() if v or k not in ("learned positions", "final norms")}
     groups["total"] = sum(groups.values())
     return groups
 
 
 def block_parameters(model: Seq2Seq) -> dict[str, int]:
-    """Parameters of one attention block, one feed-forward block and one whole layer of each
-    stack (the per-block lines of the parameter table), counted on each stack's first layer."""
+    """Parameters of one attention block (and its Q + output and K + V projections, which
+    grouped-query attention shrinks), one feed-forward block, one norm and one whole layer of
+    each stack (the per-block lines of the parameter table), counted on each stack's first layer."""
 
-    def count(module: nn.Module) -> int:
-        return sum(p.numel() for p in module.parameters())
+    def count(*modules: nn.Module) -> int:
+        return sum(p.numel() for module in modules for p in module.parameters())
 
     encoder, decoder = model.encoder[0], model.decoder[0]
+    attn = encoder.self_attn
     return {
-        "attention block": count(encoder.self_attn),
+        "attention block": count(attn),
+        "queries and output": count(attn.q_proj, attn.out_proj),
+        "keys and values": count(attn.k_proj, attn.v_proj),
         "feed-forward block": count(encoder.ff),
+        "norm": count(encoder.ff_res.norm),
         "encoder layer": count(encoder),
         "decoder layer": count(decoder),
     }

@@ -25,7 +25,10 @@ MODEL_OPTIONS = {
     "dropout": "dropout",
     "positions": "max_len",
     "norm": "norm",
+    "norm_kind": "norm_kind",
     "activation": "activation",
+    "position_encoding": "position_encoding",
+    "kv_heads": "kv_heads",
     "attention": "attention",
 }
 # Options that set something other than one field of the same name.
@@ -87,6 +90,8 @@ def configs_from_options(
       them plus SOS and EOS unless `positions` is given;
     - `d_model` without `d_ff` keeps the base's feed-forward ratio (64 -> 256 becomes 32 -> 128);
     - `norm` without `activation` takes the norm's own default activation;
+    - `heads` without `kv_heads` keeps the base's query heads per K/V head (multi-head attention
+      stays multi-head; 4 heads sharing 2 K/V heads become 8 sharing 4);
     - `bug` "none" means no bug.
     """
     unknown = sorted(set(options) - set(option_names()))
@@ -101,6 +106,13 @@ def configs_from_options(
         model_changes["d_ff"] = max(1, model_cfg.d_ff * given["d_model"] // model_cfg.d_model)
     if "norm" in given and "activation" not in given:
         model_changes["activation"] = ""  # back to the norm's own default
+    heads = given.get("heads")
+    if isinstance(heads, int) and heads > 0 and "kv_heads" not in given:
+        group = model_cfg.n_heads // model_cfg.kv_heads
+        if heads % group:
+            raise OptionError("kv_heads", f"{heads} heads cannot keep {group} query heads per K/V "
+                                          "head; give the K/V heads too")
+        model_changes["kv_heads"] = heads // group
     train_changes = {field: given[name] for name, field in train_options().items() if name in given}
     if train_changes.get("bug") == "none":
         train_changes["bug"] = ""
@@ -117,4 +129,7 @@ def configs_from_options(
     except (ValueError, TypeError) as e:  # core's messages read "field: message"
         field, _, message = str(e).partition(": ")
         raise OptionError(_blame(field), message or str(e)) from None
+    if model_cfg.max_len < train_cfg.max_len + 2:
+        raise OptionError("positions", f"a table of {model_cfg.max_len} positions cannot hold sources "
+                                       f"of {train_cfg.max_len} tokens plus SOS and EOS")
     return model_cfg, train_cfg

@@ -22,6 +22,18 @@ class Probe:
     scores: torch.Tensor  # (layers, heads) alignment score on this one source
 
 
+DEFAULT_DIGITS = (7, 2, 9, 0, 4, 6, 1, 8, 3, 5)
+
+
+def probe_source(task: Task, text: str = "") -> list[int]:
+    """The probe's source ids: `text` parsed by the task, or by default six digits (or the
+    nearest length the task trains on) that repeat none of their neighbours."""
+    if text:
+        return task.parse(text)
+    length = min(max(6, task.min_len), task.max_len)
+    return [DEFAULT_DIGITS[i % len(DEFAULT_DIGITS)] for i in range(length)]
+
+
 @torch.no_grad()
 def probe(model: Seq2Seq, task: Task, src_ids: list[int]) -> Probe:
     with eval_mode(model):

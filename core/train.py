@@ -7,6 +7,7 @@ on the CPU.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -16,12 +17,14 @@ import torch
 import torch.nn.functional as F
 
 from minitx import __version__
-from minitx.core.bugs import apply_bug
+from minitx.core.bugs import apply_bug, bug_preset
 from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.decode import accuracy_by_length, exact_match, greedy_decode
+from minitx.core.history import History, snapshot_due
 from minitx.core.model import Seq2Seq
-from minitx.core.tasks import PAD, Batch, CopyTask, get_task
+from minitx.core.probe import probe, probe_source
+from minitx.core.tasks import PAD, Batch, get_task
 
 
 class TrainingDiverged(RuntimeError):
@@ -87,10 +90,12 @@ class Trainer:
                 f"max_len: the model's max_len={model_cfg.max_len} cannot hold sources of "
                 f"{train_cfg.max_len} tokens plus SOS/EOS"
             )
-        # The "no-reverse" bug: targets made by copying while the task still says reverse.
-        self._data_task = self.task
-        if train_cfg.bug == "no-reverse":
-            self._data_task = CopyTask(train_cfg.min_len, train_cfg.max_len)
+        # A bug preset may feed the model other data (copies for no-reverse, while the task
+        # still says reverse) or feed it differently (no-shift); chosen here, once.
+        bug = bug_preset(train_cfg.bug)
+        self._data_task = get_task(bug.data_task, train_cfg.min_len, train_cfg.max_len) \
+            if bug.data_task else self.task
+        self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
         self.model = Seq2Seq(model_cfg).to(self.device)
         # Listed once: model.parameters() walks every module, ~0.5 ms a step at this size.
@@ -102,12 +107,21 @@ class Trainer:
         self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
         self.step_count = 0
         self.seconds = 0.0
+        self.seconds_at_start = 0.0  # what a resumed run had already trained
         self.last_loss: float | None = None
         self.last_accuracy: float | None = None
+        self.history = History()  # every step and evaluation, and probe snapshots
+        self.probe_ids = probe_source(self.task, train_cfg.probe_source)
+        self.until_reached_at: int | None = None  # the step whose evaluation met cfg.until
+        self.lr_restart: tuple[int, float] | None = None  # see TrainConfig.lr_at
 
     @property
     def done(self) -> bool:
-        return self.step_count >= self.cfg.steps
+        return self.step_count >= self.cfg.steps or self.until_reached_at is not None
+
+    @property
+    def seconds_this_run(self) -> float:
+        return self.seconds - self.seconds_at_start
 
     def next_batch(self) -> Batch:
         if self.cfg.bucket_lengths:  # every length equally often across steps, none padded
@@ -119,16 +133,15 @@ class Trainer:
     def train_step(self) -> StepStats:
         """One optimiser step on a fresh batch. Raises TrainingDiverged before applying a
         non-finite update, so the weights stay at the last good state."""
+        if self.step_count == 0 and not self.history.snapshot_steps:
+            self.snapshot()  # the untrained model's attention starts the timeline
         start = time.perf_counter()
         step = self.step_count + 1
-        lr = self.cfg.lr_at(step)
+        lr = self.cfg.lr_at(step, self.lr_restart)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        batch = self.next_batch()
-        src = batch.src.to(self.device, non_blocking=True)
-        tgt = batch.tgt.to(self.device, non_blocking=True)
-        labels = tgt[:, 1:]  # (B, T)
-        decoder_input = labels if self.cfg.bug == "no-shift" else tgt[:, :-1]  # shifted right
+        src, decoder_input, labels = (t.to(self.device, non_blocking=True)
+                                      for t in self._feed(self.next_batch()))  # (B, S), (B, T), (B, T)
         if not self.model.training:  # train() walks every module: only when something switched
             self.model.train()
         logits = self.model(src, decoder_input)  # (B, T, V)
@@ -149,17 +162,31 @@ class Trainer:
         self.step_count = step
         self.seconds += elapsed
         self.last_loss = loss_value
-        accuracy = None
+        stats = StepStats(step, loss_value, norm_value, lr, self.cfg.batch_size / elapsed, self.seconds)
+        self.history.record_step(step, loss_value, lr, norm_value, stats.examples_per_s, self.seconds)
         if self.cfg.eval_every and (step % self.cfg.eval_every == 0 or step == self.cfg.steps):
             accuracy = self.evaluate().accuracy
-        return StepStats(step, loss_value, norm_value, lr, self.cfg.batch_size / elapsed,
-                         self.seconds, accuracy)
+            stats = dataclasses.replace(stats, accuracy=accuracy)
+            if self.cfg.until and accuracy >= self.cfg.until and self.until_reached_at is None:
+                self.until_reached_at = step
+        if snapshot_due(step, self.cfg.steps) or self.done:
+            self.snapshot()
+        return stats
+
+    def snapshot(self) -> None:
+        """Record the probe source's cross-attention (every layer and head) at this step."""
+        result = probe(self.model, self.task, self.probe_ids)
+        self.history.record_snapshot(self.step_count, result.src, result.target,
+                                     result.cross_attention)  # (L, h, T, S)
 
     def evaluate(self, n: int | None = None, seed: int | None = None) -> EvalResult:
-        """Held-out exact match on fresh sequences (a stream separate from training data)."""
+        """Held-out exact match on fresh sequences (a stream separate from training data). The
+        run's own evaluation (no n or seed given) goes into the history."""
         result = evaluate(self.model, self.task, n or self.cfg.eval_size,
                           seed=self.cfg.seed + 1_000_003 if seed is None else seed)
         self.last_accuracy = result.accuracy
+        if n is None and seed is None:
+            self.history.record_eval(self.step_count, result.accuracy)
         return result
 
     def run(self, callback: Callable[[StepStats], None] | None = None,
@@ -182,6 +209,7 @@ class Trainer:
             "accuracy": self.last_accuracy,
             "seed": self.cfg.seed,
             "seconds": round(self.seconds, 3),
+            **({"until_reached_at": self.until_reached_at} if self.until_reached_at else {}),
             "bug": self.cfg.bug,
             "minitx_version": __version__,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -208,27 +236,32 @@ class Trainer:
             extra = {
                 "train_config": json.dumps(self.cfg.to_dict()),
                 "trainer": json.dumps({"step": self.step_count, "seconds": self.seconds,
-                                       "last_loss": self.last_loss, "last_accuracy": self.last_accuracy}),
+                                       "last_loss": self.last_loss, "last_accuracy": self.last_accuracy,
+                                       "lr_restart": self.lr_restart}),
             }
         return save_checkpoint(path, self.model, self.task, self.summary(),
-                               self.state_tensors() if resumable else None, extra)
+                               self.state_tensors() if resumable else None, extra, history=self.history)
 
     @classmethod
     def resume(cls, path, train_cfg: TrainConfig | None = None) -> Trainer:
         """Continue a run from a resumable checkpoint. A train_cfg, if given, must match the
-        saved one except for `steps`, `device`, `eval_every` and `eval_size`."""
+        saved one except for `steps`, `device`, `eval_every`, `eval_size` and `until`.
+
+        A different `steps` never raises the learning rate: a cosine run decays from the lr it had
+        reached to its floor at the new `steps` (TrainConfig.lr_at's restart, docs/curves.md)."""
         ckpt = load_checkpoint(path)
         if not ckpt.resumable:
             raise CheckpointError(f"{path} holds no training state; it cannot be resumed")
         try:
             saved_cfg = TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
+            planned_steps = saved_cfg.steps
             trainer_info = json.loads(ckpt.metadata.get("trainer", "{}"))
             if not isinstance(trainer_info, dict):
                 raise ValueError("'trainer' is not an object")
         except (ValueError, TypeError, RecursionError) as e:
             raise CheckpointError(f"{path} has invalid training metadata: {e}") from None
         if train_cfg is not None:
-            free = {"steps", "device", "eval_every", "eval_size"}
+            free = {"steps", "device", "eval_every", "eval_size", "until"}
             mismatched = [k for k, v in saved_cfg.to_dict().items()
                           if k not in free and getattr(train_cfg, k) != v]
             if mismatched:
@@ -244,7 +277,15 @@ class Trainer:
         except ValueError as e:  # a training config that does not fit the saved model
             raise CheckpointError(f"cannot resume {path}: {e}") from None
         trainer._load_state(ckpt, trainer_info)
+        if planned_steps != trainer.cfg.steps:
+            trainer._restart_schedule(saved_cfg.replace(steps=planned_steps))
         return trainer
+
+    def _restart_schedule(self, planned: TrainConfig) -> None:
+        """A cosine run given another `steps` after warmup: decay from the lr it was at."""
+        step = self.step_count
+        if self.cfg.schedule == "cosine" and step > self.cfg.warmup:
+            self.lr_restart = (step, planned.lr_at(step, self.lr_restart))
 
     def _load_state(self, ckpt: Checkpoint, info: dict) -> None:
         self.model.load_state_dict(ckpt.model.state_dict())
@@ -262,6 +303,7 @@ class Trainer:
             if step < 0 or not seconds >= 0:
                 raise ValueError(f"step {step} and seconds {seconds} must not be negative")
             _check_optim_state(optim_state, params, step)
+            restart = _restart_from(info.get("lr_restart"), step, self.cfg.lr)
             for p, s in optim_state.items():
                 self.optimizer.state[p] = s
             torch.set_rng_state(state["rng.torch_cpu"])
@@ -271,9 +313,37 @@ class Trainer:
         except (KeyError, RuntimeError, ValueError, TypeError) as e:
             raise CheckpointError(f"{ckpt.path} has incomplete or invalid training state ({e})") from None
         self.step_count = step
-        self.seconds = seconds
+        self.seconds = self.seconds_at_start = seconds
         self.last_loss = info.get("last_loss")
         self.last_accuracy = info.get("last_accuracy")
+        self.lr_restart = restart
+        self._load_history(ckpt)
+
+    def _load_history(self, ckpt: Checkpoint) -> None:
+        """Continue the file's history (validated by load_checkpoint); a file without one starts
+        a history at this step."""
+        history = ckpt.history or History()
+        if history.last_step is not None and history.last_step != self.step_count:
+            raise CheckpointError(f"{ckpt.path} has a history that ends at step {history.last_step}, "
+                                  f"its training state is at step {self.step_count}")
+        snaps = history.snapshots
+        if snaps is not None and snaps.source != self.probe_ids:
+            raise CheckpointError(f"{ckpt.path} has history snapshots of another probe source than "
+                                  "its training config's")
+        self.history = history
+
+
+def _restart_from(value, step: int, peak_lr: float) -> tuple[int, float] | None:
+    """The saved schedule restart: None, or [step <= the run's step, 0 < lr <= the peak lr]."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 2 and type(value[0]) is int
+            and isinstance(value[1], (int, float)) and not isinstance(value[1], bool)):
+        raise ValueError(f"lr_restart {value!r} is not [step, lr]")
+    start, lr = value
+    if not (0 <= start <= step and 0 < lr <= peak_lr):
+        raise ValueError(f"lr_restart {value!r} is outside the run (step {step}, peak lr {peak_lr})")
+    return start, float(lr)
 
 
 def _check_optim_state(optim_state: dict, params: dict[str, torch.Tensor], step: int) -> None:

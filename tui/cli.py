@@ -167,6 +167,20 @@ def _add_subcommands(group: click.Group) -> None:
                 and getattr(value.callback, "__module__", None) == module.__name__
             ):
                 group.add_command(value)  # defined there, not merely imported there
+    for command in group.commands.values():
+        name_env_vars(command, f"MINITX_{command.name.upper()}")
+
+
+def name_env_vars(command: click.Command, prefix: str) -> None:
+    """MINITX_<COMMAND>_<OPTION> for every option, OPTION spelled as on the command line
+    (--json is MINITX_DECODE_JSON, --batch-size MINITX_TRAIN_BATCH_SIZE). Click's own rule
+    uses the Python parameter name instead (as_json), which no help text shows."""
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.envvar is not None:
+            continue
+        longs = [opt for opt in param.opts if opt.startswith("--")]
+        if longs:
+            param.envvar = f"{prefix}_{longs[0][2:].upper().replace('-', '_')}"
 
 
 _add_subcommands(main)

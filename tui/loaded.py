@@ -34,6 +34,7 @@ class LoadedModel:
     train_config: TrainConfig | None = None  # how it was trained, when the file (or run) says
     resumable: bool = False  # the file holds the training state a run can continue from
     steps: int | None = None  # training steps behind it
+    history: object = None  # core.history.History of the run (None: the file has none)
 
     @property
     def summary(self) -> str:
@@ -44,7 +45,7 @@ class LoadedModel:
 def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None,
                    **facts) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources);
-    `facts` are LoadedModel's training fields (train_config, resumable, steps)."""
+    `facts` are LoadedModel's training fields (train_config, resumable, steps, history)."""
     from minitx.core.alignment import random_alignment_scores
     from minitx.core.model import eval_mode, parameter_breakdown
 
@@ -76,7 +77,8 @@ def load_checkpoint_record(name_or_path: str):
     steps = ckpt.summary.get("steps")
     return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path),
                                 train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
-                                steps=steps if isinstance(steps, int) else None)
+                                steps=steps if isinstance(steps, int) else None,
+                                history=ckpt.history)
 
 
 def saved_train_config(ckpt) -> TrainConfig | None:

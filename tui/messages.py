@@ -150,3 +150,7 @@ class ChoiceChanged(Message):
     @property
     def control(self):
         return self.field
+
+
+class TimelineMoved(Message):
+    """A Timeline shows another snapshot (a key, or play)."""

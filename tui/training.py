@@ -20,7 +20,6 @@ from minitx.tui.messages import Progress, RunEnded, RunStarted, Saved
 
 POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
 PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes)
-PROBE_SOURCE = [7, 2, 9, 0, 4, 6]
 
 
 def available_cores() -> int:
@@ -150,7 +149,8 @@ class TrainingRun:
         self.halted.set()
         self._save_if_asked(trainer)
         record = describe_model(trainer.model, trainer.task, f"{self.name} · step {trainer.step_count}",
-                                train_config=trainer.cfg, steps=trainer.step_count)
+                                train_config=trainer.cfg, steps=trainer.step_count,
+                                history=trainer.history)
         self.post(RunEnded(trainer.step_count, self.stop.is_set(), record))
 
     def _save_if_asked(self, trainer) -> None:
@@ -175,7 +175,7 @@ class TrainingRun:
 
         scores = random_alignment_scores(trainer.model, trainer.task, n=32).tolist()
         best = best_head(scores)
-        source = PROBE_SOURCE[: trainer.task.max_len]
+        source = trainer.probe_ids  # the source the run's history snapshots (the form's probe)
         result = probe(trainer.model, trainer.task, source)
         return {"rows": result.cross_attention[best[0], best[1]].tolist(),
                 "targets": [VOCAB[t] for t in result.target],

@@ -101,3 +101,31 @@ def test_the_apps_return_code_is_the_commands_exit_code(fake_app, monkeypatch):
 def test_tui_without_the_app_module_is_a_one_line_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "minitx.tui.app", None)  # makes `import minitx.tui.app` fail
     assert "terminal app" in assert_one_line_error(run_cli("tui"))
+
+
+def test_every_option_reads_the_environment_variable_named_after_its_flag():
+    from minitx.tui.cli import main
+
+    checked = 0
+    for name, command in main.commands.items():
+        for param in command.params:
+            longs = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+            if not longs or longs[0] == "--help":
+                continue
+            assert param.envvar == f"MINITX_{name.upper()}_{longs[0][2:].upper().replace('-', '_')}"
+            checked += 1
+    assert checked > 60  # every command's options, not a few
+
+
+@pytest.mark.parametrize("command, variable", [("decode", "MINITX_DECODE_JSON"),
+                                               ("eval", "MINITX_EVAL_JSON"),
+                                               ("list", "MINITX_LIST_JSON")])
+def test_json_can_be_asked_for_with_the_documented_variable(command, variable):
+    import json
+
+    args = [command, "3 1 4 1 5"] if command == "decode" else [command]
+    if command == "eval":
+        args += ["--n", "20"]
+    run = run_cli(*args, env={variable: "1"})
+    assert run.exit_code == 0, run.stderr
+    json.loads(run.stdout)

@@ -118,3 +118,37 @@ def test_decode_attention_on_a_colour_terminal_paints_cells_without_numbers(tiny
     assert run.exit_code == 0, run.stderr
     assert re.search(r"48;2;\d+;\d+;\d+m", run.stdout)  # true-colour cell backgrounds
     assert " .0" not in run.stdout and " .1" not in run.stdout  # the colour carries the value
+
+
+def test_without_enough_colour_the_attention_grid_prints_its_numbers(tiny_ckpt):
+    for env in ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, {"FORCE_COLOR": "1", "TERM": "xterm"}):
+        run = run_cli("decode", tiny_ckpt, "3 1 4 1", "--attention", env=env)
+        assert run.exit_code == 0, run.stderr
+        assert re.search(r" \.\d\d| 1\.0", run.stdout), env  # the weights themselves
+
+
+def test_a_mistyped_source_alone_is_told_it_is_neither_checkpoint_nor_source():
+    run = run_cli("decode", "3,1,4")
+    message = assert_one_line_error(run)
+    assert "neither a checkpoint" in message and "not a token" in message
+    assert run.exit_code == 2
+
+
+def test_a_bad_source_is_a_usage_error(tiny_ckpt):
+    assert run_cli("decode", tiny_ckpt, "1 2 a").exit_code == 2
+
+
+def test_a_decode_that_reaches_the_length_cap_says_so(tmp_path):
+    import torch
+
+    from minitx.core.checkpoint import save_checkpoint
+    from minitx.core.config import ModelConfig
+    from minitx.core.model import Seq2Seq
+    from minitx.core.tasks import EOS, get_task
+
+    model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=16))
+    with torch.no_grad():  # a model that never ends: EOS is always the least likely token
+        model.output.bias[EOS] = -100
+    path = save_checkpoint(tmp_path / "endless.safetensors", model, get_task("reverse"))
+    run = run_cli("decode", str(path), "1 2 3 4")
+    assert run.exit_code == 0 and "length cap" in run.stderr

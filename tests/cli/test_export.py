@@ -67,6 +67,7 @@ def test_export_trace_svg_is_a_labelled_picture(tiny_ckpt, tmp_path):
         (["--trace", "1 2", "--out", "x.png"], "format"),
         (["--trace", "1 q"], "not a token"),
         (["--format", "csv", "--out", "x.safetensors"], "--trace"),
+        (["--trace", "1 2", "--dtype", "float16"], "--dtype"),
     ],
 )
 def test_bad_export_requests_give_a_one_line_error(tiny_ckpt, tmp_path, args, fragment):

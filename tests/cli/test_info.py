@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from minitx import checkpoints
+from minitx.checkpoints import bundled_names
 from tests.cli.conftest import assert_one_line_error, run_cli
 
 
@@ -27,8 +28,10 @@ def test_eval_with_the_same_seed_gives_the_same_result(tiny_ckpt):
 
 
 @pytest.mark.parametrize("lengths", ["12-x", "0-4", "5-3", "4-100"])
-def test_eval_rejects_bad_lengths_in_one_line(tiny_ckpt, lengths):
-    assert_one_line_error(run_cli("eval", tiny_ckpt, "--lengths", lengths))
+def test_eval_rejects_bad_lengths_as_a_one_line_usage_error(tiny_ckpt, lengths):
+    run = run_cli("eval", tiny_ckpt, "--lengths", lengths)
+    assert "--lengths" in assert_one_line_error(run)
+    assert run.exit_code == 2
 
 
 def test_inspect_json_has_config_task_vocabulary_parameters_and_summary(tiny_ckpt):
@@ -41,6 +44,21 @@ def test_inspect_json_has_config_task_vocabulary_parameters_and_summary(tiny_ckp
     assert params["total"] == sum(v for k, v in params.items() if k != "total")
     assert info["training"]["steps"] == 30 and info["resumable"] is True
     assert info["dtype"] == "float32" and info["file_size_bytes"] > 0
+
+
+def test_inspect_json_shows_the_history_and_null_for_a_file_without_one(tiny_ckpt):
+    info = json.loads(run_cli("inspect", tiny_ckpt, "--json").stdout)
+    series = info["history"]["series"]
+    assert series["loss"]["step"] == list(range(1, 31))
+    assert set(series) >= {"loss", "lr", "grad_norm", "examples_per_s", "seconds", "accuracy"}
+    assert series["accuracy"]["step"] == [30]  # the final evaluation
+    snapshots = info["history"]["snapshots"]
+    assert snapshots["step"][0] == 0 and snapshots["step"][-1] == 30
+    target, source = len(snapshots["target"]), len(snapshots["source"])
+    assert snapshots["shape"] == [len(snapshots["step"]), 1, 2, target, source]  # all layers, heads
+    bundled = json.loads(run_cli("inspect", "reverse", "--json").stdout)
+    assert bundled["history"] is None
+    assert "history: none" in run_cli("inspect", "reverse").stdout
 
 
 def test_inspect_text_shows_the_parameter_table(tiny_ckpt):
@@ -62,7 +80,10 @@ def test_bundled_reverse_has_the_reference_parameter_counts():
     }
     assert info["blocks"] == {
         "attention block": 16640,
+        "queries and output": 8320,
+        "keys and values": 8320,
         "feed-forward block": 33088,
+        "norm": 128,
         "encoder layer": 49984,
         "decoder layer": 66752,
     }
@@ -84,3 +105,21 @@ def test_list_shows_bundled_models_and_files_in_a_folder(tiny_ckpt, tmp_path):
 
 def test_list_of_a_missing_folder_is_a_one_line_error(tmp_path):
     assert_one_line_error(run_cli("list", str(tmp_path / "nowhere")))
+
+
+def test_inspect_shows_accuracy_as_a_percentage_like_everywhere_else():
+    run = run_cli("inspect", "reverse")
+    assert run.exit_code == 0
+    line = next(line for line in run.stdout.splitlines() if " accuracy " in line)
+    assert "100.0%" in line
+
+
+def test_list_at_80_columns_keeps_every_name_and_bug_whole():
+    run = run_cli("list", env={"COLUMNS": "80"})
+    assert run.exit_code == 0
+    assert all(len(line) <= 80 for line in run.stdout.splitlines())
+    for name in bundled_names():
+        assert name in run.stdout
+        bug = name.removeprefix("reverse-")
+        if bug != name:
+            assert f"bug:{bug}" in run.stdout

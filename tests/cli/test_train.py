@@ -30,28 +30,113 @@ def test_train_reports_final_accuracy_and_where_the_checkpoint_went(tmp_path):
     assert ckpt.model_config.d_model == 16 and ckpt.task.max_len == 6
 
 
-def test_metrics_file_has_one_json_object_per_logged_step(tmp_path):
+def test_metrics_file_has_every_step_and_one_row_per_evaluation(tmp_path):
     metrics = tmp_path / "m.jsonl"
-    run = run_cli(
-        "train",
-        *TINY,
-        "--steps",
-        "10",
-        "--log-every",
-        "5",
-        "--eval-every",
-        "10",
-        "--metrics",
-        str(metrics),
-        "--out",
-        str(tmp_path / "m.safetensors"),
-    )
+    out = tmp_path / "m.safetensors"
+    args = ["--steps", "10", "--log-every", "5", "--eval-every", "4", "--metrics", str(metrics)]
+    run = run_cli("train", *TINY, *args, "--out", str(out))
     assert run.exit_code == 0, run.stderr
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 5, 10]
-    for row in rows:
-        assert {"step", "loss", "grad_norm", "lr", "examples_per_s"} <= set(row)
-    assert 0.0 <= rows[-1]["accuracy"] <= 1.0  # evaluated at step 10
+    steps = [r for r in rows if r["kind"] == "step"]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert [r["step"] for r in steps] == list(range(1, 11))  # every step, not only the logged ones
+    for row in steps:
+        assert {"step", "loss", "grad_norm", "lr", "examples_per_s", "seconds"} <= set(row)
+    assert [r["step"] for r in evals] == [4, 8, 10]
+    assert all(0.0 <= r["accuracy"] <= 1.0 and r["n"] == 20 for r in evals)
+    # the checkpoint's history holds the same evaluations
+    history = load_checkpoint(out).history
+    assert history.series("accuracy") == ([4, 8, 10], pytest.approx([r["accuracy"] for r in evals]))
+
+    # resuming appends to the same file
+    run = run_cli("train", "--resume", str(out), "--steps", "12", "--metrics", str(metrics), "--quiet")
+    assert run.exit_code == 0, run.stderr
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["step"] for r in rows if r["kind"] == "step"] == list(range(1, 13))
+
+
+def test_a_run_without_evaluations_still_writes_its_final_evaluation(tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    run = run_cli("train", *TINY, "--steps", "3", "--metrics", str(metrics),
+                  "--out", str(tmp_path / "e.safetensors"))
+    assert run.exit_code == 0, run.stderr
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [(r["kind"], r["step"]) for r in rows] == [("step", 1), ("step", 2), ("step", 3), ("eval", 3)]
+
+
+# A model that learns a copy of one or two digits within tens of steps.
+LEARNS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--dropout", "0",
+          "--task", "copy", "--lengths", "1-2", "--batch-size", "16", "--warmup", "5", "--lr", "0.005",
+          "--eval-every", "5", "--eval-size", "50", "--device", "cpu", "--seed", "0", "--positions", "6"]
+
+
+def test_until_stops_at_the_first_evaluation_reaching_it_saves_and_says_the_step(tmp_path):
+    full = tmp_path / "full.safetensors"
+    assert run_cli("train", *LEARNS, "--steps", "40", "--quiet", "--out", str(full)).exit_code == 0
+    steps, accuracies = load_checkpoint(full).history.series("accuracy")
+    target = sorted(accuracies)[len(accuracies) // 2]
+    expected = next(s for s, a in zip(steps, accuracies) if a >= target)
+    assert expected < 40
+
+    out = tmp_path / "until.safetensors"
+    run = run_cli("train", *LEARNS, "--steps", "40", "--until", f"{target * 100:.10g}%", "--out", str(out),
+                  "--log-every", "100")
+    assert run.exit_code == 0, run.stderr
+    assert f"at step {expected}" in run.stdout
+    ckpt = load_checkpoint(out)
+    assert ckpt.summary["steps"] == expected and ckpt.resumable
+    assert ckpt.history.series("accuracy")[0][-1] == expected
+
+
+@pytest.mark.parametrize("value", ["1.5", "0", "-3%", "many"])
+def test_until_refuses_what_is_not_an_accuracy(tmp_path, value):
+    out = str(tmp_path / "x.safetensors")
+    run = run_cli("train", *TINY, "--eval-every", "5", "--until", value, "--out", out)
+    assert "--until" in assert_one_line_error(run) and run.exit_code == 2
+
+
+def test_until_without_evaluations_is_a_usage_error(tmp_path):
+    run = run_cli("train", *TINY, "--until", "0.9", "--out", str(tmp_path / "x.safetensors"))
+    assert "--until" in assert_one_line_error(run) and run.exit_code == 2
+
+
+def test_resuming_with_more_steps_never_raises_the_lr_and_counts_this_runs_seconds(tmp_path):
+    out, metrics = tmp_path / "cos.safetensors", tmp_path / "cos.jsonl"
+    cosine = [*LEARNS, "--schedule", "cosine", "--eval-every", "0", "--metrics", str(metrics)]
+    assert run_cli("train", *cosine, "--steps", "20", "--quiet", "--out", str(out)).exit_code == 0
+    run = run_cli("train", "--resume", str(out), "--steps", "40", "--metrics", str(metrics))
+    assert run.exit_code == 0, run.stderr
+    lrs = [json.loads(line)["lr"] for line in metrics.read_text().splitlines() if '"step"' in line
+           and json.loads(line)["kind"] == "step"]
+    assert len(lrs) == 40 and max(lrs[20:]) <= lrs[19]
+    final = [line for line in run.stdout.splitlines() if line.startswith("final exact match")][0]
+    assert "s this run (" in final and "s in all)" in final
+
+
+def test_the_progress_bar_keeps_step_loss_accuracy_and_eta_within_80_columns(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from minitx.core.train import StepStats
+    from minitx.tui.commands import common, train_progress
+
+    class FakeTrainer:
+        cfg = type("cfg", (), {"steps": 100000, "eval_size": 500})
+        step_count, last_accuracy = 0, None
+
+    screen = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None, record=True)
+    monkeypatch.setattr(common, "console", lambda *a, **k: screen)
+    reporter = train_progress.Reporter(FakeTrainer(), quiet=True, log_every=None, metrics=None, resume=False)
+    reporter._start_bar()
+    reporter.update(StepStats(54321, 0.0000312, 0.5, 1e-3, 1000.0, 10.0, 0.998))
+    reporter.progress.stop()
+    shown = Console(file=io.StringIO(), width=80, color_system=None, record=True)
+    shown.print(reporter.progress.get_renderable())
+    [line] = shown.export_text().splitlines()
+    assert len(line) <= 80
+    for shown in ("54321/100000", "loss 3.1e-05", "acc 99.8%", ":"):
+        assert shown in line, line
 
 
 def test_json_output_shows_recipe_values_unless_an_option_overrides_them(tmp_path):
@@ -89,6 +174,29 @@ def test_bug_option_trains_the_broken_variant(tmp_path):
     assert run.exit_code == 0, run.stderr
     data = json.loads(run.stdout)
     assert data["train_config"]["bug"] == "no-warmup" and data["train_config"]["warmup"] == 0
+
+
+def test_one_component_swap_from_the_command_line_is_saved_with_the_checkpoint(tmp_path):
+    out = tmp_path / "rope.safetensors"
+    run = run_cli("train", *TINY, "--steps", "3", "--position-encoding", "rope", "--norm-kind", "rms",
+                  "--activation", "swiglu", "--kv-heads", "1", "--out", str(out))
+    assert run.exit_code == 0, run.stderr
+    cfg = load_checkpoint(out).model_config
+    assert (cfg.position_encoding, cfg.norm_kind, cfg.activation, cfg.kv_heads, cfg.n_heads) == (
+        "rope", "rms", "swiglu", 1, 2)
+    assert (cfg.d_model, cfg.norm) == (16, "post")  # everything else as it was
+
+
+def test_the_modern_recipe_trains_every_modern_part_and_resumes(tmp_path):
+    out = tmp_path / "modern.safetensors"
+    base = [*TINY, "--recipe", "modern", "--heads", "4", "--out", str(out)]
+    assert run_cli("train", *base, "--steps", "2").exit_code == 0
+    cfg = load_checkpoint(out).model_config
+    assert (cfg.norm, cfg.norm_kind, cfg.position_encoding, cfg.activation, cfg.kv_heads) == (
+        "pre", "rms", "rope", "swiglu", 2)
+    resumed = run_cli("train", "--resume", str(out), "--steps", "4", "--quiet", "--threads", "1")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert load_checkpoint(out).summary["steps"] == 4
 
 
 def _ctrl_c_after(step: int, monkeypatch) -> None:
@@ -176,15 +284,20 @@ def test_save_every_writes_resumable_checkpoints_during_the_run(tmp_path, monkey
         (["--lr", "-1"], "lr"),
         (["--task", "nope"], "--task"),
         (["--recipe", "nope"], "--recipe"),
-        (["--d-model", "18", "--heads", "4"], "d_model"),
+        (["--d-model", "18", "--heads", "4"], "--d-model"),
         (["--lengths", "9-3"], "lengths"),
         (["--dropout", "1.5"], "dropout"),
         (["--steps", "many"], "many"),
+        (["--kv-heads", "3"], "--kv-heads"),  # 2 heads do not split into 3 groups
+        (["--position-encoding", "alibi"], "--position-encoding"),
+        (["--d-model", "12", "--heads", "4", "--d-ff", "8", "--position-encoding", "rope"],
+         "--position-encoding"),  # d_k 3: rope turns pairs
     ],
 )
-def test_bad_option_values_give_a_one_line_error(tmp_path, args, fragment):
+def test_bad_option_values_are_one_line_usage_errors_naming_the_option(tmp_path, args, fragment):
     run = run_cli("train", *TINY, *args, "--out", str(tmp_path / "x.safetensors"))
     assert fragment in assert_one_line_error(run)
+    assert run.exit_code == 2
     assert not (tmp_path / "x.safetensors").exists()
 
 
@@ -203,18 +316,13 @@ def test_unwritable_output_path_fails_before_training(tmp_path):
 def test_every_config_field_can_be_set_from_the_command_line():
     import dataclasses
 
-    from minitx.core.config import ModelConfig, TrainConfig
-    from minitx.tui.commands.train import MODEL_OPTIONS
+    from minitx.core.config import ModelConfig
+    from minitx.core.options import MODEL_OPTIONS, option_names
 
     help_text = run_cli("train", "--help").stdout
-    via_lengths, via_bug, from_task = (
-        {"min_len", "max_len"},
-        {"scale_attention", "swap_cross_attention", "causal_mask"},
-        {"vocab_size", "pad_id"},
-    )
-    for field in dataclasses.fields(TrainConfig):
-        if field.name not in via_lengths:
-            assert f"--{field.name.replace('_', '-')}" in help_text, field.name
+    for name in option_names():  # every name core turns into configs has its option
+        assert f"--{name.replace('_', '-')}" in help_text, name
+    via_bug, from_task = {"bug"}, {"vocab_size", "pad_id"}
     model_fields = set(MODEL_OPTIONS.values()) | via_bug | from_task
     assert {f.name for f in dataclasses.fields(ModelConfig)} <= model_fields
 
@@ -226,3 +334,18 @@ def test_divergence_is_a_one_line_error_that_keeps_the_last_good_step(tmp_path):
     assert "diverged" in message and str(out) in message
     ckpt = load_checkpoint(out)  # the weights before the bad step are finite, so it loads
     assert ckpt.resumable and 1 <= ckpt.summary["steps"] < 50
+
+
+def test_without_out_each_run_gets_its_own_file_that_hides_no_bundled_model(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        assert run_cli("train", *TINY, "--steps", "2").exit_code == 0
+    assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == [
+        "reverse-run.safetensors", "reverse-run2.safetensors"]
+
+
+def test_a_run_saved_under_a_bundled_name_is_told_how_to_reach_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = run_cli("train", *TINY, "--steps", "2", "--out", "reverse.safetensors")
+    assert run.exit_code == 0
+    assert "bundled" in run.stderr and "reverse.safetensors" in run.stderr

@@ -6,9 +6,12 @@ import torch
 from safetensors.torch import save_file
 
 from minitx.core.checkpoint import CheckpointError, load_checkpoint, read_raw, save_checkpoint
+from minitx.core.components import VARIANTS
 from minitx.core.config import ModelConfig
 from minitx.core.model import Seq2Seq
 from minitx.core.tasks import get_task
+
+COMPONENT_FIELDS = ("norm_kind", "position_encoding", "kv_heads")  # the component switches
 
 
 @pytest.fixture
@@ -83,10 +86,10 @@ def _set_config(meta, **changes):
         (lambda p: _rewrite(p, mutate_meta=lambda m: m.update(format="other")), "not a minitx"),
         (lambda p: _rewrite(p, mutate_meta=lambda m: _set_config(m, n_heads=3)), "invalid metadata"),
         (lambda p: _rewrite(p, mutate_meta=lambda m: _set_config(m, d_model=4096)), "shape"),
-        (lambda p: _rewrite(p, lambda t: t.pop("model.generator.bias")), "missing tensor"),
+        (lambda p: _rewrite(p, lambda t: t.pop("model.output.bias")), "missing tensor"),
         (lambda p: _rewrite(p, lambda t: t.update({"model.extra": torch.ones(1)})), "does not use"),
-        (lambda p: _rewrite(p, lambda t: t["model.generator.bias"].fill_(float("nan"))), "NaN"),
-        (lambda p: _rewrite(p, lambda t: t.update({"model.generator.bias": torch.ones(13).long()})),
+        (lambda p: _rewrite(p, lambda t: t["model.output.bias"].fill_(float("nan"))), "NaN"),
+        (lambda p: _rewrite(p, lambda t: t.update({"model.output.bias": torch.ones(13).long()})),
          "dtype"),
     ],
 )
@@ -101,3 +104,76 @@ def test_each_broken_file_gives_one_clear_error(saved, damage, message):
 def test_a_directory_is_not_a_checkpoint(tmp_path):
     with pytest.raises(CheckpointError, match="directory"):
         load_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("bug, legacy_fields", [
+    ("", {"scale_attention": True, "swap_cross_attention": False, "causal_mask": True}),
+    ("no-scale", {"scale_attention": False, "swap_cross_attention": False, "causal_mask": True}),
+    ("swap-cross", {"scale_attention": True, "swap_cross_attention": True, "causal_mask": True}),
+    ("no-causal-mask", {"scale_attention": True, "swap_cross_attention": False, "causal_mask": False}),
+])
+def test_a_file_written_by_minitx_0_1_loads_as_the_same_model(tmp_path, bug, legacy_fields):
+    # 0.1 called the output layer "generator" and recorded model bugs as three booleans.
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=12, bug=bug)).eval()
+    path = save_checkpoint(tmp_path / "new.safetensors", model, get_task("reverse"))
+    tensors, metadata = read_raw(path)
+    tensors = {k.replace("model.output.", "model.generator."): t for k, t in tensors.items()}
+    config = json.loads(metadata["model_config"])
+    for name in ("bug", *COMPONENT_FIELDS):  # fields 0.1 did not have
+        del config[name]
+    metadata["model_config"] = json.dumps({**config, **legacy_fields})
+    save_file(tensors, str(tmp_path / "old.safetensors"), metadata=metadata)
+    old = load_checkpoint(tmp_path / "old.safetensors")
+    assert old.model_config == model.cfg
+    src, tgt = torch.tensor([[1, 2, 3, 4]]), torch.tensor([[11, 4, 3, 2]])
+    with torch.no_grad():
+        assert torch.equal(model(src, tgt), old.model(src, tgt))
+
+
+@pytest.mark.parametrize("changes", VARIANTS.values(), ids=VARIANTS.keys())
+def test_every_component_variant_round_trips_through_a_file(tmp_path, changes):
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(d_model=16, n_heads=4, d_ff=32, max_len=12, **changes)).eval()
+    path = save_checkpoint(tmp_path / "v.safetensors", model, get_task("reverse"))
+    ckpt = load_checkpoint(path)
+    assert ckpt.model_config == model.cfg
+    assert all(getattr(ckpt.model_config, k) == v for k, v in changes.items())
+    assert ckpt.model.state_dict().keys() == model.state_dict().keys()
+    src, tgt = torch.tensor([[1, 2, 3, 4]]), torch.tensor([[11, 4, 3, 2]])
+    with torch.no_grad():
+        assert torch.equal(model(src, tgt), ckpt.model(src, tgt))
+
+
+def test_a_file_from_before_the_component_switches_loads_as_layernorm_sinusoids_and_full_heads(tmp_path):
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=12)).eval()
+    path = save_checkpoint(tmp_path / "m.safetensors", model, get_task("reverse"))
+    _rewrite(path, mutate_meta=lambda m: m.update(model_config=json.dumps(
+        {k: v for k, v in json.loads(m["model_config"]).items() if k not in COMPONENT_FIELDS})))
+    assert not set(COMPONENT_FIELDS) & set(json.loads(read_raw(path)[1]["model_config"]))
+    cfg = load_checkpoint(path).model_config
+    assert (cfg.norm_kind, cfg.position_encoding, cfg.kv_heads) == ("layer", "sinusoidal", 2)
+    assert cfg == model.cfg
+
+
+def test_a_variant_whose_tensors_do_not_fit_its_config_is_refused(tmp_path):
+    torch.manual_seed(0)
+    gqa = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=12, kv_heads=1))
+    path = save_checkpoint(tmp_path / "g.safetensors", gqa, get_task("reverse"))
+    _rewrite(path, mutate_meta=lambda m: _set_config(m, kv_heads=2))  # K/V would be twice as wide
+    with pytest.raises(CheckpointError, match="k_proj.weight has shape"):
+        load_checkpoint(path)
+    _rewrite(path, mutate_meta=lambda m: _set_config(m, kv_heads=1, position_encoding="learned"))
+    with pytest.raises(CheckpointError, match="missing tensor 'model.src_positions.weight'"):
+        load_checkpoint(path)
+
+
+def test_rotary_positions_keep_no_table_that_a_claimed_max_len_could_inflate(tmp_path):
+    model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=12, position_encoding="rope"))
+    path = save_checkpoint(tmp_path / "r.safetensors", model, get_task("reverse"))
+    _rewrite(path, mutate_meta=lambda m: _set_config(m, max_len=2**40))
+    ckpt = load_checkpoint(path)  # nothing of the model's size depends on max_len
+    assert ckpt.model_config.max_len == 2**40
+    assert sum(t.numel() for t in ckpt.model.state_dict().values()) == sum(
+        t.numel() for t in model.state_dict().values())

@@ -10,6 +10,23 @@ def test_default_model_config_is_the_reference_model():
     assert (cfg.dropout, cfg.max_len, cfg.norm, cfg.activation, cfg.d_k) == (0.1, 64, "post", "relu", 16)
 
 
+def test_component_switches_default_to_the_reference_parts():
+    cfg = ModelConfig()
+    assert (cfg.norm_kind, cfg.position_encoding, cfg.kv_heads) == ("layer", "sinusoidal", 4)
+    assert ModelConfig(n_heads=8).kv_heads == 8  # K/V heads follow the heads unless given
+    assert ModelConfig(n_heads=8, kv_heads=2).kv_heads == 2
+
+
+def test_the_modern_recipe_is_the_fast_recipe_with_every_modern_part():
+    modern, fast = recipe("modern"), recipe("fast")
+    assert modern.train == fast.train
+    cfg = modern.model
+    assert (cfg.norm, cfg.norm_kind, cfg.position_encoding, cfg.activation, cfg.kv_heads) == (
+        "pre", "rms", "rope", "swiglu", 2)
+    assert cfg.replace(norm="post", norm_kind="layer", position_encoding="sinusoidal",
+                       activation="relu", kv_heads=4) == fast.model
+
+
 def test_pre_norm_defaults_to_gelu():
     assert ModelConfig(norm="pre").activation == "gelu"
     assert ModelConfig(norm="pre", activation="relu").activation == "relu"
@@ -40,6 +57,13 @@ def test_configs_round_trip_through_a_plain_dict(cls):
         ({"activation": "tanh"}, "activation"),
         ({"attention": "flash"}, "attention"),
         ({"dropout": 1.5}, "dropout"),
+        ({"norm_kind": "batch"}, "norm_kind"),
+        ({"position_encoding": "alibi"}, "position_encoding"),
+        ({"n_heads": 4, "kv_heads": 3}, "kv_heads"),  # 4 query heads do not split into 3 groups
+        ({"n_heads": 4, "kv_heads": 8}, "kv_heads"),
+        ({"kv_heads": -1}, "kv_heads"),
+        ({"kv_heads": True}, "kv_heads"),
+        ({"d_model": 12, "n_heads": 4, "position_encoding": "rope"}, "position_encoding"),  # d_k 3
     ],
 )
 def test_invalid_model_config_names_the_field(changes, field):

@@ -26,9 +26,9 @@ def test_kv_cache_decoding_is_token_identical_to_full_recomputation(norm):
 
 def test_greedy_decoding_stops_at_eos_and_pads_after_it():
     model = Seq2Seq(ModelConfig()).eval()
-    with torch.no_grad():  # bias the generator so EOS always wins: decoding must stop at once
-        model.generator.bias.fill_(-100)
-        model.generator.bias[EOS] = 100
+    with torch.no_grad():  # bias the output layer so EOS always wins: decoding must stop at once
+        model.output.bias.fill_(-100)
+        model.output.bias[EOS] = 100
     out = greedy_decode(model, torch.tensor([[1, 2, 3], [4, 5, 6]]))
     assert out.tolist() == [[EOS], [EOS]]
 

@@ -1,5 +1,5 @@
-"""The doctor's checks (SPEC §7) on fresh models: each passes on a healthy model and fails, with
-the right cause, on a model broken in the way it is meant to catch."""
+"""The doctor's checks on fresh models: each passes on a healthy model and fails, with the
+right cause, on a model broken in the way it is meant to catch."""
 
 import json
 
@@ -7,23 +7,22 @@ import pytest
 import torch
 
 import minitx.core.model
-from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.diagnostics import (
+from minitx.core.checks import (
     CAUSES,
+    CheckResult,
     check_attention_saturation,
     check_fused_agreement,
     check_future_leakage_gradients,
     check_future_leakage_values,
     check_initial_loss,
     check_overfit_one_batch,
+    check_permutation,
     check_rows_sum_to_one,
     check_source_dependence,
-    diagnose,
-    format_number,
-    fresh_model,
-    looks_trained,
-    run_doctor,
 )
+from minitx.core.components import VARIANTS
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.diagnostics import diagnose, format_number, fresh_model, looks_trained, run_doctor
 from minitx.core.model import Seq2Seq
 from minitx.core.tasks import get_task
 
@@ -57,13 +56,13 @@ def test_initial_loss_of_the_default_model_is_about_3_3():
 
 def test_changing_a_future_token_changes_earlier_logits_only_without_the_causal_mask(task):
     assert check_future_leakage_values(fresh(), task).value == 0.0
-    leaky = check_future_leakage_values(fresh(causal_mask=False), task)
+    leaky = check_future_leakage_values(fresh(bug="no-causal-mask"), task)
     assert leaky.passed is False and leaky.value > 1e-3 and leaky.cause == CAUSES["no-causal-mask"]
 
 
 def test_earlier_outputs_have_zero_gradient_wrt_future_inputs_only_with_the_mask(task):
     assert check_future_leakage_gradients(fresh(), task).value == 0.0
-    leaky = check_future_leakage_gradients(fresh(causal_mask=False), task)
+    leaky = check_future_leakage_gradients(fresh(bug="no-causal-mask"), task)
     assert leaky.passed is False and leaky.cause == CAUSES["no-causal-mask"]
 
 
@@ -76,10 +75,10 @@ def test_an_inverted_triu_mask_is_caught_as_leakage(task, monkeypatch):
 
 
 def test_attention_saturates_at_init_only_without_sqrt_dk_scaling():
-    # SPEC §7 scaling facts: scaled scores have std ~1 and the softmax over 200 keys peaks at
+    # The scaling facts of docs/checks.md: scaled scores have std ~1 and the softmax over 200 keys peaks at
     # ~0.05; unscaled, at d_k 16, the std is sqrt(16) = 4 and the peak ~0.48.
     scaled = check_attention_saturation(fresh())
-    unscaled = check_attention_saturation(fresh(scale_attention=False))
+    unscaled = check_attention_saturation(fresh(bug="no-scale"))
     assert scaled.passed and 0.8 < scaled.value < 1.2 and "peak 0.05" in scaled.detail
     assert unscaled.passed is False and 3.5 < unscaled.value < 4.5
     assert unscaled.cause == CAUSES["no-scale"]
@@ -91,7 +90,7 @@ def test_missing_scaling_is_caught_even_with_small_heads(heads):
     small = TINY.replace(d_model=16, n_heads=heads, d_ff=32)
     torch.manual_seed(0)
     assert check_attention_saturation(Seq2Seq(small)).passed
-    assert check_attention_saturation(Seq2Seq(small.replace(scale_attention=False))).passed is False
+    assert check_attention_saturation(Seq2Seq(small.replace(bug="no-scale"))).passed is False
 
 
 @pytest.mark.parametrize("attention", ["explicit", "fused"])
@@ -101,8 +100,43 @@ def test_attention_agrees_with_scaled_dot_product_attention(attention):
 
 
 def test_unscaled_attention_disagrees_and_is_named_as_missing_scaling():
-    result = check_fused_agreement(fresh(scale_attention=False))
+    result = check_fused_agreement(fresh(bug="no-scale"))
     assert result.passed is False and result.cause == CAUSES["no-scale"]
+
+
+@pytest.mark.parametrize("changes", VARIANTS.values(), ids=VARIANTS.keys())
+def test_every_component_variant_passes_every_check_of_a_fresh_model(task, changes):
+    results = run_doctor(fresh(n_heads=4, **changes), task, quick=True)  # 4 heads: gqa shares K/V
+    assert [r.name for r in results if r.passed is False] == []
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_grouped_query_attention_is_not_mistaken_for_missing_scaling_and_its_absence_is_caught(kv_heads):
+    # A K projection 4x narrower draws larger Xavier weights: larger keys, still scaled scores.
+    gqa = fresh(n_heads=4, kv_heads=kv_heads)
+    assert check_attention_saturation(gqa).value == pytest.approx(1.0, abs=0.1)
+    unscaled = check_attention_saturation(fresh(n_heads=4, kv_heads=kv_heads, bug="no-scale"))
+    assert unscaled.passed is False and unscaled.value > 1.5
+
+
+def test_the_permutation_check_runs_the_model_without_positions_and_with_them(monkeypatch):
+    for encoding in ("sinusoidal", "learned", "rope"):
+        result = check_permutation(fresh(position_encoding=encoding))
+        assert result.passed and result.value < 1e-5 and encoding in result.detail
+    positionless = check_permutation(fresh(position_encoding="none"))
+    assert positionless.passed and "no position encoding" in positionless.detail
+    # Positions that never reach the encoder: with "them" it is just as equivariant.
+    monkeypatch.setattr(Seq2Seq, "position_table", lambda self, side: None)
+    lost = check_permutation(fresh())
+    assert lost.passed is False and lost.cause == CAUSES["no-positions"]
+
+
+def test_the_permutation_check_catches_an_encoder_that_depends_on_order_by_itself(monkeypatch):
+    # A causal mask in the encoder: position matters even with no position encoding.
+    monkeypatch.setattr(minitx.core.model, "padding_mask_or_none",
+                        lambda tokens, pad: minitx.core.model.causal_mask(tokens.shape[1]))
+    result = check_permutation(fresh())
+    assert result.passed is False and result.value > 1e-3 and result.cause == CAUSES["position-leak"]
 
 
 def test_rows_sum_to_one_and_the_check_catches_rows_that_do_not(task, monkeypatch):
@@ -120,7 +154,7 @@ def test_rows_sum_to_one_and_the_check_catches_rows_that_do_not(task, monkeypatc
 
 def test_output_depends_on_the_source_unless_cross_attention_is_swapped(task):
     assert check_source_dependence(fresh(), task).value > 1e-2
-    swapped = check_source_dependence(fresh(swap_cross_attention=True), task)
+    swapped = check_source_dependence(fresh(bug="swap-cross"), task)
     assert swapped.value == 0.0 and swapped.cause == CAUSES["swap-cross"]
 
 
@@ -144,7 +178,7 @@ def test_the_doctor_leaves_the_model_and_the_global_rng_untouched(task):
 
 
 def test_results_are_plain_records_that_print_and_serialise(task):
-    results = run_doctor(fresh(causal_mask=False), task, quick=True)
+    results = run_doctor(fresh(bug="no-causal-mask"), task, quick=True)
     rows = [r.to_dict() for r in results]
     json.dumps(rows)
     assert {row["status"] for row in rows} == {"pass", "fail", "skip"}
@@ -156,7 +190,7 @@ def test_results_are_plain_records_that_print_and_serialise(task):
 def test_the_callback_sees_every_result_as_it_is_measured(task):
     seen = []
     results = run_doctor(fresh(), task, quick=True, callback=seen.append)
-    assert seen == results and len(results) == 12
+    assert seen == results and len(results) == 13
 
 
 def test_a_fresh_model_from_configs_shows_model_bugs_but_not_training_bugs():
@@ -165,3 +199,18 @@ def test_a_fresh_model_from_configs_shows_model_bugs_but_not_training_bugs():
     assert diagnose(run_doctor(model, task, quick=True)) == [CAUSES["no-causal-mask"]]
     model, task = fresh_model(TINY, cfg.replace(bug="no-shift"))  # only changes training
     assert diagnose(run_doctor(model, task, quick=True)) == []
+
+
+def _outcome(name: str, passed: bool, cause_key: str = "") -> CheckResult:
+    cause = CAUSES[cause_key] if cause_key and not passed else ""
+    return CheckResult(name, name, 1.0, "-", passed, cause)
+
+
+def test_a_cause_whose_own_check_passed_is_never_blamed():
+    # A stalled overfit suggests missing scaling; the saturation check measured the scaling fine.
+    results = [_outcome("source-dependence", False, "swap-cross"),
+               _outcome("overfit-one-batch", False, "no-scale"),
+               _outcome("attention-saturation", True)]
+    assert diagnose(results) == [CAUSES["swap-cross"]]
+    unmeasured = [_outcome("overfit-one-batch", False, "no-scale")]  # saturation did not run
+    assert diagnose(unmeasured) == [CAUSES["no-scale"]]

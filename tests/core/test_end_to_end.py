@@ -1,4 +1,4 @@
-"""The whole reference run: SPEC §5's recipe must learn to reverse, with an anti-diagonal."""
+"""The whole reference run: the reference recipe must learn to reverse, with an anti-diagonal."""
 
 import pytest
 import torch

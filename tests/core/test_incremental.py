@@ -3,21 +3,24 @@ forward pass: same logits and same attention rows, for every configuration it su
 
 import pytest
 import torch
+from core_helpers import fit
 
+from minitx.core.components import VARIANTS
 from minitx.core.config import ModelConfig
+from minitx.core.decode import greedy_decode
 from minitx.core.incremental import IncrementalDecoder
 from minitx.core.model import AttentionMaps, Seq2Seq
-from minitx.core.tasks import EOS, PAD
+from minitx.core.tasks import EOS, PAD, get_task
 
 SRC = torch.tensor([[3, 1, 4, 1, 5], [2, 7, PAD, PAD, PAD]])  # the second row is padded
 PREFIX = torch.tensor([[11, 5, 1, 4, 1], [11, 7, 2, EOS, PAD]])  # decoder inputs, SOS first
 
 CONFIGS = {
-    "reference (post-norm, relu)": {},
-    "pre-norm, gelu": {"norm": "pre"},
-    "post-norm, gelu": {"activation": "gelu"},
-    "unscaled attention": {"scale_attention": False},
-    "swapped cross-attention": {"swap_cross_attention": True},
+    **VARIANTS,  # the reference (baseline), pre-norm, gelu and every component swap
+    "pre-norm rmsnorm": {"norm": "pre", "norm_kind": "rms"},
+    "unscaled attention": {"bug": "no-scale"},
+    "swapped cross-attention": {"bug": "swap-cross"},
+    "swapped cross-attention, rope, gqa": {"bug": "swap-cross", "position_encoding": "rope", "kv_heads": 2},
 }
 
 
@@ -63,12 +66,30 @@ def test_stepped_attention_rows_equal_the_full_forward_maps(overrides):
             assert torch.allclose(cross_row[0, :, 0], full.cross[layer][0, :, t, :keys], atol=1e-5)
 
 
-def test_positions_without_positional_encoding_match_too():
-    model = fresh()
-    model.use_positions = False
+@pytest.mark.parametrize("overrides", CONFIGS.values(), ids=CONFIGS.keys())
+def test_cached_greedy_decoding_gives_the_tokens_of_recomputation(overrides):
+    model = fresh(**overrides, dropout=0.0)
+    batch = get_task("reverse", 3, 7).batch(32, torch.Generator().manual_seed(1))
+    fit(model, batch, steps=30, lr=3e-3)  # so the argmax is not a near-tie of fresh logits
+    cached = greedy_decode(model, batch.src, max_new_tokens=12)
+    recomputed = greedy_decode(model, batch.src, max_new_tokens=12, use_cache=False)
+    assert torch.equal(cached, recomputed)
+
+
+def test_rotary_positions_continue_from_the_cached_length():
+    """Stepping from a prefix fed one token at a time turns the new query by its true position:
+    the step at position t equals the full forward's row t, and differs from position 0's angles."""
+    model = fresh(position_encoding="rope")
     with torch.no_grad():
-        full = model(SRC[:1], PREFIX[:1])
-    assert torch.allclose(step_through(model, SRC[:1], PREFIX[:1]), full, atol=1e-5)
+        full = model(SRC[:1], PREFIX[:1])  # (1, T, V)
+        decoder = IncrementalDecoder(model, *model.encode(SRC[:1]))
+        for t in range(3):
+            decoder.step(PREFIX[0, t : t + 1])
+        assert decoder.position == 3
+        step = decoder.step(PREFIX[0, 3:4])  # position 3
+        restarted = IncrementalDecoder(model, *model.encode(SRC[:1])).step(PREFIX[0, 3:4])  # position 0
+    assert torch.allclose(step, full[:, 3], atol=1e-5)
+    assert not torch.allclose(restarted, full[:, 3], atol=1e-3)
 
 
 def test_stepping_past_max_len_is_refused_with_a_clear_error():

@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from core_helpers import fit
 
 from minitx.core.config import ModelConfig
 from minitx.core.model import (
@@ -79,7 +80,7 @@ def test_sinusoidal_table_starts_with_sin_zero_cos_one_and_is_a_buffer():
 def test_embeddings_are_scaled_by_sqrt_d_model():
     model = Seq2Seq(ModelConfig(dropout=0.0))
     tokens = torch.tensor([[3]])
-    x = model.embed(tokens, model.src_embed)
+    x = model.embed(tokens, "src")
     expected = model.src_embed.weight[3] * 8.0 + model.positional[0]
     assert torch.allclose(x[0, 0], expected)
 
@@ -126,7 +127,7 @@ def test_earlier_outputs_have_zero_gradient_with_respect_to_future_inputs():
 
 
 def test_future_leaks_when_the_causal_mask_is_off():
-    model = Seq2Seq(ModelConfig(causal_mask=False)).eval()
+    model = Seq2Seq(ModelConfig(bug="no-causal-mask")).eval()
     batch = reference_batch(2)
     changed = batch.decoder_input.clone()
     changed[:, -1] = (changed[:, -1] + 1) % 10
@@ -249,16 +250,18 @@ def test_masks_follow_the_length_of_each_call():
         assert model(long.src, long.decoder_input).shape[1] == long.decoder_input.shape[1]
 
 
-def test_self_attention_is_permutation_equivariant_only_without_positions():
-    model = Seq2Seq(ModelConfig()).eval()
+@pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "rope"])
+def test_self_attention_is_permutation_equivariant_only_without_positions(encoding):
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(position_encoding=encoding)).eval()
+    plain = Seq2Seq(ModelConfig(position_encoding="none")).eval()
+    plain.load_state_dict(model.state_dict(), strict=False)  # the same weights, no positions
     src = torch.tensor([[3, 1, 4, 1, 5, 9]])
     perm = torch.tensor([5, 2, 0, 4, 1, 3])
     with torch.no_grad():
-        model.use_positions = False
-        memory, _ = model.encode(src)
-        memory_perm, _ = model.encode(src[:, perm])
+        memory, _ = plain.encode(src)
+        memory_perm, _ = plain.encode(src[:, perm])
         assert torch.allclose(memory[:, perm], memory_perm, atol=1e-5)
-        model.use_positions = True
         memory, _ = model.encode(src)
         memory_perm, _ = model.encode(src[:, perm])
         assert not torch.allclose(memory[:, perm], memory_perm, atol=1e-3)
@@ -275,14 +278,7 @@ def test_a_fresh_model_overfits_one_batch(dropout, limit):
     torch.manual_seed(0)
     model = Seq2Seq(ModelConfig(dropout=dropout))
     batch = get_task("reverse").batch(8, torch.Generator().manual_seed(0))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
-    for _ in range(400):
-        logits = model(batch.src, batch.decoder_input)
-        loss = F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=PAD)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert loss.item() < limit
+    assert fit(model, batch, steps=400) < limit
 
 
 def test_dropout_acts_in_training_and_is_skipped_in_eval():

@@ -48,11 +48,11 @@ def test_non_finite_loss_stops_training_and_keeps_the_last_good_weights(tiny_mod
     trainer.train_step()
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     with torch.no_grad():
-        trainer.model.generator.weight[0, 0] = float("nan")
+        trainer.model.output.weight[0, 0] = float("nan")
     with pytest.raises(TrainingDiverged, match="diverged at step 2"):
         trainer.train_step()
     after = trainer.model.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before if k != "generator.weight")
+    assert all(torch.equal(before[k], after[k]) for k in before if k != "output.weight")
     assert trainer.step_count == 1
 
 

@@ -150,6 +150,8 @@ def hostile_files(folder: Path) -> list[tuple[str, Path]]:
     # Valid safetensors and metadata, wrong tensors.
     for name, changed in _tensor_tweaks(tensors).items():
         cases[name] = safetensors_bytes(changed, metadata=metadata)
+    for name, changed in _history_tweaks(tensors).items():
+        cases[name] = safetensors_bytes(changed, metadata=metadata)
 
     paths = []
     for name, blob in cases.items():
@@ -251,7 +253,7 @@ def _metadata_tweaks(metadata: dict[str, str]) -> dict[str, dict[str, str]]:
 
 
 def _tensor_tweaks(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    weight = "model.generator.weight"
+    weight = "model.output.weight"
     out: dict[str, dict[str, torch.Tensor]] = {}
 
     def with_(**changes) -> dict[str, torch.Tensor]:
@@ -265,12 +267,12 @@ def _tensor_tweaks(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torc
         return t
 
     w = tensors[weight].clone()  # a copy: safetensors refuses two names for one storage
-    g = "model__generator__weight"
+    g = "model__output__weight"
     out["tensor_missing"] = with_(**{g: None})
     renamed = with_(**{g: None})
-    renamed["model.generator.weights"] = w
+    renamed["model.output.weights"] = w
     out["tensor_renamed"] = renamed
-    out["tensor_without_prefix"] = {**tensors, "generator.weight": w}
+    out["tensor_without_prefix"] = {**tensors, "output.weight": w}
     out["tensor_extra_under_model"] = {**tensors, "model.extra.weight": w}
     out["tensor_only_the_weights_of_nothing"] = {"model.nothing": w}
     out["no_tensors_at_all"] = {}
@@ -288,6 +290,61 @@ def _tensor_tweaks(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torc
     half = {k: (v.half() if k.startswith("model.") else v) for k, v in tensors.items()}
     half[weight] = torch.full_like(tensors[weight], 70000.0).half()  # overflows float16: inf
     out["float16_weights_overflowed_to_inf"] = half
+    return out
+
+
+def _history_tweaks(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """Run histories no recorder writes: wrong dtypes and shapes, too many points, steps out of
+    order or past the run, values that cannot be, snapshots that do not fit the model."""
+    steps, loss = tensors["history.steps"], tensors["history.loss"]
+    attention = tensors["history.probe_attention"]  # (K, L, h, T, S)
+    n, k = len(steps), len(attention)
+    out: dict[str, dict[str, torch.Tensor]] = {}
+
+    def with_(**changes) -> dict[str, torch.Tensor]:
+        t = dict(tensors)
+        for key, value in changes.items():
+            key = "history." + key
+            if value is None:
+                t.pop(key)
+            else:
+                t[key] = value
+        return t
+
+    many = torch.arange(1, 2002, dtype=torch.int64)
+    out["history_unknown_tensor"] = with_(colour=loss.clone())
+    out["history_steps_float"] = with_(steps=steps.float())
+    out["history_steps_a_matrix"] = with_(steps=steps.reshape(1, -1).clone())
+    out["history_steps_not_increasing"] = with_(steps=steps.flip(0).contiguous())
+    out["history_steps_repeated"] = with_(steps=torch.ones(n, dtype=torch.int64))
+    out["history_steps_start_at_zero"] = with_(steps=steps - 1)
+    out["history_steps_past_the_run"] = with_(steps=steps + 100)
+    out["history_steps_without_loss"] = with_(loss=None)
+    out["history_loss_without_steps"] = with_(steps=None)
+    out["history_too_many_points"] = with_(steps=many, **{name: torch.ones(2001) for name in (
+        "loss", "lr", "grad_norm", "examples_per_s", "seconds")})
+    out["history_loss_one_short"] = with_(loss=loss[:-1].clone())
+    out["history_loss_float64"] = with_(loss=loss.double())
+    out["history_loss_holds_nan"] = with_(loss=torch.full_like(loss, float("nan")))
+    out["history_loss_holds_inf"] = with_(loss=torch.full_like(loss, float("inf")))
+    out["history_loss_negative"] = with_(loss=-loss)
+    out["history_seconds_go_backwards"] = with_(seconds=torch.arange(n, 0, -1).float())
+    out["history_accuracy_without_steps"] = with_(accuracy=torch.ones(1))
+    out["history_accuracy_above_one"] = with_(eval_steps=torch.tensor([3]), accuracy=torch.tensor([1.5]))
+    out["history_eval_steps_negative"] = with_(eval_steps=torch.tensor([-1]), accuracy=torch.tensor([0.5]))
+    out["history_probe_missing_its_source"] = with_(probe_source=None)
+    out["history_probe_attention_wrong_shape"] = with_(probe_attention=attention[:, :, :, :-1].clone())
+    out["history_probe_attention_more_heads"] = with_(probe_attention=torch.cat([attention, attention], 2))
+    out["history_probe_attention_above_one"] = with_(probe_attention=attention * 3 + 1)
+    out["history_probe_attention_holds_nan"] = with_(probe_attention=torch.full_like(attention, float("nan")))
+    out["history_probe_source_outside_vocabulary"] = with_(
+        probe_source=torch.full_like(tensors["history.probe_source"], 99))
+    out["history_probe_source_empty"] = with_(probe_source=torch.zeros(0, dtype=torch.int64))
+    out["history_too_many_snapshots"] = with_(
+        probe_steps=torch.arange(101, dtype=torch.int64),
+        probe_attention=attention[:1].expand(101, *attention.shape[1:]).contiguous())
+    out["history_probe_steps_one_more_than_snapshots"] = with_(
+        probe_steps=torch.arange(k + 1, dtype=torch.int64))
     return out
 
 
@@ -320,7 +377,7 @@ def unresumable_files(folder: Path) -> list[tuple[str, Path]]:
     good_path = valid_checkpoint(folder, "base_for_resume.safetensors")
     tensors, metadata = read_raw(good_path)
     train_cfg = json.loads(metadata["train_config"])
-    moment = "train.optim.generator.weight.exp_avg"
+    moment = "train.optim.output.weight.exp_avg"
     cases: dict[str, tuple[dict, dict]] = {
         "no_training_state": ({k: v for k, v in tensors.items() if k.startswith("model.")},
                               {k: v for k, v in metadata.items()
@@ -342,6 +399,9 @@ def unresumable_files(folder: Path) -> list[tuple[str, Path]]:
     meta(trainer_step_not_a_number={"trainer": json.dumps({"step": "three"})})
     meta(trainer_step_negative={"trainer": json.dumps({"step": -3})})
     meta(trainer_seconds_a_list={"trainer": json.dumps({"step": 3, "seconds": [1]})})
+    meta(trainer_lr_restart_not_a_pair={"trainer": json.dumps({"step": 3, "lr_restart": 0.1})})
+    meta(trainer_lr_restart_above_the_peak={"trainer": json.dumps({"step": 3, "lr_restart": [2, 5.0]})})
+    meta(trainer_lr_restart_after_the_run={"trainer": json.dumps({"step": 3, "lr_restart": [9, 1e-4]})})
 
     def state(name: str, **changes) -> None:
         t = dict(tensors)
@@ -365,9 +425,15 @@ def unresumable_files(folder: Path) -> list[tuple[str, Path]]:
     state("moment_holds_nan", **{key: torch.full_like(m, float("nan"))})
     state("moment_missing", **{key: None})
     state("moment_for_unknown_parameter", **{"train__optim__nothing__exp_avg": m})
-    state("optim_key_without_field", **{"train__optim__generator": m})
-    step_key = "train__optim__generator__weight__step"
+    state("optim_key_without_field", **{"train__optim__output": m})
+    step_key = "train__optim__output__weight__step"
     state("adam_step_a_vector", **{step_key: torch.ones(3)})
+    # A valid history that does not belong to this training state.
+    state("history_ends_before_the_training_state", **{
+        f"history__{name}": tensors[f"history.{name}"][:-1].clone()
+        for name in ("steps", "loss", "lr", "grad_norm", "examples_per_s", "seconds")})
+    state("history_snapshots_of_another_probe_source",
+          history__probe_source=(tensors["history.probe_source"] + 1) % 10)
 
     paths = []
     for name, (t, meta_) in cases.items():

@@ -223,7 +223,7 @@ def test_save_refuses_non_finite_weights_instead_of_replacing_a_good_file(traine
     trainer, path = trained
     before = path.read_bytes()
     with torch.no_grad():
-        trainer.model.generator.bias[0] = float("inf")
+        trainer.model.output.bias[0] = float("inf")
     with pytest.raises(CheckpointError, match="NaN or infinite"):
         trainer.save(path)
     assert path.read_bytes() == before and temp_files(path.parent) == []
@@ -232,7 +232,7 @@ def test_save_refuses_non_finite_weights_instead_of_replacing_a_good_file(traine
 def test_float16_save_that_would_overflow_is_refused(trained):
     trainer, path = trained
     with torch.no_grad():
-        trainer.model.generator.bias[0] = 1e6  # finite in float32, inf in float16
+        trainer.model.output.bias[0] = 1e6  # finite in float32, inf in float16
     with pytest.raises(CheckpointError, match="in float16"):
         save_checkpoint(path.with_name("half.safetensors"), trainer.model, trainer.task,
                         dtype="float16")

@@ -151,6 +151,10 @@ def test_a_million_layer_claim_costs_no_model_construction(corpus):
     ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=3, n_decoder_layers=2),
     ModelConfig(d_model=16, n_heads=4, d_ff=24, n_encoder_layers=1, n_decoder_layers=4,
                 norm="pre", attention="fused"),
+    ModelConfig(d_model=16, n_heads=4, d_ff=24, n_encoder_layers=2, n_decoder_layers=3,
+                norm_kind="rms", position_encoding="learned", activation="swiglu", kv_heads=2),
+    ModelConfig(d_model=16, n_heads=4, d_ff=24, norm="pre", norm_kind="rms",
+                position_encoding="rope", kv_heads=1),
 ])
 def test_expected_tensor_shapes_match_a_real_model(cfg):
     real = {k: tuple(t.shape) for k, t in Seq2Seq(cfg).state_dict().items()}

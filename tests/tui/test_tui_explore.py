@@ -221,6 +221,7 @@ async def test_help_opens_on_question_mark_fits_80x24_whole_and_closes_on_escape
         shown = screen_text(app)
         for line in Text.from_markup(HELP).plain.splitlines():
             assert line.strip() in shown, line  # every line whole: no scrolling, no wrapped words
+        assert "esc, ? or q closes this help" in shown  # and how to close it
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 import pytest
-from textual.widgets import Input, Sparkline, Static
+from textual.widgets import Input, Static
 from tui_helpers import (
     fill_form,
     model_ready,
@@ -20,6 +20,7 @@ from tui_helpers import (
 from minitx.tui.app import create_app
 from minitx.tui.screens.dialogs import ChoiceDialog, HelpScreen
 from minitx.tui.screens.explore import ExploreScreen
+from minitx.tui.widgets.curve_chart import CurveChart
 from minitx.tui.widgets.train_form import FIELDS
 
 
@@ -62,16 +63,18 @@ async def test_a_bad_form_value_gets_an_inline_message_and_blocks_start(field, v
 
 
 @pytest.mark.asyncio
-async def test_start_pause_resume_stop_a_tiny_run_grows_the_sparkline_and_hands_over_the_model():
+async def test_start_pause_resume_stop_a_tiny_run_draws_its_curves_and_hands_over_the_model():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
         fill_form(screen, steps="5000")
         await pilot.press("space")
         assert screen.state == "running"
-        spark = screen.query_one("#loss-spark", Sparkline)
+        chart = screen.query_one(CurveChart)
         await wait_for(pilot, lambda: len(screen.losses) >= 10, "ten steps")
-        assert list(spark.data) == screen.losses
+        [(_, history)] = chart.runs  # the chart draws the run's own history as it grows
+        assert history is screen.trainer.history
+        assert history.series("loss")[1][: len(screen.losses)] == screen.losses
         await pilot.press("space")
         assert screen.state == "paused"
         await pilot.pause(0.3)  # let a step in flight land
@@ -223,6 +226,22 @@ async def test_space_starts_a_run_even_while_typing_in_the_form():
 
 
 @pytest.mark.asyncio
+async def test_space_types_in_the_probe_field_and_enter_starts_the_run():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        fill_form(screen, steps="20", probe_source="")
+        probe = screen.query_one("#probe_source", Input)
+        probe.focus()
+        await pilot.press("3", "space", "1", "space", "4", "space", "1")
+        assert probe.value == "3 1 4 1" and screen.state == "idle"
+        await pilot.press("enter")
+        assert screen.state in ("running", "finished")
+        await wait_for(pilot, lambda: screen.state == "finished", "the run")
+        assert screen.trainer.probe_ids == [3, 1, 4, 1]
+
+
+@pytest.mark.asyncio
 async def test_quitting_without_the_run_after_asking_stops_the_worker_and_writes_nothing(tmp_path):
     app = create_app([reverse_checkpoint()])
     app.save_dir = tmp_path
@@ -259,7 +278,7 @@ async def test_choices_change_with_arrow_keys_in_place_and_the_edited_field_is_m
         assert task.value != before and screen.form.values()["task"] == task.value
         assert screen.form_error == ""
         # Nothing opened over the form: every label of it is still on screen.
-        form_rows = "\n".join(screen_text(app).splitlines()[1:5])
+        form_rows = "\n".join(screen_text(app).splitlines()[1:6])
         assert all(f" {label} " in form_rows for label in ("from", *FIELDS.values()))
         await pilot.press("escape")
         assert not row.has_class("-editing") and app.focused is None

@@ -47,25 +47,16 @@ def bug_names() -> list[str]:
     return list(BUGS)
 
 
-def parse_lengths(text: str) -> tuple[int, int]:
-    """'4-10' -> (4, 10); '7' -> (7, 7). ValueError with a one-line message otherwise."""
-    parts = text.replace(" ", "").split("-")
+def lengths_option_value(text: str | None, default: tuple[int, int]) -> tuple[int, int]:
+    """--lengths MIN-MAX as (lo, hi), the default when not given; a bad value is a usage error."""
+    from minitx.core.options import parse_lengths
+
+    if text is None:
+        return default
     try:
-        if len(parts) == 1:
-            lo = hi = int(parts[0])
-        elif len(parts) == 2:
-            lo, hi = int(parts[0]), int(parts[1])
-        else:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"lengths: expected MIN-MAX such as 4-10, got {text!r}") from None
-    if not 1 <= lo <= hi:
-        raise ValueError(f"lengths: need 1 <= MIN <= MAX, got {text!r}")
-    return lo, hi
-
-
-def lengths_option(help_text: str):
-    return click.option("--lengths", metavar="MIN-MAX", default=None, help=help_text)
+        return parse_lengths(text)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--lengths") from None
 
 
 def sample_options(n_help: str):
@@ -79,6 +70,17 @@ def sample_options(n_help: str):
                             show_default=True, help=n_help)(command)
 
     return decorate
+
+
+def shown_value(key: str, value) -> str:
+    """A config or summary value for a table: accuracies as percentages (like every other
+    accuracy minitx prints), other floats to four figures, None as '-'."""
+    if value is None:
+        return "-"
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key.rsplit(".", 1)[-1] == "accuracy" and is_number:
+        return f"{value:.1%}"
+    return f"{value:.4g}" if isinstance(value, float) else (str(value) or '""')
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")

@@ -11,6 +11,7 @@ from minitx.tui.commands.common import (
     json_option,
     load_checkpoint_arg,
     sample_options,
+    shown_value,
     threads_option,
 )
 
@@ -108,14 +109,8 @@ def _config_table(c):
         return "[bold]config differences[/]", "none: model, task and training summary are identical"
     table = _table("field", "A", "B")
     for field, x, y in c.config_diff:
-        table.add_row(field, _show(x), _show(y))
+        table.add_row(field, shown_value(field, x), shown_value(field, y))
     return "[bold]config differences[/]", table
-
-
-def _show(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.4g}" if isinstance(value, float) else str(value) or '""'
 
 
 def _by_length(c):

@@ -48,6 +48,7 @@ def trace_of(ckpt, source_text: str, top_k: int = 5) -> dict:
         "prediction": prediction,
         "expected": expected,
         "correct": prediction == expected and bool(results) and results[-1].is_end,
+        "finished": bool(results) and results[-1].is_end,  # False: stopped at the length cap
         "within_training_lengths": ckpt.task.min_len <= len(ids) <= ckpt.task.max_len,
         "steps": [
             {
@@ -60,6 +61,12 @@ def trace_of(ckpt, source_text: str, top_k: int = 5) -> dict:
         ],
         "cross_attention": cross,
     }
+
+
+def has_enough_colour(out) -> bool:
+    """Whether a grid's colours carry the weights: 256 colours or more, and NO_COLOR unset.
+    With 16 colours the viridis shades collapse into two or three, so the numbers must show."""
+    return not out.no_color and out.color_system in ("256", "truecolor")
 
 
 def _sources(args: list[str]) -> list[str]:
@@ -108,18 +115,26 @@ def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> Non
 
     \b
     Examples:
-      minitx decode reverse "3 1 4 1 5"           # prints 5 1 4 1 3
+      minitx decode reverse "3 1 4 1 5"        # prints 5 1 4 1 3
       minitx decode "3 1 4 1 5" --attention --numbers
       minitx decode sort 31415 27182 --json
-      printf '3 1 4 1\n2 7 1 8 2\n' | minitx decode copy   # one source per line
+      printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy   # a source per line
+
+    A source is digits, with or without spaces. Without colour (NO_COLOR, a
+    16-colour terminal, a pipe) --attention prints the weights as numbers.
     """
     apply_threads(threads)
     args = list(args)
     name = None
     if args and args[0] != "-" and not looks_like_source(args[0]):
         name = args.pop(0)
-    ckpt = load_checkpoint_arg(name, device)
-    traces = [trace_of(ckpt, text, top_k) for text in _sources(args)]
+    ckpt = _load(name, device, alone=not args)
+    from minitx.core.tasks import TaskInputError
+
+    try:
+        traces = [trace_of(ckpt, text, top_k) for text in _sources(args)]
+    except TaskInputError as e:
+        raise click.BadParameter(str(e), param_hint="SOURCE") from None
     if as_json:
         echo_json({"checkpoint": str(ckpt.path), "task": ckpt.task.name, "results": traces})
         return
@@ -127,7 +142,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> Non
         from minitx.tui.commands.common import console
 
         out = console()
-        show_numbers = numbers or out.color_system is None
+        show_numbers = numbers or not has_enough_colour(out)
         from minitx.tui.commands.render import trace_renderable
 
         for trace in traces:
@@ -141,5 +156,30 @@ def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> Non
             "the model was trained on",
             err=True,
         )
+    capped = [t["source"] for t in traces if not t["finished"]]
+    if capped:
+        which = f"{capped[0]!r}" if len(capped) == 1 else f"{len(capped)} sources"
+        click.echo(f"note: {which} reached the length cap without an <eos>: the output was cut there",
+                   err=True)
     for trace in traces:
         click.echo(trace["prediction"])
+
+
+def _load(name: str | None, device: str, alone: bool):
+    """The checkpoint; when its name is the only argument and names nothing, say that it is not
+    a source either (`decode "3,1,4"` is more likely a mistyped source than a checkpoint)."""
+    from minitx.core.checkpoint import CheckpointError
+
+    try:
+        return load_checkpoint_arg(name, device)
+    except CheckpointError:
+        if not (alone and name is not None and "/" not in name and not name.endswith(".safetensors")):
+            raise
+        from minitx.core.tasks import TaskInputError, get_task
+
+        try:
+            get_task("reverse").parse(name)
+        except TaskInputError as why:
+            raise click.BadParameter(f"{name!r} is neither a checkpoint (see minitx list) nor a "
+                                     f"source: {why}", param_hint="[CKPT] SOURCE") from None
+        raise

@@ -1,4 +1,4 @@
-"""`minitx doctor [CKPT]`: the checks of SPEC §7 with the likely causes of SPEC §8.
+"""`minitx doctor [CKPT]`: the checks of docs/checks.md, with the likely cause of each failure.
 
 All measuring is core.diagnostics'; this file picks the model, shows progress and prints.
 """
@@ -13,16 +13,8 @@ import sys
 import click
 
 from minitx.tui.colors import STATUS_MARKUP
-from minitx.tui.commands.common import (
-    LazyChoice,
-    apply_threads,
-    bug_names,
-    console,
-    echo_json,
-    recipe_names,
-    task_names,
-    threads_option,
-)
+from minitx.tui.commands import config_options
+from minitx.tui.commands.common import apply_threads, console, echo_json, threads_option
 
 EXIT_FAILED = 1  # a check failed
 EXIT_CANNOT_RUN = 2  # bad checkpoint or options (the same code as a usage error)
@@ -32,53 +24,23 @@ class CannotRun(click.ClickException):
     exit_code = EXIT_CANNOT_RUN
 
 
-R = "[default: recipe]"
-# The options that describe a fresh model (`minitx doctor` without CKPT); same names as `train`.
-FRESH_OPTIONS = [
-    click.option("--recipe", type=LazyChoice(recipe_names), help="Starting configuration. [default: fast]"),
-    click.option("--task", type=LazyChoice(task_names), help=f"The task the checks feed it. {R}"),
-    click.option("--lengths", metavar="MIN-MAX", help=f"Source lengths, e.g. 4-10. {R}"),
-    click.option("--d-model", type=click.IntRange(min=2), help=f"Model width. {R}"),
-    click.option("--heads", type=click.IntRange(min=1), help=f"Attention heads. {R}"),
-    click.option("--layers", type=click.IntRange(min=1), help="Encoder and decoder layers (sets both)."),
-    click.option("--encoder-layers", type=click.IntRange(min=1), help=f"Encoder layers. {R}"),
-    click.option("--decoder-layers", type=click.IntRange(min=1), help=f"Decoder layers. {R}"),
-    click.option("--d-ff", type=click.IntRange(min=1), help=f"Feed-forward width. {R}"),
-    click.option("--dropout", type=float, help=f"Dropout probability. {R}"),
-    click.option("--positions", type=click.IntRange(min=3), help=f"Positional table length. {R}"),
-    click.option("--norm", type=click.Choice(["post", "pre"]), help=f"LayerNorm placement. {R}"),
-    click.option("--activation", type=click.Choice(["relu", "gelu"]), help="Feed-forward activation."),
-    click.option("--attention", type=click.Choice(["explicit", "fused"]), help=f"Attention path. {R}"),
-    click.option("--seed", type=click.IntRange(min=0), help=f"Seed of the fresh model. {R}"),
-    click.option(
-        "--bug",
-        type=LazyChoice(lambda: ["none", *bug_names()]),
-        help="Build the fresh model with a deliberate bug (those that change the model show).",
-    ),
-]
-
-
-def _fresh_options(f):
-    for option in reversed(FRESH_OPTIONS):
-        f = option(f)
-    return f
-
-
-@click.command("doctor", short_help="Run the SPEC checks on a model and name likely bugs.")
+@click.command("doctor", short_help="Check a model for the classic bugs and name the likely cause.")
 @click.argument("ckpt", required=False)
 @click.option("--quick", is_flag=True, help="Skip the slow overfit-one-batch check; fewer sequences.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
 @threads_option
 @click.option("--explain", is_flag=True, help="Also say what each check asserts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON (same exit codes).")
-@_fresh_options
+@config_options.recipe_option
+@config_options.apply(config_options.TASK_OPTIONS + config_options.MODEL_OPTIONS)
 def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
-    """Check CKPT (or, without CKPT, a fresh model built from the options) like SPEC §7.
+    """Check CKPT (or, without CKPT, a fresh model built from the options) for classic bugs.
 
     Each check prints its measured number, its threshold and pass/fail; a failure also names
-    the likely cause (SPEC §8). The doctor decides from measurements only: it never reads a
-    bug preset from the file's metadata or name. Checks for a trained model (accuracy,
-    alignment, copying) are skipped for a model that looks untrained.
+    the likely cause (docs/checks.md lists every check and cause). The doctor decides from
+    measurements only: it never reads a bug preset from the file's metadata or name. Checks
+    for a trained model (accuracy, alignment, copying) are skipped for a model that looks
+    untrained.
 
     Without CKPT, --recipe and the model options (--d-model, --heads, --layers, --norm,
     --bug, ...; the same as `minitx train`'s) describe the fresh model; with CKPT they are
@@ -104,7 +66,7 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
     --quick skips it.
     """
     apply_threads(threads)
-    given = [name for name, value in fresh.items() if value is not None]  # **fresh: FRESH_OPTIONS
+    given = [name for name, value in fresh.items() if value is not None]  # **fresh: the model's options
     if ckpt is not None and given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise click.UsageError(f"{flags}: model options only apply without CKPT (a fresh model)")
@@ -174,14 +136,10 @@ def _subject(ckpt, device: str, fresh: dict):
                 "model_config": checkpoint.model_config.to_dict(),
             },
         )
-    from minitx.core.config import DEFAULT_RECIPE, recipe
     from minitx.core.diagnostics import fresh_model
-    from minitx.tui.commands import train
 
-    base = recipe(fresh["recipe"] or DEFAULT_RECIPE)
-    keys = [*train.MODEL_OPTIONS, *train.TRAIN_OPTIONS, *(f.name for f in train._other_train_fields())]
-    opts = {**dict.fromkeys([*keys, "layers", "lengths"]), **fresh}
-    model_cfg, train_cfg = train._override(base.model, base.train, opts)  # as `train` reads them
+    base = config_options.recipe_configs(fresh["recipe"])
+    model_cfg, train_cfg = config_options.configs(*base, fresh)  # as `train` reads them
     model, task = fresh_model(model_cfg, train_cfg)
     return (
         model.to(resolve_device(device)),

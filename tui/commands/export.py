@@ -26,9 +26,8 @@ KEEP_METADATA = ("train_config",)
 @click.option(
     "--dtype",
     type=click.Choice(["float32", "float16", "bfloat16"]),
-    default="float32",
-    show_default=True,
-    help="Weight precision of the exported checkpoint.",
+    default=None,
+    help="Weight precision of the exported checkpoint. [default: float32]",
 )
 @click.option(
     "--trace",
@@ -60,6 +59,9 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers) -> None:
     """
     from minitx.core.checkpoint import save_checkpoint, write_atomic
 
+    if trace_source is not None and dtype is not None:
+        raise click.UsageError("--dtype applies to checkpoint exports, not to --trace")
+    dtype = dtype or "float32"
     checkpoint = load_checkpoint_arg(ckpt)
     if trace_source is None:
         if fmt is not None:

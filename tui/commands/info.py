@@ -11,9 +11,10 @@ from minitx.tui.commands.common import (
     console,
     echo_json,
     json_option,
+    lengths_option_value,
     load_checkpoint_arg,
-    parse_lengths,
     sample_options,
+    shown_value,
     threads_option,
 )
 
@@ -43,7 +44,7 @@ def eval_cmd(ckpt, n, seed, lengths, device, threads, as_json) -> None:
 
     checkpoint = load_checkpoint_arg(ckpt, device)
     task = checkpoint.task
-    lo, hi = parse_lengths(lengths) if lengths else (task.min_len, task.max_len)
+    lo, hi = lengths_option_value(lengths, (task.min_len, task.max_len))
     limit = checkpoint.model_config.max_len - 2
     if hi > limit:
         raise click.BadParameter(
@@ -82,6 +83,7 @@ def inspect_data(ckpt) -> dict:
     """Everything `inspect` shows, as plain data."""
     from minitx.core.alignment import random_alignment_scores
     from minitx.core.checkpoint import describe_size
+    from minitx.core.components import components
     from minitx.core.model import block_parameters, parameter_breakdown
     from minitx.core.tasks import VOCAB
 
@@ -108,6 +110,7 @@ def inspect_data(ckpt) -> dict:
         "train_config": train_cfg,
         "parameters": parameter_breakdown(ckpt.model),
         "blocks": block_parameters(ckpt.model),
+        "components": components(ckpt.model_config),
         "alignment": {  # rows are decoder layers, columns heads; 256 fresh sequences
             "expected": ckpt.task.alignment_name,
             "scores": [
@@ -115,7 +118,25 @@ def inspect_data(ckpt) -> dict:
             ],
         },
         "training": ckpt.summary,
+        "history": ckpt.history.to_dict() if ckpt.history is not None else None,
     }
+
+
+def describe_history(history) -> str:
+    """One line: how much of the run the file's history holds (or that it holds none)."""
+    if history is None or history.empty:
+        return "history: none (a file from before minitx kept curves, or an export)"
+    parts = []
+    steps = list(history.steps)
+    if steps:
+        parts.append(f"{len(steps)} points of steps {steps[0]}-{steps[-1]}")
+    evals, accuracy = history.series("accuracy")
+    if evals:
+        best = max(range(len(evals)), key=lambda i: accuracy[i])
+        parts.append(f"{len(evals)} evaluations (best {accuracy[best]:.1%} at step {evals[best]})")
+    if history.snapshot_steps:
+        parts.append(f"{len(history.snapshot_steps)} attention snapshots")
+    return "history: " + ", ".join(parts) + " · draw it: minitx curves FILE"
 
 
 @click.command("inspect", short_help="Config, task, parameters and training summary.")
@@ -129,7 +150,8 @@ def inspect_cmd(ckpt, as_json) -> None:
       minitx inspect reverse
       minitx inspect my-run.safetensors --json
     """
-    info = inspect_data(load_checkpoint_arg(ckpt))
+    checkpoint = load_checkpoint_arg(ckpt)
+    info = inspect_data(checkpoint)
     if as_json:
         echo_json(info)
         return
@@ -156,13 +178,8 @@ def inspect_cmd(ckpt, as_json) -> None:
         share = "" if name == "total" else f"{count / total:.1%}"
         params.add_row(name, f"{count:,}", share, style="bold" if name == "total" else None)
     out.print(params)
-    blocks = info["blocks"]
-    share = blocks["feed-forward block"] / blocks["encoder layer"]
-    out.print(
-        f"one attention block {blocks['attention block']:,} · one feed-forward block "
-        f"{blocks['feed-forward block']:,} ({share:.0%} of an encoder layer of "
-        f"{blocks['encoder layer']:,}) · a decoder layer {blocks['decoder layer']:,}"
-    )
+    out.print(_blocks_table(info["blocks"], info["components"]))
+    out.print(f"positions: {info['components']['positions']}")
     out.print(_alignment_table(info["alignment"]))
     from rich.columns import Columns
 
@@ -171,6 +188,30 @@ def inspect_cmd(ckpt, as_json) -> None:
         panels.append(_key_values("training config", info["train_config"]))
     panels.append(_key_values("training summary", info["training"]))
     out.print(Columns(panels))
+    out.print(describe_history(checkpoint.history), markup=False)
+
+
+def _blocks_table(blocks: dict, parts: dict):
+    """One block of each kind: its parameters and which component it is."""
+    from rich.table import Table
+
+    table = Table(title="one block of each kind", title_justify="left")
+    table.add_column("block")
+    table.add_column("count", justify="right")
+    table.add_column("what it is")
+    share = blocks["feed-forward block"] / blocks["encoder layer"]
+    rows = [
+        ("attention block", "attention block", parts["attention"]),
+        ("  queries, output", "queries and output", "Q and output projections, d x d each"),
+        ("  keys, values", "keys and values", "K and V projections, d -> d_k per K/V head"),
+        ("feed-forward block", "feed-forward block", f"{parts['feed-forward']}, {share:.0%} of a layer"),
+        ("norm", "norm", parts["norm"]),
+        ("encoder layer", "encoder layer", "attention, feed-forward, 2 norms"),
+        ("decoder layer", "decoder layer", "2 attention blocks, feed-forward, 3 norms"),
+    ]
+    for label, key, what in rows:
+        table.add_row(label, f"{blocks[key]:,}", what)
+    return table
 
 
 def _alignment_table(alignment: dict):
@@ -201,8 +242,7 @@ def _key_values(title: str, data: dict):
     table.add_column(style="dim")
     table.add_column()
     for key, value in data.items():
-        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
-        table.add_row(key, "" if value is None else shown)
+        table.add_row(key, "" if value is None else shown_value(key, value))
     from rich.panel import Panel
 
     return Panel(table, title=title, title_align="left", expand=False)
@@ -238,10 +278,13 @@ def list_cmd(folder, as_json) -> None:
             ]
         )
         return
+    from rich import box
     from rich.table import Table
 
     from minitx import checkpoints as bundled
-    table = Table()
+
+    # No vertical rules, and one word per note: at 80 columns every name and note fits whole.
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("name", no_wrap=True)
     table.add_column("task", no_wrap=True)
     for column in ("size", "accuracy", "steps"):
@@ -254,7 +297,7 @@ def list_cmd(folder, as_json) -> None:
             table.add_row(name, "", "", "", "", f"[red]unreadable: {x.error}[/]")
             continue
         acc = f"{x.accuracy:.1%}" if x.accuracy is not None else "?"
-        note = ", ".join(n for n in ("bundled" if is_bundled else "", f"bug: {x.bug}" if x.bug else "") if n)
+        note = " ".join(n for n in ("bundled" if is_bundled else "", f"bug:{x.bug}" if x.bug else "") if n)
         steps = str(x.steps) if x.steps is not None else "?"
         table.add_row(name, x.task, f"{x.size_bytes / 1024:.0f} KB", acc, steps, note)
     if not listings:

@@ -3,7 +3,8 @@
 Two decode panels (tui/widgets/decode_panel.py) driven by the shared decoding keys; a third
 grid shows |A−B| for each cell of the chosen layer and head and marks the rows where the two
 models produced different tokens. The summary below comes from core.compare (computed in a
-thread worker: it decodes a few hundred fresh sequences with both models).
+thread worker: it decodes a few hundred fresh sequences with both models). v swaps the grids
+for A's and B's training curves overlaid (A always in the first run colour, B in the second).
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.tui.chart_keys import CHART_BINDINGS, ChartKeys
 from minitx.tui.decode_keys import DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.errors import one_line_errors
 from minitx.tui.loaded import open_error
 from minitx.tui.messages import PairFailed, PairLoaded, SummaryReady
 from minitx.tui.widgets.compare_summary import CompareSummary
+from minitx.tui.widgets.curve_chart import CurveChart
 from minitx.tui.widgets.decode_panel import DecodePanel
 from minitx.tui.widgets.diffgrid import DiffGrid, difference
 from minitx.tui.widgets.keybar import KeyBar
@@ -32,12 +35,14 @@ SUMMARY_SEQUENCES = 200  # fresh sequences both models decode for the summary (a
 SIDES = ("A", "B")
 
 
-class CompareScreen(DecodeKeys, Screen):
+class CompareScreen(ChartKeys, DecodeKeys, Screen):
     AUTO_FOCUS = ""  # start on the step keys; i or / edits the source
     BINDINGS = [
         *DECODE_BINDINGS,
         *SOURCE_BINDINGS,
         Binding("d", "doctor", "doctor"),
+        Binding("v", "toggle_curves", "curves"),
+        *CHART_BINDINGS,
         Binding("1", "pick('A')", "open A/B"),
         Binding("2", "pick('B')", "open A/B"),
         Binding("e", "app.switch_mode('explore')", "explore"),
@@ -61,6 +66,8 @@ class CompareScreen(DecodeKeys, Screen):
                                   step_hint="press → (or n) to step both")
             with VerticalScroll(id="diff-box", can_focus=False):
                 yield DiffGrid(id="diff")
+        with Vertical(id="pair-curves"):
+            yield CurveChart(id="compare-curves")
         with Vertical(id="summary-box"):
             yield CompareSummary(id="summary")
         yield KeyBar()
@@ -85,7 +92,37 @@ class CompareScreen(DecodeKeys, Screen):
     def decode_panels(self) -> list[DecodePanel]:
         return list(self.panels.values()) if self.models else []
 
+    def charts_shown(self) -> bool:
+        return self.query_one("#pair-curves").display
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        applies = self.check_chart_action(action, parameters)
+        if applies is not None:
+            return applies
+        if action == "toggle_curves":  # neither file recorded curves: nothing to overlay
+            return self.charts_shown() or any(m.history is not None for m in self.models.values())
+        decoding = {b.action.split("(")[0] for b in (*DECODE_BINDINGS, *SOURCE_BINDINGS)}
+        if self.charts_shown() and action in decoding:
+            return None
+        return super().check_action(action, parameters)  # DecodeKeys: < > only while cropped
+
+    @one_line_errors
+    def action_toggle_curves(self) -> None:
+        shown = not self.charts_shown()
+        self.query_one("#pair-curves").display = shown
+        self.query_one("#pair-grids").display = not shown
+        self.refresh_bindings()
+
+    def _show_curves(self, a, b) -> None:
+        """A's and B's histories, overlaid: A in the first colour, B in the second, always."""
+        self.curve_chart().show_runs([(f"A {a.name}", a.history), (f"B {b.name}", b.history)],
+                                     note="neither A nor B recorded curves (files from before minitx "
+                                          "kept them, or exports)")
+        self.describe_chart()
+
     def on_mount(self) -> None:
+        self.query_one("#pair-curves").display = False
+        self.describe_chart()
         self.query_one("#diff-box").border_title = "|A−B|"
         self.query_one("#summary-box").border_title = "summary"
         app = self.app
@@ -162,6 +199,8 @@ class CompareScreen(DecodeKeys, Screen):
         panels = self.panels
         panels["A"].set_model(message.a)
         panels["B"].set_model(message.b)
+        self._show_curves(message.a, message.b)
+        self.refresh_bindings()
         self.comparison = None
         self.query_one("#pair-grids").loading = False
         self._set_status(self._pair_title())

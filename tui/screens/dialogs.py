@@ -17,22 +17,26 @@ from minitx.tui.messages import ListingReady
 
 HELP = """\
 [b]minitx[/b]: a small encoder-decoder Transformer to train and watch think.
-
 [b]Explore[/b]  i or / edit the source: Enter decodes it, esc leaves it
   → n step   ← b back   ⏎ r run to the end   x reset   < > columns (if cut)
   \\[ ] previous / next layer   , . previous / next head   # numbers in cells
   a every head with its alignment score   s decoder self-attention
+  h how the probe's attention formed in training: ← → step, p play
   Rows: tokens generated; columns: source tokens; ◂ marks this step. A
   reverse model draws an [b]anti-diagonal[/b]: output i looks at source n-1-i.
 [b]Train[/b]    Tab moves into the form (← → change a choice), esc leaves it
   space start / pause   x stop   w save (the path is shown)   u explore run
   from: a recipe, or the open checkpoint's configs (like) or run (resume)
+  until: stop at this exact match (0.99)   probe: the source it snapshots
+  v curves / attention   g next chart   l log / linear   m smooth   k x axis
+  After a run the attention view replays its snapshots: ← → step, p play.
 [b]Compare[/b]  minitx-tui A B, or c: two models on one source, in step
   the Explore keys drive both   1 / 2  choose model A / B   d checks both
   |A−B|: how differently they attend (red: very); ≠ rows differ in tokens
+  v A's and B's training curves overlaid (g l m k as in Train)
 [b]Anywhere[/b] o open   d doctor   e / t / c explore / train / compare   q quit
   Quitting with an unsaved run asks first: save it, drop it, or go on.
-Reference: docs/model.md · docs/training.md · docs/checks.md (the doctor)
+Reference: docs/ (model.md, training.md, curves.md, checks.md: the doctor)
 """
 
 
@@ -41,7 +45,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box", classes="dialog"):
-            yield Static(HELP, id="help-text")
+            yield Static(HELP.rstrip(), id="help-text")  # no blank line: at 80x24 every line counts
             yield Label("[dim]esc, ? or q closes this help[/dim]")
 
     def on_mount(self) -> None:
@@ -63,7 +67,7 @@ class ChoiceDialog(ModalScreen[str | None]):
             yield Static(escape(self.question), id="choice-question")
             for key, label, _ in self.choices:
                 shown = "esc" if key == "escape" else key
-                yield Label(f"[reverse b] {shown} [/]  {escape(label)}")
+                yield Static(f"[reverse b] {shown} [/]  {escape(label)}")  # wraps: a long path stays whole
 
     def on_mount(self) -> None:
         self.query_one("#choice-box").border_title = "minitx asks"

@@ -5,6 +5,10 @@ The form (tui/widgets/train_form.py) turns its fields into configs; each run (tu
 lives in a thread worker that posts messages (tui/messages.py); this screen turns those
 messages into pixels and keys into requests. No run is thrown away without asking: a new run,
 and quitting, first offer to save the one with unsaved steps (the app asks on quit).
+
+Below the form, one of two views (v switches, tui/widgets/train_views.py): the run's curves, one
+chart at a time (g cycles them), or its attention: the live probe during a run, then the
+timeline of the run's probe snapshots (← → p) once it has ended.
 """
 
 from __future__ import annotations
@@ -14,11 +18,11 @@ from pathlib import Path
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Input, Sparkline, Static
+from textual.widgets import Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.tui.chart_keys import CHART_BINDINGS, TIMELINE_BINDINGS, ChartKeys, TimelineKeys
 from minitx.tui.errors import one_line_errors
 from minitx.tui.format import format_loss, percent, short_path
 from minitx.tui.messages import (
@@ -31,16 +35,16 @@ from minitx.tui.messages import (
     Saved,
 )
 from minitx.tui.training import TrainingRun, next_run_number, run_path
-from minitx.tui.widgets.attention import AttentionGrid, ScoreTable
 from minitx.tui.widgets.keybar import KeyBar
 from minitx.tui.widgets.titlebar import TitleBar
 from minitx.tui.widgets.train_form import SOURCE, Start, TrainForm
+from minitx.tui.widgets.train_views import TrainViews
 
 ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to stop)
 ENDED = ("finished", "stopped")  # a run's model is there to explore, save or continue
 
 
-class TrainScreen(Screen):
+class TrainScreen(ChartKeys, TimelineKeys, Screen):
     AUTO_FOCUS = ""  # the run keys work at once; Tab moves into the form
     # Priority, and not consumed by FormInput: they work even while typing in the form.
     BINDINGS = [
@@ -48,6 +52,11 @@ class TrainScreen(Screen):
         Binding("x", "stop", "stop", priority=True),
         Binding("w", "save", "save", priority=True),
         Binding("u", "use_run", "explore run", priority=True),
+        Binding("v", "switch_view", "curves/attention"),
+        *CHART_BINDINGS,
+        Binding("left", "frame(-1)", "snapshot"),
+        Binding("right", "frame(1)", "snapshot"),
+        *TIMELINE_BINDINGS,
         Binding("e", "app.switch_mode('explore')", "explore"),
     ]
 
@@ -72,6 +81,10 @@ class TrainScreen(Screen):
         return self.query_one(TrainForm)
 
     @property
+    def views(self) -> TrainViews:
+        return self.query_one(TrainViews)
+
+    @property
     def form_error(self) -> str:
         return self.form.error
 
@@ -91,34 +104,41 @@ class TrainScreen(Screen):
         yield TitleBar("Train")
         yield TrainForm()
         yield Static("", id="form-note", markup=False)
-        with Vertical(id="loss-panel"):
-            yield Sparkline([], id="loss-spark", summary_function=lambda xs: sum(xs) / len(xs))
         yield Static("press space to start training", id="stats", markup=False)
-        with Horizontal(id="probe-row"):
-            with Vertical(id="probe-panel"):
-                yield AttentionGrid(id="probe", compact=True)
-            with Vertical(id="probe-scores-panel"):
-                yield ScoreTable(id="probe-scores")
+        yield TrainViews()
         yield KeyBar()
 
     def on_mount(self) -> None:
         self.app.train_screen = self  # the app asks before a quit would lose a run
-        self.query_one("#loss-panel").border_title = "loss"
-        probe = self.query_one("#probe-panel")
-        probe.border_title = "probe · cross-attention of the best head"
-        probe.border_subtitle = "rows: targets · columns: source"
-        self.query_one("#probe-scores-panel").border_title = "alignment, live"
         self.form.disabled = True
-        self.query_one("#probe", AttentionGrid).show(
-            [], [], [], hint="the best head on a probe source, live")
+        self.describe_chart()
         self.app.model_changed.subscribe(self, self._model_changed)
         self._model_changed(self.app)
         self.load_defaults()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        for applies in (self.check_chart_action(action, parameters), self.check_timeline_action(action)):
+            if applies is not None:
+                return applies
         if action == "use_run":  # offered while a run's model waits to be explored
             return self.ended_record is not None and self.app.current is not self.ended_record
+        if action == "frame":
+            return self.timeline_shown() and len(self.timeline().steps) > 1
         return True
+
+    # -- the two views (the keys of tui/chart_keys.py ask which one is shown) --------------------
+    def charts_shown(self) -> bool:
+        return self.views.charts_shown
+
+    def timeline_shown(self) -> bool:
+        return self.views.timeline_shown
+
+    def action_switch_view(self) -> None:
+        self.views.switch()
+        self.refresh_bindings()
+
+    def action_frame(self, delta: int) -> None:
+        self.timeline().step_by(delta)
 
     # -- the form --------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="defaults", exit_on_error=False)
@@ -233,8 +253,7 @@ class TrainScreen(Screen):
         self.ended_record = None
         self.current_run = TrainingRun(number, *configs, run_path(self.app.save_dir, task, number),
                                        post=self.post_message, resume_from=start.resume_path)
-        self.query_one("#loss-spark", Sparkline).data = []
-        self.query_one("#loss-panel").border_subtitle = ""
+        self.views.new_run()
         self._set_state("running")
         self.set_focus(None)
         self.run_training(self.current_run)
@@ -294,33 +313,26 @@ class TrainScreen(Screen):
     # -- messages from the worker ----------------------------------------------------------------
     def on_run_started(self, message: RunStarted) -> None:
         self.query_one(TitleBar).set_info(message.summary)
-        self.query_one("#loss-panel").border_title = f"loss · {self.current_run.name}"
+        self.views.run_started(self.current_run.name, self.trainer.history)
 
     @one_line_errors
     def on_progress(self, message: Progress) -> None:
         self.progress_messages += 1
         self.losses.extend(message.losses)
         self.last = message
-        self.query_one("#loss-spark", Sparkline).data = list(self.losses)
-        self.query_one("#loss-panel").border_subtitle = (
-            f"{self.losses[0]:.2f} → {format_loss(self.losses[-1])} · min "
-            f"{format_loss(min(self.losses))} · lr {message.lr:.1e} · grad {message.grad_norm:.2f}")
-        if message.probe:
-            p = message.probe
-            layer, head = p["best"]
-            self.query_one("#probe-panel").border_title = (
-                f"probe {' '.join(p['source'])} · L{layer + 1} H{head + 1}, live")
-            self.query_one("#probe", AttentionGrid).show(p["rows"], p["source"], p["targets"])
-            self.query_one("#probe-scores", ScoreTable).show(p["scores"], (layer, head),
-                                                            note="best head in brackets")
+        self.views.progress(message)
         self._draw_stats()
         self._publish_run()
 
     @one_line_errors
     def on_run_ended(self, message: RunEnded) -> None:
         self.ended_record = message.record
+        trainer = self.trainer
+        self.views.run_ended(trainer.history, trainer.task)
         self._set_state("stopped" if message.stopped else "finished")
         verb = "stopped" if message.stopped else "finished"
+        if trainer.until_reached_at is not None:
+            verb = f"reached {percent(trainer.last_accuracy)} exact match (until), stopped"
         self.notify(f"{self.current_run.name} {verb} at step {message.step} · u explores it, "
                     "w saves it", markup=False)
 

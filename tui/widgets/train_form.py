@@ -1,8 +1,8 @@
 """The Train screen's form: where a run starts from, and its named values.
 
 `from` picks the configs the fields start from: a recipe, the open checkpoint's own configs
-(`like`), or the open checkpoint's saved run (`resume`, which only lets steps and device
-change). Every other field is named after its option in core.options (`batch_size`, `heads`,
+(`like`), or the open checkpoint's saved run (`resume`, which only lets steps, device and
+until change). Every other field is named after its option in core.options (`batch_size`, `heads`,
 `lengths`, ...) and the form turns what was changed into configs with
 core.options.configs_from_options, the one function the CLI uses too; an OptionError names the
 field to mark.
@@ -24,24 +24,33 @@ from textual.widgets import Input, Label
 from minitx.tui.widgets.choice import ChoiceField
 
 SOURCE = "from"  # not an option: which configs the fields start from
-# option name -> label, in the form's order (four to a row, after `from` which takes two)
+# option name -> label, in the form's order (four to a row, after `from` which takes two; a
+# WIDE field takes the rest of its row)
 FIELDS = {
     "task": "task", "lengths": "lengths",
     "steps": "steps", "batch_size": "batch", "lr": "lr", "schedule": "schedule",
     "warmup": "warmup", "dropout": "dropout", "d_model": "d_model", "heads": "heads",
     "layers": "layers", "norm": "norm", "seed": "seed", "device": "device",
+    "until": "until", "probe_source": "probe",
 }
+WIDE = ("probe_source",)  # fields that take the rest of their row
+PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)"}
 CHOICES = ("task", "schedule", "norm", "device")  # picked from lists core defines, not typed
-FREE_WHEN_RESUMING = ("steps", "device")  # what Trainer.resume lets a continued run change
+FREE_WHEN_RESUMING = ("steps", "device", "until")  # what Trainer.resume lets a continued run change
 RUN_KEYS = ("space", "x", "w", "u")  # never part of a form value, so they drive the run anywhere
+SPACED = ("probe_source",)  # values with spaces ('3 1 4'): there space types, and Enter starts
 
 
 class FormInput(Input):
     BINDINGS = [Binding("escape", "screen.leave_form", "leave form")]
 
+    def __init__(self, *, id: str, spaced: bool = False, **options) -> None:
+        super().__init__(id=id, **options)
+        self.run_keys = tuple(k for k in RUN_KEYS if k != "space") if spaced else RUN_KEYS
+
     def check_consume_key(self, key: str, character: str | None) -> bool:
         # An Input claims every printable key, which hides even priority bindings.
-        return key not in RUN_KEYS and super().check_consume_key(key, character)
+        return key not in self.run_keys and super().check_consume_key(key, character)
 
 
 def option_types() -> dict[str, str]:
@@ -108,9 +117,10 @@ class TrainForm(Grid):
             yield Label("from", classes="field-label")
             yield ChoiceField(id=SOURCE)
         for name, label in FIELDS.items():
-            with Horizontal(classes="field"):
+            with Horizontal(classes="field wide" if name in WIDE else "field"):
                 yield Label(label, classes="field-label")
-                yield ChoiceField(id=name) if name in CHOICES else FormInput(id=name, compact=True)
+                yield ChoiceField(id=name) if name in CHOICES else FormInput(
+                    id=name, spaced=name in SPACED, compact=True, placeholder=PLACEHOLDERS.get(name, ""))
 
     # The field being edited is marked on its row (its label reversed: visible without colour).
     def on_descendant_focus(self, event) -> None:

@@ -1,0 +1,388 @@
+"""A run's history: every step's numbers, every evaluation's accuracy, and snapshots of one probe
+source's cross-attention, recorded by the Trainer and kept in the checkpoint as tensors.
+
+In memory every step is kept (up to IN_MEMORY_POINTS, then thinned). In a file each series holds
+at most MAX_POINTS points and the probe at most MAX_SNAPSHOTS snapshots: thinning keeps real
+(step, value) pairs, spread evenly over the steps, always with the first and the last, so a
+resumed run appends to a history whose every point is exact.
+
+Tensors of a file (all optional; the checkpoint prefixes each name with "history."):
+  steps (N,) int64, and loss, lr, grad_norm, examples_per_s, seconds (N,) float32 on those steps
+  eval_steps (E,) int64, accuracy (E,) float32
+  probe_steps (K,) int64, probe_source (S,) int64, probe_target (T,) int64,
+  probe_attention (K, layers, heads, T, S) float32
+
+A file is untrusted: from_tensors() checks names, dtypes, shapes, sizes, values and step numbers
+and raises HistoryError (one sentence) for anything a recorder could not have written.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported where tensors are made or read: the app draws histories
+    import torch  # (from files, or a live run's) before torch has been loaded
+
+STEP_SERIES = ("loss", "lr", "grad_norm", "examples_per_s", "seconds")  # one value per step
+SERIES = (*STEP_SERIES, "accuracy")  # accuracy: one value per evaluation
+MAX_POINTS = 2000  # per series, in a file
+MAX_SNAPSHOTS = 100
+IN_MEMORY_POINTS = 200_000  # beyond this a long run thins its in-memory history to a quarter
+PROBE_KEYS = ("probe_steps", "probe_source", "probe_target", "probe_attention")
+NON_NEGATIVE = ("loss", "lr", "grad_norm", "examples_per_s", "seconds")
+MAX_METRICS_BYTES = 256 * 1024 * 1024  # a metrics file of a million steps is about 150 MB
+
+
+class HistoryError(ValueError):
+    """A history that cannot be read; str(e) is one sentence."""
+
+
+def keep_indices(steps: list[int], limit: int) -> list[int]:
+    """Indices of at most `limit` of `steps` (increasing), spread evenly over the step range: for
+    each of `limit` evenly spaced step targets the nearest real step. First and last always stay."""
+    n = len(steps)
+    if n <= limit:
+        return list(range(n))
+    if limit < 2:
+        return [n - 1][:limit]
+    first, last = steps[0], steps[-1]
+    chosen = {0, n - 1}
+    for i in range(1, limit - 1):
+        target = first + (last - first) * i / (limit - 1)
+        j = bisect.bisect_left(steps, target)
+        if j > 0 and (j == n or target - steps[j - 1] <= steps[j] - target):
+            j -= 1
+        chosen.add(j)
+    return sorted(chosen)
+
+
+def snapshot_due(step: int, total_steps: int) -> bool:
+    """Whether the Trainer snapshots the probe after `step` of a run planned for `total_steps`:
+    about MAX_SNAPSHOTS - 2 evenly spaced moments (step 0 and the last step are taken anyway)."""
+    every = max(1, -(-total_steps // (MAX_SNAPSHOTS - 2)))
+    return step % every == 0
+
+
+@dataclass
+class Snapshots:
+    """The probe source's teacher-forced cross-attention at several moments of training."""
+
+    source: list[int]  # token ids of the probe source
+    target: list[int]  # the task's output and EOS: one attention row each
+    steps: list[int] = field(default_factory=list)
+    attention: list[torch.Tensor] = field(default_factory=list)  # each (layers, heads, T, S)
+
+    def thin(self, limit: int) -> None:
+        keep = keep_indices(self.steps, limit)
+        self.steps = [self.steps[i] for i in keep]
+        self.attention = [self.attention[i] for i in keep]
+
+
+class History:
+    def __init__(self) -> None:
+        self.steps = array("q")
+        self.values = {name: array("d") for name in STEP_SERIES}
+        self.eval_steps = array("q")
+        self.accuracy = array("d")
+        self.snapshots: Snapshots | None = None
+
+    # -- recording -------------------------------------------------------------------------
+    def record_step(self, step: int, loss: float, lr: float, grad_norm: float,
+                    examples_per_s: float, seconds: float) -> None:
+        self.steps.append(step)
+        for name, value in zip(STEP_SERIES, (loss, lr, grad_norm, examples_per_s, seconds)):
+            self.values[name].append(value)
+        if len(self.steps) > IN_MEMORY_POINTS:
+            self._thin_steps(IN_MEMORY_POINTS // 4)
+
+    def record_eval(self, step: int, accuracy: float) -> None:
+        """An evaluation at `step`; a second one at the same step replaces the first."""
+        if self.eval_steps and self.eval_steps[-1] == step:
+            self.accuracy[-1] = accuracy
+            return
+        self.eval_steps.append(step)
+        self.accuracy.append(accuracy)
+
+    def record_snapshot(self, step: int, source: list[int], target: list[int],
+                        attention: torch.Tensor) -> None:
+        import torch
+
+        if not bool(torch.isfinite(attention).all()):
+            return  # a model on its way to diverging: no picture, and never a file no loader takes
+        if self.snapshots is None:
+            self.snapshots = Snapshots(list(source), list(target))
+        if self.snapshots.steps and self.snapshots.steps[-1] == step:
+            return
+        self.snapshots.steps.append(step)
+        self.snapshots.attention.append(attention.detach().to("cpu", torch.float32))
+        if len(self.snapshots.steps) > 4 * MAX_SNAPSHOTS:
+            self.snapshots.thin(2 * MAX_SNAPSHOTS)
+
+    def _thin_steps(self, limit: int) -> None:
+        keep = keep_indices(list(self.steps), limit)
+        self.steps = array("q", (self.steps[i] for i in keep))
+        for name in STEP_SERIES:
+            self.values[name] = array("d", (self.values[name][i] for i in keep))
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def empty(self) -> bool:
+        return not self.steps and not self.eval_steps and not self.snapshot_steps
+
+    @property
+    def last_step(self) -> int | None:
+        return self.steps[-1] if self.steps else None
+
+    @property
+    def snapshot_steps(self) -> list[int]:
+        return list(self.snapshots.steps) if self.snapshots else []
+
+    def series(self, name: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of one series of SERIES, of equal length even while the training
+        thread appends (the app draws a live run's history)."""
+        if name == "accuracy":
+            steps, values = list(self.eval_steps), list(self.accuracy)
+        elif name in self.values:
+            steps, values = list(self.steps), list(self.values[name])
+        else:
+            raise KeyError(f"no series {name!r}; the series are {', '.join(SERIES)}")
+        n = min(len(steps), len(values))
+        return steps[:n], values[:n]
+
+    def seconds_at(self, steps: list[int]) -> list[float]:
+        """Training seconds at each step (interpolated between recorded steps): for an x axis of
+        wall time under evaluations and snapshots."""
+        known, seconds = self.series("seconds")
+        if not known:
+            return [0.0 for _ in steps]
+        out = []
+        for step in steps:
+            j = bisect.bisect_left(known, step)
+            if j < len(known) and known[j] == step:
+                out.append(seconds[j])
+            elif j == 0:
+                out.append(seconds[0] * step / known[0] if known[0] else 0.0)
+            elif j == len(known):
+                out.append(seconds[-1])
+            else:
+                a, b = known[j - 1], known[j]
+                out.append(seconds[j - 1] + (seconds[j] - seconds[j - 1]) * (step - a) / (b - a))
+        return out
+
+    def to_dict(self) -> dict:
+        """Plain data (inspect --json, curves --format json): each series' steps and values, and
+        where the snapshots are (their attention stays in the file)."""
+        data: dict = {"series": {}}
+        for name in SERIES:
+            steps, values = self.series(name)
+            if steps:
+                data["series"][name] = {"step": steps, "value": [_round(v) for v in values]}
+        snaps = self.snapshots
+        data["snapshots"] = None if snaps is None else {
+            "step": list(snaps.steps), "source": snaps.source, "target": snaps.target,
+            "shape": [len(snaps.steps), *snaps.attention[0].shape] if snaps.attention else [],
+        }
+        return data
+
+    # -- the file --------------------------------------------------------------------------
+    def to_tensors(self) -> dict[str, torch.Tensor]:
+        """At most MAX_POINTS per series and MAX_SNAPSHOTS snapshots, as tensors."""
+        import torch
+
+        out: dict[str, torch.Tensor] = {}
+        steps = list(self.steps)
+        if steps:
+            keep = keep_indices(steps, MAX_POINTS)
+            out["steps"] = torch.tensor([steps[i] for i in keep], dtype=torch.int64)
+            for name in STEP_SERIES:
+                values = self.values[name]
+                out[name] = torch.tensor([values[i] for i in keep], dtype=torch.float32)
+        if self.eval_steps:
+            keep = keep_indices(list(self.eval_steps), MAX_POINTS)
+            out["eval_steps"] = torch.tensor([self.eval_steps[i] for i in keep], dtype=torch.int64)
+            out["accuracy"] = torch.tensor([self.accuracy[i] for i in keep], dtype=torch.float32)
+        if self.snapshots is not None and self.snapshots.steps:
+            snaps = Snapshots(self.snapshots.source, self.snapshots.target,
+                              list(self.snapshots.steps), list(self.snapshots.attention))
+            snaps.thin(MAX_SNAPSHOTS)
+            out["probe_steps"] = torch.tensor(snaps.steps, dtype=torch.int64)
+            out["probe_source"] = torch.tensor(snaps.source, dtype=torch.int64)
+            out["probe_target"] = torch.tensor(snaps.target, dtype=torch.int64)
+            out["probe_attention"] = torch.stack(snaps.attention).contiguous()  # (K, L, h, T, S)
+        return out
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, torch.Tensor], layers: int, heads: int,
+                     max_len: int, vocab_size: int, last_step: int | None) -> History:
+        """Validate a file's history tensors (names without the "history." prefix) against the
+        model that holds them; `last_step` is the run's step count when the file states one."""
+        known = {"steps", *SERIES, "eval_steps", *PROBE_KEYS}
+        unknown = sorted(set(tensors) - known)
+        if unknown:
+            raise HistoryError(f"unknown history tensor {unknown[0]!r}")
+        history = cls()
+        limit = last_step if last_step is not None else None
+        if _present(tensors, ("steps", *STEP_SERIES), "steps"):
+            steps = _steps(tensors["steps"], "steps", MAX_POINTS, first=1, last=limit)
+            history.steps = array("q", steps)
+            for name in STEP_SERIES:
+                values = _values(tensors[name], name, len(steps))
+                if name in NON_NEGATIVE and any(v < 0 for v in values):
+                    raise HistoryError(f"history {name} holds negative values")
+                history.values[name] = array("d", values)
+            seconds = history.values["seconds"]
+            if any(b < a for a, b in zip(seconds, seconds[1:])):
+                raise HistoryError("history seconds go backwards")
+        if _present(tensors, ("eval_steps", "accuracy"), "eval_steps"):
+            steps = _steps(tensors["eval_steps"], "eval_steps", MAX_POINTS, first=0, last=limit)
+            values = _values(tensors["accuracy"], "accuracy", len(steps))
+            if any(not 0.0 <= v <= 1.0 for v in values):
+                raise HistoryError("history accuracy holds values outside 0-1")
+            history.eval_steps, history.accuracy = array("q", steps), array("d", values)
+        if _present(tensors, PROBE_KEYS, "probe_steps"):
+            history.snapshots = _snapshots(tensors, layers, heads, max_len, vocab_size, limit)
+        return history
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def _present(tensors: dict, names: tuple[str, ...], lead: str) -> bool:
+    """True when every one of `names` is there, False when none is; HistoryError otherwise."""
+    there = [n for n in names if n in tensors]
+    if there and len(there) != len(names):
+        missing = next(n for n in names if n not in tensors)
+        raise HistoryError(f"history has {there[0]!r} but not {missing!r}")
+    return bool(there)
+
+
+def _steps(t: torch.Tensor, name: str, limit: int, first: int, last: int | None) -> list[int]:
+    import torch
+
+    if t.dtype != torch.int64 or t.dim() != 1:
+        raise HistoryError(f"history {name} must be a vector of int64, not {t.dtype} {tuple(t.shape)}")
+    if t.numel() > limit:
+        raise HistoryError(f"history tensor {name} holds {t.numel()} points; at most {limit} are allowed")
+    steps = t.tolist()
+    if steps and steps[0] < first:
+        raise HistoryError(f"history tensor {name} starts at step {steps[0]}, before step {first}")
+    if any(b <= a for a, b in zip(steps, steps[1:])):
+        raise HistoryError(f"history tensor {name} is not strictly increasing")
+    if steps and last is not None and steps[-1] > last:
+        raise HistoryError(f"history tensor {name} reaches step {steps[-1]}, past the run's {last} steps")
+    return steps
+
+
+def _values(t: torch.Tensor, name: str, n: int) -> list[float]:
+    import torch
+
+    if t.dtype != torch.float32 or tuple(t.shape) != (n,):
+        raise HistoryError(f"history {name} must be {n} float32 values, not {t.dtype} {tuple(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
+        raise HistoryError(f"history {name} holds NaN or infinite values")
+    return t.tolist()
+
+
+def _token_ids(t: torch.Tensor, name: str, max_len: int, vocab_size: int) -> list[int]:
+    import torch
+
+    if t.dtype != torch.int64 or t.dim() != 1 or not 1 <= t.numel() <= max_len:
+        raise HistoryError(f"history {name} must be 1-{max_len} int64 token ids, not {t.dtype} "
+                           f"{tuple(t.shape)}")
+    ids = t.tolist()
+    if any(not 0 <= i < vocab_size for i in ids):
+        raise HistoryError(f"history {name} holds ids outside the vocabulary of {vocab_size}")
+    return ids
+
+
+def _snapshots(tensors: dict, layers: int, heads: int, max_len: int, vocab_size: int,
+               last: int | None) -> Snapshots:
+    steps = _steps(tensors["probe_steps"], "probe_steps", MAX_SNAPSHOTS, first=0, last=last)
+    source = _token_ids(tensors["probe_source"], "probe_source", max_len, vocab_size)
+    target = _token_ids(tensors["probe_target"], "probe_target", max_len, vocab_size)
+    import torch
+
+    attention = tensors["probe_attention"]
+    shape = (len(steps), layers, heads, len(target), len(source))
+    if attention.dtype != torch.float32 or tuple(attention.shape) != shape:
+        raise HistoryError(f"history probe_attention must be float32 of shape {shape} (snapshots, "
+                           f"layers, heads, target, source), not {attention.dtype} "
+                           f"{tuple(attention.shape)}")
+    if not bool(torch.isfinite(attention).all()) or bool(((attention < 0) | (attention > 1)).any()):
+        raise HistoryError("history probe_attention holds weights outside 0-1")
+    return Snapshots(source, target, steps, list(attention.unbind(0)))
+
+
+# ---------------------------------------------------------------------------------------------
+# A --metrics file (JSON lines) as a history: what `minitx curves run.jsonl` draws.
+
+
+def history_from_metrics(path: str | Path) -> History:
+    """Rows {"kind": "step", "step", "loss", "lr", "grad_norm", "examples_per_s", "seconds"} and
+    {"kind": "eval", "step", "accuracy"}; rows of older files (no "kind", accuracy on a step row)
+    too. A resumed run appends to its file, so a step seen again replaces what followed it (the
+    steps after a save that were lost by a crash). HistoryError names the file and line."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_METRICS_BYTES:
+            raise HistoryError(f"{path} is larger than {MAX_METRICS_BYTES // 2**20} MB")
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise HistoryError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise HistoryError(f"{path} is not a text file of JSON lines") from None
+    steps: dict[int, dict] = {}
+    evals: dict[int, float] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+            _metrics_row(row, steps, evals)
+        except (ValueError, TypeError, KeyError, RecursionError) as e:
+            reason = str(e) if isinstance(e, (HistoryError, ValueError)) else f"missing {e}"
+            raise HistoryError(f"{path} line {number}: {reason.splitlines()[0][:120]}") from None
+    history = History()
+    for step in sorted(steps):
+        row = steps[step]
+        history.record_step(step, *(row[name] for name in STEP_SERIES))
+    for step in sorted(evals):
+        history.record_eval(step, evals[step])
+    return history
+
+
+def _metrics_row(row: dict, steps: dict[int, dict], evals: dict[int, float]) -> None:
+    step = row["step"]
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ValueError(f"step must be a non-negative whole number, got {step!r}")
+    kind = row.get("kind", "step")
+    if kind not in ("step", "eval"):
+        raise ValueError(f"kind must be step or eval, got {kind!r}")
+    if kind == "step":
+        values = {}
+        for name in STEP_SERIES:
+            value = row.get(name, 0.0 if name in ("examples_per_s", "seconds") else None)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
+            values[name] = float(value)
+        # A resumed run went back to its last save: what followed that save is gone.
+        for later in [s for s in steps if s >= step]:
+            del steps[later]
+        for later in [s for s in evals if s >= step]:
+            del evals[later]
+        steps[step] = values
+    if "accuracy" in row:
+        accuracy = row["accuracy"]
+        if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) \
+                or not 0.0 <= accuracy <= 1.0:
+            raise ValueError(f"accuracy must be a number in 0-1, got {accuracy!r}")
+        evals[step] = float(accuracy)

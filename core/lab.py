@@ -1,0 +1,135 @@
+"""The components lab: variants of one model, each with a part swapped, trained side by side on
+the same task, data and seeds, and measured the same way.
+
+A variant is a set of named options (the same names `minitx train` takes) applied to one base
+recipe through configs_from_options(), so "rope" here is exactly `--position-encoding rope`
+there. For each variant and seed the lab records the held-out exact match every `eval_every`
+steps (the first step at or above the target), the final accuracy on the trained lengths, the
+accuracy on longer sources than any seen in training, the parameter count and the training
+speed (steps per second of training, evaluation excluded). Runs alternate between variants seed
+by seed, so a machine that slows down mid-lab slows every variant alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+from minitx.core.components import VARIANTS
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.model import parameter_breakdown
+from minitx.core.options import configs_from_options
+from minitx.core.train import Trainer, evaluate
+
+DEFAULT_VARIANTS = ("baseline", "rms", "learned", "rope", "swiglu", "gqa", "modern")
+HELD_OUT_SEED = 1_000_003  # plus the run's seed: a stream apart from the training data, as Trainer's
+
+
+def variant_options(name: str) -> dict[str, object]:
+    """The options of a variant name such as "rope" or "rope+swiglu"; ValueError if unknown."""
+    options: dict[str, object] = {}
+    for part in name.split("+"):
+        if part not in VARIANTS:
+            raise ValueError(f"unknown variant {part!r}; choose from {', '.join(VARIANTS)} "
+                             "(join them with +, e.g. rope+swiglu)")
+        options.update(VARIANTS[part])
+    return options
+
+
+@dataclass(frozen=True)
+class LabPlan:
+    """What every run of one lab shares."""
+
+    model: ModelConfig  # the base recipe's model; each variant swaps parts of it
+    train: TrainConfig  # the base recipe's training (seed and steps are set per run)
+    steps: int
+    eval_every: int = 50
+    eval_size: int = 500
+    target: float = 0.99
+    beyond: tuple[int, int] = (11, 16)  # source lengths after training, none of them trained on
+
+    def configs(self, variant: str, seed: int) -> tuple[ModelConfig, TrainConfig]:
+        model_cfg, train_cfg = configs_from_options(self.model, self.train, variant_options(variant))
+        if model_cfg.max_len < self.beyond[1] + 2:
+            raise ValueError(f"beyond: sources of {self.beyond[1]} tokens need max_len >= "
+                             f"{self.beyond[1] + 2}, the model has {model_cfg.max_len}")
+        return model_cfg, train_cfg.replace(seed=seed, steps=self.steps, eval_every=0)
+
+
+@dataclass
+class LabRun:
+    variant: str
+    seed: int
+    params: int
+    steps_to_target: int | None  # first evaluation at or above the target; None: not reached
+    final_accuracy: float  # held-out exact match on the trained lengths after the last step
+    beyond_accuracy: float  # the same on the `beyond` lengths
+    beyond_by_length: dict[int, float]
+    steps_per_s: float
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out accuracy)
+
+
+def run_variant(plan: LabPlan, variant: str, seed: int) -> LabRun:
+    """Train one variant with one seed for plan.steps steps, evaluating as the plan says."""
+    model_cfg, train_cfg = plan.configs(variant, seed)
+    trainer = Trainer(model_cfg, train_cfg)
+    curve, reached = [], None
+    while not trainer.done:
+        trainer.train_step()
+        step = trainer.step_count
+        if step % plan.eval_every == 0 or trainer.done:
+            accuracy = evaluate(trainer.model, trainer.task, plan.eval_size, seed=HELD_OUT_SEED + seed,
+                                batch_size=plan.eval_size).accuracy
+            curve.append((step, accuracy))
+            if reached is None and accuracy >= plan.target:
+                reached = step
+    lo, hi = plan.beyond
+    beyond = evaluate(trainer.model, trainer.task, plan.eval_size, seed=HELD_OUT_SEED + seed,
+                      batch_size=plan.eval_size, min_len=lo, max_len=hi)
+    return LabRun(variant, seed, parameter_breakdown(trainer.model)["total"], reached, curve[-1][1],
+                  beyond.accuracy, beyond.by_length, trainer.step_count / trainer.seconds, curve)
+
+
+def run_lab(plan: LabPlan, variants: list[str], seeds: list[int]) -> Iterator[LabRun]:
+    """Every variant for every seed, seed by seed (variants alternate), each run as it ends."""
+    for variant in variants:
+        plan.configs(variant, seeds[0])  # every bad name or option fails before any training
+    for seed in seeds:
+        for variant in variants:
+            yield run_variant(plan, variant, seed)
+
+
+@dataclass
+class LabRow:
+    """One variant over its seeds: what the lab's table shows."""
+
+    variant: str
+    parts: str  # what this variant swapped, e.g. "position_encoding=rope"
+    params: int
+    steps_to_target: list[int | None]  # per seed
+    final_accuracy: float  # mean over seeds
+    beyond_accuracy: float
+    steps_per_s: float  # median over seeds
+    runs: list[LabRun]
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        for run in data["runs"]:  # JSON object keys must be strings
+            run["beyond_by_length"] = {str(k): v for k, v in run["beyond_by_length"].items()}
+        return data
+
+
+def summarise(plan: LabPlan, runs: list[LabRun]) -> list[LabRow]:
+    """Runs grouped by variant, in the order the variants first ran."""
+    rows = []
+    for variant in dict.fromkeys(r.variant for r in runs):
+        mine = [r for r in runs if r.variant == variant]
+        swapped = variant_options(variant)
+        parts = ", ".join(f"{k}={v}" for k, v in swapped.items()) or "the base recipe's model"
+        rows.append(LabRow(variant, parts, mine[0].params, [r.steps_to_target for r in mine],
+                           statistics.fmean(r.final_accuracy for r in mine),
+                           statistics.fmean(r.beyond_accuracy for r in mine),
+                           statistics.median(r.steps_per_s for r in mine), mine))
+    return rows
+

@@ -1,0 +1,105 @@
+"""`minitx curves`: charts of one or several runs from checkpoints or --metrics files, and their
+export as CSV and JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from minitx.core.checkpoint import load_checkpoint
+from tests.cli.conftest import TINY, assert_one_line_error, run_cli
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("curves")
+    paths = []
+    for name, seed in (("alpha", "0"), ("beta", "1")):
+        out, metrics = folder / f"{name}.safetensors", folder / f"{name}.jsonl"
+        run = run_cli("train", *TINY, "--steps", "12", "--eval-every", "4", "--seed", seed,
+                      "--metrics", str(metrics), "--out", str(out))
+        assert run.exit_code == 0, run.stderr
+        paths.append((out, metrics))
+    return paths
+
+
+def test_curves_draws_loss_and_accuracy_of_a_run_within_80_columns(two_runs):
+    (ckpt, _), _ = two_runs
+    run = run_cli("curves", str(ckpt), env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("alpha · steps 1-12")
+    assert any(line.startswith("loss · log scale") for line in lines)
+    assert any(line.startswith("held-out exact match") for line in lines)
+    assert max(len(line) for line in lines) <= 80
+    assert any(ch in run.stdout for ch in "⠁⠂⠄⡀⠈⠐⠠⢀")  # braille dots: a curve was drawn
+
+
+def test_curves_overlays_runs_with_a_legend_naming_each(two_runs):
+    (a, _), (b, _) = two_runs
+    run = run_cli("curves", str(a), str(b), "--chart", "loss", "--scale", "linear", env={"COLUMNS": "100"})
+    assert run.exit_code == 0, run.stderr
+    heading = next(line for line in run.stdout.splitlines() if line.startswith("loss"))
+    assert "alpha" in heading and "beta" in heading and "log" not in heading
+    assert "▀" in run.stdout  # the second run's marker differs from the first's (no colour needed)
+
+
+def test_csv_export_has_every_recorded_point_of_every_run(two_runs):
+    (a, metrics_a), (b, _) = two_runs
+    run = run_cli("curves", str(a), str(b), "--format", "csv")
+    assert run.exit_code == 0, run.stderr
+    rows = list(csv.DictReader(io.StringIO(run.stdout)))
+    history = load_checkpoint(a).history
+    losses = [r for r in rows if r["run"] == "alpha" and r["series"] == "loss"]
+    assert [int(r["step"]) for r in losses] == list(range(1, 13))
+    assert [float(r["value"]) for r in losses] == pytest.approx(history.series("loss")[1], rel=1e-6)
+    evals = [int(r["step"]) for r in rows if r["run"] == "beta" and r["series"] == "accuracy"]
+    assert evals == [4, 8, 12]
+
+
+def test_json_export_of_a_metrics_file_matches_the_checkpoints_history(two_runs, tmp_path):
+    (ckpt, metrics), _ = two_runs
+    out = tmp_path / "curves.json"
+    run = run_cli("curves", str(metrics), "--format", "json", "--out", str(out))
+    assert run.exit_code == 0, run.stderr
+    from_metrics = json.loads(out.read_text())["runs"][0]["history"]["series"]
+    from_ckpt = json.loads(run_cli("curves", str(ckpt), "--format", "json").stdout)["runs"][0]["history"]
+    for name in ("loss", "lr", "accuracy"):
+        assert from_metrics[name]["step"] == from_ckpt["series"][name]["step"]
+        assert from_metrics[name]["value"] == pytest.approx(from_ckpt["series"][name]["value"], rel=1e-5)
+    assert from_ckpt["snapshots"]["step"][-1] == 12
+
+
+def test_a_file_without_curves_is_noted_and_alone_is_a_one_line_error(two_runs):
+    (a, _), _ = two_runs
+    run = run_cli("curves", "reverse", str(a), "--format", "csv")
+    assert run.exit_code == 0 and "reverse holds no training curves" in run.stderr
+    assert "alpha,loss,1," in run.stdout
+    assert "no curves" in assert_one_line_error(run_cli("curves", "reverse"))
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ('{"kind": "step", "step": 1, "loss": 1.0, "lr": 0.1, "grad_norm": 1}\nnot json\n', "line 2"),
+    ('{"kind": "step", "step": -1, "loss": 1.0, "lr": 0.1, "grad_norm": 1}\n', "line 1"),
+    ('{"kind": "eval", "step": 3, "accuracy": 7}\n', "accuracy"),
+    ('[1, 2]\n', "line 1"),
+    ('{"kind": "step", "step": 1, "loss": NaN, "lr": 0.1, "grad_norm": 1}\n', "loss"),
+])
+def test_a_broken_metrics_file_is_a_one_line_error_naming_file_and_line(tmp_path, content, fragment):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    message = assert_one_line_error(run_cli("curves", str(path)))
+    assert "bad.jsonl" in message and fragment in message
+
+
+def test_a_resumed_metrics_file_that_went_back_to_its_last_save_keeps_the_later_steps(tmp_path):
+    rows = [{"kind": "step", "step": s, "loss": 1.0 / s, "lr": 0.1, "grad_norm": 1.0} for s in (1, 2, 3, 4)]
+    rows += [{"kind": "step", "step": s, "loss": 2.0 / s, "lr": 0.1, "grad_norm": 1.0} for s in (3, 4, 5)]
+    path = tmp_path / "resumed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loss = json.loads(run_cli("curves", str(path), "--format", "json").stdout)["runs"][0]["history"][
+        "series"]["loss"]
+    assert loss["step"] == [1, 2, 3, 4, 5] and loss["value"][2:] == pytest.approx([2 / 3, 0.5, 0.4])

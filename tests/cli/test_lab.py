@@ -1,0 +1,70 @@
+"""`minitx lab`: component variants side by side, one table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.conftest import assert_one_line_error, run_cli
+
+SMALL = ["--d-model", "16", "--heads", "4", "--layers", "1", "--lengths", "3-5", "--beyond", "7-8",
+         "--steps", "4", "--eval-every", "2", "--eval-size", "10", "--threads", "1"]
+
+
+def test_the_lab_prints_one_row_per_variant_with_every_measurement():
+    run = run_cli("lab", "baseline", "rope+gqa", *SMALL, "--seeds", "0,1", env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.stderr
+    lines = run.stdout.splitlines()
+    header = next(line for line in lines if "variant" in line)
+    for column in ("params", "steps to 99%", "final 3-5", "beyond 7-8", "steps/s"):
+        assert column in header
+    rows = {line.split()[1]: line for line in lines if line.startswith("│")}
+    assert {"baseline", "rope+gqa"} <= set(rows)
+    assert ">4, >4" in rows["baseline"] and "(1.00x)" in rows["baseline"]
+    assert "rope+gqa: position_encoding=rope, kv_heads=2" in run.stdout
+    assert all(len(line) <= 80 for line in lines)
+    assert run.stderr.count("seed ") == 4  # a progress line per run
+
+
+def test_the_lab_json_has_every_run_and_the_plan():
+    run = run_cli("lab", "mqa", *SMALL, "--seeds", "2", "--json", "--quiet")
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["plan"]["beyond"] == [7, 8] and data["plan"]["steps"] == 4
+    (row,) = data["variants"]
+    assert row["variant"] == "mqa" and row["runs"][0]["seed"] == 2
+    assert set(row["runs"][0]["beyond_by_length"]) <= {"7", "8"}
+    assert run.stderr == ""
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["alibi"], "VARIANT"),
+    (["--seeds", "one"], "--seeds"),
+    (["--beyond", "4-6"], "--beyond"),  # overlaps the trained 3-5
+    (["--beyond", "20-90"], "max_len"),
+    (["--heads", "3"], "heads"),  # 16 is not divisible by 3
+])
+def test_bad_lab_options_are_one_line_usage_errors(args, fragment):
+    run = run_cli("lab", *SMALL, *args)
+    assert fragment in assert_one_line_error(run)
+    assert run.exit_code == 2
+
+
+def test_ctrl_c_prints_the_runs_finished_so_far_and_exits_130(monkeypatch):
+    import minitx.core.lab as lab
+
+    real, calls = lab.run_variant, []
+
+    def then_ctrl_c(*args):
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(lab, "run_variant", then_ctrl_c)
+    run = run_cli("lab", "baseline", "rms", *SMALL, "--seeds", "0", "--quiet")
+    assert run.exit_code == 130
+    assert "interrupted: 1 of 2 runs finished" in run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 1 and "baseline" in rows[0]
