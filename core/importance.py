@@ -60,9 +60,10 @@ def head_importance(model: Seq2Seq, task, n: int = 500, seed: int = 1234, kind: 
                     heads: list[Head] | None = None, min_len: int | None = None,
                     max_len: int | None = None,
                     progress: Callable[[int, int], bool | None] | None = None) -> Importance:
-    """Ablate each head alone on the same n fresh sequences; sorted by accuracy lost, then by
-    loss gained. `progress(done, total)` after each head; returning True stops early (the heads
-    measured so far are returned)."""
+    """Ablate each head alone on the same n fresh sequences; sorted by loss gained, then by
+    accuracy lost (the loss separates heads whose ablation every sequence survives).
+    `progress(done, total)` after each head; returning True stops early (the heads measured so
+    far are returned)."""
     batch = task.batch(n, torch.Generator().manual_seed(seed), min_len, max_len)
     heads = heads if heads is not None else all_heads(model)
     means = head_means(model, task) if kind == "mean" else None
@@ -74,5 +75,5 @@ def head_importance(model: Seq2Seq, task, n: int = 500, seed: int = 1234, kind: 
                                   s.loss - baseline.loss))
         if progress is not None and progress(i + 1, len(heads)):
             break
-    effects.sort(key=lambda e: (e.accuracy_change, -e.loss_change))
+    effects.sort(key=lambda e: (-e.loss_change, e.accuracy_change))
     return Importance(kind, n, seed, baseline, effects)

@@ -100,8 +100,19 @@ def parse_head_list(specs, model: Seq2Seq) -> list[Head]:
     return heads
 
 
-def describe_heads(heads) -> str:
-    return ", ".join(str(h) for h in sorted(heads)) or "none"
+def describe_heads(heads, n_heads: int | None = None) -> str:
+    """'cross:L2.H1, enc:L1.H3', or with n_heads a whole layer as one name: 'cross:L2'."""
+    heads = sorted(set(heads))
+    names = []
+    for h in heads:
+        layer = [x for x in heads if (x.kind, x.layer) == (h.kind, h.layer)]
+        if n_heads is not None and len(layer) == n_heads:
+            name = f"{h.kind}:L{h.layer + 1}"
+            if name not in names:
+                names.append(name)
+        else:
+            names.append(str(h))
+    return ", ".join(names) or "none"
 
 
 # ---------------------------------------------------------------------------------------------

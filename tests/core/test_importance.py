@@ -29,14 +29,14 @@ def test_ablating_all_four_cross_heads_of_layer_2_breaks_reverse_while_one_head_
         assert accuracy(reverse, [f"cross:L2.H{head}"]) >= 0.97
 
 
-def test_importance_ranks_heads_by_the_accuracy_their_ablation_costs(reverse):
+def test_importance_ranks_heads_by_the_loss_their_ablation_costs(reverse):
     heads = parse_heads("cross", reverse.model)
     seen = []
     result = head_importance(reverse.model, reverse.task, n=100, heads=heads,
                              progress=lambda done, total: seen.append((done, total)) and False)
     assert seen == [(i, 8) for i in range(1, 9)]
     assert {e.head for e in result.heads} == {str(h) for h in heads}
-    changes = [(e.accuracy_change, -e.loss_change) for e in result.heads]
+    changes = [(-e.loss_change, e.accuracy_change) for e in result.heads]
     assert changes == sorted(changes)
     assert result.baseline.accuracy >= 0.99
     for effect in result.heads:
