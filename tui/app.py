@@ -19,7 +19,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from minitx.tui.loaded import LoadedModel, load_named
 from minitx.tui.messages import LoadFailed, ModelLoaded
 from minitx.tui.screens.compare import CompareScreen
-from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from minitx.tui.screens.dialogs import FailuresScreen, ForceTokenScreen, HelpScreen, OpenCheckpointScreen
 from minitx.tui.screens.explore import ExploreScreen
 from minitx.tui.screens.train import TrainScreen
 
@@ -124,6 +124,17 @@ class MinitxApp(App):
         """The open dialog (one at a time); `chosen` gets a name or path, or None on esc."""
         if not isinstance(self.screen, OpenCheckpointScreen):
             self.push_screen(OpenCheckpointScreen(title), chosen)
+
+    def ask_token(self, step: int, vocabulary: list[str], predicted: str, offered: list[int],
+                  chosen: Callable[[int | None], None]) -> None:
+        """The force-a-token dialog (step 1-based); `chosen` gets a token id, or None on esc."""
+        if not isinstance(self.screen, ForceTokenScreen):
+            self.push_screen(ForceTokenScreen(step, vocabulary, predicted, offered), chosen)
+
+    def show_failures(self, model, task, interventions, chosen: Callable[[object], None]) -> None:
+        """The failures dialog (it decodes in its own worker); `chosen` gets a core Failure or None."""
+        if not isinstance(self.screen, FailuresScreen):
+            self.push_screen(FailuresScreen(model, task, interventions), chosen)
 
     def action_doctor(self) -> None:
         from minitx.tui.screens.doctor import DoctorScreen

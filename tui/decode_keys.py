@@ -27,6 +27,11 @@ DECODE_BINDINGS = [
     Binding("comma", "head(-1)", "head"),
     Binding("full_stop", "head(1)", "head"),
 ]
+# Changing the model on screen: Explore acts on its panel, Compare on B (`intervened_panels`).
+ABLATION_BINDINGS = [
+    Binding("k", "ablate", "ablate"),
+    Binding("K", "clear_ablations", "restore"),
+]
 SOURCE_BINDINGS = [
     Binding("number_sign", "numbers", "numbers", key_display="#"),
     Binding("i", "edit_source", "source"),
@@ -46,6 +51,13 @@ class DecodeKeys:
 
     def draw_extras(self) -> None:
         """Anything the screen draws besides the panels (Compare: |A−B| and the summary)."""
+
+    def intervened_panels(self) -> list[DecodePanel]:
+        """The panels whose model the knock-out keys change (Explore: its one; Compare: B)."""
+        return self.decode_panels()
+
+    def interventions_changed(self) -> None:
+        """Called after a knock-out key changed a panel's model (Compare re-measures B)."""
 
     def show_selection(self) -> str:
         panel = self.decode_panels()[0]
@@ -132,9 +144,10 @@ class DecodeKeys:
 
     # -- what to look at -------------------------------------------------------------------------
     def shape(self) -> tuple[int, int]:
-        """Layers and heads every panel's model has (the keys only reach heads all of them have)."""
+        """Layers (of the attention kind shown) and heads every panel's model has (the keys only
+        reach heads all of them have)."""
         panels = self.decode_panels()
-        return min(p.record.layers for p in panels), min(p.record.heads for p in panels)
+        return min(p.layer_count() for p in panels), min(p.record.heads for p in panels)
 
     def select_head(self, layer: int, head: int) -> None:
         for panel in self.decode_panels():
@@ -157,7 +170,43 @@ class DecodeKeys:
     @one_line_errors
     def action_view(self, view: str) -> None:
         for panel in self.decode_panels():
-            panel.set_view("cross" if panel.view_mode == view else view)
+            panel.set_view("grid" if panel.view_mode == view else view)
+        self.refresh_view()
+
+    @one_line_errors
+    def action_kind(self) -> None:
+        """The next attention kind: cross -> decoder self -> encoder self -> cross."""
+        from minitx.tui.widgets.decode_panel import KINDS
+
+        for panel in self.decode_panels():
+            panel.set_kind(KINDS[(KINDS.index(panel.kind) + 1) % len(KINDS)])
+            if panel.view_mode not in ("grid", "heads"):
+                panel.set_view("grid")  # the kind is seen on a grid
+        self.refresh_view()
+
+    @one_line_errors
+    def action_ablate(self) -> None:
+        panels = [p for p in self.intervened_panels() if p.stepper is not None]
+        for panel in panels:
+            panel.toggle_ablation()
+        if panels:
+            head = panels[0].selected_head
+            state = "knocked out" if head in panels[0].ablated else "restored"
+            self.notify(f"{head} {state}", timeout=2)
+            self._after_intervention()
+
+    @one_line_errors
+    def action_clear_ablations(self) -> None:
+        panels = [p for p in self.intervened_panels() if p.stepper is not None and p.ablated]
+        for panel in panels:
+            panel.clear_ablations()
+        if panels:
+            self.notify("every head restored", timeout=2)
+            self._after_intervention()
+
+    def _after_intervention(self) -> None:
+        self.position = max(p.position for p in self._ready())
+        self.interventions_changed()
         self.refresh_view()
 
     @one_line_errors

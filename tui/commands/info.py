@@ -108,10 +108,9 @@ def _print_failures(failures, wrong: int) -> None:
     if not failures:
         click.echo("no wrong outputs")
         return
-    click.echo(f"first {len(failures)} of {wrong} wrong outputs ([ ] marks the first wrong "
-               "token; steps count from 0):")
+    click.echo(f"first {len(failures)} of {wrong} wrong outputs ([ ] marks the first wrong token):")
     for f in failures:
-        click.echo(f"  {Task.format(f.source)}  wrong from step {f.first_wrong}")
+        click.echo(f"  {Task.format(f.source)}  wrong from step {f.first_wrong + 1}")
         click.echo(f"    got      {_marked(f.output, f.first_wrong)}")
         click.echo(f"    expected {_marked(f.expected, f.first_wrong)}")
 

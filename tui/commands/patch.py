@@ -75,7 +75,7 @@ def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
     out.print(f"corrupted {Task.format(corrupt_ids)}  ->  {Task.format(result.corrupted_answer)}   "
               f"logit difference {result.corrupted_difference:+.2f}")
     out.print(f"recovered fraction (0 corrupted, 1 clean) over steps "
-              f"{', '.join(map(str, result.steps))}")
+              f"{', '.join(str(t + 1) for t in result.steps)} (the steps whose answers differ)")
     out.print(_heads_table(result, checkpoint.model_config.n_heads))
     out.print(_streams_table(result, clean_ids))
 
@@ -173,7 +173,7 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
         table.add_column(f"L{layer + 1}" + (" (model)" if layer == len(tops) - 1 else ""))
     for step, fed in enumerate(lens.decoder_input):
         cells = ["  ".join(f"{shown(t)} {p:.2f}" for t, p in layer[step]) for layer in tops]
-        table.add_row(str(step), shown(fed), *cells)
+        table.add_row(str(step + 1), shown(fed), *cells)
     out = console()
     out.print(f"source {Task.format(ids)}: each decoder layer's top {top_k} at every step")
     table.caption, table.caption_justify = "fed: the decoder's input at that step", "left"

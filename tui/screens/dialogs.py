@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from minitx.tui.messages import ListingReady
+from minitx.tui.messages import FailuresReady, ListingReady
 
 HELP = """\
 [b]minitx[/b]: a small encoder-decoder Transformer to train and watch think.
@@ -21,11 +21,22 @@ HELP = """\
   → n  step one token          ← b  step back (replays, no recompute)
   ⏎ r  run to the end          x    reset to the start
   \\[ ]  previous / next layer   , .  previous / next head
-  a    all heads, each with its alignment score
-  s    decoder self-attention   #   numbers in the cells
+  s    attention: cross → decoder self → encoder self
+  a    all heads of that attention   #  numbers in the cells
+  l    logit lens: what each decoder layer would predict at this step
+  p    positional encoding (positions × dimensions), position similarity
+  h    the probe's attention as it trained: ← → step, p play
   Rows: tokens generated. Columns: source tokens. ◂ marks this step.
   A reverse model draws an [b]anti-diagonal[/b]: output i looks at source n-1-i.
-  h    the probe's attention as it trained: ← → step, p play
+  Next token: probability bars, log-probabilities, entropy in nats.
+
+[b]Why[/b]       change the model and watch the output follow
+  k    knock out (zero-ablate) the selected head, or bring it back
+  K    restore every head         m  rank heads: each one ablated alone
+  g    teacher forcing: feed the answer, show what the model would say
+  f    force a token at this step, then decode greedily on (* marks it)
+  w    failures: sequences it gets wrong; Enter opens one at its first
+       wrong step
 
 [b]Train[/b]     Tab moves into the form, esc leaves it
   space  start / pause / resume   x  stop   w  save a checkpoint
@@ -35,13 +46,17 @@ HELP = """\
   After a run, the attention view replays its snapshots: ← → step, p play.
   When a run ends or is stopped, Explore uses the new model.
 
-[b]Compare[/b]   minitx-tui A B, or c: two models on one source, stepping together
-  the Explore keys (→ ← ⏎ x \\[ ] , . # i) drive both   1 / 2  choose model A / B
-  |A−B|: how differently they attend (red: very); ≠ marks rows with different tokens
+[b]Compare[/b]   minitx-tui A B, or c: two models on one source, in step
+  the Explore keys (→ ← ⏎ x \\[ ] , . # i) drive both
+  1 / 2  choose model A / B
+  k / K  knock B's selected head out / restore B; choose A's model as B
+         (2) and B is "A without these heads"
+  |A−B|: how differently they attend (red: very); ≠: different tokens
   u  A's and B's training curves overlaid (g l m k as in Train)
 
-[b]Anywhere[/b]  d  the doctor: SPEC §7's checks on this model, likely causes of failures
-          o open a checkpoint   e / t / c  explore / train / compare   ? help   q quit
+[b]Anywhere[/b]  d  the doctor: the checks on this model, likely causes
+          o open a checkpoint   e / t / c  explore / train / compare
+          ? help   q quit
 """
 
 
@@ -51,7 +66,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box", classes="dialog"):
             yield Static(HELP)
-            yield Label("[dim]esc, ? or q closes this help[/dim]")
+            yield Label("[dim]↑↓ PgUp PgDn scroll · esc, ? or q closes this help[/dim]")
 
     def on_mount(self) -> None:
         self.query_one("#help-box").border_title = "help"
@@ -132,3 +147,98 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             self.list_folder(str(Path(text).expanduser()))
         else:
             self.dismiss(text)
+
+
+class ForceTokenScreen(ModalScreen[int | None]):
+    """Ask which token to output at the current step; dismisses with its id, or None on esc."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, step: int, vocabulary: list[str], predicted: str, offered: list[int]) -> None:
+        """step: 1-based, as the app counts; offered: the ids a person may choose."""
+        super().__init__()
+        self.step, self.vocabulary, self.predicted, self.offered = step, vocabulary, predicted, offered
+
+    def compose(self) -> ComposeResult:
+        from rich.markup import escape
+
+        tokens = " ".join(self.vocabulary[i] for i in self.offered)
+        with Vertical(id="force-box", classes="dialog"):
+            yield Label(f"At step {self.step} the model chose {escape(self.predicted)}. Output instead:")
+            yield Input(placeholder="a token, e.g. 7 or <eos>", id="force-token", compact=True)
+            yield Static("", id="force-error", markup=False)
+            yield Label(f"[dim]tokens: {escape(tokens)}[/dim]")
+            yield Label("[dim]Enter forces it and decodes on from there · esc cancels[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#force-box").border_title = f"force a token at step {self.step}"
+        self.query_one("#force-token").focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if text in self.vocabulary and self.vocabulary.index(text) in self.offered:
+            self.dismiss(self.vocabulary.index(text))
+            return
+        shown = text if len(text) <= 12 else text[:12] + "…"
+        self.query_one("#force-error", Static).update(
+            f"✗ {shown!r} is not a token of this model" if text else "✗ type a token first")
+
+
+class FailuresScreen(ModalScreen[object]):
+    """The sequences the model on screen gets wrong (with its heads knocked out, if any), each
+    with the step where it first goes wrong; Enter opens one in Explore at that step."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "close")]
+    SEQUENCES = 500
+
+    def __init__(self, model, task, interventions) -> None:
+        super().__init__()
+        self.decoded = (model, task, interventions)  # (Screen has a `task` of its own)
+        self.failures: list = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="failures-box", classes="dialog"):
+            yield Label(f"decoding {self.SEQUENCES} fresh sequences…", id="failures-summary")
+            yield OptionList(id="failures-list")
+            yield Label("[dim]↑↓ choose · Enter opens it in Explore at its first wrong step · "
+                        "esc closes[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#failures-box").border_title = "failures"
+        self.query_one("#failures-list").loading = True
+        self.find()
+
+    @work(thread=True, exclusive=True, group="failures", exit_on_error=False)
+    def find(self) -> None:
+        from minitx.core.failures import find_failures
+
+        model, task, interventions = self.decoded
+        try:
+            with interventions.applied(model):  # this thread only
+                failures, wrong = find_failures(model, task, n=self.SEQUENCES, limit=100)
+        except Exception as e:  # noqa: BLE001 - shown in the dialog, never a traceback
+            self.post_message(FailuresReady([], 0, self.SEQUENCES, f"{type(e).__name__}: {e}"))
+            return
+        self.post_message(FailuresReady(failures, wrong, self.SEQUENCES))
+
+    def on_failures_ready(self, message: FailuresReady) -> None:
+        from minitx.core.tasks import Task
+
+        self.failures = message.failures
+        listing = self.query_one("#failures-list", OptionList)
+        listing.loading = False
+        summary = self.query_one("#failures-summary", Label)
+        if message.error:
+            summary.update(f"✗ {message.error}")
+            return
+        shown = f" (the first {len(message.failures)})" if message.wrong > len(message.failures) else ""
+        summary.update(f"{message.wrong} of {message.n} fresh sequences wrong{shown}")
+        options = [Option(f"{Task.format(f.source):<20} → {Task.format(f.output):<20} "
+                          f"wrong from step {f.first_wrong + 1}", id=f"failure-{i}")
+                   for i, f in enumerate(message.failures)]
+        listing.add_options(options or [Option("none: every sequence is right", disabled=True)])
+        listing.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id and event.option.id.startswith("failure-"):
+            self.dismiss(self.failures[int(event.option.id.split("-")[1])])

@@ -103,11 +103,15 @@ class HeadsOverview(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.grids: list[list[list[list[float]]]] = []  # [layer][head] -> rows of floats
-        self.scores: list[list[float]] = []
+        self.scores: list[list[float]] = []  # empty: no score to label a head with
         self.selected = (0, 0)
+        self.off: set[tuple[int, int]] = set()  # (layer, head) knocked out: labelled ✗
+        self.note = "score: attention where the task expects it"
 
-    def show(self, grids, scores, selected) -> None:
-        self.grids, self.scores, self.selected = grids, scores, selected
+    def show(self, grids, scores, selected, off=(), note: str | None = None) -> None:
+        self.grids, self.scores, self.selected, self.off = grids, scores, selected, set(off)
+        if note is not None:
+            self.note = note
         redraw(self)
 
     @staticmethod
@@ -143,13 +147,14 @@ class HeadsOverview(Widget):
                 out.append(line)
             labels = Text("   ")
             for head in range(len(heads)):
-                score = self.scores[layer][head] if self.scores else float("nan")
                 mark = "▸" if (layer, head) == self.selected else " "
+                off = "✗" if (layer, head) in self.off else ""
+                score = f" {self.scores[layer][head]:.2f}" if self.scores else ""
                 style = "bold reverse" if (layer, head) == self.selected else ""
-                labels.append(f"{mark}H{head + 1} {score:.2f}".ljust(box)[:box], style=style)
+                labels.append(f"{mark}{off}H{head + 1}{score}".ljust(box)[:box], style=style)
             out.append(labels)
             out.append(Text())
-        out.append(Text("score: attention where the task expects it", style="dim"))
+        out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
         text = Text("\n").join(out)
         text.no_wrap = True
         text.overflow = "crop"
@@ -166,9 +171,10 @@ class ScoreTable(Widget):
         self.scores: list[list[float]] = []
         self.selected: tuple[int, int] | None = None
         self.note = ""
+        self.off: set[tuple[int, int]] = set()  # (layer, head) knocked out: drawn as 'off'
 
-    def show(self, scores, selected=None, note="") -> None:
-        self.scores, self.selected, self.note = scores, selected, note
+    def show(self, scores, selected=None, note="", off=()) -> None:
+        self.scores, self.selected, self.note, self.off = scores, selected, note, set(off)
         redraw(self)
 
     def render(self) -> Text:
@@ -181,8 +187,11 @@ class ScoreTable(Widget):
             for head, score in enumerate(row):
                 chosen = (layer, head) == self.selected
                 line.append("[" if chosen else " ", style="bold")
-                line.append(f"{min(score, 1.0):.2f}",
-                            Style(bgcolor=viridis_hex(score), color=text_colour_on(score)))
+                if (layer, head) in self.off:
+                    line.append(" off", style="bold red")
+                else:
+                    line.append(f"{min(score, 1.0):.2f}",
+                                Style(bgcolor=viridis_hex(score), color=text_colour_on(score)))
                 line.append("]" if chosen else " ", style="bold")
             lines.append(line)
         if self.note:

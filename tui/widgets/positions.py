@@ -1,0 +1,74 @@
+"""The positional encoding as a heatmap (positions x dimensions) and the position-similarity
+matrix: at position 0 every sine is 0 and every cosine 1, and nearby positions look alike."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.widget import Widget
+
+from minitx.tui.colors import viridis_hex
+from minitx.tui.widgets.redraw import redraw
+
+
+def _shade(value: float) -> str:
+    """A value in [-1, 1] on the viridis map (-1 dark, 1 bright)."""
+    return viridis_hex((value + 1) / 2)
+
+
+class PositionsView(Widget):
+    """Left: one row per position, one character per (sin, cos) pair of dimensions — the left
+    half is the sine, the right half the cosine. Right: cosine similarity of positions, two rows
+    per character."""
+
+    DEFAULT_CSS = "PositionsView { height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip; }"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.table: list[list[float]] | None = None  # (positions, d)
+        self.similarity: list[list[float]] = []  # (positions, positions)
+
+    def show(self, table, similarity) -> None:
+        self.table, self.similarity = table, similarity
+        redraw(self)
+
+    def render(self) -> Text:
+        if self.table is None:
+            return Text("this model adds no positional table (its positions act inside attention)",
+                        style="italic dim")
+        positions, d = len(self.table), len(self.table[0]) if self.table else 0
+        pairs = d // 2
+        width = max(self.size.width, 1)
+        shown_pairs = max(1, min(pairs, width - 4))
+        lines = [Text(f"pos  dimension pairs 0-{shown_pairs - 1} (sin ▌cos)"
+                      + (f", {pairs - shown_pairs} more →" if shown_pairs < pairs else ""), style="bold")]
+        for p, row in enumerate(self.table):
+            line = Text(f"{p:>3} ", style="bold")
+            for i in range(shown_pairs):
+                line.append("▌", Style(color=_shade(row[2 * i]), bgcolor=_shade(row[2 * i + 1])))
+            lines.append(line)
+        key = Text("-1 ", style="dim")
+        for i in range(9):
+            key.append("  ", Style(bgcolor=_shade(-1 + i / 4)))
+        key.append(" 1  row 0: sin 0, cos 1", style="dim")
+        lines.append(key)
+        lines.append(Text())
+        # Nearby positions share their slow dimensions, so similarities sit well above -1:
+        # colour from the lowest one shown (dark) to 1 (bright) to make the bands visible.
+        low = min(min(row) for row in self.similarity)
+        span = max(1e-6, 1 - low)
+
+        def shade(value: float) -> str:
+            return viridis_hex((value - low) / span)
+
+        lines.append(Text(f"similarity 0-{positions - 1} (cosine, {low:.2f} dark → 1)", style="bold"))
+        for top in range(0, positions, 2):
+            line = Text(f"{top:>3} ", style="bold")
+            for j in range(positions):
+                upper = shade(self.similarity[top][j])
+                lower = shade(self.similarity[top + 1][j]) if top + 1 < positions else None
+                line.append("▀▀", Style(color=upper, bgcolor=lower))
+            lines.append(line)
+        text = Text("\n").join(lines)
+        text.no_wrap, text.overflow = True, "crop"
+        return text
