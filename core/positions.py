@@ -1,5 +1,5 @@
-"""The positional encoding as numbers to look at: the table itself (positions x dimensions) and
-how alike two positions look to the model (cosine similarity of their rows)."""
+"""The positional encoding as numbers to look at: the table added to the embeddings (positions x
+dimensions) and how alike two positions look to the model (cosine similarity of their rows)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import torch
 from minitx.core.model import Seq2Seq
 
 
-def positional_table(model: Seq2Seq, positions: int) -> torch.Tensor | None:
-    """(positions, d) of the added positional encoding, or None for a model that adds none (its
-    positions act inside attention, e.g. rotary embeddings)."""
-    table = getattr(model, "positional", None)
-    if not isinstance(table, torch.Tensor) or table.dim() != 2:
+def positional_table(model: Seq2Seq, positions: int, side: str = "tgt") -> torch.Tensor | None:
+    """(positions, d) of what is added to the `side` ("src" or "tgt") embeddings: the sinusoids,
+    or that side's learned table; None when nothing is added (rope turns queries and keys inside
+    self-attention; none has no positions)."""
+    table = model.position_table(side)
+    if table is None:
         return None
     return table[: min(positions, table.shape[0])].detach().float().cpu()
 

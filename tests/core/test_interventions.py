@@ -101,9 +101,19 @@ def test_ablating_nothing_is_identical_to_the_plain_model():
             assert torch.equal(greedy_decode(model, SRC), plain_greedy)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_cached_and_full_decoding_agree_under_every_intervention(norm):
-    model = fresh(norm=norm)
+VARIANTS = {
+    "reference (post-norm)": {},
+    "pre-norm": {"norm": "pre"},
+    "modern (pre-norm, rms, rope, swiglu, 2 K/V heads)": {
+        "norm": "pre", "norm_kind": "rms", "position_encoding": "rope", "activation": "swiglu",
+        "kv_heads": 2},
+    "learned positions": {"position_encoding": "learned"},
+}
+
+
+@pytest.mark.parametrize("overrides", VARIANTS.values(), ids=VARIANTS.keys())
+def test_cached_and_full_decoding_agree_under_every_intervention(overrides):
+    model = fresh(**overrides)
     plain = full_logits(model, Interventions())
     for name, interventions in every_kind_of_intervention(model).items():
         full = full_logits(model, interventions)

@@ -372,7 +372,8 @@ class DecodePanel(Vertical):
         n = min(self.record.model.cfg.max_len, max(8, len(self.stepper.src_ids) + 2))
         table = positional_table(self.record.model, n)
         view = self.query_one(".positions", PositionsView)
+        kind = self.record.model.cfg.position_encoding
         if table is None:
-            view.show(None, [])
+            view.show(None, [], kind)
         else:
-            view.show(table.tolist(), position_similarity(table).tolist())
+            view.show(table.tolist(), position_similarity(table).tolist(), kind)

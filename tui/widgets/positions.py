@@ -11,9 +11,9 @@ from minitx.tui.colors import viridis_hex
 from minitx.tui.widgets.redraw import redraw
 
 
-def _shade(value: float) -> str:
-    """A value in [-1, 1] on the viridis map (-1 dark, 1 bright)."""
-    return viridis_hex((value + 1) / 2)
+def _shade(value: float, scale: float = 1.0) -> str:
+    """A value in [-scale, scale] on the viridis map (-scale dark, scale bright)."""
+    return viridis_hex((value / scale + 1) / 2)
 
 
 class PositionsView(Widget):
@@ -27,30 +27,36 @@ class PositionsView(Widget):
         super().__init__(id=id, classes=classes)
         self.table: list[list[float]] | None = None  # (positions, d)
         self.similarity: list[list[float]] = []  # (positions, positions)
+        self.kind = "sinusoidal"  # the model's position_encoding
 
-    def show(self, table, similarity) -> None:
-        self.table, self.similarity = table, similarity
+    def show(self, table, similarity, kind: str = "sinusoidal") -> None:
+        self.table, self.similarity, self.kind = table, similarity, kind
         redraw(self)
 
     def render(self) -> Text:
         if self.table is None:
-            return Text("this model adds no positional table (its positions act inside attention)",
-                        style="italic dim")
+            why = ("rotary: positions turn queries and keys inside self-attention" if self.kind == "rope"
+                   else "it has no positions at all")
+            return Text(f"this model adds no positional table ({why})", style="italic dim")
         positions, d = len(self.table), len(self.table[0]) if self.table else 0
         pairs = d // 2
         width = max(self.size.width, 1)
         shown_pairs = max(1, min(pairs, width - 4))
-        lines = [Text(f"pos  dimension pairs 0-{shown_pairs - 1} (sin ▌cos)"
+        sines = self.kind == "sinusoidal"
+        scale = 1.0 if sines else max(1e-6, max(abs(v) for row in self.table for v in row))
+        pair = "(sin ▌cos)" if sines else "(learned, decoder side)"
+        lines = [Text(f"pos  dimension pairs 0-{shown_pairs - 1} {pair}"
                       + (f", {pairs - shown_pairs} more →" if shown_pairs < pairs else ""), style="bold")]
         for p, row in enumerate(self.table):
             line = Text(f"{p:>3} ", style="bold")
             for i in range(shown_pairs):
-                line.append("▌", Style(color=_shade(row[2 * i]), bgcolor=_shade(row[2 * i + 1])))
+                sin, cos = _shade(row[2 * i], scale), _shade(row[2 * i + 1], scale)
+                line.append("▌", Style(color=sin, bgcolor=cos))
             lines.append(line)
-        key = Text("-1 ", style="dim")
+        key = Text(f"{-scale:.2g} ", style="dim")
         for i in range(9):
             key.append("  ", Style(bgcolor=_shade(-1 + i / 4)))
-        key.append(" 1  row 0: sin 0, cos 1", style="dim")
+        key.append(f" {scale:.2g}" + ("  row 0: sin 0, cos 1" if sines else ""), style="dim")
         lines.append(key)
         lines.append(Text())
         # Nearby positions share their slow dimensions, so similarities sit well above -1:
