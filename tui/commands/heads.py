@@ -66,8 +66,8 @@ def heads_cmd(ckpt, n, seed, kind, lengths, device, threads, as_json) -> None:
         echo_json({"checkpoint": str(checkpoint.path), "task": task.name, "lengths": [lo, hi],
                    **result.to_dict()})
         return
-    out.print(f"[bold]{task.name}[/]: each head {kind}-ablated alone on {n} fresh sequences "
-              f"(lengths {lo}-{hi}, seed {seed})")
+    out.print(f"[bold]{task.name}[/]: each head {kind}-ablated alone, {n} sequences of length "
+              f"{lo}-{hi}, seed {seed}")
     out.print(f"with every head: exact match {result.baseline.accuracy:.1%}, "
               f"loss {result.baseline.loss:.4f}")
     out.print(_table(result))

@@ -26,6 +26,17 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
         raise click.BadParameter(str(e), param_hint=flag) from None
 
 
+def _ranges(steps: list[int]) -> str:
+    """0-based steps -> '1-5, 7' (1-based, as every step minitx shows)."""
+    runs: list[list[int]] = []
+    for t in steps:
+        if runs and t == runs[-1][-1] + 1:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return ", ".join(f"{r[0] + 1}-{r[-1] + 1}" if len(r) > 1 else str(r[0] + 1) for r in runs)
+
+
 def _fraction(value: float) -> str:
     """A recovered fraction, coloured by how much of the clean answer it brings back."""
     style = "bold green" if value >= 0.5 else "green" if value >= 0.1 else "red" if value <= -0.1 else "dim"
@@ -74,17 +85,17 @@ def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
               f"logit difference {result.clean_difference:+.2f}")
     out.print(f"corrupted {Task.format(corrupt_ids)}  ->  {Task.format(result.corrupted_answer)}   "
               f"logit difference {result.corrupted_difference:+.2f}")
-    out.print(f"recovered fraction (0 corrupted, 1 clean) over steps "
-              f"{', '.join(str(t + 1) for t in result.steps)} (the steps whose answers differ)")
+    out.print(f"recovered fraction (0 corrupted, 1 clean), measured at steps {_ranges(result.steps)}")
+    out.print("\n[bold]each head's output, all positions[/]")
     out.print(_heads_table(result, checkpoint.model_config.n_heads))
+    out.print("\n[bold]the residual stream leaving each layer, one position at a time[/]")
     out.print(_streams_table(result, clean_ids))
 
 
 def _heads_table(result, n_heads: int):
     from rich.table import Table
 
-    table = Table(title="each head's output, all positions", title_justify="left", box=None,
-                  padding=(0, 1), header_style="bold")
+    table = Table(box=None, padding=(0, 1), header_style="bold")
     table.add_column("block")
     for head in range(n_heads):
         table.add_column(f"H{head + 1}", justify="right")
@@ -112,8 +123,7 @@ def _streams_table(result, clean_ids: list[int]):
 
     encoder = [n for n in result.streams if n.startswith("enc")]
     decoder = [n for n in result.streams if n.startswith("dec")]
-    table = Table(title="the residual stream leaving each layer, one position at a time",
-                  title_justify="left", box=None, padding=(0, 1), header_style="bold")
+    table = Table(box=None, padding=(0, 1), header_style="bold")
     for header in ("pos", "source", *encoder, "output", *decoder):
         table.add_column(header.replace(".resid", ""), justify="right")
     for position in range(len(result.clean_answer)):
