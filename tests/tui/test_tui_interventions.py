@@ -29,6 +29,13 @@ async def select(pilot, panel, layer: int, head: int) -> None:
         await pilot.press("full_stop")
 
 
+async def knock_out_layer_2(pilot, panel) -> None:
+    """k on each of layer 2's cross-attention heads: the reverse model can no longer copy."""
+    await select(pilot, panel, 1, 0)
+    for _ in range(4):
+        await pilot.press("k", "full_stop")
+
+
 @pytest.mark.asyncio
 async def test_k_knocks_the_selected_head_out_and_the_decode_follows_at_once():
     app = create_app([reverse_checkpoint()])
@@ -115,9 +122,7 @@ async def test_g_feeds_the_answer_and_shows_what_the_model_would_have_said():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         panel = await explore(pilot)
-        await select(pilot, panel, 1, 0)
-        for _ in range(4):
-            await pilot.press("k", "full_stop")
+        await knock_out_layer_2(pilot, panel)
         await pilot.press("g")
         assert panel.teacher and panel.stepper.tokens == REVERSED
         assert panel.predictions != REVERSED  # blind to layer 2's cross-attention
@@ -155,9 +160,7 @@ async def test_w_lists_failures_and_one_opens_at_its_first_wrong_step():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         panel = await explore(pilot)
-        await select(pilot, panel, 1, 0)
-        for _ in range(4):
-            await pilot.press("k", "full_stop")
+        await knock_out_layer_2(pilot, panel)
         await pilot.press("w")
         dialog = app.screen
         assert isinstance(dialog, FailuresScreen)
@@ -184,6 +187,9 @@ async def test_p_draws_the_positional_encoding_and_the_similarity_of_positions()
         assert all(v == 0 for v in view.table[0][0::2]) and all(v == 1 for v in view.table[0][1::2])
         assert all(abs(view.similarity[i][i] - 1) < 1e-5 for i in range(len(view.similarity)))
         assert "similarity" in view.render().plain and "sin" in view.render().plain
+        await pilot.press("number_sign")  # without colour, the numbers
+        text = view.render().plain
+        assert "  0   0.00  1.00  0.00  1.00" in text and " 1.00 0.97" in text
 
 
 @pytest.mark.asyncio

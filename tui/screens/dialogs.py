@@ -22,7 +22,7 @@ HELP = """\
   ⏎ r  run to the end          x    reset to the start
   \\[ ]  previous / next layer   , .  previous / next head
   s    attention: cross → decoder self → encoder self
-  a    all heads of that attention   #  numbers in the cells
+  a    all heads of that attention   #  numbers (grids, positions)
   l    logit lens: what each decoder layer would predict at this step
   p    positional encoding (positions × dimensions), position similarity
   h    the probe's attention as it trained: ← → step, p play

@@ -376,4 +376,4 @@ class DecodePanel(Vertical):
         if table is None:
             view.show(None, [], kind)
         else:
-            view.show(table.tolist(), position_similarity(table).tolist(), kind)
+            view.show(table.tolist(), position_similarity(table).tolist(), kind, self.numbers)

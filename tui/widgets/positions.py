@@ -28,16 +28,34 @@ class PositionsView(Widget):
         self.table: list[list[float]] | None = None  # (positions, d)
         self.similarity: list[list[float]] = []  # (positions, positions)
         self.kind = "sinusoidal"  # the model's position_encoding
+        self.numbers = False  # the values as text (what # asks for; all there is without colour)
 
-    def show(self, table, similarity, kind: str = "sinusoidal") -> None:
-        self.table, self.similarity, self.kind = table, similarity, kind
+    def show(self, table, similarity, kind: str = "sinusoidal", numbers: bool = False) -> None:
+        self.table, self.similarity, self.kind, self.numbers = table, similarity, kind, numbers
         redraw(self)
+
+    def _as_numbers(self) -> Text:
+        """The first dimensions and the similarity matrix as numbers, as many as fit."""
+        width = max(self.size.width, 1)
+        dims = max(1, min(len(self.table[0]), (width - 4) // 6))
+        lines = [Text(f"pos  dimensions 0-{dims - 1}", style="bold")]
+        for p, row in enumerate(self.table):
+            lines.append(Text(f"{p:>3} " + "".join(f"{v:>6.2f}" for v in row[:dims])))
+        shown = max(1, min(len(self.similarity), (width - 4) // 5))
+        lines += [Text(), Text(f"similarity of positions 0-{shown - 1} (cosine)", style="bold")]
+        for p, row in enumerate(self.similarity[:shown]):
+            lines.append(Text(f"{p:>3} " + "".join(f"{v:>5.2f}" for v in row[:shown])))
+        text = Text("\n").join(lines)
+        text.no_wrap, text.overflow = True, "crop"
+        return text
 
     def render(self) -> Text:
         if self.table is None:
             why = ("rotary: positions turn queries and keys inside self-attention" if self.kind == "rope"
                    else "it has no positions at all")
             return Text(f"this model adds no positional table ({why})", style="italic dim")
+        if self.numbers:
+            return self._as_numbers()
         positions, d = len(self.table), len(self.table[0]) if self.table else 0
         pairs = d // 2
         width = max(self.size.width, 1)
