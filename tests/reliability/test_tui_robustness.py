@@ -167,7 +167,7 @@ async def test_compare_refuses_a_hostile_second_checkpoint_with_one_message(corp
 STORM_KEYS = (
     "right left n b enter r x left_square_bracket right_square_bracket comma full_stop a s "
     "number_sign i slash escape e t space w o question_mark backspace delete up down home end "
-    "k u g f h l p 0 1 2 3 4 5 6 7 8 9 z minus"
+    "k K g f m l p 0 1 2 3 4 5 6 7 8 9 z minus"
 ).split()
 PASTES = ["3 1 4 1 5", "9 " * 30, "7" * 10_000, "١٢٣ 🙂 <eos>", "   ", "1\n2\n3", "<pad> <bos>"]
 

@@ -66,7 +66,7 @@ def test_explore_head_ranking_at_80x24(snap_compare, monkeypatch):
 
     async def ranked(pilot):
         await model_ready(pilot)
-        await pilot.press("h")
+        await pilot.press("m")
         panel = pilot.app.screen.panel
         await wait_for(pilot, lambda: panel.importance is not None, "the ranking")
 

@@ -4,6 +4,7 @@ a token, failures, positions, the encoder's attention, and B as A without some h
 from __future__ import annotations
 
 import pytest
+from test_tui_curves import footer, two_runs  # noqa: F401 - two_runs: two tiny runs with history
 from textual.widgets import Input, OptionList
 from tui_helpers import model_ready, reverse_checkpoint, wait_for
 
@@ -56,7 +57,7 @@ async def test_k_knocks_the_selected_head_out_and_the_decode_follows_at_once():
         assert "✗" in str(panel.grid_box.border_title) and "4 heads off" in str(panel.grid_box.border_title)
         await pilot.press("k")  # the selected head comes back
         assert len(panel.ablated) == 3
-        await pilot.press("u")
+        await pilot.press("K")
         assert not panel.ablated and panel.stepper.tokens == REVERSED
         assert "without" not in str(app.screen.query_one("#title-info").render())
 
@@ -76,12 +77,12 @@ async def test_k_knocks_out_a_head_of_the_attention_kind_shown_and_the_overview_
 
 
 @pytest.mark.asyncio
-async def test_h_ranks_every_head_in_a_worker_with_progress(monkeypatch):
+async def test_m_ranks_every_head_in_a_worker_with_progress(monkeypatch):
     monkeypatch.setattr(explore_screen, "IMPORTANCE_SEQUENCES", 16)
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         panel = await explore(pilot)
-        await pilot.press("h")
+        await pilot.press("m")
         assert panel.view_mode == "importance"
         table = panel.query_one(".importance")
         assert "ablating each head alone" in table.render().plain or panel.importance is not None
@@ -89,7 +90,7 @@ async def test_h_ranks_every_head_in_a_worker_with_progress(monkeypatch):
         assert panel.importance_progress[0] >= 1 and panel.importance_progress[1] == 24
         text = table.render().plain
         assert len(panel.importance.heads) == 24 and "cross:L2.H1" in text and "exact" in text
-        await pilot.press("h")
+        await pilot.press("m")
         assert panel.view_mode == "grid"
 
 
@@ -209,5 +210,41 @@ async def test_compare_knocks_heads_out_of_b_only_and_measures_b_again(monkeypat
         await pilot.press("right_square_bracket")  # layer 2 reads what layer 1's heads wrote
         assert any(v > 1e-4 for row in screen.query_one("#diff").rows if row for v in row)
         assert "without cross:L1.H1" in str(screen.query_one("#title-info").render())
-        await pilot.press("u")
+        await pilot.press("K")
         assert not b.ablated
+
+
+# -- with the curves and the timeline of a checkpoint that recorded its run ------------------------
+
+
+@pytest.mark.asyncio
+async def test_while_the_timeline_shows_p_plays_it_and_the_intervention_keys_wait(two_runs):  # noqa: F811
+    app = create_app([two_runs[0]])
+    async with app.run_test(size=(80, 24)) as pilot:
+        panel = await explore(pilot)
+        assert "p positions" in footer(app) and "k ablate" in footer(app)
+        await pilot.press("h")
+        shown = footer(app)
+        assert "p play" in shown and "p positions" not in shown and "k ablate" not in shown
+        await pilot.press("k", "p")
+        assert not panel.ablated and panel.view_mode == "grid"
+        assert app.screen.timeline().playing
+        await pilot.press("p", "h")
+        await pilot.press("p")
+        assert panel.view_mode == "positions"
+
+
+@pytest.mark.asyncio
+async def test_in_compare_k_is_the_charts_while_the_curves_show_and_b_s_otherwise(two_runs):  # noqa: F811
+    app = create_app(two_runs)
+    async with app.run_test(size=(100, 32)) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: bool(screen.steppers), "both models")
+        await pilot.press("u")  # the curves
+        chart = screen.curve_chart()
+        await pilot.press("k")
+        assert chart.x_axis == "time" and not screen.panels["B"].ablated
+        assert "k x: step/time" in footer(app) and "k ablate" not in footer(app)
+        await pilot.press("u", "k")
+        assert screen.panels["B"].ablated and chart.x_axis == "time"
+        assert "k ablate" in footer(app) and "K restore" in footer(app)

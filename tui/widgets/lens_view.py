@@ -38,7 +38,7 @@ class LensTable(Widget):
                 line.append(bar(p, width), style="green" if i == 0 else "blue")
                 line.append(f" {p:.2f}")
                 lines.append(line)
-        lines.append(Text("the output layer on each layer's residual stream", style="dim"))
+        lines.append(Text("the output layer on each layer's stream", style="dim"))
         text = Text("\n").join(lines)
         text.no_wrap, text.overflow = True, "crop"
         return text
