@@ -21,6 +21,7 @@ from minitx.tui.messages import LoadFailed, ModelLoaded
 from minitx.tui.screens.compare import CompareScreen
 from minitx.tui.screens.dialogs import FailuresScreen, ForceTokenScreen, HelpScreen, OpenCheckpointScreen
 from minitx.tui.screens.explore import ExploreScreen
+from minitx.tui.screens.patch import PatchScreen
 from minitx.tui.screens.train import TrainScreen
 
 
@@ -135,6 +136,11 @@ class MinitxApp(App):
         """The failures dialog (it decodes in its own worker); `chosen` gets a core Failure or None."""
         if not isinstance(self.screen, FailuresScreen):
             self.push_screen(FailuresScreen(model, task, interventions), chosen)
+
+    def show_patching(self, model, task, clean: list[int]) -> None:
+        """The activation-patching dialog, with `clean` as the clean source."""
+        if not isinstance(self.screen, PatchScreen):
+            self.push_screen(PatchScreen(model, task, clean))
 
     def action_doctor(self) -> None:
         from minitx.tui.screens.doctor import DoctorScreen

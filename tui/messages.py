@@ -82,6 +82,18 @@ class ImportanceReady(Message):
         self.record, self.result = record, result  # result: core.importance.Importance
 
 
+class PatchProgress(Message):
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__()
+        self.done, self.total = done, total
+
+
+class PatchReady(Message):
+    def __init__(self, result=None, error: str = "") -> None:
+        super().__init__()
+        self.result, self.error = result, error  # result: core.patching.PatchingResult
+
+
 class FailuresReady(Message):
     def __init__(self, failures: list, wrong: int, n: int, error: str = "") -> None:
         super().__init__()

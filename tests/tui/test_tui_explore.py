@@ -221,8 +221,8 @@ async def test_footer_shows_every_explore_key_at_80x24():
         bar = app.screen.query_one(KeyBar)
         shown = bar.render().plain
         for words in ("→/n step", "←/b back", "⏎/r run", "x reset", "[/] layer", ",/. head",
-                      "s attn", "a heads", "l lens", "m rank", "p positions", "k ablate",
-                      "K restore", "g teacher", "f force", "w failures", "# numbers", "i source",
+                      "s attn", "a heads", "l lens", "m rank", "p pos", "k ablate",
+                      "K restore", "g teacher", "f force", "w wrong", "P patch", "# numbers", "i source",
                       "t train", "o open", "d doctor", "c compare", "? help", "q quit"):
             assert words in shown
         assert bar.size.height <= 3

@@ -82,6 +82,15 @@ def test_explore_failures_of_a_model_without_layer_2s_cross_attention_at_80x24(s
     assert snapshot(snap_compare, before=listed)
 
 
+def test_explore_patching_dialog_at_80x24(snap_compare):
+    async def patched(pilot):
+        await model_ready(pilot)
+        await pilot.press("P", "enter")
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "result", None) is not None, "patching")
+
+    assert snapshot(snap_compare, before=patched)
+
+
 def test_compare_b_as_a_without_one_head_at_80x24(snap_compare, monkeypatch):
     monkeypatch.setattr(compare_screen, "SUMMARY_SEQUENCES", 16)
 

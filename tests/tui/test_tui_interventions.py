@@ -13,6 +13,7 @@ from minitx.tui.app import create_app
 from minitx.tui.screens import compare as compare_screen
 from minitx.tui.screens import explore as explore_screen
 from minitx.tui.screens.dialogs import FailuresScreen, ForceTokenScreen
+from minitx.tui.screens.patch import PatchScreen
 
 REVERSED = [5, 1, 4, 1, 3, 12]  # "3 1 4 1 5" reversed, then <eos>
 
@@ -178,6 +179,30 @@ async def test_w_lists_failures_and_one_opens_at_its_first_wrong_step():
 
 
 @pytest.mark.asyncio
+async def test_shift_p_patches_the_source_on_screen_into_a_corrupted_one():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await explore(pilot)
+        await pilot.press("P")
+        dialog = app.screen
+        assert isinstance(dialog, PatchScreen) and dialog.clean == [3, 1, 4, 1, 5]
+        source = dialog.query_one(Input)
+        assert source.value == "4 2 5 2 6"  # suggested: every digit one on
+        source.value = "2 7 1"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "same length" in str(dialog.query_one("#patch-status").render()),
+                       "the refusal")
+        source.value = "2 7 1 8 2"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: dialog.result is not None, "the patching sweep")
+        assert dialog.result.corrupted == [2, 7, 1, 8, 2]
+        assert max(dialog.result.heads, key=dialog.result.heads.get).startswith("cross:L2")
+        assert dialog.query_one("#patch-report").render()  # the report is drawn
+        await pilot.press("escape")
+        assert not isinstance(app.screen, PatchScreen)
+
+
+@pytest.mark.asyncio
 async def test_p_draws_the_positional_encoding_and_the_similarity_of_positions():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -222,10 +247,10 @@ async def test_while_the_timeline_shows_p_plays_it_and_the_intervention_keys_wai
     app = create_app([two_runs[0]])
     async with app.run_test(size=(80, 24)) as pilot:
         panel = await explore(pilot)
-        assert "p positions" in footer(app) and "k ablate" in footer(app)
+        assert "p pos " in footer(app) and "k ablate" in footer(app)
         await pilot.press("h")
         shown = footer(app)
-        assert "p play" in shown and "p positions" not in shown and "k ablate" not in shown
+        assert "p play" in shown and "p pos " not in shown and "k ablate" not in shown
         await pilot.press("k", "p")
         assert not panel.ablated and panel.view_mode == "grid"
         assert app.screen.timeline().playing

@@ -26,23 +26,6 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
         raise click.BadParameter(str(e), param_hint=flag) from None
 
 
-def _ranges(steps: list[int]) -> str:
-    """0-based steps -> '1-5, 7' (1-based, as every step minitx shows)."""
-    runs: list[list[int]] = []
-    for t in steps:
-        if runs and t == runs[-1][-1] + 1:
-            runs[-1].append(t)
-        else:
-            runs.append([t])
-    return ", ".join(f"{r[0] + 1}-{r[-1] + 1}" if len(r) > 1 else str(r[0] + 1) for r in runs)
-
-
-def _fraction(value: float) -> str:
-    """A recovered fraction, coloured by how much of the clean answer it brings back."""
-    style = "bold green" if value >= 0.5 else "green" if value >= 0.1 else "red" if value <= -0.1 else "dim"
-    return f"[{style}]{value:+.2f}[/]"
-
-
 @click.command("patch", short_help="Activation patching: which heads carry the answer.")
 @click.argument("ckpt", required=False)
 @click.option("--clean", required=True, metavar="SOURCE",
@@ -78,61 +61,9 @@ def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
     if as_json:
         echo_json({"checkpoint": str(checkpoint.path), "task": checkpoint.task.name, **result.to_dict()})
         return
-    from minitx.core.tasks import Task
+    from minitx.tui.patch_report import patching_report
 
-    out = console()
-    out.print(f"clean     {Task.format(clean_ids)}  ->  {Task.format(result.clean_answer)}   "
-              f"logit difference {result.clean_difference:+.2f}")
-    out.print(f"corrupted {Task.format(corrupt_ids)}  ->  {Task.format(result.corrupted_answer)}   "
-              f"logit difference {result.corrupted_difference:+.2f}")
-    out.print(f"recovered fraction (0 corrupted, 1 clean), measured at steps {_ranges(result.steps)}")
-    out.print("\n[bold]each head's output, all positions[/]")
-    out.print(_heads_table(result, checkpoint.model_config.n_heads))
-    out.print("\n[bold]the residual stream leaving each layer, one position at a time[/]")
-    out.print(_streams_table(result, clean_ids))
-
-
-def _heads_table(result, n_heads: int):
-    from rich.table import Table
-
-    table = Table(box=None, padding=(0, 1), header_style="bold")
-    table.add_column("block")
-    for head in range(n_heads):
-        table.add_column(f"H{head + 1}", justify="right")
-    blocks: dict[str, list[str]] = {}
-    for name, value in result.heads.items():
-        blocks.setdefault(name.split(".")[0], []).append(_fraction(value))
-    for block, cells in blocks.items():
-        table.add_row(block, *cells)
-    return table
-
-
-def _streams_table(result, clean_ids: list[int]):
-    """One row per position (the source token, the output produced there), one column per
-    stream, so any length fits 80 columns; the last row patches every position at once."""
-    from rich.table import Table
-
-    from minitx.core.tasks import Task
-
-    def token(ids, position):
-        return Task.format([ids[position]], strip_special=False) if position < len(ids) else ""
-
-    def fraction(name, position):
-        values = result.streams[name]
-        return _fraction(values[position]) if position < len(values) else ""
-
-    encoder = [n for n in result.streams if n.startswith("enc")]
-    decoder = [n for n in result.streams if n.startswith("dec")]
-    table = Table(box=None, padding=(0, 1), header_style="bold")
-    for header in ("pos", "source", *encoder, "output", *decoder):
-        table.add_column(header.replace(".resid", ""), justify="right")
-    for position in range(len(result.clean_answer)):
-        table.add_row(str(position), token(clean_ids, position),
-                      *(fraction(n, position) for n in encoder), token(result.clean_answer, position),
-                      *(fraction(n, position) for n in decoder))
-    table.add_row("all", "", *(_fraction(result.stream_all[n]) for n in encoder), "",
-                  *(_fraction(result.stream_all[n]) for n in decoder), style="bold")
-    return table
+    console().print(patching_report(result, checkpoint.model_config.n_heads))
 
 
 @click.command("lens", short_help="The logit lens: what each decoder layer would predict.")

@@ -37,6 +37,7 @@ HELP = """\
   f    force a token at this step, then decode greedily on (* marks it)
   w    failures: sequences it gets wrong; Enter opens one at its first
        wrong step
+  P    patch: the source on screen (clean) into one you type (corrupted)
 
 [b]Train[/b]     Tab moves into the form, esc leaves it
   space  start / pause / resume   x  stop   w  save a checkpoint

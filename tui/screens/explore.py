@@ -34,11 +34,12 @@ IMPORTANCE_SEQUENCES = 200  # fresh sequences per ablated head: 24 heads in well
 INTERVENTION_BINDINGS = [
     Binding("l", "view('lens')", "lens"),
     Binding("m", "importance", "rank"),
-    Binding("p", "view('positions')", "positions"),
+    Binding("p", "view('positions')", "pos"),
     *ABLATION_BINDINGS,
     Binding("g", "teacher", "teacher"),
     Binding("f", "force", "force"),
-    Binding("w", "failures", "failures"),
+    Binding("w", "failures", "wrong"),
+    Binding("P", "patch", "patch"),
 ]
 
 
@@ -231,6 +232,12 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
         self.app.show_failures(panel.record.model, panel.record.task,
                                Interventions(zero=panel.ablated), chosen)
+
+    @one_line_errors
+    def action_patch(self) -> None:
+        panel = self.panel
+        if panel.stepper is not None:
+            self.app.show_patching(panel.record.model, panel.record.task, panel.stepper.src_ids)
 
     @one_line_errors
     def _open_failure(self, failure) -> None:
