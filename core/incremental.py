@@ -106,7 +106,7 @@ class _LayerState:
 
 def _appended(cached: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
     """cached (2, B, g, t, k) or None, new (B, 2, g, 1, k) -> (2, B, g, t + 1, k)."""
-    new = new.transpose(0, 1)  # (2, B, h, 1, k)
+    new = new.transpose(0, 1)  # (2, B, g, 1, k)
     return new if cached is None else torch.cat([cached, new], dim=3)
 
 
