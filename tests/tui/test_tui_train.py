@@ -156,6 +156,39 @@ async def test_save_writes_a_loadable_checkpoint_and_says_where(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_the_form_trains_a_model_with_its_components_swapped():
+    from textual.widgets import Select
+
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        assert screen.form_values()["kv_heads"] is None  # empty: one K/V head per head
+        fill_form(screen, steps="8", heads="4", kv_heads="1")
+        for field, value in {"norm_kind": "rms", "activation": "swiglu", "position_encoding": "rope"}.items():
+            screen.query_one(f"#{field}", Select).value = value
+        await pilot.pause()
+        assert screen.form_error == ""
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.state == "finished", "the run to finish")
+        cfg = screen.trainer.model.cfg  # the model the run trained (and hands to Explore)
+    assert (cfg.norm_kind, cfg.activation, cfg.position_encoding, cfg.n_heads, cfg.kv_heads) == (
+        "rms", "swiglu", "rope", 4, 1)
+
+
+@pytest.mark.asyncio
+async def test_k_v_heads_that_do_not_divide_the_heads_are_marked_in_the_form():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        screen.query_one("#kv_heads", Input).value = "3"
+        await pilot.pause()
+        assert "kv_heads" in screen.form_error and screen.query_one("#kv_heads").has_class("-invalid")
+        screen.query_one("#kv_heads", Input).value = ""  # empty again: follows the heads
+        await pilot.pause()
+        assert screen.form_error == ""
+
+
+@pytest.mark.asyncio
 async def test_a_diverging_run_is_a_notification_not_a_crash(monkeypatch):
     from minitx.core.train import Trainer, TrainingDiverged
 

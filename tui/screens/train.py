@@ -158,11 +158,21 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
     # -- the form --------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="defaults", exit_on_error=False)
     def load_defaults(self) -> None:
-        from minitx.core.config import DEFAULT_RECIPE, DEVICES, NORMS, recipe
+        from minitx.core.config import (
+            ACTIVATIONS,
+            DEFAULT_RECIPE,
+            DEVICES,
+            NORM_KINDS,
+            NORMS,
+            POSITION_ENCODINGS,
+            recipe,
+        )
         from minitx.core.tasks import TASKS
 
         self.post_message(FormDefaults(recipe(DEFAULT_RECIPE), {
-            "task": list(TASKS), "norm": list(NORMS), "device": list(DEVICES)}))
+            "task": list(TASKS), "norm": list(NORMS), "device": list(DEVICES),
+            "norm_kind": list(NORM_KINDS), "activation": list(ACTIVATIONS),
+            "position_encoding": list(POSITION_ENCODINGS)}))
 
     def on_form_defaults(self, message: FormDefaults) -> None:
         self.form.fill(message.recipe, message.choices)

@@ -16,16 +16,19 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.widgets import Input, Label, Select
 
-# option name -> label, in the form's order (four to a row)
+# option name -> label, in the form's order (four to a row); the fourth row is the component
+# switches (docs/components.md)
 FIELDS = {
     "task": "task", "steps": "steps", "batch_size": "batch", "lr": "lr",
-    "warmup": "warmup", "dropout": "dropout", "d_model": "d_model", "heads": "heads",
-    "layers": "layers", "norm": "norm", "seed": "seed", "device": "device",
+    "warmup": "warmup", "dropout": "dropout", "seed": "seed", "device": "device",
+    "d_model": "d_model", "heads": "heads", "kv_heads": "K/V", "layers": "layers",
+    "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
     "until": "until", "probe_source": "probe",
 }
 WIDE = ("probe_source",)  # fields that take the rest of their row
-PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)"}
-CHOICES = ("task", "norm", "device")  # picked from a list (core says which), not typed
+PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)", "kv_heads": "= heads"}
+OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
+CHOICES = ("task", "norm", "norm_kind", "activation", "position_encoding", "device")  # from core's lists
 RUN_KEYS = ("space", "x", "w")  # never part of a form value, so they drive the run anywhere
 
 
@@ -76,7 +79,7 @@ class TrainForm(Grid):
 
     def compose(self) -> ComposeResult:
         for name, label in FIELDS.items():
-            with Horizontal(classes="field wide" if name in WIDE else "field"):
+            with Horizontal(classes="field wide" if name in WIDE else "field", id=f"field-{name}"):
                 yield Label(label, classes="field-label")
                 if name in CHOICES:
                     yield Select([], id=name, compact=True, allow_blank=True)
@@ -91,6 +94,8 @@ class TrainForm(Grid):
         fields = {**{n: getattr(recipe.model, f) for n, f in MODEL_OPTIONS.items()},
                   **{n: getattr(recipe.train, f) for n, f in train_options().items()},
                   "layers": recipe.model.n_decoder_layers}
+        if recipe.model.kv_heads == recipe.model.n_heads:
+            fields["kv_heads"] = ""  # multi-head: empty, so a new `heads` keeps one K/V head each
         for name in FIELDS:
             value = fields[name]
             if name in CHOICES:
@@ -107,6 +112,8 @@ class TrainForm(Grid):
             widget = self.query_one(f"#{name}")
             values[name] = widget.value if isinstance(widget, Input) else \
                 (None if widget.value is Select.BLANK else widget.value)
+            if name in OPTIONAL and not (values[name] or "").strip():
+                values[name] = None
         return values
 
     def configs(self):
