@@ -158,3 +158,10 @@ class DoctorFinished(Message):
     def __init__(self, causes: list[str], error: str = "") -> None:
         super().__init__()
         self.causes, self.error = causes, error
+
+
+# -- the training timeline ---------------------------------------------------------------------
+
+
+class TimelineMoved(Message):
+    """Another probe snapshot is on screen (a key, or play)."""

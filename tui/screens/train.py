@@ -25,7 +25,15 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from minitx.tui.chart_keys import CHART_BINDINGS, TIMELINE_BINDINGS, ChartKeys, TimelineKeys
 from minitx.tui.errors import one_line_errors
 from minitx.tui.format import format_loss
-from minitx.tui.messages import FormDefaults, ModelLoaded, Progress, RunEnded, RunStarted, Saved
+from minitx.tui.messages import (
+    FormDefaults,
+    ModelLoaded,
+    Progress,
+    RunEnded,
+    RunStarted,
+    Saved,
+    TimelineMoved,
+)
 from minitx.tui.training import TrainingRun, save
 from minitx.tui.widgets.attention import AttentionGrid, ScoreTable
 from minitx.tui.widgets.curve_chart import CurveChart
@@ -129,7 +137,7 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
     def action_frame(self, delta: int) -> None:
         self.timeline().step_by(delta)
 
-    def on_timeline_moved(self, message: Timeline.Moved) -> None:
+    def on_timeline_moved(self, message: TimelineMoved) -> None:
         timeline = self.timeline()
         if timeline.scores:
             self.query_one("#probe-scores", ScoreTable).show(

@@ -11,9 +11,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.message import Message
 from textual.widgets import Static
 
+from minitx.tui.messages import TimelineMoved
 from minitx.tui.widgets.attention import AttentionGrid
 
 PLAY_INTERVAL = 0.15  # seconds a frame stays on screen while playing
@@ -21,9 +21,6 @@ BAR_WIDTH = 20
 
 
 class Timeline(Vertical):
-    class Moved(Message):
-        """Another snapshot is on screen (a key, or play)."""
-
     DEFAULT_CSS = """
     Timeline { height: 1fr; }
     Timeline #timeline-bar { height: 2; }
@@ -143,7 +140,7 @@ class Timeline(Vertical):
         layer, head = self.head
         grid.show(self.frames[self.index][layer][head], self.source, self.target,
                   axes="rows: correct outputs (teacher forced) · columns: the probe source")
-        self.post_message(self.Moved())
+        self.post_message(TimelineMoved())
 
 
 def _token(vocab, i: int) -> str:
