@@ -6,7 +6,7 @@ stepping back is just moving a pointer over recorded results, never recomputatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -93,10 +93,13 @@ class StepResult:
     """What happened when the decoder produced one token."""
 
     index: int  # 0-based step number: this token is output position `index`
-    token: int
+    token: int  # the token output here (and fed next): the prediction, unless it was forced
     top_k: list[tuple[int, float]]  # (token id, probability), most likely first
     cross_attention: torch.Tensor  # (layers, heads, S): this step's query row over the source
     self_attention: torch.Tensor  # (layers, heads, index + 1): over the decoder input so far
+    log_probs: torch.Tensor | None = None  # (V,) the model's next-token log-probabilities
+    lens: torch.Tensor | None = None  # (layers, V) log-probabilities of each decoder layer's lens
+    predicted: int | None = None  # the model's own choice (argmax); None: the same as token
 
     @property
     def text(self) -> str:
@@ -106,27 +109,57 @@ class StepResult:
     def is_end(self) -> bool:
         return self.token == EOS
 
+    @property
+    def forced(self) -> bool:
+        """True when the token output here is not the one the model chose."""
+        return self.predicted is not None and self.predicted != self.token
+
+    @property
+    def entropy(self) -> float:
+        """Of the next-token distribution, in nats (0: certain; ln V: uniform)."""
+        lp = self.log_probs
+        return float(-(lp.exp() * lp).sum()) if lp is not None else float("nan")
+
 
 class Stepper:
     """Greedy decoding of one source, one token per `step()`, with a KV cache.
 
     `results[:position]` is what is currently shown; `back()` moves the position, and stepping
     forward again replays a recorded result instead of running the model.
+
+    interventions (core/interventions.py) change every step; `forced` maps a step index to the
+    token output there instead of the model's choice (decoding continues greedily from it), and
+    `teacher` feeds the decoder the given target at every step (teacher forcing; it sets the cap).
     """
 
-    def __init__(self, model: Seq2Seq, src_ids: list[int], top_k: int = 5, cap: int | None = None):
+    def __init__(self, model: Seq2Seq, src_ids: list[int], top_k: int = 5, cap: int | None = None,
+                 interventions=None, forced: dict[int, int] | None = None,
+                 teacher: list[int] | None = None):
         if not src_ids:
             raise ValueError("the source is empty")
         self.model = model
         self.src_ids = list(src_ids)
         self.top_k = top_k
-        self.cap = cap or default_cap(model, len(src_ids))
-        with eval_mode(model), torch.no_grad():  # stepping is inference: no dropout
-            src = torch.tensor([self.src_ids], device=model.device)  # (1, S)
-            self._decoder = IncrementalDecoder(model, *model.encode(src))
-        self._last_token = torch.tensor([SOS], device=model.device)  # (1,)
+        self.teacher = list(teacher) if teacher is not None else None
+        self.cap = len(self.teacher) if self.teacher else cap or default_cap(model, len(src_ids))
+        self.forced = dict(forced or {})
+        from minitx.core.interventions import Interventions, Recording
+
+        self._lens_record = Recording(heads=False)  # each step's residual streams: the logit lens
+        self.interventions = interventions or Interventions()
+        self._hooks = self.interventions.recording(self._lens_record)
+        self.encoder_attention = self._start()  # (layers, heads, S, S)
         self.results: list[StepResult] = []
         self.position = 0
+
+    def _start(self) -> torch.Tensor:
+        """A fresh decoder (the interventions apply to the encoding and to every cached step)."""
+        maps = AttentionMaps()
+        with eval_mode(self.model), torch.no_grad(), self._hooks.applied(self.model):
+            src = torch.tensor([self.src_ids], device=self.model.device)  # (1, S)
+            self._decoder = IncrementalDecoder(self.model, *self.model.encode(src, maps))
+        self._last_token = torch.tensor([SOS], device=self.model.device)  # (1,)
+        return torch.stack([w[0] for w in maps.encoder_self]).cpu()
 
     @property
     def finished(self) -> bool:
@@ -171,6 +204,24 @@ class Stepper:
             pass
         return self.results[: self.position]
 
+    def force(self, token: int) -> StepResult:
+        """Output `token` at the current step instead of what the model chose; what follows is
+        decoded again, greedily from it (stepping forward computes it)."""
+        index = self.position - 1
+        if index < 0:
+            raise ValueError("step once before forcing a token: there is no current step yet")
+        if not 0 <= token < self.model.cfg.vocab_size:
+            raise ValueError(f"token {token} is not in the vocabulary")
+        self.forced[index] = token
+        kept = self.results[:index] + [replace(self.results[index], token=token)]
+        self._start()
+        with torch.no_grad():
+            for fed in [SOS] + [r.token for r in kept[:-1]]:  # the cache up to this step
+                self._decoder.step(torch.tensor([fed], device=self.model.device))
+        self._lens_record.clear()
+        self.results, self._last_token = kept, torch.tensor([token], device=self.model.device)
+        return kept[-1]
+
     def cross_attention_grid(self, layer: int, head: int) -> torch.Tensor:
         """(steps shown, S): row i is the query that produced output token i."""
         rows = [r.cross_attention[layer, head] for r in self.results[: self.position]]
@@ -186,15 +237,28 @@ class Stepper:
             grid[i, : i + 1] = r.self_attention[layer, head]
         return grid
 
+    def encoder_attention_grid(self, layer: int, head: int) -> torch.Tensor:
+        """(S, S): source position i (row) over source positions (columns)."""
+        return self.encoder_attention[layer, head]
+
     @torch.no_grad()
     def _compute_next(self) -> StepResult:
+        from minitx.core.lens import lens_log_probs
+
         index = len(self.results)
         maps = AttentionMaps()
+        self._lens_record.clear()
         with eval_mode(self.model):  # the incremental step reads no dropout, but the model is shared
             logits = self._decoder.step(self._last_token, maps)  # (1, V)
-        probs = logits.softmax(dim=-1)[0]  # (V,)
+            streams = [self._lens_record.stream("dec", i) for i in range(len(self.model.decoder))]
+            lens = lens_log_probs(self.model, streams)[:, 0, -1].cpu()  # (L, V)
+        log_probs = logits.log_softmax(dim=-1)[0]  # (V,)
+        probs = log_probs.exp()
         top = probs.topk(min(self.top_k, probs.numel()))
-        token = int(top.indices[0])
+        predicted = int(top.indices[0])
+        token = self.forced.get(index, predicted)  # forced over teacher over the model's choice
+        if index not in self.forced and self.teacher is not None and index < len(self.teacher):
+            token = self.teacher[index]
         self._last_token = torch.tensor([token], device=logits.device)
         return StepResult(
             index=index,
@@ -202,4 +266,20 @@ class Stepper:
             top_k=[(int(i), float(p)) for p, i in zip(top.values, top.indices)],
             cross_attention=torch.stack([w[0, :, -1] for w in maps.cross]).cpu(),  # (L, h, S)
             self_attention=torch.stack([w[0, :, -1] for w in maps.decoder_self]).cpu(),
+            log_probs=log_probs.cpu(),
+            lens=lens,
+            predicted=predicted,
         )
+
+
+def first_wrong_step(generated: list[int], expected: list[int]) -> int | None:
+    """The 0-based step where `generated` first differs from `expected` (both ending in EOS or
+    cut there), or None when they agree; a missing token counts as a difference."""
+    for i in range(max(len(generated), len(expected))):
+        got = generated[i] if i < len(generated) else None
+        want = expected[i] if i < len(expected) else None
+        if got != want:
+            return i
+        if got == EOS:
+            return None
+    return None

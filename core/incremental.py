@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from minitx.core.components import RMSNorm, SwiGLUFeedForward, rms_norm, rotary_angles, rotate_pairs, swiglu
+from minitx.core.hooks import HeadHook, StreamEdit, head_hook, stream_hook
 from minitx.core.model import AttentionMaps, DecoderLayer, Seq2Seq, additive_mask, attention, shared_heads
 
 
@@ -76,6 +77,10 @@ class _LayerState:
     ff_out: _Linear
     norms: tuple[_Norm, _Norm, _Norm]  # self-attention, cross-attention, feed-forward
     cross_reads_decoder: bool  # keys/values from the decoder stream (a bug preset), not the memory
+    # Interventions active when the decode began (core/hooks.py), the modules' own hooks.
+    self_hook: HeadHook | None
+    cross_hook: HeadHook | None
+    stream_hook: StreamEdit | None
     self_keys_values: torch.Tensor | None = None  # (2, B, g, t, k): K and V, one concat per step
     cross_keys_values: torch.Tensor | None = None  # (2, B, g, S, k) of the memory (or growing, as self)
 
@@ -93,19 +98,25 @@ class _LayerState:
             ff_out=_Linear.of(ff.w2 if gated else ff[-1]),
             norms=tuple(_Norm.of(r.norm) for r in (layer.self_res, layer.cross_res, layer.ff_res)),
             cross_reads_decoder=layer.cross_reads_decoder,
+            self_hook=head_hook(sa),
+            cross_hook=head_hook(ca),
+            stream_hook=stream_hook(layer),
         )
 
 
 def _appended(cached: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
     """cached (2, B, g, t, k) or None, new (B, 2, g, 1, k) -> (2, B, g, t + 1, k)."""
-    new = new.transpose(0, 1)  # (2, B, h, 1, k)
+    new = new.transpose(0, 1)  # (2, B, g, 1, k)
     return new if cached is None else torch.cat([cached, new], dim=3)
 
 
 class IncrementalDecoder:
     """Greedy-decoding state for one batch of sources: step(tokens) feeds the decoder one new
     position per sequence and returns the logits for the next one. Use it under
-    torch.inference_mode() or torch.no_grad(), as greedy_decode and the Stepper do."""
+    torch.inference_mode() or torch.no_grad(), as greedy_decode and the Stepper do.
+
+    The interventions active when it is created (core/hooks.py) apply to every step, so create it
+    where they are active, as the model's encode() must run there too."""
 
     @torch.no_grad()
     def __init__(self, model: Seq2Seq, memory: torch.Tensor, src_mask: torch.Tensor | None) -> None:
@@ -143,6 +154,8 @@ class IncrementalDecoder:
         rotary = self._rotary_at(self.position, y.device) if self._rope else None
         for state in self._layers:
             y = self._layer_step(state, y, maps, rotary)
+            if state.stream_hook is not None:
+                y = state.stream_hook(y[:, None], self.position)[:, 0]  # (B, d) as (B, 1, d)
         self.position += 1
         if self._final_norm is not None:
             y = self._final_norm(y)
@@ -170,7 +183,7 @@ class IncrementalDecoder:
             q = rotate_pairs(q, *rotary)
             new_kv = torch.stack((rotate_pairs(new_kv[:, 0], *rotary), new_kv[:, 1]), dim=1)
         kv = state.self_keys_values = _appended(state.self_keys_values, new_kv)  # (2, B, g, t + 1, k)
-        a, self_w = self._attend(q, kv[0], kv[1], None, None, maps)  # (B, d)
+        a, self_w = self._attend(q, kv[0], kv[1], None, None, maps, state.self_hook)  # (B, d)
         y = self._residual(y, state.self_out(a), self_norm)
 
         x = cross_norm(y) if self._pre_norm else y
@@ -178,10 +191,11 @@ class IncrementalDecoder:
         if state.cross_reads_decoder:  # a bug preset: keys/values from the decoder positions so far
             new_kv = state.cross_kv(x).view(B, 2, g, 1, -1)  # (B, 2, g, 1, k)
             kv = state.cross_keys_values = _appended(state.cross_keys_values, new_kv)
-            a, cross_w = self._attend(q, kv[0], kv[1], None, None, maps)
+            a, cross_w = self._attend(q, kv[0], kv[1], None, None, maps, state.cross_hook)
         else:
             kv = state.cross_keys_values
-            a, cross_w = self._attend(q, kv[0], kv[1], self._src_mask, self._src_bias, maps)
+            a, cross_w = self._attend(q, kv[0], kv[1], self._src_mask, self._src_bias, maps,
+                                      state.cross_hook)
         y = self._residual(y, state.cross_out(a), cross_norm)
 
         x = ff_norm(y) if self._pre_norm else y
@@ -199,11 +213,18 @@ class IncrementalDecoder:
         mask: torch.Tensor | None,
         bias: torch.Tensor | None,
         maps: AttentionMaps | None,
+        hook: HeadHook | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """q (B, h, 1, k) over k/v (B, g, Tk, k) -> (B, d), and the weights (B, h, 1, Tk) when
         maps are wanted (the explicit path; otherwise the fused kernel with the prepared bias).
-        Every query head's output (B, h, 1, k) and weights exist here, before the heads merge."""
-        if maps is not None:
+        Every query head's output (B, h, 1, k) and weights exist here, before the heads merge;
+        a hook edits them exactly as in the modules' forward."""
+        if hook is not None:
+            out, weights = attention(q, k, v, mask, divisor=self._divisor, need_weights=True,
+                                     edit_weights=hook.weights, offset=self.position)
+            if hook.output is not None:
+                out = hook.output(out, self.position)  # (B, h, 1, k)
+        elif maps is not None:
             out, weights = attention(q, k, v, mask, divisor=self._divisor, need_weights=True)
         else:
             scale = None if self._divisor is None else 1.0 / self._divisor

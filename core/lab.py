@@ -6,15 +6,17 @@ recipe through configs_from_options(), so "rope" here is exactly `--position-enc
 there. For each variant and seed the lab records the held-out exact match every `eval_every`
 steps (the first step at or above the target), the final accuracy on the trained lengths, the
 accuracy on longer sources than any seen in training, the parameter count and the training
-speed (steps per second of training, evaluation excluded). Runs alternate between variants seed
-by seed, so a machine that slows down mid-lab slows every variant alike.
+speed (steps per second of training, evaluation excluded). Within a seed the variants take
+training steps in turn, so a machine that slows down mid-lab slows every variant alike.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+
+import torch
 
 from minitx.core.components import VARIANTS
 from minitx.core.config import ModelConfig, TrainConfig
@@ -70,34 +72,67 @@ class LabRun:
     curve: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out accuracy)
 
 
-def run_variant(plan: LabPlan, variant: str, seed: int) -> LabRun:
-    """Train one variant with one seed for plan.steps steps, evaluating as the plan says."""
-    model_cfg, train_cfg = plan.configs(variant, seed)
-    trainer = Trainer(model_cfg, train_cfg)
-    curve, reached = [], None
-    while not trainer.done:
-        trainer.train_step()
-        step = trainer.step_count
-        if step % plan.eval_every == 0 or trainer.done:
-            accuracy = evaluate(trainer.model, trainer.task, plan.eval_size, seed=HELD_OUT_SEED + seed,
-                                batch_size=plan.eval_size).accuracy
-            curve.append((step, accuracy))
-            if reached is None and accuracy >= plan.target:
-                reached = step
-    lo, hi = plan.beyond
-    beyond = evaluate(trainer.model, trainer.task, plan.eval_size, seed=HELD_OUT_SEED + seed,
-                      batch_size=plan.eval_size, min_len=lo, max_len=hi)
-    return LabRun(variant, seed, parameter_breakdown(trainer.model)["total"], reached, curve[-1][1],
-                  beyond.accuracy, beyond.by_length, trainer.step_count / trainer.seconds, curve)
+class _Run:
+    """One variant's training within a lab: its trainer, its evaluations so far, and its own
+    state of torch's global RNG (dropout draws from it), so that variants stepping in turn
+    each draw what they would draw alone."""
+
+    def __init__(self, plan: LabPlan, variant: str, seed: int) -> None:
+        self.plan, self.variant, self.seed = plan, variant, seed
+        self.trainer = Trainer(*plan.configs(variant, seed))  # seeds the global RNG, builds
+        self.rng = self._rng_state()
+        self.curve: list[tuple[int, float]] = []
+        self.reached: int | None = None
+
+    def _rng_state(self) -> list[torch.Tensor]:
+        states = [torch.get_rng_state()]
+        if self.trainer.device.type == "cuda":
+            states.append(torch.cuda.get_rng_state(self.trainer.device))
+        return states
+
+    def step(self) -> None:
+        torch.set_rng_state(self.rng[0])
+        if len(self.rng) > 1:
+            torch.cuda.set_rng_state(self.rng[1], self.trainer.device)
+        self.trainer.train_step()  # trainer.seconds counts the step alone
+        self.rng = self._rng_state()
+        step = self.trainer.step_count
+        if step % self.plan.eval_every == 0 or self.trainer.done:
+            accuracy = self._evaluate().accuracy
+            self.curve.append((step, accuracy))
+            if self.reached is None and accuracy >= self.plan.target:
+                self.reached = step
+
+    def _evaluate(self, lengths: tuple[int, int] | None = None):
+        lo, hi = lengths or (None, None)
+        return evaluate(self.trainer.model, self.trainer.task, self.plan.eval_size,
+                        seed=HELD_OUT_SEED + self.seed, batch_size=self.plan.eval_size,
+                        min_len=lo, max_len=hi)
+
+    def result(self) -> LabRun:
+        beyond = self._evaluate(self.plan.beyond)
+        trainer = self.trainer
+        return LabRun(self.variant, self.seed, parameter_breakdown(trainer.model)["total"],
+                      self.reached, self.curve[-1][1], beyond.accuracy, beyond.by_length,
+                      trainer.step_count / trainer.seconds, self.curve)
 
 
-def run_lab(plan: LabPlan, variants: list[str], seeds: list[int]) -> Iterator[LabRun]:
-    """Every variant for every seed, seed by seed (variants alternate), each run as it ends."""
+def run_lab(plan: LabPlan, variants: list[str], seeds: list[int],
+            progress: Callable[[int, int], None] | None = None) -> Iterator[LabRun]:
+    """Every variant for every seed. Within a seed the variants train step by step in turn,
+    so a burst of load on a shared machine slows all of them alike and their steps/s compare;
+    yields each seed's runs when its last step is done. progress(seed, step) after every
+    evaluation period."""
     for variant in variants:
         plan.configs(variant, seeds[0])  # every bad name or option fails before any training
     for seed in seeds:
-        for variant in variants:
-            yield run_variant(plan, variant, seed)
+        runs = [_Run(plan, variant, seed) for variant in variants]
+        for step in range(1, plan.steps + 1):
+            for run in runs:
+                run.step()
+            if progress is not None and (step % plan.eval_every == 0 or step == plan.steps):
+                progress(seed, step)
+        yield from (run.result() for run in runs)
 
 
 @dataclass
@@ -112,6 +147,14 @@ class LabRow:
     beyond_accuracy: float
     steps_per_s: float  # median over seeds
     runs: list[LabRun]
+
+    @property
+    def beyond_by_length(self) -> dict[int, float]:
+        """Source length -> accuracy on it, mean over seeds (a seed's 500 beyond sources fall
+        about evenly on the lengths)."""
+        lengths = sorted({n for run in self.runs for n in run.beyond_by_length})
+        return {n: statistics.fmean(r.beyond_by_length[n] for r in self.runs if n in r.beyond_by_length)
+                for n in lengths}
 
     def to_dict(self) -> dict:
         data = asdict(self)

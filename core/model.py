@@ -19,6 +19,7 @@ from torch import nn
 
 from minitx.core.components import feed_forward, norm_layer, rotary_angles, rotate_pairs, sinusoidal_table
 from minitx.core.config import ModelConfig
+from minitx.core.hooks import WeightsEdit, head_hook, stream_hook
 
 Rotary = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, k): rotary_angles() of a stream
 
@@ -83,6 +84,8 @@ def attention(
     divisor: float | None = None,
     fused: bool = False,
     need_weights: bool = False,
+    edit_weights: WeightsEdit | None = None,
+    offset: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(q k^T / divisor) v over the key axis; the divisor is sqrt(d_k) unless given.
 
@@ -91,10 +94,11 @@ def attention(
     every key after i. Returns every query head's output (B, h, Tq, k) and, when asked, its
     weights (B, h, Tq, Tk) before dropout: the one place both exist, per head, before the heads
     are merged. The fused path (scaled_dot_product_attention) is used only when weights are not
-    needed.
+    needed. edit_weights (a pattern override, core/hooks.py) replaces the weights after the
+    softmax; offset is the position of the first query row, which it may need.
     """
     k, v = shared_heads(k, q.shape[1]), shared_heads(v, q.shape[1])  # (B, h, Tk, k)
-    if fused and not need_weights:
+    if fused and not need_weights and edit_weights is None:
         bias, is_causal = None, causal
         if mask is not None:  # padding as well: one additive bias carries both
             if causal:
@@ -113,6 +117,8 @@ def attention(
     if mask is not None:
         scores = scores.masked_fill(~mask, masked_fill_value(q.dtype))
     weights = scores.softmax(dim=-1)
+    if edit_weights is not None:
+        weights = edit_weights(weights, mask, offset)
     dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
     return dropped @ v, (weights if need_weights else None)
 
@@ -161,6 +167,7 @@ class MultiHeadAttention(nn.Module):
         rotary: Rotary | None = None,  # the queries' positions (self-attention of a rope model)
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         k, v = keys_values
+        hook = head_hook(self)  # an intervention's (core/interventions.py), usually None
         out, weights = attention(
             self.queries(query, rotary),  # (B, h, Tq, k)
             k,
@@ -173,7 +180,10 @@ class MultiHeadAttention(nn.Module):
             # are asked for, the fused kernel computes the same in one call.
             fused=self.fused or not self.training,
             need_weights=need_weights,
+            edit_weights=hook.weights if hook is not None else None,
         )
+        if hook is not None and hook.output is not None:
+            out = hook.output(out, 0)  # (B, h, Tq, k): the per-head outputs, before out_proj
         B, h, Tq, dk = out.shape
         out = out.transpose(1, 2).reshape(B, Tq, h * dk)  # (B, Tq, d)
         return self.out_proj(out), weights
@@ -342,6 +352,8 @@ class Seq2Seq(nn.Module):
         rotary = self.rotary(src.shape[1], src.device)
         for layer in self.encoder:
             x, w = layer(x, src_mask, need_weights=maps is not None, rotary=rotary)
+            if (hook := stream_hook(layer)) is not None:
+                x = hook(x, 0)  # (B, S, d)
             if maps is not None:
                 maps.encoder_self.append(w)
         return self.encoder_norm(x), src_mask
@@ -356,6 +368,8 @@ class Seq2Seq(nn.Module):
                 y, memory, src_mask, tgt_mask, causal=self.causal, need_weights=maps is not None,
                 rotary=rotary,
             )
+            if (hook := stream_hook(layer)) is not None:
+                y = hook(y, 0)  # (B, T, d)
             if maps is not None:
                 maps.decoder_self.append(self_w)
                 maps.cross.append(cross_w)

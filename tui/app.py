@@ -25,8 +25,15 @@ from minitx.tui.format import short_path
 from minitx.tui.loaded import LoadedModel, load_named, open_error
 from minitx.tui.messages import LoadFailed, LoadProgress, ModelLoaded
 from minitx.tui.screens.compare import CompareScreen
-from minitx.tui.screens.dialogs import ChoiceDialog, HelpScreen, OpenCheckpointScreen
+from minitx.tui.screens.dialogs import (
+    ChoiceDialog,
+    FailuresScreen,
+    ForceTokenScreen,
+    HelpScreen,
+    OpenCheckpointScreen,
+)
 from minitx.tui.screens.explore import ExploreScreen
+from minitx.tui.screens.patch import PatchScreen
 from minitx.tui.screens.train import TrainScreen
 
 CLOSING_SIGNALS = ("SIGHUP", "SIGTERM")  # the terminal closed, or someone asked us to end
@@ -185,6 +192,22 @@ class MinitxApp(App):
         """A question with a key per answer: (key, what it does, value); esc answers None."""
         if not isinstance(self.screen, ChoiceDialog):
             self.push_screen(ChoiceDialog(question, choices), answered)
+
+    def ask_token(self, step: int, vocabulary: list[str], predicted: str, offered: list[int],
+                  chosen: Callable[[int | None], None]) -> None:
+        """The force-a-token dialog (step 1-based); `chosen` gets a token id, or None on esc."""
+        if not isinstance(self.screen, ForceTokenScreen):
+            self.push_screen(ForceTokenScreen(step, vocabulary, predicted, offered), chosen)
+
+    def show_failures(self, model, task, interventions, chosen: Callable[[object], None]) -> None:
+        """The failures dialog (it decodes in its own worker); `chosen` gets a core Failure or None."""
+        if not isinstance(self.screen, FailuresScreen):
+            self.push_screen(FailuresScreen(model, task, interventions), chosen)
+
+    def show_patching(self, model, task, clean: list[int]) -> None:
+        """The activation-patching dialog, with `clean` as the clean source."""
+        if not isinstance(self.screen, PatchScreen):
+            self.push_screen(PatchScreen(model, task, clean))
 
     def action_doctor(self) -> None:
         if not self.model_ready:

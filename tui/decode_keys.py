@@ -26,12 +26,19 @@ DECODE_BINDINGS = [
     Binding("right_square_bracket", "layer(1)", "layer"),
     Binding("comma", "head(-1)", "head"),
     Binding("full_stop", "head(1)", "head"),
-    # Shown only while a grid is too wide for its panel (a long source at 80 columns).
-    Binding("less_than_sign", "columns(-1)", "columns", key_display="<"),
-    Binding("greater_than_sign", "columns(1)", "columns", key_display=">"),
+    # On only while a grid is too wide for its panel (a long source at 80 columns). The grid says
+    # so itself ("columns 1-13 of 30 · < > scroll"), where the cut is: the footer has no room.
+    Binding("less_than_sign", "columns(-1)", "columns", key_display="<", show=False),
+    Binding("greater_than_sign", "columns(1)", "columns", key_display=">", show=False),
+]
+# Changing the model on screen: Explore acts on its panel, Compare on B (`intervened_panels`).
+ABLATION_BINDINGS = [
+    Binding("k", "ablate", "ablate"),
+    Binding("K", "clear_ablations", "restore"),
 ]
 SOURCE_BINDINGS = [
-    Binding("number_sign", "numbers", "numbers", key_display="#"),
+    # "nums": numbers in the cells. Short, so Explore's keys (with h) fit three lines at 80 columns.
+    Binding("number_sign", "numbers", "nums", key_display="#"),
     Binding("i", "edit_source", "source"),
     Binding("slash", "edit_source", "source", show=False),
 ]
@@ -50,6 +57,13 @@ class DecodeKeys:
 
     def draw_extras(self) -> None:
         """Anything the screen draws besides the panels (Compare: |A−B| and the summary)."""
+
+    def intervened_panels(self) -> list[DecodePanel]:
+        """The panels whose model the knock-out keys change (Explore: its one; Compare: B)."""
+        return self.decode_panels()
+
+    def interventions_changed(self) -> None:
+        """Called after a knock-out key changed a panel's model (Compare re-measures B)."""
 
     def show_selection(self) -> str:
         panel = self.decode_panels()[0]
@@ -146,9 +160,10 @@ class DecodeKeys:
 
     # -- what to look at -------------------------------------------------------------------------
     def shape(self) -> tuple[int, int]:
-        """Layers and heads every panel's model has (the keys only reach heads all of them have)."""
+        """Layers (of the attention kind shown) and heads every panel's model has (the keys only
+        reach heads all of them have)."""
         panels = self.decode_panels()
-        return min(p.record.layers for p in panels), min(p.record.heads for p in panels)
+        return min(p.layer_count() for p in panels), min(p.record.heads for p in panels)
 
     def select_head(self, layer: int, head: int) -> None:
         for panel in self.decode_panels():
@@ -171,7 +186,43 @@ class DecodeKeys:
     @one_line_errors
     def action_view(self, view: str) -> None:
         for panel in self.decode_panels():
-            panel.set_view("cross" if panel.view_mode == view else view)
+            panel.set_view("grid" if panel.view_mode == view else view)
+        self.refresh_view()
+
+    @one_line_errors
+    def action_kind(self) -> None:
+        """The next attention kind: cross -> decoder self -> encoder self -> cross."""
+        from minitx.tui.widgets.decode_panel import KINDS
+
+        for panel in self.decode_panels():
+            panel.set_kind(KINDS[(KINDS.index(panel.kind) + 1) % len(KINDS)])
+            if panel.view_mode not in ("grid", "heads"):
+                panel.set_view("grid")  # the kind is seen on a grid
+        self.refresh_view()
+
+    @one_line_errors
+    def action_ablate(self) -> None:
+        panels = [p for p in self.intervened_panels() if p.stepper is not None]
+        for panel in panels:
+            panel.toggle_ablation()
+        if panels:
+            head = panels[0].selected_head
+            state = "knocked out" if head in panels[0].ablated else "restored"
+            self.notify(f"{head} {state}", timeout=2)
+            self._after_intervention()
+
+    @one_line_errors
+    def action_clear_ablations(self) -> None:
+        panels = [p for p in self.intervened_panels() if p.stepper is not None and p.ablated]
+        for panel in panels:
+            panel.clear_ablations()
+        if panels:
+            self.notify("every head restored", timeout=2)
+            self._after_intervention()
+
+    def _after_intervention(self) -> None:
+        self.position = max(p.position for p in self._ready())
+        self.interventions_changed()
         self.refresh_view()
 
     @one_line_errors
@@ -185,12 +236,9 @@ class DecodeKeys:
         return super().check_action(action, parameters)
 
     def _offer_columns_key(self) -> None:
-        """Offer < > exactly while a grid is cropped (refreshing the footer only on a change:
-        it costs a layout pass)."""
-        cropped = any(p.grid.cropped and p.view_mode != "heads" for p in self.decode_panels())
-        if cropped != self._columns_key:
-            self._columns_key = cropped
-            self.refresh_bindings()
+        """Let < > act exactly while a grid is cropped (the key is checked when pressed; it is
+        not in the footer, so nothing needs redrawing)."""
+        self._columns_key = any(p.grid.cropped and p.view_mode == "grid" for p in self.decode_panels())
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._offer_columns_key)

@@ -56,11 +56,12 @@ class ListingReady(Message):
 
 
 class PairLoaded(Message):
-    """Both models of Compare are loaded (records: tui.loaded.LoadedModel)."""
+    """Both models of Compare are loaded (records: tui.loaded.LoadedModel; checkpoints: the
+    core Checkpoints, for measuring the pair again)."""
 
-    def __init__(self, a, b) -> None:
+    def __init__(self, a, b, checkpoints: tuple = ()) -> None:
         super().__init__()
-        self.a, self.b = a, b
+        self.a, self.b, self.checkpoints = a, b, checkpoints
 
 
 class PairFailed(Message):
@@ -73,6 +74,39 @@ class SummaryReady(Message):
     def __init__(self, comparison) -> None:
         super().__init__()
         self.comparison = comparison  # core.compare.Comparison
+
+
+# -- interventions (Explore's importance worker, the failures dialog's worker) --------------------
+
+
+class ImportanceProgress(Message):
+    def __init__(self, record, done: int, total: int) -> None:
+        super().__init__()
+        self.record, self.done, self.total = record, done, total  # record: tui.loaded.LoadedModel
+
+
+class ImportanceReady(Message):
+    def __init__(self, record, result) -> None:
+        super().__init__()
+        self.record, self.result = record, result  # result: core.importance.Importance
+
+
+class PatchProgress(Message):
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__()
+        self.done, self.total = done, total
+
+
+class PatchReady(Message):
+    def __init__(self, result=None, error: str = "") -> None:
+        super().__init__()
+        self.result, self.error = result, error  # result: core.patching.PatchingResult
+
+
+class FailuresReady(Message):
+    def __init__(self, failures: list, wrong: int, n: int, error: str = "") -> None:
+        super().__init__()
+        self.failures, self.wrong, self.n, self.error = failures, wrong, n, error  # core Failures
 
 
 # -- training (the Train screen's worker) ---------------------------------------------------------

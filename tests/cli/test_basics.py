@@ -9,7 +9,7 @@ import pytest
 
 from tests.cli.conftest import assert_one_line_error, run_cli
 
-COMMANDS = ["train", "decode", "eval", "inspect", "export", "list", "tui"]
+COMMANDS = ["train", "decode", "eval", "inspect", "export", "list", "tui", "heads", "patch", "lens"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

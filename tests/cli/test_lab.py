@@ -19,10 +19,13 @@ def test_the_lab_prints_one_row_per_variant_with_every_measurement():
     header = next(line for line in lines if "variant" in line)
     for column in ("params", "steps to 99%", "final 3-5", "beyond 7-8", "steps/s"):
         assert column in header
-    rows = {line.split()[1]: line for line in lines if line.startswith("│")}
+    split = next(i for i, line in enumerate(lines) if "beyond, by source length" in line)
+    rows = {line.split()[1]: line for line in lines[:split] if line.startswith("│")}
     assert {"baseline", "rope+gqa"} <= set(rows)
     assert ">4, >4" in rows["baseline"] and "(1.00x)" in rows["baseline"]
     assert "rope+gqa: position_encoding=rope, kv_heads=2" in run.stdout
+    header = next(line for line in lines[split:] if "variant" in line).split()
+    assert "7" in header and "8" in header  # a column per length beyond training
     assert all(len(line) <= 80 for line in lines)
     assert run.stderr.count("seed ") == 4  # a progress line per run
 
@@ -54,17 +57,20 @@ def test_bad_lab_options_are_one_line_usage_errors(args, fragment):
 def test_ctrl_c_prints_the_runs_finished_so_far_and_exits_130(monkeypatch):
     import minitx.core.lab as lab
 
-    real, calls = lab.run_variant, []
+    real, calls = lab._Run.step, []
 
-    def then_ctrl_c(*args):
-        calls.append(args)
-        if len(calls) == 2:
+    def then_ctrl_c(self):
+        calls.append(self.seed)
+        if self.seed == 1:  # seed 0's two runs are done; Ctrl-C during seed 1's first step
             raise KeyboardInterrupt
-        return real(*args)
+        return real(self)
 
-    monkeypatch.setattr(lab, "run_variant", then_ctrl_c)
-    run = run_cli("lab", "baseline", "rms", *SMALL, "--seeds", "0", "--quiet")
+    monkeypatch.setattr(lab._Run, "step", then_ctrl_c)
+    run = run_cli("lab", "baseline", "rms", *SMALL, "--seeds", "0,1", "--quiet")
     assert run.exit_code == 130
-    assert "interrupted: 1 of 2 runs finished" in run.stderr
-    rows = [line for line in run.stdout.splitlines() if line.startswith("│")]
-    assert len(rows) == 1 and "baseline" in rows[0]
+    assert "interrupted: 2 of 4 runs finished" in run.stderr
+    lines = run.stdout.splitlines()
+    split = next(i for i, line in enumerate(lines) if "beyond, by source length" in line)
+    rows = [line for line in lines[:split] if line.startswith("│")]
+    assert [row.split()[1] for row in rows] == ["baseline", "rms"]
+    assert "seeds 0" in run.stdout and "0, 1" not in run.stdout

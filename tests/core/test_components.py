@@ -32,6 +32,21 @@ def test_each_switch_gives_its_documented_parameter_count(changes, total, row, r
     assert counts[row] == row_count
 
 
+def test_block_counts_of_the_swaps_and_the_modern_recipe():
+    from minitx.core.config import recipe
+    from minitx.core.model import block_parameters
+
+    gqa = block_parameters(Seq2Seq(ModelConfig(kv_heads=2)))
+    assert (gqa["attention block"], gqa["queries and output"], gqa["keys and values"]) == (
+        12_480, 8_320, 4_160)
+    assert block_parameters(Seq2Seq(ModelConfig(activation="swiglu")))["feed-forward block"] == 49_728
+    # d_ff 170 keeps SwiGLU at about the reference block's 33,088
+    narrow = Seq2Seq(ModelConfig(activation="swiglu", d_ff=170))
+    assert block_parameters(narrow)["feed-forward block"] == 33_044
+    assert block_parameters(Seq2Seq(ModelConfig(norm_kind="rms")))["norm"] == 64
+    assert parameter_breakdown(Seq2Seq(recipe("modern").model))["total"] == 277_069
+
+
 def test_rms_norm_ignores_the_scale_of_its_input_but_not_a_shift():
     x = torch.randn(5, 64, generator=torch.Generator().manual_seed(0))
     weight = torch.rand(64) + 0.5
@@ -175,11 +190,13 @@ def test_learned_positions_are_one_trained_table_per_side():
     model = Seq2Seq(ModelConfig(position_encoding="learned", max_len=20))
     assert model.src_positions.weight.shape == model.tgt_positions.weight.shape == (20, 64)
     assert "positional" not in model.state_dict()
-    batch = batch_of(4)
+    batch = get_task("reverse").batch(4, torch.Generator().manual_seed(0), 10, 10)  # the longest
     model(batch.src, batch.decoder_input).sum().backward()
-    assert model.src_positions.weight.grad.abs().sum() > 0
-    assert model.tgt_positions.weight.grad.abs().sum() > 0
-    assert model.src_positions.weight.grad[12:].abs().sum() == 0  # positions no source reached
+    src_rows = model.src_positions.weight.grad.abs().sum(-1)  # (20,)
+    tgt_rows = model.tgt_positions.weight.grad.abs().sum(-1)
+    assert (src_rows[:10] > 0).all() and (tgt_rows[:11] > 0).all()  # SOS + 10 digits
+    # Rows past the longest training sequence never learn: they stay as initialised.
+    assert src_rows[10:].sum() == 0 and tgt_rows[11:].sum() == 0
 
 
 def test_the_stepper_shows_every_query_head_of_a_grouped_query_model():

@@ -1,9 +1,10 @@
 """The components lab: variants of one recipe trained on the same data and seeds, measured alike."""
 
 import pytest
+import torch
 
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.lab import LabPlan, run_lab, summarise, variant_options
+from minitx.core.lab import LabPlan, _Run, run_lab, summarise, variant_options
 from minitx.core.model import Seq2Seq, parameter_breakdown
 
 BASE_MODEL = ModelConfig(d_model=16, n_heads=4, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
@@ -37,9 +38,24 @@ def test_every_variant_runs_for_every_seed_alternating_and_is_measured_alike():
         assert set(run.beyond_by_length) <= {7, 8, 9} and run.steps_per_s > 0
 
 
-def test_a_seed_gives_every_variant_the_same_run_again():
-    again = [list(run_lab(plan(), ["rope"], [3]))[0] for _ in range(2)]
-    assert again[0].curve == again[1].curve and again[0].beyond_accuracy == again[1].beyond_accuracy
+def test_a_run_trains_the_same_alone_or_in_turn_with_others_even_with_dropout():
+    # Dropout draws from torch's global RNG: each run keeps its own state of it.
+    noisy = LabPlan(BASE_MODEL.replace(dropout=0.3), BASE_TRAIN, steps=3)
+    alone = _Run(noisy, "rope", 3)
+    together = [_Run(noisy, variant, 3) for variant in ("baseline", "rope", "gqa")]
+    for _ in range(3):
+        alone.step()
+        for run in together:
+            run.step()
+    a, b = alone.trainer.model.state_dict(), together[1].trainer.model.state_dict()
+    assert all(torch.equal(a[name], b[name]) for name in a)
+    assert alone.trainer.last_loss == together[1].trainer.last_loss
+
+
+def test_progress_is_reported_every_evaluation_period_of_every_seed():
+    seen = []
+    list(run_lab(plan(), ["baseline", "rms"], [0, 5], progress=lambda seed, step: seen.append((seed, step))))
+    assert seen == [(0, 4), (0, 8), (5, 4), (5, 8)]
 
 
 def test_the_summary_has_one_row_per_variant_in_the_order_they_ran():
@@ -49,6 +65,8 @@ def test_the_summary_has_one_row_per_variant_in_the_order_they_ran():
     assert rows[0].parts == "kv_heads=1" and rows[1].parts == "the base recipe's model"
     assert rows[0].final_accuracy == pytest.approx(sum(r.final_accuracy for r in runs[::2]) / 2)
     assert len(rows[0].steps_to_target) == 2 and rows[0].to_dict()["runs"][0]["variant"] == "mqa"
+    for n, accuracy in rows[1].beyond_by_length.items():  # the mean of the seeds' accuracies
+        assert accuracy == pytest.approx(sum(r.beyond_by_length[n] for r in runs[1::2]) / 2)
 
 
 def test_lengths_beyond_the_positions_a_model_holds_are_refused_before_training():

@@ -160,13 +160,14 @@ async def test_compare_refuses_a_hostile_second_checkpoint_with_one_message(corp
 
 # -- (b) a seeded storm of keys, pastes and resizes while training and decoding ------------------
 
-# Every key of Explore and Train, the app's own keys, typing and editing keys. Left out: q (it
-# would end the storm), c (Compare, covered by its own tests) and tab (it walks into the train
-# form, where random digits can legitimately ask for a model too large to train in a test).
+# Every key of Explore (its intervention keys too) and Train, the app's own keys, typing and
+# editing keys. Left out: q (it would end the storm), c (Compare, covered by its own tests) and
+# tab (it walks into the train form, where random digits can legitimately ask for a model too
+# large to train in a test).
 STORM_KEYS = (
     "right left n b enter r x left_square_bracket right_square_bracket comma full_stop a s "
     "number_sign i slash escape e t space w o question_mark backspace delete up down home end "
-    "0 1 2 3 4 5 6 7 8 9 z minus"
+    "k K g f m l p 0 1 2 3 4 5 6 7 8 9 z minus"
 ).split()
 PASTES = ["3 1 4 1 5", "9 " * 30, "7" * 10_000, "١٢٣ 🙂 <eos>", "   ", "1\n2\n3", "<pad> <bos>"]
 

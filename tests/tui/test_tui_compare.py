@@ -251,7 +251,7 @@ async def test_footer_shows_every_compare_key_and_help_explains_compare(quick_su
         bar = app.screen.query_one(KeyBar)
         shown = bar.render().plain
         for words in ("→/n step", "←/b back", "⏎/r run", "x reset", "[/] layer", ",/. head",
-                      "# numbers", "i source", "1/2 open A/B", "e explore",
+                      "# nums", "i source", "1/2 open A/B", "e explore",
                       "t train", "? help", "q quit"):
             assert words in shown
         assert " o open" not in shown and "c compare" not in shown  # o and c do nothing here

@@ -107,7 +107,8 @@ async def test_explore_shows_the_timeline_of_a_checkpoint_with_history(two_runs)
     app = create_app([two_runs[0]])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
-        assert "h timeline" in footer(app) and "p play" not in footer(app)
+        assert "h replay" in footer(app) and "p play" not in footer(app)
+        assert app.screen.query_one(KeyBar).size.height <= 3  # h too: every key in three lines
         await pilot.press("h")
         timeline = app.screen.query_one(Timeline)
         panel = app.screen.query_one(DecodePanel)
@@ -128,7 +129,7 @@ async def test_explore_timeline_of_a_file_without_history_says_it_has_none():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
-        assert "h timeline" not in footer(app)  # nothing to show: the key is not offered
+        assert "h replay" not in footer(app)  # nothing to show: the key is not offered
         await pilot.press("h", "p")
         timeline = app.screen.query_one(Timeline)
         assert not timeline.display and timeline.steps == [] and not timeline.playing

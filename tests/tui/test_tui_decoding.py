@@ -41,15 +41,16 @@ async def test_a_rejected_source_stays_to_be_fixed_and_esc_shows_the_decoded_one
 
 
 @pytest.mark.asyncio
-async def test_a_and_s_each_select_their_view_and_the_active_one_returns_to_cross():
+async def test_s_cycles_the_attention_kind_and_a_shows_or_hides_every_head_of_that_kind():
     app = create_app(["reverse"])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         panel = app.screen.panel
-        for key, view in (("a", "heads"), ("s", "self"), ("a", "heads"), ("a", "cross"),
-                          ("s", "self"), ("s", "cross")):
+        for key, shown in (("a", ("heads", "cross")), ("s", ("heads", "self")), ("s", ("heads", "enc")),
+                           ("a", ("grid", "enc")), ("s", ("grid", "cross")),
+                           ("l", ("lens", "cross")), ("s", ("grid", "self"))):  # s leaves the lens
             await pilot.press(key)
-            assert panel.view_mode == view, (key, view)
+            assert (panel.view_mode, panel.kind) == shown, key
         assert panel.grid.display and not panel.heads.display
 
 
@@ -65,7 +66,7 @@ async def test_a_30_token_source_at_80_columns_shows_a_window_that_follows_the_s
         assert grid.cropped
         _, visible = grid.layout_columns()
         assert re.search(r"columns \d+-\d+ of 30 · < > scroll", grid.render().plain)
-        assert "</> columns" in app.screen.query_one(KeyBar).render().plain
+        assert app.screen.query_one(KeyBar).size.height <= 3  # the grid says < >: the footer keeps 3 lines
         await pilot.press("x", "right")  # step 1 of a reverser looks at the last source token
         strongest = max(range(30), key=grid.rows[0].__getitem__)
         assert grid.first <= strongest < grid.first + visible

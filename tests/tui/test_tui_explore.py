@@ -184,7 +184,7 @@ async def test_layer_and_head_keys_cycle_and_wrap_around():
 
 
 @pytest.mark.asyncio
-async def test_view_toggles_switch_between_cross_self_all_heads_and_numbers():
+async def test_view_keys_switch_between_cross_self_encoder_all_heads_and_numbers():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
@@ -198,10 +198,13 @@ async def test_view_toggles_switch_between_cross_self_all_heads_and_numbers():
         await pilot.press("a")
         assert grid.display and not heads.display
         await pilot.press("s")
-        assert "self-attention" in str(panel.border_title)
+        assert "decoder self-attention" in str(panel.border_title)
         assert grid.columns[0] == "<sos>"
         await pilot.press("s")
-        assert "cross-attention" in str(panel.border_title)
+        assert "encoder self-attention" in str(panel.border_title)
+        assert grid.columns == grid.row_labels == ["3", "1", "4", "1", "5"]
+        await pilot.press("s")
+        assert str(panel.border_title).startswith("cross-attention")
         assert "." not in grid.render().plain.splitlines()[1]
         await pilot.press("number_sign")
         assert grid.numbers and "." in grid.render().plain.splitlines()[1]
@@ -234,10 +237,11 @@ async def test_footer_shows_every_explore_key_at_80x24():
         bar = app.screen.query_one(KeyBar)
         shown = bar.render().plain
         for words in ("→/n step", "←/b back", "⏎/r run", "x reset", "[/] layer", ",/. head",
-                      "a heads", "s self-attn", "# numbers", "i source", "t train",
-                      "o open", "d doctor", "c compare", "? help", "q quit"):
+                      "s attn", "a heads", "l lens", "m rank", "p pos", "k ablate",
+                      "K restore", "g teacher", "f force", "w wrong", "P patch", "# nums", "i source",
+                      "t train", "o open", "d doctor", "c compare", "? help", "q quit"):
             assert words in shown
-        assert bar.size.height <= 2
+        assert bar.size.height <= 3
 
 
 @pytest.mark.asyncio

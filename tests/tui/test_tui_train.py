@@ -169,6 +169,59 @@ async def test_save_writes_a_loadable_checkpoint_and_says_where(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_the_form_trains_a_model_with_its_components_swapped():
+    from minitx.tui.widgets.choice import ChoiceField
+
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        assert screen.form_values()["kv_heads"] is None  # empty: one K/V head per head
+        fill_form(screen, steps="8", heads="4", kv_heads="1")
+        for field, value in {"norm_kind": "rms", "activation": "swiglu", "position_encoding": "rope"}.items():
+            screen.query_one(f"#{field}", ChoiceField).value = value
+        await pilot.pause()
+        assert screen.form_error == ""
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.state == "finished", "the run to finish")
+        cfg = screen.trainer.model.cfg  # the model the run trained (and hands to Explore)
+    assert (cfg.norm_kind, cfg.activation, cfg.position_encoding, cfg.n_heads, cfg.kv_heads) == (
+        "rms", "swiglu", "rope", 4, 1)
+
+
+@pytest.mark.asyncio
+async def test_the_form_gives_its_rows_to_the_chart_while_a_run_goes_and_comes_back_when_it_ends():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        panel = screen.query_one("#curves-panel")
+        before = panel.size.height
+        fill_form(screen, steps="100000")
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.state == "running" and screen.losses, "training")
+        await pilot.pause()
+        assert not screen.form.display and panel.size.height >= before + 6  # the form's six rows
+        assert "run 1" in screen_text(app).splitlines()[0]  # the title bar names the run meanwhile
+        await pilot.press("x")
+        await wait_for(pilot, lambda: screen.state == "stopped", "the stop")
+        await pilot.pause()
+        assert screen.form.display and panel.size.height == before
+        assert screen.form_values()["steps"] == "100000"  # as the run left it, for the next one
+
+
+@pytest.mark.asyncio
+async def test_k_v_heads_that_do_not_divide_the_heads_are_marked_in_the_form():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        screen.query_one("#kv_heads", Input).value = "3"
+        await pilot.pause()
+        assert "kv_heads" in screen.form_error and screen.query_one("#kv_heads").has_class("-invalid")
+        screen.query_one("#kv_heads", Input).value = ""  # empty again: follows the heads
+        await pilot.pause()
+        assert screen.form_error == ""
+
+
+@pytest.mark.asyncio
 async def test_a_diverging_run_is_a_notification_not_a_crash(monkeypatch):
     from minitx.core.train import Trainer, TrainingDiverged
 
@@ -278,7 +331,7 @@ async def test_choices_change_with_arrow_keys_in_place_and_the_edited_field_is_m
         assert task.value != before and screen.form.values()["task"] == task.value
         assert screen.form_error == ""
         # Nothing opened over the form: every label of it is still on screen.
-        form_rows = "\n".join(screen_text(app).splitlines()[1:6])
+        form_rows = "\n".join(screen_text(app).splitlines()[1:7])
         assert all(f" {label} " in form_rows for label in ("from", *FIELDS.values()))
         await pilot.press("escape")
         assert not row.has_class("-editing") and app.focused is None

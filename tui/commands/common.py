@@ -125,3 +125,47 @@ def apply_threads(threads: int | None) -> None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+def ablate_options(*sides: str):
+    """--ablate SPEC (repeatable) and --ablate-kind; with sides ("a", "b"), --ablate-a and
+    --ablate-b instead, one for each model of a comparison."""
+
+    def decorate(command):
+        command = click.option(
+            "--ablate-kind", type=click.Choice(["zero", "mean"]), default="zero", show_default=True,
+            help="What an ablated head outputs: 0, or its mean over 256 fresh sources.")(command)
+        for side in reversed(sides or ("",)):
+            flag = f"--ablate-{side}" if side else "--ablate"
+            whose = f" of model {side.upper()}" if side else ""
+            command = click.option(
+                flag, f"ablate_{side}" if side else "ablate", multiple=True, metavar="SPEC",
+                help=f"Knock out heads{whose}: KIND:Ll.Hh (KIND enc, self or cross; from 1), "
+                     "KIND:Ll for a layer's heads, KIND for all. Repeatable.")(command)
+        return command
+
+    return decorate
+
+
+def interventions_for(ckpt, specs, kind: str, flag: str = "--ablate"):
+    """The ablation of `specs` on this checkpoint's model (empty when none); a bad SPEC is a
+    usage error naming the flag."""
+    from minitx.core.interventions import Interventions, ablation
+
+    if not specs:
+        return Interventions()
+    try:
+        return ablation(ckpt.model, list(specs), kind, ckpt.task)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint=flag) from None
+
+
+def ablated_name(name: str, interventions, n_heads: int | None = None) -> str:
+    """'reverse' or 'reverse without cross:L2 (zero)': what a report calls an ablated model."""
+    heads = interventions.ablated
+    if not heads:
+        return name
+    from minitx.core.interventions import describe_heads
+
+    kind = "zero" if interventions.zero else "mean"
+    return f"{name} without {describe_heads(heads, n_heads)} ({kind})"

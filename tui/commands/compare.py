@@ -5,9 +5,12 @@ from __future__ import annotations
 import click
 
 from minitx.tui.commands.common import (
+    ablate_options,
+    ablated_name,
     apply_threads,
     console,
     echo_json,
+    interventions_for,
     json_option,
     load_checkpoint_arg,
     sample_options,
@@ -23,10 +26,11 @@ WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them a
 @click.argument("b", metavar="B")
 @click.option("--source", "-s", default=None, help='Also decode this source with both, e.g. "3 1 4 1 5".')
 @sample_options("Fresh random sequences both models decode.")
+@ablate_options("a", "b")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
 @threads_option
 @json_option
-def compare_cmd(a, b, source, n, seed, device, threads, as_json) -> None:
+def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, device, threads, as_json) -> None:
     """Compare checkpoints A and B (bundled names or paths) on the same fresh sequences
     (drawn from A's task lengths; each model is scored against its own task).
 
@@ -39,21 +43,28 @@ def compare_cmd(a, b, source, n, seed, device, threads, as_json) -> None:
       minitx compare reverse reverse-no-shift
       minitx compare reverse my-run.safetensors --source "3 1 4 1 5"
       minitx compare reverse copy --n 200 --json
+      minitx compare reverse reverse --ablate-b cross:L2.H1   # what does one head do?
     """
     apply_threads(threads)
     from minitx.core.compare import compare_loaded, decode_both
 
     ckpt_a, ckpt_b = load_checkpoint_arg(a, device), load_checkpoint_arg(b, device)
-    decoded = None
-    if source is not None:  # a bad source fails before the slower comparison
-        decoded = decode_both(ckpt_a, ckpt_b, source)
-        decoded["agree"] = decoded["a"] == decoded["b"]
-    out = console()
-    if out.is_terminal and not as_json:
-        with out.status(f"decoding {n} fresh sequences with both models…"):
-            result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=(a, b))
-    else:
-        result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=(a, b))
+    # Each model's ablation applies to that model only (two loads are two models, even of one file).
+    ablations = (interventions_for(ckpt_a, ablate_a, ablate_kind, "--ablate-a"),
+                 interventions_for(ckpt_b, ablate_b, ablate_kind, "--ablate-b"))
+    names = tuple(ablated_name(name, iv, ckpt.model_config.n_heads)
+                  for name, iv, ckpt in zip((a, b), ablations, (ckpt_a, ckpt_b)))
+    with ablations[0].applied(ckpt_a.model), ablations[1].applied(ckpt_b.model):
+        decoded = None
+        if source is not None:  # a bad source fails before the slower comparison
+            decoded = decode_both(ckpt_a, ckpt_b, source)
+            decoded["agree"] = decoded["a"] == decoded["b"]
+        out = console()
+        if out.is_terminal and not as_json:
+            with out.status(f"decoding {n} fresh sequences with both models…"):
+                result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=names)
+        else:
+            result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=names)
     if as_json:
         data = result.to_dict()
         data["paths"] = {"a": str(ckpt_a.path), "b": str(ckpt_b.path)}

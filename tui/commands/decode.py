@@ -6,7 +6,14 @@ import sys
 
 import click
 
-from minitx.tui.commands.common import apply_threads, echo_json, load_checkpoint_arg, threads_option
+from minitx.tui.commands.common import (
+    ablate_options,
+    apply_threads,
+    echo_json,
+    interventions_for,
+    load_checkpoint_arg,
+    threads_option,
+)
 
 
 def looks_like_source(text: str) -> bool:
@@ -26,15 +33,16 @@ def looks_like_source(text: str) -> bool:
     return stripped.replace(" ", "").isdigit() or any(c.isspace() for c in stripped)
 
 
-def trace_of(ckpt, source_text: str, top_k: int = 5) -> dict:
-    """Decode one source with core's Stepper and record everything as plain data: the
-    prediction, each step's top-k, and cross-attention as [layer][head][step][source]."""
+def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict:
+    """Decode one source with core's Stepper (under `interventions`, e.g. an ablation) and record
+    everything as plain data: the prediction, each step's top-k, log-probability and entropy, and
+    cross-attention as [layer][head][step][source]."""
     from minitx.core.decode import Stepper
     from minitx.core.tasks import VOCAB
 
     limit = ckpt.model_config.max_len - 2  # room for SOS and EOS in the positional table
     ids = ckpt.task.parse(source_text, max_len=limit)
-    stepper = Stepper(ckpt.model, ids, top_k=top_k)
+    stepper = Stepper(ckpt.model, ids, top_k=top_k, interventions=interventions)
     results = stepper.run()
     prediction = ckpt.task.format(stepper.tokens)
     expected = ckpt.task.format(ckpt.task.expected_output(ids))
@@ -50,12 +58,15 @@ def trace_of(ckpt, source_text: str, top_k: int = 5) -> dict:
         "correct": prediction == expected and bool(results) and results[-1].is_end,
         "finished": bool(results) and results[-1].is_end,  # False: stopped at the length cap
         "within_training_lengths": ckpt.task.min_len <= len(ids) <= ckpt.task.max_len,
+        "ablated": [str(h) for h in stepper.interventions.ablated],
         "steps": [
             {
                 "index": r.index,
                 "token": r.token,
                 "text": VOCAB[r.token],
                 "top_k": [{"token": t, "text": VOCAB[t], "p": p} for t, p in r.top_k],
+                "log_p": float(r.log_probs[r.token]),
+                "entropy": r.entropy,
             }
             for r in results
         ],
@@ -108,9 +119,10 @@ def _sources(args: list[str]) -> list[str]:
     is_flag=True,
     help="Print source, prediction, per-step top-k and cross-attention arrays as JSON.",
 )
+@ablate_options()
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
 @threads_option
-def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> None:
+def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, device, threads) -> None:
     """Predict the output for SOURCE with a checkpoint (default: the bundled reverse model).
 
     \b
@@ -119,6 +131,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> Non
       minitx decode "3 1 4 1 5" --attention --numbers
       minitx decode sort 31415 27182 --json
       printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy   # a source per line
+      minitx decode reverse "3 1 4 1 5" --ablate cross:L2   # without layer 2's cross-attention
 
     A source is digits, with or without spaces. Without colour (NO_COLOR, a
     16-colour terminal, a pipe) --attention prints the weights as numbers.
@@ -129,10 +142,11 @@ def decode_cmd(args, attention, numbers, top_k, as_json, device, threads) -> Non
     if args and args[0] != "-" and not looks_like_source(args[0]):
         name = args.pop(0)
     ckpt = _load(name, device, alone=not args)
+    interventions = interventions_for(ckpt, ablate, ablate_kind)
     from minitx.core.tasks import TaskInputError
 
     try:
-        traces = [trace_of(ckpt, text, top_k) for text in _sources(args)]
+        traces = [trace_of(ckpt, text, top_k, interventions) for text in _sources(args)]
     except TaskInputError as e:
         raise click.BadParameter(str(e), param_hint="SOURCE") from None
     if as_json:

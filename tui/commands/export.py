@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from minitx.tui.commands.common import load_checkpoint_arg
+from minitx.tui.commands.common import ablate_options, interventions_for, load_checkpoint_arg
 
 # Metadata worth keeping in a shared file: how it was trained (not the state to resume it).
 KEEP_METADATA = ("train_config",)
@@ -48,7 +48,8 @@ KEEP_METADATA = ("train_config",)
     show_default=True,
     help="Weights printed in the SVG's cells.",
 )
-def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers) -> None:
+@ablate_options()
+def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind) -> None:
     """Share CKPT (default: reverse) without its training state, or export a decoding trace.
 
     \b
@@ -56,6 +57,9 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers) -> None:
       minitx export run.safetensors --out small.safetensors --dtype float16
       minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
       minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
+      minitx export reverse --trace "3 1 4 1 5" --ablate cross:L2.H1 --out ablated.svg
+
+    --ablate applies to --trace exports: a checkpoint keeps every head.
     """
     from minitx.core.checkpoint import save_checkpoint, write_atomic
 
@@ -64,6 +68,8 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers) -> None:
     dtype = dtype or "float32"
     checkpoint = load_checkpoint_arg(ckpt)
     if trace_source is None:
+        if ablate:
+            raise click.UsageError("--ablate applies to --trace exports, not to checkpoints")
         if fmt is not None:
             raise click.UsageError("--format applies to --trace exports only")
         if out is None:
@@ -88,7 +94,8 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers) -> None:
     fmt = fmt or (Path(out).suffix.lstrip(".").lower() if out else "json")
     if fmt not in ("json", "csv", "svg"):
         raise click.UsageError(f"cannot tell the format from {out!r}: give --format json|csv|svg")
-    trace = trace_of(checkpoint, trace_source)
+    interventions = interventions_for(checkpoint, ablate, ablate_kind)
+    trace = trace_of(checkpoint, trace_source, interventions=interventions)
     title = f"minitx · {Path(str(checkpoint.path)).name} · {checkpoint.task.name}"
     text = {"json": _json, "csv": _csv, "svg": _svg}[fmt](trace, title, numbers)
     if out is None:

@@ -7,9 +7,12 @@ import json
 import click
 
 from minitx.tui.commands.common import (
+    ablate_options,
+    ablated_name,
     apply_threads,
     console,
     echo_json,
+    interventions_for,
     json_option,
     lengths_option_value,
     load_checkpoint_arg,
@@ -28,16 +31,20 @@ from minitx.tui.commands.common import (
     default=None,
     help="Source lengths, e.g. 4-10 or 12-16. [default: the lengths it was trained on]",
 )
+@click.option("--failures", "show_failures", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Also list up to N wrong outputs, each with the step where it first goes wrong.")
+@ablate_options()
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
 @threads_option
 @json_option
-def eval_cmd(ckpt, n, seed, lengths, device, threads, as_json) -> None:
+def eval_cmd(ckpt, n, seed, lengths, show_failures, ablate, ablate_kind, device, threads, as_json) -> None:
     """Exact-match accuracy of CKPT (default: reverse) on fresh random sequences.
 
     \b
     Examples:
       minitx eval reverse --n 1000
       minitx eval my-run.safetensors --lengths 11-20 --json    # does it generalise?
+      minitx eval reverse --ablate cross:L2 --failures 5      # without layer 2's cross-attention
     """
     apply_threads(threads)
     from minitx.core.train import evaluate
@@ -50,7 +57,10 @@ def eval_cmd(ckpt, n, seed, lengths, device, threads, as_json) -> None:
         raise click.BadParameter(
             f"this model takes sources of at most {limit} tokens, not {hi}", param_hint="--lengths"
         )
-    result = evaluate(checkpoint.model, task, n=n, seed=seed, min_len=lo, max_len=hi)
+    interventions = interventions_for(checkpoint, ablate, ablate_kind)
+    with interventions.applied(checkpoint.model):
+        result = evaluate(checkpoint.model, task, n=n, seed=seed, min_len=lo, max_len=hi)
+        failures = _failures(checkpoint, n, seed, lo, hi, show_failures)
     if as_json:
         echo_json(
             {
@@ -61,10 +71,15 @@ def eval_cmd(ckpt, n, seed, lengths, device, threads, as_json) -> None:
                 "lengths": [lo, hi],
                 "accuracy": result.accuracy,
                 "by_length": {str(k): v for k, v in sorted(result.by_length.items())},
+                "ablated": [str(h) for h in interventions.ablated],
+                "ablate_kind": ablate_kind if interventions.ablated else None,
+                **({"failures": [f.to_dict() for f in failures]} if show_failures else {}),
             }
         )
         return
     correct = round(result.accuracy * result.n)
+    if interventions.ablated:
+        click.echo(ablated_name(task.name, interventions, checkpoint.model_config.n_heads))
     click.echo(
         f"{task.name}: exact match {result.accuracy:.1%} ({correct}/{result.n}) "
         f"on fresh sequences of length {lo}-{hi}, seed {seed}"
@@ -72,6 +87,47 @@ def eval_cmd(ckpt, n, seed, lengths, device, threads, as_json) -> None:
     for length, acc in sorted(result.by_length.items()):
         note = "" if task.min_len <= length <= task.max_len else "  (not trained on)"
         click.echo(f"  length {length:>3}  {acc:7.1%}  {_bar(acc)}{note}")
+    if show_failures:
+        _print_failures(failures, result.n - correct)
+
+
+def _failures(checkpoint, n: int, seed: int, lo: int, hi: int, limit: int) -> list:
+    if not limit:
+        return []
+    from minitx.core.failures import find_failures
+
+    return find_failures(checkpoint.model, checkpoint.task, n=n, seed=seed, limit=limit,
+                         min_len=lo, max_len=hi)[0]
+
+
+def _print_failures(failures, wrong: int) -> None:
+    """Each failure on two lines: source and step, then what came out against what should have,
+    the first wrong token marked."""
+    from minitx.core.tasks import Task
+
+    if not failures:
+        click.echo("no wrong outputs")
+        return
+    click.echo(f"first {len(failures)} of {wrong} wrong outputs ([ ] marks the first wrong token):")
+    for f in failures:
+        click.echo(f"  {Task.format(f.source)}  wrong from step {f.first_wrong + 1}")
+        click.echo(f"    got      {_marked(f.output, f.first_wrong)}")
+        click.echo(f"    expected {_marked(f.expected, f.first_wrong)}")
+
+
+def _marked(ids: list[int], step: int) -> str:
+    """'5 1 [6] 1 3': the tokens up to EOS (shown only where it is the marked one), the token at
+    `step` in brackets; a sequence that ended before `step` gets '[ ]'."""
+    from minitx.core.tasks import EOS, Task
+
+    words = [Task.format([i], strip_special=False) for i in ids]
+    if len(words) <= step:
+        words += ["[ ]"]
+    else:
+        words[step] = f"[{words[step]}]"
+    if ids and ids[-1] == EOS and len(ids) - 1 != step:
+        words.pop()
+    return " ".join(words)
 
 
 def _bar(fraction: float, width: int = 20) -> str:

@@ -114,25 +114,71 @@ def lab_cmd(variants, recipe, task, lengths, beyond, seeds, steps, eval_every, e
             raise click.UsageError(f"{name}: {e}") from None
     total = len(names) * len(seed_list)
     runs = []
+    status = _Status(len(names), plan.steps, enabled=not quiet)
     try:
-        for run in run_lab(plan, names, seed_list):
-            runs.append(run)
-            if not quiet:
-                _progress(run, len(runs), total, plan)
+        with status:
+            for run in run_lab(plan, names, seed_list, progress=status.update):
+                runs.append(run)
+                if not quiet:
+                    status.print(_finished(run, len(runs), total, plan))
     except KeyboardInterrupt:
-        click.echo(f"interrupted: {len(runs)} of {total} runs finished", err=True)
+        click.echo(f"interrupted: {len(runs)} of {total} runs finished (a seed's runs finish "
+                   "together)", err=True)
         if runs:
             _report(plan, summarise(plan, runs), as_json)
         sys.exit(EXIT_INTERRUPTED)
     _report(plan, summarise(plan, runs), as_json)
 
 
-def _progress(run, done: int, total: int, plan) -> None:
+class _Status:
+    """Progress on stderr: a live line on a terminal (the variants of a seed train in turn, so
+    minutes pass between finished runs), and a line per finished run."""
+
+    def __init__(self, variants: int, steps: int, enabled: bool) -> None:
+        self.variants, self.steps, self.enabled = variants, steps, enabled
+        self.out = console(sys.stderr)
+        self.live = None
+
+    def __enter__(self):
+        if self.enabled and self.out.is_terminal:
+            self.live = self.out.status("starting…")
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def update(self, seed: int, step: int) -> None:
+        if self.live is not None:
+            self.live.update(f"seed {seed}: step {step} of {self.steps}, {self.variants} variants "
+                             "in turn")
+
+    def print(self, line: str) -> None:
+        self.out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _finished(run, done: int, total: int, plan) -> str:
     reached = f"{plan.target:.0%} at step {run.steps_to_target}" if run.steps_to_target else \
         f"{plan.target:.0%} not reached"
-    click.echo(f"[{done}/{total}] seed {run.seed} {run.variant}: {reached} · final "
-               f"{run.final_accuracy:.1%} · beyond {run.beyond_accuracy:.1%} · "
-               f"{run.steps_per_s:.1f} steps/s", err=True)
+    return (f"[{done}/{total}] seed {run.seed} {run.variant}: {reached} · final "
+            f"{run.final_accuracy:.1%} · beyond {run.beyond_accuracy:.1%} · "
+            f"{run.steps_per_s:.1f} steps/s")
+
+
+def _by_length_table(rows, plan):
+    """Accuracy on each length beyond training: where generalisation stops."""
+    from rich.table import Table
+
+    lengths = sorted({n for row in rows for n in row.beyond_by_length})
+    table = Table(title="beyond, by source length", title_justify="left")
+    table.add_column("variant")
+    for n in lengths:
+        table.add_column(str(n), justify="right")
+    for row in rows:
+        by_length = row.beyond_by_length
+        table.add_row(row.variant, *(f"{by_length[n]:.1%}" if n in by_length else "-" for n in lengths))
+    return table
 
 
 def _report(plan, rows, as_json: bool) -> None:
@@ -159,6 +205,7 @@ def _report(plan, rows, as_json: bool) -> None:
                       f"{row.beyond_accuracy:.1%}", f"{row.steps_per_s:.1f} ({row.steps_per_s / first:.2f}x)")
     out = console()
     out.print(table)
+    out.print(_by_length_table(rows, plan))
     out.print(f"held-out exact match of greedy decoding on {plan.eval_size} fresh sequences, "
               f"every {plan.eval_every} steps; steps to {plan.target:.0%}: one per seed; final "
               f"and beyond: means over seeds; steps/s: median, and its ratio to {rows[0].variant}'s")

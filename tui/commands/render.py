@@ -58,6 +58,9 @@ def trace_renderable(trace: dict, numbers: bool, title: str = ""):
     if trace.get("expected") is not None:
         mark, style = ("✓", "green") if trace["correct"] else (f"✗ expected {trace['expected']}", "red")
         header.append("  " + mark, style=style)
+    if trace.get("ablated"):
+        header.append("\nablated     ", style="dim")
+        header.append(", ".join(trace["ablated"]))
     rows = [step["text"] for step in trace["steps"]]
     cols = trace["source"].split()
     panels = []

@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.chart_keys import CHART_BINDINGS, ChartKeys
-from minitx.tui.decode_keys import DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
+from minitx.tui.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.errors import one_line_errors
 from minitx.tui.loaded import open_error
 from minitx.tui.messages import PairFailed, PairLoaded, SummaryReady
@@ -40,6 +40,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
     BINDINGS = [
         *DECODE_BINDINGS,
         *SOURCE_BINDINGS,
+        *ABLATION_BINDINGS,  # off while the curves show: k is then the chart's
         Binding("d", "doctor", "doctor"),
         Binding("v", "toggle_curves", "curves"),
         *CHART_BINDINGS,
@@ -55,6 +56,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.comparison = None  # core.compare.Comparison once the worker is done
         self.summary_loading = False
         self.from_command_line = False  # the pair `minitx-tui A B` named: it must open
+        self.checkpoints: tuple = ()  # the core Checkpoints of A and B, to measure them again
 
     def compose(self) -> ComposeResult:
         yield TitleBar("Compare")
@@ -101,6 +103,8 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             return applies
         if action == "toggle_curves":  # neither file recorded curves: nothing to overlay
             return self.charts_shown() or any(m.history is not None for m in self.models.values())
+        if action in ("ablate", "clear_ablations"):  # k is the chart's while the curves show
+            return not self.charts_shown()
         decoding = {b.action.split("(")[0] for b in (*DECODE_BINDINGS, *SOURCE_BINDINGS)}
         if self.charts_shown() and action in decoding:
             return None
@@ -163,12 +167,29 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         if worker.is_cancelled:
             return
         (ckpt_a, record_a), (ckpt_b, record_b) = loaded["A"], loaded["B"]
-        self.post_message(PairLoaded(record_a, record_b))
+        self.post_message(PairLoaded(record_a, record_b, (ckpt_a, ckpt_b)))
         result = compare_loaded(ckpt_a, ckpt_b, n=SUMMARY_SEQUENCES, names=(record_a.name, record_b.name))
         if not worker.is_cancelled:
             self.post_message(SummaryReady(result))
 
+    @work(thread=True, exclusive=True, group="measure", exit_on_error=False)
+    def _measure(self, checkpoints: tuple, ablated_b: frozenset, names: tuple[str, str]) -> None:
+        """The summary again, with B's heads knocked out (in this thread only)."""
+        from minitx.core.compare import compare_loaded
+        from minitx.core.interventions import Interventions
+
+        ckpt_a, ckpt_b = checkpoints
+        with Interventions(zero=ablated_b).applied(ckpt_b.model):
+            result = compare_loaded(ckpt_a, ckpt_b, n=SUMMARY_SEQUENCES, names=names)
+        if not get_current_worker().is_cancelled:
+            self.post_message(SummaryReady(result))
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "measure" and event.state == WorkerState.ERROR:
+            event.stop()
+            self.summary_loading = False
+            self.query_one("#summary-box").loading = False
+            self.notify(f"cannot measure B: {event.worker.error}", severity="error", markup=False)
         if event.worker.group == "compare" and event.state == WorkerState.ERROR:
             error = event.worker.error
             self.on_pair_failed(PairFailed(" and ".join(n for n in self.names if n),
@@ -201,7 +222,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         panels["B"].set_model(message.b)
         self._show_curves(message.a, message.b)
         self.refresh_bindings()
-        self.comparison = None
+        self.comparison, self.checkpoints = None, message.checkpoints
         self.query_one("#pair-grids").loading = False
         self._set_status(self._pair_title())
         layers, heads = self.shape()  # A's working head, within what both models have
@@ -218,8 +239,28 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self._draw_summary()
 
     def _pair_title(self) -> str:
-        a, b = self.models["A"], self.models["B"]
-        return f"A {a.name} · B {b.name}"
+        return f"A {self.models['A'].name} · B {self._name_b()}"
+
+    def _name_b(self) -> str:
+        """B's name, and the heads knocked out of it."""
+        from minitx.core.interventions import describe_heads
+
+        panel = self.panels["B"]
+        if not panel.ablated:
+            return panel.record.name
+        return f"{panel.record.name} without {describe_heads(panel.ablated, panel.record.heads)}"
+
+    # -- B as A with heads knocked out -----------------------------------------------------------
+    def intervened_panels(self) -> list[DecodePanel]:
+        return [self.panels["B"]] if self.models else []
+
+    def interventions_changed(self) -> None:
+        """B's model changed: its title, and the summary measured again."""
+        self._set_status(self._pair_title())
+        if len(self.checkpoints) == 2:
+            self.comparison, self.summary_loading = None, True
+            self._measure(self.checkpoints, self.panels["B"].ablated,
+                          (self.models["A"].name, self._name_b()))
 
     def _set_status(self, text: str) -> None:
         self.query_one(TitleBar).set_info(text)

@@ -1,4 +1,5 @@
-"""Modal screens: help, a question with a key per answer, and opening a checkpoint."""
+"""Modal screens: help, a question with a key per answer, opening a checkpoint, forcing a token
+and the failures list."""
 
 from __future__ import annotations
 
@@ -13,30 +14,33 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from minitx.tui.format import percent
-from minitx.tui.messages import ListingReady
+from minitx.tui.messages import FailuresReady, ListingReady
 
+# Keys act on what is on screen: g l m k change the model on Explore's grids and the chart where
+# a chart shows (Train, Compare's curves); p plays a timeline wherever one shows. Every line
+# must fit 76 columns and the whole text 21 lines: the help is read at 80x24 without scrolling.
 HELP = """\
 [b]minitx[/b]: a small encoder-decoder Transformer to train and watch think.
-[b]Explore[/b]  i or / edit the source: Enter decodes it, esc leaves it
-  → n step   ← b back   ⏎ r run to the end   x reset   < > columns (if cut)
-  \\[ ] previous / next layer   , . previous / next head   # numbers in cells
-  a every head with its alignment score   s decoder self-attention
-  h how the probe's attention formed in training: ← → step, p play
-  Rows: tokens generated; columns: source tokens; ◂ marks this step. A
-  reverse model draws an [b]anti-diagonal[/b]: output i looks at source n-1-i.
-[b]Train[/b]    Tab moves into the form (← → change a choice), esc leaves it
-  space start / pause   x stop   w save (the path is shown)   u explore run
-  from: a recipe, or the open checkpoint's configs (like) or run (resume)
-  until: stop at this exact match (0.99)   probe: the source it snapshots
-  v curves / attention   g next chart   l log / linear   m smooth   k x axis
-  After a run the attention view replays its snapshots: ← → step, p play.
-[b]Compare[/b]  minitx-tui A B, or c: two models on one source, in step
-  the Explore keys drive both   1 / 2  choose model A / B   d checks both
-  |A−B|: how differently they attend (red: very); ≠ rows differ in tokens
-  v A's and B's training curves overlaid (g l m k as in Train)
-[b]Anywhere[/b] o open   d doctor   e / t / c explore / train / compare   q quit
-  Quitting with an unsaved run asks first: save it, drop it, or go on.
-Reference: docs/ (model.md, training.md, curves.md, checks.md: the doctor)
+[b]Explore[/b]  i or / edit the source (Enter decodes it, esc leaves)   → n step
+  ← b back   ⏎ r run to the end   x reset   < > columns (if cut)   # numbers
+  \\[ ] , . layer, head   s attention: cross → decoder self → encoder self
+  a all heads of that kind   l logit lens   p position encoding, similarity
+  h the probe's attention as it trained (← → step, p play)
+  Rows: tokens generated; columns: source tokens; ◂ this step. A reverse
+  model draws an [b]anti-diagonal[/b]. Next token: log-probabilities, entropy.
+[b]Why[/b]      k knock the selected head out (again: back)   K restore every head
+  m rank heads, each knocked out alone   g teacher forcing   f force a token
+  w failures (Enter opens one at its first wrong step)   P patch a source
+[b]Train[/b]    Tab into the form (← → a choice), esc out   space start / pause
+  x stop   w save (the path is shown)   u hand the ended run to Explore
+  from: a recipe, the open file's configs (like) or its run (resume)
+  v curves / attention; on curves: g next chart  l log  m smooth  k x axis
+[b]Compare[/b]  minitx-tui A B, or c: two models in step; Explore's keys drive both
+  1 / 2  choose model A / B   d checks both   k / K B's head off / restore B
+  (B = A's model: "A without those heads")   v curves overlaid, g l m k
+[b]Anywhere[/b] o open   d doctor   e / t / c explore / train / compare   q quit:
+  with a run not saved it asks first (s save it, d drop it, esc go on)
+More in docs/: model, training, curves, components, interventions, checks
 """
 
 
@@ -156,3 +160,98 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             self.list_folder(str(Path(text).expanduser()))
         else:
             self.dismiss(text)
+
+
+class ForceTokenScreen(ModalScreen[int | None]):
+    """Ask which token to output at the current step; dismisses with its id, or None on esc."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, step: int, vocabulary: list[str], predicted: str, offered: list[int]) -> None:
+        """step: 1-based, as the app counts; offered: the ids a person may choose."""
+        super().__init__()
+        self.step, self.vocabulary, self.predicted, self.offered = step, vocabulary, predicted, offered
+
+    def compose(self) -> ComposeResult:
+        from rich.markup import escape
+
+        tokens = " ".join(self.vocabulary[i] for i in self.offered)
+        with Vertical(id="force-box", classes="dialog"):
+            yield Label(f"At step {self.step} the model chose {escape(self.predicted)}. Output instead:")
+            yield Input(placeholder="a token, e.g. 7 or <eos>", id="force-token", compact=True)
+            yield Static("", id="force-error", markup=False)
+            yield Label(f"[dim]tokens: {escape(tokens)}[/dim]")
+            yield Label("[dim]Enter forces it and decodes on from there · esc cancels[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#force-box").border_title = f"force a token at step {self.step}"
+        self.query_one("#force-token").focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if text in self.vocabulary and self.vocabulary.index(text) in self.offered:
+            self.dismiss(self.vocabulary.index(text))
+            return
+        shown = text if len(text) <= 12 else text[:12] + "…"
+        self.query_one("#force-error", Static).update(
+            f"✗ {shown!r} is not a token of this model" if text else "✗ type a token first")
+
+
+class FailuresScreen(ModalScreen[object]):
+    """The sequences the model on screen gets wrong (with its heads knocked out, if any), each
+    with the step where it first goes wrong; Enter opens one in Explore at that step."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "close")]
+    SEQUENCES = 500
+
+    def __init__(self, model, task, interventions) -> None:
+        super().__init__()
+        self.decoded = (model, task, interventions)  # (Screen has a `task` of its own)
+        self.failures: list = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="failures-box", classes="dialog"):
+            yield Label(f"decoding {self.SEQUENCES} fresh sequences…", id="failures-summary")
+            yield OptionList(id="failures-list")
+            yield Label("[dim]↑↓ choose · Enter opens it in Explore at its first wrong step · "
+                        "esc closes[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#failures-box").border_title = "failures"
+        self.query_one("#failures-list").loading = True
+        self.find()
+
+    @work(thread=True, exclusive=True, group="failures", exit_on_error=False)
+    def find(self) -> None:
+        from minitx.core.failures import find_failures
+
+        model, task, interventions = self.decoded
+        try:
+            with interventions.applied(model):  # this thread only
+                failures, wrong = find_failures(model, task, n=self.SEQUENCES, limit=100)
+        except Exception as e:  # noqa: BLE001 - shown in the dialog, never a traceback
+            self.post_message(FailuresReady([], 0, self.SEQUENCES, f"{type(e).__name__}: {e}"))
+            return
+        self.post_message(FailuresReady(failures, wrong, self.SEQUENCES))
+
+    def on_failures_ready(self, message: FailuresReady) -> None:
+        from minitx.core.tasks import Task
+
+        self.failures = message.failures
+        listing = self.query_one("#failures-list", OptionList)
+        listing.loading = False
+        summary = self.query_one("#failures-summary", Label)
+        if message.error:
+            summary.update(f"✗ {message.error}")
+            return
+        shown = f" (the first {len(message.failures)})" if message.wrong > len(message.failures) else ""
+        summary.update(f"{message.wrong} of {message.n} fresh sequences wrong{shown}")
+        options = [Option(f"{Task.format(f.source):<20} → {Task.format(f.output):<20} "
+                          f"wrong from step {f.first_wrong + 1}", id=f"failure-{i}")
+                   for i, f in enumerate(message.failures)]
+        listing.add_options(options or [Option("none: every sequence is right", disabled=True)])
+        listing.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id and event.option.id.startswith("failure-"):
+            self.dismiss(self.failures[int(event.option.id.split("-")[1])])

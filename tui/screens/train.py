@@ -8,7 +8,8 @@ and quitting, first offer to save the one with unsaved steps (the app asks on qu
 
 Below the form, one of two views (v switches, tui/widgets/train_views.py): the run's curves, one
 chart at a time (g cycles them), or its attention: the live probe during a run, then the
-timeline of the run's probe snapshots (← → p) once it has ended.
+timeline of the run's probe snapshots (← → p) once it has ended. While a run is going the form
+(disabled then) is hidden, so the view has the rows at 80x24; it comes back when the run ends.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from minitx.tui.messages import (
 from minitx.tui.training import TrainingRun, next_run_number, run_path
 from minitx.tui.widgets.keybar import KeyBar
 from minitx.tui.widgets.titlebar import TitleBar
-from minitx.tui.widgets.train_form import SOURCE, Start, TrainForm
+from minitx.tui.widgets.train_form import SOURCE, Start, TrainForm, choice_values
 from minitx.tui.widgets.train_views import TrainViews
 
 ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to stop)
@@ -143,12 +144,9 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
     # -- the form --------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="defaults", exit_on_error=False)
     def load_defaults(self) -> None:
-        from minitx.core.config import DEVICES, NORMS, RECIPES, SCHEDULES
-        from minitx.core.tasks import TASKS
+        from minitx.core.config import RECIPES
 
-        self.post_message(FormDefaults({name: make() for name, make in RECIPES.items()}, {
-            "task": list(TASKS), "norm": list(NORMS), "device": list(DEVICES),
-            "schedule": list(SCHEDULES)}))
+        self.post_message(FormDefaults({name: make() for name, make in RECIPES.items()}, choice_values()))
 
     def on_form_defaults(self, message: FormDefaults) -> None:
         from minitx.core.config import DEFAULT_RECIPE
@@ -300,6 +298,9 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
     def _set_state(self, state: str) -> None:
         self.state = state
         self.form.disabled = state in (*ACTIVE, "loading")
+        # A running run cannot be edited, and its chart needs the rows at 80x24: the form gives
+        # them up until the run ends (the title bar names the run meanwhile).
+        self.form.display = state not in ACTIVE
         self._draw_stats()
         self._draw_note()
         self._publish_run()

@@ -159,11 +159,15 @@ class HeadsOverview(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.grids: list[list[list[list[float]]]] = []  # [layer][head] -> rows of floats
-        self.scores: list[list[float]] = []
+        self.scores: list[list[float]] = []  # empty: no score to label a head with
         self.selected = (0, 0)
+        self.off: set[tuple[int, int]] = set()  # (layer, head) knocked out: labelled ✗
+        self.note = "score: attention where the task expects it"
 
-    def show(self, grids, scores, selected) -> None:
-        self.grids, self.scores, self.selected = grids, scores, selected
+    def show(self, grids, scores, selected, off=(), note: str | None = None) -> None:
+        self.grids, self.scores, self.selected, self.off = grids, scores, selected, set(off)
+        if note is not None:
+            self.note = note
         redraw(self)
 
     @staticmethod
@@ -188,7 +192,7 @@ class HeadsOverview(Widget):
         width = max(self.size.width, 1)
         # Two characters per column (closer to square) when every head still fits.
         cell = 2 if 3 + heads * max(2 * columns + 1, 9) <= width else 1
-        box = max(columns * cell + 1, 9)  # room for '▸H1 0.94' and a gap
+        box = max(columns * cell + 1, 9)  # room for '▸✗H1 0.94' and a gap
         per_line = max(1, min(heads, (width - 3) // box))  # heads that do not fit wrap below
         for layer, grids in enumerate(self.grids):
             for start in range(0, heads, per_line):
@@ -202,13 +206,14 @@ class HeadsOverview(Widget):
                     out.append(line)
                 labels = Text("   ")
                 for head in group:
-                    score = self.scores[layer][head] if self.scores else float("nan")
                     chosen = (layer, head) == self.selected
-                    labels.append(f"{'▸' if chosen else ' '}H{head + 1} {score:.2f}".ljust(box)[:box],
+                    off = "✗" if (layer, head) in self.off else ""
+                    score = f" {self.scores[layer][head]:.2f}" if self.scores else ""
+                    labels.append(f"{'▸' if chosen else ' '}{off}H{head + 1}{score}".ljust(box)[:box],
                                   style="bold reverse" if chosen else "")
                 out.append(labels)
             out.append(Text())
-        out.append(Text("score: attention where the task expects it", style="dim"))
+        out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
         text = Text("\n").join(out)
         text.no_wrap = True
         text.overflow = "crop"
@@ -225,9 +230,10 @@ class ScoreTable(Widget):
         self.scores: list[list[float]] = []
         self.selected: tuple[int, int] | None = None
         self.note = ""
+        self.off: set[tuple[int, int]] = set()  # (layer, head) knocked out: drawn as 'off'
 
-    def show(self, scores, selected=None, note="") -> None:
-        self.scores, self.selected, self.note = scores, selected, note
+    def show(self, scores, selected=None, note="", off=()) -> None:
+        self.scores, self.selected, self.note, self.off = scores, selected, note, set(off)
         redraw(self)
 
     def render(self) -> Text:
@@ -241,9 +247,12 @@ class ScoreTable(Widget):
             for head, score in enumerate(row):
                 chosen = (layer, head) == self.selected
                 line.append("[" if chosen else " ", style="bold")
-                line.append(f"{min(score, 1.0):.2f}",
-                            Style(bgcolor=viridis_hex(score), color=text_colour_on(score)) if full
-                            else Style(bold=chosen))
+                if (layer, head) in self.off:
+                    line.append(" off", style="bold red")
+                else:
+                    line.append(f"{min(score, 1.0):.2f}",
+                                Style(bgcolor=viridis_hex(score), color=text_colour_on(score)) if full
+                                else Style(bold=chosen))
                 line.append("]" if chosen else " ", style="bold")
             lines.append(line)
         if self.note:

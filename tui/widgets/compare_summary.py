@@ -18,8 +18,9 @@ class CompareSummary(Static):
             self.update(Text(loading_note or "no summary", style="italic dim"))
             return
         where = f"L{layer + 1} H{head + 1}"
+        # B's column is the last: its name ('reverse without cross:L1.H2') may take the rest.
         lines = [Text.assemble((f"{'':<18}", ""), (f"A {c.a.name}"[:24].ljust(26), "bold"),
-                               (f"B {c.b.name}"[:24], "bold"))]
+                               (f"B {c.b.name}", "bold"))]
 
         def pct(v: float) -> tuple[str, str]:
             return (percent(v).ljust(26), "green" if v >= 0.9 else "red" if v < 0.5 else "yellow")

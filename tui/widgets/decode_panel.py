@@ -2,13 +2,15 @@
 Compare twice.
 
 The panel owns the model record, the core Stepper (which records each step, so stepping back
-replays), the view state (layer, head, which picture, numbers on or off) and the widgets that
-draw them: the output line, the attention grid, every head at once, the next-token bars and the
-alignment table. Screens drive it (set_model, set_source, goto, select_head, set_view, then redraw)
-and it never reads the app's state, so two panels can step in lockstep.
+replays), the view state (which attention kind, layer, head and picture, numbers on or off),
+what is done to the model (heads knocked out, teacher forcing, forced tokens) and the widgets
+that draw them: the output line, the attention grid, every head at once, the logit lens, the
+head-importance table, the positional encoding, the next-token bars and the alignment table.
+Screens drive it (set_model, set_source, goto, select_head, set_view, set_kind, toggle_ablation,
+then redraw) and it never reads the app's state, so two panels can step in lockstep.
 
-Adding a view: name it in VIEWS, draw it in `_draw_view`, and bind a key to the screen's
-`view('name')` action (tui/decode_keys.py).
+Adding a view: name it in VIEWS, give it a widget in compose and `_widgets`, draw it in
+`_draw_view`, and bind a key to the screen's `view('name')` action (tui/decode_keys.py).
 """
 
 from __future__ import annotations
@@ -20,14 +22,20 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 
 from minitx.tui.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
+from minitx.tui.widgets.importance import ImportanceTable
+from minitx.tui.widgets.lens_view import LensTable
 from minitx.tui.widgets.output_line import OutputLine, Tokens
+from minitx.tui.widgets.positions import PositionsView
 from minitx.tui.widgets.topk import TopKBars
 
 if TYPE_CHECKING:
     from minitx.core.decode import Stepper
     from minitx.tui.loaded import LoadedModel
 
-VIEWS = ("cross", "self", "heads")  # what the grid box shows; "cross" is where every other returns
+KINDS = ("cross", "self", "enc")  # the attention a grid shows; s cycles through them
+KIND_TITLES = {"cross": "cross-attention", "self": "decoder self-attention",
+               "enc": "encoder self-attention"}
+VIEWS = ("grid", "heads", "lens", "importance", "positions")  # "grid" is where every other returns
 
 
 class DecodePanel(Vertical):
@@ -40,8 +48,13 @@ class DecodePanel(Vertical):
         self.stepper: Stepper | None = None
         self.target = 0  # the step the screen asked for; a decode that ended earlier stays at its end
         self.layer_index = self.head_index = 0
-        self.view_mode = "cross"
+        self.kind, self.view_mode = "cross", "grid"
         self.numbers = False
+        self.ablated: frozenset = frozenset()  # core Heads knocked out (zero ablation)
+        self.teacher = False  # feed the decoder the task's answer instead of its own tokens
+        self.forced: dict[int, int] = {}  # step -> token output there instead of the model's
+        self.importance = None  # core.importance.Importance of this model, once measured
+        self.importance_progress = (0, 0)
 
     def compose(self) -> ComposeResult:
         if self.with_output:
@@ -50,6 +63,9 @@ class DecodePanel(Vertical):
             with VerticalScroll(classes="grid-box", can_focus=False):
                 yield AttentionGrid(classes="grid", compact=bool(self.label))  # Compare: rows count
                 yield HeadsOverview(classes="heads")
+                yield LensTable(classes="lens")
+                yield ImportanceTable(classes="importance")
+                yield PositionsView(classes="positions")
             if self.with_side:
                 with Vertical(classes="side"):
                     with Vertical(classes="topk-box"):
@@ -58,7 +74,8 @@ class DecodePanel(Vertical):
                         yield ScoreTable(classes="scores")
 
     def on_mount(self) -> None:
-        self.heads.display = False
+        for view, widget in self._widgets().items():
+            widget.display = view == "grid"
         if self.with_side:
             self.query_one(".topk-box").border_title = "next token"
             self.query_one(".scores-box").border_title = "all heads · alignment"
@@ -89,6 +106,10 @@ class DecodePanel(Vertical):
     def output(self) -> OutputLine:
         return self.query_one(".output", OutputLine)
 
+    def _widgets(self) -> dict:
+        return {"grid": self.grid, "heads": self.heads, "lens": self.query_one(".lens"),
+                "importance": self.query_one(".importance"), "positions": self.query_one(".positions")}
+
     # -- state -----------------------------------------------------------------------------------
     @property
     def position(self) -> int:
@@ -104,28 +125,82 @@ class DecodePanel(Vertical):
         return self.record.model.cfg.max_len - 2 if self.record else 0
 
     @property
+    def answer(self) -> list[int]:
+        """The task's output for the source, then EOS."""
+        from minitx.core.tasks import EOS
+
+        return self.record.task.expected_output(self.stepper.src_ids) + [EOS]
+
+    @property
     def expected(self) -> str:
         from minitx.core.tasks import Task
 
-        return Task.format(self.record.task.expected_output(self.stepper.src_ids))
+        return Task.format(self.answer)
+
+    @property
+    def predictions(self) -> list[int]:
+        """What the model chose at each shown step (under teacher forcing, not what it was fed)."""
+        shown = self.stepper.results[: self.position]
+        return [r.token if r.predicted is None else r.predicted for r in shown]
 
     @property
     def correct(self) -> bool:
         from minitx.core.tasks import Task
 
-        return Task.format(self.stepper.tokens) == self.expected
+        shown = self.predictions if self.teacher else self.stepper.tokens
+        return Task.format(shown) == self.expected
+
+    def layer_count(self, kind: str | None = None) -> int:
+        """Layers of `kind` (the kind shown when None): the encoder's or the decoder's."""
+        kind = kind or self.kind
+        return len(self.record.model.encoder) if kind == "enc" else self.record.layers
+
+    @property
+    def selected_head(self):
+        """The core Head the selection names in the kind shown (what k knocks out)."""
+        from minitx.core.interventions import Head
+
+        return Head(self.kind, self.layer_index, self.head_index)
+
+    def off_heads(self, kind: str | None = None) -> set[tuple[int, int]]:
+        """(layer, head) of the heads knocked out in `kind` (the kind shown when None)."""
+        kind = kind or self.kind
+        return {(h.layer, h.head) for h in self.ablated if h.kind == kind}
 
     def set_model(self, record: LoadedModel) -> None:
-        """A new model: start on the head that does the work, so its alignment shows at once."""
+        """A new model: start on the head that does the work, so its alignment shows at once;
+        nothing done to the old model carries over."""
         from minitx.core.alignment import best_head
 
         self.record, self.stepper, self.target = record, None, 0
+        self.kind, self.ablated, self.forced, self.teacher = "cross", frozenset(), {}, False
+        self.importance, self.importance_progress = None, (0, 0)
         self.layer_index, self.head_index = best_head(record.scores)
 
     def set_source(self, ids: list[int]) -> None:
-        from minitx.core.decode import Stepper
+        self.forced, self.target = {}, 0
+        self.stepper = self._new_stepper(ids)
 
-        self.stepper, self.target = Stepper(self.record.model, ids, top_k=5), 0
+    def _new_stepper(self, ids: list[int]):
+        from minitx.core.decode import Stepper
+        from minitx.core.interventions import Interventions
+        from minitx.core.tasks import EOS
+
+        teacher = self.record.task.expected_output(ids) + [EOS] if self.teacher else None
+        return Stepper(self.record.model, ids, top_k=5, interventions=Interventions(zero=self.ablated),
+                       forced=self.forced, teacher=teacher)
+
+    def restart(self) -> None:
+        """Decode again after a change to the model or the feeding, to the same step (or again to
+        the end, if the decode was shown to its end)."""
+        if self.stepper is None:
+            return
+        at_end = self.stepper.finished
+        self.stepper = self._new_stepper(self.stepper.src_ids)
+        if at_end:
+            self.run_to_end()
+        else:
+            self.goto(self.target)
 
     def goto(self, position: int) -> None:
         """Move to `position` steps (a decode that ends earlier stays at its end)."""
@@ -145,7 +220,31 @@ class DecodePanel(Vertical):
         self.layer_index, self.head_index = layer, head
 
     def set_view(self, view: str) -> None:
-        self.view_mode = view if view in VIEWS else "cross"
+        self.view_mode = view if view in VIEWS else "grid"
+
+    def set_kind(self, kind: str) -> None:
+        """Show another attention kind, keeping the selected head where that kind has it."""
+        self.kind = kind if kind in KINDS else "cross"
+        self.layer_index = min(self.layer_index, self.layer_count() - 1)
+
+    def toggle_ablation(self) -> None:
+        """Knock the selected head out, or bring it back; the decode follows at once."""
+        self.ablated = self.ablated ^ {self.selected_head}
+        self.restart()
+
+    def clear_ablations(self) -> None:
+        self.ablated = frozenset()
+        self.restart()
+
+    def set_teacher(self, on: bool) -> None:
+        self.teacher, self.forced = on, {}
+        self.restart()
+
+    def force(self, token: int) -> None:
+        """Output `token` at the current step, then decode greedily from it to the end."""
+        self.stepper.force(token)
+        self.forced = dict(self.stepper.forced)
+        self.run_to_end()
 
     def show_status(self, text: str) -> None:
         """Say what is happening where the output goes (before a model is there)."""
@@ -158,8 +257,8 @@ class DecodePanel(Vertical):
             return
         if self.with_side:
             self.query_one(".scores", ScoreTable).show(
-                self.record.scores, (self.layer_index, self.head_index),
-                note=f"expected: {self.record.task.alignment_name}")
+                self.record.scores, (self.layer_index, self.head_index) if self.kind == "cross" else None,
+                note=f"expected: {self.record.task.alignment_name}", off=self.off_heads("cross"))
         if self.stepper is None:
             return
         if self.with_output:
@@ -178,33 +277,51 @@ class DecodePanel(Vertical):
         return Text("✗ wrong", style="bold red")
 
     def _draw_output(self) -> None:
+        from minitx.core.tasks import VOCAB
+
         s, task = self.stepper, self.record.task
-        parts = [self.verdict(), f"step {s.position}/{s.cap}"]
+        # Teacher forcing: the steps it got right out of those so far (they count the steps),
+        # what it was fed (the answer) and what it would have said instead.
+        right = sum(a == b for a, b in zip(self.predictions, s.tokens))
+        progress = f"{right}/{s.position} right" if self.teacher else f"step {s.position}/{s.cap}"
+        parts = [self.verdict(), progress]
         if len(s.src_ids) > task.max_len:
             parts.append(Text(f"longer than trained ({task.max_len})", style="yellow"))
-        parts += [Tokens([r.text for r in s.results[: s.position]] or ["·"]),
-                  Tokens(self.expected.split(), label="expected ")]
+        shown = [r.text + ("*" if r.forced else "") for r in s.results[: s.position]] or ["·"]
+        if self.teacher:
+            parts += [Tokens(shown, label="fed "),
+                      Tokens([VOCAB[t] for t in self.predictions] or ["·"], label="model says ")]
+        else:
+            parts += [Tokens(shown), Tokens(self.expected.split(), label="expected ")]
         self.output.show(parts)
 
     def _draw_topk(self) -> None:
         from minitx.core.tasks import VOCAB
 
         s, box = self.stepper, self.query_one(".topk-box")
-        if s.current is None:
+        r = s.current
+        if r is None:
             box.border_title = "next token"
             self.topk.show([], "→ generates the first token")
             return
         box.border_title = f"next token · step {s.position}"
-        self.topk.show([(VOCAB[i], p) for i, p in s.current.top_k])
+        note = f"entropy {r.entropy:.3f} nats"
+        if r.forced:
+            note += f" · {VOCAB[r.token]} forced"
+        self.topk.show([(VOCAB[i], p, float(r.log_probs[i])) for i, p in r.top_k], footnote=note)
 
     def _title(self, picture: str) -> str:
         """Explore: 'cross-attention · L2 H2'. Compare: 'A reverse', the head at the bottom, so a
         narrow panel cuts neither the side nor the head."""
         where = f"L{self.layer_index + 1} H{self.head_index + 1}"
+        if (self.layer_index, self.head_index) in self.off_heads():
+            where += " ✗"
+        n = len(self.ablated)
+        off = f" · {n} head{'s' if n > 1 else ''} off" if n else ""
         if self.label:
             self.grid_box.border_subtitle = where
-            return f"{self.label} {self.record.name}"
-        return f"{picture} · {where}"
+            return f"{self.label} {self.record.name}{off}"
+        return f"{picture} · {where}{off}"
 
     def scroll_columns(self, direction: int) -> None:
         self.grid.scroll_columns(direction)
@@ -217,28 +334,79 @@ class DecodePanel(Vertical):
         return max(range(len(row)), key=row.__getitem__)
 
     def _draw_view(self) -> None:
-        s, grid, heads, box = self.stepper, self.grid, self.heads, self.grid_box
-        grid.display, heads.display = self.view_mode != "heads", self.view_mode == "heads"
-        grid.numbers = self.numbers
+        for view, widget in self._widgets().items():
+            widget.display = view == self.view_mode
+        self.grid.numbers = self.numbers
+        draw = {"grid": self._draw_grid, "heads": self._draw_heads, "lens": self._draw_lens,
+                "importance": self._draw_importance, "positions": self._draw_positions}
+        draw[self.view_mode]()
+
+    def _draw_grid(self) -> None:
+        s, grid, box = self.stepper, self.grid, self.grid_box
         rows_labels = [r.text for r in s.results[: s.position]]
         current_row = s.position - 1 if s.position and s.position == self.target else None
         hint = "" if self.target else self.step_hint
-        if self.view_mode == "cross":
-            box.border_title = self._title("cross-attention")
-            rows = s.cross_attention_grid(self.layer_index, self.head_index).tolist()
+        layer, head = self.layer_index, self.head_index
+        box.border_title = self._title(KIND_TITLES[self.kind])
+        if self.kind == "cross":
+            rows = s.cross_attention_grid(layer, head).tolist()
             grid.show(rows, [str(i) for i in s.src_ids], rows_labels, current_row, hint,
-                      "" if self.label else "rows: tokens generated · columns: source",
+                      "" if self.label else "rows: tokens generated · columns: source tokens",
                       follow=self._strongest_column(rows, current_row))
-        elif self.view_mode == "self":
-            box.border_title = self._title("decoder self-attention")
+        elif self.kind == "self":
             inputs = ["<sos>"] + rows_labels[:-1] if rows_labels else ["<sos>"]
-            rows = s.self_attention_grid(self.layer_index, self.head_index).tolist()
+            rows = s.self_attention_grid(layer, head).tolist()
             grid.show(rows, inputs, rows_labels, current_row, hint,
-                      "rows: outputs · columns: inputs (· = future)", causal=True,
+                      "rows: outputs · columns: inputs (· future)", causal=True,
                       follow=self._strongest_column(rows, current_row))
         else:
-            box.border_title = "cross-attention · every layer and head"
-            record = self.record
-            grids = [[s.cross_attention_grid(layer, head).tolist() for head in range(record.heads)]
-                     for layer in range(record.layers)]
-            heads.show(grids, record.scores, (self.layer_index, self.head_index))
+            tokens = [str(i) for i in s.src_ids]
+            grid.show(s.encoder_attention_grid(layer, head).tolist(), tokens, tokens, None, "",
+                      "rows: queries · columns: keys (source tokens)")
+
+    def _draw_heads(self) -> None:
+        s, record = self.stepper, self.record
+        grid_of = {"cross": s.cross_attention_grid, "self": s.self_attention_grid,
+                   "enc": s.encoder_attention_grid}[self.kind]
+        grids = [[grid_of(layer, head).tolist() for head in range(record.heads)]
+                 for layer in range(self.layer_count())]
+        self.grid_box.border_title = f"{KIND_TITLES[self.kind]} · all heads"
+        scores = record.scores if self.kind == "cross" else []
+        note = "score: attention where the task expects it" if scores else "▸ selected"
+        self.heads.show(grids, scores, (self.layer_index, self.head_index), self.off_heads(), note)
+
+    def _draw_lens(self) -> None:
+        from minitx.core.tasks import VOCAB
+
+        s, lens = self.stepper, self.query_one(".lens", LensTable)
+        self.grid_box.border_title = "logit lens · each decoder layer's guess"
+        r = s.current
+        if r is None:
+            lens.show([])
+            return
+        fed = "<sos>" if r.index == 0 else VOCAB[s.results[r.index - 1].token]
+        top = r.lens.exp().topk(3, dim=-1)  # (layers, 3)
+        layers = [[(VOCAB[int(i)], float(p)) for p, i in zip(ps, idx)]
+                  for ps, idx in zip(top.values, top.indices)]
+        lens.show(layers, f"step {s.position}: fed {fed}, output {r.text}")
+
+    def _draw_importance(self) -> None:
+        table = self.query_one(".importance", ImportanceTable)
+        self.grid_box.border_title = "which heads matter · each ablated alone"
+        if self.importance is None:
+            table.show_progress(*self.importance_progress)
+        else:
+            table.show(self.importance, str(self.selected_head), {str(h) for h in self.ablated})
+
+    def _draw_positions(self) -> None:
+        from minitx.core.positions import position_similarity, positional_table
+
+        self.grid_box.border_title = "positional encoding · positions × dimensions"
+        n = min(self.record.model.cfg.max_len, max(8, len(self.stepper.src_ids) + 2))
+        table = positional_table(self.record.model, n)
+        view = self.query_one(".positions", PositionsView)
+        kind = self.record.model.cfg.position_encoding
+        if table is None:
+            view.show(None, [], kind)
+        else:
+            view.show(table.tolist(), position_similarity(table).tolist(), kind, self.numbers)

@@ -24,18 +24,22 @@ from textual.widgets import Input, Label
 from minitx.tui.widgets.choice import ChoiceField
 
 SOURCE = "from"  # not an option: which configs the fields start from
-# option name -> label, in the form's order (four to a row, after `from` which takes two; a
-# WIDE field takes the rest of its row)
+# option name -> label, in the form's order, four to a row after `from` (which takes two): the
+# data, the optimiser, the model's size, its components (docs/components.md), when to stop and
+# what to record. A WIDE field takes the rest of its row.
 FIELDS = {
     "task": "task", "lengths": "lengths",
     "steps": "steps", "batch_size": "batch", "lr": "lr", "schedule": "schedule",
-    "warmup": "warmup", "dropout": "dropout", "d_model": "d_model", "heads": "heads",
-    "layers": "layers", "norm": "norm", "seed": "seed", "device": "device",
+    "warmup": "warmup", "dropout": "dropout", "seed": "seed", "device": "device",
+    "d_model": "d_model", "heads": "heads", "kv_heads": "K/V", "layers": "layers",
+    "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
     "until": "until", "probe_source": "probe",
 }
 WIDE = ("probe_source",)  # fields that take the rest of their row
-PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)"}
-CHOICES = ("task", "schedule", "norm", "device")  # picked from lists core defines, not typed
+PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)", "kv_heads": "= heads"}
+OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
+CHOICES = ("task", "schedule", "norm", "norm_kind", "activation", "position_encoding",
+           "device")  # picked from lists core defines, not typed
 FREE_WHEN_RESUMING = ("steps", "device", "until")  # what Trainer.resume lets a continued run change
 RUN_KEYS = ("space", "x", "w", "u")  # never part of a form value, so they drive the run anywhere
 SPACED = ("probe_source",)  # values with spaces ('3 1 4'): there space types, and Enter starts
@@ -84,6 +88,16 @@ def typed_options(values: dict[str, str | None]) -> dict[str, Any]:
     return typed
 
 
+def choice_values() -> dict[str, list[str]]:
+    """What each CHOICES field offers: core's own lists."""
+    from minitx.core import config
+    from minitx.core.tasks import TASKS
+
+    return {"task": list(TASKS), "schedule": list(config.SCHEDULES), "norm": list(config.NORMS),
+            "norm_kind": list(config.NORM_KINDS), "activation": list(config.ACTIVATIONS),
+            "position_encoding": list(config.POSITION_ENCODINGS), "device": list(config.DEVICES)}
+
+
 def field_texts(model_cfg, train_cfg) -> dict[str, str]:
     """What each field shows for a pair of configs."""
     from minitx.core.options import MODEL_OPTIONS, train_options
@@ -91,8 +105,11 @@ def field_texts(model_cfg, train_cfg) -> dict[str, str]:
     values = {**{n: getattr(model_cfg, f) for n, f in MODEL_OPTIONS.items()},
               **{n: getattr(train_cfg, f) for n, f in train_options().items()},
               "layers": model_cfg.n_decoder_layers, "lengths": f"{train_cfg.min_len}-{train_cfg.max_len}"}
-    return {name: f"{values[name]:g}" if isinstance(values[name], float) else str(values[name])
-            for name in FIELDS}
+    texts = {name: f"{values[name]:g}" if isinstance(values[name], float) else str(values[name])
+             for name in FIELDS}
+    if model_cfg.kv_heads == model_cfg.n_heads:
+        texts["kv_heads"] = ""  # multi-head: empty, so a new `heads` keeps one K/V head each
+    return texts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +134,7 @@ class TrainForm(Grid):
             yield Label("from", classes="field-label")
             yield ChoiceField(id=SOURCE)
         for name, label in FIELDS.items():
-            with Horizontal(classes="field wide" if name in WIDE else "field"):
+            with Horizontal(classes="field wide" if name in WIDE else "field", id=f"field-{name}"):
                 yield Label(label, classes="field-label")
                 yield ChoiceField(id=name) if name in CHOICES else FormInput(
                     id=name, spaced=name in SPACED, compact=True, placeholder=PLACEHOLDERS.get(name, ""))
@@ -162,7 +179,12 @@ class TrainForm(Grid):
             widget.disabled = start.resume_path is not None and name not in FREE_WHEN_RESUMING
 
     def values(self) -> dict[str, str | None]:
-        return {name: self.query_one(f"#{name}").value for name in FIELDS}
+        """Each field's text (a choice's value); None for an OPTIONAL field left empty."""
+        values = {name: self.query_one(f"#{name}").value for name in FIELDS}
+        for name in OPTIONAL:
+            if not (values[name] or "").strip():
+                values[name] = None
+        return values
 
     # -- configs ---------------------------------------------------------------------------------
     def configs(self):

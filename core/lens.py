@@ -1,0 +1,55 @@
+"""The logit lens: the output layer applied to each decoder layer's residual stream (after the
+final norm for pre-norm), i.e. what each layer would predict if the decoder stopped there. The
+last layer's lens is the model's own prediction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from minitx.core.decode import greedy_decode
+from minitx.core.interventions import Interventions, Recording
+from minitx.core.model import Seq2Seq, eval_mode
+from minitx.core.tasks import EOS, SOS
+
+
+def lens_log_probs(model: Seq2Seq, streams: list[torch.Tensor]) -> torch.Tensor:
+    """Per decoder layer, its residual stream (B, T, d) -> (layers, B, T, V) log-probabilities."""
+    stacked = torch.stack(streams)  # (L, B, T, d)
+    return model.output(model.decoder_norm(stacked)).log_softmax(dim=-1)
+
+
+@dataclass(frozen=True)
+class Lens:
+    src: list[int]
+    decoder_input: list[int]  # SOS then the tokens fed: row t of every layer predicts output t
+    log_probs: torch.Tensor  # (layers, T, V)
+
+    def top(self, k: int = 3) -> list[list[list[tuple[int, float]]]]:
+        """[layer][step] -> the k most likely (token, probability) at that layer."""
+        values, indices = self.log_probs.exp().topk(k, dim=-1)  # (L, T, k)
+        return [[list(zip(i.tolist(), v.tolist())) for i, v in zip(li, lv)]
+                for li, lv in zip(indices, values)]
+
+
+@torch.no_grad()
+def logit_lens(model: Seq2Seq, src_ids: list[int], outputs: list[int] | None = None,
+               interventions: Interventions | None = None) -> Lens:
+    """The lens of every decoder layer at every step of decoding `src_ids`: teacher-forced on
+    `outputs` when given (e.g. the task's answer and EOS), else on the model's greedy output."""
+    device = model.device
+    src = torch.tensor([src_ids], device=device)  # (1, S)
+    interventions = interventions or Interventions()
+    with eval_mode(model), interventions.applied(model):
+        if outputs is None:
+            outputs = greedy_decode(model, src)[0].tolist()
+    if EOS in outputs:
+        outputs = outputs[: outputs.index(EOS) + 1]
+    fed = [SOS] + outputs[:-1]
+    record = Recording(heads=False)
+    with eval_mode(model), interventions.recording(record).applied(model):
+        model(src, torch.tensor([fed], device=device))
+    streams = [record.stream("dec", i) for i in range(len(model.decoder))]
+    return Lens(list(src_ids), fed, lens_log_probs(model, streams)[:, 0].cpu())
