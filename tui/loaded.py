@@ -26,7 +26,7 @@ class LoadedModel:
     norm: str
     params: int
     device: str
-    scores: list[list[float]]  # (layers, heads) alignment on fresh random sources
+    scores: list[list[float]]  # (layers, heads) alignment (or sharpness) on the task's examples
     layers: int
     heads: int
     path: str | None = None
@@ -41,11 +41,11 @@ class LoadedModel:
 def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None,
                    history=None) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources)."""
-    from minitx.core.alignment import random_alignment_scores
+    from minitx.core.alignment import head_scores
     from minitx.core.model import eval_mode, parameter_breakdown
 
     with eval_mode(model):  # the model may be a live run's: leave its mode as it was
-        scores = random_alignment_scores(model, task, n=128).tolist()
+        scores = head_scores(model, task, n=128)[1].tolist()  # sharpness where no pattern is known
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
                        model.device.type, scores, cfg.n_decoder_layers, cfg.n_heads, path, history)

@@ -118,14 +118,14 @@ class TrainingRun:
     @staticmethod
     def probe(trainer) -> dict:
         """The live picture: alignment of every head, and the best head's grid on a probe."""
-        from minitx.core.alignment import best_head, random_alignment_scores
+        from minitx.core.alignment import best_head, head_scores
         from minitx.core.probe import probe
-        from minitx.core.tasks import VOCAB
 
-        scores = random_alignment_scores(trainer.model, trainer.task, n=32).tolist()
+        task = trainer.task
+        scores = head_scores(trainer.model, task, n=32)[1].tolist()  # alignment, or sharpness
         best = best_head(scores)
-        source = trainer.probe_ids  # the source the run's history snapshots (the form's probe)
-        result = probe(trainer.model, trainer.task, source)
+        # the source the run's history snapshots (the form's probe, or the task's own example)
+        result = probe(trainer.model, task, trainer.probe_batch)
         return {"rows": result.cross_attention[best[0], best[1]].tolist(),
-                "targets": [VOCAB[t] for t in result.target],
-                "source": [VOCAB[t] for t in source], "scores": scores, "best": best}
+                "targets": task.vocab.labels(result.target),
+                "source": task.vocab.labels(result.src), "scores": scores, "best": best}

@@ -15,7 +15,10 @@ from minitx.core.model import (
     parameter_breakdown,
     sinusoidal_table,
 )
-from minitx.core.tasks import PAD, get_task
+from minitx.core.tasks import get_task
+from minitx.core.vocab import DIGITS
+
+PAD = DIGITS.pad  # the digit tasks' padding id
 
 
 def reference_batch(n=2, seed=0):

@@ -14,26 +14,33 @@ from rich.text import Text
 from minitx.tui.colors import text_colour_on, viridis_hex
 
 CELL = 4  # characters per cell: room for " .97" or " 1.0"
+COMPACT_CELL = 2  # without numbers, for sources too long for 4-character cells
+COMPACT_FROM = 17  # source tokens from which cells without numbers are compact (30-40 at 80 columns)
 
 
-def _cell(value: float, numbers: bool) -> Text:
+def _cell(value: float, numbers: bool, width: int) -> Text:
     style = f"{text_colour_on(value)} on {viridis_hex(value)}"
     if not numbers:
-        return Text(" " * CELL, style=style)
+        return Text(" " * width, style=style)
     shown = "1.0" if value >= 0.995 else f".{round(value * 100):02d}"
-    return Text(shown.rjust(CELL), style=style)
+    return Text(shown.rjust(width), style=style)
+
+
+def _fit(label: str, width: int) -> str:
+    return label.rjust(width) if len(label) <= width else label[: width - 1] + "…"
 
 
 def attention_grid(weights, row_labels: list[str], col_labels: list[str], numbers: bool) -> Text:
     """weights: rows x cols nested lists in [0, 1]; rows are output tokens, columns the source."""
+    width = CELL if numbers or len(col_labels) < COMPACT_FROM else COMPACT_CELL
     label_width = max([len(label) for label in row_labels] + [1])
     text = Text(" " * (label_width + 1))
     for label in col_labels:
-        text.append(label.rjust(CELL), style="bold")
+        text.append(_fit(label, width), style="bold")
     for label, row in zip(row_labels, weights, strict=True):
         text.append("\n" + label.rjust(label_width) + " ", style="bold")
         for value in row:
-            text.append_text(_cell(float(value), numbers))
+            text.append_text(_cell(float(value), numbers, width))
     return text
 
 
@@ -62,7 +69,7 @@ def trace_renderable(trace: dict, numbers: bool, title: str = ""):
         header.append("\nablated     ", style="dim")
         header.append(", ".join(trace["ablated"]))
     rows = [step["text"] for step in trace["steps"]]
-    cols = trace["source"].split()
+    cols = trace.get("source_tokens") or trace["source"].split()
     panels = []
     for layer, heads in enumerate(trace["cross_attention"]):
         for head, grid in enumerate(heads):

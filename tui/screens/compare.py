@@ -291,7 +291,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             s = panel.stepper
             shown = " ".join(r.text for r in s.results[: s.position]) or "·"
             line = f"{side} {panel.record.name:<{width}}  {shown}"
-            if s.finished:
+            if s.finished and panel.correct is not None:  # None: the task cannot tell (dates, data)
                 line += "  ✓" if panel.correct else f"  ✗ expected {panel.expected}"
             lines.append(line)
         self.query_one("#pair-output", Static).update("\n".join(lines))

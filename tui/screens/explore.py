@@ -189,6 +189,10 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         panel = self.panel
         if panel.stepper is None:
             return
+        if not panel.teacher and panel.answer is None:
+            self.notify(f"the {panel.record.task.name} task cannot tell the answer for a typed "
+                        "source: nothing to feed the decoder", severity="warning", timeout=4)
+            return
         panel.set_teacher(not panel.teacher)
         self.position = panel.position
         self.notify("fed the task's answer at every step (teacher forcing)" if panel.teacher
@@ -197,8 +201,6 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     @one_line_errors
     def action_force(self) -> None:
-        from minitx.core.tasks import PAD, SOS, VOCAB
-
         panel = self.panel
         current = panel.stepper.current if panel.stepper else None
         if current is None:
@@ -209,8 +211,10 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
             if token is not None:
                 self._forced(token)
 
-        offered = [i for i in range(len(VOCAB)) if i not in (PAD, SOS)]  # what an output can be
-        self.app.ask_token(current.index + 1, list(VOCAB), VOCAB[current.predicted], offered, chosen)
+        vocab = panel.record.task.vocab
+        offered = [i for i in range(vocab.size) if i not in (vocab.pad, vocab.sos)]  # what an output can be
+        self.app.ask_token(current.index + 1, vocab.labels(range(vocab.size)), vocab.label(current.predicted),
+                           offered, chosen)
 
     @one_line_errors
     def _forced(self, token: int) -> None:
@@ -242,9 +246,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def _open_failure(self, failure) -> None:
         """Decode a failure's source and stop at its first wrong step."""
-        from minitx.core.tasks import Task
-
-        text = Task.format(failure.source)
+        text = self.panel.record.task.format(failure.source)
         if self.set_source(text):
             self.query_one(SourceBar).show_source(text)
             self.position = failure.first_wrong + 1

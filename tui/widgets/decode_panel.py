@@ -119,17 +119,19 @@ class DecodePanel(Vertical):
         return self.record.model.cfg.max_len - 2 if self.record else 0
 
     @property
-    def answer(self) -> list[int]:
-        """The task's output for the source, then EOS."""
-        from minitx.core.tasks import EOS
+    def answer(self) -> list[int] | None:
+        """The task's output for the source, then EOS; None when the task cannot tell (dates,
+        a data file: typed text has no known answer)."""
+        return self.answer_of(self.stepper.src_ids)
 
-        return self.record.task.expected_output(self.stepper.src_ids) + [EOS]
+    def answer_of(self, ids: list[int]) -> list[int] | None:
+        output = self.record.task.expected_output(ids)
+        return None if output is None else output + [self.record.task.vocab.eos]
 
     @property
-    def expected(self) -> str:
-        from minitx.core.tasks import Task
-
-        return Task.format(self.answer)
+    def expected(self) -> str | None:
+        answer = self.answer
+        return None if answer is None else self.record.task.format(answer)
 
     @property
     def predictions(self) -> list[int]:
@@ -138,11 +140,13 @@ class DecodePanel(Vertical):
         return [r.token if r.predicted is None else r.predicted for r in shown]
 
     @property
-    def correct(self) -> bool:
-        from minitx.core.tasks import Task
-
+    def correct(self) -> bool | None:
+        """None when the task cannot tell what is correct."""
+        expected = self.expected
+        if expected is None:
+            return None
         shown = self.predictions if self.teacher else self.stepper.tokens
-        return Task.format(shown) == self.expected
+        return self.record.task.format(shown) == expected
 
     def layer_count(self, kind: str | None = None) -> int:
         """Layers of `kind` (the kind shown when None): the encoder's or the decoder's."""
@@ -170,6 +174,8 @@ class DecodePanel(Vertical):
         self.kind, self.ablated, self.forced, self.teacher = "cross", frozenset(), {}, False
         self.importance, self.importance_progress = None, (0, 0)
         self.layer_index, self.head_index = best_head(record.scores)
+        if self.with_side:
+            self.query_one(".scores-box").border_title = f"all heads · {record.measure}"
 
     def set_source(self, ids: list[int]) -> None:
         self.forced, self.target = {}, 0
@@ -178,11 +184,12 @@ class DecodePanel(Vertical):
     def _new_stepper(self, ids: list[int]):
         from minitx.core.decode import Stepper
         from minitx.core.interventions import Interventions
-        from minitx.core.tasks import EOS
 
-        teacher = self.record.task.expected_output(ids) + [EOS] if self.teacher else None
-        return Stepper(self.record.model, ids, top_k=5, interventions=Interventions(zero=self.ablated),
-                       forced=self.forced, teacher=teacher)
+        task, cfg = self.record.task, self.record.model.cfg
+        teacher = self.answer_of(ids) if self.teacher else None
+        return Stepper(self.record.model, ids, top_k=5, cap=task.decode_cap(len(ids), cfg.max_len),
+                       interventions=Interventions(zero=self.ablated), forced=self.forced,
+                       teacher=teacher, vocab=task.vocab)
 
     def restart(self) -> None:
         """Decode again after a change to the model or the feeding, to the same step (or again to
@@ -252,7 +259,8 @@ class DecodePanel(Vertical):
         if self.with_side:
             self.query_one(".scores", ScoreTable).show(
                 self.record.scores, (self.layer_index, self.head_index) if self.kind == "cross" else None,
-                note=f"expected: {self.record.task.alignment_name}", off=self.off_heads("cross"))
+                note=f"expected: {self.record.task.alignment_name}" if self.record.measure == "alignment"
+                else "no expected pattern", off=self.off_heads("cross"))
         if self.stepper is None:
             return
         if self.with_output:
@@ -262,28 +270,27 @@ class DecodePanel(Vertical):
         self._draw_view()
 
     def _draw_output(self) -> None:
-        from minitx.core.tasks import VOCAB
-
         s, task = self.stepper, self.record.task
         shown = [r.text + ("*" if r.forced else "") for r in s.results[: s.position]]
         state = "done" if s.finished else "·"
         if self.teacher:
-            said = " ".join(VOCAB[t] for t in self.predictions)
+            said = _joined(task.vocab.labels(self.predictions), task.vocab.level)
             right = sum(a == b for a, b in zip(self.predictions, s.tokens))
-            line = f"Teacher  fed {' '.join(shown)} {state}  model says {said}  {right}/{s.position} right"
+            line = (f"Teacher  fed {_joined(shown, task.vocab.level)} {state}  model says {said}  "
+                    f"{right}/{s.position} right")
         else:
-            line = f"Output   {' '.join(['<sos>'] + shown)} {state}    step {s.position}/{s.cap}   " \
-                   f"expected {self.expected}"
-            if s.finished:
+            expected = self.expected
+            line = f"Output   <sos> {_joined(shown, task.vocab.level)} {state}    step {s.position}/{s.cap}"
+            if expected is not None:
+                line += f"   expected {expected}"
+            if s.finished and expected is not None:
                 line += "  ✓ correct" if self.correct else "  ✗ wrong"
         if len(s.src_ids) > task.max_len:
             line += f"   (longer than the {task.max_len} it was trained on)"
         self.output.update(line)
 
     def _draw_topk(self) -> None:
-        from minitx.core.tasks import VOCAB
-
-        s, box = self.stepper, self.query_one(".topk-box")
+        s, box, vocab = self.stepper, self.query_one(".topk-box"), self.record.task.vocab
         r = s.current
         if r is None:
             box.border_title = "next token"
@@ -292,8 +299,8 @@ class DecodePanel(Vertical):
         box.border_title = f"next token · step {s.position}"
         note = f"entropy {r.entropy:.3f} nats"
         if r.forced:
-            note += f" · {VOCAB[r.token]} forced"
-        self.topk.show([(VOCAB[i], p, float(r.log_probs[i])) for i, p in r.top_k], footnote=note)
+            note += f" · {vocab.label(r.token)} forced"
+        self.topk.show([(vocab.label(i), p, float(r.log_probs[i])) for i, p in r.top_k], footnote=note)
 
     def _title(self, picture: str) -> str:
         where = f"L{self.layer_index + 1} H{self.head_index + 1}"
@@ -319,7 +326,7 @@ class DecodePanel(Vertical):
         layer, head = self.layer_index, self.head_index
         box.border_title = self._title(KIND_TITLES[self.kind])
         if self.kind == "cross":
-            grid.show(s.cross_attention_grid(layer, head).tolist(), [str(i) for i in s.src_ids],
+            grid.show(s.cross_attention_grid(layer, head).tolist(), self.record.task.vocab.labels(s.src_ids),
                       rows_labels, current_row, hint,
                       "" if self.label else "rows: tokens generated · columns: source tokens")
         elif self.kind == "self":
@@ -327,7 +334,7 @@ class DecodePanel(Vertical):
             grid.show(s.self_attention_grid(layer, head).tolist(), inputs, rows_labels, current_row,
                       hint, "rows: outputs · columns: inputs (· future)", causal=True)
         else:
-            tokens = [str(i) for i in s.src_ids]
+            tokens = self.record.task.vocab.labels(s.src_ids)
             grid.show(s.encoder_attention_grid(layer, head).tolist(), tokens, tokens, None, "",
                       "rows: queries · columns: keys (source tokens)")
 
@@ -339,21 +346,20 @@ class DecodePanel(Vertical):
                  for layer in range(self.layer_count())]
         self.grid_box.border_title = f"{KIND_TITLES[self.kind]} · all heads"
         scores = record.scores if self.kind == "cross" else []
-        note = "score: attention where the task expects it" if scores else "▸ selected"
+        note = ("score: attention where the task expects it" if record.measure == "alignment"
+                else "score: sharpness, each head's largest weight") if scores else "▸ selected"
         self.heads.show(grids, scores, (self.layer_index, self.head_index), self.off_heads(), note)
 
     def _draw_lens(self) -> None:
-        from minitx.core.tasks import VOCAB
-
-        s, lens = self.stepper, self.query_one(".lens", LensTable)
+        s, lens, vocab = self.stepper, self.query_one(".lens", LensTable), self.record.task.vocab
         self.grid_box.border_title = "logit lens · each decoder layer's guess"
         r = s.current
         if r is None:
             lens.show([])
             return
-        fed = "<sos>" if r.index == 0 else VOCAB[s.results[r.index - 1].token]
+        fed = "<sos>" if r.index == 0 else vocab.label(s.results[r.index - 1].token)
         top = r.lens.exp().topk(3, dim=-1)  # (layers, 3)
-        layers = [[(VOCAB[int(i)], float(p)) for p, i in zip(ps, idx)]
+        layers = [[(vocab.label(int(i)), float(p)) for p, i in zip(ps, idx)]
                   for ps, idx in zip(top.values, top.indices)]
         lens.show(layers, f"step {s.position}: fed {fed}, output {r.text}")
 
@@ -377,3 +383,11 @@ class DecodePanel(Vertical):
             view.show(None, [], kind)
         else:
             view.show(table.tolist(), position_similarity(table).tolist(), kind, self.numbers)
+
+
+def _joined(labels: list[str], level: str) -> str:
+    """Tokens as a line: characters run together (the text they make; a step marker such as
+    <eos> or a forced '*' stays visible), words and digits with spaces."""
+    if level != "char":
+        return " ".join(labels)
+    return "".join(f" {t} " if t.startswith("<") and t.endswith(">") else t for t in labels).strip()
