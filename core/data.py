@@ -139,8 +139,8 @@ def _csv(path: Path, digest) -> Iterator[tuple[int, str, str]]:
             if not row or not any(cell.strip() for cell in row):
                 continue
             if len(row) != 2:
-                raise DataError(f"{path}, line {where['line']}: {len(row)} columns; a pair has 2 "
-                                "(source,target)")
+                columns = f"{len(row)} column{'s' if len(row) != 1 else ''}"
+                raise DataError(f"{path}, line {where['line']}: {columns}; a pair has 2 (source,target)")
             if first and _is_header(row):
                 first = False
                 continue

@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -370,10 +371,9 @@ def _check_same_data(path, task, train_cfg: TrainConfig) -> None:
                                   f"{recorded['file']})") from None
         if digest != recorded["sha256"]:
             raise CheckpointError(
-                f"cannot resume {path} on {file}: the run was trained on {recorded['file']} "
-                f"({recorded['pairs']:,} pairs, {recorded['size']:,} bytes, "
-                f"sha256 {recorded['sha256'][:12]}…), "
-                f"and {file} holds other data (sha256 {digest[:12]}…)")
+                f"cannot resume {path}: it was trained on {recorded['file']} ({recorded['pairs']:,} "
+                f"pairs, sha256 {recorded['sha256'][:12]}…) and {Path(file).name} holds other data "
+                f"(sha256 {digest[:12]}…)")
 
 
 def _check_optim_state(optim_state: dict, params: dict[str, torch.Tensor], step: int) -> None:
