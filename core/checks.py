@@ -122,7 +122,7 @@ def check_initial_loss(model: Seq2Seq, task: Task, inits: int = 4) -> CheckResul
     loss = sum(losses) / inits
     V = model.cfg.vocab_size
     shift = math.log(V / 13)
-    low, high = 2.5 + shift, 3.5 + shift
+    low, high = round(2.5 + shift, 1), round(3.5 + shift, 1)  # to 0.1: the band shown is the one used
     cause = "bad-init" if loss > high else "label-leak"
     return _result("initial-loss", f"a fresh model of this config starts near {3.3 + shift:.1f} "
                    f"(ln {V} = {math.log(V):.3f})", loss, f"{low:.3g} to {high:.3g}",

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from minitx.core import data as files
-from minitx.core.data import DataError, PairData, Side
+from minitx.core import pairdata as files
+from minitx.core.data import DataError, Provenance
+from minitx.core.pairdata import PairData, Side
 from minitx.core.tasks import DATA_TASK, Batch, Task
 from minitx.core.vocab import Vocab
 
@@ -288,7 +289,7 @@ class FilePairs:
     """A file's pairs read with a model's vocabulary, for `minitx eval --data`."""
 
     pairs: PairSet
-    provenance: files.Provenance
+    provenance: Provenance
     skipped: int  # pairs too long for the model's positions
     unknown: int  # tokens read as UNK
 

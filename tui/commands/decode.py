@@ -169,7 +169,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
         from minitx.tui.commands.render import trace_renderable
 
         for trace in traces:
-            out.print(trace_renderable(trace, show_numbers))
+            out.print(trace_renderable(trace, show_numbers, width=out.width))
         return
     outside = [t["source"] for t in traces if not t["within_training_lengths"]]
     if outside:  # one note, not one per line of a long stdin
