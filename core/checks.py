@@ -110,7 +110,7 @@ def check_initial_loss(model: Seq2Seq, task: Task, inits: int = 4) -> CheckResul
     """Mean first-batch loss of a few fresh models of this config: one init scatters by ~0.3.
 
     A uniform guess over V tokens costs ln V, and random logits add about the same amount at
-    any V (SPEC §5: 3.3 for 13 tokens, healthy from 2.5 to 3.5), so the band moves with ln V."""
+    any V (docs/checks.md: 3.3 for 13 tokens, healthy from 2.5 to 3.5), so the band moves with ln V."""
     batch = probe_batch(task, 64)
     device = model.device
     losses = []
