@@ -129,6 +129,10 @@ class PairsTask(Task):
     def decode_cap(self, src_len: int, positions: int) -> int:
         return min(positions - 1, self.max_target_len + 2)
 
+    def example(self) -> str:
+        """The first held-out pair's source (never one the model trained on)."""
+        return self.format(self.example_batch().src[0])
+
     def example_batch(self) -> Batch:
         """The first held-out pair (never one the model trained on), as a batch of one."""
         return self.heldout.batch(torch.tensor([0]), self.vocab)

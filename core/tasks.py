@@ -133,6 +133,10 @@ class Task:
         drops SOS and PAD."""
         return self.vocab.join(self.vocab.decode(ids, strip_special))
 
+    def example(self) -> str:
+        """A source to show first, as text a person could have typed."""
+        return " ".join("31415926"[: max(self.min_len, min(5, self.max_len))])
+
     def to_dict(self) -> dict:
         return {"name": self.name, "min_len": self.min_len, "max_len": self.max_len}
 
@@ -221,6 +225,9 @@ class DatesTask(Task):
 
     def decode_cap(self, src_len: int, positions: int) -> int:
         return min(positions - 1, dates.TARGET_LENGTH + 2)
+
+    def example(self) -> str:
+        return "Tuesday, 1 December 2026"  # the source of example_batch
 
     def example_batch(self) -> Batch:
         """An example of its own (a fixed date), as a batch of one with its target and spans."""

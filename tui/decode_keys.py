@@ -26,6 +26,9 @@ DECODE_BINDINGS = [
     Binding("right_square_bracket", "layer(1)", "layer"),
     Binding("comma", "head(-1)", "head"),
     Binding("full_stop", "head(1)", "head"),
+    # Only when a long source does not fit: the grid then says "< > scroll" itself.
+    Binding("less_than_sign", "scroll_columns(-1)", "columns", show=False),
+    Binding("greater_than_sign", "scroll_columns(1)", "columns", show=False),
 ]
 # Changing the model on screen: Explore acts on its panel, Compare on B (`intervened_panels`).
 ABLATION_BINDINGS = [
@@ -89,7 +92,7 @@ class DecodeKeys:
     def shown_source(self) -> str | None:
         """The source the panels decode (None before the first)."""
         panel = next((p for p in self.decode_panels() if p.stepper), None)
-        return " ".join(map(str, panel.stepper.src_ids)) if panel else None
+        return panel.record.task.format(panel.stepper.src_ids) if panel else None
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if not isinstance(event.input, SourceInput):
@@ -208,6 +211,11 @@ class DecodeKeys:
         self.position = max(p.position for p in self._ready())
         self.interventions_changed()
         self.refresh_view()
+
+    @one_line_errors
+    def action_scroll_columns(self, pages: int) -> None:
+        for panel in self.decode_panels():
+            panel.grid.scroll_columns(pages)
 
     @one_line_errors
     def action_numbers(self) -> None:

@@ -31,6 +31,7 @@ class LoadedModel:
     heads: int
     path: str | None = None
     history: object = None  # core.history.History of the run (None: the file has none)
+    measure: str = "alignment"  # what `scores` are: "alignment", or "sharpness" (no pattern expected)
 
     @property
     def summary(self) -> str:
@@ -45,10 +46,11 @@ def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = Non
     from minitx.core.model import eval_mode, parameter_breakdown
 
     with eval_mode(model):  # the model may be a live run's: leave its mode as it was
-        scores = head_scores(model, task, n=128)[1].tolist()  # sharpness where no pattern is known
+        measure, scores = head_scores(model, task, n=128)  # sharpness where no pattern is known
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
-                       model.device.type, scores, cfg.n_decoder_layers, cfg.n_heads, path, history)
+                       model.device.type, scores.tolist(), cfg.n_decoder_layers, cfg.n_heads, path,
+                       history, measure)
 
 
 def shown_name(path: Path) -> str:

@@ -22,6 +22,11 @@ POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
 PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes)
 
 
+def run_name(train_cfg) -> str:
+    """What a run is called: its task, or its data file's name (the task is then "data")."""
+    return Path(train_cfg.data).stem if train_cfg.data else train_cfg.task
+
+
 def available_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -73,7 +78,7 @@ class TrainingRun:
         trainer = Trainer(model_cfg, train_cfg)
         self.trainer = trainer
         params = parameter_breakdown(trainer.model)["total"]
-        self.post(RunStarted(f"training {train_cfg.task} · {model_cfg.norm}-norm · "
+        self.post(RunStarted(f"training {run_name(train_cfg)} · {model_cfg.norm}-norm · "
                              f"{short_count(params)} params · {trainer.device.type}"))
         pending: list[float] = []
         accuracy = None
@@ -122,10 +127,12 @@ class TrainingRun:
         from minitx.core.probe import probe
 
         task = trainer.task
-        scores = head_scores(trainer.model, task, n=32)[1].tolist()  # alignment, or sharpness
+        measure, scores = head_scores(trainer.model, task, n=32)  # alignment, or sharpness
+        scores = scores.tolist()
         best = best_head(scores)
         # the source the run's history snapshots (the form's probe, or the task's own example)
         result = probe(trainer.model, task, trainer.probe_batch)
         return {"rows": result.cross_attention[best[0], best[1]].tolist(),
                 "targets": task.vocab.labels(result.target),
-                "source": task.vocab.labels(result.src), "scores": scores, "best": best}
+                "source": task.vocab.labels(result.src), "scores": scores, "best": best,
+                "measure": measure, "source_text": task.format(result.src)}

@@ -22,7 +22,7 @@ from minitx.tui.errors import one_line_errors
 from minitx.tui.messages import ImportanceProgress, ImportanceReady
 from minitx.tui.widgets.decode_panel import DecodePanel
 from minitx.tui.widgets.keybar import KeyBar
-from minitx.tui.widgets.source_bar import DEFAULT_SOURCE, SourceBar
+from minitx.tui.widgets.source_bar import SourceBar
 from minitx.tui.widgets.timeline import Timeline
 from minitx.tui.widgets.titlebar import TitleBar
 
@@ -151,14 +151,17 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         if self.timeline_shown():
             self._show_timeline()
         self.refresh_bindings()
-        # Keep the source on screen; never leave the old model's decode: a source the new model
-        # cannot take falls back to the last good one, then to the default.
         self.workers.cancel_group(self, "importance")
+        # Keep the source on screen for a model of the same tokens; never leave the old model's
+        # decode: a source the new model cannot take falls back to the last good one, then to
+        # the task's own example (a date for dates, a held-out pair for a data file).
+        same_tokens = panel.record is not None and panel.record.task.vocab == app.current.task.vocab
         shown = self.shown_source()
         panel.set_model(app.current)
         self._draw_title()
         bar = self.query_one(SourceBar)
-        for text in (bar.text, shown, DEFAULT_SOURCE):
+        example = app.current.task.example()
+        for text in ((bar.text, shown, example) if same_tokens else (example,)):
             if text and self.set_source(text):
                 bar.show_source(text)
                 break

@@ -34,7 +34,7 @@ from minitx.tui.messages import (
     Saved,
     TimelineMoved,
 )
-from minitx.tui.training import TrainingRun, save
+from minitx.tui.training import TrainingRun, run_name, save
 from minitx.tui.widgets.attention import AttentionGrid, ScoreTable
 from minitx.tui.widgets.curve_chart import CurveChart
 from minitx.tui.widgets.keybar import KeyBar
@@ -173,6 +173,7 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
             NORM_KINDS,
             NORMS,
             POSITION_ENCODINGS,
+            TOKENISATIONS,
             recipe,
         )
         from minitx.core.tasks import TASKS
@@ -180,7 +181,7 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
         self.post_message(FormDefaults(recipe(DEFAULT_RECIPE), {
             "task": list(TASKS), "norm": list(NORMS), "device": list(DEVICES),
             "norm_kind": list(NORM_KINDS), "activation": list(ACTIVATIONS),
-            "position_encoding": list(POSITION_ENCODINGS)}))
+            "position_encoding": list(POSITION_ENCODINGS), "tokens": list(TOKENISATIONS)}))
 
     def on_form_defaults(self, message: FormDefaults) -> None:
         self.form.fill(message.recipe, message.choices)
@@ -247,7 +248,7 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
         if self.trainer is None:
             self.notify("nothing to save yet: train a model first", severity="warning")
             return
-        path = str(Path(self.app.save_dir) / f"minitx-{self.trainer.task.name}-"
+        path = str(Path(self.app.save_dir) / f"minitx-{run_name(self.trainer.cfg)}-"
                    f"step{self.trainer.step_count}.safetensors")
         if self.state in ACTIVE:
             self.current_run.save_to = path  # the worker saves between two steps
@@ -265,7 +266,7 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
     @work(thread=True, exclusive=True, group="train", exit_on_error=False)
     def run_training(self, run: TrainingRun) -> None:
         worker = get_current_worker()
-        run.train(lambda: worker.is_cancelled, f"trained {run.train_cfg.task}")
+        run.train(lambda: worker.is_cancelled, f"trained {run_name(run.train_cfg)}")
 
     # -- messages from the worker ----------------------------------------------------------------
     def on_run_started(self, message: RunStarted) -> None:
@@ -287,10 +288,11 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
             p = message.probe
             layer, head = p["best"]
             self.query_one("#probe-panel").border_title = (
-                f"probe {' '.join(p['source'])} · L{layer + 1} H{head + 1}, live")
+                f"probe {p['source_text']} · L{layer + 1} H{head + 1}, live")
             self.query_one("#probe", AttentionGrid).show(
                 p["rows"], p["source"], p["targets"],
                 axes="rows: correct outputs (teacher forced) · columns: source")
+            self.query_one("#probe-scores-panel").border_title = f"{p['measure']}, live"
             self.query_one("#probe-scores", ScoreTable).show(p["scores"], (layer, head),
                                                             note="best head in brackets")
         self._draw_stats()

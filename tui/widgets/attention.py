@@ -16,23 +16,40 @@ from minitx.tui.widgets.redraw import redraw
 
 _NO_WRAP = "height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip;"
 CELL = 3  # characters of colour per cell; a one-space gap follows each cell where it fits
+CELLS = ((CELL, 1), (CELL, 0), (2, 0), (1, 0))  # (width, gap), widest first: the first that fits
+ROW_LABEL = 12  # longest row label shown (a word-level model's outputs are words)
+STEP_MARK = 7  # room kept right of the cells for " ◂ step" (else just "◂")
 
 
-def cell_text(value: float, numbers: bool) -> Text:
-    """One grid cell: a block of colour, or the value printed on that colour."""
+def cell_text(value: float, numbers: bool, width: int = CELL) -> Text:
+    """One grid cell: a block of colour, or the value printed on that colour (in cells too
+    narrow for ".97", the tenths digit: 7 is 0.7-0.8)."""
     if not numbers:
         label = ""
-    else:
+    elif width >= CELL:
         label = "1.0" if value >= 0.995 else f"{value:.2f}"[1:]  # ".97" fits in three cells
-    return Text(label.center(CELL), Style(bgcolor=viridis_hex(value), color=text_colour_on(value)))
+    else:
+        label = str(min(9, int(value * 10)))
+    return Text(label.center(width), Style(bgcolor=viridis_hex(value), color=text_colour_on(value)))
 
 
-def legend() -> Text:
+def _short(label: str) -> str:
+    return label.strip("<>") if label.startswith("<") and label.endswith(">") else label  # <eos> -> eos
+
+
+def _fit(label: str, width: int) -> str:
+    label = label.strip("<>") if len(label) > width else label  # <sos> -> sos
+    return label[:width].center(width)
+
+
+def legend(compact_numbers: bool = False) -> Text:
     """'0.0 ▇▇▇▇▇▇▇▇ 1.0': what a colour means."""
     text = Text("0.0 ", style="dim")
     for i in range(9):
         text.append("  ", Style(bgcolor=viridis_hex(i / 8)))
     text.append(" 1.0 weight", style="dim")
+    if compact_numbers:
+        text.append(" · numbers: tenths", style="dim")
     return text
 
 
@@ -52,40 +69,87 @@ class AttentionGrid(Widget):
         self.hint = ""
         self.axes = ""
         self.causal = False  # row i may not see columns after i: draw those as '·', not colour
+        self.first_column = 0  # the first column shown when not every column fits
+        self.follow_step = True  # keep the current row's strongest weight in view (until scrolled)
 
     def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False) -> None:
+        if columns != self.columns:
+            self.first_column = 0  # another source: start from its first token
+        if columns != self.columns or current != self.current:
+            self.follow_step = True  # a new step: show what it attends to
         self.rows, self.columns, self.row_labels = rows, columns, row_labels
         self.current, self.hint, self.axes, self.causal = current, hint, axes, causal
         redraw(self)
 
+    def scroll_columns(self, pages: int) -> None:
+        """Move the window of columns by `pages` windows (when not every column fits)."""
+        visible = self.cell_layout()[3]
+        moved = self.first_column + pages * max(1, visible - 2)  # a window, keeping two columns
+        self.first_column = max(0, min(len(self.columns) - visible, moved))
+        self.follow_step = False
+        redraw(self)
+
+    def cell_layout(self) -> tuple[int, int, int, int, str, bool]:
+        """(row label width, cell width, gap, columns visible, step mark, short labels): the
+        widest cells that show every column, else a window of them. At 80 columns 1-character
+        cells hold a 40-character source; "<eos>" becomes "eos" and "◂ step" just "◂" when
+        that is what makes it fit."""
+        total, count = max(self.size.width, 1), len(self.columns)
+        for short in (False, True):
+            labels = [_short(label) for label in self.row_labels] if short else self.row_labels
+            label_width = min(max([len(s) for s in labels] + [3 if short else 5]), ROW_LABEL) + 1
+            for width, gap in CELLS:
+                used = label_width + count * (width + gap)
+                if used <= total - (0 if width == CELL else 1):  # compact cells keep room for ◂
+                    mark = "◂ step" if gap else " ◂ step"
+                    if width < CELL and used + STEP_MARK > total:
+                        mark = "◂"
+                    return label_width, width, gap, count, mark, short
+        return label_width, 1, 0, max(1, total - label_width - 1), "◂", True
+
+    def _window(self, visible: int) -> range:
+        """The columns shown: from `offset`, moved so that the current row's strongest weight
+        is in view (stepping never hides what the new token attends to)."""
+        count = len(self.columns)
+        row = self.rows[self.current] if self.current is not None and self.current < len(self.rows) else []
+        if self.follow_step and row:
+            peak = max(range(len(row)), key=row.__getitem__)
+            if not self.first_column <= peak < self.first_column + visible:
+                self.first_column = peak - visible // 2
+        self.first_column = max(0, min(count - visible, self.first_column))
+        return range(self.first_column, min(count, self.first_column + visible))
+
     def render(self) -> Text:
-        label_width = max([len(s) for s in self.row_labels] + [5]) + 1
-        # Drop the gaps between cells before cropping columns (ten digits at 80 columns).
-        fits = label_width + len(self.columns) * (CELL + 1) <= max(self.size.width, 1)
-        gap = " " if fits else ""
+        label_width, width, gap_width, visible, mark, short = self.cell_layout()
+        gap = " " * gap_width
+        shown = self._window(visible)
         header = Text(" " * label_width)
-        for column in self.columns:
-            shown = column.strip("<>") if len(column) > CELL else column  # <sos> -> sos
-            header.append(shown[:CELL].center(CELL) + gap, style="bold")
+        for j in shown:
+            header.append(_fit(self.columns[j], width) + gap, style="bold")
         lines = [header]
         for i, (row, label) in enumerate(zip(self.rows, self.row_labels, strict=False)):
             is_current = i == self.current
             line = Text()
+            label = _short(label) if short else label
+            label = label if len(label) < label_width else label[: label_width - 2] + "…"
             line.append(label.rjust(label_width - 1), style="bold reverse" if is_current else "")
             line.append(" ")
-            for j, value in enumerate(row):
+            for j in shown:
                 if self.causal and j > i:
-                    line.append("·".center(CELL), style="dim")
+                    line.append("·".center(width), style="dim")
                 else:
-                    line.append_text(cell_text(value, self.numbers))
+                    line.append_text(cell_text(row[j], self.numbers, width))
                 line.append(gap)
             if is_current:
-                line.append(" ◂ step" if not gap else "◂ step", style="bold")
+                line.append(mark, style="bold")
             lines.append(line)
+        if len(shown) < len(self.columns):
+            lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · "
+                              "< > scroll", style="bold"))
         if self.hint:
             lines.append(Text(self.hint, style="italic dim"))
         lines.append(Text())
-        lines.append(legend())
+        lines.append(legend(compact_numbers=self.numbers and width < CELL))
         if self.axes:
             lines.append(Text(self.axes, style="dim"))
         text = Text("\n").join(lines)
@@ -135,25 +199,29 @@ class HeadsOverview(Widget):
         cell = 2 if 3 + len(self.grids[0]) * max(2 * columns + 1, 9) <= self.size.width else 1
         width = columns * cell
         box = max(width + 1, 9)  # room for '▸H1 0.94' and a gap
+        # A long source: as many heads to a row as fit, the rest below (the box scrolls).
+        per_row = max(1, (max(self.size.width, 1) - 3) // box)
         for layer, heads in enumerate(self.grids):
-            minis = [self._mini(rows, columns, cell) for rows in heads]
-            height = max(len(m) for m in minis)
-            for r in range(height):
-                line = Text("   " if r else f"L{layer + 1} ", style="bold")
-                for mini in minis:
-                    piece = mini[r] if r < len(mini) else Text(" " * width)
-                    line.append_text(piece)
-                    line.append(" " * (box - width))
-                out.append(line)
-            labels = Text("   ")
-            for head in range(len(heads)):
-                mark = "▸" if (layer, head) == self.selected else " "
-                off = "✗" if (layer, head) in self.off else ""
-                score = f" {self.scores[layer][head]:.2f}" if self.scores else ""
-                style = "bold reverse" if (layer, head) == self.selected else ""
-                labels.append(f"{mark}{off}H{head + 1}{score}".ljust(box)[:box], style=style)
-            out.append(labels)
-            out.append(Text())
+            for first in range(0, len(heads), per_row):
+                group = range(first, min(len(heads), first + per_row))
+                minis = [self._mini(heads[h], columns, cell) for h in group]
+                height = max(len(m) for m in minis)
+                for r in range(height):
+                    line = Text(f"L{layer + 1} " if r == 0 and first == 0 else "   ", style="bold")
+                    for mini in minis:
+                        piece = mini[r] if r < len(mini) else Text(" " * width)
+                        line.append_text(piece)
+                        line.append(" " * (box - width))
+                    out.append(line)
+                labels = Text("   ")
+                for head in group:
+                    mark = "▸" if (layer, head) == self.selected else " "
+                    off = "✗" if (layer, head) in self.off else ""
+                    score = f" {self.scores[layer][head]:.2f}" if self.scores else ""
+                    style = "bold reverse" if (layer, head) == self.selected else ""
+                    labels.append(f"{mark}{off}H{head + 1}{score}".ljust(box)[:box], style=style)
+                out.append(labels)
+                out.append(Text())
         out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
         text = Text("\n").join(out)
         text.no_wrap = True

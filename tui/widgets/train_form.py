@@ -17,18 +17,20 @@ from textual.containers import Grid, Horizontal
 from textual.widgets import Input, Label, Select
 
 # option name -> label, in the form's order (four to a row); the fourth row is the component
-# switches (docs/components.md)
+# switches (docs/components.md), the last a data file of your own and its tokenisation
 FIELDS = {
     "task": "task", "steps": "steps", "batch_size": "batch", "lr": "lr",
     "warmup": "warmup", "dropout": "dropout", "seed": "seed", "device": "device",
     "d_model": "d_model", "heads": "heads", "kv_heads": "K/V", "layers": "layers",
     "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
     "until": "until", "probe_source": "probe",
+    "data": "data", "tokens": "tokens",
 }
-WIDE = ("probe_source",)  # fields that take the rest of their row
-PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)", "kv_heads": "= heads"}
+WIDE = ("probe_source", "data")  # fields that take the rest of their row
+PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)", "kv_heads": "= heads",
+                "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)"}
 OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
-CHOICES = ("task", "norm", "norm_kind", "activation", "position_encoding", "device")  # from core's lists
+CHOICES = ("task", "norm", "norm_kind", "activation", "position_encoding", "device", "tokens")  # core's lists
 RUN_KEYS = ("space", "x", "w")  # never part of a form value, so they drive the run anywhere
 
 
@@ -116,11 +118,31 @@ class TrainForm(Grid):
                 values[name] = None
         return values
 
+    def options(self) -> dict[str, str | None]:
+        """The values as options: a data file is the task (the task field then says nothing),
+        and without one the tokenisation says nothing either."""
+        values = self.values()
+        values["data"] = (values.get("data") or "").strip() or None
+        if values["data"] is None:
+            values["tokens"] = None
+        else:
+            values["task"] = None
+        return values
+
     def configs(self):
         """(ModelConfig, TrainConfig) from the recipe and the form; OptionError names the field."""
-        from minitx.core.options import configs_from_options
+        from minitx.core.options import OptionError, configs_from_options
 
-        return configs_from_options(self.recipe.model, self.recipe.train, typed_options(self.values()))
+        options = self.options()
+        data = options["data"]
+        if data is not None:  # cheap checks here; the file's lines are read when the run starts
+            from pathlib import Path
+
+            path = Path(data).expanduser()
+            if not path.is_file():
+                raise OptionError("data", f"{data} is {'a folder' if path.is_dir() else 'not a file'}")
+            options["data"] = str(path)
+        return configs_from_options(self.recipe.model, self.recipe.train, typed_options(options))
 
     def validate(self):
         """Inline validation: the configs, or None with the first problem in `error` and its
