@@ -47,9 +47,9 @@ class _Tokeniser:
                 for i in vocab.real_ids():
                     self.table[ord(vocab.tokens[i])] = i
         else:
-            self.ids: dict[str, int] = {}
+            self.ids: dict[str, int] = {SEPARATOR: -2}
             if vocab is not None:
-                self.ids = {vocab.tokens[i]: i for i in vocab.real_ids()}
+                self.ids.update({vocab.tokens[i]: i for i in vocab.real_ids()})
 
     @property
     def size(self) -> int:
@@ -78,36 +78,43 @@ class _Tokeniser:
                     ids[missing] = self.vocab.unk
             return ids, lengths
         flat, lengths = self._words(texts)
-        get = self.ids.get
-        ids = array.array("i", [get(w, -1) for w in flat])
-        for at in [i for i, x in enumerate(ids) if x < 0]:  # new or unknown words only
-            ids[at] = self._unseen(flat[at], at, lengths)
-        return torch.frombuffer(ids, dtype=torch.int32) if ids else torch.zeros(0, dtype=torch.int32), lengths
+        ids = self._lookup(flat)  # (len(flat),) int32, -1 where unseen, -2 at separators
+        if lengths is not None:
+            ids[ids == -2] = -1  # no separators here: a text's own U+10FFFF is just unseen
+        missing = (ids == -1).nonzero().flatten()
+        if len(missing):
+            if self.vocab is None:  # new words: number them, then look the chunk up again
+                for word in dict.fromkeys(flat[i] for i in missing.tolist()):
+                    self.ids[word] = len(self.tokens)
+                    self.tokens.append(word)
+                ids = self._lookup(flat)
+            elif self.vocab.unk is None:  # the digits vocabulary has no UNK to read them as
+                at = int(missing[0])
+                raise _Unreadable(int(torch.searchsorted(lengths.cumsum(0), at, right=True)), flat[at])
+            else:
+                self.unknown += len(missing)
+                ids[missing] = self.vocab.unk
+        if lengths is None:  # texts were joined by separators: they mark where each ends
+            ends = torch.cat([(ids == -2).nonzero().flatten(), torch.tensor([len(ids)])])
+            lengths = (ends - torch.cat([torch.tensor([-1]), ends[:-1]]) - 1).to(torch.int32)
+            ids = ids[ids != -2]
+        return ids, lengths
 
-    def _words(self, texts: list[str]) -> tuple[list[str], torch.Tensor]:
-        """All the texts' words in one list, and how many each has. One split of the texts
-        joined by a separator costs a quarter of a split per text."""
+    def _lookup(self, words: list[str]) -> torch.Tensor:
+        get = self.ids.get
+        ids = array.array("i", [get(w, -1) for w in words])
+        return torch.frombuffer(ids, dtype=torch.int32).clone() if ids else torch.zeros(0, dtype=torch.int32)
+
+    def _words(self, texts: list[str]) -> tuple[list[str], torch.Tensor | None]:
+        """All the texts' words in one list, and how many each has; or, joined by separators
+        for one split (a quarter of the cost of a split per text), None: the separators then
+        say where each text ends."""
         if self.level == "word" and not any(SEPARATOR in t for t in texts):
-            flat = f" {SEPARATOR} ".join(texts).split()
-            ends = torch.tensor([i for i, w in enumerate(flat) if w == SEPARATOR] + [len(flat)])
-            starts = torch.cat([torch.zeros(1, dtype=torch.int64), ends[:-1] + 1])
-            return [w for w in flat if w != SEPARATOR], (ends - starts).to(torch.int32)
+            return f" {SEPARATOR} ".join(texts).split(), None
         split = str.split if self.level == "word" else self.vocab.split  # digits: "3 1 4" or "314"
         words = [split(t) for t in texts]
         return list(itertools.chain.from_iterable(words)), torch.tensor([len(w) for w in words],
                                                                          dtype=torch.int32)
-
-    def _unseen(self, word: str, at: int, lengths: torch.Tensor) -> int:
-        if self.vocab is None:
-            if word not in self.ids:
-                self.ids[word] = len(self.tokens)
-                self.tokens.append(word)
-            return self.ids[word]
-        if self.vocab.unk is None:  # the digits vocabulary has no UNK to read it as
-            index = int(torch.searchsorted(lengths.cumsum(0), at, right=True))
-            raise _Unreadable(index, word)
-        self.unknown += 1
-        return self.vocab.unk
 
 
 @dataclass

@@ -147,3 +147,15 @@ def test_resuming_on_another_file_is_refused_in_one_line(trained, tmp_path):
                   "--out", str(tmp_path / "r.safetensors"))
     message = assert_one_line_error(run)
     assert "trained on letters.tsv" in message and "holds other data" in message
+
+
+def test_a_digit_model_is_evaluated_on_a_file_of_digit_pairs_and_refuses_other_tokens(tmp_path):
+    good = tmp_path / "digits.tsv"
+    good.write_text("3 1 4 1 5\t5 1 4 1 3\n27182\t28172\n9 9 0 1\t1 0 9 9\n", encoding="utf-8")
+    data = json.loads(run_cli("eval", "reverse", "--data", str(good), "--json").stdout)
+    assert data["n"] == 3 and data["accuracy"] == 1.0 and data["unknown_tokens"] == 0
+    bad = tmp_path / "letters.tsv"
+    bad.write_text("3 1 4\t4 1 3\n3 x 4\t4 x 3\n", encoding="utf-8")
+    run = run_cli("eval", "reverse", "--data", str(bad))
+    message = assert_one_line_error(run)
+    assert run.exit_code == 2 and "letters.tsv, line 2: 'x' is not a token" in message
