@@ -57,13 +57,15 @@ def test_decode_prints_text_and_names_the_characters_it_never_saw(trained):
 def test_eval_on_a_file_counts_unknowns_and_skipped_pairs_and_shows_where_each_failure_starts(trained):
     path = trained["folder"] / "test.tsv"
     path.write_text("abc\tABC\nabz\tABZ\ncab\tCAB\n" + "ab" * 40 + "\tAB\n", encoding="utf-8")
-    data = json.loads(run_cli("eval", trained["ckpt"], "--data", str(path), "--json").stdout)
+    data = json.loads(run_cli("eval", trained["ckpt"], "--data", str(path), "--failures", "5",
+                              "--json").stdout)
     assert data["n"] == 3 and data["skipped_too_long"] == 1
     assert data["unknown_tokens"] == 2  # the z of the source and the Z of the target
     failure = next(f for f in data["failures"] if f["line"] == 2)
-    assert failure["expected"] == "AB<unk>" and failure["position"] == 2  # wrong from the Z
-    text = run_cli("eval", trained["ckpt"], "--data", str(path)).stdout
-    assert "test.tsv: 3 pairs (1 skipped" in text and "read as <unk>" in text and "line 2:" in text
+    assert failure["expected_text"] == "AB<unk>" and failure["first_wrong"] == 2  # wrong from the Z
+    text = run_cli("eval", trained["ckpt"], "--data", str(path), "--failures", "5").stdout
+    assert "test.tsv: 3 pairs (1 skipped" in text and "read as <unk>" in text
+    assert "line 2: ab<unk>  wrong from step 3" in text and "expected AB[<unk>]" in text
 
 
 def test_inspect_shows_the_vocabulary_and_where_the_data_came_from(trained):

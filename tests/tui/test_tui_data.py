@@ -65,7 +65,7 @@ async def test_explore_on_dates_starts_from_a_date_and_labels_columns_with_its_c
                        "the first decode")
         screen = app.screen
         assert screen.query_one("#source", Input).value == "Tuesday, 1 December 2026"
-        grid = screen.query_one(AttentionGrid)
+        grid = screen.panel.grid
         assert grid.columns == list("Tuesday,␣1␣December␣2026")
         assert "Tuesday,␣1␣December␣2026" in header(grid)
         output = str(screen.query_one(".output", Static).render())
@@ -99,7 +99,7 @@ async def test_the_train_form_trains_on_a_data_file_and_explore_takes_free_text_
         held_out = app.current.task.example()
         assert explore.query_one("#source", Input).value == held_out  # not the digits of before
         assert explore.set_source("abcd")
-        assert explore.query_one(AttentionGrid).columns == ["a", "b", "c", "d"]
+        assert explore.panel.grid.columns == ["a", "b", "c", "d"]
         assert not explore.set_source("abz")  # a letter it never saw: said inline, decode kept
         error = str(explore.query_one("#source-error", Static).render())
         assert "unknown character" in error and "'z'" in error
