@@ -12,10 +12,8 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from minitx.core.alignment import head_sharpness, scores_from_cross
-from minitx.core.decode import accuracy_by_length, exact_match, greedy_decode, padded_to
 from minitx.core.model import MultiHeadAttention, Seq2Seq, eval_mode
-from minitx.core.tasks import Batch, CopyTask, Task
+from minitx.core.tasks import Batch, Task
 
 # Likely causes, in the words of the symptom table (docs/checks.md).
 CAUSES = {
@@ -60,7 +58,7 @@ class CheckResult:
         return {**asdict(self), "status": self.status}
 
 
-def _result(name, description, value, threshold, passed, cause_key="", detail=""):
+def check_result(name, description, value, threshold, passed, cause_key="", detail=""):
     cause = CAUSES[cause_key] if (passed is False and cause_key) else ""
     return CheckResult(name, description, None if value is None else float(value), threshold,
                        passed, cause, detail)
@@ -124,7 +122,7 @@ def check_initial_loss(model: Seq2Seq, task: Task, inits: int = 4) -> CheckResul
     shift = math.log(V / 13)
     low, high = round(2.5 + shift, 1), round(3.5 + shift, 1)  # to 0.1: the band shown is the one used
     cause = "bad-init" if loss > high else "label-leak"
-    return _result("initial-loss", f"a fresh model of this config starts near {3.3 + shift:.1f} "
+    return check_result("initial-loss", f"a fresh model of this config starts near {3.3 + shift:.1f} "
                    f"(ln {V} = {math.log(V):.3f})", loss, f"{low:.3g} to {high:.3g}",
                    low <= loss <= high, cause, f"{inits} inits: {min(losses):.2f} to {max(losses):.2f}")
 
@@ -151,7 +149,7 @@ def check_overfit_one_batch(model: Seq2Seq, task: Task, steps: int = 400) -> Che
     final = float(loss.detach())
     # A loss that stalls near 1.2 is the classic signature of unscaled, saturated attention.
     cause = "no-learning" if final > 2.0 or first_grad == 0.0 else "no-scale"
-    return _result("overfit-one-batch", f"a fresh model (dropout 0) fits one batch of 8 in {steps} "
+    return check_result("overfit-one-batch", f"a fresh model (dropout 0) fits one batch of 8 in {steps} "
                    "Adam steps", final, "< 0.01", final < 0.01, cause,
                    f"first grad norm {first_grad:.3g}")
 
@@ -185,7 +183,7 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
         peaks.append(float(row_max.mean()))
         top = max(top, float(row_max.max()))
     spread = sum(spreads) / len(spreads)
-    return _result("attention-saturation", "at init, attention scores over 200 random keys have "
+    return check_result("attention-saturation", "at init, attention scores over 200 random keys have "
                    "std ~1 (the softmax is not saturated)", spread, "< 1.25", spread < 1.25,
                    "no-scale", f"peak {sum(peaks) / len(peaks):.3f} (max {top:.2f})")
 
@@ -202,7 +200,7 @@ def check_rows_sum_to_one(model: Seq2Seq, task: Task) -> CheckResult:
     worst = 0.0
     for weights in maps.encoder_self + maps.decoder_self + maps.cross:  # each (B, h, Tq, Tk)
         worst = max(worst, float((weights.sum(dim=-1) - 1).abs().max()))
-    return _result("rows-sum-to-one", "every attention row sums to 1 over its keys", worst,
+    return check_result("rows-sum-to-one", "every attention row sums to 1 over its keys", worst,
                    "< 1e-05", worst < 1e-5, "softmax")
 
 
@@ -243,7 +241,7 @@ def check_fused_agreement(model: Seq2Seq) -> CheckResult:
                 worst = max(worst, float((out - ref).abs().max()) / size)
                 worst_unscaled = max(worst_unscaled, float((out - unscaled).abs().max()) / size)
     cause = "no-scale" if worst_unscaled < 1e-5 else "attention-maths"
-    return _result("fused-agreement", "each attention block equals scaled_dot_product_attention "
+    return check_result("fused-agreement", "each attention block equals scaled_dot_product_attention "
                    "on a fixed input", worst, "< 1e-05", worst < 1e-5, cause,
                    f"vs unscaled: {worst_unscaled:.3g}")
 
@@ -273,11 +271,11 @@ def check_permutation(model: Seq2Seq) -> CheckResult:
     description = "without positions the encoder is permutation-equivariant; with them it is not"
     threshold = "< 1e-05, and > 1e-03 with positions"
     if model.cfg.position_encoding == "none":
-        return _result("permutation", description, without, threshold, without < 1e-5,
+        return check_result("permutation", description, without, threshold, without < 1e-5,
                        "position-leak", "the model has no position encoding: a source is a set to it")
     with_positions = _equivariance_error(model, src, order)
     cause = "position-leak" if without >= 1e-5 else "no-positions"
-    return _result("permutation", description, without, threshold,
+    return check_result("permutation", description, without, threshold,
                    without < 1e-5 and with_positions > 1e-3, cause,
                    f"with its {model.cfg.position_encoding} positions: {with_positions:.3g}")
 
@@ -299,7 +297,7 @@ def check_future_leakage_values(model: Seq2Seq, task: Task) -> CheckResult:
             if explicit:
                 a, b = a[0], b[0]
             diff = max(diff, float((a[:, :-1] - b[:, :-1]).abs().max()))
-    return _result("future-leakage-values", "in eval mode, changing the last decoder input token "
+    return check_result("future-leakage-values", "in eval mode, changing the last decoder input token "
                    "leaves earlier logits equal", diff, "< 1e-06", diff < 1e-6, "no-causal-mask")
 
 
@@ -324,7 +322,7 @@ def check_future_leakage_gradients(model: Seq2Seq, task: Task) -> CheckResult:
     finally:
         handle.remove()
     future = float(grad[:, t + 1 :].abs().max())  # (B, T - t - 1, d) must be all zero
-    return _result("future-leakage-gradients", "earlier outputs have zero gradient w.r.t. "
+    return check_result("future-leakage-gradients", "earlier outputs have zero gradient w.r.t. "
                    "future decoder inputs", future, "< 1e-10", future < 1e-10, "no-causal-mask")
 
 
@@ -339,106 +337,5 @@ def check_source_dependence(model: Seq2Seq, task: Task) -> CheckResult:
         a = model(batch.src.to(device), tgt_in)
         b = model(other.to(device), tgt_in)
     diff = float((a - b).abs().max())
-    return _result("source-dependence", "changing the source changes the output", diff, "> 1e-04",
+    return check_result("source-dependence", "changing the source changes the output", diff, "> 1e-04",
                    diff > 1e-4, "swap-cross")
-
-
-# ---------------------------------------------------------------------------------------------
-# Checks on a trained model (generalisation, and the symptoms of trained bugs)
-
-
-def check_accuracy(model: Seq2Seq, task: Task, n: int = 200) -> CheckResult:
-    batch = probe_batch(task, n, seed=SEED + 2)
-    device, cfg = model.device, model.cfg
-    cap = task.decode_cap(batch.src.shape[1], cfg.max_len)
-    generated = greedy_decode(model, batch.src.to(device), max_new_tokens=cap).cpu()
-    ok = exact_match(generated, batch.labels, eos=cfg.eos_id, pad=cfg.pad_id)  # (n,)
-    by_length = accuracy_by_length(ok, batch.lengths)
-    worst = min(by_length, key=by_length.get)
-    acc = float(ok.float().mean())
-    detail = f"worst at length {worst}: {by_length[worst]:.0%}"
-    if by_length[worst] == max(by_length.values()):
-        detail = f"{by_length[worst]:.0%} at every length"
-    return _result("accuracy", f"held-out exact match of greedy decoding on {len(batch)} {task.evaluated_on}",
-                   acc, ">= 0.9", acc >= 0.9, "undertrained", detail)
-
-
-def check_copies_decoder_input(model: Seq2Seq, task: Task) -> CheckResult:
-    """Teacher forcing: how often the prediction at position i is the input token at i.
-    A model trained without the shift learned exactly that; a healthy one predicts the next."""
-    batch = probe_batch(task, 64, seed=SEED + 3)
-    device = model.device
-    tgt_in = batch.decoder_input.to(device)  # (B, T)
-    with eval_mode(model), torch.no_grad():
-        predicted = model(batch.src.to(device), tgt_in).argmax(-1)  # (B, T)
-    real = torch.isin(tgt_in, torch.tensor(task.vocab.real_ids(), device=device))  # not SOS/PAD/UNK
-    rate = float((predicted == tgt_in)[real].float().mean())
-    return _result("copies-decoder-input", "the prediction at position i is not simply decoder "
-                   "input i", rate, "< 0.5", rate < 0.5, "no-shift")
-
-
-def check_copies_source(model: Seq2Seq, task: Task) -> CheckResult:
-    """How often greedy outputs equal the source unchanged, on examples whose target is not
-    their source (meaningless for the copy task)."""
-    name, description = "copies-source", "greedy outputs are not plain copies of the source"
-    if isinstance(task, CopyTask):
-        return skipped(name, description, "< 0.5", "the task is copying")
-    batch = probe_batch(task, 100, seed=SEED + 4)
-    eos, pad = model.cfg.eos_id, model.cfg.pad_id
-    B, S = batch.src.shape
-    copies = torch.cat([batch.src, torch.full((B, 1), pad)], dim=1)  # (B, S + 1): source, EOS, PAD
-    copies[torch.arange(B), batch.lengths] = eos
-    width = max(copies.shape[1], batch.labels.shape[1])
-    differs = (padded_to(copies, width, eos=eos, pad=pad)
-               != padded_to(batch.labels, width, eos=eos, pad=pad)).any(dim=1)  # palindromes say nothing
-    if not bool(differs.any()):
-        return skipped(name, description, "< 0.5", "every target is its source")
-    cap = task.decode_cap(S, model.cfg.max_len)
-    generated = greedy_decode(model, batch.src.to(model.device), max_new_tokens=cap).cpu()
-    rate = float(exact_match(generated, copies, eos=eos, pad=pad)[differs].float().mean())
-    return _result(name, description, rate, "< 0.5", rate < 0.5, "no-reverse")
-
-
-def _cross_alignment(model: Seq2Seq, batch: Batch, expected: torch.Tensor):
-    """Best head's alignment score for `expected` (B, S_out, S), or None when the
-    cross-attention keys are not the source positions."""
-    device = model.device
-    with eval_mode(model), torch.no_grad():
-        _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
-    if any(w.shape[-1] != batch.src.shape[1] for w in maps.cross):
-        return None
-    return float(scores_from_cross(maps.cross, expected.to(device)).max())
-
-
-ALIGNMENT_THRESHOLD = 0.4  # uniform attention over n source positions scores 1/n (0.1 to 0.25)
-
-
-def check_alignment(model: Seq2Seq, task: Task) -> CheckResult:
-    """The best head's mean attention mass on the source positions the task expects. A data
-    file expects none unless told (--expect); then each head's sharpness is reported and the
-    check is skipped."""
-    name, threshold = "alignment", f">= {ALIGNMENT_THRESHOLD}"
-    description = f"some cross-attention head shows the task's {task.alignment_name or 'expected'} alignment"
-    batch = probe_batch(task, 128, seed=SEED + 5)
-    expected = task.expected_alignment(batch)
-    if expected is None:
-        sharp = head_sharpness(model, batch)  # (layers, heads)
-        layer, head = divmod(int(sharp.argmax()), sharp.shape[1])
-        return skipped(name, description, threshold,
-                       "no expected pattern for a data file (train with --expect diagonal or "
-                       f"anti-diagonal to score one); sharpest head L{layer + 1} H{head + 1}: mean max "
-                       f"weight {float(sharp.max()):.2f}, all heads {float(sharp.mean()):.2f}")
-    score = _cross_alignment(model, batch, expected)
-    if score is None:
-        return _result(name, description, 0.0, threshold, False, "swap-cross",
-                       "cross-attention does not attend over the source positions")
-    detail, cause = "", "undertrained"
-    if task.exact_lengths and not isinstance(task, CopyTask):  # a digit task: is it a copy instead?
-        diagonal = _cross_alignment(model, batch, CopyTask(task.min_len, task.max_len).alignment(
-            batch.src, batch.lengths))
-        detail = f"main diagonal {diagonal:.2f}"
-        if diagonal > max(score, ALIGNMENT_THRESHOLD):
-            cause = "no-reverse"
-    if cause == "undertrained" and score < 1.5 / task.max_len:
-        cause = "unused-cross"  # about uniform: a symptom of several bugs, not one cause
-    return _result(name, description, score, threshold, score >= ALIGNMENT_THRESHOLD, cause, detail)

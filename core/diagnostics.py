@@ -15,14 +15,9 @@ import torch
 
 from minitx.core.bugs import apply_bug
 from minitx.core.checks import (
-    ALIGNMENT_THRESHOLD,
     CAUSES,
     CheckResult,
-    check_accuracy,
-    check_alignment,
     check_attention_saturation,
-    check_copies_decoder_input,
-    check_copies_source,
     check_fused_agreement,
     check_future_leakage_gradients,
     check_future_leakage_values,
@@ -33,6 +28,13 @@ from minitx.core.checks import (
     check_source_dependence,
     probe_batch,
     skipped,
+)
+from minitx.core.checks_trained import (
+    ALIGNMENT_THRESHOLD,
+    check_accuracy,
+    check_alignment,
+    check_copies_decoder_input,
+    check_copies_source,
 )
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.model import Seq2Seq, eval_mode

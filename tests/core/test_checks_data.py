@@ -4,7 +4,8 @@ import random
 
 import torch
 
-from minitx.core.checks import check_alignment, check_copies_source, check_initial_loss
+from minitx.core.checks import check_initial_loss
+from minitx.core.checks_trained import check_alignment, check_copies_source
 from minitx.core.config import ModelConfig
 from minitx.core.diagnostics import diagnose, run_doctor
 from minitx.core.model import Seq2Seq

@@ -7,10 +7,11 @@ import torch
 import torch.nn.functional as F
 from core_helpers import fit
 
+from minitx.core.attention import attention
 from minitx.core.components import VARIANTS, RMSNorm, rms_norm, rotary_angles, rotate_pairs
 from minitx.core.config import ModelConfig
 from minitx.core.decode import Stepper
-from minitx.core.model import MultiHeadAttention, Seq2Seq, attention, parameter_breakdown
+from minitx.core.model import MultiHeadAttention, Seq2Seq, parameter_breakdown
 from minitx.core.tasks import get_task
 from minitx.core.vocab import DIGITS
 

@@ -5,16 +5,10 @@ import torch
 import torch.nn.functional as F
 from core_helpers import fit
 
+from minitx.core.attention import attention, masked_fill_value, padding_mask
+from minitx.core.components import sinusoidal_table
 from minitx.core.config import ModelConfig
-from minitx.core.model import (
-    EncoderLayer,
-    Seq2Seq,
-    attention,
-    masked_fill_value,
-    padding_mask,
-    parameter_breakdown,
-    sinusoidal_table,
-)
+from minitx.core.model import EncoderLayer, Seq2Seq, parameter_breakdown
 from minitx.core.tasks import get_task
 from minitx.core.vocab import DIGITS
 
