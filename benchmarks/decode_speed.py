@@ -18,7 +18,6 @@ from _options import add_run_options, apply_run_options
 from minitx.core.config import ModelConfig
 from minitx.core.decode import greedy_decode
 from minitx.core.model import Seq2Seq
-from minitx.core.tasks import EOS
 from minitx.core.train import evaluate
 
 
@@ -28,7 +27,7 @@ def never_stopping_model() -> Seq2Seq:
     torch.manual_seed(0)
     model = Seq2Seq(ModelConfig()).eval()
     with torch.no_grad():
-        model.output.bias[EOS] = -1e4
+        model.output.bias[model.cfg.eos_id] = -1e4
     return model
 
 

@@ -10,21 +10,41 @@ from __future__ import annotations
 import torch
 
 from minitx.core.model import Seq2Seq, eval_mode
-from minitx.core.tasks import Task
+from minitx.core.tasks import Batch, Task
 
 
 @torch.no_grad()
-def alignment_scores(model: Seq2Seq, task: Task, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """src (B, S) right-padded, lengths (B,) -> (layers, heads) scores in [0, 1].
+def cross_attention(model: Seq2Seq, batch: Batch) -> list[torch.Tensor]:
+    """Per decoder layer (B, h, T, S): the cross-attention paid while teacher-forced on the
+    batch's own (correct) targets."""
+    with eval_mode(model):
+        device = model.device
+        _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
+        return maps.cross
+
+
+def alignment_scores(model: Seq2Seq, task: Task, batch: Batch) -> torch.Tensor | None:
+    """(layers, heads) scores in [0, 1] on `batch`, or None when the task expects no pattern.
 
     Uses teacher forcing on the task's own targets, so the score measures the attention the
     model pays while producing correct outputs."""
-    with eval_mode(model):
-        device = model.device
-        batch = task.batch_from_sources(src.cpu(), lengths.cpu())
-        _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
-        expected = task.alignment(batch.src, batch.lengths).to(device)  # (B, S, S)
-        return scores_from_cross(maps.cross, expected)
+    batch = task.relabel(batch)
+    expected = task.expected_alignment(batch)  # (B, S_out, S)
+    if expected is None:
+        return None
+    return scores_from_cross(cross_attention(model, batch), expected.to(model.device))
+
+
+def head_sharpness(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """(layers, heads): each head's largest weight over the source, averaged over the real
+    output positions (up to EOS). 1 is a head that always looks at one position; uniform
+    attention over n positions is 1/n. What can be said of a head when no pattern is expected."""
+    real = (batch.labels != model.cfg.pad_id).to(model.device)  # (B, T)
+    rows = []
+    for weights in cross_attention(model, batch):  # (B, h, T, S)
+        peak = weights.max(dim=-1).values  # (B, h, T)
+        rows.append((peak * real[:, None]).sum(dim=(0, 2)) / real.sum().clamp(min=1))  # (h,)
+    return torch.stack(rows).cpu()  # (layers, heads)
 
 
 def scores_from_cross(cross: list[torch.Tensor], expected: torch.Tensor) -> torch.Tensor:
@@ -48,7 +68,18 @@ def best_head(scores) -> tuple[int, int]:
     return max(cells, key=lambda lh: rows[lh[0]][lh[1]])
 
 
-def random_alignment_scores(model: Seq2Seq, task: Task, n: int = 256, seed: int = 4321) -> torch.Tensor:
-    """Scores on n fresh random sources of the task's length range."""
+def random_alignment_scores(model: Seq2Seq, task: Task, n: int = 256,
+                            seed: int = 4321) -> torch.Tensor | None:
+    """Scores on n of the task's examples (fresh sources, or held-out pairs); None when the
+    task expects no pattern."""
+    return alignment_scores(model, task, task.batch(n, torch.Generator().manual_seed(seed)))
+
+
+def head_scores(model: Seq2Seq, task: Task, n: int = 256, seed: int = 4321) -> tuple[str, torch.Tensor]:
+    """("alignment", scores) when the task expects a pattern, else ("sharpness", head_sharpness):
+    one (layers, heads) table to show per head either way, and which one it is."""
     batch = task.batch(n, torch.Generator().manual_seed(seed))
-    return alignment_scores(model, task, batch.src, batch.lengths)
+    scores = alignment_scores(model, task, batch)
+    if scores is not None:
+        return "alignment", scores
+    return "sharpness", head_sharpness(model, batch)

@@ -4,8 +4,11 @@ Layout of a file:
   tensors   model.<parameter or buffer name>          the weights (float32/float16/bfloat16)
             train.<...>                                optional resumable training state
             history.<...>                              optional run history (core/history.py)
-  metadata  format, format_version, minitx_version, model_config, task, training (summary),
-            and with training state: train_config, trainer
+  metadata  format, format_version, minitx_version, model_config, task, vocab, training
+            (summary), and with training state: train_config, trainer
+
+A file without `vocab` (written before vocabularies were stored) holds a digit task and reads
+the digits vocabulary; a data task keeps its provenance and held-out pairs in `task`.
 
 A file is untrusted input: everything is checked before a model is built from it, and every
 problem becomes a CheckpointError whose message is one sentence.
@@ -31,6 +34,7 @@ from minitx.core.config import ModelConfig
 from minitx.core.history import History, HistoryError
 from minitx.core.model import Seq2Seq
 from minitx.core.tasks import Task, task_from_dict
+from minitx.core.vocab import Vocab
 
 FORMAT = "minitx-checkpoint"
 FORMAT_VERSION = 1
@@ -101,6 +105,7 @@ def save_checkpoint(
         "minitx_version": __version__,
         "model_config": json.dumps(model.cfg.to_dict()),
         "task": json.dumps(task.to_dict()),
+        "vocab": json.dumps(task.vocab.to_dict()),
         "training": json.dumps(summary or {}),
         **(extra_metadata or {}),
     }
@@ -219,11 +224,22 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     try:
         cfg = ModelConfig.from_dict(_json_field(metadata, "model_config", path))
         task_info = _json_field(metadata, "task", path)
-        task = task_from_dict(task_info)
     except CheckpointError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise CheckpointError(f"{path} has invalid metadata: {e}") from None
+    try:
+        task = task_from_dict(task_info, _vocab(metadata, path))
+        if hasattr(task, "check_positions"):
+            task.check_positions(cfg.max_len)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise CheckpointError(f"{path} has invalid metadata: {e}") from None
+    mine = task.vocab.model_fields()
+    theirs = {k: getattr(cfg, k) for k in mine}
+    if mine != theirs:
+        name = next(k for k in mine if mine[k] != theirs[k])
+        raise CheckpointError(f"{path}: its vocabulary gives {name} {mine[name]}, its model config "
+                              f"{theirs[name]}")
     summary = _json_field(metadata, "training", path)
     if not isinstance(summary, dict):
         raise CheckpointError(f"{path} has invalid 'training' metadata (not an object)")
@@ -254,6 +270,16 @@ def _history(tensors: dict[str, torch.Tensor], cfg: ModelConfig, summary: dict, 
                                     cfg.vocab_size, last)
     except HistoryError as e:
         raise CheckpointError(f"{path} has an invalid history: {e}") from None
+
+
+def _vocab(metadata: dict[str, str], path: Path) -> Vocab | None:
+    """The file's vocabulary, checked (None: a file from before vocabularies were stored)."""
+    if "vocab" not in metadata:
+        return None
+    try:
+        return Vocab.from_dict(_json_field(metadata, "vocab", path))
+    except ValueError as e:
+        raise CheckpointError(f"{path} has an invalid vocabulary: {e}") from None
 
 
 # Parameter names that minitx 0.1 wrote and a later name replaced (the output layer was called

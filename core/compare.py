@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from minitx.core.alignment import alignment_scores, best_head
+from minitx.core.alignment import alignment_scores, best_head, head_sharpness
 from minitx.core.checkpoint import Checkpoint
 from minitx.core.decode import accuracy_by_length, exact_match, greedy_decode, padded_to
 from minitx.core.model import parameter_breakdown
-from minitx.core.tasks import Task
+from minitx.core.tasks import Batch, Task
 
 SUMMARY_FIELDS = ("steps", "loss", "accuracy", "seed", "bug")  # training facts worth diffing
 
@@ -28,7 +28,8 @@ class ModelReport:
     params: int
     accuracy: float  # exact match on the shared sequences, against this model's own task
     by_length: dict[int, float]  # source length -> accuracy
-    alignment: list[list[float]]  # (layers, heads) alignment scores, rows are layers
+    alignment: list[list[float]]  # (layers, heads) alignment scores (or sharpness), rows are layers
+    head_measure: str = "alignment"  # "alignment", or "sharpness" when the task expects no pattern
 
     @property
     def best_head(self) -> tuple[int, int, float]:
@@ -112,34 +113,50 @@ def weight_distances(a: torch.nn.Module, b: torch.nn.Module) -> tuple[list[Weigh
     return distances, unmatched
 
 
-def _report(name: str, ckpt: Checkpoint, src: torch.Tensor, lengths: torch.Tensor,
-            generated: torch.Tensor) -> ModelReport:
+def _report(name: str, ckpt: Checkpoint, batch: Batch, generated: torch.Tensor) -> ModelReport:
     task: Task = ckpt.task
-    labels = task.batch_from_sources(src, lengths).labels  # (n, S + 1) this model's own targets
-    ok = exact_match(generated.cpu(), labels)  # (n,)
-    by_length = accuracy_by_length(ok, lengths)
-    scores = alignment_scores(ckpt.model, task, src, lengths)  # (layers, heads)
+    labels = task.relabel(batch).labels  # (n, T + 1) this model's own targets
+    cfg = ckpt.model_config
+    ok = exact_match(generated.cpu(), labels, eos=cfg.eos_id, pad=cfg.pad_id)  # (n,)
+    by_length = accuracy_by_length(ok, batch.lengths)
+    measure, scores = "alignment", alignment_scores(ckpt.model, task, batch)  # (layers, heads)
+    if scores is None:
+        measure, scores = "sharpness", head_sharpness(ckpt.model, batch)
     return ModelReport(name, task.name, parameter_breakdown(ckpt.model)["total"],
                        float(ok.float().mean()), by_length,
-                       [[round(float(s), 4) for s in row] for row in scores])
+                       [[round(float(s), 4) for s in row] for row in scores], measure)
+
+
+def check_comparable(a: Checkpoint, b: Checkpoint) -> None:
+    """ValueError unless both models read the same tokens (the same ids mean the same thing)."""
+    if a.task.vocab != b.task.vocab:
+        raise ValueError(f"the models read different vocabularies ({a.task.vocab.size} and "
+                         f"{b.task.vocab.size} tokens): compare needs two models of the same tokens")
 
 
 def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
                    names: tuple[str, str] = ("A", "B")) -> Comparison:
-    """Compare two loaded checkpoints on the same n fresh sources, drawn from A's task lengths
-    (capped so both models can hold them)."""
+    """Compare two loaded checkpoints on the same n examples of A's task: fresh sources drawn
+    from its lengths (capped so both models can hold them), or its held-out pairs."""
+    check_comparable(a, b)
     longest = min(a.task.max_len, a.model_config.max_len - 2, b.model_config.max_len - 2)
     shortest = min(a.task.min_len, longest)
     batch = a.task.batch(n, torch.Generator().manual_seed(seed), shortest, longest)
-    src, lengths = batch.src, batch.lengths  # (n, S), (n,)
-    gen_a = greedy_decode(a.model, src.to(a.model.device)).cpu()  # (n, ~S + 2)
-    gen_b = greedy_decode(b.model, src.to(b.model.device)).cpu()
+    if not a.task.exact_lengths:  # examples of their own lengths: keep those both models hold
+        target_lengths = (batch.labels == a.task.vocab.eos).int().argmax(dim=1)  # (n,)
+        keep = (batch.lengths <= longest) & (target_lengths <= longest)
+        batch = Batch(batch.src[keep], batch.tgt[keep], batch.lengths[keep],
+                      None if batch.alignment is None else batch.alignment[keep])
+    n = len(batch)
+    gen_a, gen_b = (_decode(m, batch) for m in (a, b))  # (n, ~T + 2)
     width = max(gen_a.shape[1], gen_b.shape[1])
-    agreement = float((padded_to(gen_a, width) == padded_to(gen_b, width)).all(dim=1).float().mean())
+    eos, pad = a.task.vocab.eos, a.task.vocab.pad
+    agreement = float((padded_to(gen_a, width, eos=eos, pad=pad)
+                       == padded_to(gen_b, width, eos=eos, pad=pad)).all(dim=1).float().mean())
     weights, unmatched = weight_distances(a.model, b.model)
     return Comparison(
-        a=_report(names[0], a, src, lengths, gen_a),
-        b=_report(names[1], b, src, lengths, gen_b),
+        a=_report(names[0], a, batch, gen_a),
+        b=_report(names[1], b, batch, gen_b),
         config_diff=config_differences(a, b),
         n=n,
         seed=seed,
@@ -149,13 +166,21 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
     )
 
 
-def decode_both(a: Checkpoint, b: Checkpoint, source: str) -> dict[str, str]:
-    """One typed source through both models: {"source", "a", "b", "expected_a", "expected_b"}.
-    Raises core.tasks.TaskInputError for text the task cannot parse."""
+def _decode(ckpt: Checkpoint, batch: Batch) -> torch.Tensor:
+    cap = ckpt.task.decode_cap(batch.src.shape[1], ckpt.model_config.max_len)
+    return greedy_decode(ckpt.model, batch.src.to(ckpt.model.device), max_new_tokens=cap).cpu()
+
+
+def decode_both(a: Checkpoint, b: Checkpoint, source: str) -> dict[str, str | None]:
+    """One typed source through both models: {"source", "a", "b", "expected_a", "expected_b"}
+    (an expected output is None when the task cannot tell). Raises core.tasks.TaskInputError
+    for text the task cannot parse, ValueError for models of different vocabularies."""
+    check_comparable(a, b)
     ids = a.task.parse(source, max_len=min(a.model_config.max_len, b.model_config.max_len) - 2)
-    src = torch.tensor([ids])  # (1, S)
-    out = {"source": Task.format(ids)}
+    example = Batch(torch.tensor([ids]), torch.zeros(1, 1, dtype=torch.long), torch.tensor([len(ids)]))
+    out: dict[str, str | None] = {"source": a.task.format(ids)}
     for side, ckpt in (("a", a), ("b", b)):
-        out[side] = Task.format(greedy_decode(ckpt.model, src.to(ckpt.model.device))[0].tolist())
-        out[f"expected_{side}"] = Task.format(ckpt.task.expected_output(ids))
+        out[side] = ckpt.task.format(_decode(ckpt, example)[0].tolist())
+        expected = ckpt.task.expected_output(ids)
+        out[f"expected_{side}"] = None if expected is None else ckpt.task.format(expected)
     return out

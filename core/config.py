@@ -17,6 +17,8 @@ POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
 ATTENTIONS = ("explicit", "fused")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("flat", "cosine")
+TOKENISATIONS = ("char", "word")
+EXPECTATIONS = ("", "diagonal", "anti-diagonal")
 
 
 def _require(condition: bool, field_name: str, message: str) -> None:
@@ -68,6 +70,8 @@ class ModelConfig(_DictMixin):
 
     vocab_size: int = 13  # source and target share the task's vocabulary
     pad_id: int = 10  # embedding rows for PAD stay zero (padding_idx)
+    sos_id: int = 11  # the first decoder input; the task's vocabulary decides all three ids
+    eos_id: int = 12
     d_model: int = 64  # width of every residual stream; must be even (sinusoidal PE)
     n_heads: int = 4  # d_model must divide evenly into heads (d_k = d_model / n_heads)
     d_ff: int = 256  # hidden width of each feed-forward block
@@ -98,11 +102,15 @@ class ModelConfig(_DictMixin):
             "d_model",
             f"{self.d_model} is not divisible by n_heads={self.n_heads}",
         )
-        _require(
-            isinstance(self.pad_id, int) and 0 <= self.pad_id < self.vocab_size,
-            "pad_id",
-            f"must be a token id below vocab_size={self.vocab_size}, got {self.pad_id!r}",
-        )
+        for name in ("pad_id", "sos_id", "eos_id"):
+            value = getattr(self, name)
+            _require(
+                isinstance(value, int) and not isinstance(value, bool) and 0 <= value < self.vocab_size,
+                name,
+                f"must be a token id below vocab_size={self.vocab_size}, got {value!r}",
+            )
+        _require(len({self.pad_id, self.sos_id, self.eos_id}) == 3, "sos_id",
+                 "pad_id, sos_id and eos_id must be three different tokens")
         _require(
             isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0,
             "dropout",
@@ -148,8 +156,8 @@ class ModelConfig(_DictMixin):
 class TrainConfig(_DictMixin):
     """How to train. Defaults are the reference recipe (docs/training.md)."""
 
-    task: str = "reverse"
-    min_len: int = 4  # source lengths drawn uniformly from [min_len, max_len]
+    task: str = "reverse"  # a built-in task, or "data" for a file of pairs (`data`)
+    min_len: int = 4  # source lengths drawn uniformly from [min_len, max_len] (digit tasks)
     max_len: int = 10
     steps: int = 3000
     batch_size: int = 64
@@ -168,6 +176,10 @@ class TrainConfig(_DictMixin):
     bug: str = ""  # a deliberate bug preset from core.bugs (empty = none)
     until: float = 0.0  # stop at the first evaluation with at least this exact match (0 = off)
     probe_source: str = ""  # source whose attention the history snapshots (empty: the task's)
+    data: str = ""  # a file of source/target pairs (TSV, CSV or JSONL): task "data"
+    valid: str = ""  # held-out pairs; empty: a seeded share of `data` is held out
+    tokens: str = "char"  # how a data file's text becomes tokens: "char" or "word"
+    expect: str = ""  # the cross-attention pattern a data file should show, if one is known
 
     def __post_init__(self) -> None:
         _positive_int(self, "min_len", "max_len", "steps", "batch_size", "eval_size")
@@ -206,17 +218,23 @@ class TrainConfig(_DictMixin):
             f"must be one of {', '.join(BUGS)}; got {self.bug!r}",
         )
         _choice(self, "device", DEVICES)
-        from minitx.core.tasks import TASKS  # local import: tasks imports nothing from config
+        from minitx.core.tasks import DATA_TASK, TASKS  # local import: tasks imports nothing from config
 
         _require(
-            self.task in TASKS, "task", f"must be one of {', '.join(TASKS)}; got {self.task!r}"
+            self.task in TASKS or self.task == DATA_TASK, "task",
+            f"must be one of {', '.join(TASKS)}; got {self.task!r}"
         )
+        _require(bool(self.data) == (self.task == DATA_TASK), "data",
+                 "a data file is its own task (task 'data'), and task 'data' needs a data file")
+        _require(self.data or not self.valid, "valid", "held-out pairs need a data file to train on")
+        _choice(self, "tokens", TOKENISATIONS)
+        _choice(self, "expect", EXPECTATIONS)
         _require(isinstance(self.until, (int, float)) and not isinstance(self.until, bool)
                  and 0 <= self.until <= 1, "until", f"must be an accuracy in 0-1, got {self.until!r}")
         _require(not self.until or self.eval_every > 0, "until",
                  "needs evaluations to stop at: eval_every must be above 0")
         _require(isinstance(self.probe_source, str), "probe_source", "must be text such as '3 1 4'")
-        if self.probe_source:
+        if self.probe_source and self.task != DATA_TASK:  # a data file's vocabulary is its own
             from minitx.core.tasks import get_task
 
             try:

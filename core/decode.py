@@ -12,7 +12,7 @@ import torch
 
 from minitx.core.incremental import IncrementalDecoder
 from minitx.core.model import AttentionMaps, Seq2Seq, eval_mode
-from minitx.core.tasks import EOS, PAD, SOS, VOCAB
+from minitx.core.vocab import Vocab
 
 
 def default_cap(model: Seq2Seq, src_len: int) -> int:
@@ -39,9 +39,10 @@ def greedy_decode(
 
 def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
     B = src.shape[0]
+    pad, eos = model.cfg.pad_id, model.cfg.eos_id
     memory, src_mask = model.encode(src)  # src_mask None when nothing is padded
-    tokens = torch.full((B, 1 + cap), PAD, dtype=torch.long, device=src.device)  # (B, 1 + cap)
-    tokens[:, 0] = SOS
+    tokens = torch.full((B, 1 + cap), pad, dtype=torch.long, device=src.device)  # (B, 1 + cap)
+    tokens[:, 0] = model.cfg.sos_id
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     incremental = IncrementalDecoder(model, memory, src_mask) if use_cache else None
     t = 0
@@ -50,37 +51,39 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
             logits = incremental.step(tokens[:, t])  # (B, V)
         else:
             logits = model.decode(tokens[:, : t + 1], memory, src_mask)[:, -1]  # (B, V)
-        next_token = logits.argmax(dim=-1).masked_fill(done, PAD)  # (B,)
+        next_token = logits.argmax(dim=-1).masked_fill(done, pad)  # (B,)
         t += 1
         tokens[:, t] = next_token
-        done |= next_token == EOS
+        done |= next_token == eos
         if bool(done.all()):
             break
     return tokens[:, 1 : t + 1]
 
 
-def after_eos(tokens: torch.Tensor) -> torch.Tensor:
+def after_eos(tokens: torch.Tensor, eos: int) -> torch.Tensor:
     """(B, n) ids -> (B, n) bool: True at every position after the first EOS of its row."""
-    is_eos = (tokens == EOS).long()
+    is_eos = (tokens == eos).long()
     return torch.cumsum(is_eos, dim=1) - is_eos > 0
 
 
-def padded_to(tokens: torch.Tensor, width: int) -> torch.Tensor:
+def padded_to(tokens: torch.Tensor, width: int, *, eos: int, pad: int) -> torch.Tensor:
     """(B, n) ids -> (B, width): PAD appended, and everything after the first EOS set to PAD,
     so two outputs compare equal exactly when they agree up to and including EOS."""
     B, n = tokens.shape
-    out = torch.full((B, width), PAD, dtype=torch.long, device=tokens.device)
+    out = torch.full((B, width), pad, dtype=torch.long, device=tokens.device)
     out[:, :n] = tokens
-    return out.masked_fill(after_eos(out), PAD)
+    return out.masked_fill(after_eos(out, eos), pad)
 
 
-def exact_match(generated: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+def exact_match(generated: torch.Tensor, expected: torch.Tensor, *, eos: int, pad: int) -> torch.Tensor:
     """generated (B, n) and expected labels (B, L) with EOS then PAD -> (B,) bool.
 
     A sequence is right when its tokens up to and including EOS equal the expected ones.
     """
     width = max(generated.shape[1], expected.shape[1])
-    return (padded_to(generated, width) == padded_to(expected.to(generated.device), width)).all(dim=1)
+    expected = expected.to(generated.device)
+    return (padded_to(generated, width, eos=eos, pad=pad)
+            == padded_to(expected, width, eos=eos, pad=pad)).all(dim=1)
 
 
 def accuracy_by_length(correct: torch.Tensor, lengths: torch.Tensor) -> dict[int, float]:
@@ -94,20 +97,14 @@ class StepResult:
 
     index: int  # 0-based step number: this token is output position `index`
     token: int  # the token output here (and fed next): the prediction, unless it was forced
+    text: str  # the token as a label (core.vocab.Vocab.label)
     top_k: list[tuple[int, float]]  # (token id, probability), most likely first
     cross_attention: torch.Tensor  # (layers, heads, S): this step's query row over the source
     self_attention: torch.Tensor  # (layers, heads, index + 1): over the decoder input so far
+    is_end: bool  # the token is EOS
     log_probs: torch.Tensor | None = None  # (V,) the model's next-token log-probabilities
     lens: torch.Tensor | None = None  # (layers, V) log-probabilities of each decoder layer's lens
     predicted: int | None = None  # the model's own choice (argmax); None: the same as token
-
-    @property
-    def text(self) -> str:
-        return VOCAB[self.token]
-
-    @property
-    def is_end(self) -> bool:
-        return self.token == EOS
 
     @property
     def forced(self) -> bool:
@@ -134,10 +131,13 @@ class Stepper:
 
     def __init__(self, model: Seq2Seq, src_ids: list[int], top_k: int = 5, cap: int | None = None,
                  interventions=None, forced: dict[int, int] | None = None,
-                 teacher: list[int] | None = None):
+                 teacher: list[int] | None = None, *, vocab: Vocab):
         if not src_ids:
             raise ValueError("the source is empty")
+        if vocab.size != model.cfg.vocab_size:
+            raise ValueError(f"a vocabulary of {vocab.size} tokens for a model of {model.cfg.vocab_size}")
         self.model = model
+        self.vocab = vocab
         self.src_ids = list(src_ids)
         self.top_k = top_k
         self.teacher = list(teacher) if teacher is not None else None
@@ -158,7 +158,7 @@ class Stepper:
         with eval_mode(self.model), torch.no_grad(), self._hooks.applied(self.model):
             src = torch.tensor([self.src_ids], device=self.model.device)  # (1, S)
             self._decoder = IncrementalDecoder(self.model, *self.model.encode(src, maps))
-        self._last_token = torch.tensor([SOS], device=self.model.device)  # (1,)
+        self._last_token = torch.tensor([self.model.cfg.sos_id], device=self.model.device)  # (1,)
         return torch.stack([w[0] for w in maps.encoder_self]).cpu()
 
     @property
@@ -213,10 +213,11 @@ class Stepper:
         if not 0 <= token < self.model.cfg.vocab_size:
             raise ValueError(f"token {token} is not in the vocabulary")
         self.forced[index] = token
-        kept = self.results[:index] + [replace(self.results[index], token=token)]
+        kept = self.results[:index] + [replace(self.results[index], token=token, text=self.vocab.label(token),
+                                               is_end=token == self.model.cfg.eos_id)]
         self._start()
         with torch.no_grad():
-            for fed in [SOS] + [r.token for r in kept[:-1]]:  # the cache up to this step
+            for fed in [self.model.cfg.sos_id] + [r.token for r in kept[:-1]]:  # the cache up to this step
                 self._decoder.step(torch.tensor([fed], device=self.model.device))
         self._lens_record.clear()
         self.results, self._last_token = kept, torch.tensor([token], device=self.model.device)
@@ -263,16 +264,18 @@ class Stepper:
         return StepResult(
             index=index,
             token=token,
+            text=self.vocab.label(token),
             top_k=[(int(i), float(p)) for p, i in zip(top.values, top.indices)],
             cross_attention=torch.stack([w[0, :, -1] for w in maps.cross]).cpu(),  # (L, h, S)
             self_attention=torch.stack([w[0, :, -1] for w in maps.decoder_self]).cpu(),
+            is_end=token == self.model.cfg.eos_id,
             log_probs=log_probs.cpu(),
             lens=lens,
             predicted=predicted,
         )
 
 
-def first_wrong_step(generated: list[int], expected: list[int]) -> int | None:
+def first_wrong_step(generated: list[int], expected: list[int], eos: int) -> int | None:
     """The 0-based step where `generated` first differs from `expected` (both ending in EOS or
     cut there), or None when they agree; a missing token counts as a difference."""
     for i in range(max(len(generated), len(expected))):
@@ -280,6 +283,6 @@ def first_wrong_step(generated: list[int], expected: list[int]) -> int | None:
         want = expected[i] if i < len(expected) else None
         if got != want:
             return i
-        if got == EOS:
+        if got == eos:
             return None
     return None

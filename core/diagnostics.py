@@ -15,14 +15,9 @@ import torch
 
 from minitx.core.bugs import apply_bug
 from minitx.core.checks import (
-    ALIGNMENT_THRESHOLD,
     CAUSES,
     CheckResult,
-    check_accuracy,
-    check_alignment,
     check_attention_saturation,
-    check_copies_decoder_input,
-    check_copies_source,
     check_fused_agreement,
     check_future_leakage_gradients,
     check_future_leakage_values,
@@ -34,9 +29,16 @@ from minitx.core.checks import (
     probe_batch,
     skipped,
 )
+from minitx.core.checks_trained import (
+    ALIGNMENT_THRESHOLD,
+    check_accuracy,
+    check_alignment,
+    check_copies_decoder_input,
+    check_copies_source,
+)
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.model import Seq2Seq, eval_mode
-from minitx.core.tasks import PAD, Task, get_task
+from minitx.core.tasks import Task, task_for_config
 
 # When several checks fail, the most specific measurement names the cause (see `diagnose`).
 PRIORITY = ("future-leakage-values", "future-leakage-gradients", "copies-decoder-input",
@@ -68,7 +70,7 @@ def looks_trained(model: Seq2Seq, task: Task) -> tuple[bool, float]:
     device = model.device
     with eval_mode(model), torch.no_grad():
         logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
-    real = batch.labels.to(device) != PAD  # (B, T)
+    real = batch.labels.to(device) != model.cfg.pad_id  # (B, T)
     top = logits.softmax(-1).max(-1).values[real].mean()
     return bool(top > 0.5), float(top)
 
@@ -132,8 +134,9 @@ def fresh_model(model_cfg: ModelConfig, train_cfg: TrainConfig) -> tuple[Seq2Seq
     Seeds the global RNG from train_cfg.seed, as Trainer does, so the model is the one that
     training with these configs would start from."""
     model_cfg, train_cfg = apply_bug(model_cfg, train_cfg)
+    task = task_for_config(train_cfg, model_cfg.max_len)  # a data file: its held-out pairs
     torch.manual_seed(train_cfg.seed)
-    return Seq2Seq(model_cfg), get_task(train_cfg.task, train_cfg.min_len, train_cfg.max_len)
+    return Seq2Seq(model_cfg.replace(**task.vocab.model_fields())), task
 
 
 def diagnose(results: list[CheckResult]) -> list[str]:

@@ -50,10 +50,11 @@ def score(model: Seq2Seq, task, batch, interventions: Interventions | None = Non
     device = model.device
     src, labels = batch.src.to(device), batch.labels.to(device)
     with eval_mode(model), (interventions or Interventions()).applied(model):
-        generated = greedy_decode(model, src)
+        generated = greedy_decode(model, src, max_new_tokens=task.decode_cap(src.shape[1], model.cfg.max_len))
         logits = model(src, batch.decoder_input.to(device))  # (B, T, V)
     loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=model.cfg.pad_id)
-    return Score(float(exact_match(generated.cpu(), batch.labels).float().mean()), float(loss))
+    right = exact_match(generated.cpu(), batch.labels, eos=model.cfg.eos_id, pad=model.cfg.pad_id)
+    return Score(float(right.float().mean()), float(loss))
 
 
 def head_importance(model: Seq2Seq, task, n: int = 500, seed: int = 1234, kind: str = "zero",

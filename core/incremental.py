@@ -27,9 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minitx.core.attention import additive_mask, attention, shared_heads
 from minitx.core.components import RMSNorm, SwiGLUFeedForward, rms_norm, rotary_angles, rotate_pairs, swiglu
 from minitx.core.hooks import HeadHook, StreamEdit, head_hook, stream_hook
-from minitx.core.model import AttentionMaps, DecoderLayer, Seq2Seq, additive_mask, attention, shared_heads
+from minitx.core.model import AttentionMaps, DecoderLayer, Seq2Seq
 
 
 class _Linear(NamedTuple):

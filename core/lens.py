@@ -12,7 +12,6 @@ import torch
 from minitx.core.decode import greedy_decode
 from minitx.core.interventions import Interventions, Recording
 from minitx.core.model import Seq2Seq, eval_mode
-from minitx.core.tasks import EOS, SOS
 
 
 def lens_log_probs(model: Seq2Seq, streams: list[torch.Tensor]) -> torch.Tensor:
@@ -45,9 +44,10 @@ def logit_lens(model: Seq2Seq, src_ids: list[int], outputs: list[int] | None = N
     with eval_mode(model), interventions.applied(model):
         if outputs is None:
             outputs = greedy_decode(model, src)[0].tolist()
-    if EOS in outputs:
-        outputs = outputs[: outputs.index(EOS) + 1]
-    fed = [SOS] + outputs[:-1]
+    eos = model.cfg.eos_id
+    if eos in outputs:
+        outputs = outputs[: outputs.index(eos) + 1]
+    fed = [model.cfg.sos_id] + outputs[:-1]
     record = Recording(heads=False)
     with eval_mode(model), interventions.recording(record).applied(model):
         model(src, torch.tensor([fed], device=device))

@@ -79,6 +79,26 @@ def _blame(field: str) -> str:
     return by_field.get(field, field)
 
 
+def _data_task(given: dict[str, Any], train_changes: dict[str, Any]) -> None:
+    """`data` makes the task "data"; the options only a data file uses need one, and the
+    source lengths belong to the digit tasks (a file's pairs, and dates, have their own)."""
+    from minitx.core.tasks import DATA_TASK, TASKS
+
+    if given.get("data"):
+        if given.get("task", DATA_TASK) != DATA_TASK:
+            raise OptionError("task", f"a data file is its own task; drop --task {given['task']} "
+                                      "or --data")
+        train_changes["task"] = DATA_TASK
+    else:
+        for name in ("valid", "tokens", "expect"):
+            if given.get(name):
+                raise OptionError(name, "applies to a data file: give --data FILE too")
+    task = train_changes.get("task", "")
+    if "lengths" in given and (task == DATA_TASK or (task in TASKS and not TASKS[task].exact_lengths)):
+        raise OptionError("lengths", f"the {task} task's sources have their own lengths "
+                                     "(--positions limits them)")
+
+
 def configs_from_options(
     model_cfg: ModelConfig, train_cfg: TrainConfig, options: Mapping[str, Any]
 ) -> tuple[ModelConfig, TrainConfig]:
@@ -92,7 +112,8 @@ def configs_from_options(
     - `norm` without `activation` takes the norm's own default activation;
     - `heads` without `kv_heads` keeps the base's query heads per K/V head (multi-head attention
       stays multi-head; 4 heads sharing 2 K/V heads become 8 sharing 4);
-    - `bug` "none" means no bug.
+    - `bug` "none" means no bug;
+    - `data` (a file of pairs) makes the task "data"; `valid`, `tokens` and `expect` need it.
     """
     unknown = sorted(set(options) - set(option_names()))
     if unknown:
@@ -116,6 +137,7 @@ def configs_from_options(
     train_changes = {field: given[name] for name, field in train_options().items() if name in given}
     if train_changes.get("bug") == "none":
         train_changes["bug"] = ""
+    _data_task(given, train_changes)
     if "lengths" in given:
         try:
             train_changes["min_len"], train_changes["max_len"] = parse_lengths(given["lengths"])
@@ -123,13 +145,24 @@ def configs_from_options(
             raise OptionError("lengths", str(e)) from None
     try:
         train_cfg = train_cfg.replace(**train_changes)
-        if "positions" not in given and model_cfg.max_len < train_cfg.max_len + 2:
-            model_changes["max_len"] = train_cfg.max_len + 2  # longer sources need a longer table
+        longest = _longest_source(train_cfg)
+        if "positions" not in given and model_cfg.max_len < longest + 2:
+            model_changes["max_len"] = longest + 2  # longer sources need a longer table
         model_cfg = model_cfg.replace(**model_changes)
     except (ValueError, TypeError) as e:  # core's messages read "field: message"
         field, _, message = str(e).partition(": ")
         raise OptionError(_blame(field), message or str(e)) from None
-    if model_cfg.max_len < train_cfg.max_len + 2:
+    if model_cfg.max_len < longest + 2:
         raise OptionError("positions", f"a table of {model_cfg.max_len} positions cannot hold sources "
-                                       f"of {train_cfg.max_len} tokens plus SOS and EOS")
+                                       f"of {longest} tokens plus SOS and EOS")
     return model_cfg, train_cfg
+
+
+def _longest_source(train_cfg: TrainConfig) -> int:
+    """The longest source the task draws (0 for a data file: its too-long pairs are skipped)."""
+    from minitx.core.tasks import TASKS
+
+    task = TASKS.get(train_cfg.task)
+    if task is None:
+        return 0
+    return train_cfg.max_len if task.exact_lengths else task().max_len

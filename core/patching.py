@@ -19,7 +19,6 @@ import torch
 
 from minitx.core.interventions import Head, Interventions, Patch, Recording, Stream, all_heads
 from minitx.core.model import Seq2Seq, eval_mode
-from minitx.core.tasks import EOS, SOS
 
 
 @dataclass
@@ -48,8 +47,11 @@ class Patcher:
             raise ValueError(f"the clean and corrupted sources must have the same length "
                              f"(positions are patched one to one), not {len(clean)} and {len(corrupted)}")
         self.model, self.clean, self.corrupted = model, list(clean), list(corrupted)
-        self.clean_answer = task.expected_output(self.clean) + [EOS]
-        self.corrupted_answer = task.expected_output(self.corrupted) + [EOS]
+        answers = [task.expected_output(ids) for ids in (self.clean, self.corrupted)]
+        if None in answers:  # dates, a data file: typed text has no known answer to patch towards
+            raise ValueError(f"patching needs the task's answer for both sources, and the {task.name} "
+                             "task cannot tell the answer for a typed source")
+        self.clean_answer, self.corrupted_answer = (a + [model.cfg.eos_id] for a in answers)
         self.steps = [t for t, (a, b) in enumerate(zip(self.clean_answer, self.corrupted_answer)) if a != b]
         if not self.steps:
             raise ValueError("the clean and corrupted sources have the same answer: "
@@ -57,7 +59,8 @@ class Patcher:
         device = model.device
         self._src = {name: torch.tensor([ids], device=device)
                      for name, ids in (("clean", self.clean), ("corrupted", self.corrupted))}
-        self._decoder_input = torch.tensor([[SOS] + self.clean_answer[:-1]], device=device)  # (1, T)
+        self._decoder_input = torch.tensor([[model.cfg.sos_id] + self.clean_answer[:-1]],
+                                           device=device)  # (1, T)
         self.recording = Recording()
         self.clean_logits = self.run("clean", Interventions(record=self.recording))  # (T, V)
         self.corrupted_logits = self.run("corrupted")

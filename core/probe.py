@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from minitx.core.alignment import scores_from_cross
-from minitx.core.model import Seq2Seq, eval_mode
-from minitx.core.tasks import Task
+from minitx.core.alignment import cross_attention, scores_from_cross
+from minitx.core.model import Seq2Seq
+from minitx.core.tasks import Batch, Task
 
 
 @dataclass(frozen=True)
@@ -19,30 +19,37 @@ class Probe:
     src: list[int]
     target: list[int]  # the task's output followed by EOS: one grid row each
     cross_attention: torch.Tensor  # (layers, heads, len(target), S), rows sum to one
-    scores: torch.Tensor  # (layers, heads) alignment score on this one source
+    scores: torch.Tensor | None  # (layers, heads) alignment score on this one source (None: no pattern)
 
 
 DEFAULT_DIGITS = (7, 2, 9, 0, 4, 6, 1, 8, 3, 5)
 
 
-def probe_source(task: Task, text: str = "") -> list[int]:
-    """The probe's source ids: `text` parsed by the task, or by default six digits (or the
-    nearest length the task trains on) that repeat none of their neighbours."""
+def probe_example(task: Task, text: str = "") -> Batch:
+    """A batch of one to probe with: `text` parsed by the task with the task's output, or by
+    default six digits (or the nearest length the task trains on) that repeat none of their
+    neighbours; a task that cannot tell the output of a typed source (dates, a data file) has
+    an example of its own (a fixed date, the first held-out pair)."""
     if text:
-        return task.parse(text)
+        ids = task.parse(text)
+        if task.expected_output(ids) is None:
+            raise ValueError(f"probe_source: the {task.name} task cannot tell the output of a typed "
+                             "source; leave it empty for the task's own example")
+        return task.batch_from_sources(torch.tensor([ids]), torch.tensor([len(ids)]))
+    if hasattr(task, "example_batch"):
+        return task.example_batch()
     length = min(max(6, task.min_len), task.max_len)
-    return [DEFAULT_DIGITS[i % len(DEFAULT_DIGITS)] for i in range(length)]
+    ids = [DEFAULT_DIGITS[i % len(DEFAULT_DIGITS)] for i in range(length)]
+    return task.batch_from_sources(torch.tensor([ids]), torch.tensor([length]))
 
 
 @torch.no_grad()
-def probe(model: Seq2Seq, task: Task, src_ids: list[int]) -> Probe:
-    with eval_mode(model):
-        device = model.device
-        src = torch.tensor([src_ids])
-        batch = task.batch_from_sources(src, torch.tensor([len(src_ids)]))
-        _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
-        n = len(src_ids) + 1  # outputs and EOS
-        cross = torch.stack([w[0, :, :n, :] for w in maps.cross]).cpu()  # (L, h, n, S)
-        expected = task.alignment(batch.src, batch.lengths)  # (1, S, S)
-        scores = scores_from_cross([w.cpu() for w in maps.cross], expected)
-        return Probe(list(src_ids), batch.labels[0, :n].tolist(), cross, scores)
+def probe(model: Seq2Seq, task: Task, example: Batch) -> Probe:
+    """The cross-attention `model` pays on a batch of one while producing its correct output."""
+    cross = cross_attention(model, example)
+    n = int((example.labels[0] == task.vocab.eos).int().argmax()) + 1  # outputs and EOS
+    S = int(example.lengths[0])
+    grid = torch.stack([w[0, :, :n, :S] for w in cross]).cpu()  # (L, h, n, S)
+    expected = task.expected_alignment(example)  # (1, S_out, S)
+    scores = None if expected is None else scores_from_cross([w.cpu() for w in cross], expected)
+    return Probe(example.src[0, :S].tolist(), example.labels[0, :n].tolist(), grid, scores)

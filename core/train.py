@@ -11,7 +11,8 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -20,11 +21,14 @@ from minitx import __version__
 from minitx.core.bugs import apply_bug, bug_preset
 from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.decode import accuracy_by_length, exact_match, greedy_decode
+from minitx.core.data import DataError, sha256_of
+from minitx.core.evaluation import EvalResult, score
 from minitx.core.history import History, snapshot_due
 from minitx.core.model import Seq2Seq
-from minitx.core.probe import probe, probe_source
-from minitx.core.tasks import PAD, Batch, get_task
+from minitx.core.probe import probe, probe_example
+from minitx.core.tasks import DATA_TASK, Batch, get_task, task_for_config
+
+__all__ = ["EvalResult", "StepStats", "Trainer", "TrainingDiverged", "evaluate", "resolve_device"]
 
 
 class TrainingDiverged(RuntimeError):
@@ -54,29 +58,11 @@ class StepStats:
         return d
 
 
-@dataclass(frozen=True)
-class EvalResult:
-    accuracy: float
-    n: int
-    by_length: dict[int, float] = field(default_factory=dict)
-
-
 def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,
              min_len: int | None = None, max_len: int | None = None) -> EvalResult:
-    """Exact-match accuracy of greedy decoding on n fresh sequences from `seed`."""
-    generator = torch.Generator().manual_seed(seed)
-    device = model.device
-    correct, lengths = [], []
-    remaining = n
-    while remaining > 0:
-        size = min(batch_size, remaining)
-        batch = task.batch(size, generator, min_len, max_len)
-        generated = greedy_decode(model, batch.src.to(device))
-        correct.append(exact_match(generated.cpu(), batch.labels))
-        lengths.append(batch.lengths)
-        remaining -= size
-    ok, lens = torch.cat(correct), torch.cat(lengths)
-    return EvalResult(float(ok.float().mean()), n, accuracy_by_length(ok, lens))
+    """Exact-match accuracy of greedy decoding on the task's evaluation examples: n fresh
+    sequences from `seed`, or (a data file's task) its first n held-out pairs."""
+    return score(model, task, task.evaluation_batches(n, seed, batch_size, min_len, max_len))
 
 
 class Trainer:
@@ -84,15 +70,14 @@ class Trainer:
         model_cfg, train_cfg = apply_bug(model_cfg or ModelConfig(), train_cfg or TrainConfig())
         self.model_cfg, self.cfg = model_cfg, train_cfg
         self.device = resolve_device(train_cfg.device)
-        self.task = get_task(train_cfg.task, train_cfg.min_len, train_cfg.max_len)
-        if model_cfg.max_len < train_cfg.max_len + 2:
-            raise ValueError(
-                f"max_len: the model's max_len={model_cfg.max_len} cannot hold sources of "
-                f"{train_cfg.max_len} tokens plus SOS/EOS"
-            )
+        self.task = task_for_config(train_cfg, model_cfg.max_len)  # reads a data file, if any
+        # The vocabulary is the task's: a data file's decides the model's size and special ids.
+        self.model_cfg = model_cfg = model_cfg.replace(**self.task.vocab.model_fields())
         # A bug preset may feed the model other data (copies for no-reverse, while the task
         # still says reverse) or feed it differently (no-shift); chosen here, once.
         bug = bug_preset(train_cfg.bug)
+        if bug.data_task and self.task.vocab != get_task(bug.data_task).vocab:
+            raise ValueError(f"bug: {train_cfg.bug} changes the digit tasks' data, not {self.task.name}'s")
         self._data_task = get_task(bug.data_task, train_cfg.min_len, train_cfg.max_len) \
             if bug.data_task else self.task
         self._feed = bug.feed
@@ -105,13 +90,20 @@ class Trainer:
             eps=train_cfg.eps, fused=True,  # one kernel for all parameters: less per-step overhead
         )
         self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
+        self._sampler = None  # shuffled epochs over a data file's training pairs
+        if getattr(self.task, "train", None) is not None:
+            from minitx.core.pairs import PairSampler
+
+            self._sampler = PairSampler(self.task.train, train_cfg.batch_size, self.data_generator,
+                                        train_cfg.bucket_lengths, self.task.vocab)
         self.step_count = 0
         self.seconds = 0.0
         self.seconds_at_start = 0.0  # what a resumed run had already trained
         self.last_loss: float | None = None
         self.last_accuracy: float | None = None
         self.history = History()  # every step and evaluation, and probe snapshots
-        self.probe_ids = probe_source(self.task, train_cfg.probe_source)
+        self.probe_batch = probe_example(self.task, train_cfg.probe_source)  # a batch of one
+        self.probe_ids = self.probe_batch.src[0, : int(self.probe_batch.lengths[0])].tolist()
         self.until_reached_at: int | None = None  # the step whose evaluation met cfg.until
         self.lr_restart: tuple[int, float] | None = None  # see TrainConfig.lr_at
 
@@ -124,7 +116,9 @@ class Trainer:
         return self.seconds - self.seconds_at_start
 
     def next_batch(self) -> Batch:
-        if self.cfg.bucket_lengths:  # every length equally often across steps, none padded
+        if self._sampler is not None:
+            return self._sampler.next_batch()
+        if self.cfg.bucket_lengths and self._data_task.exact_lengths:  # every length equally often
             length = int(torch.randint(self.cfg.min_len, self.cfg.max_len + 1, (1,),
                                        generator=self.data_generator))
             return self._data_task.batch(self.cfg.batch_size, self.data_generator, length, length)
@@ -145,7 +139,8 @@ class Trainer:
         if not self.model.training:  # train() walks every module: only when something switched
             self.model.train()
         logits = self.model(src, decoder_input)  # (B, T, V)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=PAD)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                               ignore_index=self.model_cfg.pad_id)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self._parameters, self.cfg.clip_grad_norm,
@@ -175,13 +170,14 @@ class Trainer:
 
     def snapshot(self) -> None:
         """Record the probe source's cross-attention (every layer and head) at this step."""
-        result = probe(self.model, self.task, self.probe_ids)
+        result = probe(self.model, self.task, self.probe_batch)
         self.history.record_snapshot(self.step_count, result.src, result.target,
                                      result.cross_attention)  # (L, h, T, S)
 
     def evaluate(self, n: int | None = None, seed: int | None = None) -> EvalResult:
-        """Held-out exact match on fresh sequences (a stream separate from training data). The
-        run's own evaluation (no n or seed given) goes into the history."""
+        """Held-out exact match: fresh sequences (a stream separate from training data), or a
+        data file's held-out pairs. The run's own evaluation (no n or seed given) goes into the
+        history."""
         result = evaluate(self.model, self.task, n or self.cfg.eval_size,
                           seed=self.cfg.seed + 1_000_003 if seed is None else seed)
         self.last_accuracy = result.accuracy
@@ -223,6 +219,8 @@ class Trainer:
         }
         if self.device.type == "cuda":
             state["rng.cuda"] = torch.cuda.get_rng_state(self.device)
+        if self._sampler is not None:
+            state["data.epoch_rng"] = self._sampler.state()[1]
         names = {id(p): n for n, p in self.model.named_parameters()}
         for p, s in self.optimizer.state.items():
             for key, value in s.items():
@@ -237,7 +235,8 @@ class Trainer:
                 "train_config": json.dumps(self.cfg.to_dict()),
                 "trainer": json.dumps({"step": self.step_count, "seconds": self.seconds,
                                        "last_loss": self.last_loss, "last_accuracy": self.last_accuracy,
-                                       "lr_restart": self.lr_restart}),
+                                       "lr_restart": self.lr_restart,
+                                       **({"data": self._sampler.state()[0]} if self._sampler else {})}),
             }
         return save_checkpoint(path, self.model, self.task, self.summary(),
                                self.state_tensors() if resumable else None, extra, history=self.history)
@@ -261,7 +260,8 @@ class Trainer:
         except (ValueError, TypeError, RecursionError) as e:
             raise CheckpointError(f"{path} has invalid training metadata: {e}") from None
         if train_cfg is not None:
-            free = {"steps", "device", "eval_every", "eval_size", "until"}
+            # The data file may have moved: its contents are checked below, not its name.
+            free = {"steps", "device", "eval_every", "eval_size", "until", "data", "valid"}
             mismatched = [k for k, v in saved_cfg.to_dict().items()
                           if k not in free and getattr(train_cfg, k) != v]
             if mismatched:
@@ -271,11 +271,17 @@ class Trainer:
                     f"the run asks for {getattr(train_cfg, k)!r}"
                 )
             saved_cfg = saved_cfg.replace(**{k: getattr(train_cfg, k) for k in free})
+        if saved_cfg.task == DATA_TASK:
+            _check_same_data(path, ckpt.task, saved_cfg)
         # The saved model config already has the bug's effects applied; apply_bug is idempotent.
         try:
             trainer = cls(ckpt.model_config, saved_cfg)
+        except DataError:
+            raise
         except ValueError as e:  # a training config that does not fit the saved model
             raise CheckpointError(f"cannot resume {path}: {e}") from None
+        if trainer.task.vocab != ckpt.task.vocab or trainer.model_cfg != ckpt.model_config:
+            raise CheckpointError(f"cannot resume {path}: its data no longer gives the same vocabulary")
         trainer._load_state(ckpt, trainer_info)
         if planned_steps != trainer.cfg.steps:
             trainer._restart_schedule(saved_cfg.replace(steps=planned_steps))
@@ -308,6 +314,11 @@ class Trainer:
                 self.optimizer.state[p] = s
             torch.set_rng_state(state["rng.torch_cpu"])
             self.data_generator.set_state(state["rng.data"])
+            if self._sampler is not None:
+                position = info.get("data")
+                if not isinstance(position, dict):
+                    raise ValueError("no position in the data file")
+                self._sampler.restore(position, state["data.epoch_rng"])
             if self.device.type == "cuda" and "rng.cuda" in state:
                 torch.cuda.set_rng_state(state["rng.cuda"], self.device)
         except (KeyError, RuntimeError, ValueError, TypeError) as e:
@@ -344,6 +355,25 @@ def _restart_from(value, step: int, peak_lr: float) -> tuple[int, float] | None:
     if not (0 <= start <= step and 0 < lr <= peak_lr):
         raise ValueError(f"lr_restart {value!r} is outside the run (step {step}, peak lr {peak_lr})")
     return start, float(lr)
+
+
+def _check_same_data(path, task, train_cfg: TrainConfig) -> None:
+    """Refuse to resume on data other than the run's: the files' sha256 must be the recorded ones."""
+    provenance = getattr(task, "provenance", {})
+    for key, file in (("data", train_cfg.data), ("valid", train_cfg.valid)):
+        recorded = provenance.get(key)
+        if not file or not recorded:
+            continue
+        try:
+            digest = sha256_of(file)
+        except DataError as e:
+            raise CheckpointError(f"cannot resume {path}: {e}; give --{key} FILE (the run's "
+                                  f"{recorded['file']})") from None
+        if digest != recorded["sha256"]:
+            raise CheckpointError(
+                f"cannot resume {path}: it was trained on {recorded['file']} ({recorded['pairs']:,} "
+                f"pairs, sha256 {recorded['sha256'][:12]}…) and {Path(file).name} holds other data "
+                f"(sha256 {digest[:12]}…)")
 
 
 def _check_optim_state(optim_state: dict, params: dict[str, torch.Tensor], step: int) -> None:

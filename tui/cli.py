@@ -45,6 +45,12 @@ def _silence_stdout() -> None:
         pass
 
 
+class BadInputFile(click.ClickException):
+    """A data file that cannot be used (its message names the file and line): exit code 2."""
+
+    exit_code = 2
+
+
 class OneLineErrors:
     """Mixed into a Click command or group: every error becomes one line on stderr."""
 
@@ -62,6 +68,9 @@ class OneLineErrors:
         except Exception as e:
             if os.environ.get("MINITX_DEBUG"):
                 raise
+            data = sys.modules.get("minitx.core.data")
+            if data is not None and isinstance(e, data.DataError):
+                raise BadInputFile(_one_line(str(e))) from None  # like a bad option: exit 2
             if isinstance(e, _expected_errors()):
                 raise click.ClickException(_one_line(str(e))) from None
             raise click.ClickException(

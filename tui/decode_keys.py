@@ -26,10 +26,10 @@ DECODE_BINDINGS = [
     Binding("right_square_bracket", "layer(1)", "layer"),
     Binding("comma", "head(-1)", "head"),
     Binding("full_stop", "head(1)", "head"),
-    # On only while a grid is too wide for its panel (a long source at 80 columns). The grid says
-    # so itself ("columns 1-13 of 30 · < > scroll"), where the cut is: the footer has no room.
-    Binding("less_than_sign", "columns(-1)", "columns", key_display="<", show=False),
-    Binding("greater_than_sign", "columns(1)", "columns", key_display=">", show=False),
+    # Only while a long source does not fit: the grid then says "< > scroll" itself (the
+    # footer has no room at 80 columns).
+    Binding("less_than_sign", "scroll_columns(-1)", "columns", key_display="<", show=False),
+    Binding("greater_than_sign", "scroll_columns(1)", "columns", key_display=">", show=False),
 ]
 # Changing the model on screen: Explore acts on its panel, Compare on B (`intervened_panels`).
 ABLATION_BINDINGS = [
@@ -49,7 +49,6 @@ class DecodeKeys:
     length of its own decode)."""
 
     position = 0
-    _columns_key = False  # whether the < > key is on offer (some grid is cropped)
 
     def decode_panels(self) -> list[DecodePanel]:
         """The panels the keys drive (all of them must have a model)."""
@@ -95,7 +94,7 @@ class DecodeKeys:
     def shown_source(self) -> str | None:
         """The source the panels decode (None before the first)."""
         panel = next((p for p in self.decode_panels() if p.stepper), None)
-        return " ".join(map(str, panel.stepper.src_ids)) if panel else None
+        return panel.record.task.format(panel.stepper.src_ids) if panel else None
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter decodes the whole source at once; a source that cannot be used keeps the box
@@ -226,22 +225,9 @@ class DecodeKeys:
         self.refresh_view()
 
     @one_line_errors
-    def action_columns(self, direction: int) -> None:
+    def action_scroll_columns(self, pages: int) -> None:
         for panel in self.decode_panels():
-            panel.scroll_columns(direction)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "columns":
-            return self._columns_key
-        return super().check_action(action, parameters)
-
-    def _offer_columns_key(self) -> None:
-        """Let < > act exactly while a grid is cropped (the key is checked when pressed; it is
-        not in the footer, so nothing needs redrawing)."""
-        self._columns_key = any(p.grid.cropped and p.view_mode == "grid" for p in self.decode_panels())
-
-    def on_resize(self) -> None:
-        self.call_after_refresh(self._offer_columns_key)
+            panel.grid.scroll_columns(pages)
 
     @one_line_errors
     def action_numbers(self) -> None:
@@ -258,4 +244,3 @@ class DecodeKeys:
         for panel in panels:
             panel.redraw()
         self.draw_extras()
-        self.call_after_refresh(self._offer_columns_key)

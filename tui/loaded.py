@@ -27,7 +27,7 @@ class LoadedModel:
     norm: str
     params: int
     device: str
-    scores: list[list[float]]  # (layers, heads) alignment on fresh random sources
+    scores: list[list[float]]  # (layers, heads) alignment (or sharpness) on the task's examples
     layers: int
     heads: int
     path: str | None = None
@@ -35,6 +35,7 @@ class LoadedModel:
     resumable: bool = False  # the file holds the training state a run can continue from
     steps: int | None = None  # training steps behind it
     history: object = None  # core.history.History of the run (None: the file has none)
+    measure: str = "alignment"  # what `scores` are: "alignment", or "sharpness" (no pattern expected)
 
     @property
     def summary(self) -> str:
@@ -46,14 +47,15 @@ def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = Non
                    **facts) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources);
     `facts` are LoadedModel's training fields (train_config, resumable, steps, history)."""
-    from minitx.core.alignment import random_alignment_scores
+    from minitx.core.alignment import head_scores
     from minitx.core.model import eval_mode, parameter_breakdown
 
     with eval_mode(model):  # the model may be a live run's: leave its mode as it was
-        scores = random_alignment_scores(model, task, n=128).tolist()
+        measure, scores = head_scores(model, task, n=128)  # sharpness where no pattern is known
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
-                       model.device.type, scores, cfg.n_decoder_layers, cfg.n_heads, path, **facts)
+                       model.device.type, scores.tolist(), cfg.n_decoder_layers, cfg.n_heads, path,
+                       measure=measure, **facts)
 
 
 def shown_name(path: Path) -> str:

@@ -25,10 +25,8 @@ def fraction_text(value: float) -> Text:
     return Text(f"{value:+.2f}", style=style)
 
 
-def _token(ids: list[int], position: int) -> str:
-    from minitx.core.tasks import Task
-
-    return Task.format([ids[position]], strip_special=False) if position < len(ids) else ""
+def _token(ids: list[int], position: int, vocab) -> str:
+    return vocab.label(ids[position]) if position < len(ids) else ""
 
 
 def heads_table(result, n_heads: int) -> Table:
@@ -44,7 +42,7 @@ def heads_table(result, n_heads: int) -> Table:
     return table
 
 
-def streams_table(result) -> Table:
+def streams_table(result, vocab) -> Table:
     """One row per position (the source token, the output produced there), one column per
     stream, so any length fits 80 columns; the last row patches every position at once."""
 
@@ -58,22 +56,21 @@ def streams_table(result) -> Table:
     for header in ("pos", "source", *encoder, "output", *decoder):
         table.add_column(header.replace(".resid", ""), justify="right")
     for position in range(len(result.clean_answer)):
-        table.add_row(str(position), _token(result.clean, position),
-                      *(fraction(n, position) for n in encoder), _token(result.clean_answer, position),
+        table.add_row(str(position), _token(result.clean, position, vocab),
+                      *(fraction(n, position) for n in encoder), _token(result.clean_answer, position, vocab),
                       *(fraction(n, position) for n in decoder))
     table.add_row("all", "", *(fraction_text(result.stream_all[n]) for n in encoder), "",
                   *(fraction_text(result.stream_all[n]) for n in decoder), style="bold")
     return table
 
 
-def patching_report(result, n_heads: int) -> Group:
-    """core.patching.PatchingResult -> the two runs, then the heads' and the streams' tables."""
-    from minitx.core.tasks import Task
-
+def patching_report(result, n_heads: int, vocab) -> Group:
+    """core.patching.PatchingResult -> the two runs, then the heads' and the streams' tables
+    (tokens through the model's vocabulary)."""
     return Group(
-        Text(f"clean     {Task.format(result.clean)}  ->  {Task.format(result.clean_answer)}   "
+        Text(f"clean     {vocab.text(result.clean)}  ->  {vocab.text(result.clean_answer)}   "
              f"logit difference {result.clean_difference:+.2f}"),
-        Text(f"corrupted {Task.format(result.corrupted)}  ->  {Task.format(result.corrupted_answer)}   "
+        Text(f"corrupted {vocab.text(result.corrupted)}  ->  {vocab.text(result.corrupted_answer)}   "
              f"logit difference {result.corrupted_difference:+.2f}"),
         Text(f"recovered fraction (0 corrupted, 1 clean), measured at steps {steps_text(result.steps)}"),
         Text(),
@@ -81,5 +78,5 @@ def patching_report(result, n_heads: int) -> Group:
         heads_table(result, n_heads),
         Text(),
         Text("the residual stream leaving each layer, one position at a time", style="bold"),
-        streams_table(result),
+        streams_table(result, vocab),
     )

@@ -22,6 +22,11 @@ POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
 PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes)
 
 
+def run_name(train_cfg) -> str:
+    """What a run is called: its task, or its data file's name (the task is then "data")."""
+    return Path(train_cfg.data).stem if train_cfg.data else train_cfg.task
+
+
 def available_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -68,7 +73,7 @@ class TrainingRun:
                  resume_from: str | None = None) -> None:
         self.number, self.model_cfg, self.train_cfg, self.path = number, model_cfg, train_cfg, path
         self.post, self.resume_from = post, resume_from
-        self.name = f"run {number} · {'resumed ' if resume_from else ''}{train_cfg.task}"
+        self.name = f"run {number} · {'resumed ' if resume_from else ''}{run_name(train_cfg)}"
         self.trainer = None  # set by the worker; read only when no step is running
         self.first_step = 0  # where it started (a resumed run: the saved step)
         self.saved_step: int | None = None  # the step the last save wrote
@@ -169,14 +174,16 @@ class TrainingRun:
     @staticmethod
     def probe(trainer) -> dict:
         """The live picture: alignment of every head, and the best head's grid on a probe."""
-        from minitx.core.alignment import best_head, random_alignment_scores
+        from minitx.core.alignment import best_head, head_scores
         from minitx.core.probe import probe
-        from minitx.core.tasks import VOCAB
 
-        scores = random_alignment_scores(trainer.model, trainer.task, n=32).tolist()
+        task = trainer.task
+        measure, scores = head_scores(trainer.model, task, n=32)  # alignment, or sharpness
+        scores = scores.tolist()
         best = best_head(scores)
-        source = trainer.probe_ids  # the source the run's history snapshots (the form's probe)
-        result = probe(trainer.model, trainer.task, source)
+        # the source the run's history snapshots (the form's probe, or the task's own example)
+        result = probe(trainer.model, task, trainer.probe_batch)
         return {"rows": result.cross_attention[best[0], best[1]].tolist(),
-                "targets": [VOCAB[t] for t in result.target],
-                "source": [VOCAB[t] for t in source], "scores": scores, "best": best}
+                "targets": task.vocab.labels(result.target),
+                "source": task.vocab.labels(result.src), "scores": scores, "best": best,
+                "measure": measure, "source_text": task.format(result.src)}

@@ -20,6 +20,7 @@ SMOKE_RUNS = {
     "checkpoint_load.py": (["--repeats", "1"], "reverse"),
     "memory.py": (["--steps", "3"], "peak RSS"),
     "tui_latency.py": (["--smoke"], "first paint of minitx-tui"),
+    "data_load.py": (["--smoke", "--threads", "1"], "x reverse"),
 }
 
 

@@ -144,11 +144,11 @@ def test_a_decode_that_reaches_the_length_cap_says_so(tmp_path):
     from minitx.core.checkpoint import save_checkpoint
     from minitx.core.config import ModelConfig
     from minitx.core.model import Seq2Seq
-    from minitx.core.tasks import EOS, get_task
+    from minitx.core.tasks import get_task
 
     model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=16))
     with torch.no_grad():  # a model that never ends: EOS is always the least likely token
-        model.output.bias[EOS] = -100
+        model.output.bias[model.cfg.eos_id] = -100
     path = save_checkpoint(tmp_path / "endless.safetensors", model, get_task("reverse"))
     run = run_cli("decode", str(path), "1 2 3 4")
     assert run.exit_code == 0 and "length cap" in run.stderr

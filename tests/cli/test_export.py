@@ -20,7 +20,7 @@ def test_export_is_inference_only_and_loads_everywhere_the_original_does(tiny_ck
     ckpt = load_checkpoint(out)
     assert not ckpt.resumable and not ckpt.train_state and ckpt.dtype == dtype
     assert ckpt.model_config == load_checkpoint(tiny_ckpt).model_config
-    assert json.loads(ckpt.metadata["vocabulary"])[12] == "<eos>"
+    assert json.loads(ckpt.metadata["vocab"])["tokens"][12] == "<eos>"  # decodes with no data at hand
     for command in (["decode", str(out), "1 2 3"], ["eval", str(out), "--n", "10"],
                     ["inspect", str(out)]):
         assert run_cli(*command).exit_code == 0, command

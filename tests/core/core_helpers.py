@@ -3,7 +3,10 @@
 import torch
 import torch.nn.functional as F
 
-from minitx.core.tasks import PAD, Batch
+from minitx.core.tasks import Batch
+from minitx.core.vocab import DIGITS
+
+PAD = DIGITS.pad  # the digit tasks' padding id
 
 
 def fit(model: torch.nn.Module, batch: Batch, steps: int, lr: float = 1e-3) -> float:

@@ -12,7 +12,6 @@ from minitx.core.compare import compare_loaded, decode_both
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.decode import greedy_decode
 from minitx.core.model import parameter_breakdown
-from minitx.core.tasks import Task
 from minitx.core.train import Trainer, evaluate
 
 TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
@@ -70,8 +69,8 @@ def test_agreement_counts_sequences_whose_greedy_outputs_are_identical(pair):
     a, b, _ = pair
     result = compare_loaded(a, b, n=100, seed=3)
     batch = a.task.batch(100, torch.Generator().manual_seed(3))
-    out_a = [Task.format(row) for row in greedy_decode(a.model, batch.src).tolist()]
-    out_b = [Task.format(row) for row in greedy_decode(b.model, batch.src).tolist()]
+    out_a = [a.task.format(row) for row in greedy_decode(a.model, batch.src).tolist()]
+    out_b = [b.task.format(row) for row in greedy_decode(b.model, batch.src).tolist()]
     expected = sum(x == y for x, y in zip(out_a, out_b)) / 100
     assert result.agreement == pytest.approx(expected)
     assert 0.0 <= result.agreement < 1.0

@@ -7,11 +7,13 @@ import torch
 import torch.nn.functional as F
 from core_helpers import fit
 
+from minitx.core.attention import attention
 from minitx.core.components import VARIANTS, RMSNorm, rms_norm, rotary_angles, rotate_pairs
 from minitx.core.config import ModelConfig
 from minitx.core.decode import Stepper
-from minitx.core.model import MultiHeadAttention, Seq2Seq, attention, parameter_breakdown
+from minitx.core.model import MultiHeadAttention, Seq2Seq, parameter_breakdown
 from minitx.core.tasks import get_task
+from minitx.core.vocab import DIGITS
 
 
 def batch_of(n=8, seed=0):
@@ -201,7 +203,7 @@ def test_learned_positions_are_one_trained_table_per_side():
 
 def test_the_stepper_shows_every_query_head_of_a_grouped_query_model():
     model = Seq2Seq(ModelConfig(kv_heads=1, position_encoding="rope")).eval()
-    stepper = Stepper(model, [3, 1, 4, 1, 5])
+    stepper = Stepper(model, [3, 1, 4, 1, 5], vocab=DIGITS)
     result = stepper.step()
     assert result.cross_attention.shape == (2, 4, 5)  # (layers, query heads, S)
     assert result.self_attention.shape == (2, 4, 1)

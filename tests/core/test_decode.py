@@ -5,7 +5,10 @@ from minitx.core.config import ModelConfig
 from minitx.core.decode import Stepper, exact_match, greedy_decode
 from minitx.core.incremental import IncrementalDecoder
 from minitx.core.model import Seq2Seq
-from minitx.core.tasks import EOS, PAD, get_task
+from minitx.core.tasks import get_task
+from minitx.core.vocab import DIGITS, build_vocab
+
+EOS, PAD = DIGITS.eos, DIGITS.pad
 
 
 @pytest.fixture
@@ -44,7 +47,7 @@ def test_stepper_produces_the_same_tokens_as_batched_greedy(model):
     greedy = greedy_decode(model, batch.src)
     for row, n in zip(range(8), batch.lengths.tolist()):
         src_ids = batch.src[row, :n].tolist()
-        stepper = Stepper(model, src_ids)
+        stepper = Stepper(model, src_ids, vocab=DIGITS)
         stepped = [r.token for r in stepper.run()]
         single = greedy_decode(model, torch.tensor([src_ids]))[0].tolist()
         assert stepped == [t for t in single if t != PAD][: len(stepped)]
@@ -52,7 +55,7 @@ def test_stepper_produces_the_same_tokens_as_batched_greedy(model):
 
 
 def test_stepper_reports_topk_and_attention_rows(model):
-    stepper = Stepper(model, [3, 1, 4, 1, 5], top_k=3)
+    stepper = Stepper(model, [3, 1, 4, 1, 5], top_k=3, vocab=DIGITS)
     result = stepper.step()
     assert result.index == 0 and len(result.top_k) == 3
     probs = [p for _, p in result.top_k]
@@ -66,7 +69,7 @@ def test_stepper_reports_topk_and_attention_rows(model):
 
 
 def test_stepping_back_replays_without_recomputation(model, monkeypatch):
-    stepper = Stepper(model, [9, 8, 7])
+    stepper = Stepper(model, [9, 8, 7], vocab=DIGITS)
     first, second = stepper.step(), stepper.step()
     assert stepper.back() and stepper.position == 1 and stepper.tokens == [first.token]
     calls = []
@@ -78,7 +81,7 @@ def test_stepping_back_replays_without_recomputation(model, monkeypatch):
 
 
 def test_stepper_stops_after_eos_or_cap(model):
-    stepper = Stepper(model, [1, 2, 3, 4])
+    stepper = Stepper(model, [1, 2, 3, 4], vocab=DIGITS)
     results = stepper.run()
     assert stepper.finished and stepper.step() is None
     assert results[-1].is_end or len(results) == stepper.cap
@@ -87,8 +90,9 @@ def test_stepper_stops_after_eos_or_cap(model):
 def test_exact_match_counts_tokens_through_eos_only():
     expected = torch.tensor([[5, 1, EOS, PAD], [2, 2, EOS, PAD]])
     generated = torch.tensor([[5, 1, EOS, 7], [2, 3, EOS, PAD]])
-    assert exact_match(generated, expected).tolist() == [True, False]
-    assert exact_match(torch.tensor([[5, 1]]), torch.tensor([[5, 1, EOS]])).tolist() == [False]
+    assert exact_match(generated, expected, eos=EOS, pad=PAD).tolist() == [True, False]
+    short = exact_match(torch.tensor([[5, 1]]), torch.tensor([[5, 1, EOS]]), eos=EOS, pad=PAD)
+    assert short.tolist() == [False]
 
 
 def test_greedy_decode_returns_an_ordinary_tensor_and_restores_training_mode(model):
@@ -98,3 +102,26 @@ def test_greedy_decode_returns_an_ordinary_tensor_and_restores_training_mode(mod
     assert not out.is_inference()  # usable later as input to anything, autograd included
     embedded = model.tgt_embed(out.clamp(max=model.cfg.vocab_size - 1)).sum()
     embedded.backward()  # would raise for an inference-mode tensor saved for backward
+
+
+def test_decoding_uses_the_models_own_special_ids():
+    # A character vocabulary puts PAD, SOS, EOS at 0, 1, 2: decoding must start from id 1 and
+    # stop at id 2, never at the digit tasks' 11 and 12 (which are ordinary tokens here).
+    vocab, _ = build_vocab({c: 1 for c in "abcdefghijklmnop"}, "char")
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(**vocab.model_fields())).eval()
+    with torch.no_grad():
+        model.output.bias.fill_(-100)
+        model.output.bias[12] = 50  # the digits' EOS id: here the letter 'i', not the end
+        model.output.bias[vocab.eos] = 100
+    out = greedy_decode(model, torch.tensor([[5, 6, 7]]))
+    assert out.tolist() == [[vocab.eos]]
+    stepper = Stepper(model, [5, 6, 7], vocab=vocab)
+    result = stepper.step()
+    assert result.is_end and result.text == "<eos>" and stepper.finished
+
+
+def test_a_stepper_refuses_a_vocabulary_of_another_size(model):
+    vocab, _ = build_vocab({"a": 1}, "char")
+    with pytest.raises(ValueError, match="vocabulary"):
+        Stepper(model, [1, 2], vocab=vocab)

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+import minitx.core.attention
 import minitx.core.model
 from minitx.core.checks import (
     CAUSES,
@@ -70,7 +71,7 @@ def test_an_inverted_triu_mask_is_caught_as_leakage(task, monkeypatch):
     def upper(length, device=None):
         return torch.ones(length, length, dtype=torch.bool, device=device).triu()[None, None]
 
-    monkeypatch.setattr(minitx.core.model, "causal_mask", upper)
+    monkeypatch.setattr(minitx.core.attention, "causal_mask", upper)
     assert check_future_leakage_values(fresh(), task).passed is False
 
 
@@ -134,7 +135,7 @@ def test_the_permutation_check_runs_the_model_without_positions_and_with_them(mo
 def test_the_permutation_check_catches_an_encoder_that_depends_on_order_by_itself(monkeypatch):
     # A causal mask in the encoder: position matters even with no position encoding.
     monkeypatch.setattr(minitx.core.model, "padding_mask_or_none",
-                        lambda tokens, pad: minitx.core.model.causal_mask(tokens.shape[1]))
+                        lambda tokens, pad: minitx.core.attention.causal_mask(tokens.shape[1]))
     result = check_permutation(fresh())
     assert result.passed is False and result.value > 1e-3 and result.cause == CAUSES["position-leak"]
 

@@ -9,7 +9,9 @@ from minitx import checkpoints
 from minitx.core.decode import Stepper, first_wrong_step
 from minitx.core.interventions import ablation
 from minitx.core.lens import logit_lens
-from minitx.core.tasks import EOS, SOS
+from minitx.core.vocab import DIGITS
+
+EOS, SOS = DIGITS.eos, DIGITS.sos  # the digit tasks' ids
 
 SOURCE = [3, 1, 4, 1, 5]
 
@@ -32,7 +34,7 @@ def greedy_continuation(model, src, prefix, steps):
 
 
 def test_a_forced_token_is_kept_and_decoding_continues_greedily_from_it(reverse):
-    stepper = Stepper(reverse.model, SOURCE)
+    stepper = Stepper(reverse.model, SOURCE, vocab=DIGITS)
     stepper.run()
     stepper.position = 2  # at output position 1 (the '1' of 5 1 4 1 3)
     forced = stepper.force(7)
@@ -44,7 +46,7 @@ def test_a_forced_token_is_kept_and_decoding_continues_greedily_from_it(reverse)
 
 
 def test_forcing_before_the_first_step_or_outside_the_vocabulary_is_refused(reverse):
-    stepper = Stepper(reverse.model, SOURCE)
+    stepper = Stepper(reverse.model, SOURCE, vocab=DIGITS)
     with pytest.raises(ValueError, match="step once"):
         stepper.force(3)
     stepper.step()
@@ -54,7 +56,7 @@ def test_forcing_before_the_first_step_or_outside_the_vocabulary_is_refused(reve
 
 def test_teacher_forcing_feeds_the_target_and_records_what_the_model_would_say(reverse):
     target = [9, 9, 9, 9, 9, EOS]  # wrong on purpose: every step is fed a 9
-    stepper = Stepper(reverse.model, SOURCE, teacher=target)
+    stepper = Stepper(reverse.model, SOURCE, teacher=target, vocab=DIGITS)
     results = stepper.run()
     assert stepper.tokens == target and stepper.finished
     with torch.no_grad():
@@ -68,7 +70,7 @@ def test_the_last_layers_lens_is_the_models_own_prediction(reverse):
     with torch.no_grad():
         logits = reverse.model(torch.tensor([SOURCE]), torch.tensor([lens.decoder_input]))[0]
     assert torch.allclose(lens.log_probs[-1], logits.log_softmax(-1), atol=1e-6)
-    stepper = Stepper(reverse.model, SOURCE)
+    stepper = Stepper(reverse.model, SOURCE, vocab=DIGITS)
     for result, row in zip(stepper.run(), lens.log_probs[-1]):
         assert torch.allclose(result.lens[-1], result.log_probs, atol=1e-6)
         assert torch.allclose(result.log_probs, row, atol=1e-5)  # cached steps, the same lens
@@ -81,24 +83,24 @@ def test_the_first_layers_lens_differs_from_the_last(reverse):
 
 
 def test_interventions_reach_the_steppers_lens_and_grids(reverse):
-    plain = Stepper(reverse.model, SOURCE)
-    blind = Stepper(reverse.model, SOURCE, interventions=ablation(reverse.model, ["cross:L2"]))
+    plain = Stepper(reverse.model, SOURCE, vocab=DIGITS)
+    blind = Stepper(reverse.model, SOURCE, interventions=ablation(reverse.model, ["cross:L2"]), vocab=DIGITS)
     plain.run(), blind.run()
     assert plain.tokens != blind.tokens
     assert not torch.allclose(plain.results[0].lens, blind.results[0].lens)
 
 
 def test_entropy_and_log_probabilities_describe_the_whole_distribution(reverse):
-    result = Stepper(reverse.model, SOURCE).step()
+    result = Stepper(reverse.model, SOURCE, vocab=DIGITS).step()
     assert torch.allclose(result.log_probs.exp().sum(), torch.tensor(1.0))
     assert 0.0 <= result.entropy < 0.1  # a trained model is sure
     assert math.log(result.top_k[0][1]) == pytest.approx(float(result.log_probs[5]), abs=1e-6)
-    stepper = Stepper(reverse.model, SOURCE, interventions=ablation(reverse.model, ["cross"]))
+    stepper = Stepper(reverse.model, SOURCE, interventions=ablation(reverse.model, ["cross"]), vocab=DIGITS)
     assert stepper.step().entropy > 0.5  # blind to the source: unsure
 
 
 def test_encoder_self_attention_is_recorded_once_per_source(reverse):
-    stepper = Stepper(reverse.model, SOURCE)
+    stepper = Stepper(reverse.model, SOURCE, vocab=DIGITS)
     grid = stepper.encoder_attention_grid(1, 2)
     assert grid.shape == (5, 5)
     assert torch.allclose(grid.sum(-1), torch.ones(5), atol=1e-5)
@@ -111,4 +113,4 @@ def test_encoder_self_attention_is_recorded_once_per_source(reverse):
     ([5, 1, 4, 1, 3, 3], [5, 1, 4, 1, 3, EOS], 5),
     ([5, 1, 4, 1, 3], [5, 1, 4, 1, 3, EOS], 5)])
 def test_the_first_wrong_step_is_where_the_output_first_differs(generated, expected, step):
-    assert first_wrong_step(generated, expected) == step
+    assert first_wrong_step(generated, expected, EOS) == step

@@ -10,7 +10,10 @@ from minitx.core.config import ModelConfig
 from minitx.core.decode import greedy_decode
 from minitx.core.incremental import IncrementalDecoder
 from minitx.core.model import AttentionMaps, Seq2Seq
-from minitx.core.tasks import EOS, PAD, get_task
+from minitx.core.tasks import get_task
+from minitx.core.vocab import DIGITS
+
+EOS, PAD = DIGITS.eos, DIGITS.pad  # the digit tasks' ids
 
 SRC = torch.tensor([[3, 1, 4, 1, 5], [2, 7, PAD, PAD, PAD]])  # the second row is padded
 PREFIX = torch.tensor([[11, 5, 1, 4, 1], [11, 7, 2, EOS, PAD]])  # decoder inputs, SOS first

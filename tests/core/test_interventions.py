@@ -21,10 +21,11 @@ from minitx.core.interventions import (
     parse_heads,
 )
 from minitx.core.model import Seq2Seq
-from minitx.core.tasks import SOS, get_task
+from minitx.core.tasks import get_task
+from minitx.core.vocab import DIGITS
 
 SRC = torch.tensor([[3, 1, 4, 1, 5, 9]])  # (1, S)
-PREFIX = torch.tensor([[SOS, 9, 5, 1, 4, 1, 3]])  # (1, T): decoder inputs, SOS first
+PREFIX = torch.tensor([[DIGITS.sos, 9, 5, 1, 4, 1, 3]])  # (1, T): decoder inputs, SOS first
 
 
 def fresh(**overrides) -> Seq2Seq:

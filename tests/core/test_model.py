@@ -5,17 +5,14 @@ import torch
 import torch.nn.functional as F
 from core_helpers import fit
 
+from minitx.core.attention import attention, masked_fill_value, padding_mask
+from minitx.core.components import sinusoidal_table
 from minitx.core.config import ModelConfig
-from minitx.core.model import (
-    EncoderLayer,
-    Seq2Seq,
-    attention,
-    masked_fill_value,
-    padding_mask,
-    parameter_breakdown,
-    sinusoidal_table,
-)
-from minitx.core.tasks import PAD, get_task
+from minitx.core.model import EncoderLayer, Seq2Seq, parameter_breakdown
+from minitx.core.tasks import get_task
+from minitx.core.vocab import DIGITS
+
+PAD = DIGITS.pad  # the digit tasks' padding id
 
 
 def reference_batch(n=2, seed=0):

@@ -1,7 +1,10 @@
 import pytest
 import torch
 
-from minitx.core.tasks import EOS, PAD, SOS, TaskInputError, get_task
+from minitx.core.tasks import TaskInputError, get_task
+from minitx.core.vocab import DIGITS
+
+PAD, SOS, EOS = DIGITS.pad, DIGITS.sos, DIGITS.eos
 
 
 def test_reverse_target_is_sos_reversed_source_eos():
@@ -47,6 +50,13 @@ def test_sort_alignment_accepts_any_equal_digit():
     align = task.alignment(torch.tensor([[3, 1, 1]]), torch.tensor([3]))[0]
     assert align[0].tolist() == [False, True, True]  # output 0 is a 1: either source 1 will do
     assert align[2].tolist() == [True, False, False]
+
+
+def test_the_digit_tasks_keep_the_reference_models_13_token_ids():
+    for name in ("reverse", "copy", "sort"):
+        vocab = get_task(name).vocab
+        assert vocab.tokens[:10] == tuple("0123456789") and vocab.size == 13
+        assert (vocab.pad, vocab.sos, vocab.eos, vocab.unk) == (10, 11, 12, None)
 
 
 def test_parse_and_format_round_trip():

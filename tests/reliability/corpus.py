@@ -34,6 +34,8 @@ from minitx.core.checkpoint import read_raw
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.train import Trainer
 
+from .corpus_vocab import data_task_cases, unresumable_data_cases, vocab_cases
+
 SEED = 20261129
 MARKER = "PICKLE_CODE_RAN"
 
@@ -146,6 +148,10 @@ def hostile_files(folder: Path) -> list[tuple[str, Path]]:
     for name, meta in _metadata_tweaks(metadata).items():
         cases[name] = safetensors_bytes(tensors, metadata=meta)
     cases["no_metadata_at_all"] = safetensors_bytes(tensors)
+    for name, meta in vocab_cases(metadata).items():  # hostile vocabularies (corpus_vocab.py)
+        cases[name] = safetensors_bytes(tensors, metadata=meta)
+    for name, (t, meta) in data_task_cases(folder).items():  # a data file's task, tweaked
+        cases[name] = safetensors_bytes(t, metadata=meta)
 
     # Valid safetensors and metadata, wrong tensors.
     for name, changed in _tensor_tweaks(tensors).items():
@@ -435,6 +441,7 @@ def unresumable_files(folder: Path) -> list[tuple[str, Path]]:
     state("history_snapshots_of_another_probe_source",
           history__probe_source=(tensors["history.probe_source"] + 1) % 10)
 
+    cases.update(unresumable_data_cases(folder))
     paths = []
     for name, (t, meta_) in cases.items():
         path = folder / f"{name}.safetensors"

@@ -79,7 +79,10 @@ def test_corpus_covers_every_kind_of_damage(corpus):
                  "metadata_model_config_unknown_field", "metadata_format_version",
                  "tensor_renamed", "shape_transposed", "dtype_int64_weights", "weights_hold_nan",
                  "weights_hold_inf", "pickle_renamed", "torch_save_zip_renamed", "a_directory",
-                 "missing_file", "sparse_file"):
+                 "missing_file", "sparse_file", "vocab_not_json", "vocab_too_many_tokens",
+                 "vocab_token_too_long", "vocab_eos_missing", "vocab_char_for_a_digit_task",
+                 "data_task_vocab_one_token_short", "data_task_heldout_id_out_of_range",
+                 "data_task_sha256_not_hex"):
         assert kind in names, f"corpus has no {kind} case"
     assert len(corpus) > 100
 

@@ -314,7 +314,9 @@ async def test_a_missing_first_checkpoint_opened_from_the_app_is_a_message_and_i
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: not app.loading, "the load to fail")
         assert app.current is None
-        assert "no such file" in str(app.screen.panel.output.render())
+        # The panel hears of the failure just after `loading` drops: wait for it, do not race it.
+        await wait_for(pilot, lambda: "no such file" in str(app.screen.panel.output.render()),
+                       "the message in the panel")
         assert any("cannot open" in m for m in notifications(app))
         await pilot.press("right", "a", "s", "number_sign", "right_square_bracket", "enter")
         await pilot.press("t")

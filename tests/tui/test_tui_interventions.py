@@ -9,7 +9,6 @@ from textual.widgets import Input, OptionList
 from tui_helpers import model_ready, reverse_checkpoint, wait_for
 
 from minitx.core.interventions import Head
-from minitx.core.tasks import VOCAB
 from minitx.tui.app import create_app
 from minitx.tui.screens import compare as compare_screen
 from minitx.tui.screens import explore as explore_screen
@@ -133,7 +132,8 @@ async def test_g_feeds_the_answer_and_shows_what_the_model_would_have_said():
         assert line.startswith("✗ wrong") and "right" in line  # the verdict first, as always
         fed = line.split("fed ")[1].split("  ")[0]  # the answer, * where the model chose otherwise
         assert fed.replace("*", "").split() == ["5", "1", "4", "1", "3", "<eos>"] and "*" in fed
-        assert "model says " + " ".join(VOCAB[t] for t in panel.predictions) in line
+        said = panel.record.task.vocab.labels(panel.predictions)
+        assert "model says " + " ".join(said) in line
         assert "teacher-forced" in str(app.screen.query_one("#title-info").render())
         await pilot.press("g")
         assert not panel.teacher and panel.stepper.teacher is None

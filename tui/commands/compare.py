@@ -32,7 +32,8 @@ WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them a
 @json_option
 def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, device, threads, as_json) -> None:
     """Compare checkpoints A and B (bundled names or paths) on the same fresh sequences
-    (drawn from A's task lengths; each model is scored against its own task).
+    (drawn from A's task lengths; each model is scored against its own task), or on A's
+    held-out pairs for models of your own data. Both must read the same vocabulary.
 
     Shows config differences, parameter counts, exact match overall and per length, how often
     their outputs agree, each layer's and head's alignment score (mean cross-attention on the
@@ -104,7 +105,8 @@ def _summary(c):
     table.add_row("parameters", f"{c.a.params:,}", f"{c.b.params:,}")
     table.add_row(f"exact match ({c.n} sequences, seed {c.seed})", _pct(c.a.accuracy), _pct(c.b.accuracy))
     best = [r.best_head for r in (c.a, c.b)]
-    table.add_row("best alignment head", *(f"L{l + 1} H{h + 1} {s:.2f}" for l, h, s in best))
+    label = "best alignment head" if c.a.head_measure == "alignment" else "sharpest head"
+    table.add_row(label, *(f"L{l + 1} H{h + 1} {s:.2f}" for l, h, s in best))
     from rich.console import Group
 
     if c.weight_distance is None:
@@ -149,6 +151,9 @@ def _alignment(c, expected_a: str, expected_b: str):
             text = f"{score:.3f} {_bar(score)}"
             cells.append(f"[bold]{text}[/]" if best[side] == (layer, head) else text)
         table.add_row(f"L{layer + 1} H{head + 1}", *cells)
+    if c.a.head_measure == "sharpness":
+        return ("[bold]sharpness per layer/head[/] (no expected pattern to score: each head's "
+                "largest weight over the source, averaged; bold: sharpest)", table)
     return f"[bold]alignment score per layer/head[/] (expected {expected}; bold: best head)", table
 
 
@@ -173,10 +178,14 @@ def _weights(c):
 
 
 def _decode_table(c, decoded: dict):
+    from rich.markup import escape  # the texts are a person's data: "[" is not markup
+
     table = _table("model", "prediction", "expected", "correct")
     for side, report in (("a", c.a), ("b", c.b)):
-        ok = decoded[side] == decoded[f"expected_{side}"]
-        mark = "[green]yes[/]" if ok else "[red]no[/]"
-        table.add_row(f"{side.upper()}: {report.name}", decoded[side], decoded[f"expected_{side}"], mark)
+        expected = decoded[f"expected_{side}"]
+        ok = decoded[side] == expected
+        mark = "-" if expected is None else "[green]yes[/]" if ok else "[red]no[/]"
+        table.add_row(f"{side.upper()}: {escape(report.name)}", escape(decoded[side]),
+                      escape(expected or "(not known)"), mark)
     agree = "the two predictions agree" if decoded["agree"] else "the two predictions differ"
-    return f"[bold]source {decoded['source']}[/]: {agree}", table
+    return f"[bold]source {escape(decoded['source'])}[/]: {agree}", table

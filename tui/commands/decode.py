@@ -38,33 +38,37 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict
     everything as plain data: the prediction, each step's top-k, log-probability and entropy, and
     cross-attention as [layer][head][step][source]."""
     from minitx.core.decode import Stepper
-    from minitx.core.tasks import VOCAB
 
+    task, vocab = ckpt.task, ckpt.task.vocab
     limit = ckpt.model_config.max_len - 2  # room for SOS and EOS in the positional table
-    ids = ckpt.task.parse(source_text, max_len=limit)
-    stepper = Stepper(ckpt.model, ids, top_k=top_k, interventions=interventions)
+    ids = task.parse(source_text, max_len=limit)
+    stepper = Stepper(ckpt.model, ids, top_k=top_k, cap=task.decode_cap(len(ids), ckpt.model_config.max_len),
+                      interventions=interventions, vocab=vocab)
     results = stepper.run()
-    prediction = ckpt.task.format(stepper.tokens)
-    expected = ckpt.task.format(ckpt.task.expected_output(ids))
+    prediction = task.format(stepper.tokens)
+    expected_ids = task.expected_output(ids)
+    expected = None if expected_ids is None else task.format(expected_ids)
     layers, heads = results[0].cross_attention.shape[:2] if results else (0, 0)
     cross = [
         [[r.cross_attention[layer, head].tolist() for r in results] for head in range(heads)]
         for layer in range(layers)
     ]
     return {
-        "source": ckpt.task.format(ids),
+        "source": task.format(ids),
+        "source_tokens": vocab.labels(ids),  # one visible label per token (space as ␣)
         "prediction": prediction,
         "expected": expected,
-        "correct": prediction == expected and bool(results) and results[-1].is_end,
+        "correct": None if expected is None else (prediction == expected and bool(results)
+                                                  and results[-1].is_end),
         "finished": bool(results) and results[-1].is_end,  # False: stopped at the length cap
-        "within_training_lengths": ckpt.task.min_len <= len(ids) <= ckpt.task.max_len,
+        "within_training_lengths": task.min_len <= len(ids) <= task.max_len,
         "ablated": [str(h) for h in stepper.interventions.ablated],
         "steps": [
             {
                 "index": r.index,
                 "token": r.token,
-                "text": VOCAB[r.token],
-                "top_k": [{"token": t, "text": VOCAB[t], "p": p} for t, p in r.top_k],
+                "text": r.text,
+                "top_k": [{"token": t, "text": vocab.label(t), "p": p} for t, p in r.top_k],
                 "log_p": float(r.log_probs[r.token]),
                 "entropy": r.entropy,
             }
@@ -108,7 +112,7 @@ def _sources(args: list[str]) -> list[str]:
 )
 @click.option(
     "--top-k",
-    type=click.IntRange(min=1, max=13),
+    type=click.IntRange(min=1, max=50),
     default=5,
     show_default=True,
     help="Most likely next tokens recorded per step (JSON output).",
@@ -125,16 +129,21 @@ def _sources(args: list[str]) -> list[str]:
 def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, device, threads) -> None:
     """Predict the output for SOURCE with a checkpoint (default: the bundled reverse model).
 
+    The output is printed as text: characters joined for a character-level model, words and
+    digits separated by spaces. A source with a token the model never saw is refused, naming it.
+
     \b
     Examples:
       minitx decode reverse "3 1 4 1 5"        # prints 5 1 4 1 3
       minitx decode "3 1 4 1 5" --attention --numbers
       minitx decode sort 31415 27182 --json
+      minitx decode dates "Tuesday, 1 December 2026"   # prints 2026-12-01
       printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy   # a source per line
       minitx decode reverse "3 1 4 1 5" --ablate cross:L2   # without layer 2's cross-attention
 
-    A source is digits, with or without spaces. Without colour (NO_COLOR, a
-    16-colour terminal, a pipe) --attention prints the weights as numbers.
+    A source is digits (with or without spaces) for the digit tasks, text for dates and for a
+    model of your own pairs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
+    --attention prints the weights as numbers.
     """
     apply_threads(threads)
     args = list(args)
@@ -160,7 +169,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
         from minitx.tui.commands.render import trace_renderable
 
         for trace in traces:
-            out.print(trace_renderable(trace, show_numbers))
+            out.print(trace_renderable(trace, show_numbers, width=out.width))
         return
     outside = [t["source"] for t in traces if not t["within_training_lengths"]]
     if outside:  # one note, not one per line of a long stdin

@@ -62,6 +62,11 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
       minitx doctor --bug no-scale --quick       # what a missing 1/sqrt(d_k) looks like
       minitx doctor my-run.safetensors --quick || echo "something is wrong"
 
+    A model of your own pairs (or a fresh one for --data FILE) is checked on its held-out
+    pairs wherever a check needs examples; the alignment check applies only when the data names
+    an expected pattern (train with --expect), otherwise it reports each head's sharpness and
+    is skipped. Every skipped check says why.
+
     The overfit-one-batch check trains a fresh copy for 400 steps (several seconds on a CPU);
     --quick skips it.
     """
@@ -133,6 +138,7 @@ def _subject(ckpt, device: str, fresh: dict):
             {
                 "checkpoint": str(checkpoint.path),
                 "task": checkpoint.task.name,
+                "examples": checkpoint.task.evaluated_on,
                 "model_config": checkpoint.model_config.to_dict(),
             },
         )
@@ -147,6 +153,7 @@ def _subject(ckpt, device: str, fresh: dict):
         {
             "checkpoint": None,
             "task": task.name,
+            "examples": task.evaluated_on,
             "model_config": model.cfg.to_dict(),
         },
     )
@@ -203,7 +210,8 @@ class _Report:
         cfg = subject["model_config"]
         what = subject["checkpoint"] or "a fresh (untrained) model"
         self.out.print(
-            f"[bold]doctor[/] {what} · task {subject['task']} · {cfg['norm']}-norm d_model "
+            f"[bold]doctor[/] {what} · task {subject['task']} (checks on {subject['examples']}) · "
+            f"{cfg['norm']}-norm d_model "
             f"{cfg['d_model']} heads {cfg['n_heads']} layers {cfg['n_encoder_layers']}+"
             f"{cfg['n_decoder_layers']}",
             highlight=False,

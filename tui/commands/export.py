@@ -58,6 +58,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
       minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
       minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
       minitx export reverse --trace "3 1 4 1 5" --ablate cross:L2.H1 --out ablated.svg
+      minitx export dates --trace "1 dec 26" --format svg --out dates.svg
 
     --ablate applies to --trace exports: a checkpoint keeps every head.
     """
@@ -75,9 +76,6 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
         if out is None:
             raise click.UsageError("give --out FILE.safetensors (or --trace SOURCE for a trace)")
         extra = {k: checkpoint.metadata[k] for k in KEEP_METADATA if k in checkpoint.metadata}
-        from minitx.core.tasks import VOCAB
-
-        extra["vocabulary"] = json.dumps(list(VOCAB))
         save_checkpoint(
             out,
             checkpoint.model,
@@ -114,7 +112,7 @@ def _csv(trace: dict, title: str, numbers: bool) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["step", "token", "p", "layer", "head", "source_position", "source_token", "weight"])
-    source = trace["source"].split()
+    source = trace["source_tokens"]
     for layer, heads in enumerate(trace["cross_attention"]):
         for head, grid in enumerate(heads):
             for step, row in zip(trace["steps"], grid, strict=True):

@@ -1,4 +1,4 @@
-"""`minitx eval`, `minitx inspect` and `minitx list`: what a checkpoint is and how good it is."""
+"""`minitx inspect` and `minitx list`: what a checkpoint is (`minitx eval`, how good: evaluate.py)."""
 
 from __future__ import annotations
 
@@ -7,143 +7,23 @@ import json
 import click
 
 from minitx.tui.commands.common import (
-    ablate_options,
-    ablated_name,
-    apply_threads,
     console,
     echo_json,
-    interventions_for,
     json_option,
-    lengths_option_value,
     load_checkpoint_arg,
-    sample_options,
     shown_value,
-    threads_option,
 )
-
-
-@click.command("eval", short_help="Exact-match accuracy on fresh sequences.")
-@click.argument("ckpt", required=False)
-@sample_options("Fresh random sequences to decode.")
-@click.option(
-    "--lengths",
-    metavar="MIN-MAX",
-    default=None,
-    help="Source lengths, e.g. 4-10 or 12-16. [default: the lengths it was trained on]",
-)
-@click.option("--failures", "show_failures", type=click.IntRange(min=0), default=0, metavar="N",
-              help="Also list up to N wrong outputs, each with the step where it first goes wrong.")
-@ablate_options()
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
-@threads_option
-@json_option
-def eval_cmd(ckpt, n, seed, lengths, show_failures, ablate, ablate_kind, device, threads, as_json) -> None:
-    """Exact-match accuracy of CKPT (default: reverse) on fresh random sequences.
-
-    \b
-    Examples:
-      minitx eval reverse --n 1000
-      minitx eval my-run.safetensors --lengths 11-20 --json    # does it generalise?
-      minitx eval reverse --ablate cross:L2 --failures 5      # without layer 2's cross-attention
-    """
-    apply_threads(threads)
-    from minitx.core.train import evaluate
-
-    checkpoint = load_checkpoint_arg(ckpt, device)
-    task = checkpoint.task
-    lo, hi = lengths_option_value(lengths, (task.min_len, task.max_len))
-    limit = checkpoint.model_config.max_len - 2
-    if hi > limit:
-        raise click.BadParameter(
-            f"this model takes sources of at most {limit} tokens, not {hi}", param_hint="--lengths"
-        )
-    interventions = interventions_for(checkpoint, ablate, ablate_kind)
-    with interventions.applied(checkpoint.model):
-        result = evaluate(checkpoint.model, task, n=n, seed=seed, min_len=lo, max_len=hi)
-        failures = _failures(checkpoint, n, seed, lo, hi, show_failures)
-    if as_json:
-        echo_json(
-            {
-                "checkpoint": str(checkpoint.path),
-                "task": task.name,
-                "n": result.n,
-                "seed": seed,
-                "lengths": [lo, hi],
-                "accuracy": result.accuracy,
-                "by_length": {str(k): v for k, v in sorted(result.by_length.items())},
-                "ablated": [str(h) for h in interventions.ablated],
-                "ablate_kind": ablate_kind if interventions.ablated else None,
-                **({"failures": [f.to_dict() for f in failures]} if show_failures else {}),
-            }
-        )
-        return
-    correct = round(result.accuracy * result.n)
-    if interventions.ablated:
-        click.echo(ablated_name(task.name, interventions, checkpoint.model_config.n_heads))
-    click.echo(
-        f"{task.name}: exact match {result.accuracy:.1%} ({correct}/{result.n}) "
-        f"on fresh sequences of length {lo}-{hi}, seed {seed}"
-    )
-    for length, acc in sorted(result.by_length.items()):
-        note = "" if task.min_len <= length <= task.max_len else "  (not trained on)"
-        click.echo(f"  length {length:>3}  {acc:7.1%}  {_bar(acc)}{note}")
-    if show_failures:
-        _print_failures(failures, result.n - correct)
-
-
-def _failures(checkpoint, n: int, seed: int, lo: int, hi: int, limit: int) -> list:
-    if not limit:
-        return []
-    from minitx.core.failures import find_failures
-
-    return find_failures(checkpoint.model, checkpoint.task, n=n, seed=seed, limit=limit,
-                         min_len=lo, max_len=hi)[0]
-
-
-def _print_failures(failures, wrong: int) -> None:
-    """Each failure on two lines: source and step, then what came out against what should have,
-    the first wrong token marked."""
-    from minitx.core.tasks import Task
-
-    if not failures:
-        click.echo("no wrong outputs")
-        return
-    click.echo(f"first {len(failures)} of {wrong} wrong outputs ([ ] marks the first wrong token):")
-    for f in failures:
-        click.echo(f"  {Task.format(f.source)}  wrong from step {f.first_wrong + 1}")
-        click.echo(f"    got      {_marked(f.output, f.first_wrong)}")
-        click.echo(f"    expected {_marked(f.expected, f.first_wrong)}")
-
-
-def _marked(ids: list[int], step: int) -> str:
-    """'5 1 [6] 1 3': the tokens up to EOS (shown only where it is the marked one), the token at
-    `step` in brackets; a sequence that ended before `step` gets '[ ]'."""
-    from minitx.core.tasks import EOS, Task
-
-    words = [Task.format([i], strip_special=False) for i in ids]
-    if len(words) <= step:
-        words += ["[ ]"]
-    else:
-        words[step] = f"[{words[step]}]"
-    if ids and ids[-1] == EOS and len(ids) - 1 != step:
-        words.pop()
-    return " ".join(words)
-
-
-def _bar(fraction: float, width: int = 20) -> str:
-    full = round(fraction * width)
-    return "█" * full + "·" * (width - full)
 
 
 def inspect_data(ckpt) -> dict:
     """Everything `inspect` shows, as plain data."""
-    from minitx.core.alignment import random_alignment_scores
+    from minitx.core.alignment import head_scores
     from minitx.core.checkpoint import describe_size
     from minitx.core.components import components
     from minitx.core.model import block_parameters, parameter_breakdown
-    from minitx.core.tasks import VOCAB
 
-    meta = ckpt.metadata
+    meta, task, vocab = ckpt.metadata, ckpt.task, ckpt.task.vocab
+    measure, scores = head_scores(ckpt.model, task)  # 256 of the task's examples
     try:  # informational only: a file without it (or with a broken one) is still inspectable
         train_cfg = json.loads(meta["train_config"])
     except (KeyError, ValueError, TypeError, RecursionError):
@@ -157,21 +37,24 @@ def inspect_data(ckpt) -> dict:
         "minitx_version": meta.get("minitx_version"),
         "resumable": ckpt.resumable,
         "task": {
-            **ckpt.task.to_dict(),
-            "description": ckpt.task.description,
-            "expected_alignment": ckpt.task.alignment_name,
+            **{k: v for k, v in task.to_dict().items() if k != "heldout"},  # ids: --json of eval
+            "description": task.description,
+            "expected_alignment": task.alignment_name,
+            "evaluated_on": task.evaluated_on,
+            **({"heldout_pairs_kept": len(task.heldout)} if hasattr(task, "heldout") else {}),
         },
-        "vocabulary": list(VOCAB),
+        "vocabulary": list(vocab.tokens),
+        "vocab": {"level": vocab.level, "size": vocab.size,
+                  "specials": {k: getattr(vocab, k) for k in ("pad", "sos", "eos", "unk")}},
         "model_config": ckpt.model_config.to_dict(),
         "train_config": train_cfg,
         "parameters": parameter_breakdown(ckpt.model),
         "blocks": block_parameters(ckpt.model),
         "components": components(ckpt.model_config),
-        "alignment": {  # rows are decoder layers, columns heads; 256 fresh sequences
-            "expected": ckpt.task.alignment_name,
-            "scores": [
-                [round(float(s), 4) for s in row] for row in random_alignment_scores(ckpt.model, ckpt.task)
-            ],
+        "alignment": {  # rows are decoder layers, columns heads; 256 of the task's examples
+            "expected": task.alignment_name,
+            "measure": measure,  # "alignment", or "sharpness" when no pattern is expected
+            "scores": [[round(float(s), 4) for s in row] for row in scores],
         },
         "training": ckpt.summary,
         "history": ckpt.history.to_dict() if ckpt.history is not None else None,
@@ -200,10 +83,13 @@ def describe_history(history) -> str:
 @json_option
 def inspect_cmd(ckpt, as_json) -> None:
     """Config, task, vocabulary, parameter counts and training summary of CKPT (default: reverse).
+    A model of your own pairs also shows the data file it was trained on (name, size, sha256,
+    pair counts) and its vocabulary.
 
     \b
     Examples:
       minitx inspect reverse
+      minitx inspect dates
       minitx inspect my-run.safetensors --json
     """
     checkpoint = load_checkpoint_arg(ckpt)
@@ -220,11 +106,15 @@ def inspect_cmd(ckpt, as_json) -> None:
         f"v{info['format_version']} · minitx {info['minitx_version']} · "
         f"{'resumable' if info['resumable'] else 'inference only'}"
     )
+    pattern = (f"a trained model's cross-attention is {task['expected_alignment']}"
+               if task["expected_alignment"] else "no expected cross-attention pattern")
     out.print(
-        f"task [bold]{task['name']}[/]: {task['description']}, lengths {task['min_len']}-"
-        f"{task['max_len']}; a trained model's cross-attention is {task['expected_alignment']}"
+        f"task [bold]{task['name']}[/]: {task['description']}, source lengths {task['min_len']}-"
+        f"{task['max_len']}; {pattern}", highlight=False, markup=True,
     )
-    out.print("vocabulary " + " ".join(f"{i}:{t}" for i, t in enumerate(info["vocabulary"])))
+    if "provenance" in task:
+        out.print(_provenance(task), highlight=False)
+    out.print(_vocabulary(checkpoint.task.vocab), highlight=False)
     params = Table(title="parameters", title_justify="left")
     params.add_column("component")
     params.add_column("count", justify="right")
@@ -270,8 +160,43 @@ def _blocks_table(blocks: dict, parts: dict):
     return table
 
 
+SHOWN_TOKENS = 300  # a word vocabulary can hold 50,000: --json lists them all
+
+
+def _vocabulary(vocab):
+    """'vocabulary 0:0 1:1 ...' for the digits; else the size and every token's label."""
+    from rich.markup import escape
+
+    if vocab.level == "digits":
+        return "vocabulary " + " ".join(f"{i}:{t}" for i, t in enumerate(vocab.tokens))
+    real = vocab.real_ids()
+    what = {"char": "characters", "word": "words"}[vocab.level]
+    shown = " ".join(vocab.label(i) for i in real[:SHOWN_TOKENS])
+    more = f" … and {len(real) - SHOWN_TOKENS:,} more (--json lists them)" if len(real) > SHOWN_TOKENS else ""
+    specials = " ".join(f"{i}:{vocab.tokens[i]}" for i in vocab.specials)
+    return escape(f"vocabulary: {len(real):,} {what} (␣ is a space) and {specials}: {shown}{more}")
+
+
+def _provenance(task: dict) -> str:
+    from rich.markup import escape
+
+    p, c = task["provenance"], task["counts"]
+    data = p["data"]
+    held = (f"held out: {p['valid']['file']} ({p['valid']['pairs']:,} pairs)" if p.get("valid")
+            else f"{c['heldout']:,} held out (seed {p['seed']})")
+    text = (f"trained on {data['file']} ({data['format']}, {data['size']:,} bytes, sha256 "
+            f"{data['sha256'][:16]}…): {c['read']:,} pairs read, {c['train']:,} trained on, {held}; "
+            f"{p['tokens']} tokens")
+    if c.get("skipped_too_long"):
+        text += f"; {c['skipped_too_long']:,} skipped as too long"
+    if c.get("unknown_heldout_tokens"):
+        text += f"; {c['unknown_heldout_tokens']:,} held-out tokens unseen in training (read as <unk>)"
+    return escape(text)
+
+
 def _alignment_table(alignment: dict):
-    """Each decoder layer's and head's alignment score (from core); the best head in bold."""
+    """Each decoder layer's and head's alignment score (or sharpness, when the task expects no
+    pattern), from core; the best head in bold."""
     from rich.table import Table
 
     scores = alignment["scores"]
@@ -288,6 +213,11 @@ def _alignment_table(alignment: dict):
         "[bold]alignment score[/] per layer/head: cross-attention mass on the source position the "
         f"task expects ({alignment['expected']}); 1 is a perfect head, uniform attention scores ~1/length"
     )
+    if alignment["measure"] == "sharpness":
+        heading = ("[bold]sharpness[/] per layer/head (no alignment score: this data file names no "
+                   "expected pattern; train with --expect diagonal or anti-diagonal for one): each "
+                   "head's largest weight over the source, averaged over outputs; 1 looks at one "
+                   "position, uniform attention ~1/length")
     return Group(heading, table)
 
 

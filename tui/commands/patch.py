@@ -63,7 +63,7 @@ def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
         return
     from minitx.tui.patch_report import patching_report
 
-    console().print(patching_report(result, checkpoint.model_config.n_heads))
+    console().print(patching_report(result, checkpoint.model_config.n_heads, checkpoint.task.vocab))
 
 
 @click.command("lens", short_help="The logit lens: what each decoder layer would predict.")
@@ -92,20 +92,20 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
     checkpoint = load_checkpoint_arg(name, device)
     ids = _parse(checkpoint, text, "SOURCE")
     from minitx.core.lens import logit_lens
-    from minitx.core.tasks import VOCAB, Task
+
+    task, vocab = checkpoint.task, checkpoint.task.vocab
 
     lens = logit_lens(checkpoint.model, ids, interventions=interventions_for(checkpoint, ablate, ablate_kind))
     tops = lens.top(top_k)  # [layer][step] -> [(token, p)]
     if as_json:
-        echo_json({"checkpoint": str(checkpoint.path), "source": Task.format(ids),
-                   "decoder_input": [VOCAB[t] for t in lens.decoder_input],
-                   "layers": [[[{"token": VOCAB[t], "p": p} for t, p in step] for step in layer]
+        echo_json({"checkpoint": str(checkpoint.path), "source": task.format(ids),
+                   "decoder_input": vocab.labels(lens.decoder_input),
+                   "layers": [[[{"token": vocab.label(t), "p": p} for t, p in step] for step in layer]
                               for layer in tops]})
         return
     from rich.table import Table
 
-    def shown(token: int) -> str:
-        return Task.format([token], strip_special=False)
+    shown = vocab.label
 
     table = Table(box=None, padding=(0, 1), header_style="bold")
     table.add_column("step", justify="right")
@@ -116,6 +116,6 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
         cells = ["  ".join(f"{shown(t)} {p:.2f}" for t, p in layer[step]) for layer in tops]
         table.add_row(str(step + 1), shown(fed), *cells)
     out = console()
-    out.print(f"source {Task.format(ids)}: each decoder layer's top {top_k} at every step")
+    out.print(f"source {task.format(ids)}: each decoder layer's top {top_k} at every step")
     table.caption, table.caption_justify = "fed: the decoder's input at that step", "left"
     out.print(table)

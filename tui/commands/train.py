@@ -54,13 +54,16 @@ def train_cmd(**opts) -> None:
       minitx train --position-encoding rope --out rope.safetensors   # one component swapped
       minitx train --recipe modern --out modern.safetensors   # RMSNorm, RoPE, SwiGLU, GQA
       minitx train --until 99% --steps 3000   # stop once it is good enough
+      minitx train --data pairs.tsv --steps 2000 --out mine.safetensors   # your own pairs
+      minitx train --data train.tsv --valid valid.tsv --tokens word --out mine.safetensors
+      minitx train --task dates --steps 3000 --out dates.safetensors
 
     docs/training.md describes the recipes, docs/components.md the component switches
     (--norm-kind, --position-encoding, --activation swiglu, --kv-heads; `minitx lab` compares
-    them side by side). Ctrl-C saves a resumable checkpoint (continue it
-    with --resume) and exits with 130. The checkpoint keeps the run's curves and attention
-    snapshots (minitx curves FILE draws them; docs/curves.md). On resume a larger --steps never
-    raises the learning rate.
+    them side by side), docs/data.md training on your own pairs. Ctrl-C saves a resumable
+    checkpoint (continue it with --resume) and exits with 130. The checkpoint keeps the run's
+    curves and attention snapshots (minitx curves FILE draws them; docs/curves.md). On resume a
+    larger --steps never raises the learning rate.
     """
     apply_threads(opts["threads"])
     from minitx.core.train import Trainer, TrainingDiverged
@@ -76,7 +79,8 @@ def train_cmd(**opts) -> None:
     else:
         model_cfg, train_cfg = config_options.configs(*config_options.recipe_configs(opts["recipe"]), opts)
         trainer = Trainer(model_cfg, train_cfg)
-        out_path = Path(opts["out"]) if opts["out"] else unused_run_path(train_cfg.task)
+        stem = Path(train_cfg.data).stem if train_cfg.data else train_cfg.task
+        out_path = Path(opts["out"]) if opts["out"] else unused_run_path(stem)
     from minitx.core.checkpoint import check_writable
 
     check_writable(out_path)  # fail before training, not after minutes of it
@@ -86,6 +90,9 @@ def train_cmd(**opts) -> None:
             "pass a larger --steps to continue it"
         )
     _warn_if_shadowed(out_path)
+    if not opts["quiet"]:
+        for note in getattr(trainer.task, "notes", list)():  # a data file's skipped pairs, once
+            click.echo(f"note: {note}", err=True)
     reporter = Reporter(trainer, quiet=opts["quiet"] or opts["as_json"], log_every=opts["log_every"],
                         metrics=opts["metrics"], resume=bool(opts["resume"]))
     try:
@@ -208,14 +215,15 @@ def _report_result(trainer, out_path: Path, as_json: bool) -> None:
             }
         )
         return
-    acc = trainer.last_accuracy
+    acc, task = trainer.last_accuracy, trainer.task
     if trainer.until_reached_at is not None:
         click.echo(f"reached {acc:.1%} exact match at step {trainer.until_reached_at} "
                    f"(--until {trainer.cfg.until:.1%}; --steps allowed {trainer.cfg.steps})")
     resumed = trainer.seconds_at_start > 0
     in_all = f" ({trainer.seconds:.0f} s in all)" if resumed else ""
+    n = min(trainer.cfg.eval_size, len(task.heldout)) if hasattr(task, "heldout") else trainer.cfg.eval_size
     click.echo(
-        f"final exact match {acc:.1%} on {trainer.cfg.eval_size} fresh sequences "
+        f"final exact match {acc:.1%} on {n} {task.evaluated_on} "
         f"· loss {summary['loss']:.4f} · {trainer.seconds_this_run:.0f} s this run{in_all}"
     )
     click.echo(f"saved {out_path} (resumable; `minitx export` makes a copy to share)")

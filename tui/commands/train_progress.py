@@ -42,7 +42,7 @@ def describe_run(trainer) -> str:
     bug = f" bug={t.bug}" if t.bug else ""
     # Two lines that each fit 80 columns: the model, then the run.
     return (
-        f"training {t.task} {t.min_len}-{t.max_len} · {m.norm}-norm d_model {m.d_model} "
+        f"{_training_what(trainer.task)}{m.norm}-norm d_model {m.d_model} "
         f"heads {m.n_heads} layers {m.n_encoder_layers}+{m.n_decoder_layers} · {params:,} params\n"
         f"steps {t.steps} · batch {t.batch_size} · lr {t.lr:g} {t.schedule}, warmup {t.warmup} · "
         f"{trainer.device.type}{bug}"
@@ -52,6 +52,20 @@ def describe_run(trainer) -> str:
 def short_loss(value: float) -> str:
     """0.1523, or 3.1e-05 once four decimals would read 0.0000."""
     return f"{value:.4f}" if value >= 0.01 else f"{value:.1e}"
+def _training_what(task) -> str:
+    """'training reverse 4-10 · ', or a data file's summary on a line of its own (too long to
+    share one with the model at 80 columns)."""
+    what = task_summary(task)
+    return f"training on {what}\n" if task.name == "data" else f"training {what} · "
+
+
+def task_summary(task) -> str:
+    """'reverse 4-10', 'dates', or 'pairs.tsv: 9,500 pairs (500 held out), 42 char tokens'."""
+    if task.name == "data":
+        c, file = task.counts, task.provenance["data"]["file"]
+        return (f"{file}: {c['train']:,} pairs ({c['heldout']:,} held out), "
+                f"{task.vocab.size - len(task.vocab.specials)} {task.vocab.level} tokens")
+    return f"{task.name} {task.min_len}-{task.max_len}" if task.exact_lengths else task.name
 
 
 def log_line(stats) -> str:

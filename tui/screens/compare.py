@@ -27,8 +27,8 @@ from minitx.tui.widgets.curve_chart import CurveChart
 from minitx.tui.widgets.decode_panel import DecodePanel
 from minitx.tui.widgets.diffgrid import DiffGrid, difference
 from minitx.tui.widgets.keybar import KeyBar
-from minitx.tui.widgets.output_line import OutputLine, Tokens
-from minitx.tui.widgets.source_bar import DEFAULT_SOURCE, SourceBar
+from minitx.tui.widgets.output_line import OutputLine, token_line
+from minitx.tui.widgets.source_bar import SourceBar
 from minitx.tui.widgets.titlebar import TitleBar
 
 SUMMARY_SEQUENCES = 200  # fresh sequences both models decode for the summary (a few seconds)
@@ -153,7 +153,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _load(self, a: str, b: str) -> None:
         from minitx.core.checkpoint import CheckpointError
-        from minitx.core.compare import compare_loaded
+        from minitx.core.compare import check_comparable, compare_loaded
         from minitx.tui.loaded import load_checkpoint_record
 
         worker = get_current_worker()
@@ -167,6 +167,11 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         if worker.is_cancelled:
             return
         (ckpt_a, record_a), (ckpt_b, record_b) = loaded["A"], loaded["B"]
+        try:  # the same ids must mean the same tokens to both, or one source means two things
+            check_comparable(ckpt_a, ckpt_b)
+        except ValueError as e:
+            self.post_message(PairFailed(f"{a} and {b}", str(e)))
+            return
         self.post_message(PairLoaded(record_a, record_b, (ckpt_a, ckpt_b)))
         result = compare_loaded(ckpt_a, ckpt_b, n=SUMMARY_SEQUENCES, names=(record_a.name, record_b.name))
         if not worker.is_cancelled:
@@ -229,8 +234,9 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.select_head(min(panels["A"].layer_index, layers - 1), min(panels["A"].head_index, heads - 1))
         bar = self.query_one(SourceBar)
         if not self.set_source(bar.text):
-            bar.show_source(DEFAULT_SOURCE)
-            self.set_source(DEFAULT_SOURCE)
+            example = message.a.task.example()
+            bar.show_source(example)
+            self.set_source(example)
         self.action_run()  # the whole decode of both at first sight
 
     def on_summary_ready(self, message: SummaryReady) -> None:
@@ -307,11 +313,14 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         lines = []
         for side, panel in panels.items():
             s = panel.stepper
+            level = panel.record.task.vocab.level
             parts = [Text(f"{side} {panel.record.name:<{width}}", style="bold"),
                      panel.verdict() if s.finished else Text("·", style="dim"),
-                     Tokens([r.text for r in s.results[: s.position]] or ["·"])]
-            if s.finished and not panel.correct:
-                parts.append(Tokens(panel.expected.split(), label="expected "))
+                     token_line([r.text for r in s.results[: s.position]] or ["·"], level)]
+            expected = panel.expected
+            if s.finished and panel.correct is False and expected is not None:
+                parts.append(token_line(list(expected) if level == "char" else expected.split(),
+                                        level, "expected "))
             lines.append(parts)
         self.query_one("#pair-output", OutputLine).show(*lines)
 

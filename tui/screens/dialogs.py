@@ -235,8 +235,7 @@ class FailuresScreen(ModalScreen[object]):
         self.post_message(FailuresReady(failures, wrong, self.SEQUENCES))
 
     def on_failures_ready(self, message: FailuresReady) -> None:
-        from minitx.core.tasks import Task
-
+        task = self.decoded[1]
         self.failures = message.failures
         listing = self.query_one("#failures-list", OptionList)
         listing.loading = False
@@ -245,8 +244,8 @@ class FailuresScreen(ModalScreen[object]):
             summary.update(f"✗ {message.error}")
             return
         shown = f" (the first {len(message.failures)})" if message.wrong > len(message.failures) else ""
-        summary.update(f"{message.wrong} of {message.n} fresh sequences wrong{shown}")
-        options = [Option(f"{Task.format(f.source):<20} → {Task.format(f.output):<20} "
+        summary.update(f"{message.wrong} of {message.n} {task.evaluated_on} wrong{shown}")
+        options = [Option(f"{task.format(f.source):<20} → {task.format(f.output):<20} "
                           f"wrong from step {f.first_wrong + 1}", id=f"failure-{i}")
                    for i, f in enumerate(message.failures)]
         listing.add_options(options or [Option("none: every sequence is right", disabled=True)])

@@ -22,7 +22,7 @@ from minitx.tui.errors import one_line_errors
 from minitx.tui.messages import ImportanceProgress, ImportanceReady
 from minitx.tui.widgets.decode_panel import DecodePanel
 from minitx.tui.widgets.keybar import KeyBar
-from minitx.tui.widgets.source_bar import DEFAULT_SOURCE, SourceBar
+from minitx.tui.widgets.source_bar import SourceBar
 from minitx.tui.widgets.timeline import Timeline
 from minitx.tui.widgets.titlebar import TitleBar
 
@@ -153,14 +153,17 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         if self.timeline_shown():
             self._show_timeline()
         self.refresh_bindings()
-        # Keep the source on screen; never leave the old model's decode: a source the new model
-        # cannot take falls back to the last good one, then to the default.
         self.workers.cancel_group(self, "importance")
+        # Keep the source on screen for a model of the same tokens; never leave the old model's
+        # decode: a source the new model cannot take falls back to the last good one, then to
+        # the task's own example (a date for dates, a held-out pair for a data file).
+        same_tokens = panel.record is not None and panel.record.task.vocab == app.current.task.vocab
         shown = self.shown_source()
         panel.set_model(app.current)
         self._draw_title()
         bar = self.query_one(SourceBar)
-        for text in (bar.text, shown, DEFAULT_SOURCE):
+        example = app.current.task.example()
+        for text in ((bar.text, shown, example) if same_tokens else (example,)):
             if text and self.set_source(text):
                 bar.show_source(text)
                 break
@@ -191,6 +194,10 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         panel = self.panel
         if panel.stepper is None:
             return
+        if not panel.teacher and panel.answer is None:
+            self.notify(f"the {panel.record.task.name} task cannot tell the answer for a typed "
+                        "source: nothing to feed the decoder", severity="warning", timeout=4)
+            return
         panel.set_teacher(not panel.teacher)
         self.position = panel.position
         self.notify("fed the task's answer at every step (teacher forcing)" if panel.teacher
@@ -199,8 +206,6 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     @one_line_errors
     def action_force(self) -> None:
-        from minitx.core.tasks import PAD, SOS, VOCAB
-
         panel = self.panel
         current = panel.stepper.current if panel.stepper else None
         if current is None:
@@ -211,8 +216,10 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
             if token is not None:
                 self._forced(token)
 
-        offered = [i for i in range(len(VOCAB)) if i not in (PAD, SOS)]  # what an output can be
-        self.app.ask_token(current.index + 1, list(VOCAB), VOCAB[current.predicted], offered, chosen)
+        vocab = panel.record.task.vocab
+        offered = [i for i in range(vocab.size) if i not in (vocab.pad, vocab.sos)]  # what an output can be
+        self.app.ask_token(current.index + 1, vocab.labels(range(vocab.size)), vocab.label(current.predicted),
+                           offered, chosen)
 
     @one_line_errors
     def _forced(self, token: int) -> None:
@@ -244,9 +251,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def _open_failure(self, failure) -> None:
         """Decode a failure's source and stop at its first wrong step."""
-        from minitx.core.tasks import Task
-
-        text = Task.format(failure.source)
+        text = self.panel.record.task.format(failure.source)
         if self.set_source(text):
             self.query_one(SourceBar).show_source(text)
             self.position = failure.first_wrong + 1

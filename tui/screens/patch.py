@@ -14,10 +14,11 @@ from minitx.tui.messages import PatchProgress, PatchReady
 from minitx.tui.widgets.topk import bar
 
 
-def suggested_corruption(clean: list[int]) -> list[int]:
-    """Every digit moved one on (9 to 0): the same length, and for the bundled tasks an answer
-    that differs at every step."""
-    return [(t + 1) % 10 if 0 <= t <= 9 else t for t in clean]
+def suggested_corruption(clean: list[int], vocab) -> list[int]:
+    """Every token moved one on in the vocabulary (digits: 9 to 0): the same length, and for the
+    bundled tasks an answer that differs at every step."""
+    ordinary = vocab.real_ids()
+    return [ordinary[(ordinary.index(t) + 1) % len(ordinary)] if t in ordinary else t for t in clean]
 
 
 class PatchScreen(ModalScreen[None]):
@@ -30,11 +31,11 @@ class PatchScreen(ModalScreen[None]):
         self.result = None  # core.patching.PatchingResult once measured
 
     def compose(self) -> ComposeResult:
-        from minitx.core.tasks import Task
-
+        task = self.decoded[1]
         with Vertical(id="patch-box", classes="dialog"):
-            yield Label(f"clean: {Task.format(self.clean)} (the source on screen) · corrupted:")
-            yield Input(Task.format(suggested_corruption(self.clean)), id="patch-source", compact=True)
+            yield Label(f"clean: {task.format(self.clean)} (the source on screen) · corrupted:")
+            yield Input(task.format(suggested_corruption(self.clean, task.vocab)), id="patch-source",
+                        compact=True)
             yield Static("", id="patch-status", markup=False)
             with VerticalScroll(id="patch-result"):
                 yield Static("", id="patch-report")
@@ -82,8 +83,9 @@ class PatchScreen(ModalScreen[None]):
 
         self.result = message.result
         self._status("")
-        model, _ = self.decoded
-        self.query_one("#patch-report", Static).update(patching_report(message.result, model.cfg.n_heads))
+        model, task = self.decoded
+        self.query_one("#patch-report", Static).update(patching_report(message.result, model.cfg.n_heads,
+                                                                       task.vocab))
         self.query_one("#patch-result").focus()
 
     def _status(self, text: str) -> None:

@@ -35,7 +35,7 @@ from minitx.tui.messages import (
     RunStarted,
     Saved,
 )
-from minitx.tui.training import TrainingRun, next_run_number, run_path
+from minitx.tui.training import TrainingRun, next_run_number, run_name, run_path
 from minitx.tui.widgets.keybar import KeyBar
 from minitx.tui.widgets.titlebar import TitleBar
 from minitx.tui.widgets.train_form import SOURCE, Start, TrainForm, choice_values
@@ -95,8 +95,10 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
         run = self.current_run
         if run is not None and self.state not in ("idle", "failed"):
             return run.path
-        task = self.form.values().get("task") or "reverse"
-        return run_path(self.app.save_dir, task, self.next_number(task))
+        values = self.form.values()
+        data = (values.get("data") or "").strip()
+        name = Path(data).stem if data else values.get("task") or "reverse"  # as run_name() says
+        return run_path(self.app.save_dir, name, self.next_number(name))
 
     def next_number(self, task: str) -> int:
         return next_run_number(self.app.save_dir, task, self.current_run.number if self.current_run else 0)
@@ -245,11 +247,11 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
             self.notify(f"fix the form first: {self.form_error}", severity="warning", markup=False)
             return
         start = self.form.start
-        task = configs[1].task
-        number = self.next_number(task)
+        name = run_name(configs[1])
+        number = self.next_number(name)
         self.losses, self.last, self.progress_messages = [], None, 0
         self.ended_record = None
-        self.current_run = TrainingRun(number, *configs, run_path(self.app.save_dir, task, number),
+        self.current_run = TrainingRun(number, *configs, run_path(self.app.save_dir, name, number),
                                        post=self.post_message, resume_from=start.resume_path)
         self.views.new_run()
         self._set_state("running")

@@ -17,39 +17,47 @@ from minitx.tui.colors import FULL, depth_of, shade, text_colour_on, viridis_hex
 from minitx.tui.widgets.redraw import redraw
 
 _NO_WRAP = "height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip;"
-CELL = 3  # characters per cell; a one-space gap follows each cell where it fits (always with #)
+CELL = 3  # characters of colour per cell; a one-space gap follows each cell where it fits
+CELLS = ((CELL, 1), (CELL, 0), (2, 0), (1, 0))  # (width, gap), widest first: the first that fits
+ROW_LABEL = 12  # longest row label shown (a word-level model's outputs are words)
+STEP_MARK = 7  # room kept right of the cells for " ◂ step" (else just "◂")
 
 
-def number_label(value: float) -> str:
-    return "1.0" if value >= 0.995 else f"{value:.2f}"[1:]  # ".97" fits in three cells
-
-
-def cell_text(value: float, numbers: bool, depth: str = FULL, width: int = CELL) -> Text:
-    """One grid cell: a block of colour (or of shade characters), or the value printed on it."""
+def cell_text(value: float, numbers: bool, width: int = CELL, depth: str = FULL) -> Text:
+    """One grid cell: a block of colour (or of shade characters where colours are few), or the
+    value printed on it (in cells too narrow for ".97", the tenths digit: 7 is 0.7-0.8)."""
+    if not numbers:
+        label = ""
+    elif width >= CELL:
+        label = "1.0" if value >= 0.995 else f"{value:.2f}"[1:]  # ".97" fits in three cells
+    else:
+        label = str(min(9, int(value * 10)))
     if depth != FULL:
-        if numbers:
-            return Text(number_label(value).center(width), style="bold" if value >= 0.5 else "")
-        return Text(shade(value, width))
-    label = number_label(value) if numbers else ""
+        return Text(label.center(width), style="bold" if value >= 0.5 else "") if numbers \
+            else Text(shade(value, width))
     return Text(label.center(width), Style(bgcolor=viridis_hex(value), color=text_colour_on(value)))
 
 
-def legend(depth: str = FULL, width: int = 80) -> Text:
+def _short(label: str) -> str:
+    return label.strip("<>") if label.startswith("<") and label.endswith(">") else label  # <eos> -> eos
+
+
+def _fit(label: str, width: int) -> str:
+    label = label.strip("<>") if len(label) > width else label  # <sos> -> sos
+    return label[:width].center(width)
+
+
+def legend(depth: str = FULL, width: int = 80, compact_numbers: bool = False) -> Text:
     """'0.0 ▇▇▇▇▇▇▇▇ 1.0 weight': what a colour (or a shade) means, shorter where narrow."""
     steps, cell, tail = (9, 2, " 1.0 weight") if width >= 33 else (5, 2, " 1.0") if width >= 18 \
         else (5, 1, " 1")
     text = Text("0.0 " if width >= 18 else "0 ", style="dim")
     for i in range(steps):
-        text.append_text(cell_text(i / (steps - 1), False, depth, width=cell))
+        text.append_text(cell_text(i / (steps - 1), False, cell, depth))
     text.append(tail, style="dim")
+    if compact_numbers and width >= 52:
+        text.append(" · numbers: tenths", style="dim")
     return text
-
-
-def column_window(first: int, follow: int | None, visible: int, total: int) -> int:
-    """The first column to show: `follow` in view (centred when it was not), within bounds."""
-    if follow is not None and not first <= follow < first + visible:
-        first = follow - visible // 2
-    return max(0, min(first, total - visible))
 
 
 class AttentionGrid(Widget):
@@ -68,79 +76,95 @@ class AttentionGrid(Widget):
         self.hint = ""
         self.axes = ""
         self.causal = False  # row i may not see columns after i: draw those as '·', not colour
+        self.first_column = 0  # the first column shown when not every column fits
+        self.follow_step = True  # keep the current row's strongest weight in view (until scrolled)
         self.compact = compact  # no blank line above the legend (the Train screen's probe)
-        self.first = 0  # first column shown when they do not all fit
-        self.follow: int | None = None  # a column to keep in view; None once scrolled by hand
 
-    def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False,
-             follow=None) -> None:
+    def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False) -> None:
+        if columns != self.columns:
+            self.first_column = 0  # another source: start from its first token
+        if columns != self.columns or current != self.current:
+            self.follow_step = True  # a new step: show what it attends to
         self.rows, self.columns, self.row_labels = rows, columns, row_labels
         self.current, self.hint, self.axes, self.causal = current, hint, axes, causal
-        self.follow = follow
         redraw(self)
 
-    def _label_width(self) -> int:
-        return max([len(s) for s in self.row_labels] + [5]) + 1
-
-    def layout_columns(self, width: int | None = None) -> tuple[int, int]:
-        """(gap, visible): the space after each cell and how many columns fit in `width`."""
-        width = max(self.size.width if width is None else width, 1)
-        room, total = width - self._label_width(), len(self.columns)
-        gap = 1 if self.numbers or total * (CELL + 1) <= room else 0  # numbers must not touch
-        if total * (CELL + gap) <= room:
-            return gap, total
-        return gap, min(total, max(1, (room - 1) // (CELL + gap)))  # one character for '›'
+    def scroll_columns(self, pages: int) -> None:
+        """Move the window of columns by `pages` windows (when not every column fits)."""
+        visible = self.cell_layout()[3]
+        moved = self.first_column + pages * max(1, visible - 2)  # a window, keeping two columns
+        self.first_column = max(0, min(len(self.columns) - visible, moved))
+        self.follow_step = False
+        redraw(self)
 
     @property
     def cropped(self) -> bool:
-        return bool(self.size.width) and self.layout_columns()[1] < len(self.columns)
+        """Not every column fits: a window of them is shown and < > move it."""
+        return bool(self.size.width) and self.cell_layout()[3] < len(self.columns)
 
-    def scroll_columns(self, direction: int) -> None:
-        visible = self.layout_columns()[1]
-        self.first = column_window(self.first + direction * max(1, visible // 2), None, visible,
-                                   len(self.columns))
-        self.follow = None
-        redraw(self)
+    def cell_layout(self) -> tuple[int, int, int, int, str, bool]:
+        """(row label width, cell width, gap, columns visible, step mark, short labels): the
+        widest cells that show every column, else a window of them. At 80 columns 1-character
+        cells hold a 40-character source; "<eos>" becomes "eos" and "◂ step" just "◂" when
+        that is what makes it fit."""
+        total, count = max(self.size.width, 1), len(self.columns)
+        for short in (False, True):
+            labels = [_short(label) for label in self.row_labels] if short else self.row_labels
+            label_width = min(max([len(s) for s in labels] + [3 if short else 5]), ROW_LABEL) + 1
+            for width, gap in CELLS:
+                used = label_width + count * (width + gap)
+                if used <= total - (0 if width == CELL else 1):  # compact cells keep room for ◂
+                    mark = "◂ step" if gap else " ◂ step"
+                    if width < CELL and used + STEP_MARK > total:
+                        mark = "◂"
+                    return label_width, width, gap, count, mark, short
+        return label_width, 1, 0, max(1, total - label_width - 1), "◂", True
+
+    def _window(self, visible: int) -> range:
+        """The columns shown: from `offset`, moved so that the current row's strongest weight
+        is in view (stepping never hides what the new token attends to)."""
+        count = len(self.columns)
+        row = self.rows[self.current] if self.current is not None and self.current < len(self.rows) else []
+        if self.follow_step and row:
+            peak = max(range(len(row)), key=row.__getitem__)
+            if not self.first_column <= peak < self.first_column + visible:
+                self.first_column = peak - visible // 2
+        self.first_column = max(0, min(count - visible, self.first_column))
+        return range(self.first_column, min(count, self.first_column + visible))
 
     def render(self) -> Text:
-        depth, label_width = depth_of(self), self._label_width()
-        gap_width, visible = self.layout_columns()
-        total, gap = len(self.columns), " " * gap_width
-        first = self.first = column_window(self.first, self.follow, visible, total)
-        shown = range(first, first + visible)
-        header = Text(("‹" if first else "").rjust(label_width - 1) + " ")
+        depth = depth_of(self)
+        label_width, width, gap_width, visible, mark, short = self.cell_layout()
+        gap = " " * gap_width
+        shown = self._window(visible)
+        header = Text(" " * label_width)
         for j in shown:
-            column = self.columns[j]
-            name = column.strip("<>") if len(column) > CELL else column  # <sos> -> sos
-            header.append(name[:CELL].center(CELL) + gap, style="bold")
-        if first + visible < total:
-            header.append("›", style="bold")
+            header.append(_fit(self.columns[j], width) + gap, style="bold")
         lines = [header]
         for i, (row, label) in enumerate(zip(self.rows, self.row_labels, strict=False)):
             is_current = i == self.current
             line = Text()
+            label = _short(label) if short else label
+            label = label if len(label) < label_width else label[: label_width - 2] + "…"
             line.append(label.rjust(label_width - 1), style="bold reverse" if is_current else "")
             line.append(" ")
             for j in shown:
                 if self.causal and j > i:
-                    line.append("·".center(CELL), style="dim")
+                    line.append("·".center(width), style="dim")
                 else:
-                    line.append_text(cell_text(row[j], self.numbers, depth))
+                    line.append_text(cell_text(row[j], self.numbers, width, depth))
                 line.append(gap)
-            if is_current:  # '◂ step' where it fits, else the arrow alone
-                mark = ("" if gap else " ") + "◂ step"
-                if line.cell_len + len(mark) > self.size.width:
-                    mark = mark[: len(mark) - len(" step")]
+            if is_current:
                 line.append(mark, style="bold")
             lines.append(line)
-        if visible < total:
-            lines.append(Text(f"columns {first + 1}-{first + visible} of {total} · < > scroll",
-                              style="dim"))
+        if len(shown) < len(self.columns):
+            lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · "
+                              "< > scroll", style="bold"))
         if self.hint:
             lines.append(Text(self.hint, style="italic dim"))
         if not self.compact:
             lines.append(Text())
-        lines.append(legend(depth, self.size.width or 80))
+        lines.append(legend(depth, self.size.width or 80, self.numbers and width < CELL))
         if self.axes:
             lines.append(Text(self.axes, style="dim"))
         text = Text("\n").join(lines)

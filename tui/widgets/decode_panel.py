@@ -24,7 +24,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from minitx.tui.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
 from minitx.tui.widgets.importance import ImportanceTable
 from minitx.tui.widgets.lens_view import LensTable
-from minitx.tui.widgets.output_line import OutputLine, Tokens
+from minitx.tui.widgets.output_line import OutputLine, token_line
 from minitx.tui.widgets.positions import PositionsView
 from minitx.tui.widgets.topk import TopKBars
 
@@ -125,17 +125,19 @@ class DecodePanel(Vertical):
         return self.record.model.cfg.max_len - 2 if self.record else 0
 
     @property
-    def answer(self) -> list[int]:
-        """The task's output for the source, then EOS."""
-        from minitx.core.tasks import EOS
+    def answer(self) -> list[int] | None:
+        """The task's output for the source, then EOS; None when the task cannot tell (dates,
+        a data file: typed text has no known answer)."""
+        return self.answer_of(self.stepper.src_ids)
 
-        return self.record.task.expected_output(self.stepper.src_ids) + [EOS]
+    def answer_of(self, ids: list[int]) -> list[int] | None:
+        output = self.record.task.expected_output(ids)
+        return None if output is None else output + [self.record.task.vocab.eos]
 
     @property
-    def expected(self) -> str:
-        from minitx.core.tasks import Task
-
-        return Task.format(self.answer)
+    def expected(self) -> str | None:
+        answer = self.answer
+        return None if answer is None else self.record.task.format(answer)
 
     @property
     def predictions(self) -> list[int]:
@@ -144,11 +146,13 @@ class DecodePanel(Vertical):
         return [r.token if r.predicted is None else r.predicted for r in shown]
 
     @property
-    def correct(self) -> bool:
-        from minitx.core.tasks import Task
-
+    def correct(self) -> bool | None:
+        """None when the task cannot tell what is correct."""
+        expected = self.expected
+        if expected is None:
+            return None
         shown = self.predictions if self.teacher else self.stepper.tokens
-        return Task.format(shown) == self.expected
+        return self.record.task.format(shown) == expected
 
     def layer_count(self, kind: str | None = None) -> int:
         """Layers of `kind` (the kind shown when None): the encoder's or the decoder's."""
@@ -176,6 +180,8 @@ class DecodePanel(Vertical):
         self.kind, self.ablated, self.forced, self.teacher = "cross", frozenset(), {}, False
         self.importance, self.importance_progress = None, (0, 0)
         self.layer_index, self.head_index = best_head(record.scores)
+        if self.with_side:
+            self.query_one(".scores-box").border_title = f"all heads · {record.measure}"
 
     def set_source(self, ids: list[int]) -> None:
         self.forced, self.target = {}, 0
@@ -184,11 +190,12 @@ class DecodePanel(Vertical):
     def _new_stepper(self, ids: list[int]):
         from minitx.core.decode import Stepper
         from minitx.core.interventions import Interventions
-        from minitx.core.tasks import EOS
 
-        teacher = self.record.task.expected_output(ids) + [EOS] if self.teacher else None
-        return Stepper(self.record.model, ids, top_k=5, interventions=Interventions(zero=self.ablated),
-                       forced=self.forced, teacher=teacher)
+        task, cfg = self.record.task, self.record.model.cfg
+        teacher = self.answer_of(ids) if self.teacher else None
+        return Stepper(self.record.model, ids, top_k=5, cap=task.decode_cap(len(ids), cfg.max_len),
+                       interventions=Interventions(zero=self.ablated), forced=self.forced,
+                       teacher=teacher, vocab=task.vocab)
 
     def restart(self) -> None:
         """Decode again after a change to the model or the feeding, to the same step (or again to
@@ -258,7 +265,8 @@ class DecodePanel(Vertical):
         if self.with_side:
             self.query_one(".scores", ScoreTable).show(
                 self.record.scores, (self.layer_index, self.head_index) if self.kind == "cross" else None,
-                note=f"expected: {self.record.task.alignment_name}", off=self.off_heads("cross"))
+                note=f"expected: {self.record.task.alignment_name}" if self.record.measure == "alignment"
+                else "no expected pattern", off=self.off_heads("cross"))
         if self.stepper is None:
             return
         if self.with_output:
@@ -272,13 +280,13 @@ class DecodePanel(Vertical):
         a narrow terminal cuts tokens, never the verdict."""
         if not self.finished:
             return Text("decoding" if self.position else "not started", style="dim")
+        if self.correct is None:  # the task cannot tell what is correct
+            return Text("done", style="bold")
         if self.correct:
             return Text("✓ correct", style="bold green")
         return Text("✗ wrong", style="bold red")
 
     def _draw_output(self) -> None:
-        from minitx.core.tasks import VOCAB
-
         s, task = self.stepper, self.record.task
         # Teacher forcing: the steps it got right out of those so far (they count the steps),
         # what it was fed (the answer) and what it would have said instead.
@@ -287,18 +295,21 @@ class DecodePanel(Vertical):
         parts = [self.verdict(), progress]
         if len(s.src_ids) > task.max_len:
             parts.append(Text(f"longer than trained ({task.max_len})", style="yellow"))
+        level = task.vocab.level
         shown = [r.text + ("*" if r.forced else "") for r in s.results[: s.position]] or ["·"]
         if self.teacher:
-            parts += [Tokens(shown, label="fed "),
-                      Tokens([VOCAB[t] for t in self.predictions] or ["·"], label="model says ")]
+            parts += [token_line(shown, level, "fed "),
+                      token_line(task.vocab.labels(self.predictions) or ["·"], level, "model says ")]
         else:
-            parts += [Tokens(shown), Tokens(self.expected.split(), label="expected ")]
+            parts.append(token_line(shown, level))
+            expected = self.expected
+            if expected is not None:  # None: the task cannot tell (dates, a typed data source)
+                parts.append(token_line(list(expected) if level == "char" else expected.split(),
+                                        level, "expected "))
         self.output.show(parts)
 
     def _draw_topk(self) -> None:
-        from minitx.core.tasks import VOCAB
-
-        s, box = self.stepper, self.query_one(".topk-box")
+        s, box, vocab = self.stepper, self.query_one(".topk-box"), self.record.task.vocab
         r = s.current
         if r is None:
             box.border_title = "next token"
@@ -307,8 +318,8 @@ class DecodePanel(Vertical):
         box.border_title = f"next token · step {s.position}"
         note = f"entropy {r.entropy:.3f} nats"
         if r.forced:
-            note += f" · {VOCAB[r.token]} forced"
-        self.topk.show([(VOCAB[i], p, float(r.log_probs[i])) for i, p in r.top_k], footnote=note)
+            note += f" · {vocab.label(r.token)} forced"
+        self.topk.show([(vocab.label(i), p, float(r.log_probs[i])) for i, p in r.top_k], footnote=note)
 
     def _title(self, picture: str) -> str:
         """Explore: 'cross-attention · L2 H2'. Compare: 'A reverse', the head at the bottom, so a
@@ -325,13 +336,6 @@ class DecodePanel(Vertical):
 
     def scroll_columns(self, direction: int) -> None:
         self.grid.scroll_columns(direction)
-
-    def _strongest_column(self, rows: list[list[float]], current: int | None) -> int | None:
-        """The column the current step attends to most: the one a cropped grid keeps in view."""
-        if current is None or current >= len(rows) or not rows[current]:
-            return None
-        row = rows[current]
-        return max(range(len(row)), key=row.__getitem__)
 
     def _draw_view(self) -> None:
         for view, widget in self._widgets().items():
@@ -350,17 +354,16 @@ class DecodePanel(Vertical):
         box.border_title = self._title(KIND_TITLES[self.kind])
         if self.kind == "cross":
             rows = s.cross_attention_grid(layer, head).tolist()
-            grid.show(rows, [str(i) for i in s.src_ids], rows_labels, current_row, hint,
-                      "" if self.label else "rows: tokens generated · columns: source tokens",
-                      follow=self._strongest_column(rows, current_row))
+            grid.show(rows, self.record.task.vocab.labels(s.src_ids), rows_labels, current_row, hint,
+                      "" if self.label else "rows: tokens generated · columns: source tokens")
         elif self.kind == "self":
             inputs = ["<sos>"] + rows_labels[:-1] if rows_labels else ["<sos>"]
             rows = s.self_attention_grid(layer, head).tolist()
             grid.show(rows, inputs, rows_labels, current_row, hint,
                       "rows: outputs · columns: inputs (· future)", causal=True,
-                      follow=self._strongest_column(rows, current_row))
+                      )
         else:
-            tokens = [str(i) for i in s.src_ids]
+            tokens = self.record.task.vocab.labels(s.src_ids)
             grid.show(s.encoder_attention_grid(layer, head).tolist(), tokens, tokens, None, "",
                       "rows: queries · columns: keys (source tokens)")
 
@@ -372,21 +375,20 @@ class DecodePanel(Vertical):
                  for layer in range(self.layer_count())]
         self.grid_box.border_title = f"{KIND_TITLES[self.kind]} · all heads"
         scores = record.scores if self.kind == "cross" else []
-        note = "score: attention where the task expects it" if scores else "▸ selected"
+        note = ("score: attention where the task expects it" if record.measure == "alignment"
+                else "score: sharpness, each head's largest weight") if scores else "▸ selected"
         self.heads.show(grids, scores, (self.layer_index, self.head_index), self.off_heads(), note)
 
     def _draw_lens(self) -> None:
-        from minitx.core.tasks import VOCAB
-
-        s, lens = self.stepper, self.query_one(".lens", LensTable)
+        s, lens, vocab = self.stepper, self.query_one(".lens", LensTable), self.record.task.vocab
         self.grid_box.border_title = "logit lens · each decoder layer's guess"
         r = s.current
         if r is None:
             lens.show([])
             return
-        fed = "<sos>" if r.index == 0 else VOCAB[s.results[r.index - 1].token]
+        fed = "<sos>" if r.index == 0 else vocab.label(s.results[r.index - 1].token)
         top = r.lens.exp().topk(3, dim=-1)  # (layers, 3)
-        layers = [[(VOCAB[int(i)], float(p)) for p, i in zip(ps, idx)]
+        layers = [[(vocab.label(int(i)), float(p)) for p, i in zip(ps, idx)]
                   for ps, idx in zip(top.values, top.indices)]
         lens.show(layers, f"step {s.position}: fed {fed}, output {r.text}")
 
@@ -410,3 +412,4 @@ class DecodePanel(Vertical):
             view.show(None, [], kind)
         else:
             view.show(table.tolist(), position_similarity(table).tolist(), kind, self.numbers)
+

@@ -12,15 +12,28 @@ class Tokens(list):
     """A part of a line that may be shortened in the middle (a list of token strings), after
     an optional label that stays whole ('expected 5 1 4 1 3')."""
 
-    def __init__(self, tokens, label: str = "") -> None:
+    def __init__(self, tokens, label: str = "", sep: str = " ") -> None:
         super().__init__(tokens)
         self.label = label
+        self.sep = sep  # "" for characters, which make text ("2026-12-01"); else a space
+
+    @property
+    def text(self) -> str:
+        return self.sep.join(self)
 
 
-def elide(tokens: list[str], width: int) -> str:
-    """The tokens joined by spaces in at most `width` characters: as many from both ends as fit,
+def token_line(labels: list[str], level: str, label: str = "") -> Tokens:
+    """Tokens for the output line: characters run together (the text they make; a step
+    marker such as <eos> or a forced '*' stays apart), words and digits with spaces."""
+    if level != "char":
+        return Tokens(labels, label)
+    return Tokens([f" {t} " if t.startswith("<") and t.endswith(">") else t for t in labels], label, sep="")
+
+
+def elide(tokens: list[str], width: int, sep: str = " ") -> str:
+    """The tokens joined by `sep` in at most `width` characters: as many from both ends as fit,
     more of the end (the newest), with '…' where some are left out."""
-    text = " ".join(tokens)
+    text = sep.join(tokens)
     if len(text) <= width:
         return text
     head: list[str] = []
@@ -30,7 +43,7 @@ def elide(tokens: list[str], width: int) -> str:
     while left <= right:
         take_tail = turn % 3 != 2  # two from the end for one from the start
         candidate = tokens[right] if take_tail else tokens[left]
-        if len(" ".join([*head, "…", candidate, *tail])) > width:
+        if len(sep.join([*head, "…", candidate, *tail])) > width:
             break
         if take_tail:
             tail.insert(0, candidate)
@@ -39,7 +52,7 @@ def elide(tokens: list[str], width: int) -> str:
             head.append(candidate)
             left += 1
         turn += 1
-    return " ".join([*head, "…", *tail]) if width >= 1 else ""
+    return sep.join([*head, "…", *tail]) if width >= 1 else ""
 
 
 def fit(parts: list, width: int) -> Text:
@@ -51,8 +64,8 @@ def fit(parts: list, width: int) -> Text:
     room = max(0, width - fixed - 2 * (len(parts) - 1))
     # Share the room out evenly; a list that needs less than its share gives the rest to the others.
     budget, left = {}, room
-    for i, p in enumerate(sorted(lists, key=lambda p: len(" ".join(p)))):
-        budget[id(p)] = min(len(" ".join(p)), max(1, left // (len(lists) - i)))
+    for i, p in enumerate(sorted(lists, key=lambda p: len(p.text))):
+        budget[id(p)] = min(len(p.text), max(1, left // (len(lists) - i)))
         left -= budget[id(p)]
     line = Text()
     for i, part in enumerate(parts):
@@ -60,7 +73,7 @@ def fit(parts: list, width: int) -> Text:
             line.append("  ")
         if isinstance(part, Tokens):
             line.append(part.label, style="dim")
-            line.append(elide(part, budget[id(part)]))
+            line.append(elide(part, budget[id(part)], part.sep))
         else:
             line.append_text(part if isinstance(part, Text) else Text(part))
     line.no_wrap, line.overflow = True, "crop"

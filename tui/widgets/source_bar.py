@@ -23,7 +23,7 @@ class SourceBar(Vertical):
         with Horizontal(id="source-row"):
             yield Label("Source ▸ ", id="source-label")
             yield SourceInput(DEFAULT_SOURCE, id="source", compact=True,
-                              placeholder="digits, e.g. 3 1 4 1 5 (Enter)")
+                              placeholder="a source for this model, e.g. 3 1 4 1 5 (Enter)")
             yield Label("", id="selection")
         yield Static("", id="source-error", markup=False)
 

@@ -37,6 +37,7 @@ class Timeline(Vertical):
         self.frames: list[list[list[list[list[float]]]]] = []  # [snapshot][layer][head] -> rows
         self.scores: list[list[list[float]]] = []  # [snapshot][layer][head]
         self.source: list[str] = []
+        self.source_text = ""  # the probe source as the task writes it ("dcebe", "3 1 4")
         self.target: list[str] = []
         self.head = (0, 0)
         self.index = 0
@@ -69,13 +70,13 @@ class Timeline(Vertical):
             self.steps, self.frames, self.scores = [], [], []
             self._draw()
             return
-        from minitx.core.tasks import VOCAB
-
         self.steps = list(snaps.steps)
         self.frames = [a.tolist() for a in snaps.attention]  # (L, h, T, S) each
         self.scores = _scores(snaps, task) if task is not None else []
-        self.source = [_token(VOCAB, i) for i in snaps.source]
-        self.target = [_token(VOCAB, i) for i in snaps.target]
+        label = task.vocab.label if task is not None else str  # ids, when no task says more
+        self.source = [label(i) for i in snaps.source]
+        self.target = [label(i) for i in snaps.target]
+        self.source_text = task.format(snaps.source) if task is not None else " ".join(self.source)
         self.last_step = history.last_step or self.steps[-1]
         if self.scores:
             final = self.scores[-1]
@@ -163,16 +164,17 @@ class Timeline(Vertical):
         self.post_message(TimelineMoved())
 
 
-def _token(vocab, i: int) -> str:
-    return vocab[i] if 0 <= i < len(vocab) else f"?{i}"
-
-
 def _scores(snaps, task) -> list[list[list[float]]]:
-    """Alignment score of every layer and head at every snapshot (core.alignment's measure)."""
+    """Alignment score of every layer and head at every snapshot (core.alignment's measure);
+    none when the task expects no pattern it can tell from the probe's tokens alone."""
     import torch
 
     from minitx.core.alignment import scores_from_cross
+    from minitx.core.tasks import Batch
 
     src = torch.tensor([snaps.source])
-    expected = task.alignment(src, torch.tensor([len(snaps.source)]))  # (1, S, S)
+    tgt = torch.tensor([[task.vocab.sos, *snaps.target]])  # SOS, the probe's outputs and EOS
+    expected = task.expected_alignment(Batch(src, tgt, torch.tensor([len(snaps.source)])))
+    if expected is None:
+        return []
     return [scores_from_cross([layer[None] for layer in a], expected).tolist() for a in snaps.attention]

@@ -26,7 +26,8 @@ from minitx.tui.widgets.choice import ChoiceField
 SOURCE = "from"  # not an option: which configs the fields start from
 # option name -> label, in the form's order, four to a row after `from` (which takes two): the
 # data, the optimiser, the model's size, its components (docs/components.md), when to stop and
-# what to record. A WIDE field takes the rest of its row.
+# what to record, and last a data file of your own with its tokenisation. A WIDE field takes
+# the rest of its row.
 FIELDS = {
     "task": "task", "lengths": "lengths",
     "steps": "steps", "batch_size": "batch", "lr": "lr", "schedule": "schedule",
@@ -34,15 +35,17 @@ FIELDS = {
     "d_model": "d_model", "heads": "heads", "kv_heads": "K/V", "layers": "layers",
     "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
     "until": "until", "probe_source": "probe",
+    "data": "data", "tokens": "tokens",
 }
-WIDE = ("probe_source",)  # fields that take the rest of their row
-PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)", "kv_heads": "= heads"}
+WIDE = ("probe_source", "data")  # fields that take the rest of their row
+PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)", "kv_heads": "= heads",
+                "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)"}
 OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
 CHOICES = ("task", "schedule", "norm", "norm_kind", "activation", "position_encoding",
-           "device")  # picked from lists core defines, not typed
+           "device", "tokens")  # picked from lists core defines, not typed
 FREE_WHEN_RESUMING = ("steps", "device", "until")  # what Trainer.resume lets a continued run change
 RUN_KEYS = ("space", "x", "w", "u")  # never part of a form value, so they drive the run anywhere
-SPACED = ("probe_source",)  # values with spaces ('3 1 4'): there space types, and Enter starts
+SPACED = ("probe_source", "data")  # values with spaces ('3 1 4'): there space types, and Enter starts
 
 
 class FormInput(Input):
@@ -95,7 +98,8 @@ def choice_values() -> dict[str, list[str]]:
 
     return {"task": list(TASKS), "schedule": list(config.SCHEDULES), "norm": list(config.NORMS),
             "norm_kind": list(config.NORM_KINDS), "activation": list(config.ACTIVATIONS),
-            "position_encoding": list(config.POSITION_ENCODINGS), "device": list(config.DEVICES)}
+            "position_encoding": list(config.POSITION_ENCODINGS), "device": list(config.DEVICES),
+            "tokens": list(config.TOKENISATIONS)}
 
 
 def field_texts(model_cfg, train_cfg) -> dict[str, str]:
@@ -110,6 +114,19 @@ def field_texts(model_cfg, train_cfg) -> dict[str, str]:
     if model_cfg.kv_heads == model_cfg.n_heads:
         texts["kv_heads"] = ""  # multi-head: empty, so a new `heads` keeps one K/V head each
     return texts
+
+
+def checked_data_path(text: str) -> str:
+    """A data file's path, expanded; OptionError when it is not a file (its lines are read,
+    and their errors named, when the run starts)."""
+    from pathlib import Path
+
+    from minitx.core.options import OptionError
+
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise OptionError("data", f"{text} is {'a folder' if path.is_dir() else 'not a file'}")
+    return str(path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +214,13 @@ class TrainForm(Grid):
         # Only what was changed: a field left as it was keeps the start's exact value (its
         # d_ff, its activation) instead of the rules for a changed d_model or norm.
         changed = {name: text for name, text in self.values().items() if text != base[name]}
+        data = (changed.pop("data", None) or "").strip()
+        if data:  # a data file is the task, and its pairs their own lengths: those fields say nothing
+            changed.pop("task", None)
+            changed.pop("lengths", None)
+            changed["data"] = checked_data_path(data)
+        elif not start.train.data:
+            changed.pop("tokens", None)  # tokenisation means nothing without a data file
         model_cfg, train_cfg = configs_from_options(start.model, start.train, typed_options(changed))
         if start.resume_path and train_cfg.steps <= start.resume_step:
             raise OptionError("steps", f"the run is already at step {start.resume_step}; "

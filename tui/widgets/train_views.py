@@ -92,8 +92,9 @@ class TrainViews(ContentSwitcher):
             p = message.probe
             layer, head = p["best"]
             self.query_one("#probe-panel").border_title = (
-                f"probe {' '.join(p['source'])} · L{layer + 1} H{head + 1}, live")
+                f"probe {p['source_text']} · L{layer + 1} H{head + 1}, live")
             self.query_one("#probe", AttentionGrid).show(p["rows"], p["source"], p["targets"])
+            self.query_one("#probe-scores-panel").border_title = f"{p['measure']}, live"
             self.query_one("#probe-scores", ScoreTable).show(p["scores"], (layer, head),
                                                             note="best head in brackets")
 
@@ -110,9 +111,10 @@ class TrainViews(ContentSwitcher):
         panel, scores = self.query_one("#probe-panel"), self.query_one("#probe-scores-panel")
         if shown:
             self.timeline.show_history(history, task)
-            panel.border_title = f"timeline · probe {' '.join(self.timeline.source)}"
+            panel.border_title = f"timeline · probe {self.timeline.source_text}"
             panel.border_subtitle = self.timeline.position_line()
-            scores.border_title = "alignment, then"
+            # Scores step with the timeline where the task expects a pattern; else the run's last.
+            scores.border_title = "alignment, then" if self.timeline.scores else "sharpness, at the end"
         else:
             self.timeline.pause()
             panel.border_subtitle = "rows: targets · columns: source"
