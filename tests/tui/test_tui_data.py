@@ -8,12 +8,11 @@ import random
 import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Static
-
-from minitx.tui.widgets.choice import ChoiceField
 from tui_helpers import fill_form, model_ready, notifications, on_train_screen, wait_for
 
 from minitx.tui.app import create_app
 from minitx.tui.widgets.attention import AttentionGrid
+from minitx.tui.widgets.choice import ChoiceField
 
 
 class GridApp(App):

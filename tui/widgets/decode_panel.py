@@ -10,7 +10,8 @@ Screens drive it (set_model, set_source, goto, select_head, set_view, set_kind, 
 then redraw) and it never reads the app's state, so two panels can step in lockstep.
 
 Adding a view: name it in VIEWS, give it a widget in compose and `_widgets`, draw it in
-`_draw_view`, and bind a key to the screen's `view('name')` action (tui/decode_keys.py).
+`_draw_view` (the views other than the grid draw in tui/widgets/panel_views.py), and bind a
+key to the screen's `view('name')` action (tui/decode_keys.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from minitx.tui.widgets.attention import AttentionGrid, HeadsOverview, ScoreTabl
 from minitx.tui.widgets.importance import ImportanceTable
 from minitx.tui.widgets.lens_view import LensTable
 from minitx.tui.widgets.output_line import OutputLine, token_line
+from minitx.tui.widgets.panel_views import KIND_TITLES, OtherViews
 from minitx.tui.widgets.positions import PositionsView
 from minitx.tui.widgets.topk import TopKBars
 
@@ -33,12 +35,10 @@ if TYPE_CHECKING:
     from minitx.tui.loaded import LoadedModel
 
 KINDS = ("cross", "self", "enc")  # the attention a grid shows; s cycles through them
-KIND_TITLES = {"cross": "cross-attention", "self": "decoder self-attention",
-               "enc": "encoder self-attention"}
 VIEWS = ("grid", "heads", "lens", "importance", "positions")  # "grid" is where every other returns
 
 
-class DecodePanel(Vertical):
+class DecodePanel(OtherViews, Vertical):
     def __init__(self, *, label: str = "", side: bool = True, output: bool = True,
                  step_hint: str = "press → (or n) to generate a token", id: str | None = None) -> None:
         super().__init__(id=id, classes="decode-panel")
@@ -334,9 +334,6 @@ class DecodePanel(Vertical):
             return f"{self.label} {self.record.name}{off}"
         return f"{picture} · {where}{off}"
 
-    def scroll_columns(self, direction: int) -> None:
-        self.grid.scroll_columns(direction)
-
     def _draw_view(self) -> None:
         for view, widget in self._widgets().items():
             widget.display = view == self.view_mode
@@ -360,56 +357,8 @@ class DecodePanel(Vertical):
             inputs = ["<sos>"] + rows_labels[:-1] if rows_labels else ["<sos>"]
             rows = s.self_attention_grid(layer, head).tolist()
             grid.show(rows, inputs, rows_labels, current_row, hint,
-                      "rows: outputs · columns: inputs (· future)", causal=True,
-                      )
+                      "rows: outputs · columns: inputs (· future)", causal=True)
         else:
             tokens = self.record.task.vocab.labels(s.src_ids)
             grid.show(s.encoder_attention_grid(layer, head).tolist(), tokens, tokens, None, "",
                       "rows: queries · columns: keys (source tokens)")
-
-    def _draw_heads(self) -> None:
-        s, record = self.stepper, self.record
-        grid_of = {"cross": s.cross_attention_grid, "self": s.self_attention_grid,
-                   "enc": s.encoder_attention_grid}[self.kind]
-        grids = [[grid_of(layer, head).tolist() for head in range(record.heads)]
-                 for layer in range(self.layer_count())]
-        self.grid_box.border_title = f"{KIND_TITLES[self.kind]} · all heads"
-        scores = record.scores if self.kind == "cross" else []
-        note = ("score: attention where the task expects it" if record.measure == "alignment"
-                else "score: sharpness, each head's largest weight") if scores else "▸ selected"
-        self.heads.show(grids, scores, (self.layer_index, self.head_index), self.off_heads(), note)
-
-    def _draw_lens(self) -> None:
-        s, lens, vocab = self.stepper, self.query_one(".lens", LensTable), self.record.task.vocab
-        self.grid_box.border_title = "logit lens · each decoder layer's guess"
-        r = s.current
-        if r is None:
-            lens.show([])
-            return
-        fed = "<sos>" if r.index == 0 else vocab.label(s.results[r.index - 1].token)
-        top = r.lens.exp().topk(3, dim=-1)  # (layers, 3)
-        layers = [[(vocab.label(int(i)), float(p)) for p, i in zip(ps, idx)]
-                  for ps, idx in zip(top.values, top.indices)]
-        lens.show(layers, f"step {s.position}: fed {fed}, output {r.text}")
-
-    def _draw_importance(self) -> None:
-        table = self.query_one(".importance", ImportanceTable)
-        self.grid_box.border_title = "which heads matter · each ablated alone"
-        if self.importance is None:
-            table.show_progress(*self.importance_progress)
-        else:
-            table.show(self.importance, str(self.selected_head), {str(h) for h in self.ablated})
-
-    def _draw_positions(self) -> None:
-        from minitx.core.positions import position_similarity, positional_table
-
-        self.grid_box.border_title = "positional encoding · positions × dimensions"
-        n = min(self.record.model.cfg.max_len, max(8, len(self.stepper.src_ids) + 2))
-        table = positional_table(self.record.model, n)
-        view = self.query_one(".positions", PositionsView)
-        kind = self.record.model.cfg.position_encoding
-        if table is None:
-            view.show(None, [], kind)
-        else:
-            view.show(table.tolist(), position_similarity(table).tolist(), kind, self.numbers)
-
