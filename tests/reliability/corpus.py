@@ -34,7 +34,7 @@ from minitx.core.checkpoint import read_raw
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.train import Trainer
 
-from .corpus_tweaks import header_tweaks, history_tweaks, metadata_tweaks, tensor_tweaks
+from .corpus_tweaks import changed_tensors, header_tweaks, history_tweaks, metadata_tweaks, tensor_tweaks
 from .corpus_vocab import data_task_cases, unresumable_data_cases, vocab_cases
 
 SEED = 20261129
@@ -233,14 +233,7 @@ def unresumable_files(folder: Path) -> list[tuple[str, Path]]:
     meta(trainer_lr_restart_after_the_run={"trainer": json.dumps({"step": 3, "lr_restart": [9, 1e-4]})})
 
     def state(name: str, **changes) -> None:
-        t = dict(tensors)
-        for key, value in changes.items():
-            key = key.replace("__", ".")
-            if value is None:
-                t.pop(key)
-            else:
-                t[key] = value
-        cases[f"train_state_{name}"] = (t, metadata)
+        cases[f"train_state_{name}"] = (changed_tensors(tensors, changes), metadata)
 
     m = tensors[moment].clone()
     state("rng_missing", train__rng__torch_cpu=None)

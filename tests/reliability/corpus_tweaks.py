@@ -92,19 +92,25 @@ def metadata_tweaks(metadata: dict[str, str]) -> dict[str, dict[str, str]]:
     return out
 
 
+def changed_tensors(tensors: dict[str, torch.Tensor], changes: dict) -> dict[str, torch.Tensor]:
+    """A copy of `tensors` with each change applied: a name (`__` for `.`, which keyword
+    arguments cannot hold) set to a tensor, or removed when its value is None."""
+    out = dict(tensors)
+    for key, value in changes.items():
+        key = key.replace("__", ".")
+        if value is None:
+            out.pop(key)
+        else:
+            out[key] = value
+    return out
+
+
 def tensor_tweaks(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
     weight = "model.output.weight"
     out: dict[str, dict[str, torch.Tensor]] = {}
 
     def with_(**changes) -> dict[str, torch.Tensor]:
-        t = dict(tensors)
-        for key, value in changes.items():
-            key = key.replace("__", ".")
-            if value is None:
-                t.pop(key)
-            else:
-                t[key] = value
-        return t
+        return changed_tensors(tensors, changes)
 
     w = tensors[weight].clone()  # a copy: safetensors refuses two names for one storage
     g = "model__output__weight"
