@@ -86,12 +86,25 @@ def shown_value(key: str, value) -> str:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
+class BadArgument(click.ClickException):
+    """A checkpoint, file or folder named on the command line that cannot be found or read.
+    Like a bad option it is a usage error (exit code 2), but its message is the whole story, so
+    no pointer to --help follows it."""
+
+    exit_code = 2
+
+
 def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu"):
-    """A bundled name or a path -> core Checkpoint (errors are one-line CheckpointErrors)."""
+    """A bundled name or a path -> core Checkpoint; one that cannot be found or read is a
+    BadArgument (every command that takes a checkpoint exits 2 for it)."""
     from minitx import checkpoints
+    from minitx.core.checkpoint import CheckpointError
     from minitx.core.train import resolve_device
 
-    return checkpoints.load(name_or_path, device=str(resolve_device(device)))
+    try:
+        return checkpoints.load(name_or_path, device=str(resolve_device(device)))
+    except CheckpointError as e:
+        raise BadArgument(str(e)) from None
 
 
 def echo_json(data) -> None:

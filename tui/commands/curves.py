@@ -58,15 +58,15 @@ def curves_cmd(runs, charts, x_axis, scale, smooth, height, fmt, out) -> None:
 def _load_runs(runs: tuple[str, ...]) -> list[tuple[str, str, object]]:
     """(label, where, History) for each run that has a history; a note for each that has none."""
     from minitx.core.history import HistoryError, history_from_metrics
-    from minitx.tui.commands.common import load_checkpoint_arg
+    from minitx.tui.commands.common import BadArgument, load_checkpoint_arg
 
     loaded, missing = [], []
     for run in runs:
         if run.endswith(".jsonl"):
             try:
                 history = history_from_metrics(run)
-            except HistoryError as e:
-                raise click.ClickException(str(e)) from None
+            except HistoryError as e:  # missing or malformed: a bad argument, like a bad checkpoint
+                raise BadArgument(str(e)) from None
             where = run
         else:
             ckpt = load_checkpoint_arg(run)

@@ -7,6 +7,7 @@ import sys
 import click
 
 from minitx.tui.commands.common import (
+    BadArgument,
     ablate_options,
     apply_threads,
     echo_json,
@@ -191,11 +192,9 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
 def _load(name: str | None, device: str, alone: bool):
     """The checkpoint; when its name is the only argument and names nothing, say that it is not
     a source either (`decode "3,1,4"` is more likely a mistyped source than a checkpoint)."""
-    from minitx.core.checkpoint import CheckpointError
-
     try:
         return load_checkpoint_arg(name, device)
-    except CheckpointError:
+    except BadArgument:
         if not (alone and name is not None and "/" not in name and not name.endswith(".safetensors")):
             raise
         from minitx.core.tasks import TaskInputError, get_task

@@ -235,7 +235,7 @@ def _key_values(title: str, data: dict):
 
 
 @click.command("list", short_help="Bundled checkpoints and those in a folder.")
-@click.argument("folder", required=False, type=click.Path(file_okay=False))
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @json_option
 def list_cmd(folder, as_json) -> None:
     """The bundled checkpoints, and the *.safetensors files in FOLDER.
