@@ -199,6 +199,7 @@ class _Progress:
 
 
 NAME_WIDTH = 26  # the longest check name, future-leakage-gradients, and a gap
+THRESHOLD_WIDTH = 12  # "< 1e-05, and > 1e-03 with positions" in three lines, the rest in one
 
 
 class _Report:
@@ -209,14 +210,20 @@ class _Report:
         self.explain = explain
         cfg = subject["model_config"]
         what = subject["checkpoint"] or "a fresh (untrained) model"
-        self.out.print(
-            f"[bold]doctor[/] {what} · task {subject['task']} (checks on {subject['examples']}) · "
-            f"{cfg['norm']}-norm d_model "
-            f"{cfg['d_model']} heads {cfg['n_heads']} layers {cfg['n_encoder_layers']}+"
-            f"{cfg['n_decoder_layers']}",
-            highlight=False,
-        )
-        header = f"{'result':<7}{'check':<{NAME_WIDTH}}{'measured':>9} {'threshold':<12}note"
+        from rich.text import Text
+
+        from minitx.tui.commands.common import field_lines
+
+        fields = [
+            Text.assemble(("doctor", "bold"), f" {what}"),
+            f"task {subject['task']}",
+            f"checks on {subject['examples']}",
+            f"{cfg['norm']}-norm d_model {cfg['d_model']} heads {cfg['n_heads']} layers "
+            f"{cfg['n_encoder_layers']}+{cfg['n_decoder_layers']}",
+        ]
+        self.out.print(field_lines(fields, self.out.width), highlight=False)
+        header = (f"{'result':<7}{'check':<{NAME_WIDTH}}{'measured':>9} "
+                  f"{'threshold':<{THRESHOLD_WIDTH + 1}}note")
         self.out.print(f"[bold]{header}[/]")
 
     def row(self, r) -> None:
@@ -227,8 +234,9 @@ class _Report:
         from minitx.core.diagnostics import format_number
 
         line = Table.grid(padding=(0, 1))
-        for width, justify in ((6, "left"), (NAME_WIDTH - 1, "left"), (9, "right"), (11, "left")):
+        for width, justify in ((6, "left"), (NAME_WIDTH - 1, "left"), (9, "right")):
             line.add_column(width=width, justify=justify, no_wrap=True)
+        line.add_column(width=THRESHOLD_WIDTH)  # a long one wraps between words, never cut
         line.add_column(ratio=1)
         line.add_row(
             STATUS_MARKUP[r.status],
