@@ -174,6 +174,10 @@ def field_lines(fields, width: int, separator: str = " · "):
     return Text("\n").join(lines)
 
 
+device_option = click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True,
+    help="Where the model runs (auto: the GPU when there is one).")
+
 threads_option = click.option(
     "--threads",
     type=click.IntRange(min=1),

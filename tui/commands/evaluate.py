@@ -8,6 +8,7 @@ from minitx.tui.commands.common import (
     ablate_options,
     ablated_name,
     apply_threads,
+    device_option,
     echo_json,
     interventions_for,
     json_option,
@@ -33,7 +34,7 @@ from minitx.tui.commands.common import (
 @click.option("--failures", "show_failures", type=click.IntRange(min=0), default=0, metavar="N",
               help="Also list up to N wrong outputs, each with the step where it first goes wrong.")
 @ablate_options()
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option
 @threads_option
 @json_option
 def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, device, threads,
@@ -46,8 +47,8 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
     \b
     Examples:
       minitx eval reverse --n 1000
-      minitx eval my-run.safetensors --lengths 11-20 --json    # does it generalise?
-      minitx eval reverse --ablate cross:L2 --failures 5      # without layer 2's cross-attention
+      minitx eval my-run.safetensors --lengths 11-20 --json  # does it generalise?
+      minitx eval reverse --ablate cross:L2 --failures 5  # no L2 cross-attention
       minitx eval mine.safetensors --data test.tsv --failures 10
     """
     apply_threads(threads)
