@@ -70,3 +70,12 @@ def test_no_trailing_spaces_holds_spaces_back_until_it_sees_what_follows():
     for chunk in ["a  ", "  b   ", "\nc ", " d  \n", "   "]:
         file.write(chunk)
     assert out.getvalue() == "a    b\nc  d\n"
+
+
+def test_eval_summary_breaks_before_what_it_was_measured_on_when_it_would_not_fit():
+    narrow = run_cli("eval", "reverse", "--n", "100", env={"COLUMNS": "80"})
+    lines = _assert_fits(narrow.stdout)
+    assert lines[0] == "reverse: exact match 100.0% (100/100)"  # 84 characters on one line
+    assert lines[1] == "  on fresh sequences of length 4-10, seed 1234"
+    wide = run_cli("eval", "reverse", "--n", "100", env={"COLUMNS": "120"})
+    assert wide.stdout.splitlines()[0] == f"{lines[0]} {lines[1].strip()}"

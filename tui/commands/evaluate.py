@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import click
 
 from minitx.tui.commands.common import (
@@ -114,7 +116,9 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
     if interventions.ablated:
         click.echo(ablated_name(task.name, interventions, checkpoint.model_config.n_heads))
     correct = result.n - result.wrong
-    click.echo(f"{task.name}: exact match {result.accuracy:.1%} ({correct}/{result.n}) on {what}")
+    head = f"{task.name}: exact match {result.accuracy:.1%} ({correct}/{result.n})"
+    width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
+    click.echo(f"{head} on {what}" if len(head) + len(what) + 4 <= width else f"{head}\n  on {what}")
     if result.unknown:
         click.echo(f"  {result.unknown:,} tokens unknown to the model were read as <unk>")
     rows = _length_rows(result)
