@@ -140,11 +140,11 @@ def _saved_configs(path: str):
     """The model and training configs a resumable checkpoint was written with."""
     import json
 
-    from minitx import checkpoints
     from minitx.core.checkpoint import CheckpointError
     from minitx.core.config import TrainConfig
+    from minitx.tui.commands.common import load_checkpoint_arg
 
-    ckpt = checkpoints.load(path)
+    ckpt = load_checkpoint_arg(path)  # one that cannot be found or read: exit 2, like other commands
     if not ckpt.resumable:
         raise CheckpointError(f"{path} holds no training state (an exported file?); it cannot be resumed")
     try:
