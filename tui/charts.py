@@ -31,6 +31,7 @@ X_AXES = ("step", "time")
 RUN_STYLES = [((86, 180, 233), "braille"), ((230, 159, 0), "hd"), ((0, 158, 115), "dot"),
               ((204, 121, 167), "braille"), ((240, 228, 66), "hd"), ((213, 94, 0), "dot")]
 SMOOTHING = 0.9  # weight of the moving average when smoothing is on (TensorBoard's slider)
+FRAME_LINES = 4  # plotext's lines around the plotted rows: top and bottom border, x ticks, x label
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ def curve_of(label: str, history: History, chart: str, x_axis: str = "step",
     return Curve(label, x, values)
 
 
+def chart_height(plot_rows: int, heading: bool = True) -> int:
+    """The height to give chart_text for `plot_rows` rows of plot: the frame (and heading) added."""
+    return plot_rows + FRAME_LINES + (1 if heading else 0)
+
+
 def chart_text(curves: list[Curve], chart: str, width: int, height: int, log: bool = False,
                x_axis: str = "step", title: str | None = None, heading: bool = True) -> Text:
     """The chart of `curves` in width x height cells: a heading line (title, then the legend when
@@ -76,6 +82,7 @@ def chart_text(curves: list[Curve], chart: str, width: int, height: int, log: bo
     if not shown:
         return Text(f"no {name} recorded", style="italic dim")
     plot = Plot()
+    plot._limit_size(False, False)  # plotext would shrink it to the terminal; the caller knows better
     plot.plotsize(width, height - 1 if heading else height)
     plot.theme("clear")  # the terminal's own background and text colours
     for (colour, marker), curve in styled:
@@ -90,10 +97,10 @@ def chart_text(curves: list[Curve], chart: str, width: int, height: int, log: bo
         ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
     else:
         ticks = linear_ticks(min(ys), max(ys), 4)
-    labels = [f"{t:.0%}" if chart == "accuracy" else short_number(t) for t in ticks]
+    labels = [f"{t:.0%}" for t in ticks] if chart == "accuracy" else tick_labels(ticks)
     plot.yticks(ticks, labels)
     x_ticks = linear_ticks(min(xs), max(xs), max(2, width // 16))
-    plot.xticks(x_ticks, [duration(t) if x_axis == "time" else short_number(t) for t in x_ticks])
+    plot.xticks(x_ticks, [duration(t) for t in x_ticks] if x_axis == "time" else tick_labels(x_ticks))
     plot.xlabel("training time" if x_axis == "time" else "step")
     drawn = Text.from_ansi(plot.build())
     if not heading:
@@ -130,14 +137,21 @@ def linear_ticks(lo: float, hi: float, count: int) -> list[float]:
         return [lo]
     raw = (hi - lo) / max(1, count)
     power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.ceil(lo / step) * step
-    ticks = []
-    value = first
+    steps = [m * power for m in (0.1, 0.2, 0.5, 1, 2, 5, 10)]  # 1-2-5 steps around raw
+    at = next(i for i, step in enumerate(steps) if step >= raw)
+    ticks = _multiples(lo, hi, steps[at])
+    while len(ticks) < 2 and at > 0:  # a round step can leave one tick: 2.0 to 2.9 by 0.5
+        at -= 1
+        ticks = _multiples(lo, hi, steps[at])
+    return ticks or [lo]
+
+
+def _multiples(lo: float, hi: float, step: float) -> list[float]:
+    ticks, value = [], math.ceil(lo / step) * step
     while value <= hi + step * 1e-9:
         ticks.append(round(value, 12))
         value += step
-    return ticks or [lo]
+    return ticks
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
@@ -147,20 +161,33 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     if len(decades) >= 3:
         return decades
     ticks = [m * 10.0**e for e in range(low, high + 1) for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
-    return ticks or [lo]
+    if len(ticks) < 2:  # a narrow range (a loss from 2.0 to 2.5): round values, placed on the log axis
+        ticks = linear_ticks(lo, hi, 4)
+    return ticks
 
 
-def short_number(value: float) -> str:
-    """Tick labels: 1500 -> 1.5k, 0.001 -> 1e-3, 0.25 -> 0.25."""
+def tick_labels(ticks: list[float]) -> list[str]:
+    """short_number of each tick, with as many figures as it takes for no two to read the same
+    (0.0015, 0.002 and 0.0025 are 1.5e-3, 2e-3 and 2.5e-3, not 2e-3 three times)."""
+    for figures in range(1, 7):
+        labels = [short_number(t, figures) for t in ticks]
+        if len(set(labels)) == len(labels):
+            return labels
+    return labels
+
+
+def short_number(value: float, figures: int = 1) -> str:
+    """Tick labels: 1500 -> 1.5k, 0.001 -> 1e-3, 0.25 -> 0.25. Small numbers keep `figures`
+    significant figures (at least), the others at least 3 (1k and up: 6)."""
     if value == 0:
         return "0"
     magnitude = abs(value)
     if magnitude >= 1000:
-        return f"{value / 1000:g}k"
+        return f"{value / 1000:.{max(6, figures)}g}k"
     if magnitude < 0.01:
-        mantissa, exponent = f"{value:.0e}".split("e")
-        return f"{mantissa}e{int(exponent)}"
-    return f"{value:.3g}"
+        mantissa, exponent = f"{value:.{figures - 1}e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.') if '.' in mantissa else mantissa}e{int(exponent)}"
+    return f"{value:.{max(3, figures)}g}"
 
 
 def duration(seconds: float) -> str:

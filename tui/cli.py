@@ -119,11 +119,11 @@ def main() -> None:
 
     \b
     Examples:
-      minitx decode "3 1 4 1 5"                 # the bundled reverse model: 5 1 4 1 3
+      minitx decode "3 1 4 1 5"            # the bundled reverse model: 5 1 4 1 3
       minitx train --task copy --out copy.safetensors
       minitx decode copy.safetensors "2 7 1" --attention
       minitx eval reverse --n 1000 --lengths 4-10
-      minitx tui                                # the terminal app
+      minitx tui                           # the terminal app
 
     CKPT arguments take a bundled name (see `minitx list`) or a .safetensors path.
     Options can be set with MINITX_<COMMAND>_<OPTION> environment variables, e.g.

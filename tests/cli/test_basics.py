@@ -5,11 +5,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import click
 import pytest
 
+from minitx.tui.cli import main
 from tests.cli.conftest import assert_one_line_error, run_cli
 
-COMMANDS = ["train", "decode", "eval", "inspect", "export", "list", "tui", "heads", "patch", "lens"]
+COMMANDS = sorted(main.commands)  # every command, so a new one is checked too
+
+
+def test_the_commands_a_newcomer_is_told_about_exist():
+    assert {"train", "decode", "eval", "inspect", "export", "list", "tui", "heads", "patch", "lens",
+            "compare", "doctor", "curves", "lab"} <= set(COMMANDS)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -18,6 +25,23 @@ def test_every_command_help_shows_an_example(command):
     assert run.exit_code == 0
     assert "Example" in run.stdout
     assert f"minitx {command}" in run.stdout or "minitx-tui" in run.stdout
+
+
+@pytest.mark.parametrize("command", [[]] + [[c] for c in COMMANDS], ids=["minitx"] + COMMANDS)
+def test_help_fits_80_columns_piped_without_trailing_spaces(command):
+    """An example line Click cannot wrap (they are kept verbatim) must fit by itself; a terminal
+    would otherwise break it mid-word."""
+    run = run_cli(*command, "--help", env={"COLUMNS": "80"})
+    assert run.exit_code == 0
+    for line in run.stdout.splitlines():
+        assert len(line) <= 80 and line == line.rstrip(), line
+
+
+def test_every_option_says_what_it_does():
+    undocumented = [f"{name} {param.opts[0]}" for name, command in main.commands.items()
+                    for param in command.params
+                    if isinstance(param, click.Option) and not param.help]
+    assert undocumented == []
 
 
 def test_group_help_lists_every_command():

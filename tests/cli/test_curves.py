@@ -103,3 +103,41 @@ def test_a_resumed_metrics_file_that_went_back_to_its_last_save_keeps_the_later_
     loss = json.loads(run_cli("curves", str(path), "--format", "json").stdout)["runs"][0]["history"][
         "series"]["loss"]
     assert loss["step"] == [1, 2, 3, 4, 5] and loss["value"][2:] == pytest.approx([2 / 3, 0.5, 0.4])
+
+
+def _plotted_rows(chart: list[str]) -> list[str]:
+    """The rows between a chart's top and bottom border."""
+    top = next(i for i, line in enumerate(chart) if "┌" in line)
+    bottom = next(i for i, line in enumerate(chart) if "└" in line)
+    return chart[top + 1:bottom]
+
+
+@pytest.mark.parametrize("height", [3, 8, 30])  # 30: taller than the 24-line terminal pytest has
+def test_height_is_the_number_of_plotted_rows_of_each_chart(two_runs, height):
+    (ckpt, _), _ = two_runs
+    run = run_cli("curves", str(ckpt), "--chart", "lr", "--height", str(height), env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.stderr
+    assert len(_plotted_rows(run.stdout.splitlines())) == height
+
+
+def test_axis_labels_never_repeat_and_lines_end_without_spaces(two_runs):
+    (ckpt, _), _ = two_runs
+    run = run_cli("curves", str(ckpt), "--chart", "lr", "--chart", "loss", "--scale", "linear",
+                  "--height", "8", env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert all(line == line.rstrip() for line in lines)
+    starts = [i for i, line in enumerate(lines) if "┌" in line] + [len(lines)]
+    for top, end in zip(starts, starts[1:]):
+        labels = [row.split("┤")[0].strip() for row in _plotted_rows(lines[top:end]) if "┤" in row]
+        assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
+
+
+def test_tick_labels_take_the_figures_that_keep_them_apart():
+    from minitx.tui.charts import linear_ticks, log_ticks, tick_labels
+
+    assert tick_labels([0.0015, 0.002, 0.0025]) == ["1.5e-3", "2e-3", "2.5e-3"]
+    assert tick_labels([0.001, 0.002]) == ["1e-3", "2e-3"]
+    assert tick_labels([1500, 2000, 2500]) == ["1.5k", "2k", "2.5k"]
+    assert linear_ticks(2.006, 2.9, 4) == [2.2, 2.4, 2.6, 2.8]  # not [2.5] alone
+    assert len(log_ticks(2.006, 2.9)) >= 2

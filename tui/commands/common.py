@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable
 
@@ -86,12 +87,25 @@ def shown_value(key: str, value) -> str:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
+class BadArgument(click.ClickException):
+    """A checkpoint, file or folder named on the command line that cannot be found or read.
+    Like a bad option it is a usage error (exit code 2), but its message is the whole story, so
+    no pointer to --help follows it."""
+
+    exit_code = 2
+
+
 def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu"):
-    """A bundled name or a path -> core Checkpoint (errors are one-line CheckpointErrors)."""
+    """A bundled name or a path -> core Checkpoint; one that cannot be found or read is a
+    BadArgument (every command that takes a checkpoint exits 2 for it)."""
     from minitx import checkpoints
+    from minitx.core.checkpoint import CheckpointError
     from minitx.core.train import resolve_device
 
-    return checkpoints.load(name_or_path, device=str(resolve_device(device)))
+    try:
+        return checkpoints.load(name_or_path, device=str(resolve_device(device)))
+    except CheckpointError as e:
+        raise BadArgument(str(e)) from None
 
 
 def echo_json(data) -> None:
@@ -106,11 +120,63 @@ def _jsonable(value):
 
 
 def console(file=None, **kwargs):
-    """A Rich console on the current stdout (read at call time, so CliRunner captures it)."""
+    """A Rich console on the current stdout (read at call time, so CliRunner captures it).
+    Into a file or a pipe it writes no spaces at line ends."""
     from rich.console import Console
 
-    return Console(file=file or sys.stdout, **kwargs)
+    file = file or sys.stdout
+    if not getattr(file, "isatty", lambda: False)():
+        file = NoTrailingSpaces(file)
+    return Console(file=file, **kwargs)
 
+
+class NoTrailingSpaces:
+    """A text file that drops the spaces before each line end. Rich pads table cells, panels
+    and wrapped lines to the console's width: invisible on a terminal, noise in a file or a
+    pipe (diffs, grep, `wc -L`)."""
+
+    def __init__(self, file) -> None:
+        self._file = file
+        self._spaces = ""  # the end of the last write, until it is known what follows it
+
+    def write(self, text: str) -> int:
+        joined = self._spaces + text
+        body = joined.rstrip(" ")
+        self._spaces = joined[len(body):]
+        self._file.write(re.sub(r" +\n", "\n", body))
+        return len(text)
+
+    def __getattr__(self, name: str):  # flush, isatty, fileno, encoding: the file's own
+        return getattr(self._file, name)
+
+
+def field_lines(fields, width: int, separator: str = " · "):
+    """Fields (str or rich Text) joined by `separator` into lines of at most `width` cells,
+    broken between fields, never inside one; a broken line ends with the separator's mark so
+    it reads as continued. A field wider than `width` gets a line of its own."""
+    from rich.text import Text
+
+    mark = separator.rstrip()
+    texts = [f if isinstance(f, Text) else Text(f) for f in fields]
+    lines: list[Text] = []
+    line = Text()
+    for i, field in enumerate(texts):
+        room = width if i == len(texts) - 1 else width - len(mark)  # a later break needs the mark
+        if line and line.cell_len + len(separator) + field.cell_len > room:
+            if line.cell_len + len(mark) <= width:
+                line.append(mark)
+            lines.append(line)
+            line = Text()
+        elif line:
+            line.append(separator)
+        line.append_text(field)
+    lines.append(line)
+    return Text("\n").join(lines)
+
+
+device_option = click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True,
+    help="Where the model runs (auto: the GPU when there is one).")
 
 threads_option = click.option(
     "--threads",

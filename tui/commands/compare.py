@@ -9,6 +9,7 @@ from minitx.tui.commands.common import (
     ablated_name,
     apply_threads,
     console,
+    device_option,
     echo_json,
     interventions_for,
     json_option,
@@ -27,7 +28,7 @@ WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them a
 @click.option("--source", "-s", default=None, help='Also decode this source with both, e.g. "3 1 4 1 5".')
 @sample_options("Fresh random sequences both models decode.")
 @ablate_options("a", "b")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option
 @threads_option
 @json_option
 def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, device, threads, as_json) -> None:
@@ -44,7 +45,7 @@ def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, device, 
       minitx compare reverse reverse-no-shift
       minitx compare reverse my-run.safetensors --source "3 1 4 1 5"
       minitx compare reverse copy --n 200 --json
-      minitx compare reverse reverse --ablate-b cross:L2.H1   # what does one head do?
+      minitx compare reverse reverse --ablate-b cross:L2.H1  # one head's part
     """
     apply_threads(threads)
     from minitx.core.compare import compare_loaded, decode_both

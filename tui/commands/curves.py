@@ -21,8 +21,8 @@ CHART_NAMES = ["loss", "accuracy", "lr", "grad_norm"]
 @click.option("--scale", type=click.Choice(["log", "linear"]), default="log", show_default=True,
               help="Vertical scale of the loss and grad norm charts.")
 @click.option("--smooth", is_flag=True, help="Draw a moving average (weight 0.9) instead of raw steps.")
-@click.option("--height", type=click.IntRange(min=6, max=200), default=14, show_default=True,
-              help="Lines per chart.")
+@click.option("--height", type=click.IntRange(min=2, max=200), default=9, show_default=True,
+              help="Plotted rows per chart (its title and axes take 5 more lines).")
 @click.option("--format", "fmt", type=click.Choice(["chart", "csv", "json"]), default="chart",
               show_default=True, help="Draw charts, or export every recorded point.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
@@ -58,15 +58,15 @@ def curves_cmd(runs, charts, x_axis, scale, smooth, height, fmt, out) -> None:
 def _load_runs(runs: tuple[str, ...]) -> list[tuple[str, str, object]]:
     """(label, where, History) for each run that has a history; a note for each that has none."""
     from minitx.core.history import HistoryError, history_from_metrics
-    from minitx.tui.commands.common import load_checkpoint_arg
+    from minitx.tui.commands.common import BadArgument, load_checkpoint_arg
 
     loaded, missing = [], []
     for run in runs:
         if run.endswith(".jsonl"):
             try:
                 history = history_from_metrics(run)
-            except HistoryError as e:
-                raise click.ClickException(str(e)) from None
+            except HistoryError as e:  # missing or malformed: a bad argument, like a bad checkpoint
+                raise BadArgument(str(e)) from None
             where = run
         else:
             ckpt = load_checkpoint_arg(run)
@@ -97,7 +97,7 @@ def _label(run: str, taken: list[str]) -> str:
 def _charts(loaded, charts, x_axis, log, smooth, height, out) -> str:
     from rich.console import Console, Group
 
-    from minitx.tui.charts import chart_text, curve_of
+    from minitx.tui.charts import chart_height, chart_text, curve_of
     from minitx.tui.commands.common import console
 
     terminal = console() if out is None else Console(file=io.StringIO(), width=100, color_system=None)
@@ -105,11 +105,12 @@ def _charts(loaded, charts, x_axis, log, smooth, height, out) -> str:
     parts = [_summary(label, history) for label, _, history in loaded]
     for chart in charts:
         curves = [curve_of(label, history, chart, x_axis, smooth) for label, _, history in loaded]
-        parts.append(chart_text(curves, chart, width, height, log=log, x_axis=x_axis))
+        parts.append(chart_text(curves, chart, width, chart_height(height), log=log, x_axis=x_axis))
     recorder = Console(file=io.StringIO(), width=width, record=True,
                        color_system=terminal.color_system, no_color=terminal.no_color)
     recorder.print(Group(*parts), crop=True)
-    return recorder.export_text(styles=terminal.color_system is not None)
+    text = recorder.export_text(styles=terminal.color_system is not None)
+    return "\n".join(line.rstrip(" ") for line in text.split("\n"))  # plotext pads every line
 
 
 def _summary(label: str, history):

@@ -7,8 +7,10 @@ import sys
 import click
 
 from minitx.tui.commands.common import (
+    BadArgument,
     ablate_options,
     apply_threads,
+    device_option,
     echo_json,
     interventions_for,
     load_checkpoint_arg,
@@ -124,7 +126,7 @@ def _sources(args: list[str]) -> list[str]:
     help="Print source, prediction, per-step top-k and cross-attention arrays as JSON.",
 )
 @ablate_options()
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option
 @threads_option
 def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, device, threads) -> None:
     """Predict the output for SOURCE with a checkpoint (default: the bundled reverse model).
@@ -134,12 +136,12 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
 
     \b
     Examples:
-      minitx decode reverse "3 1 4 1 5"        # prints 5 1 4 1 3
+      minitx decode reverse "3 1 4 1 5"               # prints 5 1 4 1 3
       minitx decode "3 1 4 1 5" --attention --numbers
       minitx decode sort 31415 27182 --json
-      minitx decode dates "Tuesday, 1 December 2026"   # prints 2026-12-01
-      printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy   # a source per line
-      minitx decode reverse "3 1 4 1 5" --ablate cross:L2   # without layer 2's cross-attention
+      minitx decode dates "Tuesday, 1 December 2026"  # prints 2026-12-01
+      printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy  # a source per line
+      minitx decode reverse 31415 --ablate cross:L2   # without L2 cross-attention
 
     A source is digits (with or without spaces) for the digit tasks, text for dates and for a
     model of your own pairs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
@@ -191,11 +193,9 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
 def _load(name: str | None, device: str, alone: bool):
     """The checkpoint; when its name is the only argument and names nothing, say that it is not
     a source either (`decode "3,1,4"` is more likely a mistyped source than a checkpoint)."""
-    from minitx.core.checkpoint import CheckpointError
-
     try:
         return load_checkpoint_arg(name, device)
-    except CheckpointError:
+    except BadArgument:
         if not (alone and name is not None and "/" not in name and not name.endswith(".safetensors")):
             raise
         from minitx.core.tasks import TaskInputError, get_task

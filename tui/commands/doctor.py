@@ -14,7 +14,7 @@ import click
 
 from minitx.tui.colors import STATUS_MARKUP
 from minitx.tui.commands import config_options
-from minitx.tui.commands.common import apply_threads, console, echo_json, threads_option
+from minitx.tui.commands.common import apply_threads, console, device_option, echo_json, threads_option
 
 EXIT_FAILED = 1  # a check failed
 EXIT_CANNOT_RUN = 2  # bad checkpoint or options (the same code as a usage error)
@@ -27,7 +27,7 @@ class CannotRun(click.ClickException):
 @click.command("doctor", short_help="Check a model for the classic bugs and name the likely cause.")
 @click.argument("ckpt", required=False)
 @click.option("--quick", is_flag=True, help="Skip the slow overfit-one-batch check; fewer sequences.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option
 @threads_option
 @click.option("--explain", is_flag=True, help="Also say what each check asserts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON (same exit codes).")
@@ -54,12 +54,12 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
 
     \b
     Examples:
-      minitx doctor reverse                      # a healthy model: exit code 0
-      minitx doctor reverse --explain            # ... and what each check asserts
-      minitx doctor reverse-no-shift --quick     # names "target not shifted right", exit 1
+      minitx doctor reverse                   # a healthy model: exit code 0
+      minitx doctor reverse --explain         # ... and what each check asserts
+      minitx doctor reverse-no-shift --quick  # exit 1: target not shifted right
       minitx doctor my-run.safetensors --json
-      minitx doctor --d-model 32 --heads 2       # a fresh model of that shape
-      minitx doctor --bug no-scale --quick       # what a missing 1/sqrt(d_k) looks like
+      minitx doctor --d-model 32 --heads 2    # a fresh model of that shape
+      minitx doctor --bug no-scale --quick    # a missing 1/sqrt(d_k), diagnosed
       minitx doctor my-run.safetensors --quick || echo "something is wrong"
 
     A model of your own pairs (or a fresh one for --data FILE) is checked on its held-out
@@ -199,6 +199,7 @@ class _Progress:
 
 
 NAME_WIDTH = 26  # the longest check name, future-leakage-gradients, and a gap
+THRESHOLD_WIDTH = 12  # "< 1e-05, and > 1e-03 with positions" in three lines, the rest in one
 
 
 class _Report:
@@ -209,14 +210,20 @@ class _Report:
         self.explain = explain
         cfg = subject["model_config"]
         what = subject["checkpoint"] or "a fresh (untrained) model"
-        self.out.print(
-            f"[bold]doctor[/] {what} · task {subject['task']} (checks on {subject['examples']}) · "
-            f"{cfg['norm']}-norm d_model "
-            f"{cfg['d_model']} heads {cfg['n_heads']} layers {cfg['n_encoder_layers']}+"
-            f"{cfg['n_decoder_layers']}",
-            highlight=False,
-        )
-        header = f"{'result':<7}{'check':<{NAME_WIDTH}}{'measured':>9} {'threshold':<12}note"
+        from rich.text import Text
+
+        from minitx.tui.commands.common import field_lines
+
+        fields = [
+            Text.assemble(("doctor", "bold"), f" {what}"),
+            f"task {subject['task']}",
+            f"checks on {subject['examples']}",
+            f"{cfg['norm']}-norm d_model {cfg['d_model']} heads {cfg['n_heads']} layers "
+            f"{cfg['n_encoder_layers']}+{cfg['n_decoder_layers']}",
+        ]
+        self.out.print(field_lines(fields, self.out.width), highlight=False)
+        header = (f"{'result':<7}{'check':<{NAME_WIDTH}}{'measured':>9} "
+                  f"{'threshold':<{THRESHOLD_WIDTH + 1}}note")
         self.out.print(f"[bold]{header}[/]")
 
     def row(self, r) -> None:
@@ -227,8 +234,9 @@ class _Report:
         from minitx.core.diagnostics import format_number
 
         line = Table.grid(padding=(0, 1))
-        for width, justify in ((6, "left"), (NAME_WIDTH - 1, "left"), (9, "right"), (11, "left")):
+        for width, justify in ((6, "left"), (NAME_WIDTH - 1, "left"), (9, "right")):
             line.add_column(width=width, justify=justify, no_wrap=True)
+        line.add_column(width=THRESHOLD_WIDTH)  # a long one wraps between words, never cut
         line.add_column(ratio=1)
         line.add_row(
             STATUS_MARKUP[r.status],

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+
 import click
 
 from minitx.tui.commands.common import (
     ablate_options,
     ablated_name,
     apply_threads,
+    device_option,
     echo_json,
     interventions_for,
     json_option,
@@ -33,7 +36,7 @@ from minitx.tui.commands.common import (
 @click.option("--failures", "show_failures", type=click.IntRange(min=0), default=0, metavar="N",
               help="Also list up to N wrong outputs, each with the step where it first goes wrong.")
 @ablate_options()
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option
 @threads_option
 @json_option
 def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, device, threads,
@@ -46,8 +49,8 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
     \b
     Examples:
       minitx eval reverse --n 1000
-      minitx eval my-run.safetensors --lengths 11-20 --json    # does it generalise?
-      minitx eval reverse --ablate cross:L2 --failures 5      # without layer 2's cross-attention
+      minitx eval my-run.safetensors --lengths 11-20 --json  # does it generalise?
+      minitx eval reverse --ablate cross:L2 --failures 5  # no L2 cross-attention
       minitx eval mine.safetensors --data test.tsv --failures 10
     """
     apply_threads(threads)
@@ -113,7 +116,9 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
     if interventions.ablated:
         click.echo(ablated_name(task.name, interventions, checkpoint.model_config.n_heads))
     correct = result.n - result.wrong
-    click.echo(f"{task.name}: exact match {result.accuracy:.1%} ({correct}/{result.n}) on {what}")
+    head = f"{task.name}: exact match {result.accuracy:.1%} ({correct}/{result.n})"
+    width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
+    click.echo(f"{head} on {what}" if len(head) + len(what) + 4 <= width else f"{head}\n  on {what}")
     if result.unknown:
         click.echo(f"  {result.unknown:,} tokens unknown to the model were read as <unk>")
     rows = _length_rows(result)

@@ -57,7 +57,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
       minitx export run.safetensors --out small.safetensors --dtype float16
       minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
       minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
-      minitx export reverse --trace "3 1 4 1 5" --ablate cross:L2.H1 --out ablated.svg
+      minitx export reverse --trace 31415 --ablate cross:L2.H1 --out ablated.svg
       minitx export dates --trace "1 dec 26" --format svg --out dates.svg
 
     --ablate applies to --trace exports: a checkpoint keeps every head.

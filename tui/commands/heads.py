@@ -7,6 +7,7 @@ import click
 from minitx.tui.commands.common import (
     apply_threads,
     console,
+    device_option,
     echo_json,
     json_option,
     lengths_option_value,
@@ -23,7 +24,7 @@ from minitx.tui.commands.common import (
               help="What an ablated head outputs: 0, or its mean over 256 fresh sources.")
 @click.option("--lengths", metavar="MIN-MAX", default=None,
               help="Source lengths. [default: the lengths it was trained on]")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option
 @threads_option
 @json_option
 def heads_cmd(ckpt, n, seed, kind, lengths, device, threads, as_json) -> None:

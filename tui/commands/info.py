@@ -9,6 +9,7 @@ import click
 from minitx.tui.commands.common import (
     console,
     echo_json,
+    field_lines,
     json_option,
     load_checkpoint_arg,
     shown_value,
@@ -101,17 +102,17 @@ def inspect_cmd(ckpt, as_json) -> None:
 
     out = console()
     task = info["task"]
-    out.print(
-        f"[bold]{info['path']}[/]  {info['file_size']} · {info['dtype']} · format "
-        f"v{info['format_version']} · minitx {info['minitx_version']} · "
-        f"{'resumable' if info['resumable'] else 'inference only'}"
-    )
+    from rich.text import Text
+
+    header = [Text(info["path"], style="bold"), info["file_size"], info["dtype"],
+              f"format v{info['format_version']}", f"minitx {info['minitx_version']}",
+              "resumable" if info["resumable"] else "inference only"]
+    out.print(field_lines(header, out.width), highlight=False)
     pattern = (f"a trained model's cross-attention is {task['expected_alignment']}"
                if task["expected_alignment"] else "no expected cross-attention pattern")
-    out.print(
-        f"task [bold]{task['name']}[/]: {task['description']}, source lengths {task['min_len']}-"
-        f"{task['max_len']}; {pattern}", highlight=False, markup=True,
-    )
+    about = [Text.assemble("task ", (task["name"], "bold"), f": {task['description']}"),
+             f"source lengths {task['min_len']}-{task['max_len']}", pattern]
+    out.print(field_lines(about, out.width), highlight=False)
     if "provenance" in task:
         out.print(_provenance(task), highlight=False)
     out.print(_vocabulary(checkpoint.task.vocab), highlight=False)
@@ -235,7 +236,7 @@ def _key_values(title: str, data: dict):
 
 
 @click.command("list", short_help="Bundled checkpoints and those in a folder.")
-@click.argument("folder", required=False, type=click.Path(file_okay=False))
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @json_option
 def list_cmd(folder, as_json) -> None:
     """The bundled checkpoints, and the *.safetensors files in FOLDER.

@@ -11,6 +11,7 @@ from minitx.tui.commands.common import (
     LazyChoice,
     apply_threads,
     console,
+    device_option,
     echo_json,
     task_names,
     threads_option,
@@ -51,7 +52,7 @@ def _seeds(text: str) -> list[int]:
               help="Fresh sequences per evaluation.")
 @click.option("--target", type=click.FloatRange(0, 1, min_open=True), default=0.99, show_default=True,
               help="Held-out exact match that counts as learned.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option
 @threads_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines, only the table.")
 @click.option("--json", "as_json", is_flag=True, help="Print every run as JSON.")
@@ -74,9 +75,9 @@ def lab_cmd(variants, recipe, task, lengths, beyond, seeds, steps, eval_every, e
 
     \b
     Examples:
-      minitx lab baseline rope                  # the reference model, and the same with RoPE
+      minitx lab baseline rope              # the recipe's model, and it with RoPE
       minitx lab baseline learned rope none --steps 600 --threads 1
-      minitx lab --task sort baseline none      # sorting needs no positions; reversing does
+      minitx lab --task sort baseline none  # sorting needs no positions
       minitx lab baseline modern --seeds 0-2 --json > lab.json
 
     The base is the recipe (--recipe, default fast) with the model options given (--d-model,

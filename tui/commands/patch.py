@@ -9,6 +9,7 @@ from minitx.tui.commands.common import (
     ablate_options,
     apply_threads,
     console,
+    device_option,
     echo_json,
     interventions_for,
     json_option,
@@ -31,7 +32,7 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
 @click.option("--clean", required=True, metavar="SOURCE",
               help='The source whose answer to recover, e.g. 31415.')
 @click.option("--corrupt", required=True, metavar="SOURCE", help="Another source of the same length.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option
 @threads_option
 @json_option
 def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
@@ -71,7 +72,7 @@ def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
 @click.option("--top-k", type=click.IntRange(min=1, max=13), default=1, show_default=True,
               help="Tokens shown per layer and step.")
 @ablate_options()
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option
 @threads_option
 @json_option
 def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None:

@@ -47,15 +47,15 @@ def train_cmd(**opts) -> None:
     \b
     Examples:
       minitx train                                   # the default (fast) recipe
-      minitx train --recipe reference --out ref.safetensors   # the reference recipe exactly
-      minitx train --task sort --steps 4000 --save-every 500 --out sort.safetensors
+      minitx train --recipe reference --out ref.safetensors
+      minitx train --task sort --save-every 500 --out sort.safetensors
       minitx train --resume sort.safetensors --steps 6000
-      minitx train --d-model 32 --layers 1 --steps 300 --metrics run.jsonl --out tiny.safetensors
-      minitx train --position-encoding rope --out rope.safetensors   # one component swapped
-      minitx train --recipe modern --out modern.safetensors   # RMSNorm, RoPE, SwiGLU, GQA
-      minitx train --until 99% --steps 3000   # stop once it is good enough
-      minitx train --data pairs.tsv --steps 2000 --out mine.safetensors   # your own pairs
-      minitx train --data train.tsv --valid valid.tsv --tokens word --out mine.safetensors
+      minitx train --d-model 32 --layers 1 --metrics run.jsonl  # a small model
+      minitx train --position-encoding rope --out rope.safetensors  # one swap
+      minitx train --recipe modern --out modern.safetensors  # RMSNorm, RoPE, ...
+      minitx train --until 99% --steps 3000          # stop once it is good enough
+      minitx train --data pairs.tsv --out mine.safetensors   # your own pairs
+      minitx train --data train.tsv --valid valid.tsv --tokens word
       minitx train --task dates --steps 3000 --out dates.safetensors
 
     docs/training.md describes the recipes, docs/components.md the component switches
@@ -140,11 +140,11 @@ def _saved_configs(path: str):
     """The model and training configs a resumable checkpoint was written with."""
     import json
 
-    from minitx import checkpoints
     from minitx.core.checkpoint import CheckpointError
     from minitx.core.config import TrainConfig
+    from minitx.tui.commands.common import load_checkpoint_arg
 
-    ckpt = checkpoints.load(path)
+    ckpt = load_checkpoint_arg(path)  # one that cannot be found or read: exit 2, like other commands
     if not ckpt.resumable:
         raise CheckpointError(f"{path} holds no training state (an exported file?); it cannot be resumed")
     try:

@@ -1,0 +1,72 @@
+"""A checkpoint, file or folder that cannot be found or read is a usage error in every command:
+exit code 2 and one line naming it, the same whichever command was given it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.conftest import assert_one_line_error, run_cli
+
+# Each command with its checkpoint argument replaced by {}: what a newcomer would type.
+WITH_A_CHECKPOINT = {
+    "eval": ["eval", "{}", "--n", "5"],
+    "decode": ["decode", "{}", "1 2 3"],
+    "doctor": ["doctor", "{}", "--quick"],
+    "inspect": ["inspect", "{}"],
+    "compare (A)": ["compare", "{}", "reverse", "--n", "5"],
+    "compare (B)": ["compare", "reverse", "{}", "--n", "5"],
+    "export": ["export", "{}", "--out", "never-written.safetensors"],
+    "heads": ["heads", "{}", "--n", "5"],
+    "patch": ["patch", "{}", "--clean", "1 2 3", "--corrupt", "3 2 1"],
+    "lens": ["lens", "{}", "1 2 3"],
+    "curves": ["curves", "{}"],
+    "train --resume": ["train", "--resume", "{}", "--steps", "1"],
+}
+
+
+def _with(args: list[str], name: str) -> list[str]:
+    return [name if a == "{}" else a for a in args]
+
+
+@pytest.mark.parametrize("args", WITH_A_CHECKPOINT.values(), ids=WITH_A_CHECKPOINT.keys())
+def test_an_unknown_checkpoint_name_exits_2_with_one_line_naming_it(args):
+    run = run_cli(*_with(args, "nosuch"))
+    message = assert_one_line_error(run)
+    assert run.exit_code == 2 and "unknown checkpoint 'nosuch'" in message, message
+
+
+@pytest.mark.parametrize("args", WITH_A_CHECKPOINT.values(), ids=WITH_A_CHECKPOINT.keys())
+def test_a_missing_or_corrupt_checkpoint_file_exits_2(args, tmp_path):
+    missing = tmp_path / "gone.safetensors"
+    run = run_cli(*_with(args, str(missing)))
+    assert run.exit_code == 2 and "no such file" in assert_one_line_error(run)
+    corrupt = tmp_path / "corrupt.safetensors"
+    corrupt.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    run = run_cli(*_with(args, str(corrupt)))
+    assert run.exit_code == 2 and "corrupt.safetensors" in assert_one_line_error(run)
+
+
+def test_every_command_taking_a_checkpoint_is_checked_above():
+    """A new command with a CKPT argument joins WITH_A_CHECKPOINT, or this fails."""
+    import click
+
+    from minitx.tui.cli import main
+
+    checked = {args[0] for args in WITH_A_CHECKPOINT.values()} - {"train"}  # an option, not a CKPT
+    taking = {"compare"}  # its A and B are checkpoints, named so in its help
+    for name, command in main.commands.items():
+        usage = " ".join(command.collect_usage_pieces(click.Context(command, info_name=name)))
+        if "CKPT" in usage and name != "tui":  # the app reports a bad file inside itself
+            taking.add(name)
+    assert taking == checked
+
+
+def test_a_missing_metrics_file_exits_2():
+    run = run_cli("curves", "no-such-run.jsonl")
+    assert run.exit_code == 2 and "no-such-run.jsonl" in assert_one_line_error(run)
+
+
+@pytest.mark.parametrize("folder", ["no-such-folder", "README.md"])
+def test_list_of_a_folder_that_is_not_one_exits_2(folder):
+    run = run_cli("list", folder)
+    assert run.exit_code == 2 and folder in assert_one_line_error(run)
