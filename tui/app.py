@@ -154,9 +154,14 @@ class MinitxApp(App):
         if message.announce:
             self.notify(f"now exploring {message.record.name}", markup=False)
 
+    def exit_unopened(self, name: str, error: str) -> None:
+        """End the app: a checkpoint named on the command line did not open. Exit 2, as every
+        command exits for a checkpoint it cannot find or read (a usage error)."""
+        self.exit(return_code=2, message=f"minitx-tui: {open_error(name, error)}")
+
     def on_load_failed(self, message: LoadFailed) -> None:
         if message.first and self.exit_on_start_error:
-            self.exit(return_code=1, message=f"minitx-tui: {open_error(message.name, message.error)}")
+            self.exit_unopened(message.name, message.error)
             return
         self.loading = False
         if self.current is None:

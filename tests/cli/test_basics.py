@@ -76,7 +76,7 @@ def test_options_can_come_from_minitx_environment_variables(tiny_ckpt):
 
 class _FakeApp:
     opened: list = []
-    return_code = 0  # what the app ends with (1: a checkpoint it was given did not open)
+    return_code = 0  # what the app ends with (2: a checkpoint it was given did not open)
 
     def __init__(self, checkpoints, exit_on_start_error=False):
         self.checkpoints = checkpoints
@@ -118,8 +118,8 @@ def test_the_app_takes_at_most_two_checkpoints_and_more_is_a_usage_error(fake_ap
 
 
 def test_the_apps_return_code_is_the_commands_exit_code(fake_app, monkeypatch):
-    monkeypatch.setattr(fake_app, "return_code", 1)
-    assert run_cli("tui", "nosuch").exit_code == 1
+    monkeypatch.setattr(fake_app, "return_code", 2)
+    assert run_cli("tui", "nosuch").exit_code == 2
 
 
 def test_tui_without_the_app_module_is_a_one_line_error(monkeypatch):

@@ -383,6 +383,6 @@ async def test_a_command_line_checkpoint_that_cannot_be_opened_ends_the_app_with
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app._exit, "the app to end")
     said = capsys.readouterr().err.strip()
-    assert app.return_code == 1
+    assert app.return_code == 2  # a usage error, as in every other command
     assert said.startswith("minitx-tui: cannot open") and "no such file" in said
     assert len(said.splitlines()) == 1 and said.count("nowhere.safetensors") == 1

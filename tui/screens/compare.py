@@ -202,7 +202,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
 
     def on_pair_failed(self, message: PairFailed) -> None:
         if self.from_command_line and self.app.exit_on_start_error:
-            self.app.exit(return_code=1, message=f"minitx-tui: {open_error(message.name, message.error)}")
+            self.app.exit_unopened(message.name, message.error)
             return
         self.query_one("#pair-grids").loading = False
         self.query_one("#summary-box").loading = False
