@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-
+from minitx.core.threads import set_threads
 from minitx.core.train import resolve_device
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads (0: minitx's default, every core but one)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run")
 
 
@@ -20,5 +20,4 @@ def apply_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
         resolve_device(args.device)
     except ValueError as e:
         parser.error(str(e))
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads or None)

@@ -59,9 +59,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def worker_threads() -> int:
-    from minitx.tui.training import worker_threads as train_screen_threads
+    from minitx.core.threads import default_threads
 
-    return train_screen_threads()  # what the Train screen's worker sets
+    return default_threads()  # what the Train screen's worker sets
 
 
 def headless_trainer(model_cfg, train_cfg):

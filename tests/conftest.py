@@ -1,15 +1,19 @@
 """Shared fixtures. Tests that train keep models tiny so the suite stays fast on 2 CPU cores."""
 
 import gc
-
-import pytest
-import torch
-
-from minitx.core.config import ModelConfig, TrainConfig
+import os
 
 # One intra-op thread for the whole suite: the models are tiny, so threads gain little, and on a
 # shared 2-core machine spinning threads made training steps ten to a hundred times slower.
-# It also makes CPU results independent of the machine's core count.
+# It also makes CPU results independent of the machine's core count. Through the environment,
+# so minitx's own default (core/threads.py, which commands and the app apply) is 1 here too.
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from minitx.core.config import ModelConfig, TrainConfig  # noqa: E402
+
 torch.set_num_threads(1)
 
 

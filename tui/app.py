@@ -120,7 +120,9 @@ class MinitxApp(App):
         if "torch" not in sys.modules:
             self.post_message(LoadProgress("loading torch…"))
         from minitx.core.checkpoint import CheckpointError
+        from minitx.core.threads import set_threads
 
+        set_threads()  # before the app's first torch work: threads started later take it
         self.post_message(LoadProgress(f"loading {name}…"))
         try:
             record = load_named(name)
@@ -144,6 +146,9 @@ class MinitxApp(App):
 
     def on_model_loaded(self, message: ModelLoaded) -> None:
         if self.current is None:
+            from minitx.core.threads import set_threads
+
+            set_threads()  # the UI thread's own count: explore and compare run torch here
             # torch, the app and the first model are here for good: move them out of the
             # collector's reach. Otherwise every full collection walks them all, a pause of
             # 70-220 ms that froze keys and training alike.

@@ -12,6 +12,10 @@ import sys
 
 import click
 
+from minitx.core.threads import prepare_environment
+
+prepare_environment()  # before anything imports torch: it reads these settings once, at import
+
 EXIT_INTERRUPTED = 130  # the shell convention for "stopped by Ctrl-C" (128 + SIGINT)
 
 

@@ -7,7 +7,6 @@ touches a widget. Nothing here imports torch at module level.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,18 +24,6 @@ PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passe
 def run_name(train_cfg) -> str:
     """What a run is called: its task, or its data file's name (the task is then "data")."""
     return Path(train_cfg.data).stem if train_cfg.data else train_cfg.task
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def worker_threads() -> int:
-    """torch threads for a training worker: every core but one, which the UI thread keeps."""
-    return max(1, available_cores() - 1)
 
 
 def save(trainer, path: str) -> Saved:
@@ -97,16 +84,14 @@ class TrainingRun:
             self.halted.set()
 
     def _train(self, cancelled: Callable[[], bool]) -> None:
-        import torch
-
         from minitx.core.model import parameter_breakdown
+        from minitx.core.threads import set_threads
         from minitx.core.train import Trainer
         from minitx.tui.loaded import describe_model
 
-        # Leave one core to the UI thread: torch's intra-op threads spin on every core they
-        # are given, and on a small or busy machine that starves the terminal (measured on 2
-        # cores: keys lagged and steps ran 3x slower with 2 threads than with 1).
-        torch.set_num_threads(worker_threads())
+        # minitx's default leaves a core to the UI thread: torch's threads on every core starve
+        # the terminal (measured on 2 cores: keys lagged, steps ran 3x slower on 2 threads).
+        set_threads()
         model_cfg, train_cfg = self.model_cfg, self.train_cfg
         trainer = Trainer.resume(self.resume_from, train_cfg) if self.resume_from \
             else Trainer(model_cfg, train_cfg)

@@ -182,15 +182,15 @@ threads_option = click.option(
     "--threads",
     type=click.IntRange(min=1),
     default=None,
-    help="CPU threads for torch. On a busy machine 1 is often much faster than the default.",
+    help="CPU threads for torch. [default: every core but one, or OMP_NUM_THREADS if set]",
 )
 
 
 def apply_threads(threads: int | None) -> None:
-    if threads:
-        import torch
+    """torch's thread count for this command: --threads, or minitx's default (core/threads.py)."""
+    from minitx.core.threads import set_threads
 
-        torch.set_num_threads(threads)
+    set_threads(threads)
 
 
 def ablate_options(*sides: str):
