@@ -25,6 +25,7 @@ from minitx.core.data import DataError, sha256_of
 from minitx.core.evaluation import EvalResult, score
 from minitx.core.history import History, snapshot_due
 from minitx.core.model import Seq2Seq
+from minitx.core.optim import FusedAdam
 from minitx.core.probe import probe, probe_example
 from minitx.core.tasks import DATA_TASK, Batch, get_task, task_for_config
 
@@ -85,10 +86,10 @@ class Trainer:
         self.model = Seq2Seq(model_cfg).to(self.device)
         # Listed once: model.parameters() walks every module, ~0.5 ms a step at this size.
         self._parameters = list(self.model.parameters())
-        self.optimizer = torch.optim.Adam(
-            self._parameters, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
-            eps=train_cfg.eps, fused=True,  # one kernel for all parameters: less per-step overhead
-        )
+        # torch's fused Adam kernel (one kernel for all parameters), without torch.optim's
+        # first-call import of torch._dynamo (core/optim.py)
+        self.optimizer = FusedAdam(self._parameters, lr=train_cfg.lr,
+                                   betas=(train_cfg.beta1, train_cfg.beta2), eps=train_cfg.eps)
         self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
         self._sampler = None  # shuffled epochs over a data file's training pairs
         if getattr(self.task, "train", None) is not None:
