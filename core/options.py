@@ -113,6 +113,7 @@ def configs_from_options(
     - `heads` without `kv_heads` keeps the base's query heads per K/V head (multi-head attention
       stays multi-head; 4 heads sharing 2 K/V heads become 8 sharing 4);
     - `bug` "none" means no bug;
+    - `eval_every` 0 without `until` also turns off the base's `until` (nothing to stop at);
     - `data` (a file of pairs) makes the task "data"; `valid`, `tokens` and `expect` need it.
     """
     unknown = sorted(set(options) - set(option_names()))
@@ -137,6 +138,8 @@ def configs_from_options(
     train_changes = {field: given[name] for name, field in train_options().items() if name in given}
     if train_changes.get("bug") == "none":
         train_changes["bug"] = ""
+    if train_changes.get("eval_every") == 0 and "until" not in given:
+        train_changes["until"] = 0.0
     _data_task(given, train_changes)
     if "lengths" in given:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from minitx.core.probe import probe, probe_example
 from minitx.core.tasks import DATA_TASK, Batch, get_task, task_for_config
 
 __all__ = ["EvalResult", "StepStats", "Trainer", "TrainingDiverged", "evaluate", "resolve_device"]
+
+EARLY_STOP_BATCH = 100  # sequences per batch of an evaluation that may stop early (--until)
 
 
 class TrainingDiverged(RuntimeError):
@@ -60,10 +63,14 @@ class StepStats:
 
 
 def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,
-             min_len: int | None = None, max_len: int | None = None) -> EvalResult:
+             min_len: int | None = None, max_len: int | None = None,
+             teacher_forced: bool = False, stop_below: float = 0.0) -> EvalResult:
     """Exact-match accuracy of greedy decoding on the task's evaluation examples: n fresh
-    sequences from `seed`, or (a data file's task) its first n held-out pairs."""
-    return score(model, task, task.evaluation_batches(n, seed, batch_size, min_len, max_len))
+    sequences from `seed`, or (a data file's task) its first n held-out pairs. teacher_forced
+    and stop_below: see core/evaluation.score (stop_below is its max_wrong as an accuracy)."""
+    max_wrong = math.floor((1 - stop_below) * n + 1e-9) if stop_below else None
+    return score(model, task, task.evaluation_batches(n, seed, batch_size, min_len, max_len),
+                 teacher_forced=teacher_forced, max_wrong=max_wrong)
 
 
 class Trainer:
@@ -106,6 +113,7 @@ class Trainer:
         self.probe_batch = probe_example(self.task, train_cfg.probe_source)  # a batch of one
         self.probe_ids = self.probe_batch.src[0, : int(self.probe_batch.lengths[0])].tolist()
         self.until_reached_at: int | None = None  # the step whose evaluation met cfg.until
+        self.eval_seconds = 0.0  # spent in this run's evaluations (not part of `seconds`)
         self.lr_restart: tuple[int, float] | None = None  # see TrainConfig.lr_at
 
     @property
@@ -161,7 +169,8 @@ class Trainer:
         stats = StepStats(step, loss_value, norm_value, lr, self.cfg.batch_size / elapsed, self.seconds)
         self.history.record_step(step, loss_value, lr, norm_value, stats.examples_per_s, self.seconds)
         if self.cfg.eval_every and (step % self.cfg.eval_every == 0 or step == self.cfg.steps):
-            accuracy = self.evaluate().accuracy
+            # Before the last step, an evaluation that cannot reach --until stops early.
+            accuracy = self.evaluate(stop_below=self.cfg.until if step < self.cfg.steps else 0.0).accuracy
             stats = dataclasses.replace(stats, accuracy=accuracy)
             if self.cfg.until and accuracy >= self.cfg.until and self.until_reached_at is None:
                 self.until_reached_at = step
@@ -175,12 +184,19 @@ class Trainer:
         self.history.record_snapshot(self.step_count, result.src, result.target,
                                      result.cross_attention)  # (L, h, T, S)
 
-    def evaluate(self, n: int | None = None, seed: int | None = None) -> EvalResult:
+    def evaluate(self, n: int | None = None, seed: int | None = None,
+                 stop_below: float = 0.0) -> EvalResult:
         """Held-out exact match: fresh sequences (a stream separate from training data), or a
-        data file's held-out pairs. The run's own evaluation (no n or seed given) goes into the
-        history."""
+        data file's held-out pairs, teacher-forced (the same figure as greedy decoding, in one
+        pass). The run's own evaluation (no n or seed given) goes into the history. With
+        stop_below (a run with --until) it goes EARLY_STOP_BATCH examples at a time and stops at
+        the batch that puts the target out of reach, so evaluations far from it cost little."""
+        start = time.perf_counter()
         result = evaluate(self.model, self.task, n or self.cfg.eval_size,
-                          seed=self.cfg.seed + 1_000_003 if seed is None else seed)
+                          seed=self.cfg.seed + 1_000_003 if seed is None else seed,
+                          batch_size=EARLY_STOP_BATCH if stop_below else 500,
+                          teacher_forced=True, stop_below=stop_below)
+        self.eval_seconds += time.perf_counter() - start
         self.last_accuracy = result.accuracy
         if n is None and seed is None:
             self.history.record_eval(self.step_count, result.accuracy)

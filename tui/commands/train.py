@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -95,6 +96,7 @@ def train_cmd(**opts) -> None:
             click.echo(f"note: {note}", err=True)
     reporter = Reporter(trainer, quiet=opts["quiet"] or opts["as_json"], log_every=opts["log_every"],
                         metrics=opts["metrics"], resume=bool(opts["resume"]))
+    loop_start = time.perf_counter()
     try:
         interrupted = _run(trainer, reporter, out_path, opts["save_every"])
     except TrainingDiverged as e:  # the trainer kept the last good step: keep it on disk too
@@ -110,8 +112,11 @@ def train_cmd(**opts) -> None:
             err=True,
         )
         sys.exit(130)
+    save_start = time.perf_counter()
     trainer.save(out_path, resumable=True)
-    _report_result(trainer, out_path, opts["as_json"])
+    timings = {"loop": save_start - loop_start, "training": trainer.seconds_this_run,
+               "evaluation": trainer.eval_seconds, "saving": time.perf_counter() - save_start}
+    _report_result(trainer, out_path, opts["as_json"], timings)
 
 
 def unused_run_path(task: str, folder: Path = Path(".")) -> Path:
@@ -199,7 +204,7 @@ def _run(trainer, reporter, out_path: Path, save_every: int) -> bool:
     return interrupted
 
 
-def _report_result(trainer, out_path: Path, as_json: bool) -> None:
+def _report_result(trainer, out_path: Path, as_json: bool, timings: dict[str, float]) -> None:
     summary = trainer.summary()
     if as_json:
         from minitx.tui.commands.common import echo_json
@@ -212,6 +217,8 @@ def _report_result(trainer, out_path: Path, as_json: bool) -> None:
                 "train_config": trainer.cfg.to_dict(),
                 "until_reached_at": trainer.until_reached_at,
                 "seconds_this_run": round(trainer.seconds_this_run, 3),
+                # where this run's time went: the loop holds training and evaluation
+                "timings": {k: round(v, 3) for k, v in timings.items()},
             }
         )
         return
