@@ -21,6 +21,7 @@ SMOKE_RUNS = {
     "memory.py": (["--steps", "3"], "peak RSS"),
     "tui_latency.py": (["--smoke"], "first paint of minitx-tui"),
     "data_load.py": (["--smoke", "--threads", "1"], "x reverse"),
+    "busy_machine.py": (["--smoke"], "default / best"),
 }
 
 
