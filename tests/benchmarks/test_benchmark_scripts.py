@@ -22,6 +22,10 @@ SMOKE_RUNS = {
     "tui_latency.py": (["--smoke"], "first paint of minitx-tui"),
     "data_load.py": (["--smoke", "--threads", "1"], "x reverse"),
     "busy_machine.py": (["--smoke"], "default / best"),
+    "process_time_to_accuracy.py": (["--smoke"], "ratio minitx process / reference training"),
+    "scaling.py": (["--smoke", "--threads", "1"], "the ratio to the reference model"),
+    "tui_big_model.py": (["--smoke"], "a (all 2 heads) -> rendered"),
+    "precision_compile.py": (["--smoke", "--threads", "1"], "loss on one batch"),
 }
 
 
@@ -40,7 +44,9 @@ def test_every_benchmark_script_has_a_smoke_run():
     assert scripts == set(SMOKE_RUNS)
 
 
-@pytest.mark.parametrize("script", ["decode_speed.py", "train_speed.py", "time_to_accuracy.py"])
+@pytest.mark.parametrize("script", ["decode_speed.py", "train_speed.py", "time_to_accuracy.py",
+                                    "process_time_to_accuracy.py", "scaling.py", "tui_big_model.py",
+                                    "precision_compile.py"])
 def test_benchmark_asked_for_a_missing_gpu_says_so_in_one_line(script):
     import torch
 
@@ -50,3 +56,16 @@ def test_benchmark_asked_for_a_missing_gpu_says_so_in_one_line(script):
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert "no CUDA GPU is available" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_the_gpu_check_runs_benchmarks_that_exist_and_falls_back_to_their_cpu_smoke_runs():
+    """Its --list with --cpu: the steps it would run without a GPU, each an existing script with
+    a smoke row here, in its --smoke version on the CPU."""
+    run = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--list", "--cpu"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    steps = [line.split() for line in run.stdout.splitlines()]
+    scripts = {Path(words[1]).name for words in steps}
+    assert {"train_speed.py", "decode_speed.py", "time_to_accuracy.py", "tui_big_model.py",
+            "precision_compile.py"} <= scripts <= set(SMOKE_RUNS)
+    assert all("--smoke" in words and words[words.index("--device") + 1] == "cpu" for words in steps)
