@@ -96,11 +96,13 @@ def test_the_entry_point_sets_torchs_threads_before_torch_loads():
     assert out.stdout.split() == [str(threads.cores_but_one()), "PASSIVE"]
 
 
-def test_the_apps_training_worker_applies_the_default(default_of_two, tiny_model_cfg, tiny_train_cfg):
+def test_the_apps_training_worker_applies_the_default(default_of_two, tmp_path, tiny_model_cfg,
+                                                      tiny_train_cfg):
     from minitx.tui.training import TrainingRun
 
     seen = []
-    run = TrainingRun(tiny_model_cfg, tiny_train_cfg.replace(steps=2), seen.append)
-    run.train(lambda: False, "tiny")
+    run = TrainingRun(1, tiny_model_cfg, tiny_train_cfg.replace(steps=2), tmp_path / "run.safetensors",
+                      seen.append)
+    run.train(lambda: False)
     assert torch.get_num_threads() == 2
     assert type(seen[-1]).__name__ == "RunEnded"

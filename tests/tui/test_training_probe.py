@@ -10,8 +10,8 @@ import minitx.tui.training as training
 from minitx.tui.training import TrainingRun
 
 
-def test_a_slow_probe_takes_a_small_share_of_the_workers_time(monkeypatch, tiny_model_cfg,
-                                                                        tiny_train_cfg):
+def test_a_slow_probe_takes_a_small_share_of_the_workers_time(monkeypatch, tmp_path, tiny_model_cfg,
+                                                              tiny_train_cfg):
     monkeypatch.setattr(training, "POST_INTERVAL", 0.0)  # a Progress after every step
     monkeypatch.setattr(training, "PROBE_INTERVAL", 0.01)  # and a probe due after every one
     probes = []
@@ -21,11 +21,12 @@ def test_a_slow_probe_takes_a_small_share_of_the_workers_time(monkeypatch, tiny_
         probes.append(time.monotonic())
 
     monkeypatch.setattr(TrainingRun, "probe", slow_probe)
-    run = TrainingRun(tiny_model_cfg, tiny_train_cfg.replace(steps=10**6), lambda message: None)
+    run = TrainingRun(1, tiny_model_cfg, tiny_train_cfg.replace(steps=10**6),
+                      tmp_path / "run.safetensors", lambda message: None)
     timer = threading.Timer(1.5, run.stop.set)
     timer.start()
     start = time.monotonic()
-    run.train(lambda: False, "tiny")
+    run.train(lambda: False)
     elapsed = time.monotonic() - start
     timer.cancel()
     assert run.trainer.step_count > 3 * len(probes)  # steps went on between the probes
