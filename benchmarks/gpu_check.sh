@@ -7,7 +7,7 @@
 #   benchmarks/gpu_check.sh [--list] [--cpu] [LOG]     (LOG: default gpu_check.log)
 #
 # Without a usable CUDA GPU it says so and runs each step's --smoke version on the CPU instead
-# (about three minutes), which checks the script and the benchmarks, not the GPU figures.
+# (about a minute), which checks the script and the benchmarks, not the GPU figures.
 # --cpu asks for that fallback even on a GPU machine; --list prints the steps and runs nothing.
 # PYTHON picks the interpreter (default .venv/bin/python), STEP_TIMEOUT each step's limit in
 # seconds (default 300).
