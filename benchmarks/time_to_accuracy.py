@@ -25,7 +25,7 @@ def time_to_accuracy(name: str, seed: int, eval_every: int, eval_n: int, max_ste
     r = recipe(name)
     # The recipe's own `steps` stays: its schedule depends on it. Past it, training goes on at
     # the schedule's final learning rate until the target or max_steps.
-    trainer = Trainer(r.model, r.train.replace(seed=seed, eval_every=0, device=device))
+    trainer = Trainer(r.model, r.train.replace(seed=seed, eval_every=0, until=0.0, device=device))
     accuracy = 0.0
     while trainer.step_count < max_steps:
         trainer.train_step()  # trainer.seconds counts training time only

@@ -56,7 +56,7 @@ class LabPlan:
         if model_cfg.max_len < self.beyond[1] + 2:
             raise ValueError(f"beyond: sources of {self.beyond[1]} tokens need max_len >= "
                              f"{self.beyond[1] + 2}, the model has {model_cfg.max_len}")
-        return model_cfg, train_cfg.replace(seed=seed, steps=self.steps, eval_every=0)
+        return model_cfg, train_cfg.replace(seed=seed, steps=self.steps, eval_every=0, until=0.0)
 
 
 @dataclass
