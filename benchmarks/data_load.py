@@ -82,8 +82,8 @@ def training_rates(steps: int, device: str) -> dict[str, float]:
     from minitx.core.train import Trainer
 
     recipe = fast_recipe()
-    trainers = {task: Trainer(recipe.model, recipe.train.replace(task=task, eval_every=0, until=0.0, steps=10**6,
-                                                                 device=device))
+    trainers = {task: Trainer(recipe.model, recipe.train.replace(task=task, eval_every=0, until=0.0,
+                                                                 steps=10**6, device=device))
                 for task in ("reverse", "dates")}
     seconds = dict.fromkeys(trainers, 0.0)
     for step in range(3 + steps):  # 3 warm-up steps
