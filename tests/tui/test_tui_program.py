@@ -38,9 +38,9 @@ def run_in_a_terminal(*args: str, timeout: float = 90) -> tuple[int, str]:
     return code, ANSI.sub("", out.decode("utf-8", "replace"))
 
 
-def test_minitx_tui_on_a_checkpoint_that_does_not_exist_exits_1_with_one_line():
+def test_minitx_tui_on_a_checkpoint_that_does_not_exist_exits_2_with_one_line():
     code, printed = run_in_a_terminal("nosuch")
-    assert code == 1
+    assert code == 2  # a usage error, as in every command
     # What it said after leaving the screen: the reason on one line, naming the checkpoint once.
     said = re.findall(r"minitx-tui: cannot open[^\r\n]*", printed)
     assert len(said) == 1, printed[-800:]
