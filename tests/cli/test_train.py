@@ -88,11 +88,26 @@ def test_until_stops_at_the_first_evaluation_reaching_it_saves_and_says_the_step
     assert ckpt.history.series("accuracy")[0][-1] == expected
 
 
-@pytest.mark.parametrize("value", ["1.5", "0", "-3%", "many"])
+@pytest.mark.parametrize("value", ["1.5", "-3%", "101%", "many"])
 def test_until_refuses_what_is_not_an_accuracy(tmp_path, value):
     out = str(tmp_path / "x.safetensors")
     run = run_cli("train", *TINY, "--eval-every", "5", "--until", value, "--out", out)
     assert "--until" in assert_one_line_error(run) and run.exit_code == 2
+
+
+def test_the_default_recipe_stops_at_its_target_and_until_0_trains_every_step(tmp_path):
+    reached = {}
+    for until in (None, "0"):
+        out = tmp_path / f"until-{until}.safetensors"
+        extra = [] if until is None else ["--until", until]
+        run = run_cli("train", *LEARNS, "--lr", "0.01", "--steps", "400", *extra, "--out", str(out),
+                      "--json")
+        assert run.exit_code == 0, run.stderr
+        data = json.loads(run.stdout)
+        reached[until] = (data["until_reached_at"], data["summary"]["steps"])
+    stopped_at, steps = reached[None]  # copying 1-2 tokens: 99.8% long before step 400
+    assert stopped_at is not None and stopped_at == steps < 400
+    assert reached["0"] == (None, 400)
 
 
 def test_until_without_evaluations_is_a_usage_error(tmp_path):

@@ -16,7 +16,7 @@ FROM_RECIPE = "[default: recipe]"
 
 
 class Accuracy(click.ParamType):
-    """An exact-match accuracy: 0.99 or 99%."""
+    """An exact-match accuracy: 0.99 or 99% (0: none, which turns `until` off)."""
 
     name = "ACC"
 
@@ -28,8 +28,8 @@ class Accuracy(click.ParamType):
             number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
         except ValueError:
             self.fail(f"expected an accuracy such as 0.99 or 99%, got {value!r}", param, ctx)
-        if not 0 < number <= 1:
-            self.fail(f"must be above 0 and at most 1 (100%), got {value!r}", param, ctx)
+        if not 0 <= number <= 1:
+            self.fail(f"must be from 0 (off) to 1 (100%), got {value!r}", param, ctx)
         return number
 
 
@@ -115,7 +115,8 @@ TRAINING_OPTIONS = [
                       f"{FROM_RECIPE}"),
     click.option("--until", type=Accuracy(),
                  help="Stop at the first evaluation whose exact match is at least ACC (0.99 or "
-                      "99%), and save; --steps stays the cap. [default: off]"),
+                      "99%), and save; --steps stays the cap; 0 trains every step. "
+                      "[default: recipe; fast stops at 99.8%]"),
     click.option("--probe-source", metavar="DIGITS",
                  help="Source whose cross-attention the checkpoint keeps snapshots of, e.g. "
                       "'3 1 4 1 5'. [default: 7 2 9 0 4 6]"),
