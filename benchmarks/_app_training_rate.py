@@ -15,6 +15,24 @@ import time
 TINY = {"d_model": "16", "heads": "2", "layers": "1", "batch_size": "16"}  # --tiny: smoke runs
 
 
+async def wait_until(condition, timeout: float = 120.0) -> None:
+    """Let the app run until condition() holds; TimeoutError after `timeout` seconds."""
+    start = time.perf_counter()
+    while not condition():
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError("the app did not get there in time")
+        await asyncio.sleep(0.02)
+
+
+async def open_train_form(app, pilot, timeout: float = 120.0):
+    """Wait for the app's model, switch to Train and wait for its form: the Train screen."""
+    await wait_until(lambda: app.model_ready, timeout)
+    await pilot.press("t")
+    train = app.screen
+    await wait_until(lambda: getattr(train, "state", "") == "idle", timeout)
+    return train
+
+
 async def rate(seconds: float, tiny: bool) -> float:
     from textual.widgets import Input
 
@@ -22,18 +40,9 @@ async def rate(seconds: float, tiny: bool) -> float:
 
     app = create_app(["reverse"])
     async with app.run_test(size=(80, 24)) as pilot:
-        async def until(condition, timeout=120.0):
-            start = time.perf_counter()
-            while not condition():
-                if time.perf_counter() - start > timeout:
-                    raise TimeoutError("the app did not get there in time")
-                await asyncio.sleep(0.02)
-
-        await until(lambda: app.model_ready)
-        await pilot.press("t")
-        train = app.screen
-        await until(lambda: getattr(train, "state", "") == "idle")
-        for key, value in {**(TINY if tiny else {}), "steps": "10000000"}.items():
+        until = wait_until
+        train = await open_train_form(app, pilot)
+        for key, value in {**(TINY if tiny else {}), "steps": "10000000", "until": "0"}.items():
             train.query_one(f"#{key}", Input).value = value
         await pilot.pause()
         await pilot.press("space")

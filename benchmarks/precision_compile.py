@@ -17,30 +17,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 from _options import add_run_options, apply_run_options
-from scaling import MODELS
+from scaling import MODELS, clock
 
 from minitx.core.config import ModelConfig
 from minitx.core.decode import greedy_decode
 from minitx.core.model import Seq2Seq
 from minitx.core.tasks import get_task
-
-
-def median_seconds(fn, repeats: int, device: str) -> float:
-    times = []
-    for i in range(repeats + 1):  # the first run warms up
-        start = time.perf_counter()
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        if i:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -99,8 +86,8 @@ def main() -> None:
         with context("bf16"):
             low = F.cross_entropy(model(src, dec_in).float().flatten(0, 1), labels.flatten(),
                                   ignore_index=model.cfg.pad_id)
-    train_s = {v: median_seconds(lambda v=v: step(nets[v], v), args.repeats, device) for v in nets}
-    decode_s = {v: median_seconds(lambda v=v: decode(v), max(1, args.repeats // 3), device)
+    train_s = {v: clock(lambda v=v: step(nets[v], v), args.repeats, device) for v in nets}
+    decode_s = {v: clock(lambda v=v: decode(v), max(1, args.repeats // 3), device)
                 for v in ("plain", "bf16")}
     print(f"{args.model} model, {sum(p.numel() for p in params):,} parameters, {args.length}-token "
           f"sources, device {device}, threads {torch.get_num_threads()}")

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _app_training_rate import open_train_form, wait_until  # noqa: E402
 from tui_latency import percentile, send_key, step_for  # noqa: E402
 
 BIG = {"d_model": "256", "heads": "8", "layers": "6"}
@@ -110,16 +111,9 @@ async def in_app(args, checkpoint: str, form: dict, model_cfg, train_cfg) -> dic
     rng, out = random.Random(7), {}
     async with app.run_test(size=(80, 24)) as pilot:
         async def until(condition, timeout=300.0):
-            start = time.perf_counter()
-            while not condition():
-                if time.perf_counter() - start > timeout:
-                    raise TimeoutError("the app did not get there in time")
-                await asyncio.sleep(0.02)
+            await wait_until(condition, timeout)
 
-        await until(lambda: app.model_ready)
-        await pilot.press("t")
-        train = app.screen
-        await until(lambda: getattr(train, "state", "") == "idle")
+        train = await open_train_form(app, pilot, timeout=300.0)
         for key, value in form.items():
             train.query_one(f"#{key}").value = value  # an Input, or the device's Select
         await pilot.pause()
@@ -186,7 +180,7 @@ def main() -> None:
         write_pairs(data, length)
         model_cfg, train_cfg = configs(shape, data, args.batch, args.device)
         checkpoint = saved_model(model_cfg, train_cfg, Path(folder) / "big.safetensors")
-        form = {**shape, "data": str(data), "batch_size": str(args.batch), "steps": "10000000",
+        form = {**shape, "data": str(data), "batch_size": str(args.batch), "steps": "10000000", "until": "0",
                 "device": args.device}
         out = asyncio.run(in_app(args, checkpoint, form, model_cfg, train_cfg))
     heads = model_cfg.n_heads * model_cfg.n_decoder_layers

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from minitx.core.vocab import SPECIAL_NAMES, Vocab
+from minitx.core.vocab import RESERVED_TOKENS, Vocab
 
 FIRST_DAY = datetime.date(1950, 1, 1)
 DAYS = (datetime.date(2049, 12, 31) - FIRST_DAY).days + 1
@@ -154,4 +154,4 @@ def _alphabet_and_lengths() -> tuple[str, tuple[int, int]]:
 
 
 ALPHABET, SOURCE_LENGTHS = _alphabet_and_lengths()
-VOCAB = Vocab(SPECIAL_NAMES + tuple(ALPHABET), pad=0, sos=1, eos=2, unk=3, level="char")
+VOCAB = Vocab(RESERVED_TOKENS + tuple(ALPHABET), pad=0, sos=1, eos=2, unk=3, level="char")

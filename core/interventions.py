@@ -70,14 +70,14 @@ def all_heads(model: Seq2Seq, kinds: tuple[str, ...] = KINDS) -> list[Head]:
             for head in range(h)]
 
 
-_SPEC = re.compile(r"^(enc|self|cross)(?::L(\d+)(?:\.H(\d+))?)?$", re.IGNORECASE)
+_HEAD_NAME = re.compile(r"^(enc|self|cross)(?::L(\d+)(?:\.H(\d+))?)?$", re.IGNORECASE)
 
 
 def parse_heads(spec: str, model: Seq2Seq) -> list[Head]:
     """'cross:L2.H3' -> that head; 'cross:L2' -> every head of that layer; 'cross' -> every
     cross-attention head. ValueError (one sentence) for anything else or a head the model lacks."""
     text = spec.strip().replace(" ", "")
-    match = _SPEC.match(text)
+    match = _HEAD_NAME.match(text)
     if not match:
         raise ValueError(f"{spec!r} is not a head: write KIND:Ll.Hh, e.g. cross:L2.H3 "
                          "(KIND enc, self or cross; layers and heads from 1)")

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from minitx.core.data import DataError, Provenance, file_format, read_chunks
-from minitx.core.vocab import SPECIAL_NAMES, Vocab, build_vocab
+from minitx.core.vocab import RESERVED_TOKENS, Vocab, build_vocab
 
 MAX_CODEPOINT = 0x110000
 SEPARATOR = "\U0010ffff"  # a noncharacter: joins texts for one split (texts holding it split alone)
@@ -240,7 +240,7 @@ def renumber(data: PairData, tokens: list[str], counts: torch.Tensor, level: str
     place where the dtype allows. Returns the data, the vocabulary, and how many distinct
     tokens it left out."""
     vocab, left_out = build_vocab(dict(zip(tokens, counts.tolist())), level, max_tokens)
-    final = {t: i for i, t in enumerate(vocab.tokens) if t not in SPECIAL_NAMES}
+    final = {t: i for i, t in enumerate(vocab.tokens) if t not in RESERVED_TOKENS}
     table = torch.tensor([final.get(t, vocab.unk) for t in tokens] or [vocab.unk], dtype=torch.int32)
 
     dtype = torch.int16 if vocab.size < 2**15 else torch.int32

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 LEVELS = ("digits", "char", "word")
-SPECIAL_NAMES = ("<pad>", "<sos>", "<eos>", "<unk>")
+RESERVED_TOKENS = ("<pad>", "<sos>", "<eos>", "<unk>")
 MAX_TOKENS = 200_000  # a vocabulary read from a file is refused beyond this
 MAX_TOKEN_CHARS = 64  # longest word kept in a vocabulary; longer words become UNK
 MAX_INPUT_CHARS = 2000  # longer typed text is refused before it is split (pastes of 10k chars)
@@ -43,7 +43,7 @@ class UnknownTokens(TaskInputError):
 
 @dataclass(frozen=True, eq=False)
 class Vocab:
-    tokens: tuple[str, ...]  # id -> token (specials spelled as in SPECIAL_NAMES)
+    tokens: tuple[str, ...]  # id -> token (specials spelled as in RESERVED_TOKENS)
     pad: int
     sos: int
     eos: int
@@ -156,7 +156,7 @@ class Vocab:
     def _unknown_error(self, missing: list[str]) -> UnknownTokens:
         distinct = list(dict.fromkeys(missing))
         what = {"char": "character", "word": "word", "digits": "token"}[self.level]
-        special = next((t for t in distinct if t in SPECIAL_NAMES), None)
+        special = next((t for t in distinct if t in RESERVED_TOKENS), None)
         holds = "digits 0-9 only" if self.level == "digits" else f"ordinary {what}s only"
         if special is not None:
             return UnknownTokens(f"{special} is a special token; the source holds {holds}", distinct)
@@ -206,7 +206,7 @@ class Vocab:
             if not isinstance(token, str) or not token:
                 raise ValueError(f"vocabulary token {i} is not a non-empty string")
             if i in specials:
-                expected = SPECIAL_NAMES[("pad", "sos", "eos", "unk").index(
+                expected = RESERVED_TOKENS[("pad", "sos", "eos", "unk").index(
                     next(k for k, v in ids.items() if v == i))]
                 if token != expected:
                     raise ValueError(f"vocabulary token {i} must be {expected}")
@@ -248,12 +248,12 @@ def build_vocab(counts: dict[str, int], level: str, max_tokens: int = 50_000) ->
     on nothing but the set of tokens. Beyond max_tokens, the most frequent are kept. Returns the
     vocabulary and how many distinct tokens were left out (they read as UNK)."""
     usable = {t: n for t, n in counts.items()
-              if n > 0 and t not in SPECIAL_NAMES and _valid_token(t, level)}
+              if n > 0 and t not in RESERVED_TOKENS and _valid_token(t, level)}
     kept = sorted(usable, key=lambda t: (-usable[t], t))[:max_tokens]
     left_out = len(counts) - len(kept)
-    tokens = SPECIAL_NAMES + tuple(sorted(kept))
+    tokens = RESERVED_TOKENS + tuple(sorted(kept))
     return Vocab(tokens, 0, 1, 2, 3, level), left_out
 
 
-DIGITS = Vocab(tuple(str(d) for d in range(10)) + SPECIAL_NAMES[:3], pad=10, sos=11, eos=12,
+DIGITS = Vocab(tuple(str(d) for d in range(10)) + RESERVED_TOKENS[:3], pad=10, sos=11, eos=12,
                unk=None, level="digits")

@@ -194,7 +194,7 @@ def apply_threads(threads: int | None) -> None:
 
 
 def ablate_options(*sides: str):
-    """--ablate SPEC (repeatable) and --ablate-kind; with sides ("a", "b"), --ablate-a and
+    """--ablate HEAD (repeatable) and --ablate-kind; with sides ("a", "b"), --ablate-a and
     --ablate-b instead, one for each model of a comparison."""
 
     def decorate(command):
@@ -205,7 +205,7 @@ def ablate_options(*sides: str):
             flag = f"--ablate-{side}" if side else "--ablate"
             whose = f" of model {side.upper()}" if side else ""
             command = click.option(
-                flag, f"ablate_{side}" if side else "ablate", multiple=True, metavar="SPEC",
+                flag, f"ablate_{side}" if side else "ablate", multiple=True, metavar="HEAD",
                 help=f"Knock out heads{whose}: KIND:Ll.Hh (KIND enc, self or cross; from 1), "
                      "KIND:Ll for a layer's heads, KIND for all. Repeatable.")(command)
         return command
@@ -214,7 +214,7 @@ def ablate_options(*sides: str):
 
 
 def interventions_for(ckpt, specs, kind: str, flag: str = "--ablate"):
-    """The ablation of `specs` on this checkpoint's model (empty when none); a bad SPEC is a
+    """The ablation of `specs` on this checkpoint's model (empty when none); a bad HEAD name is a
     usage error naming the flag."""
     from minitx.core.interventions import Interventions, ablation
 
