@@ -86,7 +86,10 @@ def save_checkpoint(
     if dtype not in FLOAT_DTYPES:
         raise CheckpointError(f"unknown dtype {dtype!r}; use one of {', '.join(FLOAT_DTYPES)}")
     tensors = {
-        f"model.{name}": t.detach().to("cpu", FLOAT_DTYPES[dtype]).contiguous()
+        # cloned: a training model's weights are views of one buffer (core/optim.py), and
+        # safetensors refuses tensors that share memory
+        f"model.{name}": t.detach().to("cpu", FLOAT_DTYPES[dtype]).clone(
+            memory_format=torch.contiguous_format)
         for name, t in model.state_dict().items()
     }
     for name, t in tensors.items():  # never replace a good file with one no loader accepts

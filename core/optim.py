@@ -1,12 +1,21 @@
-"""Adam for the Trainer: torch's fused Adam kernel, called directly.
+"""Adam for the Trainer: torch's fused Adam kernel, called directly, on one flat buffer.
 
 torch.optim.Adam(fused=True) runs the same kernel, but its methods are wrapped to keep
 torch.compile out of them, and the first call of any of them imports torch._dynamo (and sympy):
 1.5 to 2.5 s of every training process, more than the whole start-up otherwise (cProfile of
-`minitx train --steps 1` on this project's 2-core machine). This class keeps its state the way
-torch.optim does (`state[param]` = step, exp_avg, exp_avg_sq; `param_groups[0]["lr"]`), so the
-Trainer and its checkpoints read it unchanged, and its steps are bit for bit those of
-torch.optim.Adam(fused=True) (tests/core/test_optim.py checks it).
+`minitx train --steps 1` on this project's 2-core machine).
+
+The parameters (88 tensors in the reference model), their gradients and both Adam moments each
+live in one flat buffer, the tensors being views into it. On a CPU every kernel over a list of
+tensors still loops over them one by one, so the gradient norm and Adam over 88 small tensors cost
+about 1.5 ms a step; over one buffer they cost 0.3 ms (benchmarks/optimizer_step.py). Adam's
+update is elementwise, so the flat step is bit for bit torch.optim.Adam(fused=True)'s
+(tests/core/test_optim.py checks it).
+
+What a caller sees stays torch.optim's: `state[param]` = step, exp_avg, exp_avg_sq (views) once a
+step was taken, `param_groups[0]["lr"]`. Code that swaps a parameter's storage or drops
+its .grad (`p.data = ...` as Module.to does, model.zero_grad()) is put right at the next norm or
+step: the values are taken back into the buffers, never silently skipped.
 """
 
 from __future__ import annotations
@@ -15,33 +24,91 @@ import torch
 
 
 class FusedAdam:
-    """Adam without weight decay over a fixed list of parameters on one device."""
+    """Adam without weight decay over a fixed list of float parameters on one device."""
 
     def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float],
                  eps: float) -> None:
         self.params = list(params)
+        if not self.params or len({(p.device, p.dtype) for p in self.params}) != 1:
+            raise ValueError("FusedAdam needs parameters of one dtype on one device")
         self.param_groups = [{"lr": lr}]  # the Trainer sets each step's lr here
         self.betas, self.eps = betas, eps
-        self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
+        first = self.params[0]
+        sizes = [p.numel() for p in self.params]
+        flat = [torch.zeros(sum(sizes), dtype=first.dtype, device=first.device) for _ in range(4)]
+        self._weights, self._grads, self._exp_avg, self._exp_avg_sq = flat  # each (N,)
+        self._step = torch.zeros((), dtype=torch.float32, device=first.device)  # as torch.optim keeps it
+        self._stepped = False
+        # per parameter: its views into each buffer
+        self._views = [tuple(buf.split(sizes)[i].view_as(p) for buf in flat)
+                       for i, p in enumerate(self.params)]
+        self._gather()  # each weight moves into its buffer, each .grad points at its own
+
+    # -- the flat buffers ----------------------------------------------------------------------
+    def _attach_grads(self) -> None:
+        for p, (_, grad, _, _) in zip(self.params, self._views):
+            p.grad = grad
+
+    def _gather(self) -> None:
+        """Before reading the gradient buffer: take back any parameter or gradient that code
+        outside moved to other storage (its values are copied in, then it points here again)."""
+        with torch.no_grad():
+            for p, (weight, grad, _, _) in zip(self.params, self._views):
+                if p.data_ptr() != weight.data_ptr():
+                    weight.copy_(p)
+                    p.data = weight
+                if p.grad is not grad:
+                    if p.grad is None:
+                        grad.zero_()
+                    else:
+                        grad.copy_(p.grad)
+                    p.grad = grad
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.params:
-            p.grad = None
+        """Zero the gradient buffer (set_to_none is accepted for torch.optim's signature: the
+        gradients must stay views into the buffer, so they are zeroed, not dropped)."""
+        self._grads.zero_()
+        self._attach_grads()
+
+    @torch.no_grad()
+    def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
+        """torch.nn.utils.clip_grad_norm_ over the one buffer: scale the gradients to at most
+        max_norm (2-norm over all of them); returns the norm before clipping."""
+        self._gather()
+        norm = torch.linalg.vector_norm(self._grads)
+        self._grads.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        return norm
 
     @torch.no_grad()
     def step(self) -> None:
-        params = [p for p in self.params if p.grad is not None]
-        if not params:
-            return
-        for p in params:
-            if p not in self.state:  # as torch.optim does: the step count is a float32 scalar
-                self.state[p] = {"step": torch.zeros((), dtype=torch.float32, device=p.device),
-                                 "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
-        states = [self.state[p] for p in params]
-        steps = [s["step"] for s in states]
-        torch._foreach_add_(steps, 1)
+        self._gather()
+        self._step.add_(1)
+        self._stepped = True
         torch._fused_adam_(
-            params, [p.grad for p in params], [s["exp_avg"] for s in states],
-            [s["exp_avg_sq"] for s in states], [], steps, amsgrad=False,
-            lr=self.param_groups[0]["lr"], beta1=self.betas[0], beta2=self.betas[1],
+            [self._weights], [self._grads], [self._exp_avg], [self._exp_avg_sq], [], [self._step],
+            amsgrad=False, lr=self.param_groups[0]["lr"], beta1=self.betas[0], beta2=self.betas[1],
             weight_decay=0.0, eps=self.eps, maximize=False, grad_scale=None, found_inf=None)
+
+    # -- state, as torch.optim shows it --------------------------------------------------------
+    @property
+    def state(self) -> dict[torch.Tensor, dict[str, torch.Tensor]]:
+        """{param: {step, exp_avg, exp_avg_sq}}, views into the buffers; empty before the first
+        step, as torch.optim's."""
+        if not self._stepped:
+            return {}
+        return {p: {"step": self._step, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+                for p, (_, _, exp_avg, exp_avg_sq) in zip(self.params, self._views)}
+
+    @torch.no_grad()
+    def load_state(self, state: dict[torch.Tensor, dict[str, torch.Tensor]]) -> None:
+        """Take saved moments (torch.optim's layout, validated by the caller). The step count is
+        one for all parameters: the largest saved (they are equal in every file minitx writes)."""
+        if not state:
+            return
+        index = {id(p): i for i, p in enumerate(self.params)}
+        for p, s in state.items():
+            _, _, exp_avg, exp_avg_sq = self._views[index[id(p)]]
+            exp_avg.copy_(s["exp_avg"])
+            exp_avg_sq.copy_(s["exp_avg_sq"])
+        self._step.fill_(max(float(s["step"]) for s in state.values()))
+        self._stepped = True

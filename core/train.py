@@ -24,7 +24,7 @@ from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.data import DataError
 from minitx.core.evaluation import EvalResult, score
 from minitx.core.history import History, snapshot_due
-from minitx.core.model import Seq2Seq
+from minitx.core.model import Seq2Seq, set_training
 from minitx.core.optim import FusedAdam
 from minitx.core.probe import probe, probe_example
 from minitx.core.resume_checks import check_optim_state, check_same_data, restart_from
@@ -91,11 +91,9 @@ class Trainer:
         self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
         self.model = Seq2Seq(model_cfg).to(self.device)
-        # Listed once: model.parameters() walks every module, ~0.5 ms a step at this size.
-        self._parameters = list(self.model.parameters())
-        # torch's fused Adam kernel (one kernel for all parameters), without torch.optim's
+        # torch's fused Adam kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/optim.py)
-        self.optimizer = FusedAdam(self._parameters, lr=train_cfg.lr,
+        self.optimizer = FusedAdam(list(self.model.parameters()), lr=train_cfg.lr,
                                    betas=(train_cfg.beta1, train_cfg.beta2), eps=train_cfg.eps)
         self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
         self._sampler = None  # shuffled epochs over a data file's training pairs
@@ -145,18 +143,17 @@ class Trainer:
             group["lr"] = lr
         src, decoder_input, labels = (t.to(self.device, non_blocking=True)
                                       for t in self._feed(self.next_batch()))  # (B, S), (B, T), (B, T)
-        if not self.model.training:  # train() walks every module: only when something switched
-            self.model.train()
+        if not self.model.training:  # only when something switched it (an app's decode, say)
+            set_training(self.model, True)
         logits = self.model(src, decoder_input)  # (B, T, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                ignore_index=self.model_cfg.pad_id)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._parameters, self.cfg.clip_grad_norm,
-                                                   foreach=True)  # one kernel, not one per tensor
+        grad_norm = self.optimizer.clip_grad_norm(self.cfg.clip_grad_norm)  # over one flat buffer
         loss_value, norm_value = float(loss.detach()), float(grad_norm)
         if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
-            self.optimizer.zero_grad(set_to_none=True)
+            self.optimizer.zero_grad()
             raise TrainingDiverged(
                 f"training diverged at step {step}: loss {loss_value:.4g}, grad norm "
                 f"{norm_value:.4g} (try a lower learning rate); the last good weights are kept"
@@ -241,7 +238,8 @@ class Trainer:
         names = {id(p): n for n, p in self.model.named_parameters()}
         for p, s in self.optimizer.state.items():
             for key, value in s.items():
-                state[f"optim.{names[id(p)]}.{key}"] = torch.as_tensor(value)
+                # a copy: the optimizer's state is views of shared buffers (core/optim.py)
+                state[f"optim.{names[id(p)]}.{key}"] = torch.as_tensor(value).clone()
         return state
 
     def save(self, path, resumable: bool = True):
@@ -327,8 +325,7 @@ class Trainer:
                 raise ValueError(f"step {step} and seconds {seconds} must not be negative")
             check_optim_state(optim_state, params, step)
             restart = restart_from(info.get("lr_restart"), step, self.cfg.lr)
-            for p, s in optim_state.items():
-                self.optimizer.state[p] = s
+            self.optimizer.load_state(optim_state)
             torch.set_rng_state(state["rng.torch_cpu"])
             self.data_generator.set_state(state["rng.data"])
             if self._sampler is not None:

@@ -26,6 +26,7 @@ SMOKE_RUNS = {
     "scaling.py": (["--smoke", "--threads", "1"], "the ratio to the reference model"),
     "tui_big_model.py": (["--smoke"], "a (all 2 heads) -> rendered"),
     "precision_compile.py": (["--smoke", "--threads", "1"], "loss on one batch"),
+    "optimizer_step.py": (["--smoke", "--threads", "1"], "ratio flat buffer / per tensor"),
 }
 
 

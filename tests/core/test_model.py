@@ -290,3 +290,19 @@ def test_dropout_acts_in_training_and_is_skipped_in_eval():
     with torch.no_grad():
         assert torch.equal(model(src, tgt), model(src, tgt))
         assert torch.equal(ff(x), ff[3](ff[1](ff[0](x))))  # eval: the plain two-layer MLP
+
+
+def test_set_training_switches_every_module_as_train_and_eval_do():
+    from minitx.core.model import eval_mode, set_training
+
+    model = Seq2Seq(ModelConfig(dropout=0.5))
+    src, tgt = torch.randint(0, 10, (4, 6)), torch.randint(0, 10, (4, 7))
+    set_training(model, False)
+    assert not any(m.training for m in model.modules())
+    assert torch.equal(model(src, tgt), model(src, tgt))  # dropout is off
+    set_training(model, True)
+    assert all(m.training for m in model.modules())
+    assert not torch.equal(model(src, tgt), model(src, tgt))  # and on again
+    with eval_mode(model):
+        assert not any(m.training for m in model.modules())
+    assert all(m.training for m in model.modules())

@@ -51,3 +51,75 @@ def test_a_training_step_does_not_import_torch_dynamo():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def _model_and_batch():
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
+                                n_decoder_layers=1, max_len=16, dropout=0.0))
+    batch = get_task("reverse", 3, 6).batch(8, torch.Generator().manual_seed(1))
+    return model, batch
+
+
+def _loss(model, batch):
+    return torch.nn.functional.cross_entropy(model(batch.src, batch.decoder_input).flatten(0, 1),
+                                             batch.labels.flatten(), ignore_index=10)
+
+
+def test_clip_grad_norm_over_the_flat_buffer_matches_torchs_clip():
+    model, batch = _model_and_batch()
+    twin = Seq2Seq(model.cfg)
+    twin.load_state_dict(model.state_dict())
+    optimizer = FusedAdam(list(model.parameters()), 1e-3, (0.9, 0.98), 1e-9)
+    optimizer.zero_grad()
+    (_loss(model, batch) * 50).backward()  # a norm well above 1, so clipping changes the grads
+    _loss(twin, batch).mul(50).backward()
+    ours = optimizer.clip_grad_norm(1.0)
+    theirs = torch.nn.utils.clip_grad_norm_(list(twin.parameters()), 1.0)
+    assert float(ours) > 1.0
+    assert torch.allclose(ours, theirs, rtol=1e-5)
+    for a, b in zip(model.parameters(), twin.parameters()):
+        assert torch.allclose(a.grad, b.grad, rtol=1e-5, atol=1e-9)
+
+
+def test_parameters_and_grads_moved_by_other_code_are_still_trained():
+    """model.zero_grad() drops .grad tensors and `p.data = ...` (what Module.to does) swaps a
+    weight's storage: the optimizer takes both back instead of silently stepping buffers the
+    model no longer uses."""
+    model, batch = _model_and_batch()
+    optimizer = FusedAdam(list(model.parameters()), 1e-2, (0.9, 0.98), 1e-9)
+    for p in model.parameters():
+        p.data = p.data + 0.5  # the model's weights live elsewhere now
+    fresh = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer.zero_grad()
+    model.zero_grad(set_to_none=True)  # and its grads are gone before backward
+    _loss(model, batch).backward()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer.step()
+    assert all(torch.equal(v, fresh[k]) for k, v in before.items())  # it starts from the swapped weights
+    moved = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    trainable = [n for n, p in model.named_parameters() if p.grad is not None and bool(p.grad.any())]
+    assert trainable and set(trainable) <= set(moved)
+    assert optimizer.state  # and the moments are kept for a checkpoint
+
+
+def test_loaded_moments_continue_the_run_bit_for_bit():
+    model, batch = _model_and_batch()
+    twin = Seq2Seq(model.cfg)
+    twin.load_state_dict(model.state_dict())
+    first = FusedAdam(list(model.parameters()), 1e-3, (0.9, 0.98), 1e-9)
+    for _ in range(3):
+        first.zero_grad()
+        _loss(model, batch).backward()
+        first.step()
+    twin.load_state_dict(model.state_dict())
+    second = FusedAdam(list(twin.parameters()), 1e-3, (0.9, 0.98), 1e-9)
+    names = dict(model.named_parameters())
+    second.load_state({dict(twin.named_parameters())[n]: {k: v.clone() for k, v in first.state[p].items()}
+                       for n, p in names.items()})
+    for optimizer, m in ((first, model), (second, twin)):
+        optimizer.zero_grad()
+        _loss(m, batch).backward()
+        optimizer.step()
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters()))
+    assert float(second.state[next(twin.parameters())]["step"]) == 4
