@@ -97,7 +97,7 @@ class PairsTask(Task):
         self.description = f"pairs from {provenance.get('data', {}).get('file', 'a data file')}"
 
     # -- what the rest of minitx asks of a task ----------------------------------------------
-    def batch(self, batch_size, generator, min_len=None, max_len=None) -> Batch:
+    def batch(self, batch_size, generator, min_len=None, max_len=None, length_power=0.0) -> Batch:
         """batch_size held-out pairs drawn from `generator` (all of them, shuffled, when fewer)."""
         order = torch.randperm(len(self.heldout), generator=generator)[:batch_size]
         return self.heldout.batch(order, self.vocab)

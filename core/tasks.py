@@ -41,6 +41,16 @@ class Batch:
         return self.src.shape[0]
 
 
+def draw_lengths(count: int, lo: int, hi: int, generator: torch.Generator,
+                 power: float = 0.0) -> torch.Tensor:
+    """(count,) source lengths in lo..hi: each equally likely (power 0: torch.randint, the stream
+    every earlier run drew), or length L with probability proportional to L ** power."""
+    if not power:
+        return torch.randint(lo, hi + 1, (count,), generator=generator)
+    weights = torch.arange(lo, hi + 1, dtype=torch.float64) ** power  # (hi - lo + 1,)
+    return lo + torch.multinomial(weights, count, replacement=True, generator=generator)
+
+
 class Task:
     """Base class. Subclasses say how a source becomes its output (`transform`) and which
     source positions hold the token each output position should copy (`alignment`)."""
@@ -75,10 +85,12 @@ class Task:
         generator: torch.Generator,
         min_len: int | None = None,
         max_len: int | None = None,
+        length_power: float = 0.0,
     ) -> Batch:
+        """batch_size fresh examples, lengths drawn by draw_lengths()."""
         lo = self.min_len if min_len is None else min_len
         hi = self.max_len if max_len is None else max_len
-        lengths = torch.randint(lo, hi + 1, (batch_size,), generator=generator)  # (B,)
+        lengths = draw_lengths(batch_size, lo, hi, generator, length_power)  # (B,)
         digits = torch.randint(0, 10, (batch_size, hi), generator=generator)  # (B, S)
         src = digits.masked_fill(_beyond(lengths, hi), self.vocab.pad)
         return self.batch_from_sources(src, lengths)
@@ -210,8 +222,8 @@ class DatesTask(Task):
     def __init__(self, min_len: int = 0, max_len: int = 0) -> None:
         super().__init__(*dates.SOURCE_LENGTHS)  # the formats decide; the arguments are ignored
 
-    def batch(self, batch_size, generator, min_len=None, max_len=None) -> Batch:
-        examples = dates.sample(batch_size, generator)
+    def batch(self, batch_size, generator, min_len=None, max_len=None, length_power=0.0) -> Batch:
+        examples = dates.sample(batch_size, generator)  # the formats decide the lengths
         return dates.batch_of(examples, self.vocab)
 
     def relabel(self, batch: Batch) -> Batch:

@@ -28,7 +28,7 @@ from minitx.core.model import Seq2Seq, set_training
 from minitx.core.optim import FusedAdam
 from minitx.core.probe import probe, probe_example
 from minitx.core.resume_checks import check_optim_state, check_same_data, restart_from
-from minitx.core.tasks import DATA_TASK, Batch, get_task, task_for_config
+from minitx.core.tasks import DATA_TASK, Batch, draw_lengths, get_task, task_for_config
 
 __all__ = ["EvalResult", "StepStats", "Trainer", "TrainingDiverged", "evaluate", "resolve_device"]
 
@@ -125,11 +125,11 @@ class Trainer:
     def next_batch(self) -> Batch:
         if self._sampler is not None:
             return self._sampler.next_batch()
-        if self.cfg.bucket_lengths and self._data_task.exact_lengths:  # every length equally often
-            length = int(torch.randint(self.cfg.min_len, self.cfg.max_len + 1, (1,),
-                                       generator=self.data_generator))
+        power = self.cfg.length_power
+        if self.cfg.bucket_lengths and self._data_task.exact_lengths:
+            length = int(draw_lengths(1, self.cfg.min_len, self.cfg.max_len, self.data_generator, power))
             return self._data_task.batch(self.cfg.batch_size, self.data_generator, length, length)
-        return self._data_task.batch(self.cfg.batch_size, self.data_generator)
+        return self._data_task.batch(self.cfg.batch_size, self.data_generator, length_power=power)
 
     def train_step(self) -> StepStats:
         """One optimiser step on a fresh batch. Raises TrainingDiverged before applying a

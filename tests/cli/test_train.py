@@ -174,6 +174,17 @@ def test_json_output_shows_recipe_values_unless_an_option_overrides_them(tmp_pat
     assert data["summary"]["steps"] == 3 and data["checkpoint"].endswith("r.safetensors")
 
 
+def test_the_default_recipe_favours_long_sources_and_length_power_overrides_it(tmp_path):
+    powers = {}
+    for extra in ([], ["--length-power", "0"]):
+        out = tmp_path / f"p{len(extra)}.safetensors"
+        run = run_cli("train", *TINY, "--steps", "2", *extra, "--json", "--out", str(out))
+        assert run.exit_code == 0, run.stderr
+        powers[len(extra)] = json.loads(run.stdout)["train_config"]["length_power"]
+        assert json.loads(load_checkpoint(out).metadata["train_config"])["length_power"] == powers[len(extra)]
+    assert powers == {0: 2.0, 2: 0.0}
+
+
 def test_bug_option_trains_the_broken_variant(tmp_path):
     run = run_cli(
         "train",
@@ -304,6 +315,7 @@ def test_save_every_writes_resumable_checkpoints_during_the_run(tmp_path, monkey
         (["--dropout", "1.5"], "dropout"),
         (["--steps", "many"], "many"),
         (["--kv-heads", "3"], "--kv-heads"),  # 2 heads do not split into 3 groups
+        (["--length-power", "-1"], "--length-power"),
         (["--position-encoding", "alibi"], "--position-encoding"),
         (["--d-model", "12", "--heads", "4", "--d-ff", "8", "--position-encoding", "rope"],
          "--position-encoding"),  # d_k 3: rope turns pairs

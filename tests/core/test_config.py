@@ -75,7 +75,8 @@ def test_invalid_model_config_names_the_field(changes, field):
     "changes, field",
     [({"lr": 0}, "lr"), ({"steps": 0}, "steps"), ({"task": "juggle"}, "task"),
      ({"device": "tpu"}, "device"), ({"min_len": 8, "max_len": 4}, "min_len"),
-     ({"warmup": -1}, "warmup"), ({"bug": "typo"}, "bug")],
+     ({"warmup": -1}, "warmup"), ({"bug": "typo"}, "bug"), ({"length_power": -1}, "length_power"),
+     ({"length_power": 9}, "length_power"), ({"length_power": True}, "length_power")],
 )
 def test_invalid_train_config_names_the_field(changes, field):
     with pytest.raises(ValueError, match=f"^{field}:"):

@@ -76,3 +76,33 @@ def test_parse_rejects_bad_sources_with_one_line(text, message):
     with pytest.raises(TaskInputError, match=message) as info:
         get_task("reverse").parse(text)
     assert "\n" not in str(info.value)
+
+
+def test_length_power_zero_draws_the_uniform_stream_earlier_runs_drew():
+    """Runs saved before length_power existed resume on exactly the batches they would have seen."""
+    from minitx.core.tasks import draw_lengths
+
+    drawn = draw_lengths(500, 4, 10, torch.Generator().manual_seed(3))
+    assert torch.equal(drawn, torch.randint(4, 11, (500,), generator=torch.Generator().manual_seed(3)))
+
+
+@pytest.mark.parametrize("power", [1.0, 2.0])
+def test_length_power_draws_each_length_in_proportion_to_its_power(power):
+    from minitx.core.tasks import draw_lengths
+
+    drawn = draw_lengths(70_000, 4, 10, torch.Generator().manual_seed(0), power)
+    lengths = torch.arange(4, 11, dtype=torch.float64)
+    expected = lengths**power / (lengths**power).sum()
+    share = torch.bincount(drawn, minlength=11)[4:].double() / len(drawn)
+    assert drawn.min() >= 4 and drawn.max() <= 10
+    assert torch.allclose(share, expected, atol=0.006)
+    assert share[-1] > share[0] * 2  # the longest sources come much more often than the shortest
+
+
+def test_mixed_length_batches_follow_the_length_power():
+    task = get_task("reverse", 4, 10)
+    batch = task.batch(20_000, torch.Generator().manual_seed(1), length_power=2.0)
+    assert (batch.lengths == 10).float().mean() > 3 * (batch.lengths == 4).float().mean()
+    for i in range(50):  # and each example is still its source and the source reversed
+        n = int(batch.lengths[i])
+        assert torch.equal(batch.tgt[i, 1 : n + 1], batch.src[i, :n].flip(0))

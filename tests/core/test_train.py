@@ -108,3 +108,27 @@ def test_length_bucketed_batches_hold_one_length_and_no_padding(tiny_model_cfg, 
         assert (batch.src != 10).all()  # no PAD
         seen.add(int(batch.lengths[0]))
     assert seen == set(range(tiny_train_cfg.min_len, tiny_train_cfg.max_len + 1))
+
+
+def test_length_bucketed_batches_favour_long_sources_by_the_length_power(tiny_model_cfg, tiny_train_cfg):
+    counts = {}
+    for power in (0.0, 2.0):
+        trainer = Trainer(tiny_model_cfg, tiny_train_cfg.replace(bucket_lengths=True, length_power=power,
+                                                                 min_len=2, max_len=6))
+        lengths = [int(trainer.next_batch().lengths[0]) for _ in range(1500)]
+        counts[power] = [lengths.count(n) / len(lengths) for n in range(2, 7)]
+    assert max(counts[0.0]) - min(counts[0.0]) < 0.06  # uniform: about 1/5 each
+    squares = [n * n / 90 for n in range(2, 7)]  # 4 + 9 + 16 + 25 + 36 = 90
+    assert all(abs(share - want) < 0.04 for share, want in zip(counts[2.0], squares))
+
+
+def test_resuming_a_length_weighted_run_reproduces_it_bit_exactly(tmp_path, tiny_model_cfg, tiny_train_cfg):
+    cfg = tiny_train_cfg.replace(steps=10, bucket_lengths=True, length_power=2.0)
+    straight = Trainer(tiny_model_cfg, cfg)
+    straight.run()
+    first = Trainer(tiny_model_cfg, cfg)
+    first.run(should_stop=lambda: first.step_count >= 4)
+    first.save(tmp_path / "run.safetensors")
+    resumed = Trainer.resume(tmp_path / "run.safetensors", cfg)
+    resumed.run()
+    assert all(torch.equal(a, b) for a, b in zip(straight.model.parameters(), resumed.model.parameters()))

@@ -113,10 +113,13 @@ TRAINING_OPTIONS = [
     click.option("--bucket-lengths/--mixed-lengths", "bucket_lengths", default=None,
                  help="One source length per batch (no padding), or lengths mixed in each batch. "
                       f"{FROM_RECIPE}"),
+    click.option("--length-power", type=click.FloatRange(0, 8),
+                 help="Draw a generated source of length L with probability proportional to L**P "
+                      f"(0: every length equally often; 2 favours the long ones). {FROM_RECIPE}"),
     click.option("--until", type=Accuracy(),
                  help="Stop at the first evaluation whose exact match is at least ACC (0.99 or "
                       "99%), and save; --steps stays the cap; 0 trains every step. "
-                      "[default: recipe; fast stops at 99.8%]"),
+                      "[default: recipe; fast stops at 99.9%]"),
     click.option("--probe-source", metavar="DIGITS",
                  help="Source whose cross-attention the checkpoint keeps snapshots of, e.g. "
                       "'3 1 4 1 5'. [default: 7 2 9 0 4 6]"),
