@@ -113,7 +113,7 @@ TRAINING_OPTIONS = [
     click.option("--bucket-lengths/--mixed-lengths", "bucket_lengths", default=None,
                  help="One source length per batch (no padding), or lengths mixed in each batch. "
                       f"{FROM_RECIPE}"),
-    click.option("--length-power", type=click.FloatRange(0, 8),
+    click.option("--length-power", type=click.FloatRange(0, 8), metavar="P",
                  help="Draw a generated source of length L with probability proportional to L**P "
                       f"(0: every length equally often; 2 favours the long ones). {FROM_RECIPE}"),
     click.option("--until", type=Accuracy(),
