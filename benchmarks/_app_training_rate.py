@@ -40,18 +40,17 @@ async def rate(seconds: float, tiny: bool) -> float:
 
     app = create_app(["reverse"])
     async with app.run_test(size=(80, 24)) as pilot:
-        until = wait_until
         train = await open_train_form(app, pilot)
         for key, value in {**(TINY if tiny else {}), "steps": "10000000", "until": "0"}.items():
             train.query_one(f"#{key}", Input).value = value
         await pilot.pause()
         await pilot.press("space")
-        await until(lambda: train.trainer is not None and train.trainer.step_count >= 5)
+        await wait_until(lambda: train.trainer is not None and train.trainer.step_count >= 5)
         start, first = time.perf_counter(), train.trainer.step_count
         await asyncio.sleep(seconds)
         steps, elapsed = train.trainer.step_count - first, time.perf_counter() - start
         await pilot.press("x")
-        await until(lambda: train.state in ("stopped", "finished", "failed"))
+        await wait_until(lambda: train.state in ("stopped", "finished", "failed"))
     return steps / elapsed
 
 

@@ -304,11 +304,11 @@ def fast_recipe() -> Recipe:
     - batches of 32 and lr 3e-3: a step of 32 costs ~0.6 of a step of 64 on a CPU (lr 2e-3 over
       1200 steps of 32 was as safe but slower);
     - source lengths drawn in proportion to their square (length_power 2), because exact match
-      fails first on the longest sources: drawn uniformly, 1000 steps left length 10 at 98.8%
-      (seed 0; 99.78% over lengths 4-10), drawn this way 900 steps gave 99.96-99.98% over
-      lengths 4-10 (seeds 0-2), so the decay is over 900 steps, not 1000. In proportion to L
-      or L^1.5 instead, two and one of five runs (seeds 0-4) saved models that scored 99.7% on
-      1,000 fresh sequences; a decay over 800 or 750 steps stopped 50-100 steps sooner but one
+      fails first on the longest sources: drawn uniformly, 1000 steps left length 10 at 98.2%
+      and lengths 4-9 at 100% (seed 0), drawn this way 900 steps gave 100% at every length
+      (docs/training.md has both commands), so the decay is over 900 steps, not 1000. In
+      proportion to L or L^1.5 instead, two and one of five runs (seeds 0-4) saved models that
+      scored 99.7% on 1,000 fresh sequences; a decay over 800 or 750 steps stopped 50-100 steps sooner but one
       run of five scored 99.7% (800) and two only 99.8% (750);
     - stopping at the first evaluation (every 50 steps, 2,000 held-out sequences) with 99.9%
       exact match, a point above the 99.8% the saved model should reach on fresh sequences: a

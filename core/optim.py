@@ -39,10 +39,12 @@ class FusedAdam:
         self._weights, self._grads, self._exp_avg, self._exp_avg_sq = flat  # each (N,)
         self._step = torch.zeros((), dtype=torch.float32, device=first.device)  # as torch.optim keeps it
         self._stepped = False
+        self._gathered = False
         # per parameter: its views into each buffer
         self._views = [tuple(buf.split(sizes)[i].view_as(p) for buf in flat)
                        for i, p in enumerate(self.params)]
         self._gather()  # each weight moves into its buffer, each .grad points at its own
+        self._gathered = False  # and the first backward's result is gathered before use
 
     # -- the flat buffers ----------------------------------------------------------------------
     def _attach_grads(self) -> None:
@@ -51,7 +53,11 @@ class FusedAdam:
 
     def _gather(self) -> None:
         """Before reading the gradient buffer: take back any parameter or gradient that code
-        outside moved to other storage (its values are copied in, then it points here again)."""
+        outside moved to other storage (its values are copied in, then it points here again).
+        Once per step: the norm gathers, and the step after it need not again."""
+        if self._gathered:
+            return
+        self._gathered = True
         with torch.no_grad():
             for p, (weight, grad, _, _) in zip(self.params, self._views):
                 if p.data_ptr() != weight.data_ptr():
@@ -69,6 +75,7 @@ class FusedAdam:
         gradients must stay views into the buffer, so they are zeroed, not dropped)."""
         self._grads.zero_()
         self._attach_grads()
+        self._gathered = False  # backward comes next: whatever it writes is gathered before use
 
     @torch.no_grad()
     def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
@@ -82,6 +89,7 @@ class FusedAdam:
     @torch.no_grad()
     def step(self) -> None:
         self._gather()
+        self._gathered = False  # the next step's grads need gathering, zero_grad or not
         self._step.add_(1)
         self._stepped = True
         torch._fused_adam_(
