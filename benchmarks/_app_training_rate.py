@@ -36,7 +36,7 @@ async def open_train_form(app, pilot, timeout: float = 120.0):
 async def rate(seconds: float, tiny: bool) -> float:
     from textual.widgets import Input
 
-    from minitx.tui.app import create_app
+    from minitx.tui.app.main import create_app
 
     app = create_app(["reverse"])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -55,7 +55,7 @@ async def rate(seconds: float, tiny: bool) -> float:
 
 
 if __name__ == "__main__":
-    from minitx.core.threads import prepare_environment
+    from minitx.core.training.threads import prepare_environment
 
     prepare_environment()  # as minitx-tui's entry point does, before the app loads torch
     print(f"steps/s {asyncio.run(rate(float(sys.argv[1]), '--tiny' in sys.argv)):.3f}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from minitx.core.threads import set_threads
-from minitx.core.train import resolve_device
+from minitx.core.training.threads import set_threads
+from minitx.core.training.trainer import resolve_device
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:

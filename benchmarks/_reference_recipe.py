@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.model import Seq2Seq
-from minitx.core.tasks import get_task
-from minitx.core.train import evaluate
+from minitx.core.data.tasks import get_task
+from minitx.core.model.transformer import Seq2Seq
+from minitx.core.training.evaluation import evaluate
 
 TARGET = 0.998
 

@@ -8,7 +8,7 @@ a window, turned into seconds per 100 steps), so it includes what a person waits
 variants take turns, round after round, so a change in the shared machine's load hits them all
 alike; each variant's median is reported, and the default's as a ratio to the best variant
 (target: <= 1.5). "spinning" is --threads at the core count with OpenMP's own waiting, as
-before minitx asked for passive waiting (OMP_WAIT_POLICY=PASSIVE, core/threads.py).
+before minitx asked for passive waiting (OMP_WAIT_POLICY=PASSIVE, core/training/threads.py).
 
 The busy process is `python -c "while 1: pass"`, started here and ended by its PID. --idle
 measures without it as well (the cost of the default on an idle machine).
@@ -32,7 +32,7 @@ TIMEOUT = 180.0  # a collapsed variant is reported as "over" this, not waited fo
 
 
 def usable_cores() -> int:
-    from minitx.core.threads import usable_cores as cores
+    from minitx.core.training.threads import usable_cores as cores
 
     return cores()
 
@@ -135,7 +135,7 @@ def main() -> None:
     if args.smoke:
         args.rounds, args.steps, args.n, args.window = 1, 3, 20, 0.5
     cores = usable_cores()
-    from minitx.core.threads import cores_but_one
+    from minitx.core.training.threads import cores_but_one
 
     names = variants(cores)
     if args.smoke:  # two variants cover both ways in: --threads and the environment

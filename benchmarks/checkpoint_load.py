@@ -16,7 +16,7 @@ import time
 import torch
 
 from minitx.checkpoints import bundled_names, load, resolve
-from minitx.core.model import Seq2Seq
+from minitx.core.model.transformer import Seq2Seq
 
 
 def median_ms(fn, repeats: int) -> float:

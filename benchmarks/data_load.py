@@ -51,7 +51,7 @@ def baseline_load(path: Path, level: str) -> int:
 
 
 def minitx_load(path: Path, level: str) -> int:
-    from minitx.core.pairs import PairsTask
+    from minitx.core.data.pair_task import PairsTask
 
     task = PairsTask.from_files(str(path), level=level, positions=512)
     return len(task.train) + len(task.heldout)
@@ -59,7 +59,7 @@ def minitx_load(path: Path, level: str) -> int:
 
 def child(kind: str, level: str, path: Path) -> None:
     """Run one load in this (fresh) process; print seconds and peak RSS growth in MiB."""
-    import minitx.core.pairs  # noqa: F401  imports are not part of the load
+    import minitx.core.data.pair_task  # noqa: F401  imports are not part of the load
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
@@ -79,7 +79,7 @@ def measure(kind: str, level: str, path: Path) -> tuple[float, float]:
 def training_rates(steps: int, device: str) -> dict[str, float]:
     """Examples/s of dates and reverse trainers stepping in turn (so load hits both alike)."""
     from minitx.core.config import fast_recipe
-    from minitx.core.train import Trainer
+    from minitx.core.training.trainer import Trainer
 
     recipe = fast_recipe()
     trainers = {task: Trainer(recipe.model, recipe.train.replace(task=task, eval_every=0, until=0.0,

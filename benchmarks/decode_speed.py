@@ -16,9 +16,9 @@ import torch
 from _options import add_run_options, apply_run_options
 
 from minitx.core.config import ModelConfig
-from minitx.core.decode import greedy_decode
-from minitx.core.model import Seq2Seq
-from minitx.core.train import evaluate
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.model.transformer import Seq2Seq
+from minitx.core.training.evaluation import evaluate
 
 
 def never_stopping_model() -> Seq2Seq:
@@ -79,7 +79,7 @@ def main() -> None:
     from minitx.checkpoints import load
 
     trained = load("reverse").model.to(args.device)
-    from minitx.core.tasks import get_task
+    from minitx.core.data.tasks import get_task
 
     evaluate(trained, get_task("reverse"), 100, seed=0)  # warm-up
     start = time.perf_counter()

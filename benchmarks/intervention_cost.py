@@ -18,8 +18,8 @@ import torch
 from _options import add_run_options, apply_run_options
 
 from minitx.checkpoints import load
-from minitx.core.decode import greedy_decode
-from minitx.core.interventions import Interventions, Recording, ablation
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.interp.interventions import Interventions, Recording, ablation
 
 
 def timed_ms(model, src, interventions: Interventions) -> tuple[float, torch.Tensor]:

@@ -19,7 +19,7 @@ import torch
 from _options import add_run_options, apply_run_options
 
 from minitx.core.config import fast_recipe
-from minitx.core.train import Trainer
+from minitx.core.training.trainer import Trainer
 
 
 class PerTensorAdam:

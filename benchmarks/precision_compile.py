@@ -25,9 +25,9 @@ from _options import add_run_options, apply_run_options
 from scaling import MODELS, clock
 
 from minitx.core.config import ModelConfig
-from minitx.core.decode import greedy_decode
-from minitx.core.model import Seq2Seq
-from minitx.core.tasks import get_task
+from minitx.core.data.tasks import get_task
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.model.transformer import Seq2Seq
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ import statistics
 from _options import add_run_options, apply_run_options
 
 from minitx.core.config import DEFAULT_RECIPE, recipe
-from minitx.core.train import Trainer, evaluate
+from minitx.core.training.evaluation import evaluate
+from minitx.core.training.trainer import Trainer
 
 TARGET = 0.998
 

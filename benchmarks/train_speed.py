@@ -18,7 +18,7 @@ import torch
 from _options import add_run_options, apply_run_options
 
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.train import Trainer
+from minitx.core.training.trainer import Trainer
 
 BATCH_KINDS = {
     "padded": ({"dropout": 0.1}, {}),  # the reference recipe's data and dropout

@@ -50,7 +50,7 @@ def configs(shape: dict, data: Path, batch: int, device: str):
 
 
 def saved_model(model_cfg, train_cfg, path: Path) -> str:
-    from minitx.core.train import Trainer
+    from minitx.core.training.trainer import Trainer
 
     trainer = Trainer(model_cfg, train_cfg.replace(steps=1))
     trainer.run()
@@ -103,9 +103,9 @@ async def timed_keys(app, screen, keys, presses: int, rng, pick=None) -> list[fl
 
 
 async def in_app(args, checkpoint: str, form: dict, model_cfg, train_cfg) -> dict:
-    from minitx.core.train import Trainer
-    from minitx.tui.app import create_app
-    from minitx.tui.screens.explore import ExploreScreen
+    from minitx.core.training.trainer import Trainer
+    from minitx.tui.app.main import create_app
+    from minitx.tui.app.screens.explore import ExploreScreen
 
     app = create_app([checkpoint])
     rng, out = random.Random(7), {}
@@ -119,7 +119,7 @@ async def in_app(args, checkpoint: str, form: dict, model_cfg, train_cfg) -> dic
         await pilot.pause()
         await send_key(app, "space", " ")
         await until(lambda: train.trainer is not None and train.trainer.step_count >= 2)
-        headless = Trainer(model_cfg, train_cfg)  # the worker's thread count: see core/threads.py
+        headless = Trainer(model_cfg, train_cfg)  # the worker's thread count: see core/training/threads.py
         step_for(headless, 1.0)  # warmed up as the app's run is
         totals = {"app": [0, 0.0], "headless": [0, 0.0]}
         for _ in range(2):
@@ -171,7 +171,7 @@ def main() -> None:
     shape, length = (TINY, 8) if args.smoke else (BIG, 40)
     if args.smoke:
         args.seconds, args.keys = 1.0, 4
-    from minitx.core.threads import prepare_environment, set_threads
+    from minitx.core.training.threads import prepare_environment, set_threads
 
     prepare_environment()  # as minitx-tui's entry point does, before torch loads
     set_threads()

@@ -59,7 +59,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def worker_threads() -> int:
-    from minitx.core.threads import default_threads
+    from minitx.core.training.threads import default_threads
 
     return default_threads()  # what the Train screen's worker sets
 
@@ -69,7 +69,7 @@ def headless_trainer(model_cfg, train_cfg):
     measured, on the worker's thread count (torch's is per thread: set it in the calling one)."""
     import torch
 
-    from minitx.core.train import Trainer
+    from minitx.core.training.trainer import Trainer
 
     torch.set_num_threads(worker_threads())
     trainer = Trainer(model_cfg, train_cfg.replace(steps=10**7))
@@ -103,9 +103,9 @@ async def in_app(args) -> dict:
     """Run the app headless, train in it, measure its throughput and key latency."""
     from textual.widgets import Input
 
-    from minitx.tui.app import create_app
-    from minitx.tui.screens.dialogs import HelpScreen
-    from minitx.tui.screens.explore import ExploreScreen
+    from minitx.tui.app.main import create_app
+    from minitx.tui.app.screens.dialogs import HelpScreen
+    from minitx.tui.app.screens.explore import ExploreScreen
 
     app = create_app(["reverse"])
     # Event-driven timing (polling would compete with the training thread for the GIL): the

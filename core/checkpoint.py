@@ -3,7 +3,7 @@
 Layout of a file:
   tensors   model.<parameter or buffer name>          the weights (float32/float16/bfloat16)
             train.<...>                                optional resumable training state
-            history.<...>                              optional run history (core/history.py)
+            history.<...>                              optional run history (core/training/history.py)
   metadata  format, format_version, minitx_version, model_config, task, vocab, training
             (summary), and with training state: train_config, trainer
 
@@ -31,10 +31,11 @@ from safetensors.torch import save as safetensors_bytes
 
 from minitx import __version__
 from minitx.core.config import ModelConfig
-from minitx.core.history import History, HistoryError
-from minitx.core.model import Seq2Seq
-from minitx.core.tasks import Task, task_from_dict
-from minitx.core.vocab import Vocab
+from minitx.core.data.task import Task
+from minitx.core.data.tasks import task_from_dict
+from minitx.core.data.vocab import Vocab
+from minitx.core.model.transformer import Seq2Seq
+from minitx.core.training.history import History, HistoryError
 
 FORMAT = "minitx-checkpoint"
 FORMAT_VERSION = 1
@@ -86,7 +87,7 @@ def save_checkpoint(
     if dtype not in FLOAT_DTYPES:
         raise CheckpointError(f"unknown dtype {dtype!r}; use one of {', '.join(FLOAT_DTYPES)}")
     tensors = {
-        # cloned: a training model's weights are views of one buffer (core/optim.py), and
+        # cloned: a training model's weights are views of one buffer (core/training/optim.py), and
         # safetensors refuses tensors that share memory
         f"model.{name}": t.detach().to("cpu", FLOAT_DTYPES[dtype]).clone(
             memory_format=torch.contiguous_format)
@@ -233,8 +234,7 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         raise CheckpointError(f"{path} has invalid metadata: {e}") from None
     try:
         task = task_from_dict(task_info, _vocab(metadata, path))
-        if hasattr(task, "check_positions"):
-            task.check_positions(cfg.max_len)
+        task.check_positions(cfg.max_len)
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise CheckpointError(f"{path} has invalid metadata: {e}") from None
     mine = task.vocab.model_fields()

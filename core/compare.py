@@ -12,11 +12,12 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from minitx.core.alignment import alignment_scores, best_head, head_sharpness
 from minitx.core.checkpoint import Checkpoint
-from minitx.core.decode import accuracy_by_length, exact_match, greedy_decode, padded_to
-from minitx.core.model import parameter_breakdown
-from minitx.core.tasks import Batch, Task
+from minitx.core.data.batch import Batch
+from minitx.core.data.task import Task
+from minitx.core.interp.alignment import alignment_scores, best_head, head_sharpness
+from minitx.core.interp.decode import accuracy_by_length, exact_match, greedy_decode, padded_to
+from minitx.core.model.transformer import parameter_breakdown
 
 SUMMARY_FIELDS = ("steps", "loss", "accuracy", "seed", "bug")  # training facts worth diffing
 

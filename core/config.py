@@ -10,6 +10,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from minitx.core.data.task import DATA_TASK, EXPECTATIONS
+from minitx.core.data.tasks import TASKS, get_task
+
 NORMS = ("post", "pre")
 NORM_KINDS = ("layer", "rms")
 ACTIVATIONS = ("relu", "gelu", "swiglu")
@@ -18,7 +21,20 @@ ATTENTIONS = ("explicit", "fused")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("flat", "cosine")
 TOKENISATIONS = ("char", "word")
-EXPECTATIONS = ("", "diagonal", "anti-diagonal")
+
+# The deliberate classic bugs a run can be trained (or a model built) with, to see what each looks
+# like: name -> what it breaks. The model's own variants (MODEL_BUGS) are forward passes that
+# core/model/transformer.py computes when ModelConfig.bug names one; the others change training
+# (core/training/bug_presets.py).
+BUGS = {
+    "no-shift": "target not shifted right: the decoder sees the token it must predict",
+    "no-causal-mask": "decoder self-attention sees future tokens",
+    "no-scale": "attention scores not divided by sqrt(d_k)",
+    "swap-cross": "cross-attention keys/values come from the decoder, not the encoder",
+    "no-reverse": "data generation forgot to reverse: targets are copies",
+    "no-warmup": "full learning rate from step 1",
+}
+MODEL_BUGS = ("no-causal-mask", "no-scale", "swap-cross")
 
 
 def _require(condition: bool, field_name: str, message: str) -> None:
@@ -131,8 +147,6 @@ class ModelConfig(_DictMixin):
         _require(self.position_encoding != "rope" or self.d_k % 2 == 0, "position_encoding",
                  f"rope turns pairs of coordinates: it needs an even d_k (d_model / n_heads), got {self.d_k}")
         _choice(self, "attention", ATTENTIONS)
-        from minitx.core.bugs import MODEL_BUGS
-
         _require(self.bug == "" or self.bug in MODEL_BUGS, "bug",
                  f"must be one of {', '.join(MODEL_BUGS)} (or empty); got {self.bug!r}")
 
@@ -221,16 +235,12 @@ class TrainConfig(_DictMixin):
         _require(isinstance(self.lr_floor, (int, float)) and not isinstance(self.lr_floor, bool)
                  and 0 <= self.lr_floor <= 1, "lr_floor",
                  f"must be a fraction of lr in 0-1, got {self.lr_floor!r}")
-        from minitx.core.bugs import BUGS
-
         _require(
             self.bug == "" or self.bug in BUGS,
             "bug",
             f"must be one of {', '.join(BUGS)}; got {self.bug!r}",
         )
         _choice(self, "device", DEVICES)
-        from minitx.core.tasks import DATA_TASK, TASKS  # local import: tasks imports nothing from config
-
         _require(
             self.task in TASKS or self.task == DATA_TASK, "task",
             f"must be one of {', '.join(TASKS)}; got {self.task!r}"
@@ -246,8 +256,6 @@ class TrainConfig(_DictMixin):
                  "needs evaluations to stop at: eval_every must be above 0")
         _require(isinstance(self.probe_source, str), "probe_source", "must be text such as '3 1 4'")
         if self.probe_source and self.task != DATA_TASK:  # a data file's vocabulary is its own
-            from minitx.core.tasks import get_task
-
             try:
                 get_task(self.task, self.min_len, self.max_len).parse(self.probe_source)
             except ValueError as e:

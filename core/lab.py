@@ -18,11 +18,12 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from minitx.core.components import VARIANTS
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.model import parameter_breakdown
+from minitx.core.model.components import VARIANTS
+from minitx.core.model.transformer import parameter_breakdown
 from minitx.core.options import configs_from_options
-from minitx.core.train import Trainer, evaluate
+from minitx.core.training.evaluation import evaluate
+from minitx.core.training.trainer import Trainer
 
 DEFAULT_VARIANTS = ("baseline", "rms", "learned", "rope", "swiglu", "gqa", "modern")
 HELD_OUT_SEED = 1_000_003  # plus the run's seed: a stream apart from the training data, as Trainer's

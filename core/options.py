@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.data.task import DATA_TASK
+from minitx.core.data.tasks import TASKS
 
 # option name -> ModelConfig field
 MODEL_OPTIONS = {
@@ -82,8 +84,6 @@ def _blame(field: str) -> str:
 def _data_task(given: dict[str, Any], train_changes: dict[str, Any]) -> None:
     """`data` makes the task "data"; the options only a data file uses need one, and the
     source lengths belong to the digit tasks (a file's pairs, and dates, have their own)."""
-    from minitx.core.tasks import DATA_TASK, TASKS
-
     if given.get("data"):
         if given.get("task", DATA_TASK) != DATA_TASK:
             raise OptionError("task", f"a data file is its own task; drop --task {given['task']} "
@@ -163,8 +163,6 @@ def configs_from_options(
 
 def _longest_source(train_cfg: TrainConfig) -> int:
     """The longest source the task draws (0 for a data file: its too-long pairs are skipped)."""
-    from minitx.core.tasks import TASKS
-
     task = TASKS.get(train_cfg.task)
     if task is None:
         return 0

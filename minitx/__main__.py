@@ -1,6 +1,6 @@
 """`python -m minitx ...` is the `minitx` command."""
 
-from minitx.tui.cli import main
+from minitx.tui.cli.main import main
 
 if __name__ == "__main__":
     main(prog_name="minitx")

@@ -6,7 +6,7 @@ import os
 # One intra-op thread for the whole suite: the models are tiny, so threads gain little, and on a
 # shared 2-core machine spinning threads made training steps ten to a hundred times slower.
 # It also makes CPU results independent of the machine's core count. Through the environment,
-# so minitx's own default (core/threads.py, which commands and the app apply) is 1 here too.
+# so minitx's own default (core/training/threads.py, which commands and the app apply) is 1 here too.
 os.environ["OMP_NUM_THREADS"] = "1"
 
 import pytest  # noqa: E402

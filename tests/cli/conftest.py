@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 from click.testing import CliRunner
 
-from minitx.tui.cli import main
+from minitx.tui.cli.main import main
 
 # A model small enough to train in about a second; the options every training test shares.
 TINY = [

@@ -50,7 +50,7 @@ def test_every_command_taking_a_checkpoint_is_checked_above():
     """A new command with a CKPT argument joins WITH_A_CHECKPOINT, or this fails."""
     import click
 
-    from minitx.tui.cli import main
+    from minitx.tui.cli.main import main
 
     checked = {args[0] for args in WITH_A_CHECKPOINT.values()} - {"train"}  # an option, not a CKPT
     taking = {"compare"}  # its A and B are checkpoints, named so in its help

@@ -8,7 +8,7 @@ import sys
 import click
 import pytest
 
-from minitx.tui.cli import main
+from minitx.tui.cli.main import main
 from tests.cli.conftest import assert_one_line_error, run_cli
 
 COMMANDS = sorted(main.commands)  # every command, so a new one is checked too
@@ -53,7 +53,7 @@ def test_group_help_lists_every_command():
 
 def test_top_level_help_does_not_import_torch():
     code = (
-        "import sys\nfrom minitx.tui.cli import main\n"
+        "import sys\nfrom minitx.tui.cli.main import main\n"
         "assert 'torch' not in sys.modules, 'torch imported by the CLI module'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -88,10 +88,10 @@ class _FakeApp:
 
 @pytest.fixture
 def fake_app(monkeypatch):
-    import minitx.tui.app
+    import minitx.tui.app.main
 
     _FakeApp.opened = []
-    monkeypatch.setattr(minitx.tui.app, "create_app", _FakeApp)
+    monkeypatch.setattr(minitx.tui.app.main, "create_app", _FakeApp)
     return _FakeApp
 
 
@@ -102,7 +102,7 @@ def test_tui_subcommand_opens_the_app_on_the_given_checkpoints(fake_app):
 
 
 def test_minitx_tui_entry_point_opens_the_app(fake_app, monkeypatch):
-    from minitx.tui.cli import tui_main
+    from minitx.tui.cli.main import tui_main
 
     monkeypatch.setattr(sys, "argv", ["minitx-tui", "copy"])
     with pytest.raises(SystemExit) as exit_info:
@@ -123,12 +123,12 @@ def test_the_apps_return_code_is_the_commands_exit_code(fake_app, monkeypatch):
 
 
 def test_tui_without_the_app_module_is_a_one_line_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "minitx.tui.app", None)  # makes `import minitx.tui.app` fail
+    monkeypatch.setitem(sys.modules, "minitx.tui.app.main", None)  # makes `import minitx.tui.app.main` fail
     assert "terminal app" in assert_one_line_error(run_cli("tui"))
 
 
 def test_every_option_reads_the_environment_variable_named_after_its_flag():
-    from minitx.tui.cli import main
+    from minitx.tui.cli.main import main
 
     checked = 0
     for name, command in main.commands.items():

@@ -1,17 +1,18 @@
-"""The bundled checkpoints are what checkpoints/make_bundled.sh says they are."""
+"""The bundled checkpoints are what tools/make_bundled.sh says they are."""
 
 from __future__ import annotations
 
 import json
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 
 from minitx import checkpoints
 from minitx.core.checkpoint import load_checkpoint
 
-SCRIPT = checkpoints.BUNDLED_DIR / "make_bundled.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "make_bundled.sh"
 
 
 def _script_runs() -> dict[str, list[str]]:
@@ -53,7 +54,7 @@ def test_each_bundled_file_was_trained_as_the_script_says(name):
 
 
 def test_the_bundled_dates_model_gets_99_percent_of_fresh_dates_right():
-    from minitx.core.train import evaluate
+    from minitx.core.training.evaluation import evaluate
 
     ckpt = load_checkpoint(checkpoints.resolve("dates"))
     assert ckpt.task.name == "dates" and ckpt.task.vocab.level == "char"

@@ -9,7 +9,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from minitx import checkpoints
-from minitx.core.checks import CAUSES
+from minitx.core.doctor.code_checks import CAUSES
 from tests.cli.conftest import TINY, assert_one_line_error, run_cli
 
 BUNDLED = set(checkpoints.bundled_names())

@@ -134,7 +134,7 @@ def test_axis_labels_never_repeat_and_lines_end_without_spaces(two_runs):
 
 
 def test_tick_labels_take_the_figures_that_keep_them_apart():
-    from minitx.tui.charts import linear_ticks, log_ticks, tick_labels
+    from minitx.tui.render.charts import linear_ticks, log_ticks, tick_labels
 
     assert tick_labels([0.0015, 0.002, 0.0025]) == ["1.5e-3", "2e-3", "2.5e-3"]
     assert tick_labels([0.001, 0.002]) == ["1e-3", "2e-3"]

@@ -143,8 +143,8 @@ def test_a_decode_that_reaches_the_length_cap_says_so(tmp_path):
 
     from minitx.core.checkpoint import save_checkpoint
     from minitx.core.config import ModelConfig
-    from minitx.core.model import Seq2Seq
-    from minitx.core.tasks import get_task
+    from minitx.core.data.tasks import get_task
+    from minitx.core.model.transformer import Seq2Seq
 
     model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=16))
     with torch.no_grad():  # a model that never ends: EOS is always the least likely token

@@ -51,7 +51,7 @@ def test_inspect_header_breaks_between_fields(columns):
 
 
 def test_field_lines_never_splits_a_field_and_marks_each_break():
-    from minitx.tui.commands.common import field_lines
+    from minitx.tui.cli.common import field_lines
 
     fields = ["/a/rather/long/path/to/reverse.safetensors", "947.4 KB", "float32", "format v1",
               "minitx 0.2.0", "inference only"]
@@ -63,7 +63,7 @@ def test_field_lines_never_splits_a_field_and_marks_each_break():
 
 
 def test_no_trailing_spaces_holds_spaces_back_until_it_sees_what_follows():
-    from minitx.tui.commands.common import NoTrailingSpaces
+    from minitx.tui.cli.common import NoTrailingSpaces
 
     out = io.StringIO()
     file = NoTrailingSpaces(out)

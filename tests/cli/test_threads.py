@@ -1,4 +1,4 @@
-"""minitx's thread default (core/threads.py) reaches torch wherever torch runs: before torch loads
+"""minitx's thread default (core/training/threads.py) reaches torch wherever torch runs: before torch loads
 (the entry points), in every command that computes, and in the app's loader and training worker.
 --threads overrides it."""
 
@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-import minitx.core.threads as threads
-from minitx.tui.cli import main
+import minitx.core.training.threads as threads
+from minitx.tui.cli.main import main
 from tests.cli.conftest import TINY, run_cli
 
 SMALL_LAB = ["--d-model", "16", "--heads", "2", "--layers", "1", "--lengths", "3-5",
@@ -88,7 +88,7 @@ def test_the_entry_point_sets_torchs_threads_before_torch_loads():
     """A fresh process: importing the CLI (what `minitx` and `minitx-tui` run first) before
     torch gives torch minitx's default from its very first operation."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
-    code = ("import os, minitx.tui.cli, torch; "
+    code = ("import os, minitx.tui.cli.main, torch; "
             "print(torch.get_num_threads(), os.environ['OMP_WAIT_POLICY'])")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
@@ -98,7 +98,7 @@ def test_the_entry_point_sets_torchs_threads_before_torch_loads():
 
 def test_the_apps_training_worker_applies_the_default(default_of_two, tmp_path, tiny_model_cfg,
                                                       tiny_train_cfg):
-    from minitx.tui.training import TrainingRun
+    from minitx.tui.app.training import TrainingRun
 
     seen = []
     run = TrainingRun(1, tiny_model_cfg, tiny_train_cfg.replace(steps=2), tmp_path / "run.safetensors",

@@ -133,8 +133,8 @@ def test_the_progress_bar_keeps_step_loss_accuracy_and_eta_within_80_columns(mon
 
     from rich.console import Console
 
-    from minitx.core.train import StepStats
-    from minitx.tui.commands import common, train_progress
+    from minitx.core.training.trainer import StepStats
+    from minitx.tui.cli import common, train_progress
 
     class FakeTrainer:
         cfg = type("cfg", (), {"steps": 100000, "eval_size": 500})
@@ -227,7 +227,7 @@ def test_the_modern_recipe_trains_every_modern_part_and_resumes(tmp_path):
 
 def _ctrl_c_after(step: int, monkeypatch) -> None:
     """Make the next training run receive SIGINT (as from Ctrl-C) right after `step`."""
-    from minitx.core.train import Trainer
+    from minitx.core.training.trainer import Trainer
 
     original = Trainer.train_step
 
@@ -279,7 +279,7 @@ def test_ctrl_c_saves_a_resumable_checkpoint_and_exits_130(tmp_path, monkeypatch
 
 
 def test_save_every_writes_resumable_checkpoints_during_the_run(tmp_path, monkeypatch):
-    from minitx.core.train import Trainer
+    from minitx.core.training.trainer import Trainer
 
     saved_at = []
     original = Trainer.save

@@ -3,8 +3,8 @@
 import torch
 import torch.nn.functional as F
 
-from minitx.core.tasks import Batch
-from minitx.core.vocab import DIGITS
+from minitx.core.data.batch import Batch
+from minitx.core.data.vocab import DIGITS
 
 PAD = DIGITS.pad  # the digit tasks' padding id
 

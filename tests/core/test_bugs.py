@@ -11,12 +11,11 @@ import torch
 from safetensors.torch import save_file
 
 from minitx.checkpoints import BUNDLED_DIR
-from minitx.core.bugs import BUGS
 from minitx.core.checkpoint import load_checkpoint, read_raw, save_checkpoint
-from minitx.core.checks import CAUSES
-from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.diagnostics import diagnose, run_doctor
-from minitx.core.train import Trainer
+from minitx.core.config import BUGS, ModelConfig, TrainConfig
+from minitx.core.doctor.code_checks import CAUSES
+from minitx.core.doctor.diagnosis import diagnose, run_doctor
+from minitx.core.training.trainer import Trainer
 
 # The smallest model that still learns reversal of 4-6 digits in a few hundred steps.
 TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
@@ -113,7 +112,7 @@ SHIPPED = ("no-shift", "no-causal-mask", "no-reverse", "swap-cross", "no-scale")
 def test_doctor_diagnoses_the_shipped_bug_checkpoint_with_its_hint_removed(bug, tmp_path):
     path = BUNDLED_DIR / f"reverse-{bug}.safetensors"
     if not path.exists():
-        pytest.skip(f"{path.name} not generated (checkpoints/make_bug_checkpoints.py)")
+        pytest.skip(f"{path.name} not generated (tools/make_bug_checkpoints.py)")
     tensors, metadata = read_raw(path)
     metadata["training"] = json.dumps({})  # the summary is where the preset is recorded
     assert bug not in json.dumps({k: v for k, v in metadata.items() if k != "model_config"})

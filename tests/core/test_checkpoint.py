@@ -6,10 +6,10 @@ import torch
 from safetensors.torch import save_file
 
 from minitx.core.checkpoint import CheckpointError, load_checkpoint, read_raw, save_checkpoint
-from minitx.core.components import VARIANTS
 from minitx.core.config import ModelConfig
-from minitx.core.model import Seq2Seq
-from minitx.core.tasks import get_task
+from minitx.core.data.tasks import get_task
+from minitx.core.model.components import VARIANTS
+from minitx.core.model.transformer import Seq2Seq
 
 COMPONENT_FIELDS = ("norm_kind", "position_encoding", "kv_heads")  # the component switches
 

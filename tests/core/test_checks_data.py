@@ -4,13 +4,13 @@ import random
 
 import torch
 
-from minitx.core.checks import check_initial_loss
-from minitx.core.checks_trained import check_alignment, check_copies_source
 from minitx.core.config import ModelConfig
-from minitx.core.diagnostics import diagnose, run_doctor
-from minitx.core.model import Seq2Seq
-from minitx.core.pairs import PairsTask
-from minitx.core.tasks import get_task
+from minitx.core.data.pair_task import PairsTask
+from minitx.core.data.tasks import get_task
+from minitx.core.doctor.code_checks import check_initial_loss
+from minitx.core.doctor.diagnosis import diagnose, run_doctor
+from minitx.core.doctor.trained_checks import check_alignment, check_copies_source
+from minitx.core.model.transformer import Seq2Seq
 
 SMALL = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1)
 

@@ -10,9 +10,10 @@ import torch
 from minitx.core.checkpoint import load_checkpoint, save_checkpoint
 from minitx.core.compare import compare_loaded, decode_both
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.decode import greedy_decode
-from minitx.core.model import parameter_breakdown
-from minitx.core.train import Trainer, evaluate
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.model.transformer import parameter_breakdown
+from minitx.core.training.evaluation import evaluate
+from minitx.core.training.trainer import Trainer
 
 TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
                    max_len=16, dropout=0.0)

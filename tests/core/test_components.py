@@ -7,13 +7,13 @@ import torch
 import torch.nn.functional as F
 from core_helpers import fit
 
-from minitx.core.attention import attention
-from minitx.core.components import VARIANTS, RMSNorm, rms_norm, rotary_angles, rotate_pairs
 from minitx.core.config import ModelConfig
-from minitx.core.decode import Stepper
-from minitx.core.model import MultiHeadAttention, Seq2Seq, parameter_breakdown
-from minitx.core.tasks import get_task
-from minitx.core.vocab import DIGITS
+from minitx.core.data.tasks import get_task
+from minitx.core.data.vocab import DIGITS
+from minitx.core.interp.decode import Stepper
+from minitx.core.model.attention import attention
+from minitx.core.model.components import VARIANTS, RMSNorm, rms_norm, rotary_angles, rotate_pairs
+from minitx.core.model.transformer import MultiHeadAttention, Seq2Seq, parameter_breakdown
 
 
 def batch_of(n=8, seed=0):
@@ -36,7 +36,7 @@ def test_each_switch_gives_its_documented_parameter_count(changes, total, row, r
 
 def test_block_counts_of_the_swaps_and_the_modern_recipe():
     from minitx.core.config import recipe
-    from minitx.core.model import block_parameters
+    from minitx.core.model.transformer import block_parameters
 
     gqa = block_parameters(Seq2Seq(ModelConfig(kv_heads=2)))
     assert (gqa["attention block"], gqa["queries and output"], gqa["keys and values"]) == (

@@ -98,7 +98,7 @@ def test_learning_rate_warms_up_linearly_then_stays_flat():
 
 def test_default_recipe_trains_the_same_235981_parameter_model():
     from minitx.core.config import DEFAULT_RECIPE
-    from minitx.core.model import Seq2Seq, parameter_breakdown
+    from minitx.core.model.transformer import Seq2Seq, parameter_breakdown
 
     fast = recipe(DEFAULT_RECIPE)
     assert parameter_breakdown(Seq2Seq(fast.model))["total"] == 235981

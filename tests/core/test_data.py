@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from minitx.core import data as files
-from minitx.core.data import DataError, read_text_pairs, sha256_of
-from minitx.core.pairdata import load
+from minitx.core.data import pair_files as files
+from minitx.core.data.pair_files import DataError, read_text_pairs, sha256_of
+from minitx.core.data.pair_ids import load
 
 PAIRS = [("hello world", "world hello"), ("a, \"quoted\" b", "b a"), ("héllo 中文", "x  y")]
 

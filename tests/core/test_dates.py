@@ -5,8 +5,8 @@ import datetime
 import pytest
 import torch
 
-from minitx.core import dates
-from minitx.core.tasks import get_task
+from minitx.core.data import dates
+from minitx.core.data.tasks import get_task
 
 DAY = datetime.date(2026, 12, 1)  # a Tuesday
 

@@ -2,11 +2,11 @@ import pytest
 import torch
 
 from minitx.core.config import ModelConfig
-from minitx.core.decode import Stepper, exact_match, greedy_decode
-from minitx.core.incremental import IncrementalDecoder
-from minitx.core.model import Seq2Seq
-from minitx.core.tasks import get_task
-from minitx.core.vocab import DIGITS, build_vocab
+from minitx.core.data.tasks import get_task
+from minitx.core.data.vocab import DIGITS, build_vocab
+from minitx.core.interp.decode import Stepper, exact_match, greedy_decode
+from minitx.core.model.kv_cache import IncrementalDecoder
+from minitx.core.model.transformer import Seq2Seq
 
 EOS, PAD = DIGITS.eos, DIGITS.pad
 

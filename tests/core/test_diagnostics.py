@@ -6,9 +6,11 @@ import json
 import pytest
 import torch
 
-import minitx.core.attention
-import minitx.core.model
-from minitx.core.checks import (
+import minitx.core.model.attention
+import minitx.core.model.transformer
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.data.tasks import get_task
+from minitx.core.doctor.code_checks import (
     CAUSES,
     CheckResult,
     check_attention_saturation,
@@ -21,11 +23,9 @@ from minitx.core.checks import (
     check_rows_sum_to_one,
     check_source_dependence,
 )
-from minitx.core.components import VARIANTS
-from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.diagnostics import diagnose, format_number, fresh_model, looks_trained, run_doctor
-from minitx.core.model import Seq2Seq
-from minitx.core.tasks import get_task
+from minitx.core.doctor.diagnosis import diagnose, format_number, fresh_model, looks_trained, run_doctor
+from minitx.core.model.components import VARIANTS
+from minitx.core.model.transformer import Seq2Seq
 
 TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1,
                    max_len=16)
@@ -71,7 +71,7 @@ def test_an_inverted_triu_mask_is_caught_as_leakage(task, monkeypatch):
     def upper(length, device=None):
         return torch.ones(length, length, dtype=torch.bool, device=device).triu()[None, None]
 
-    monkeypatch.setattr(minitx.core.attention, "causal_mask", upper)
+    monkeypatch.setattr(minitx.core.model.attention, "causal_mask", upper)
     assert check_future_leakage_values(fresh(), task).passed is False
 
 
@@ -134,21 +134,21 @@ def test_the_permutation_check_runs_the_model_without_positions_and_with_them(mo
 
 def test_the_permutation_check_catches_an_encoder_that_depends_on_order_by_itself(monkeypatch):
     # A causal mask in the encoder: position matters even with no position encoding.
-    monkeypatch.setattr(minitx.core.model, "padding_mask_or_none",
-                        lambda tokens, pad: minitx.core.attention.causal_mask(tokens.shape[1]))
+    monkeypatch.setattr(minitx.core.model.transformer, "padding_mask_or_none",
+                        lambda tokens, pad: minitx.core.model.attention.causal_mask(tokens.shape[1]))
     result = check_permutation(fresh())
     assert result.passed is False and result.value > 1e-3 and result.cause == CAUSES["position-leak"]
 
 
 def test_rows_sum_to_one_and_the_check_catches_rows_that_do_not(task, monkeypatch):
     assert check_rows_sum_to_one(fresh(), task).passed
-    real = minitx.core.model.attention
+    real = minitx.core.model.transformer.attention
 
     def halved(*args, **kwargs):
         out, weights = real(*args, **kwargs)
         return out, None if weights is None else weights * 0.5
 
-    monkeypatch.setattr(minitx.core.model, "attention", halved)
+    monkeypatch.setattr(minitx.core.model.transformer, "attention", halved)
     broken = check_rows_sum_to_one(fresh(), task)
     assert broken.passed is False and broken.value == pytest.approx(0.5, abs=1e-5)
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from minitx.core.config import recipe
-from minitx.core.train import Trainer
+from minitx.core.training.trainer import Trainer
 
 
 @pytest.mark.slow

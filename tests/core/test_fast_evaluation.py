@@ -7,10 +7,10 @@ from __future__ import annotations
 import torch
 
 from minitx.core.config import ModelConfig
-from minitx.core.decode import exact_match, greedy_decode
-from minitx.core.evaluation import teacher_forced_exact_match
-from minitx.core.tasks import get_task
-from minitx.core.train import Trainer, evaluate
+from minitx.core.data.tasks import get_task
+from minitx.core.interp.decode import exact_match, greedy_decode
+from minitx.core.training.evaluation import evaluate, teacher_forced_exact_match
+from minitx.core.training.trainer import Trainer
 
 
 def _half_trained(tiny_model_cfg, tiny_train_cfg, eval_size: int = 32) -> Trainer:

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from minitx import checkpoints
-from minitx.core.decode import Stepper, first_wrong_step
-from minitx.core.interventions import ablation
-from minitx.core.lens import logit_lens
-from minitx.core.vocab import DIGITS
+from minitx.core.data.vocab import DIGITS
+from minitx.core.interp.decode import Stepper, first_wrong_step
+from minitx.core.interp.interventions import ablation
+from minitx.core.interp.lens import logit_lens
 
 EOS, SOS = DIGITS.eos, DIGITS.sos  # the digit tasks' ids
 

@@ -3,10 +3,9 @@
 import pytest
 
 from minitx import checkpoints
-from minitx.core.failures import find_failures
-from minitx.core.importance import head_importance
-from minitx.core.interventions import ablation, parse_heads
-from minitx.core.train import evaluate
+from minitx.core.interp.importance import head_importance
+from minitx.core.interp.interventions import ablation, parse_heads
+from minitx.core.training.evaluation import evaluate, find_failures
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,17 @@
-"""The cached one-position-at-a-time decoder (core/incremental.py) against the modules' full
+"""The cached one-position-at-a-time decoder (core/model/kv_cache.py) against the modules' full
 forward pass: same logits and same attention rows, for every configuration it supports."""
 
 import pytest
 import torch
 from core_helpers import fit
 
-from minitx.core.components import VARIANTS
 from minitx.core.config import ModelConfig
-from minitx.core.decode import greedy_decode
-from minitx.core.incremental import IncrementalDecoder
-from minitx.core.model import AttentionMaps, Seq2Seq
-from minitx.core.tasks import get_task
-from minitx.core.vocab import DIGITS
+from minitx.core.data.tasks import get_task
+from minitx.core.data.vocab import DIGITS
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.model.components import VARIANTS
+from minitx.core.model.kv_cache import IncrementalDecoder
+from minitx.core.model.transformer import AttentionMaps, Seq2Seq
 
 EOS, PAD = DIGITS.eos, DIGITS.pad  # the digit tasks' ids
 

@@ -1,4 +1,4 @@
-"""Interventions (core/interventions.py): named heads, ablation, pattern override and patching,
+"""Interventions (core/interp/interventions.py): named heads, ablation, pattern override and patching,
 identical in the full forward and in cached decoding."""
 
 import threading
@@ -8,9 +8,10 @@ import torch
 
 from minitx import checkpoints
 from minitx.core.config import ModelConfig
-from minitx.core.decode import greedy_decode
-from minitx.core.incremental import IncrementalDecoder
-from minitx.core.interventions import (
+from minitx.core.data.tasks import get_task
+from minitx.core.data.vocab import DIGITS
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.interp.interventions import (
     Head,
     Interventions,
     Patch,
@@ -20,9 +21,8 @@ from minitx.core.interventions import (
     head_means,
     parse_heads,
 )
-from minitx.core.model import Seq2Seq
-from minitx.core.tasks import get_task
-from minitx.core.vocab import DIGITS
+from minitx.core.model.kv_cache import IncrementalDecoder
+from minitx.core.model.transformer import Seq2Seq
 
 SRC = torch.tensor([[3, 1, 4, 1, 5, 9]])  # (1, S)
 PREFIX = torch.tensor([[DIGITS.sos, 9, 5, 1, 4, 1, 3]])  # (1, T): decoder inputs, SOS first

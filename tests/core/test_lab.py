@@ -5,7 +5,7 @@ import torch
 
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.lab import LabPlan, _Run, run_lab, summarise, variant_options
-from minitx.core.model import Seq2Seq, parameter_breakdown
+from minitx.core.model.transformer import Seq2Seq, parameter_breakdown
 
 BASE_MODEL = ModelConfig(d_model=16, n_heads=4, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                          dropout=0.0)

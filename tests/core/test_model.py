@@ -5,12 +5,12 @@ import torch
 import torch.nn.functional as F
 from core_helpers import fit
 
-from minitx.core.attention import attention, masked_fill_value, padding_mask
-from minitx.core.components import sinusoidal_table
 from minitx.core.config import ModelConfig
-from minitx.core.model import EncoderLayer, Seq2Seq, parameter_breakdown
-from minitx.core.tasks import get_task
-from minitx.core.vocab import DIGITS
+from minitx.core.data.tasks import get_task
+from minitx.core.data.vocab import DIGITS
+from minitx.core.model.attention import attention, masked_fill_value, padding_mask
+from minitx.core.model.components import sinusoidal_table
+from minitx.core.model.transformer import EncoderLayer, Seq2Seq, parameter_breakdown
 
 PAD = DIGITS.pad  # the digit tasks' padding id
 
@@ -293,7 +293,7 @@ def test_dropout_acts_in_training_and_is_skipped_in_eval():
 
 
 def test_set_training_switches_every_module_as_train_and_eval_do():
-    from minitx.core.model import eval_mode, set_training
+    from minitx.core.model.transformer import eval_mode, set_training
 
     model = Seq2Seq(ModelConfig(dropout=0.5))
     src, tgt = torch.randint(0, 10, (4, 6)), torch.randint(0, 10, (4, 7))

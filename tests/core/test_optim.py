@@ -9,9 +9,9 @@ import sys
 import torch
 
 from minitx.core.config import ModelConfig
-from minitx.core.model import Seq2Seq
-from minitx.core.optim import FusedAdam
-from minitx.core.tasks import get_task
+from minitx.core.data.tasks import get_task
+from minitx.core.model.transformer import Seq2Seq
+from minitx.core.training.optim import FusedAdam
 
 
 def _losses_and_weights(make_optimizer, steps=5):
@@ -44,7 +44,7 @@ def test_fused_adam_steps_bit_for_bit_like_torchs_fused_adam():
 
 
 def test_a_training_step_does_not_import_torch_dynamo():
-    code = ("import sys; from minitx.core.train import Trainer; from minitx.core.config import *; "
+    code = ("import sys; from minitx.core.training.trainer import Trainer; from minitx.core.config import *; "
             "t = Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=16), "
             "TrainConfig(steps=2, batch_size=4, min_len=3, max_len=5, eval_every=1, eval_size=8)); "
             "t.run(); print('torch._dynamo' in sys.modules)")

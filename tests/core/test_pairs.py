@@ -8,9 +8,9 @@ import torch
 
 from minitx.core.checkpoint import CheckpointError, load_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.data import DataError
-from minitx.core.pairs import PairSampler, PairSet, PairsTask
-from minitx.core.train import Trainer
+from minitx.core.data.pair_files import DataError
+from minitx.core.data.pair_task import PairSampler, PairSet, PairsTask
+from minitx.core.training.trainer import Trainer
 
 TINY = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, max_len=12)
 

@@ -1,12 +1,12 @@
-"""Activation patching (core/patching.py): the recovered fraction is 0 for the corrupted run and
+"""Activation patching (core/interp/patching.py): the recovered fraction is 0 for the corrupted run and
 1 for the clean one, by construction and by measurement."""
 
 import pytest
 import torch
 
 from minitx import checkpoints
-from minitx.core.interventions import Head, Stream, all_heads
-from minitx.core.patching import Patcher, patching_sweep, streams_of
+from minitx.core.interp.interventions import Head, Stream, all_heads
+from minitx.core.interp.patching import Patcher, patching_sweep, streams_of
 
 CLEAN, CORRUPTED = [3, 1, 4, 1, 5], [2, 7, 1, 8, 2]
 

@@ -3,8 +3,8 @@
 import torch
 
 from minitx.core.config import ModelConfig
-from minitx.core.model import Seq2Seq
-from minitx.core.positions import position_similarity, positional_table
+from minitx.core.interp.positions import position_similarity, positional_table
+from minitx.core.model.transformer import Seq2Seq
 
 
 def test_the_sinusoidal_table_starts_with_every_sine_0_and_every_cosine_1():

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from minitx.core.tasks import TaskInputError, get_task
-from minitx.core.vocab import DIGITS
+from minitx.core.data.tasks import get_task
+from minitx.core.data.vocab import DIGITS, TaskInputError
 
 PAD, SOS, EOS = DIGITS.pad, DIGITS.sos, DIGITS.eos
 
@@ -80,7 +80,7 @@ def test_parse_rejects_bad_sources_with_one_line(text, message):
 
 def test_length_power_zero_draws_the_uniform_stream_earlier_runs_drew():
     """Runs saved before length_power existed resume on exactly the batches they would have seen."""
-    from minitx.core.tasks import draw_lengths
+    from minitx.core.data.batch import draw_lengths
 
     drawn = draw_lengths(500, 4, 10, torch.Generator().manual_seed(3))
     assert torch.equal(drawn, torch.randint(4, 11, (500,), generator=torch.Generator().manual_seed(3)))
@@ -88,7 +88,7 @@ def test_length_power_zero_draws_the_uniform_stream_earlier_runs_drew():
 
 @pytest.mark.parametrize("power", [1.0, 2.0])
 def test_length_power_draws_each_length_in_proportion_to_its_power(power):
-    from minitx.core.tasks import draw_lengths
+    from minitx.core.data.batch import draw_lengths
 
     drawn = draw_lengths(70_000, 4, 10, torch.Generator().manual_seed(0), power)
     lengths = torch.arange(4, 11, dtype=torch.float64)

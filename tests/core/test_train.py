@@ -5,7 +5,7 @@ import torch
 
 from minitx.core.checkpoint import CheckpointError
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.train import StepStats, Trainer, TrainingDiverged, resolve_device
+from minitx.core.training.trainer import StepStats, Trainer, TrainingDiverged, resolve_device
 
 
 def test_step_reports_loss_grad_norm_lr_and_speed(tiny_model_cfg, tiny_train_cfg):

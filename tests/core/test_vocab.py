@@ -2,7 +2,7 @@
 
 import pytest
 
-from minitx.core.vocab import DIGITS, TaskInputError, UnknownTokens, Vocab, build_vocab
+from minitx.core.data.vocab import DIGITS, TaskInputError, UnknownTokens, Vocab, build_vocab
 
 
 def chars(text: str) -> Vocab:

@@ -56,7 +56,8 @@ def test_the_wheel_claims_only_the_minitx_top_level_name(installed):
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"minitx"}
     assert "minitx/checkpoints/reverse.safetensors" in names  # bundled models are package data
-    assert "minitx/tui/minitx.tcss" in names
+    assert "minitx/tui/app/minitx.tcss" in names
+    assert [n for n in names if "make_bu" in n] == []  # the scripts that make the bundled files stay home
 
 
 def test_installed_minitx_decodes_with_the_bundled_model(installed, tmp_path):

@@ -32,7 +32,7 @@ from safetensors.torch import save as safetensors_bytes
 
 from minitx.core.checkpoint import read_raw
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.train import Trainer
+from minitx.core.training.trainer import Trainer
 
 from .corpus_tweaks import changed_tensors, header_tweaks, history_tweaks, metadata_tweaks, tensor_tweaks
 from .corpus_vocab import data_task_cases, unresumable_data_cases, vocab_cases

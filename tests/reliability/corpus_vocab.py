@@ -15,8 +15,8 @@ from pathlib import Path
 
 from minitx.core.checkpoint import read_raw
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.train import Trainer
-from minitx.core.vocab import MAX_TOKEN_CHARS, MAX_TOKENS
+from minitx.core.data.vocab import MAX_TOKEN_CHARS, MAX_TOKENS
+from minitx.core.training.trainer import Trainer
 
 TINY_MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                          max_len=12)

@@ -27,7 +27,7 @@ import torch
 torch.set_num_threads(1)  # before any parallel op: single-threaded is deterministic and fork-safe
 
 from minitx.core.config import ModelConfig, TrainConfig  # noqa: E402
-from minitx.core.train import Trainer  # noqa: E402
+from minitx.core.training.trainer import Trainer  # noqa: E402
 
 MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                     max_len=8, dropout=0.1)

@@ -19,7 +19,7 @@ import torch
 
 from minitx.core.checkpoint import CheckpointError, load_checkpoint, read_raw, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.train import Trainer, TrainingDiverged
+from minitx.core.training.trainer import Trainer, TrainingDiverged
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("crash_worker.py")

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from minitx.core.decode import greedy_decode
-from minitx.core.train import Trainer, TrainingDiverged
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.training.trainer import Trainer, TrainingDiverged
 
 from .corpus import join, split, valid_checkpoint
 

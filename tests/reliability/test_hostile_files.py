@@ -20,8 +20,8 @@ import minitx.core.checkpoint
 from minitx import checkpoints
 from minitx.core.checkpoint import CheckpointError, _expected_shapes, load_checkpoint
 from minitx.core.config import ModelConfig
-from minitx.core.model import Seq2Seq
-from minitx.core.train import Trainer
+from minitx.core.model.transformer import Seq2Seq
+from minitx.core.training.trainer import Trainer
 
 from .corpus import (
     damaged_files,

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minitx.core.tasks import TaskInputError, get_task
-from minitx.core.vocab import DIGITS
+from minitx.core.data.tasks import get_task
+from minitx.core.data.vocab import DIGITS, TaskInputError
 
 MAX_LEN = 6
 

@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))  # tui_help
 
 from tui_helpers import fill_form, model_ready, on_train_screen, wait_for  # noqa: E402
 
-from minitx.tui.app import create_app  # noqa: E402
-from minitx.tui.screens.dialogs import ChoiceDialog, HelpScreen, OpenCheckpointScreen  # noqa: E402
-from minitx.tui.screens.explore import ExploreScreen  # noqa: E402
+from minitx.tui.app.main import create_app  # noqa: E402
+from minitx.tui.app.screens.dialogs import ChoiceDialog, HelpScreen, OpenCheckpointScreen  # noqa: E402
+from minitx.tui.app.screens.explore import ExploreScreen  # noqa: E402
 from tests.reliability.corpus import hostile_files, marker_path  # noqa: E402
 
 SAMPLE_EVERY = 7  # the open dialog gets every 7th hostile file (rule-based, not picked)
@@ -336,16 +336,16 @@ async def test_stepping_while_a_new_model_loads_steps_the_old_one_then_shows_the
 
 @pytest.mark.asyncio
 async def test_opening_a_second_checkpoint_while_the_first_loads_the_last_one_wins(monkeypatch):
-    import minitx.tui.app
+    import minitx.tui.app.main
 
-    real = minitx.tui.app.load_named
+    real = minitx.tui.app.main.load_named
 
     def slow_for_sort(name):  # the first open is slower than the second
         if name == "sort":
             time.sleep(1.5)
         return real(name)
 
-    monkeypatch.setattr(minitx.tui.app, "load_named", slow_for_sort)
+    monkeypatch.setattr(minitx.tui.app.main, "load_named", slow_for_sort)
     app = create_app(["reverse"])
     seen = record_notifications(app)
     async with app.run_test(size=(80, 24)) as pilot:

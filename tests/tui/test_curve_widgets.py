@@ -17,10 +17,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 
-from minitx.core.history import History
-from minitx.core.tasks import get_task
-from minitx.tui.widgets.curve_chart import CurveChart
-from minitx.tui.widgets.timeline import Timeline
+from minitx.core.data.tasks import get_task
+from minitx.core.training.history import History
+from minitx.tui.app.widgets.curve_chart import CurveChart
+from minitx.tui.app.widgets.timeline import Timeline
 
 
 def made_history(steps: int = 600, speed: float = 1.0, snapshots: int = 0) -> History:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-import minitx.tui.training as training
-from minitx.tui.training import TrainingRun
+import minitx.tui.app.training as training
+from minitx.tui.app.training import TrainingRun
 
 
 def test_a_slow_probe_takes_a_small_share_of_the_workers_time(monkeypatch, tmp_path, tiny_model_cfg,

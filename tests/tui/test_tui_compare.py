@@ -8,12 +8,12 @@ import pytest
 from textual.widgets import Input, Static
 from tui_helpers import notifications, screen_lines, wait_for
 
-from minitx.tui.app import create_app
-from minitx.tui.screens import compare as compare_screen
-from minitx.tui.screens.compare import CompareScreen
-from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
-from minitx.tui.widgets.diffgrid import DiffGrid
-from minitx.tui.widgets.keybar import KeyBar
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens import compare as compare_screen
+from minitx.tui.app.screens.compare import CompareScreen
+from minitx.tui.app.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from minitx.tui.app.widgets.diffgrid import DiffGrid
+from minitx.tui.app.widgets.keybar import KeyBar
 
 EOS = 12
 REVERSED = [5, 1, 4, 1, 3, EOS]  # "3 1 4 1 5" reversed, then <eos>
@@ -318,7 +318,7 @@ def test_compare_a_reverser_with_a_no_shift_model_mid_decode_at_80x24(snap_compa
 
 @pytest.mark.asyncio
 async def test_d_in_compare_runs_the_doctor_on_both_models(quick_summary):
-    from minitx.tui.screens.doctor import DoctorScreen
+    from minitx.tui.app.screens.doctor import DoctorScreen
 
     app = compare_app("reverse", "reverse-no-shift")
     async with app.run_test(size=(100, 32)) as pilot:

@@ -17,14 +17,14 @@ from tui_helpers import (
 )
 
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.train import Trainer
-from minitx.tui.app import create_app
-from minitx.tui.screens.compare import CompareScreen
-from minitx.tui.screens.dialogs import ChoiceDialog
-from minitx.tui.widgets.curve_chart import CurveChart
-from minitx.tui.widgets.decode_panel import DecodePanel
-from minitx.tui.widgets.keybar import KeyBar
-from minitx.tui.widgets.timeline import Timeline
+from minitx.core.training.trainer import Trainer
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens.compare import CompareScreen
+from minitx.tui.app.screens.dialogs import ChoiceDialog
+from minitx.tui.app.widgets.curve_chart import CurveChart
+from minitx.tui.app.widgets.decode_panel import DecodePanel
+from minitx.tui.app.widgets.keybar import KeyBar
+from minitx.tui.app.widgets.timeline import Timeline
 
 TINY_MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                          dropout=0.0, max_len=12)

@@ -4,8 +4,8 @@ import pytest
 from textual.widgets import DataTable, Static
 from tui_helpers import model_ready, wait_for
 
-from minitx.tui.app import create_app
-from minitx.tui.screens.doctor import DoctorScreen
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens.doctor import DoctorScreen
 
 
 async def finished_doctor(pilot) -> DoctorScreen:

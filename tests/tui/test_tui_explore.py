@@ -9,9 +9,9 @@ import pytest
 from textual.widgets import Input, Static
 from tui_helpers import model_ready, notifications, reverse_checkpoint, screen_text, tiny_trainer, wait_for
 
-from minitx.tui.app import create_app
-from minitx.tui.screens.dialogs import HelpScreen, OpenCheckpointScreen
-from minitx.tui.widgets.keybar import KeyBar
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from minitx.tui.app.widgets.keybar import KeyBar
 
 
 async def type_source(pilot, text: str, keystrokes: bool = False) -> None:
@@ -27,7 +27,7 @@ async def type_source(pilot, text: str, keystrokes: bool = False) -> None:
 
 
 def test_importing_the_app_does_not_import_torch():
-    code = "import sys, minitx.tui.app; print('torch' in sys.modules)"
+    code = "import sys, minitx.tui.app.main; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -51,12 +51,12 @@ async def test_first_model_load_freezes_what_is_loaded_out_of_the_garbage_collec
 async def test_app_paints_a_loading_indicator_then_opens_the_bundled_model(monkeypatch):
     import threading
 
-    import minitx.tui.app
+    import minitx.tui.app.main
 
     # Hold the load until the first screen was checked: torch may already be imported by
     # earlier tests, and then loading finishes within a frame.
-    release, real_load = threading.Event(), minitx.tui.app.load_named
-    monkeypatch.setattr(minitx.tui.app, "load_named", lambda name: release.wait(30) and real_load(name))
+    release, real_load = threading.Event(), minitx.tui.app.main.load_named
+    monkeypatch.setattr(minitx.tui.app.main, "load_named", lambda name: release.wait(30) and real_load(name))
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -214,7 +214,7 @@ async def test_view_keys_switch_between_cross_self_encoder_all_heads_and_numbers
 async def test_help_opens_on_question_mark_fits_80x24_whole_and_closes_on_escape():
     from rich.text import Text
 
-    from minitx.tui.screens.dialogs import HELP
+    from minitx.tui.app.screens.dialogs import HELP
 
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -325,7 +325,7 @@ async def test_a_missing_first_checkpoint_opened_from_the_app_is_a_message_and_i
 
 @pytest.mark.asyncio
 async def test_an_unexpected_error_in_a_key_action_is_one_line_not_a_traceback(monkeypatch):
-    from minitx.core.decode import Stepper
+    from minitx.core.interp.decode import Stepper
 
     def broken(self):
         raise RuntimeError("the decoder fell over")

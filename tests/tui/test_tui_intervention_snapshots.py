@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from tui_helpers import model_ready, reverse_checkpoint, wait_for
 
-from minitx.tui.app import create_app
-from minitx.tui.screens import compare as compare_screen
-from minitx.tui.screens import explore as explore_screen
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens import compare as compare_screen
+from minitx.tui.app.screens import explore as explore_screen
 
 SIZE = (80, 24)
 

@@ -8,12 +8,12 @@ from test_tui_curves import footer, two_runs  # noqa: F401 - two_runs: two tiny 
 from textual.widgets import Input, OptionList
 from tui_helpers import model_ready, reverse_checkpoint, wait_for
 
-from minitx.core.interventions import Head
-from minitx.tui.app import create_app
-from minitx.tui.screens import compare as compare_screen
-from minitx.tui.screens import explore as explore_screen
-from minitx.tui.screens.dialogs import FailuresScreen, ForceTokenScreen
-from minitx.tui.screens.patch import PatchScreen
+from minitx.core.interp.interventions import Head
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens import compare as compare_screen
+from minitx.tui.app.screens import explore as explore_screen
+from minitx.tui.app.screens.dialogs import FailuresScreen, ForceTokenScreen
+from minitx.tui.app.screens.patch import PatchScreen
 
 REVERSED = [5, 1, 4, 1, 3, 12]  # "3 1 4 1 5" reversed, then <eos>
 

@@ -10,8 +10,8 @@ import pytest
 from textual.widgets import Static
 from tui_helpers import fill_form, model_ready, notifications, on_train_screen, tiny_trainer, wait_for
 
-from minitx.tui.app import create_app
-from minitx.tui.screens.dialogs import ChoiceDialog
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens.dialogs import ChoiceDialog
 
 
 def app_saving_to(folder):

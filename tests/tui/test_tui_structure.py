@@ -21,7 +21,7 @@ def imported_modules(path: Path) -> set[str]:
 
 def test_no_screen_imports_another_screen():
     for path in TUI.glob("screens/*.py"):
-        others = {m for m in imported_modules(path) if m.startswith("minitx.tui.screens")}
+        others = {m for m in imported_modules(path) if m.startswith("minitx.tui.app.screens")}
         assert not others, f"{path.name} imports {sorted(others)}: shared pieces belong in widgets/"
 
 

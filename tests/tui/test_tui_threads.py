@@ -1,4 +1,4 @@
-"""The app runs torch on minitx's thread default (core/threads.py) in its UI thread too: the
+"""The app runs torch on minitx's thread default (core/training/threads.py) in its UI thread too: the
 test's thread has run torch before, which fixes its own count until it is set again."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 import torch
 from tui_helpers import model_ready, reverse_checkpoint
 
-import minitx.core.threads as threads
-from minitx.tui.app import create_app
+import minitx.core.training.threads as threads
+from minitx.tui.app.main import create_app
 
 
 @pytest.mark.asyncio

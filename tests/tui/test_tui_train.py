@@ -17,11 +17,11 @@ from tui_helpers import (
     wait_for,
 )
 
-from minitx.tui.app import create_app
-from minitx.tui.screens.dialogs import ChoiceDialog, HelpScreen
-from minitx.tui.screens.explore import ExploreScreen
-from minitx.tui.widgets.curve_chart import CurveChart
-from minitx.tui.widgets.train_form import FIELDS
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens.dialogs import ChoiceDialog, HelpScreen
+from minitx.tui.app.screens.explore import ExploreScreen
+from minitx.tui.app.widgets.curve_chart import CurveChart
+from minitx.tui.app.widgets.train_form import FIELDS
 
 
 @pytest.mark.asyncio
@@ -170,7 +170,7 @@ async def test_save_writes_a_loadable_checkpoint_and_says_where(tmp_path):
 
 @pytest.mark.asyncio
 async def test_the_form_trains_a_model_with_its_components_swapped():
-    from minitx.tui.widgets.choice import ChoiceField
+    from minitx.tui.app.widgets.choice import ChoiceField
 
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -223,7 +223,7 @@ async def test_k_v_heads_that_do_not_divide_the_heads_are_marked_in_the_form():
 
 @pytest.mark.asyncio
 async def test_a_diverging_run_is_a_notification_not_a_crash(monkeypatch):
-    from minitx.core.train import Trainer, TrainingDiverged
+    from minitx.core.training.trainer import Trainer, TrainingDiverged
 
     def diverge(self):
         raise TrainingDiverged("training diverged at step 1: loss nan")

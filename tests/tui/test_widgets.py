@@ -4,7 +4,7 @@ screen (the live probe updates every second during training), a resized one lays
 import pytest
 from textual.app import App, ComposeResult
 
-from minitx.tui.widgets.attention import AttentionGrid
+from minitx.tui.app.widgets.attention import AttentionGrid
 
 
 class GridApp(App):

@@ -79,7 +79,7 @@ def screen_text(app) -> str:
 def tiny_trainer(**train):
     """A Trainer of a model small enough to save in milliseconds (d_model 16, one layer)."""
     from minitx.core.config import ModelConfig, TrainConfig
-    from minitx.core.train import Trainer
+    from minitx.core.training.trainer import Trainer
 
     return Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                                max_len=16, dropout=0.0),

@@ -1,0 +1,149 @@
+"""The Task interface: what every task (the digit tasks, dates, a data file's pairs) gives the rest
+of minitx. The base class carries the defaults for what some tasks lack (held-out pairs, notes,
+an example batch of their own, a check of the model's positions), so nothing asks a task
+whether it has an attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from minitx.core.data.batch import Batch, beyond, draw_lengths
+from minitx.core.data.vocab import DIGITS, Vocab
+
+DATA_TASK = "data"  # the task of a model trained on a file of pairs
+EXPECTATIONS = ("", "diagonal", "anti-diagonal")  # what a data file's cross-attention may be told to show
+DEFAULT_PROBE_DIGITS = (7, 2, 9, 0, 4, 6, 1, 8, 3, 5)  # no digit repeats a neighbour: every row distinct
+
+
+class Task:
+    """Base class. Subclasses say how a source becomes its output (`transform`) and which
+    source positions hold the token each output position should copy (`alignment`).
+
+    The defaults describe an endless generated task: no fixed held-out pairs, nothing to train
+    on but fresh batches, no notes about how a file was read."""
+
+    name = ""
+    description = ""
+    alignment_name = ""  # what the cross-attention of a trained model looks like ("": unknown)
+    vocab: Vocab = DIGITS
+    exact_lengths = True  # batch() can draw sources of one given length (length buckets)
+    evaluated_on = "fresh sequences"  # what its accuracy is measured on
+    heldout = None  # a data file's held-out pairs (core.data.pair_task.PairSet); None: fresh sequences
+    train = None  # the pairs a model learns from, when they are a fixed set
+    provenance: dict = {}  # where a data file's pairs came from (read-only here)
+
+    def __init__(self, min_len: int = 4, max_len: int = 10) -> None:
+        if not 1 <= min_len <= max_len:
+            raise ValueError(f"lengths: need 1 <= min_len <= max_len, got {min_len}-{max_len}")
+        self.min_len = min_len
+        self.max_len = max_len
+
+    # -- the task itself -------------------------------------------------------------------
+    def transform(self, digits: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """(B, S) digits with PAD beyond each length -> (B, S) output digits, PAD beyond."""
+        raise NotImplementedError
+
+    def alignment(self, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """(B, S) source -> (B, S, S) bool: [b, i, j] is True when output position i should
+        attend to source position j. Rows past the length (and EOS) are all False."""
+        raise NotImplementedError
+
+    # -- data ------------------------------------------------------------------------------
+    def batch(
+        self,
+        batch_size: int,
+        generator: torch.Generator,
+        min_len: int | None = None,
+        max_len: int | None = None,
+        length_power: float = 0.0,
+    ) -> Batch:
+        """batch_size fresh examples, lengths drawn by draw_lengths()."""
+        lo = self.min_len if min_len is None else min_len
+        hi = self.max_len if max_len is None else max_len
+        lengths = draw_lengths(batch_size, lo, hi, generator, length_power)  # (B,)
+        digits = torch.randint(0, 10, (batch_size, hi), generator=generator)  # (B, S)
+        src = digits.masked_fill(beyond(lengths, hi), self.vocab.pad)
+        return self.batch_from_sources(src, lengths)
+
+    def batch_from_sources(self, src: torch.Tensor, lengths: torch.Tensor) -> Batch:
+        out = self.transform(src, lengths)  # (B, S)
+        B, S = src.shape
+        tgt = torch.full((B, S + 2), self.vocab.pad, dtype=torch.long)
+        tgt[:, 0] = self.vocab.sos
+        tgt[:, 1 : S + 1] = out
+        tgt[torch.arange(B), lengths + 1] = self.vocab.eos
+        return Batch(src=src, tgt=tgt, lengths=lengths)
+
+    def relabel(self, batch: Batch) -> Batch:
+        """`batch`'s sources with this task's targets (to score a model of this task on
+        sources another model's task drew)."""
+        return self.batch_from_sources(batch.src, batch.lengths)
+
+    def expected_output(self, src_ids: list[int]) -> list[int] | None:
+        """The correct output ids for a source, or None when the task cannot tell."""
+        src = torch.tensor([src_ids])
+        return self.transform(src, torch.tensor([len(src_ids)]))[0].tolist()
+
+    def expected_alignment(self, batch: Batch) -> torch.Tensor | None:
+        """(B, T_out, S) bool: where each output should attend, or None when nothing is known
+        (then only a head's sharpness can be shown, not a score)."""
+        return self.alignment(batch.src, batch.lengths)
+
+    def evaluation_batches(self, n: int, seed: int, batch_size: int = 500, min_len: int | None = None,
+                           max_len: int | None = None) -> Iterator[Batch]:
+        """The n examples accuracy is measured on, in batches: fresh ones drawn from `seed`."""
+        generator = torch.Generator().manual_seed(seed)
+        remaining = n
+        while remaining > 0:
+            size = min(batch_size, remaining)
+            yield self.batch(size, generator, min_len, max_len)
+            remaining -= size
+
+    def decode_cap(self, src_len: int, positions: int) -> int:
+        """Tokens to generate at most for a source: the output plus EOS, and a little slack,
+        within the model's positions."""
+        return min(positions - 1, src_len + 2)
+
+    # -- text ------------------------------------------------------------------------------
+    def parse(self, text: str, max_len: int | None = None) -> list[int]:
+        """Typed text ('3 1 4 1 5' or '31415' for the digit tasks) -> ids; TaskInputError, one
+        sentence, for anything the vocabulary cannot read or longer than max_len tokens."""
+        return self.vocab.encode_text(text, self.max_len if max_len is None else max_len)
+
+    def format(self, ids, strip_special: bool = True) -> str:
+        """ids -> text ('5 1 4 1 3'; char level joined). With strip_special, stops at EOS and
+        drops SOS and PAD."""
+        return self.vocab.join(self.vocab.decode(ids, strip_special))
+
+    def example(self) -> str:
+        """A source to show first, as text a person could have typed."""
+        return " ".join("31415926"[: max(self.min_len, min(5, self.max_len))])
+
+    def example_batch(self) -> Batch:
+        """A batch of one to probe with when none is typed: six digits (or the nearest length the
+        task trains on) that repeat none of their neighbours, with the task's output."""
+        length = min(max(6, self.min_len), self.max_len)
+        ids = [DEFAULT_PROBE_DIGITS[i % len(DEFAULT_PROBE_DIGITS)] for i in range(length)]
+        return self.batch_from_sources(torch.tensor([ids]), torch.tensor([length]))
+
+    def evaluation_count(self, n: int) -> int:
+        """How many examples an evaluation of `n` measures: n fresh ones (a fixed held-out set
+        has as many as it holds)."""
+        return n if self.heldout is None else min(n, len(self.heldout))
+
+    def heldout_lines(self) -> list[int] | None:
+        """The data file's line of each held-out example, in evaluation order; None without a file."""
+        return None
+
+    def notes(self) -> list[str]:
+        """What a person should hear once about how the task's data was read."""
+        return []
+
+    def check_positions(self, positions: int) -> None:
+        """ValueError when the task's examples cannot fit a model of `positions`."""
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "min_len": self.min_len, "max_len": self.max_len}

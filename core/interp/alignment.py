@@ -1,0 +1,86 @@
+"""Alignment score: how much of a head's cross-attention lands where the task says it should.
+
+For each layer and head, the mean over output positions of the attention mass on the source
+positions the task expects (reverse: n-1-i). 1.0 is a perfect alignment head; a head that
+spreads attention uniformly over n positions scores about 1/n.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from minitx.core.data.batch import Batch
+from minitx.core.data.task import Task
+from minitx.core.model.transformer import Seq2Seq, eval_mode
+
+
+@torch.no_grad()
+def cross_attention(model: Seq2Seq, batch: Batch) -> list[torch.Tensor]:
+    """Per decoder layer (B, h, T, S): the cross-attention paid while teacher-forced on the
+    batch's own (correct) targets."""
+    with eval_mode(model):
+        device = model.device
+        _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
+        return maps.cross
+
+
+def alignment_scores(model: Seq2Seq, task: Task, batch: Batch) -> torch.Tensor | None:
+    """(layers, heads) scores in [0, 1] on `batch`, or None when the task expects no pattern.
+
+    Uses teacher forcing on the task's own targets, so the score measures the attention the
+    model pays while producing correct outputs."""
+    batch = task.relabel(batch)
+    expected = task.expected_alignment(batch)  # (B, S_out, S)
+    if expected is None:
+        return None
+    return scores_from_cross(cross_attention(model, batch), expected.to(model.device))
+
+
+def head_sharpness(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """(layers, heads): each head's largest weight over the source, averaged over the real
+    output positions (up to EOS). 1 is a head that always looks at one position; uniform
+    attention over n positions is 1/n. What can be said of a head when no pattern is expected."""
+    real = (batch.labels != model.cfg.pad_id).to(model.device)  # (B, T)
+    rows = []
+    for weights in cross_attention(model, batch):  # (B, h, T, S)
+        peak = weights.max(dim=-1).values  # (B, h, T)
+        rows.append((peak * real[:, None]).sum(dim=(0, 2)) / real.sum().clamp(min=1))  # (h,)
+    return torch.stack(rows).cpu()  # (layers, heads)
+
+
+def scores_from_cross(cross: list[torch.Tensor], expected: torch.Tensor) -> torch.Tensor:
+    """cross: per layer (B, h, T, S) with T >= S; expected (B, S_out, S) bool -> (layers, heads)."""
+    B, S_out, S = expected.shape
+    rows = expected.any(dim=-1)  # (B, S_out): output positions that have an expected source
+    scores = []
+    for weights in cross:
+        w = weights[:, :, :S_out, :S]  # (B, h, S_out, S)
+        mass = (w * expected[:, None].to(w.dtype)).sum(dim=-1)  # (B, h, S_out)
+        per_head = (mass * rows[:, None]).sum(dim=(0, 2)) / rows.sum().clamp(min=1)  # (h,)
+        scores.append(per_head)
+    return torch.stack(scores).cpu()  # (layers, heads)
+
+
+def best_head(scores) -> tuple[int, int]:
+    """(layer, head), 0-based, of the highest score in a (layers, heads) tensor or nested list:
+    the head that does the task's work."""
+    rows = scores.tolist() if isinstance(scores, torch.Tensor) else scores
+    cells = [(layer, head) for layer, row in enumerate(rows) for head in range(len(row))]
+    return max(cells, key=lambda lh: rows[lh[0]][lh[1]])
+
+
+def random_alignment_scores(model: Seq2Seq, task: Task, n: int = 256,
+                            seed: int = 4321) -> torch.Tensor | None:
+    """Scores on n of the task's examples (fresh sources, or held-out pairs); None when the
+    task expects no pattern."""
+    return alignment_scores(model, task, task.batch(n, torch.Generator().manual_seed(seed)))
+
+
+def head_scores(model: Seq2Seq, task: Task, n: int = 256, seed: int = 4321) -> tuple[str, torch.Tensor]:
+    """("alignment", scores) when the task expects a pattern, else ("sharpness", head_sharpness):
+    one (layers, heads) table to show per head either way, and which one it is."""
+    batch = task.batch(n, torch.Generator().manual_seed(seed))
+    scores = alignment_scores(model, task, batch)
+    if scores is not None:
+        return "alignment", scores
+    return "sharpness", head_sharpness(model, batch)

@@ -1,0 +1,286 @@
+"""Greedy decoding: batched (for evaluation) and one token at a time (for watching).
+
+The Stepper records everything a person may want to look at for each generated token, so
+stepping back is just moving a pointer over recorded results, never recomputation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from minitx.core.data.vocab import Vocab
+from minitx.core.interp.interventions import Interventions, Recording
+from minitx.core.model.kv_cache import IncrementalDecoder
+from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
+
+
+def default_cap(model: Seq2Seq, src_len: int) -> int:
+    """Tokens to generate at most: the output plus EOS, and a little slack, within max_len."""
+    return min(model.cfg.max_len - 1, src_len + 2)
+
+
+def greedy_decode(
+    model: Seq2Seq, src: torch.Tensor, max_new_tokens: int | None = None, use_cache: bool = True
+) -> torch.Tensor:
+    """src (B, S) -> generated ids (B, n) without SOS; PAD after each sequence's EOS.
+
+    Encodes once; stops when every sequence has emitted EOS or after max_new_tokens.
+    """
+    with eval_mode(model):
+        # inference_mode skips autograd's bookkeeping per op (~15% of a batch-1 step); the clone
+        # outside it hands back an ordinary tensor that any later computation may use.
+        with torch.inference_mode():
+            cap = max_new_tokens or default_cap(model, src.shape[1])
+            generated = _greedy_tokens(model, src, cap, use_cache)
+        with torch.no_grad():
+            return generated.clone()
+
+
+def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
+    B = src.shape[0]
+    pad, eos = model.cfg.pad_id, model.cfg.eos_id
+    memory, src_mask = model.encode(src)  # src_mask None when nothing is padded
+    tokens = torch.full((B, 1 + cap), pad, dtype=torch.long, device=src.device)  # (B, 1 + cap)
+    tokens[:, 0] = model.cfg.sos_id
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    incremental = IncrementalDecoder(model, memory, src_mask) if use_cache else None
+    t = 0
+    while t < cap:
+        if incremental is not None:
+            logits = incremental.step(tokens[:, t])  # (B, V)
+        else:
+            logits = model.decode(tokens[:, : t + 1], memory, src_mask)[:, -1]  # (B, V)
+        next_token = logits.argmax(dim=-1).masked_fill(done, pad)  # (B,)
+        t += 1
+        tokens[:, t] = next_token
+        done |= next_token == eos
+        if bool(done.all()):
+            break
+    return tokens[:, 1 : t + 1]
+
+
+def after_eos(tokens: torch.Tensor, eos: int) -> torch.Tensor:
+    """(B, n) ids -> (B, n) bool: True at every position after the first EOS of its row."""
+    is_eos = (tokens == eos).long()
+    return torch.cumsum(is_eos, dim=1) - is_eos > 0
+
+
+def padded_to(tokens: torch.Tensor, width: int, *, eos: int, pad: int) -> torch.Tensor:
+    """(B, n) ids -> (B, width): PAD appended, and everything after the first EOS set to PAD,
+    so two outputs compare equal exactly when they agree up to and including EOS."""
+    B, n = tokens.shape
+    out = torch.full((B, width), pad, dtype=torch.long, device=tokens.device)
+    out[:, :n] = tokens
+    return out.masked_fill(after_eos(out, eos), pad)
+
+
+def exact_match(generated: torch.Tensor, expected: torch.Tensor, *, eos: int, pad: int) -> torch.Tensor:
+    """generated (B, n) and expected labels (B, L) with EOS then PAD -> (B,) bool.
+
+    A sequence is right when its tokens up to and including EOS equal the expected ones.
+    """
+    width = max(generated.shape[1], expected.shape[1])
+    expected = expected.to(generated.device)
+    return (padded_to(generated, width, eos=eos, pad=pad)
+            == padded_to(expected, width, eos=eos, pad=pad)).all(dim=1)
+
+
+def accuracy_by_length(correct: torch.Tensor, lengths: torch.Tensor) -> dict[int, float]:
+    """correct (B,) bool and source lengths (B,) -> {length: fraction correct}."""
+    return {int(L): float(correct[lengths == L].float().mean()) for L in lengths.unique()}
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What happened when the decoder produced one token."""
+
+    index: int  # 0-based step number: this token is output position `index`
+    token: int  # the token output here (and fed next): the prediction, unless it was forced
+    text: str  # the token as a label (core.vocab.Vocab.label)
+    top_k: list[tuple[int, float]]  # (token id, probability), most likely first
+    cross_attention: torch.Tensor  # (layers, heads, S): this step's query row over the source
+    self_attention: torch.Tensor  # (layers, heads, index + 1): over the decoder input so far
+    is_end: bool  # the token is EOS
+    log_probs: torch.Tensor | None = None  # (V,) the model's next-token log-probabilities
+    lens: torch.Tensor | None = None  # (layers, V) log-probabilities of each decoder layer's lens
+    predicted: int | None = None  # the model's own choice (argmax); None: the same as token
+
+    @property
+    def forced(self) -> bool:
+        """True when the token output here is not the one the model chose."""
+        return self.predicted is not None and self.predicted != self.token
+
+    @property
+    def entropy(self) -> float:
+        """Of the next-token distribution, in nats (0: certain; ln V: uniform)."""
+        lp = self.log_probs
+        return float(-(lp.exp() * lp).sum()) if lp is not None else float("nan")
+
+
+class Stepper:
+    """Greedy decoding of one source, one token per `step()`, with a KV cache.
+
+    `results[:position]` is what is currently shown; `back()` moves the position, and stepping
+    forward again replays a recorded result instead of running the model.
+
+    interventions (core/interp/interventions.py) change every step; `forced` maps a step index to the
+    token output there instead of the model's choice (decoding continues greedily from it), and
+    `teacher` feeds the decoder the given target at every step (teacher forcing; it sets the cap).
+    """
+
+    def __init__(self, model: Seq2Seq, src_ids: list[int], top_k: int = 5, cap: int | None = None,
+                 interventions=None, forced: dict[int, int] | None = None,
+                 teacher: list[int] | None = None, *, vocab: Vocab):
+        if not src_ids:
+            raise ValueError("the source is empty")
+        if vocab.size != model.cfg.vocab_size:
+            raise ValueError(f"a vocabulary of {vocab.size} tokens for a model of {model.cfg.vocab_size}")
+        self.model = model
+        self.vocab = vocab
+        self.src_ids = list(src_ids)
+        self.top_k = top_k
+        self.teacher = list(teacher) if teacher is not None else None
+        self.cap = len(self.teacher) if self.teacher else cap or default_cap(model, len(src_ids))
+        self.forced = dict(forced or {})
+        self._lens_record = Recording(heads=False)  # each step's residual streams: the logit lens
+        self.interventions = interventions or Interventions()
+        self._hooks = self.interventions.recording(self._lens_record)
+        self.encoder_attention = self._start()  # (layers, heads, S, S)
+        self.results: list[StepResult] = []
+        self.position = 0
+
+    def _start(self) -> torch.Tensor:
+        """A fresh decoder (the interventions apply to the encoding and to every cached step)."""
+        maps = AttentionMaps()
+        with eval_mode(self.model), torch.no_grad(), self._hooks.applied(self.model):
+            src = torch.tensor([self.src_ids], device=self.model.device)  # (1, S)
+            self._decoder = IncrementalDecoder(self.model, *self.model.encode(src, maps))
+        self._last_token = torch.tensor([self.model.cfg.sos_id], device=self.model.device)  # (1,)
+        return torch.stack([w[0] for w in maps.encoder_self]).cpu()
+
+    @property
+    def finished(self) -> bool:
+        """True when the shown tokens end in EOS or reached the cap."""
+        if self.position == 0:
+            return False
+        return self.results[self.position - 1].is_end or self.position >= self.cap
+
+    @property
+    def tokens(self) -> list[int]:
+        """Generated ids shown so far (without SOS)."""
+        return [r.token for r in self.results[: self.position]]
+
+    @property
+    def current(self) -> StepResult | None:
+        return self.results[self.position - 1] if self.position else None
+
+    def step(self) -> StepResult | None:
+        """Advance one token; returns its result, or None when already finished."""
+        if self.finished:
+            return None
+        if self.position < len(self.results):  # replay what was already computed
+            self.position += 1
+            return self.results[self.position - 1]
+        result = self._compute_next()
+        self.results.append(result)
+        self.position += 1
+        return result
+
+    def back(self) -> bool:
+        """Step back one token; False at the start."""
+        if self.position == 0:
+            return False
+        self.position -= 1
+        return True
+
+    def reset(self) -> None:
+        self.position = 0
+
+    def run(self) -> list[StepResult]:
+        while self.step() is not None:
+            pass
+        return self.results[: self.position]
+
+    def force(self, token: int) -> StepResult:
+        """Output `token` at the current step instead of what the model chose; what follows is
+        decoded again, greedily from it (stepping forward computes it)."""
+        index = self.position - 1
+        if index < 0:
+            raise ValueError("step once before forcing a token: there is no current step yet")
+        if not 0 <= token < self.model.cfg.vocab_size:
+            raise ValueError(f"token {token} is not in the vocabulary")
+        self.forced[index] = token
+        kept = self.results[:index] + [replace(self.results[index], token=token, text=self.vocab.label(token),
+                                               is_end=token == self.model.cfg.eos_id)]
+        self._start()
+        with torch.no_grad():
+            for fed in [self.model.cfg.sos_id] + [r.token for r in kept[:-1]]:  # the cache up to this step
+                self._decoder.step(torch.tensor([fed], device=self.model.device))
+        self._lens_record.clear()
+        self.results, self._last_token = kept, torch.tensor([token], device=self.model.device)
+        return kept[-1]
+
+    def cross_attention_grid(self, layer: int, head: int) -> torch.Tensor:
+        """(steps shown, S): row i is the query that produced output token i."""
+        rows = [r.cross_attention[layer, head] for r in self.results[: self.position]]
+        if not rows:
+            return torch.zeros(0, len(self.src_ids))
+        return torch.stack(rows)
+
+    def self_attention_grid(self, layer: int, head: int) -> torch.Tensor:
+        """(steps shown, steps shown): row i over decoder inputs 0..i (SOS, out_0..), zero above."""
+        n = self.position
+        grid = torch.zeros(n, n)
+        for i, r in enumerate(self.results[:n]):
+            grid[i, : i + 1] = r.self_attention[layer, head]
+        return grid
+
+    def encoder_attention_grid(self, layer: int, head: int) -> torch.Tensor:
+        """(S, S): source position i (row) over source positions (columns)."""
+        return self.encoder_attention[layer, head]
+
+    @torch.no_grad()
+    def _compute_next(self) -> StepResult:
+        index = len(self.results)
+        maps = AttentionMaps()
+        self._lens_record.clear()
+        with eval_mode(self.model):  # the incremental step reads no dropout, but the model is shared
+            logits = self._decoder.step(self._last_token, maps)  # (1, V)
+            streams = [self._lens_record.stream("dec", i) for i in range(len(self.model.decoder))]
+            lens = self.model.stream_logits(torch.stack(streams)).log_softmax(dim=-1)  # (L, 1, 1, V)
+            lens = lens[:, 0, -1].cpu()  # (L, V)
+        log_probs = logits.log_softmax(dim=-1)[0]  # (V,)
+        probs = log_probs.exp()
+        top = probs.topk(min(self.top_k, probs.numel()))
+        predicted = int(top.indices[0])
+        token = self.forced.get(index, predicted)  # forced over teacher over the model's choice
+        if index not in self.forced and self.teacher is not None and index < len(self.teacher):
+            token = self.teacher[index]
+        self._last_token = torch.tensor([token], device=logits.device)
+        return StepResult(
+            index=index,
+            token=token,
+            text=self.vocab.label(token),
+            top_k=[(int(i), float(p)) for p, i in zip(top.values, top.indices)],
+            cross_attention=torch.stack([w[0, :, -1] for w in maps.cross]).cpu(),  # (L, h, S)
+            self_attention=torch.stack([w[0, :, -1] for w in maps.decoder_self]).cpu(),
+            is_end=token == self.model.cfg.eos_id,
+            log_probs=log_probs.cpu(),
+            lens=lens,
+            predicted=predicted,
+        )
+
+
+def first_wrong_step(generated: list[int], expected: list[int], eos: int) -> int | None:
+    """The 0-based step where `generated` first differs from `expected` (both ending in EOS or
+    cut there), or None when they agree; a missing token counts as a difference."""
+    for i in range(max(len(generated), len(expected))):
+        got = generated[i] if i < len(generated) else None
+        want = expected[i] if i < len(expected) else None
+        if got != want:
+            return i
+        if got == eos:
+            return None
+    return None

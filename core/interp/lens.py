@@ -1,0 +1,49 @@
+"""The logit lens: the output layer applied to each decoder layer's residual stream (after the
+final norm for pre-norm), i.e. what each layer would predict if the decoder stopped there. The
+last layer's lens is the model's own prediction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.interp.interventions import Interventions, Recording
+from minitx.core.model.transformer import Seq2Seq, eval_mode
+
+
+@dataclass(frozen=True)
+class Lens:
+    src: list[int]
+    decoder_input: list[int]  # SOS then the tokens fed: row t of every layer predicts output t
+    log_probs: torch.Tensor  # (layers, T, V)
+
+    def top(self, k: int = 3) -> list[list[list[tuple[int, float]]]]:
+        """[layer][step] -> the k most likely (token, probability) at that layer."""
+        values, indices = self.log_probs.exp().topk(k, dim=-1)  # (L, T, k)
+        return [[list(zip(i.tolist(), v.tolist())) for i, v in zip(li, lv)]
+                for li, lv in zip(indices, values)]
+
+
+@torch.no_grad()
+def logit_lens(model: Seq2Seq, src_ids: list[int], outputs: list[int] | None = None,
+               interventions: Interventions | None = None) -> Lens:
+    """The lens of every decoder layer at every step of decoding `src_ids`: teacher-forced on
+    `outputs` when given (e.g. the task's answer and EOS), else on the model's greedy output."""
+    device = model.device
+    src = torch.tensor([src_ids], device=device)  # (1, S)
+    interventions = interventions or Interventions()
+    with eval_mode(model), interventions.applied(model):
+        if outputs is None:
+            outputs = greedy_decode(model, src)[0].tolist()
+    eos = model.cfg.eos_id
+    if eos in outputs:
+        outputs = outputs[: outputs.index(eos) + 1]
+    fed = [model.cfg.sos_id] + outputs[:-1]
+    record = Recording(heads=False)
+    with eval_mode(model), interventions.recording(record).applied(model):
+        model(src, torch.tensor([fed], device=device))
+    streams = [record.stream("dec", i) for i in range(len(model.decoder))]
+    return Lens(list(src_ids), fed, model.stream_logits(torch.stack(streams)).log_softmax(dim=-1)[:, 0].cpu())

@@ -1,0 +1,166 @@
+"""The swappable parts of a layer: norms, feed-forward blocks and position encodings.
+
+Each ModelConfig switch chooses one of them (docs/components.md has the formulas and what each
+swap changes): `norm_kind` LayerNorm or RMSNorm, `activation` a ReLU/GELU MLP or SwiGLU,
+`position_encoding` sinusoids, learned tables, rotary (RoPE) or nothing. Grouped-query attention
+(`kv_heads`) lives with attention in core/model/transformer.py. The functional forms here (rms_norm,
+swiglu, rotary_angles, rotate_pairs) are shared with the KV-cache decoder, core/model/kv_cache.py.
+
+Shapes: B batch, T length, d d_model, f d_ff, k d_k.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minitx.core.config import MODERN_COMPONENTS, ModelConfig
+
+# The named swaps (the lab's variants): name -> the ModelConfig fields it sets, which are also
+# the option names of `minitx train`. "gqa" assumes the reference's 4 heads.
+VARIANTS: dict[str, dict[str, object]] = {
+    "baseline": {},
+    "pre-norm": {"norm": "pre"},
+    "rms": {"norm_kind": "rms"},
+    "learned": {"position_encoding": "learned"},
+    "rope": {"position_encoding": "rope"},
+    "none": {"position_encoding": "none"},
+    "gelu": {"activation": "gelu"},
+    "swiglu": {"activation": "swiglu"},
+    "gqa": {"kv_heads": 2},
+    "mqa": {"kv_heads": 1},
+    "modern": dict(MODERN_COMPONENTS),
+}
+
+RMS_EPS = 1e-6
+
+# ---------------------------------------------------------------------------------------------
+# Norms
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis: LayerNorm without subtracting the
+    mean and without a bias, so rescaling x leaves the output unchanged. (torch >= 2.4 has it
+    as one function, a little faster than the ops it is made of.)"""
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(x, weight.shape, weight, eps)
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
+
+
+class RMSNorm(nn.Module):
+    """d parameters (a weight, no bias), where LayerNorm has 2d."""
+
+    def __init__(self, d_model: int, eps: float = RMS_EPS) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., d) -> (..., d)
+        return rms_norm(x, self.weight, self.eps)
+
+
+def norm_layer(cfg: ModelConfig) -> nn.Module:
+    """The norm that stands wherever the model normalises: LayerNorm or RMSNorm."""
+    return RMSNorm(cfg.d_model) if cfg.norm_kind == "rms" else nn.LayerNorm(cfg.d_model)
+
+
+# ---------------------------------------------------------------------------------------------
+# Feed-forward blocks
+
+
+class FeedForward(nn.Sequential):
+    """Linear -> activation -> dropout -> linear. A Sequential so parameter names stay ff.0 / ff.3
+    (checkpoints depend on them); dropout is skipped outside training because at batch 1 every
+    module call is a noticeable share of encoding or an uncached decoding step."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        activation = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
+        super().__init__(
+            nn.Linear(cfg.d_model, cfg.d_ff),
+            activation,
+            nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.d_ff, cfg.d_model),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
+        inner, activation, drop, outer = self
+        hidden = activation(inner(x))  # (B, T, f)
+        return outer(drop(hidden) if self.training else hidden)
+
+
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """silu(W1 x) * W3 x: the gate decides, per hidden unit, how much of W3 x passes."""
+    return F.silu(gate) * up
+
+
+class SwiGLUFeedForward(nn.Module):
+    """W2(silu(W1 x) * W3 x): W1 and W3 d -> f, W2 f -> d, all with bias (3fd + 2f + d
+    parameters, half as many again as the two-linear block of the same d_ff)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff)  # the gate
+        self.w3 = nn.Linear(cfg.d_model, cfg.d_ff)  # what the gate lets through
+        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
+        hidden = swiglu(self.w1(x), self.w3(x))  # (B, T, f)
+        return self.w2(self.drop(hidden) if self.training else hidden)
+
+
+def feed_forward(cfg: ModelConfig) -> nn.Module:
+    return SwiGLUFeedForward(cfg) if cfg.activation == "swiglu" else FeedForward(cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Positions
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    """(max_len, d): PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same)."""
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (L, 1)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq)
+    return table
+
+
+def rotary_angles(positions: torch.Tensor, d_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions (T,) -> (cos, sin), each (T, k): pair i = (2i, 2i+1) of a query or key at
+    position p turns by the angle p / 10000^(2i/k), the sinusoids' frequencies; both
+    coordinates of a pair share it. Computed from the positions at hand, so a model has no
+    table whose size a config could inflate."""
+    inv_freq = torch.exp(torch.arange(0, d_k, 2, dtype=torch.float32, device=positions.device)
+                         * (-math.log(10000.0) / d_k))  # (k/2,)
+    angles = (positions.to(torch.float32)[:, None] * inv_freq).repeat_interleave(2, dim=-1)  # (T, k)
+    return angles.cos(), angles.sin()
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (..., T, k) with cos/sin (T, k) -> each pair (a, b) turned to (a cos - b sin, a sin + b cos).
+    A rotation keeps lengths, and (R_m q).(R_n k) = q.(R_(n-m) k): scores see only the offset."""
+    a, b = x.unflatten(-1, (-1, 2)).unbind(-1)  # each (..., T, k/2)
+    turned = torch.stack((-b, a), dim=-1).flatten(-2)  # (..., T, k): (-b, a) per pair
+    return x * cos + turned * sin
+
+
+def components(cfg: ModelConfig) -> dict[str, str]:
+    """What each part of this config is, in words (inspect's and the lab's descriptions)."""
+    norm = {"layer": "LayerNorm", "rms": "RMSNorm (weight only)"}[cfg.norm_kind]
+    ff = {"relu": "ReLU MLP: W2 relu(W1 x)", "gelu": "GELU MLP: W2 gelu(W1 x)",
+          "swiglu": "SwiGLU: W2(silu(W1 x) * W3 x)"}[cfg.activation]
+    positions = {"sinusoidal": "sinusoidal table added to the embeddings (no parameters)",
+                 "learned": f"learned tables, {cfg.max_len} positions per side",
+                 "rope": "rotary, on self-attention queries and keys (no parameters)",
+                 "none": "none: attention sees a set, not a sequence"}[cfg.position_encoding]
+    if cfg.kv_heads == cfg.n_heads:
+        attention = f"multi-head: {cfg.n_heads} heads, each its own K and V"
+    else:
+        attention = f"grouped-query: {cfg.n_heads} query heads share {cfg.kv_heads} K/V"
+    return {"norm": f"{cfg.norm}-norm, {norm}", "positions": positions, "feed-forward": ff,
+            "attention": attention}

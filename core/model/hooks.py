@@ -1,0 +1,64 @@
+"""Hook points: the few places where an intervention may read or change what the model computes.
+
+Two kinds, each named by the module it sits in, the same in the full forward (core/model/transformer.py) and
+in cached decoding (core/model/kv_cache.py), so one intervention behaves identically in both:
+- a head hook at every attention block: `weights` may replace the attention weights (B, h, Tq, Tk)
+  after the softmax, `output` may change the per-head outputs (B, h, Tq, d_k) before they are
+  concatenated and projected;
+- a stream hook after every encoder and decoder layer: it may read or replace the residual
+  stream (B, T, d) that leaves the layer.
+`offset` is the position of the first query row: 0 in a full forward, the step in cached decoding.
+
+Which hooks are active is a context variable, not a model attribute: a thread that ablates a head
+(the app's importance worker) never changes what another thread's decode of the same model sees.
+core/interp/interventions.py builds the hooks; nothing here knows what they do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+WeightsEdit = Callable[[torch.Tensor, "torch.Tensor | None", int], torch.Tensor]  # (w, mask, offset)
+OutputEdit = Callable[[torch.Tensor, int], torch.Tensor]  # (out, offset)
+StreamEdit = Callable[[torch.Tensor, int], torch.Tensor]  # (x, offset)
+
+
+@dataclass(frozen=True)
+class HeadHook:
+    """What one attention block's hook does; either part may be None."""
+
+    weights: WeightsEdit | None = None  # (B, h, Tq, Tk), mask (True = allowed) or None -> weights
+    output: OutputEdit | None = None  # (B, h, Tq, d_k) -> the same shape
+
+
+# id(module) -> its hook: attention blocks map to HeadHook, layers to a StreamEdit.
+_ACTIVE: ContextVar[dict[int, object] | None] = ContextVar("minitx_hooks", default=None)
+
+
+def head_hook(attention_block: nn.Module) -> HeadHook | None:
+    """The hook at this attention block in the current context, or None (the usual case)."""
+    active = _ACTIVE.get()
+    return active.get(id(attention_block)) if active else None  # type: ignore[return-value]
+
+
+def stream_hook(layer: nn.Module) -> StreamEdit | None:
+    """The hook on the residual stream leaving this layer, or None."""
+    active = _ACTIVE.get()
+    return active.get(id(layer)) if active else None  # type: ignore[return-value]
+
+
+@contextmanager
+def hooks_active(hooks: dict[nn.Module, object]) -> Iterator[None]:
+    """Activate hooks {module: HeadHook or StreamEdit} for this block, on top of any already
+    active (two models in one comparison each keep their own)."""
+    token = _ACTIVE.set({**(_ACTIVE.get() or {}), **{id(m): h for m, h in hooks.items()}})
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)

@@ -1,0 +1,360 @@
+"""The encoder-decoder Transformer: attention blocks, post-/pre-norm layers and the Seq2Seq model.
+
+Attention itself, with its masks, is core/model/attention.py; the swappable parts (norms,
+feed-forward blocks, position encodings) are core/model/components.py.
+
+Shapes: B batch, S source length, T target length, h heads, g K/V heads (h with multi-head
+attention, fewer with grouped-query attention), d d_model, k d_k = d / h.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from minitx.core.config import ModelConfig
+from minitx.core.model.attention import attention, padding_mask_or_none
+from minitx.core.model.components import (
+    feed_forward,
+    norm_layer,
+    rotary_angles,
+    rotate_pairs,
+    sinusoidal_table,
+)
+from minitx.core.model.hooks import head_hook, stream_hook
+
+Rotary = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, k): rotary_angles() of a stream
+
+class MultiHeadAttention(nn.Module):
+    """Q and output d x d, K and V d -> g * d_k, all with bias: 4d^2 + 4d parameters with one
+    K/V head per query head (g = h), fewer with grouped-query attention (g < h)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d, kv_width = cfg.d_model, cfg.kv_heads * cfg.d_k
+        self.n_heads, self.kv_heads = cfg.n_heads, cfg.kv_heads
+        self.dropout = cfg.dropout
+        self.fused = cfg.attention == "fused"
+        # None: sqrt(d_k). The no-scale variant divides by 1 (the classic missing scaling).
+        self.score_divisor: float | None = 1.0 if cfg.bug == "no-scale" else None
+        self.q_proj = nn.Linear(d, d)
+        self.k_proj = nn.Linear(d, kv_width)
+        self.v_proj = nn.Linear(d, kv_width)
+        self.out_proj = nn.Linear(d, d)
+
+    def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
+        """(B, T, heads * k) -> (B, heads, T, k); heads defaults to the query heads."""
+        B, T, width = x.shape
+        heads = heads or self.n_heads
+        return x.view(B, T, heads, width // heads).transpose(1, 2)
+
+    def queries(self, x: torch.Tensor, rotary: Rotary | None = None) -> torch.Tensor:
+        """(B, T, d) -> Q (B, h, T, k), turned by position when rotary is given."""
+        q = self.split_heads(self.q_proj(x))
+        return q if rotary is None else rotate_pairs(q, *rotary)
+
+    def keys_values(self, x: torch.Tensor, rotary: Rotary | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, T, d) -> K, V each (B, g, T, k), K turned by position when rotary is given (values
+        never are); computed once per memory when decoding."""
+        k = self.split_heads(self.k_proj(x), self.kv_heads)
+        v = self.split_heads(self.v_proj(x), self.kv_heads)
+        return (k if rotary is None else rotate_pairs(k, *rotary)), v
+
+    def forward(
+        self,
+        query: torch.Tensor,  # (B, Tq, d)
+        keys_values: tuple[torch.Tensor, torch.Tensor],  # from keys_values()
+        mask: torch.Tensor | None,
+        need_weights: bool = False,
+        causal: bool = False,
+        rotary: Rotary | None = None,  # the queries' positions (self-attention of a rope model)
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        k, v = keys_values
+        hook = head_hook(self)  # an intervention's (core/interp/interventions.py), usually None
+        out, weights = attention(
+            self.queries(query, rotary),  # (B, h, Tq, k)
+            k,
+            v,
+            mask,
+            causal=causal,
+            dropout=self.dropout if self.training else 0.0,
+            divisor=self.score_divisor,
+            # `explicit` is how training computes attention; outside training, when no weights
+            # are asked for, the fused kernel computes the same in one call.
+            fused=self.fused or not self.training,
+            need_weights=need_weights,
+            edit_weights=hook.weights if hook is not None else None,
+        )
+        if hook is not None and hook.output is not None:
+            out = hook.output(out, 0)  # (B, h, Tq, k): the per-head outputs, before out_proj
+        B, h, Tq, dk = out.shape
+        out = out.transpose(1, 2).reshape(B, Tq, h * dk)  # (B, Tq, d)
+        return self.out_proj(out), weights
+
+
+# ---------------------------------------------------------------------------------------------
+# Layers
+
+
+class Residual(nn.Module):
+    """One sublayer connection: post-norm LN(x + Drop(f(x))) or pre-norm x + Drop(f(LN(x)))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pre = cfg.norm == "pre"
+        self.norm = norm_layer(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the sublayer reads: x itself (post-norm) or LN(x) (pre-norm)."""
+        return self.norm(x) if self.pre else x
+
+    def output(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        x = x + (self.drop(sublayer_out) if self.training else sublayer_out)
+        return x if self.pre else self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg)
+        self.ff = feed_forward(cfg)
+        self.attn_res = Residual(cfg)
+        self.ff_res = Residual(cfg)
+
+    def forward(self, x, mask, need_weights=False, rotary: Rotary | None = None):
+        h = self.attn_res.input(x)
+        a, weights = self.self_attn(h, self.self_attn.keys_values(h, rotary), mask, need_weights,
+                                    rotary=rotary)
+        x = self.attn_res.output(x, a)
+        x = self.ff_res.output(x, self.ff(self.ff_res.input(x)))
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        # Cross-attention reads the encoder's memory; the swap-cross variant reads the decoder
+        # stream instead, masked like self-attention (the KV cache asks, to know what to cache).
+        self.cross_reads_decoder = cfg.bug == "swap-cross"
+        self.self_attn = MultiHeadAttention(cfg)
+        self.cross_attn = MultiHeadAttention(cfg)
+        self.ff = feed_forward(cfg)
+        self.self_res = Residual(cfg)
+        self.cross_res = Residual(cfg)
+        self.ff_res = Residual(cfg)
+
+    def cross_inputs(self, h, memory, src_mask, tgt_mask, causal):
+        """What cross-attention attends over: (keys/values, mask, causal)."""
+        if self.cross_reads_decoder:
+            return self.cross_attn.keys_values(h), tgt_mask, causal
+        return self.cross_attn.keys_values(memory), src_mask, False
+
+    def forward(self, y, memory, src_mask, tgt_mask, causal=False, need_weights=False,
+                rotary: Rotary | None = None):
+        """y (B, T, d) decoder stream; memory (B, S, d); tgt_mask: padding of the decoder input
+        (or None), causal: hide later positions too; rotary: the decoder positions' angles, for
+        self-attention only (source and target positions share no coordinate, so cross-attention
+        is never rotated). (Decoding one position at a time against cached keys/values is
+        core/model/kv_cache.py.)"""
+        h = self.self_res.input(y)
+        a, self_w = self.self_attn(h, self.self_attn.keys_values(h, rotary), tgt_mask, need_weights,
+                                   causal, rotary)
+        y = self.self_res.output(y, a)
+
+        h = self.cross_res.input(y)
+        cross_kv, cross_mask, cross_causal = self.cross_inputs(h, memory, src_mask, tgt_mask, causal)
+        a, cross_w = self.cross_attn(h, cross_kv, cross_mask, need_weights, cross_causal)
+        y = self.cross_res.output(y, a)
+        y = self.ff_res.output(y, self.ff(self.ff_res.input(y)))
+        return y, self_w, cross_w
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+@dataclass
+class AttentionMaps:
+    """Weights per layer, each (B, h, T_query, T_key); rows sum to one over allowed keys."""
+
+    encoder_self: list[torch.Tensor] = field(default_factory=list)  # (B, h, S, S)
+    decoder_self: list[torch.Tensor] = field(default_factory=list)  # (B, h, T, T)
+    cross: list[torch.Tensor] = field(default_factory=list)  # (B, h, T, S)
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.src_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
+        self.tgt_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
+        if cfg.position_encoding == "sinusoidal":  # a buffer: saved and moved, never trained
+            self.register_buffer("positional", sinusoidal_table(cfg.max_len, d))  # (max_len, d)
+        elif cfg.position_encoding == "learned":  # one table per side: their positions differ
+            self.src_positions = nn.Embedding(cfg.max_len, d)
+            self.tgt_positions = nn.Embedding(cfg.max_len, d)
+        self.embed_drop = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
+        pre = cfg.norm == "pre"
+        self.encoder_norm = norm_layer(cfg) if pre else nn.Identity()
+        self.decoder_norm = norm_layer(cfg) if pre else nn.Identity()
+        self.output = nn.Linear(d, cfg.vocab_size)  # the decoder stream -> next-token logits
+        # Decoder self-attention hides later positions; the no-causal-mask variant lets it see them.
+        self.causal = cfg.bug != "no-causal-mask"
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        with torch.no_grad():  # xavier overwrote the PAD rows; keep them zero as padding_idx says
+            self.src_embed.weight[self.cfg.pad_id].zero_()
+            self.tgt_embed.weight[self.cfg.pad_id].zero_()
+
+    def position_table(self, side: str) -> torch.Tensor | None:
+        """(max_len, d) added to the `side` ("src" or "tgt") embeddings: the sinusoids (both
+        sides), that side's learned table, or None (rope acts inside self-attention; none)."""
+        if self.cfg.position_encoding == "sinusoidal":
+            return self.positional
+        if self.cfg.position_encoding == "learned":
+            return (self.src_positions if side == "src" else self.tgt_positions).weight
+        return None
+
+    def rotary(self, length: int, device: torch.device, offset: int = 0) -> Rotary | None:
+        """The angles of positions offset .. offset + length - 1 for a rope model's
+        self-attention; None for every other position encoding."""
+        if self.cfg.position_encoding != "rope":
+            return None
+        return rotary_angles(torch.arange(offset, offset + length, device=device), self.cfg.d_k)
+
+    def embed(self, tokens: torch.Tensor, side: str, offset: int = 0) -> torch.Tensor:
+        """(B, T) -> (B, T, d): token * sqrt(d) + position (positions offset.. offset+T-1)."""
+        T = tokens.shape[1]
+        self.check_length(offset + T)
+        table = self.src_embed if side == "src" else self.tgt_embed
+        x = table(tokens) * math.sqrt(self.cfg.d_model)
+        positions = self.position_table(side)
+        if positions is not None:
+            x = x + positions[offset : offset + T]
+        return self.embed_drop(x) if self.training else x
+
+    def check_length(self, length: int) -> None:
+        """Raise a clear ValueError when `length` positions exceed the positional table."""
+        if length > self.cfg.max_len:
+            raise ValueError(f"sequence of length {length} exceeds the model's max_len={self.cfg.max_len}")
+
+    def encode(self, src: torch.Tensor, maps: AttentionMaps | None = None):
+        """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S), None if nothing is padded."""
+        src_mask = padding_mask_or_none(src, self.cfg.pad_id)
+        x = self.embed(src, "src")
+        rotary = self.rotary(src.shape[1], src.device)
+        for layer in self.encoder:
+            x, w = layer(x, src_mask, need_weights=maps is not None, rotary=rotary)
+            if (hook := stream_hook(layer)) is not None:
+                x = hook(x, 0)  # (B, S, d)
+            if maps is not None:
+                maps.encoder_self.append(w)
+        return self.encoder_norm(x), src_mask
+
+    def decode(self, tgt_in, memory, src_mask, maps: AttentionMaps | None = None):
+        """(B, T) decoder input -> logits (B, T, V)."""
+        tgt_mask = padding_mask_or_none(tgt_in, self.cfg.pad_id)  # causal masking comes on top
+        y = self.embed(tgt_in, "tgt")
+        rotary = self.rotary(tgt_in.shape[1], tgt_in.device)
+        for layer in self.decoder:
+            y, self_w, cross_w = layer(
+                y, memory, src_mask, tgt_mask, causal=self.causal, need_weights=maps is not None,
+                rotary=rotary,
+            )
+            if (hook := stream_hook(layer)) is not None:
+                y = hook(y, 0)  # (B, T, d)
+            if maps is not None:
+                maps.decoder_self.append(self_w)
+                maps.cross.append(cross_w)
+        return self.stream_logits(y)
+
+    def stream_logits(self, y: torch.Tensor) -> torch.Tensor:
+        """(..., d) decoder stream -> (..., V) logits: the final norm (pre-norm) and the output
+        layer. On a stream leaving an earlier layer this is the logit lens."""
+        return self.output(self.decoder_norm(y))
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are (every parameter is on one device)."""
+        return self.src_embed.weight.device
+
+    def forward(self, src, tgt_in, return_attention: bool = False):
+        """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, AttentionMaps]."""
+        maps = AttentionMaps() if return_attention else None
+        memory, src_mask = self.encode(src, maps)
+        logits = self.decode(tgt_in, memory, src_mask, maps)
+        return (logits, maps) if return_attention else logits
+
+
+def set_training(model: nn.Module, training: bool) -> None:
+    """model.train(training) without nn.Module.train's recursion through __setattr__: about
+    1.5 ms a switch for the reference model on this project's CPU, which training pays twice at
+    every probe snapshot and evaluation. Same effect: every module's `training` flag (no module
+    here overrides train())."""
+    for module in model.modules():
+        module.__dict__["training"] = training
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Eval mode for a block, then the mode the model had (a model already in eval mode is
+    left as it is)."""
+    was_training = model.training
+    if was_training:
+        set_training(model, False)
+    try:
+        yield model
+    finally:
+        if was_training:
+            set_training(model, True)
+
+
+# top-level module -> its row in the parameter table
+_GROUPS = {"src_embed": "embeddings", "tgt_embed": "embeddings", "src_positions": "learned positions",
+           "tgt_positions": "learned positions", "encoder": "encoder layers", "decoder": "decoder layers",
+           "encoder_norm": "final norms", "decoder_norm": "final norms", "output": "output"}
+
+
+def parameter_breakdown(model: Seq2Seq) -> dict[str, int]:
+    """Parameter counts per component in the order of docs/model.md's table (rows a config
+    does not have, learned positions or final norms, left out), then the total."""
+    groups = dict.fromkeys(dict.fromkeys(_GROUPS.values()), 0)
+    for name, p in model.named_parameters():
+        groups[_GROUPS[name.split(".")[0]]] += p.numel()
+    groups = {k: v for k, v in groups.items() if v or k not in ("learned positions", "final norms")}
+    groups["total"] = sum(groups.values())
+    return groups
+
+
+def block_parameters(model: Seq2Seq) -> dict[str, int]:
+    """Parameters of one attention block (and its Q + output and K + V projections, which
+    grouped-query attention shrinks), one feed-forward block, one norm and one whole layer of
+    each stack (the per-block lines of the parameter table), counted on each stack's first layer."""
+
+    def count(*modules: nn.Module) -> int:
+        return sum(p.numel() for module in modules for p in module.parameters())
+
+    encoder, decoder = model.encoder[0], model.decoder[0]
+    attn = encoder.self_attn
+    return {
+        "attention block": count(attn),
+        "queries and output": count(attn.q_proj, attn.out_proj),
+        "keys and values": count(attn.k_proj, attn.v_proj),
+        "feed-forward block": count(encoder.ff),
+        "norm": count(encoder.ff_res.norm),
+        "encoder layer": count(encoder),
+        "decoder layer": count(decoder),
+    }

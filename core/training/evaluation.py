@@ -1,0 +1,135 @@
+"""Exact-match accuracy of greedy decoding over a task's batches: the one scoring loop behind
+training's evaluations, `minitx eval` (fresh sequences, held-out pairs, or a file) and the app.
+
+Training's own evaluations take a shortcut to the same figure: for a causal decoder, greedy
+decoding reproduces the target exactly when, and only when, every teacher-forced next-token
+prediction is right (by induction over positions), so one forward pass per batch replaces the
+decode loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from minitx.core.data.batch import Batch
+from minitx.core.data.task import Task
+from minitx.core.interp.decode import accuracy_by_length, exact_match, first_wrong_step, greedy_decode
+from minitx.core.model.transformer import Seq2Seq, eval_mode
+
+
+@dataclass(frozen=True)
+class Failure:
+    source: list[int]
+    expected: list[int]  # the task's output, then EOS
+    output: list[int]  # what the model produced (up to and including EOS, if it emitted one)
+    first_wrong: int  # 0-based step of the first wrong token
+    line: int | None = None  # the data file's line, when the pair came from one
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def trimmed(ids: list[int], eos: int, pad: int) -> list[int]:
+    """Up to and including the first EOS, without trailing PAD."""
+    return [i for i in ids if i != pad] if eos not in ids else ids[: ids.index(eos) + 1]
+
+
+def failure_of(source: list[int], generated: list[int], labels: list[int], eos: int, pad: int,
+               line: int | None = None) -> Failure | None:
+    """The Failure of one decoded example, or None when its output is right."""
+    output, expected = trimmed(generated, eos, pad), trimmed(labels, eos, pad)
+    step = first_wrong_step(output, expected, eos)
+    return None if step is None else Failure(source, expected, output, step, line)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    accuracy: float
+    n: int
+    by_length: dict[int, float] = field(default_factory=dict)  # source length -> accuracy
+    count_by_length: dict[int, int] = field(default_factory=dict)  # source length -> examples
+    failures: list[Failure] = field(default_factory=list)  # the first ones, in order
+    unknown: int = 0  # source and target tokens read as <unk>
+    wrong: int = 0  # examples whose output is not exactly right
+
+
+def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 0,
+          lines: list[int] | None = None, teacher_forced: bool = False,
+          max_wrong: int | None = None) -> EvalResult:
+    """Decode every batch greedily and compare with its labels. Keeps the first `failures`
+    wrong outputs (Failure; with `lines`[i], the file line of example i, when given).
+    teacher_forced: the same verdicts from one forward pass per batch (a model whose decoder
+    sees later tokens, or a request for failures, still decodes). max_wrong: stop after the
+    batch that brings the wrong examples past it; the result covers the batches scored."""
+    device, cfg = model.device, model.cfg
+    correct, lengths, kept = [], [], []
+    unknown, seen, wrong = 0, 0, 0
+    unk = task.vocab.unk
+    forced = teacher_forced and model.causal and not failures
+    for batch in batches:
+        cap = task.decode_cap(batch.src.shape[1], cfg.max_len)
+        if forced:
+            ok = teacher_forced_exact_match(model, batch, cap)
+        else:
+            generated = greedy_decode(model, batch.src.to(device), max_new_tokens=cap).cpu()
+            ok = exact_match(generated, batch.labels, eos=cfg.eos_id, pad=cfg.pad_id)
+        correct.append(ok)
+        lengths.append(batch.lengths)
+        if unk is not None:
+            unknown += int((batch.src == unk).sum() + (batch.labels == unk).sum())
+        for b in (~ok).nonzero().flatten().tolist():
+            if len(kept) >= failures:
+                break
+            source = batch.src[b, : int(batch.lengths[b])].tolist()
+            found = failure_of(source, generated[b].tolist(), batch.labels[b].tolist(), cfg.eos_id,
+                               cfg.pad_id, lines[seen + b] if lines else None)
+            if found is not None:
+                kept.append(found)
+        seen += len(batch)
+        wrong += int((~ok).sum())
+        if max_wrong is not None and wrong > max_wrong:
+            break
+    if not correct:
+        return EvalResult(0.0, 0)
+    ok, lens = torch.cat(correct), torch.cat(lengths)
+    counts = {int(L): int((lens == L).sum()) for L in lens.unique()}
+    return EvalResult(float(ok.float().mean()), len(ok), accuracy_by_length(ok, lens), counts, kept, unknown,
+                      int((~ok).sum()))
+
+
+def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,
+             min_len: int | None = None, max_len: int | None = None,
+             teacher_forced: bool = False, stop_below: float = 0.0) -> EvalResult:
+    """Exact-match accuracy of greedy decoding on the task's evaluation examples: n fresh
+    sequences from `seed`, or (a data file's task) its first n held-out pairs. teacher_forced
+    and stop_below: see score (stop_below is its max_wrong as an accuracy)."""
+    max_wrong = math.floor((1 - stop_below) * n + 1e-9) if stop_below else None
+    return score(model, task, task.evaluation_batches(n, seed, batch_size, min_len, max_len),
+                 teacher_forced=teacher_forced, max_wrong=max_wrong)
+
+
+def teacher_forced_exact_match(model: Seq2Seq, batch: Batch, cap: int) -> torch.Tensor:
+    """(B,) bool: every target token up to EOS predicted (argmax) from the target before it,
+    and the target within the `cap` tokens greedy decoding may write."""
+    device, pad = model.device, model.cfg.pad_id
+    with eval_mode(model), torch.inference_mode():
+        logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
+        labels = batch.labels.to(device)  # (B, T): the target, EOS, then PAD
+        right = (logits.argmax(dim=-1) == labels) | (labels == pad)  # (B, T)
+        fits = (labels != pad).sum(dim=1) <= cap  # (B,)
+        return (right.all(dim=1) & fits).cpu()
+
+
+@torch.no_grad()
+def find_failures(model, task, n: int = 500, seed: int = 1234, limit: int = 10,
+                  min_len: int | None = None, max_len: int | None = None,
+                  batch_size: int = 500) -> tuple[list[Failure], int]:
+    """Decode the examples evaluate() measures for this seed and batch size (fresh
+    sequences, or a data file's held-out pairs) -> (the first `limit` failures, how many failed
+    in all)."""
+    result = score(model, task, task.evaluation_batches(n, seed, batch_size, min_len, max_len), limit)
+    return result.failures, result.wrong

@@ -1,0 +1,346 @@
+"""Training: a Trainer that runs one step at a time and knows nothing about any UI.
+
+Everything needed to continue a run lives in `state_tensors()` (weights, Adam moments, step,
+RNG states), so stopping at step k and resuming reproduces the uninterrupted run bit for bit
+on the CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from minitx import __version__
+from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.data.batch import Batch, draw_lengths
+from minitx.core.data.pair_files import DataError
+from minitx.core.data.pair_task import PairSampler
+from minitx.core.data.task import DATA_TASK
+from minitx.core.data.tasks import get_task, task_for_config
+from minitx.core.model.transformer import Seq2Seq, set_training
+from minitx.core.training.bug_presets import apply_bug, bug_preset
+from minitx.core.training.evaluation import EvalResult, evaluate
+from minitx.core.training.history import History, snapshot_due
+from minitx.core.training.optim import FusedAdam
+from minitx.core.training.probe import probe, probe_example
+from minitx.core.training.resume import check_optim_state, check_same_data, restart_from
+
+EARLY_STOP_BATCH = 100  # sequences per batch of an evaluation that may stop early (--until)
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or gradient became NaN/inf; the model keeps its last good weights."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device: cuda was asked for but no CUDA GPU is available")
+    return torch.device(name)
+
+
+@dataclass(frozen=True)
+class StepStats:
+    step: int
+    loss: float
+    grad_norm: float
+    lr: float
+    examples_per_s: float
+    seconds: float  # wall-clock training time so far (evaluation excluded)
+    accuracy: float | None = None  # held-out exact match, on evaluation steps only
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if v is not None}
+        return d
+
+
+class Trainer:
+    def __init__(self, model_cfg: ModelConfig | None = None, train_cfg: TrainConfig | None = None):
+        model_cfg, train_cfg = apply_bug(model_cfg or ModelConfig(), train_cfg or TrainConfig())
+        self.model_cfg, self.cfg = model_cfg, train_cfg
+        self.device = resolve_device(train_cfg.device)
+        self.task = task_for_config(train_cfg, model_cfg.max_len)  # reads a data file, if any
+        # The vocabulary is the task's: a data file's decides the model's size and special ids.
+        self.model_cfg = model_cfg = model_cfg.replace(**self.task.vocab.model_fields())
+        # A bug preset may feed the model other data (copies for no-reverse, while the task
+        # still says reverse) or feed it differently (no-shift); chosen here, once.
+        bug = bug_preset(train_cfg.bug)
+        if bug.data_task and self.task.vocab != get_task(bug.data_task).vocab:
+            raise ValueError(f"bug: {train_cfg.bug} changes the digit tasks' data, not {self.task.name}'s")
+        self._data_task = get_task(bug.data_task, train_cfg.min_len, train_cfg.max_len) \
+            if bug.data_task else self.task
+        self._feed = bug.feed
+        torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
+        self.model = Seq2Seq(model_cfg).to(self.device)
+        # torch's fused Adam kernel over one flat buffer of all parameters, without torch.optim's
+        # first-call import of torch._dynamo (core/training/optim.py)
+        self.optimizer = FusedAdam(list(self.model.parameters()), lr=train_cfg.lr,
+                                   betas=(train_cfg.beta1, train_cfg.beta2), eps=train_cfg.eps)
+        self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
+        self._sampler = None  # shuffled epochs over a data file's training pairs
+        if self.task.train is not None:
+            self._sampler = PairSampler(self.task.train, train_cfg.batch_size, self.data_generator,
+                                        train_cfg.bucket_lengths, self.task.vocab)
+        self.step_count = 0
+        self.seconds = 0.0
+        self.seconds_at_start = 0.0  # what a resumed run had already trained
+        self.last_loss: float | None = None
+        self.last_accuracy: float | None = None
+        self.history = History()  # every step and evaluation, and probe snapshots
+        self.probe_batch = probe_example(self.task, train_cfg.probe_source)  # a batch of one
+        self.probe_ids = self.probe_batch.src[0, : int(self.probe_batch.lengths[0])].tolist()
+        self.until_reached_at: int | None = None  # the step whose evaluation met cfg.until
+        self.eval_seconds = 0.0  # spent in this run's evaluations (not part of `seconds`)
+        self.lr_restart: tuple[int, float] | None = None  # see TrainConfig.lr_at
+
+    @property
+    def done(self) -> bool:
+        return self.step_count >= self.cfg.steps or self.until_reached_at is not None
+
+    @property
+    def seconds_this_run(self) -> float:
+        return self.seconds - self.seconds_at_start
+
+    def next_batch(self) -> Batch:
+        if self._sampler is not None:
+            return self._sampler.next_batch()
+        power = self.cfg.length_power
+        if self.cfg.bucket_lengths and self._data_task.exact_lengths:
+            length = int(draw_lengths(1, self.cfg.min_len, self.cfg.max_len, self.data_generator, power))
+            return self._data_task.batch(self.cfg.batch_size, self.data_generator, length, length)
+        return self._data_task.batch(self.cfg.batch_size, self.data_generator, length_power=power)
+
+    def train_step(self) -> StepStats:
+        """One optimiser step on a fresh batch. Raises TrainingDiverged before applying a
+        non-finite update, so the weights stay at the last good state."""
+        if self.step_count == 0 and not self.history.snapshot_steps:
+            self.snapshot()  # the untrained model's attention starts the timeline
+        start = time.perf_counter()
+        step = self.step_count + 1
+        lr = self.cfg.lr_at(step, self.lr_restart)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        src, decoder_input, labels = (t.to(self.device, non_blocking=True)
+                                      for t in self._feed(self.next_batch()))  # (B, S), (B, T), (B, T)
+        if not self.model.training:  # only when something switched it (an app's decode, say)
+            set_training(self.model, True)
+        logits = self.model(src, decoder_input)  # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                               ignore_index=self.model_cfg.pad_id)
+        self.optimizer.zero_grad()
+        loss.backward()
+        grad_norm = self.optimizer.clip_grad_norm(self.cfg.clip_grad_norm)  # over one flat buffer
+        loss_value, norm_value = float(loss.detach()), float(grad_norm)
+        if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+            self.optimizer.zero_grad()
+            raise TrainingDiverged(
+                f"training diverged at step {step}: loss {loss_value:.4g}, grad norm "
+                f"{norm_value:.4g} (try a lower learning rate); the last good weights are kept"
+            )
+        self.optimizer.step()
+        elapsed = time.perf_counter() - start
+        self.step_count = step
+        self.seconds += elapsed
+        self.last_loss = loss_value
+        stats = StepStats(step, loss_value, norm_value, lr, self.cfg.batch_size / elapsed, self.seconds)
+        self.history.record_step(step, loss_value, lr, norm_value, stats.examples_per_s, self.seconds)
+        if self.cfg.eval_every and (step % self.cfg.eval_every == 0 or step == self.cfg.steps):
+            # Before the last step, an evaluation that cannot reach --until stops early.
+            accuracy = self.evaluate(stop_below=self.cfg.until if step < self.cfg.steps else 0.0).accuracy
+            stats = dataclasses.replace(stats, accuracy=accuracy)
+            if self.cfg.until and accuracy >= self.cfg.until and self.until_reached_at is None:
+                self.until_reached_at = step
+        if snapshot_due(step, self.cfg.steps) or self.done:
+            self.snapshot()
+        return stats
+
+    def snapshot(self) -> None:
+        """Record the probe source's cross-attention (every layer and head) at this step."""
+        result = probe(self.model, self.task, self.probe_batch)
+        self.history.record_snapshot(self.step_count, result.src, result.target,
+                                     result.cross_attention)  # (L, h, T, S)
+
+    def evaluate(self, n: int | None = None, seed: int | None = None,
+                 stop_below: float = 0.0) -> EvalResult:
+        """Held-out exact match: fresh sequences (a stream separate from training data), or a
+        data file's held-out pairs, teacher-forced (the same figure as greedy decoding, in one
+        pass). The run's own evaluation (no n or seed given) goes into the history. With
+        stop_below (a run with --until) it goes EARLY_STOP_BATCH examples at a time and stops at
+        the batch that puts the target out of reach, so evaluations far from it cost little."""
+        start = time.perf_counter()
+        result = evaluate(self.model, self.task, n or self.cfg.eval_size,
+                          seed=self.cfg.seed + 1_000_003 if seed is None else seed,
+                          batch_size=EARLY_STOP_BATCH if stop_below else 500,
+                          teacher_forced=True, stop_below=stop_below)
+        self.eval_seconds += time.perf_counter() - start
+        self.last_accuracy = result.accuracy
+        if n is None and seed is None:
+            self.history.record_eval(self.step_count, result.accuracy)
+        return result
+
+    def run(self, callback: Callable[[StepStats], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> StepStats | None:
+        """Train until cfg.steps (or should_stop() is true); returns the last step's stats."""
+        stats = None
+        while not self.done:
+            if should_stop is not None and should_stop():
+                break
+            stats = self.train_step()
+            if callback is not None:
+                callback(stats)
+        return stats
+
+    # -- saving and resuming -------------------------------------------------------------------
+    def summary(self) -> dict:
+        return {
+            "steps": self.step_count,
+            "loss": self.last_loss,
+            "accuracy": self.last_accuracy,
+            "seed": self.cfg.seed,
+            "seconds": round(self.seconds, 3),
+            **({"until_reached_at": self.until_reached_at} if self.until_reached_at else {}),
+            "bug": self.cfg.bug,
+            "minitx_version": __version__,
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Everything beyond the weights that resuming needs, as plain tensors."""
+        state: dict[str, torch.Tensor] = {
+            "rng.torch_cpu": torch.get_rng_state(),
+            "rng.data": self.data_generator.get_state(),
+        }
+        if self.device.type == "cuda":
+            state["rng.cuda"] = torch.cuda.get_rng_state(self.device)
+        if self._sampler is not None:
+            state["data.epoch_rng"] = self._sampler.state()[1]
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        for p, s in self.optimizer.state.items():
+            for key, value in s.items():
+                # a copy: the optimizer's state is views of shared buffers (core/training/optim.py)
+                state[f"optim.{names[id(p)]}.{key}"] = torch.as_tensor(value).clone()
+        return state
+
+    def save(self, path, resumable: bool = True):
+        """Atomic save; with resumable, the file carries what resume() needs."""
+        extra = {}
+        if resumable:
+            extra = {
+                "train_config": json.dumps(self.cfg.to_dict()),
+                "trainer": json.dumps({"step": self.step_count, "seconds": self.seconds,
+                                       "last_loss": self.last_loss, "last_accuracy": self.last_accuracy,
+                                       "lr_restart": self.lr_restart,
+                                       **({"data": self._sampler.state()[0]} if self._sampler else {})}),
+            }
+        return save_checkpoint(path, self.model, self.task, self.summary(),
+                               self.state_tensors() if resumable else None, extra, history=self.history)
+
+    @classmethod
+    def resume(cls, path, train_cfg: TrainConfig | None = None) -> Trainer:
+        """Continue a run from a resumable checkpoint. A train_cfg, if given, must match the
+        saved one except for `steps`, `device`, `eval_every`, `eval_size` and `until`.
+
+        A different `steps` never raises the learning rate: a cosine run decays from the lr it had
+        reached to its floor at the new `steps` (TrainConfig.lr_at's restart, docs/curves.md)."""
+        ckpt = load_checkpoint(path)
+        if not ckpt.resumable:
+            raise CheckpointError(f"{path} holds no training state; it cannot be resumed")
+        try:
+            saved_cfg = TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
+            planned_steps = saved_cfg.steps
+            trainer_info = json.loads(ckpt.metadata.get("trainer", "{}"))
+            if not isinstance(trainer_info, dict):
+                raise ValueError("'trainer' is not an object")
+        except (ValueError, TypeError, RecursionError) as e:
+            raise CheckpointError(f"{path} has invalid training metadata: {e}") from None
+        if train_cfg is not None:
+            # The data file may have moved: its contents are checked below, not its name.
+            free = {"steps", "device", "eval_every", "eval_size", "until", "data", "valid"}
+            mismatched = [k for k, v in saved_cfg.to_dict().items()
+                          if k not in free and getattr(train_cfg, k) != v]
+            if mismatched:
+                k = mismatched[0]
+                raise CheckpointError(
+                    f"cannot resume {path}: its {k} is {getattr(saved_cfg, k)!r}, "
+                    f"the run asks for {getattr(train_cfg, k)!r}"
+                )
+            saved_cfg = saved_cfg.replace(**{k: getattr(train_cfg, k) for k in free})
+        if saved_cfg.task == DATA_TASK:
+            check_same_data(path, ckpt.task, saved_cfg)
+        # The saved model config already has the bug's effects applied; apply_bug is idempotent.
+        try:
+            trainer = cls(ckpt.model_config, saved_cfg)
+        except DataError:
+            raise
+        except ValueError as e:  # a training config that does not fit the saved model
+            raise CheckpointError(f"cannot resume {path}: {e}") from None
+        if trainer.task.vocab != ckpt.task.vocab or trainer.model_cfg != ckpt.model_config:
+            raise CheckpointError(f"cannot resume {path}: its data no longer gives the same vocabulary")
+        trainer._load_state(ckpt, trainer_info)
+        if planned_steps != trainer.cfg.steps:
+            trainer._restart_schedule(saved_cfg.replace(steps=planned_steps))
+        return trainer
+
+    def _restart_schedule(self, planned: TrainConfig) -> None:
+        """A cosine run given another `steps` after warmup: decay from the lr it was at."""
+        step = self.step_count
+        if self.cfg.schedule == "cosine" and step > self.cfg.warmup:
+            self.lr_restart = (step, planned.lr_at(step, self.lr_restart))
+
+    def _load_state(self, ckpt: Checkpoint, info: dict) -> None:
+        self.model.load_state_dict(ckpt.model.state_dict())
+        state = ckpt.train_state
+        try:
+            params = dict(self.model.named_parameters())
+            optim_state = {}
+            for key, value in state.items():
+                if not key.startswith("optim."):
+                    continue
+                name, field_name = key[len("optim."):].rsplit(".", 1)
+                optim_state.setdefault(params[name], {})[field_name] = value.to(self.device)
+            step = int(info.get("step", 0))
+            seconds = float(info.get("seconds", 0.0))
+            if step < 0 or not seconds >= 0:
+                raise ValueError(f"step {step} and seconds {seconds} must not be negative")
+            check_optim_state(optim_state, params, step)
+            restart = restart_from(info.get("lr_restart"), step, self.cfg.lr)
+            self.optimizer.load_state(optim_state)
+            torch.set_rng_state(state["rng.torch_cpu"])
+            self.data_generator.set_state(state["rng.data"])
+            if self._sampler is not None:
+                position = info.get("data")
+                if not isinstance(position, dict):
+                    raise ValueError("no position in the data file")
+                self._sampler.restore(position, state["data.epoch_rng"])
+            if self.device.type == "cuda" and "rng.cuda" in state:
+                torch.cuda.set_rng_state(state["rng.cuda"], self.device)
+        except (KeyError, RuntimeError, ValueError, TypeError) as e:
+            raise CheckpointError(f"{ckpt.path} has incomplete or invalid training state ({e})") from None
+        self.step_count = step
+        self.seconds = self.seconds_at_start = seconds
+        self.last_loss = info.get("last_loss")
+        self.last_accuracy = info.get("last_accuracy")
+        self.lr_restart = restart
+        self._load_history(ckpt)
+
+    def _load_history(self, ckpt: Checkpoint) -> None:
+        """Continue the file's history (validated by load_checkpoint); a file without one starts
+        a history at this step."""
+        history = ckpt.history or History()
+        if history.last_step is not None and history.last_step != self.step_count:
+            raise CheckpointError(f"{ckpt.path} has a history that ends at step {history.last_step}, "
+                                  f"its training state is at step {self.step_count}")
+        snaps = history.snapshots
+        if snaps is not None and snaps.source != self.probe_ids:
+            raise CheckpointError(f"{ckpt.path} has history snapshots of another probe source than "
+                                  "its training config's")
+        self.history = history
+

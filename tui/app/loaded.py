@@ -1,0 +1,101 @@
+"""The model the app shows: a loaded or trained Seq2Seq with the numbers the screens draw.
+
+Nothing here imports torch at module level: the app must paint before torch is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from minitx.tui.render.numbers import short_count
+
+if TYPE_CHECKING:
+    from minitx.core.config import TrainConfig
+    from minitx.core.data.task import Task
+    from minitx.core.model.transformer import Seq2Seq
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model a decode panel can use, with the numbers the UI shows about it."""
+
+    name: str  # what the title bar says: a file name, or "run 2 · reverse · step 300"
+    model: Seq2Seq
+    task: Task
+    norm: str
+    params: int
+    device: str
+    scores: list[list[float]]  # (layers, heads) alignment (or sharpness) on the task's examples
+    layers: int
+    heads: int
+    path: str | None = None
+    train_config: TrainConfig | None = None  # how it was trained, when the file (or run) says
+    resumable: bool = False  # the file holds the training state a run can continue from
+    steps: int | None = None  # training steps behind it
+    history: object = None  # core.history.History of the run (None: the file has none)
+    measure: str = "alignment"  # what `scores` are: "alignment", or "sharpness" (no pattern expected)
+
+    @property
+    def summary(self) -> str:
+        task = "" if self.task.name in self.name else f" · {self.task.name}"
+        return f"{self.name}{task} · {self.norm}-norm · {short_count(self.params)} params · {self.device}"
+
+
+def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None,
+                   **facts) -> LoadedModel:
+    """Build the record (call from a worker thread: it runs the model on random sources);
+    `facts` are LoadedModel's training fields (train_config, resumable, steps, history)."""
+    from minitx.core.interp.alignment import head_scores
+    from minitx.core.model.transformer import eval_mode, parameter_breakdown
+
+    with eval_mode(model):  # the model may be a live run's: leave its mode as it was
+        measure, scores = head_scores(model, task, n=128)  # sharpness where no pattern is known
+    cfg = model.cfg
+    return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
+                       model.device.type, scores.tolist(), cfg.n_decoder_layers, cfg.n_heads, path,
+                       measure=measure, **facts)
+
+
+def shown_name(path: Path) -> str:
+    """What a checkpoint is called on screen: a bundled model by its name, a file by its file name."""
+    from minitx import checkpoints
+
+    return path.stem if path.resolve().parent == checkpoints.BUNDLED_DIR else path.name
+
+
+def load_named(name_or_path: str) -> LoadedModel:
+    """resolve + load + describe; raises core.checkpoint.CheckpointError with one sentence."""
+    return load_checkpoint_record(name_or_path)[1]
+
+
+def load_checkpoint_record(name_or_path: str):
+    """(Checkpoint, LoadedModel) for a bundled name or a path; CheckpointError with one sentence."""
+    from minitx import checkpoints
+
+    path = checkpoints.resolve(name_or_path)
+    ckpt = checkpoints.load(path)
+    steps = ckpt.summary.get("steps")
+    return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path),
+                                train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
+                                steps=steps if isinstance(steps, int) else None,
+                                history=ckpt.history)
+
+
+def saved_train_config(ckpt) -> TrainConfig | None:
+    """The TrainConfig a checkpoint was written with, or None (an exported file, or metadata
+    that does not read as one: a file is untrusted)."""
+    import json
+
+    from minitx.core.config import TrainConfig
+
+    try:
+        return TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
+    except (KeyError, ValueError, TypeError, RecursionError):
+        return None
+
+
+def open_error(name: str, error: str) -> str:
+    """'cannot open NAME: WHY', without naming the file twice when the reason already does."""
+    return f"cannot open: {error}" if name and name in error else f"cannot open {name}: {error}"

@@ -1,0 +1,285 @@
+"""The minitx Textual app and the factory the CLI and the tests share.
+
+Importing this module must not import torch: the first screen paints at once, and torch and
+the model load in a thread worker while the screen says what it is loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.filter import Monochrome, NoColor
+from textual.signal import Signal
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from minitx.tui.app.loaded import LoadedModel, load_named, open_error
+from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded
+from minitx.tui.app.screens.compare import CompareScreen
+from minitx.tui.app.screens.dialogs import (
+    ChoiceDialog,
+    FailuresScreen,
+    ForceTokenScreen,
+    HelpScreen,
+    OpenCheckpointScreen,
+)
+from minitx.tui.app.screens.explore import ExploreScreen
+from minitx.tui.app.screens.patch import PatchScreen
+from minitx.tui.app.screens.train import TrainScreen
+from minitx.tui.render.colors import colour_depth
+from minitx.tui.render.numbers import short_path
+
+CLOSING_SIGNALS = ("SIGHUP", "SIGTERM")  # the terminal closed, or someone asked us to end
+
+
+class MinitxApp(App):
+    CSS_PATH = "minitx.tcss"
+    TITLE = "minitx"
+    MODES = {"explore": ExploreScreen, "train": TrainScreen, "compare": CompareScreen}
+    BINDINGS = [
+        Binding("o", "open", "open"),
+        Binding("d", "doctor", "doctor"),
+        Binding("c", "compare", "compare"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+        # Textual only hints at ctrl+q on ctrl+c; here it quits like q (asking if a run would be
+        # lost). In the source box ctrl+c still copies.
+        Binding("ctrl+c", "quit", "quit", show=False),
+    ]
+
+    def __init__(self, checkpoints: list[str] | None = None, exit_on_start_error: bool = False) -> None:
+        super().__init__()
+        names = list(checkpoints or [])
+        self.initial = names[0] if names else "reverse"
+        self.compare_with = names[1] if len(names) > 1 else None  # A B: open on Compare
+        # The command line's checkpoints must open, or the program says why and exits 1.
+        self.exit_on_start_error = exit_on_start_error
+        self.current: LoadedModel | None = None
+        self.loading = True
+        self.status = f"loading {self.initial}…"
+        self.loading_name = self.initial
+        self.save_dir = Path.cwd()  # where the train screen saves checkpoints
+        self.train_screen: TrainScreen | None = None  # set once Train is shown: it may hold a run
+        self.run_status = ""  # '● run 2 · 34%': what the other screens' title bars say of a run
+        # Published whenever current, loading or status change; screens redraw from the app.
+        self.model_changed: Signal[MinitxApp] = Signal(self, "model-changed")
+        self.run_changed: Signal[MinitxApp] = Signal(self, "run-changed")
+        # With 16 colours or none the pictures draw shade characters instead of colour.
+        self.colour_depth = colour_depth(self.no_color, self.console.color_system)
+        # What the app says on stderr as it exits stays on one line: Rich would break a path in
+        # two (it could not be copied); the terminal wraps it where it must.
+        self.error_console.soft_wrap = True
+        if self.no_color:  # Textual's NO_COLOR filter still paints greys; NO_COLOR means none
+            self._filters = [NoColor() if isinstance(f, Monochrome) else f for f in self._filters]
+
+    @property
+    def model_ready(self) -> bool:
+        return self.current is not None and not self.loading
+
+    def on_mount(self) -> None:
+        self.switch_mode("compare" if self.compare_with else "explore")
+        # Start importing torch only after the first frame is out: the import holds the GIL
+        # for seconds and would otherwise delay the first paint.
+        self.call_after_refresh(self.load_model, self.initial, True)
+        self._closing_signals(install=True)
+
+    def on_unmount(self) -> None:
+        self._closing_signals(install=False)
+
+    def _closing_signals(self, install: bool) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+            for name in CLOSING_SIGNALS:
+                number = getattr(signal, name, None)
+                if number is None:
+                    continue
+                if install:
+                    loop.add_signal_handler(number, self.close_saving)
+                else:
+                    loop.remove_signal_handler(number)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+            pass
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Compare has its own open keys (1 and 2), and c there would go nowhere.
+        return not (self.current_mode == "compare" and action in ("open", "compare"))
+
+    def action_compare(self) -> None:
+        self.switch_mode("compare")
+
+    # -- loading -----------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def load_model(self, name: str, first: bool = False) -> None:
+        if "torch" not in sys.modules:
+            self.post_message(LoadProgress("loading torch…"))
+        from minitx.core.checkpoint import CheckpointError
+        from minitx.core.training.threads import set_threads
+
+        set_threads()  # before the app's first torch work: threads started later take it
+        self.post_message(LoadProgress(f"loading {name}…"))
+        try:
+            record = load_named(name)
+        except CheckpointError as e:
+            record, error = None, str(e)
+        if get_current_worker().is_cancelled:
+            return  # a newer open superseded this one: its result must not replace that one
+        self.post_message(ModelLoaded(record, announce=not first) if record
+                          else LoadFailed(name, error, first=first))
+
+    def start_loading(self, name: str) -> None:
+        self.loading, self.loading_name = True, name
+        self.status = f"loading {name}…"
+        self.model_changed.publish(self)
+        self.load_model(name)
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        if self.loading:
+            self.status = message.text
+            self.model_changed.publish(self)
+
+    def on_model_loaded(self, message: ModelLoaded) -> None:
+        if self.current is None:
+            from minitx.core.training.threads import set_threads
+
+            set_threads()  # the UI thread's own count: explore and compare run torch here
+            # torch, the app and the first model are here for good: move them out of the
+            # collector's reach. Otherwise every full collection walks them all, a pause of
+            # 70-220 ms that froze keys and training alike.
+            gc.freeze()
+        self.current, self.loading = message.record, False
+        self.status = message.record.summary
+        self.model_changed.publish(self)
+        if message.announce:
+            self.notify(f"now exploring {message.record.name}", markup=False)
+
+    def exit_unopened(self, name: str, error: str) -> None:
+        """End the app: a checkpoint named on the command line did not open. Exit 2, as every
+        command exits for a checkpoint it cannot find or read (a usage error)."""
+        self.exit(return_code=2, message=f"minitx-tui: {open_error(name, error)}")
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        if message.first and self.exit_on_start_error:
+            self.exit_unopened(message.name, message.error)
+            return
+        self.loading = False
+        if self.current is None:
+            self.status = f"no model: {message.error} — press o to open one or t to train one"
+        else:
+            self.status = self.current.summary
+        self.model_changed.publish(self)
+        kept = f"; still using {self.current.name}" if self.current else ""
+        self.notify(open_error(message.name, message.error) + kept, severity="error",
+                    markup=False, timeout=10)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.group == "load" \
+                and not event.worker.is_cancelled:  # a message, not a traceback
+            error = event.worker.error
+            self.on_load_failed(LoadFailed(self.loading_name, f"{type(error).__name__}: {error}"))
+
+    # -- dialogs -----------------------------------------------------------------------------
+    def action_open(self) -> None:
+        def chosen(name: str | None) -> None:
+            if name:
+                self.start_loading(name)
+
+        self.choose_checkpoint("open a checkpoint", chosen)
+
+    def choose_checkpoint(self, title: str, chosen: Callable[[str | None], None]) -> None:
+        """The open dialog (one at a time); `chosen` gets a name or path, or None on esc."""
+        if not isinstance(self.screen, OpenCheckpointScreen):
+            self.push_screen(OpenCheckpointScreen(title), chosen)
+
+    def ask(self, question: str, choices: list[tuple[str, str, str | None]],
+            answered: Callable[[str | None], None]) -> None:
+        """A question with a key per answer: (key, what it does, value); esc answers None."""
+        if not isinstance(self.screen, ChoiceDialog):
+            self.push_screen(ChoiceDialog(question, choices), answered)
+
+    def ask_token(self, step: int, vocabulary: list[str], predicted: str, offered: list[int],
+                  chosen: Callable[[int | None], None]) -> None:
+        """The force-a-token dialog (step 1-based); `chosen` gets a token id, or None on esc."""
+        if not isinstance(self.screen, ForceTokenScreen):
+            self.push_screen(ForceTokenScreen(step, vocabulary, predicted, offered), chosen)
+
+    def show_failures(self, model, task, interventions, chosen: Callable[[object], None]) -> None:
+        """The failures dialog (it decodes in its own worker); `chosen` gets a core Failure or None."""
+        if not isinstance(self.screen, FailuresScreen):
+            self.push_screen(FailuresScreen(model, task, interventions), chosen)
+
+    def show_patching(self, model, task, clean: list[int]) -> None:
+        """The activation-patching dialog, with `clean` as the clean source."""
+        if not isinstance(self.screen, PatchScreen):
+            self.push_screen(PatchScreen(model, task, clean))
+
+    def action_doctor(self) -> None:
+        if not self.model_ready:
+            self.notify("no model loaded yet: the doctor checks the model being explored")
+            return
+        self.open_doctor([self.current])
+
+    def open_doctor(self, records: list, labels: list[str] | None = None) -> None:
+        from minitx.tui.app.screens.doctor import DoctorScreen
+
+        if not isinstance(self.screen, DoctorScreen):
+            self.push_screen(DoctorScreen(records, labels))
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()
+        else:
+            self.push_screen(HelpScreen())
+
+    # -- quitting: never with a run's unsaved steps, unless asked to -------------------------
+    def unsaved_run(self):
+        train = self.train_screen
+        run = train.current_run if train is not None else None
+        return run if run is not None and run.unsaved_steps > 0 else None
+
+    async def action_quit(self) -> None:
+        run = self.unsaved_run()
+        if run is None:
+            self.exit()
+            return
+
+        def answered(answer: str | None) -> None:
+            if answer == "save":
+                self.close_saving()
+            elif answer == "drop":
+                run.stop.set()
+                self.exit()
+
+        self.ask(f"quit? {run.name} has {run.unsaved_steps} steps not saved", [
+            ("s", f"save it to {short_path(run.path)} (resumable) and quit", "save"),
+            ("d", "quit without it", "drop"),
+            ("escape", "cancel: keep it", None)], answered)
+
+    def close_saving(self) -> None:
+        """Quit, saving the run first if it has unsaved steps (the quit dialog's s, and what a
+        closed terminal or a SIGTERM gets: the CLI's Ctrl-C does the same); says where on exit."""
+        run = self.unsaved_run()
+        if run is None:
+            self.exit()
+            return
+        saved = self.train_screen.save_for_exit()
+        if saved.error:
+            self.notify(f"{saved.error}; not quitting, so the run is not lost", severity="error",
+                        markup=False, timeout=10)
+            return
+        self.exit(message=f"minitx-tui: {run.name} saved at step {run.saved_step} to {saved.path} "
+                          f"(resumable: open it and pick resume on Train, or minitx train --resume "
+                          f"{saved.path})")
+
+
+def create_app(checkpoints: list[str] | None = None, exit_on_start_error: bool = False) -> MinitxApp:
+    """The app for `minitx-tui [CKPT ...]`: opens the first checkpoint (default: the bundled
+    `reverse`); with a second one it opens on Compare (A against B). exit_on_start_error: a
+    checkpoint that cannot be opened ends the app with return code 1 and the reason on stderr."""
+    return MinitxApp(checkpoints, exit_on_start_error)

@@ -1,0 +1,358 @@
+"""Compare: two checkpoints on one source, stepping in lockstep, their grids side by side.
+
+Two decode panels (tui/app/widgets/decode_panel.py) driven by the shared decoding keys; a third
+grid shows |A−B| for each cell of the chosen layer and head and marks the rows where the two
+models produced different tokens. The summary below comes from core.compare (computed in a
+thread worker: it decodes a few hundred fresh sequences with both models). v swaps the grids
+for A's and B's training curves overlaid (A always in the first run colour, B in the second).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from minitx.tui.app.chart_keys import CHART_BINDINGS, ChartKeys
+from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
+from minitx.tui.app.errors import one_line_errors
+from minitx.tui.app.loaded import open_error
+from minitx.tui.app.messages import PairFailed, PairLoaded, SummaryReady
+from minitx.tui.app.widgets.compare_summary import CompareSummary
+from minitx.tui.app.widgets.curve_chart import CurveChart
+from minitx.tui.app.widgets.decode_panel import DecodePanel
+from minitx.tui.app.widgets.diffgrid import DiffGrid, difference
+from minitx.tui.app.widgets.keybar import KeyBar
+from minitx.tui.app.widgets.output_line import OutputLine, token_line
+from minitx.tui.app.widgets.source_bar import SourceBar
+from minitx.tui.app.widgets.titlebar import TitleBar
+
+SUMMARY_SEQUENCES = 200  # fresh sequences both models decode for the summary (a few seconds)
+SIDES = ("A", "B")
+
+
+class CompareScreen(ChartKeys, DecodeKeys, Screen):
+    AUTO_FOCUS = ""  # start on the step keys; i or / edits the source
+    BINDINGS = [
+        *DECODE_BINDINGS,
+        *SOURCE_BINDINGS,
+        *ABLATION_BINDINGS,  # off while the curves show: k is then the chart's
+        Binding("d", "doctor", "doctor"),
+        Binding("v", "toggle_curves", "curves"),
+        *CHART_BINDINGS,
+        Binding("1", "pick('A')", "open A/B"),
+        Binding("2", "pick('B')", "open A/B"),
+        Binding("e", "app.switch_mode('explore')", "explore"),
+        Binding("t", "app.switch_mode('train')", "train"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names = ("", "")  # what is loaded (or loading) as A and B
+        self.comparison = None  # core.compare.Comparison once the worker is done
+        self.summary_loading = False
+        self.from_command_line = False  # the pair `minitx-tui A B` named: it must open
+        self.checkpoints: tuple = ()  # the core Checkpoints of A and B, to measure them again
+
+    def compose(self) -> ComposeResult:
+        yield TitleBar("Compare")
+        yield SourceBar()
+        yield OutputLine(id="pair-output")
+        with Horizontal(id="pair-grids"):
+            for side in SIDES:
+                yield DecodePanel(id=f"panel-{side.lower()}", label=side, side=False, output=False,
+                                  step_hint="press → (or n) to step both")
+            with VerticalScroll(id="diff-box", can_focus=False):
+                yield DiffGrid(id="diff")
+        with Vertical(id="pair-curves"):
+            yield CurveChart(id="compare-curves")
+        with Vertical(id="summary-box"):
+            yield CompareSummary(id="summary")
+        yield KeyBar()
+
+    @property
+    def panels(self) -> dict[str, DecodePanel]:
+        return {side: self.query_one(f"#panel-{side.lower()}", DecodePanel) for side in SIDES}
+
+    @property
+    def models(self) -> dict:
+        """'A'/'B' -> the LoadedModel on that side (empty until both are loaded)."""
+        panels = self.panels
+        if any(p.record is None for p in panels.values()):
+            return {}
+        return {side: p.record for side, p in panels.items()}
+
+    @property
+    def steppers(self) -> dict:
+        panels = self.panels
+        return {side: p.stepper for side, p in panels.items() if p.stepper is not None}
+
+    def decode_panels(self) -> list[DecodePanel]:
+        return list(self.panels.values()) if self.models else []
+
+    def charts_shown(self) -> bool:
+        return self.query_one("#pair-curves").display
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        applies = self.check_chart_action(action, parameters)
+        if applies is not None:
+            return applies
+        if action == "toggle_curves":  # neither file recorded curves: nothing to overlay
+            return self.charts_shown() or any(m.history is not None for m in self.models.values())
+        if action in ("ablate", "clear_ablations"):  # k is the chart's while the curves show
+            return not self.charts_shown()
+        decoding = {b.action.split("(")[0] for b in (*DECODE_BINDINGS, *SOURCE_BINDINGS)}
+        if self.charts_shown() and action in decoding:
+            return None
+        return super().check_action(action, parameters)  # DecodeKeys: < > only while cropped
+
+    @one_line_errors
+    def action_toggle_curves(self) -> None:
+        shown = not self.charts_shown()
+        self.query_one("#pair-curves").display = shown
+        self.query_one("#pair-grids").display = not shown
+        self.refresh_bindings()
+
+    def _show_curves(self, a, b) -> None:
+        """A's and B's histories, overlaid: A in the first colour, B in the second, always."""
+        self.curve_chart().show_runs([(f"A {a.name}", a.history), (f"B {b.name}", b.history)],
+                                     note="neither A nor B recorded curves (files from before minitx "
+                                          "kept them, or exports)")
+        self.describe_chart()
+
+    def on_mount(self) -> None:
+        self.query_one("#pair-curves").display = False
+        self.describe_chart()
+        self.query_one("#diff-box").border_title = "|A−B|"
+        self.query_one("#summary-box").border_title = "summary"
+        app = self.app
+        if app.compare_with:
+            self.from_command_line = True
+            # After the first frame: importing torch holds the GIL for a while.
+            self.call_after_refresh(self.load_pair, app.initial, app.compare_with)
+        else:  # reached with c: compare the model being explored with one the user picks
+            current = app.current if app.current is not None and app.current.path else None
+            self.names = (current.path if current else app.initial, "")
+            self._set_status(f"A is {current.name if current else app.initial}: "
+                             "press 2 to choose model B")
+            self.action_pick("B")
+
+    # -- loading ---------------------------------------------------------------------------------
+    def load_pair(self, a: str, b: str) -> None:
+        self.names = (a, b)
+        self.query_one("#pair-grids").loading = True
+        self.summary_loading = True
+        self.query_one("#summary-box").loading = True
+        self._set_status(f"loading {a} and {b}…")
+        self._load(a, b)
+
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
+    def _load(self, a: str, b: str) -> None:
+        from minitx.core.checkpoint import CheckpointError
+        from minitx.core.compare import check_comparable, compare_loaded
+        from minitx.tui.app.loaded import load_checkpoint_record
+
+        worker = get_current_worker()
+        loaded = {}
+        for side, name in zip(SIDES, (a, b)):
+            try:
+                loaded[side] = load_checkpoint_record(name)
+            except CheckpointError as e:
+                self.post_message(PairFailed(name, str(e)))
+                return
+        if worker.is_cancelled:
+            return
+        (ckpt_a, record_a), (ckpt_b, record_b) = loaded["A"], loaded["B"]
+        try:  # the same ids must mean the same tokens to both, or one source means two things
+            check_comparable(ckpt_a, ckpt_b)
+        except ValueError as e:
+            self.post_message(PairFailed(f"{a} and {b}", str(e)))
+            return
+        self.post_message(PairLoaded(record_a, record_b, (ckpt_a, ckpt_b)))
+        result = compare_loaded(ckpt_a, ckpt_b, n=SUMMARY_SEQUENCES, names=(record_a.name, record_b.name))
+        if not worker.is_cancelled:
+            self.post_message(SummaryReady(result))
+
+    @work(thread=True, exclusive=True, group="measure", exit_on_error=False)
+    def _measure(self, checkpoints: tuple, ablated_b: frozenset, names: tuple[str, str]) -> None:
+        """The summary again, with B's heads knocked out (in this thread only)."""
+        from minitx.core.compare import compare_loaded
+        from minitx.core.interp.interventions import Interventions
+
+        ckpt_a, ckpt_b = checkpoints
+        with Interventions(zero=ablated_b).applied(ckpt_b.model):
+            result = compare_loaded(ckpt_a, ckpt_b, n=SUMMARY_SEQUENCES, names=names)
+        if not get_current_worker().is_cancelled:
+            self.post_message(SummaryReady(result))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "measure" and event.state == WorkerState.ERROR:
+            event.stop()
+            self.summary_loading = False
+            self.query_one("#summary-box").loading = False
+            self.notify(f"cannot measure B: {event.worker.error}", severity="error", markup=False)
+        if event.worker.group == "compare" and event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.on_pair_failed(PairFailed(" and ".join(n for n in self.names if n),
+                                           f"{type(error).__name__}: {error}"))
+
+    def on_pair_failed(self, message: PairFailed) -> None:
+        if self.from_command_line and self.app.exit_on_start_error:
+            self.app.exit_unopened(message.name, message.error)
+            return
+        self.query_one("#pair-grids").loading = False
+        self.query_one("#summary-box").loading = False
+        self.summary_loading = False
+        models = self.models
+        if models:  # nothing lost: the pair on screen stays
+            self.names = (models["A"].path, models["B"].path)
+            kept = f"; still comparing {models['A'].name} and {models['B'].name}"
+            self._set_status(self._pair_title())
+            self.draw_extras()
+        else:
+            kept = ""
+            self._set_status(f"{open_error(message.name, message.error)} — press 1 or 2 to choose A or B")
+        self.notify(open_error(message.name, message.error) + kept, severity="error",
+                    markup=False, timeout=10)
+
+    @one_line_errors
+    def on_pair_loaded(self, message: PairLoaded) -> None:
+        self.from_command_line = False
+        panels = self.panels
+        panels["A"].set_model(message.a)
+        panels["B"].set_model(message.b)
+        self._show_curves(message.a, message.b)
+        self.refresh_bindings()
+        self.comparison, self.checkpoints = None, message.checkpoints
+        self.query_one("#pair-grids").loading = False
+        self._set_status(self._pair_title())
+        layers, heads = self.shape()  # A's working head, within what both models have
+        self.select_head(min(panels["A"].layer_index, layers - 1), min(panels["A"].head_index, heads - 1))
+        bar = self.query_one(SourceBar)
+        if not self.set_source(bar.text):
+            example = message.a.task.example()
+            bar.show_source(example)
+            self.set_source(example)
+        self.action_run()  # the whole decode of both at first sight
+
+    def on_summary_ready(self, message: SummaryReady) -> None:
+        self.comparison, self.summary_loading = message.comparison, False
+        self.query_one("#summary-box").loading = False
+        self._draw_summary()
+
+    def _pair_title(self) -> str:
+        return f"A {self.models['A'].name} · B {self._name_b()}"
+
+    def _name_b(self) -> str:
+        """B's name, and the heads knocked out of it."""
+        from minitx.core.interp.interventions import describe_heads
+
+        panel = self.panels["B"]
+        if not panel.ablated:
+            return panel.record.name
+        return f"{panel.record.name} without {describe_heads(panel.ablated, panel.record.heads)}"
+
+    # -- B as A with heads knocked out -----------------------------------------------------------
+    def intervened_panels(self) -> list[DecodePanel]:
+        return [self.panels["B"]] if self.models else []
+
+    def interventions_changed(self) -> None:
+        """B's model changed: its title, and the summary measured again."""
+        self._set_status(self._pair_title())
+        if len(self.checkpoints) == 2:
+            self.comparison, self.summary_loading = None, True
+            self._measure(self.checkpoints, self.panels["B"].ablated,
+                          (self.models["A"].name, self._name_b()))
+
+    def _set_status(self, text: str) -> None:
+        self.query_one(TitleBar).set_info(text)
+        if not self.models:  # nothing to draw yet: say what is happening where the output goes
+            self.query_one("#pair-output", OutputLine).update(text)
+
+    def action_doctor(self) -> None:
+        models = self.models
+        if not models:
+            self.notify("choose models A and B first (1 and 2): the doctor checks both")
+            return
+        self.app.open_doctor([models["A"], models["B"]], ["A", "B"])
+
+    @one_line_errors
+    def action_pick(self, side: str) -> None:
+        def chosen(name: str | None) -> None:
+            if not name:
+                return
+            a, b = self.names
+            a, b = (name, b) if side == "A" else (a, name)
+            if a and b:
+                self.load_pair(a, b)
+            else:
+                self.names = (a, b)
+                self._set_status("press 2 to choose model B" if a else "press 1 to choose model A")
+
+        self.app.choose_checkpoint(f"compare: choose model {side}", chosen)
+
+    # -- drawing ---------------------------------------------------------------------------------
+    def show_selection(self) -> str:
+        return f"step {self.position} · {super().show_selection()}"
+
+    def draw_extras(self) -> None:
+        if not self.models:
+            return
+        self._draw_summary()
+        if self.steppers:
+            self._draw_output()
+            self._draw_diff()
+
+    def _draw_output(self) -> None:
+        panels = self.panels
+        width = max(len(p.record.name) for p in panels.values())
+        lines = []
+        for side, panel in panels.items():
+            s = panel.stepper
+            level = panel.record.task.vocab.level
+            parts = [Text(f"{side} {panel.record.name:<{width}}", style="bold"),
+                     panel.verdict() if s.finished else Text("·", style="dim"),
+                     token_line([r.text for r in s.results[: s.position]] or ["·"], level)]
+            expected = panel.expected
+            if s.finished and panel.correct is False and expected is not None:
+                parts.append(token_line(list(expected) if level == "char" else expected.split(),
+                                        level, "expected "))
+            lines.append(parts)
+        self.query_one("#pair-output", OutputLine).show(*lines)
+
+    def _draw_diff(self) -> None:
+        a, b = (p.grid for p in self.panels.values())
+        n = max(len(a.row_labels), len(b.row_labels))
+        pairs = [(a.row_labels[i] if i < len(a.row_labels) else "",
+                  b.row_labels[i] if i < len(b.row_labels) else "") for i in range(n)]
+        columns = a.columns
+        cell = self._diff_cell(len(columns))
+        box = self.query_one("#diff-box")
+        box.display = cell > 0
+        if cell:
+            box.styles.width = max(16, 11 + cell * len(columns))  # label 7, edges, scrollbar
+            self.query_one("#diff", DiffGrid).show(difference(a.rows, b.rows), pairs, columns, cell)
+
+    def _diff_cell(self, columns: int) -> int:
+        """Characters per |A−B| column: A's and B's grids get room first (label, three or four
+        characters a column, border); the difference shrinks to one character, or hides."""
+        numbers = self.panels["A"].numbers
+        spare = self.size.width - 2 * (10 + (4 if numbers else 3) * columns)
+        for cell in ((4, 1) if numbers else (2, 1)):
+            if 11 + cell * columns <= spare:
+                return cell
+        return 0
+
+    def on_resize(self) -> None:
+        if self.steppers:
+            self.call_after_refresh(self.refresh_view)
+
+    def _draw_summary(self) -> None:
+        note = f"decoding {SUMMARY_SEQUENCES} fresh sequences with both models…" \
+            if self.summary_loading else ""
+        a = self.panels["A"]
+        self.query_one("#summary", CompareSummary).show(self.comparison, a.layer_index, a.head_index, note)

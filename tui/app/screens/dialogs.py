@@ -1,0 +1,256 @@
+"""Modal screens: help, a question with a key per answer, opening a checkpoint, forcing a token
+and the failures list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from minitx.tui.app.messages import FailuresReady, ListingReady
+from minitx.tui.render.numbers import percent
+
+# Keys act on what is on screen: g l m k change the model on Explore's grids and the chart where
+# a chart shows (Train, Compare's curves); p plays a timeline wherever one shows. Every line
+# must fit 76 columns and the whole text 21 lines: the help is read at 80x24 without scrolling.
+HELP = """\
+[b]minitx[/b]: a small encoder-decoder Transformer to train and watch think.
+[b]Explore[/b]  i or / edit the source (Enter decodes it, esc leaves)   → n step
+  ← b back   ⏎ r run to the end   x reset   < > columns (if cut)   # numbers
+  \\[ ] , . layer, head   s attention: cross → decoder self → encoder self
+  a all heads of that kind   l logit lens   p position encoding, similarity
+  h the probe's attention as it trained (← → step, p play)
+  Rows: tokens generated; columns: source tokens; ◂ this step. A reverse
+  model draws an [b]anti-diagonal[/b]. Next token: log-probabilities, entropy.
+[b]Why[/b]      k knock the selected head out (again: back)   K restore every head
+  m rank heads, each knocked out alone   g teacher forcing   f force a token
+  w failures (Enter opens one at its first wrong step)   P patch a source
+[b]Train[/b]    Tab into the form (← → a choice), esc out   space start / pause
+  x stop   w save (the path is shown)   u hand the ended run to Explore
+  from: a recipe, the open file's configs (like) or its run (resume)
+  v curves / attention; on curves: g next chart  l log  m smooth  k x axis
+[b]Compare[/b]  minitx-tui A B, or c: two models in step; Explore's keys drive both
+  1 / 2  choose model A / B   d checks both   k / K B's head off / restore B
+  (B = A's model: "A without those heads")   v curves overlaid, g l m k
+[b]Anywhere[/b] o open   d doctor   e / t / c explore / train / compare   q quit:
+  with a run not saved it asks first (s save it, d drop it, esc go on)
+More in docs/: model, training, curves, components, interventions, checks
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box", classes="dialog"):
+            yield Static(HELP.rstrip(), id="help-text")  # no blank line: at 80x24 every line counts
+            yield Label("[dim]esc, ? or q closes this help[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").border_title = "help"
+
+
+class ChoiceDialog(ModalScreen[str | None]):
+    """A question with a key per answer: dismisses with the answer's value (esc: None)."""
+
+    def __init__(self, question: str, choices: list[tuple[str, str, str | None]]) -> None:
+        super().__init__()
+        self.question = question
+        self.choices = choices  # (key, what it does, the value it answers)
+
+    def compose(self) -> ComposeResult:
+        from rich.markup import escape
+
+        with Vertical(id="choice-box", classes="dialog"):
+            yield Static(escape(self.question), id="choice-question")
+            for key, label, _ in self.choices:
+                shown = "esc" if key == "escape" else key
+                yield Static(f"[reverse b] {shown} [/]  {escape(label)}")  # wraps: a long path stays whole
+
+    def on_mount(self) -> None:
+        self.query_one("#choice-box").border_title = "minitx asks"
+
+    def on_key(self, event) -> None:
+        answers = {key: value for key, _, value in self.choices}
+        event.stop()
+        if event.key in answers:
+            self.dismiss(answers[event.key])
+        elif event.key == "escape":
+            self.dismiss(None)
+
+
+class OpenCheckpointScreen(ModalScreen[str | None]):
+    """Pick a bundled model or a *.safetensors file in a folder, or type a path.
+    Dismisses with the chosen name or path; the app loads it (and keeps the old model if
+    it cannot)."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, title: str = "open a checkpoint", folder: str | None = None) -> None:
+        super().__init__()
+        self.title_text = title
+        self.folder = folder or str(Path.cwd())
+        self.paths: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="open-box", classes="dialog"):
+            yield Label("", id="open-folder")
+            yield OptionList(id="open-list")
+            yield Label("or type a .safetensors path, or a folder to list (Enter):")
+            yield Input(placeholder="path/to/model.safetensors", id="open-path", compact=True)
+            yield Static("", id="open-error", markup=False)
+            yield Label("[dim]↑↓ choose · Enter opens · Tab to the path · esc cancels[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#open-box").border_title = self.title_text
+        self.list_folder(self.folder)
+        self.query_one("#open-list").focus()
+
+    @work(thread=True, exclusive=True, group="list", exit_on_error=False)
+    def list_folder(self, folder: str) -> None:
+        from minitx import checkpoints
+        from minitx.core.checkpoint import CheckpointError
+
+        try:
+            self.post_message(ListingReady(folder, checkpoints.list_checkpoints(folder)))
+        except CheckpointError as e:  # the bundled models at least
+            self.post_message(ListingReady(folder, checkpoints.list_checkpoints(None), str(e)))
+
+    def on_listing_ready(self, message: ListingReady) -> None:
+        folder, found = message.folder, message.listings
+        if message.error:
+            self._show_error(message.error)
+        self.folder = folder
+        label = self.query_one("#open-folder", Label)
+        label.update(f"bundled models and *.safetensors in {folder}")
+        options, self.paths = [], {}
+        for i, listing in enumerate(found):
+            key = f"ckpt-{i}"
+            self.paths[key] = str(listing.path)
+            if listing.error:
+                detail = f"unreadable: {listing.error}"
+            else:
+                acc = "" if listing.accuracy is None else f"  acc {percent(listing.accuracy)}"
+                steps = "" if listing.steps is None else f"  {listing.steps} steps"
+                detail = f"{listing.task}{steps}{acc}"
+            options.append(Option(f"{listing.name}  ·  {detail}", id=key))
+        option_list = self.query_one("#open-list", OptionList)
+        option_list.clear_options()
+        option_list.add_options(options or [Option("no checkpoints here", disabled=True)])
+
+    def _show_error(self, message: str) -> None:
+        self.query_one("#open-error", Static).update(f"✗ {message}" if message else "")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id in self.paths:
+            self.dismiss(self.paths[event.option.id])
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            self._show_error("type a path first")
+        elif Path(text).expanduser().is_dir():
+            self._show_error("")
+            self.list_folder(str(Path(text).expanduser()))
+        else:
+            self.dismiss(text)
+
+
+class ForceTokenScreen(ModalScreen[int | None]):
+    """Ask which token to output at the current step; dismisses with its id, or None on esc."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, step: int, vocabulary: list[str], predicted: str, offered: list[int]) -> None:
+        """step: 1-based, as the app counts; offered: the ids a person may choose."""
+        super().__init__()
+        self.step, self.vocabulary, self.predicted, self.offered = step, vocabulary, predicted, offered
+
+    def compose(self) -> ComposeResult:
+        from rich.markup import escape
+
+        tokens = " ".join(self.vocabulary[i] for i in self.offered)
+        with Vertical(id="force-box", classes="dialog"):
+            yield Label(f"At step {self.step} the model chose {escape(self.predicted)}. Output instead:")
+            yield Input(placeholder="a token, e.g. 7 or <eos>", id="force-token", compact=True)
+            yield Static("", id="force-error", markup=False)
+            yield Label(f"[dim]tokens: {escape(tokens)}[/dim]")
+            yield Label("[dim]Enter forces it and decodes on from there · esc cancels[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#force-box").border_title = f"force a token at step {self.step}"
+        self.query_one("#force-token").focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if text in self.vocabulary and self.vocabulary.index(text) in self.offered:
+            self.dismiss(self.vocabulary.index(text))
+            return
+        shown = text if len(text) <= 12 else text[:12] + "…"
+        self.query_one("#force-error", Static).update(
+            f"✗ {shown!r} is not a token of this model" if text else "✗ type a token first")
+
+
+class FailuresScreen(ModalScreen[object]):
+    """The sequences the model on screen gets wrong (with its heads knocked out, if any), each
+    with the step where it first goes wrong; Enter opens one in Explore at that step."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "close")]
+    SEQUENCES = 500
+
+    def __init__(self, model, task, interventions) -> None:
+        super().__init__()
+        self.decoded = (model, task, interventions)  # (Screen has a `task` of its own)
+        self.failures: list = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="failures-box", classes="dialog"):
+            yield Label(f"decoding {self.SEQUENCES} fresh sequences…", id="failures-summary")
+            yield OptionList(id="failures-list")
+            yield Label("[dim]↑↓ choose · Enter opens it in Explore at its first wrong step · "
+                        "esc closes[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#failures-box").border_title = "failures"
+        self.query_one("#failures-list").loading = True
+        self.find()
+
+    @work(thread=True, exclusive=True, group="failures", exit_on_error=False)
+    def find(self) -> None:
+        from minitx.core.training.evaluation import find_failures
+
+        model, task, interventions = self.decoded
+        try:
+            with interventions.applied(model):  # this thread only
+                failures, wrong = find_failures(model, task, n=self.SEQUENCES, limit=100)
+        except Exception as e:  # noqa: BLE001 - shown in the dialog, never a traceback
+            self.post_message(FailuresReady([], 0, self.SEQUENCES, f"{type(e).__name__}: {e}"))
+            return
+        self.post_message(FailuresReady(failures, wrong, self.SEQUENCES))
+
+    def on_failures_ready(self, message: FailuresReady) -> None:
+        task = self.decoded[1]
+        self.failures = message.failures
+        listing = self.query_one("#failures-list", OptionList)
+        listing.loading = False
+        summary = self.query_one("#failures-summary", Label)
+        if message.error:
+            summary.update(f"✗ {message.error}")
+            return
+        shown = f" (the first {len(message.failures)})" if message.wrong > len(message.failures) else ""
+        summary.update(f"{message.wrong} of {message.n} {task.evaluated_on} wrong{shown}")
+        options = [Option(f"{task.format(f.source):<20} → {task.format(f.output):<20} "
+                          f"wrong from step {f.first_wrong + 1}", id=f"failure-{i}")
+                   for i, f in enumerate(message.failures)]
+        listing.add_options(options or [Option("none: every sequence is right", disabled=True)])
+        listing.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id and event.option.id.startswith("failure-"):
+            self.dismiss(self.failures[int(event.option.id.split("-")[1])])

@@ -1,0 +1,304 @@
+"""Explore: type a source, step greedy decoding one token at a time, look at every head, and
+change the model to see why: knock heads out, feed it the answer, force a token.
+
+The decode panel owns the stepper and the pictures (tui/app/widgets/decode_panel.py), the keys are
+the shared decoding keys (tui/app/decode_keys.py); this screen follows the app's current model and
+runs the head ranking in a worker. h swaps the decode for the timeline of the model's probe
+snapshots, if its file has them: the step keys (← →) then move through the snapshots, p plays
+them.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from minitx.tui.app.chart_keys import TIMELINE_BINDINGS, TimelineKeys
+from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
+from minitx.tui.app.errors import one_line_errors
+from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
+from minitx.tui.app.widgets.decode_panel import DecodePanel
+from minitx.tui.app.widgets.keybar import KeyBar
+from minitx.tui.app.widgets.source_bar import SourceBar
+from minitx.tui.app.widgets.timeline import Timeline
+from minitx.tui.app.widgets.titlebar import TitleBar
+
+# What the step keys do while the timeline is shown; every other decoding key waits for the decode.
+TIMELINE_STEPS = {"step": 1, "back": -1}
+IMPORTANCE_SEQUENCES = 200  # fresh sequences per ablated head: 24 heads in well under a minute
+# The keys that look at or change the decode (hidden while the timeline is shown): p shows the
+# positions, or plays the timeline while that is shown (each is off the footer while the other
+# applies, so the order of the bindings does not matter).
+INTERVENTION_BINDINGS = [
+    Binding("l", "view('lens')", "lens"),
+    Binding("m", "importance", "rank"),
+    Binding("p", "view('positions')", "pos"),
+    *ABLATION_BINDINGS,
+    Binding("g", "teacher", "teacher"),
+    Binding("f", "force", "force"),
+    Binding("w", "failures", "wrong"),
+    Binding("P", "patch", "patch"),
+]
+
+
+class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
+    AUTO_FOCUS = ""  # focus nothing: start on the step keys; i or / edits the source
+    BINDINGS = [
+        *DECODE_BINDINGS,
+        Binding("s", "kind", "attn"),
+        Binding("a", "view('heads')", "heads"),
+        *INTERVENTION_BINDINGS,
+        *TIMELINE_BINDINGS,
+        *SOURCE_BINDINGS,
+        Binding("h", "toggle_timeline", "replay"),  # how the attention formed in training
+        Binding("t", "app.switch_mode('train')", "train"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield TitleBar("Explore")
+        yield SourceBar()
+        yield DecodePanel(id="explore-panel")
+        yield Timeline(id="explore-timeline")
+        yield KeyBar()
+
+    def timeline_shown(self) -> bool:
+        return self.timeline().display
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        applies = self.check_timeline_action(action)
+        if applies is not None:
+            return applies
+        if action == "toggle_timeline":  # a file without history has no timeline to show
+            current = self.app.current
+            return self.timeline_shown() or bool(current and current.history
+                                                  and current.history.snapshot_steps)
+        if self.timeline_shown() and action not in (*TIMELINE_STEPS, "toggle_timeline"):
+            if action in self._intervention_actions():
+                return False  # off the footer, so the timeline's p shows there
+            if action in self._decode_actions():
+                return None  # waits for the decode
+        return super().check_action(action, parameters)  # DecodeKeys: < > only while cropped
+
+    @staticmethod
+    def _decode_actions() -> set[str]:
+        return {b.action.split("(")[0] for b in (*DECODE_BINDINGS, *SOURCE_BINDINGS)} | {"view", "kind"}
+
+    @staticmethod
+    def _intervention_actions() -> set[str]:
+        return {b.action.split("(")[0] for b in INTERVENTION_BINDINGS} | {"view", "kind"}
+
+    @one_line_errors
+    def action_toggle_timeline(self) -> None:
+        shown = not self.timeline_shown()
+        self.timeline().display = shown
+        self.panel.display = not shown
+        self.query_one(SourceBar).display = not shown
+        if shown:
+            self._show_timeline()
+        else:
+            self.timeline().pause()
+        self.refresh_bindings()
+
+    def _show_timeline(self) -> None:
+        current = self.app.current
+        timeline = self.timeline()
+        timeline.show_history(current.history if current else None, current.task if current else None)
+        timeline.border_title = (f"timeline of {current.name} · probe {' '.join(timeline.source)}"
+                                 if timeline.steps else "timeline")
+
+    def action_step(self) -> None:
+        if self.timeline_shown():
+            self.timeline().step_by(TIMELINE_STEPS["step"])
+        else:
+            super().action_step()
+
+    def action_back(self) -> None:
+        if self.timeline_shown():
+            self.timeline().step_by(TIMELINE_STEPS["back"])
+        else:
+            super().action_back()
+
+    @property
+    def panel(self) -> DecodePanel:
+        return self.query_one("#explore-panel", DecodePanel)
+
+    @property
+    def stepper(self):
+        """The core Stepper on screen (None before the first model)."""
+        return self.panel.stepper
+
+    def decode_panels(self) -> list[DecodePanel]:
+        return [self.panel] if self.panel.record is not None else []
+
+    def on_mount(self) -> None:
+        self.timeline().display = False
+        self.app.model_changed.subscribe(self, self._model_changed)
+        self._model_changed(self.app)
+
+    @one_line_errors
+    def _model_changed(self, app) -> None:
+        panel = self.panel
+        if app.current is None:
+            panel.main.loading = app.loading
+            self.query_one(TitleBar).set_info(app.status)
+            panel.show_status(app.status)
+            return
+        panel.main.loading = False
+        if panel.record is app.current:
+            self._draw_title()
+            return
+        if self.timeline_shown():
+            self._show_timeline()
+        self.refresh_bindings()
+        self.workers.cancel_group(self, "importance")
+        # Keep the source on screen for a model of the same tokens; never leave the old model's
+        # decode: a source the new model cannot take falls back to the last good one, then to
+        # the task's own example (a date for dates, a held-out pair for a data file).
+        same_tokens = panel.record is not None and panel.record.task.vocab == app.current.task.vocab
+        shown = self.shown_source()
+        panel.set_model(app.current)
+        self._draw_title()
+        bar = self.query_one(SourceBar)
+        example = app.current.task.example()
+        for text in ((bar.text, shown, example) if same_tokens else (example,)):
+            if text and self.set_source(text):
+                bar.show_source(text)
+                break
+        self.action_run()  # the whole decode at first sight; x resets and → steps from there
+
+    def draw_extras(self) -> None:
+        self._draw_title()
+
+    def _draw_title(self) -> None:
+        """The model, and what is done to it: the heads knocked out, teacher forcing."""
+        panel, app = self.panel, self.app
+        if panel.record is None or app.current is None:
+            return
+        info = app.current.summary if app.current is panel.record else panel.record.summary
+        if panel.ablated or panel.teacher:  # what is done to the model matters more than its size
+            from minitx.core.interp.interventions import describe_heads
+
+            info = panel.record.name
+            if panel.ablated:
+                info += f" without {describe_heads(panel.ablated, panel.record.heads)}"
+            if panel.teacher:
+                info += " · teacher-forced"
+        self.query_one(TitleBar).set_info(info)
+
+    # -- changing the model ----------------------------------------------------------------------
+    @one_line_errors
+    def action_teacher(self) -> None:
+        panel = self.panel
+        if panel.stepper is None:
+            return
+        if not panel.teacher and panel.answer is None:
+            self.notify(f"the {panel.record.task.name} task cannot tell the answer for a typed "
+                        "source: nothing to feed the decoder", severity="warning", timeout=4)
+            return
+        panel.set_teacher(not panel.teacher)
+        self.position = panel.position
+        self.notify("fed the task's answer at every step (teacher forcing)" if panel.teacher
+                    else "greedy: fed its own tokens", timeout=3)
+        self.refresh_view()
+
+    @one_line_errors
+    def action_force(self) -> None:
+        panel = self.panel
+        current = panel.stepper.current if panel.stepper else None
+        if current is None:
+            self.notify("step once (→) first: a token is forced at the current step")
+            return
+
+        def chosen(token: int | None) -> None:
+            if token is not None:
+                self._forced(token)
+
+        vocab = panel.record.task.vocab
+        offered = [i for i in range(vocab.size) if i not in (vocab.pad, vocab.sos)]  # what an output can be
+        self.app.ask_token(current.index + 1, vocab.labels(range(vocab.size)), vocab.label(current.predicted),
+                           offered, chosen)
+
+    @one_line_errors
+    def _forced(self, token: int) -> None:
+        self.panel.force(token)
+        self.position = self.panel.position
+        self.refresh_view()
+
+    @one_line_errors
+    def action_failures(self) -> None:
+        from minitx.core.interp.interventions import Interventions
+
+        panel = self.panel
+        if panel.record is None:
+            return
+
+        def chosen(failure) -> None:
+            if failure is not None:
+                self._open_failure(failure)
+
+        self.app.show_failures(panel.record.model, panel.record.task,
+                               Interventions(zero=panel.ablated), chosen)
+
+    @one_line_errors
+    def action_patch(self) -> None:
+        panel = self.panel
+        if panel.stepper is not None:
+            self.app.show_patching(panel.record.model, panel.record.task, panel.stepper.src_ids)
+
+    @one_line_errors
+    def _open_failure(self, failure) -> None:
+        """Decode a failure's source and stop at its first wrong step."""
+        text = self.panel.record.task.format(failure.source)
+        if self.set_source(text):
+            self.query_one(SourceBar).show_source(text)
+            self.position = failure.first_wrong + 1
+            self._move()
+
+    # -- which heads matter ----------------------------------------------------------------------
+    @one_line_errors
+    def action_importance(self) -> None:
+        panel = self.panel
+        if panel.record is None:
+            return
+        self.action_view("importance")
+        if panel.view_mode == "importance" and panel.importance is None and not self._measuring():
+            panel.importance_progress = (0, 0)
+            self._measure_importance(panel.record)
+
+    def _measuring(self) -> bool:
+        return any(w.group == "importance" and w.is_running for w in self.workers)
+
+    @work(thread=True, exclusive=True, group="importance", exit_on_error=False)
+    def _measure_importance(self, record) -> None:
+        from minitx.core.interp.importance import head_importance
+
+        worker = get_current_worker()
+
+        def progress(done: int, total: int) -> bool:
+            self.post_message(ImportanceProgress(record, done, total))
+            return worker.is_cancelled
+
+        result = head_importance(record.model, record.task, n=IMPORTANCE_SEQUENCES, progress=progress)
+        if not worker.is_cancelled:
+            self.post_message(ImportanceReady(record, result))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "importance" and event.state == WorkerState.ERROR:
+            event.stop()  # not a failed load: say what failed, and keep the table's view usable
+            error = event.worker.error
+            self.notify(f"cannot measure head importance: {type(error).__name__}: {error}",
+                        severity="error", markup=False, timeout=10)
+
+    def on_importance_progress(self, message: ImportanceProgress) -> None:
+        if message.record is self.panel.record:
+            self.panel.importance_progress = (message.done, message.total)
+            if self.panel.view_mode == "importance":
+                self.panel.redraw()
+
+    def on_importance_ready(self, message: ImportanceReady) -> None:
+        if message.record is self.panel.record:
+            self.panel.importance = message.result
+            self.refresh_view()

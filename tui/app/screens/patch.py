@@ -1,0 +1,94 @@
+"""Activation patching in the app: the source on screen is the clean run; type a corrupted one
+of the same length, and a worker copies every head and residual stream across, one at a time."""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static
+
+from minitx.tui.app.messages import PatchProgress, PatchReady
+from minitx.tui.app.widgets.topk import bar
+
+
+def suggested_corruption(clean: list[int], vocab) -> list[int]:
+    """Every token moved one on in the vocabulary (digits: 9 to 0): the same length, and for the
+    bundled tasks an answer that differs at every step."""
+    ordinary = vocab.real_ids()
+    return [ordinary[(ordinary.index(t) + 1) % len(ordinary)] if t in ordinary else t for t in clean]
+
+
+class PatchScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape", "dismiss(None)", "close")]
+
+    def __init__(self, model, task, clean: list[int]) -> None:
+        super().__init__()
+        self.decoded = (model, task)  # (Screen has a `task` of its own)
+        self.clean = list(clean)
+        self.result = None  # core.patching.PatchingResult once measured
+
+    def compose(self) -> ComposeResult:
+        task = self.decoded[1]
+        with Vertical(id="patch-box", classes="dialog"):
+            yield Label(f"clean: {task.format(self.clean)} (the source on screen) · corrupted:")
+            yield Input(task.format(suggested_corruption(self.clean, task.vocab)), id="patch-source",
+                        compact=True)
+            yield Static("", id="patch-status", markup=False)
+            with VerticalScroll(id="patch-result"):
+                yield Static("", id="patch-report")
+            yield Label("[dim]Enter patches (every head on) · ↑↓ scroll · esc closes[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#patch-box").border_title = "activation patching: clean into corrupted"
+        self.query_one("#patch-source").focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        from minitx.core.data.vocab import TaskInputError
+
+        event.stop()
+        model, task = self.decoded
+        try:
+            corrupted = task.parse(event.value, max_len=model.cfg.max_len - 2)
+        except TaskInputError as e:
+            self._status(f"✗ {e}")
+            return
+        self._status("copying each activation across…")
+        self.sweep(corrupted)
+
+    @work(thread=True, exclusive=True, group="patch", exit_on_error=False)
+    def sweep(self, corrupted: list[int]) -> None:
+        from minitx.core.interp.patching import patching_sweep
+
+        model, task = self.decoded
+        try:
+            result = patching_sweep(model, task, self.clean, corrupted, progress=lambda done, total:
+                                    self.post_message(PatchProgress(done, total)))
+        except ValueError as e:  # a pair that cannot be patched: say why, in the dialog
+            self.post_message(PatchReady(error=str(e)))
+            return
+        self.post_message(PatchReady(result))
+
+    def on_patch_progress(self, message: PatchProgress) -> None:
+        self._status(f"copying each activation across… {bar(message.done / message.total, 12)} "
+                     f"{message.done}/{message.total}")
+
+    def on_patch_ready(self, message: PatchReady) -> None:
+        if message.error:
+            self._status(f"✗ {message.error}")
+            return
+        from minitx.tui.render.patch_tables import patching_report
+
+        self.result = message.result
+        self._status("")
+        model, task = self.decoded
+        self.query_one("#patch-report", Static).update(patching_report(message.result, model.cfg.n_heads,
+                                                                       task.vocab))
+        self.query_one("#patch-result").focus()
+
+    def _status(self, text: str) -> None:
+        status = self.query_one("#patch-status", Static)
+        status.update(text)
+        status.display = bool(text)

@@ -1,0 +1,287 @@
+"""Attention pictures: one head's grid, every head as a small grid, and a table of scores.
+
+The widgets take plain lists of floats (already computed by core) and only draw them: colour
+from the viridis map (or shade characters where the terminal has 16 colours or none), optional
+numbers in the cells, a legend saying what a colour means. A grid wider than its widget shows a
+window of its columns that follows the step's strongest column; < and > move it.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from minitx.tui.app.widgets.redraw import redraw
+from minitx.tui.render.colors import FULL, depth_of, shade, text_colour_on, viridis_hex
+
+_NO_WRAP = "height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip;"
+CELL = 3  # characters of colour per cell; a one-space gap follows each cell where it fits
+CELLS = ((CELL, 1), (CELL, 0), (2, 0), (1, 0))  # (width, gap), widest first: the first that fits
+ROW_LABEL = 12  # longest row label shown (a word-level model's outputs are words)
+STEP_MARK = 7  # room kept right of the cells for " ◂ step" (else just "◂")
+
+
+def cell_text(value: float, numbers: bool, width: int = CELL, depth: str = FULL) -> Text:
+    """One grid cell: a block of colour (or of shade characters where colours are few), or the
+    value printed on it (in cells too narrow for ".97", the tenths digit: 7 is 0.7-0.8)."""
+    if not numbers:
+        label = ""
+    elif width >= CELL:
+        label = "1.0" if value >= 0.995 else f"{value:.2f}"[1:]  # ".97" fits in three cells
+    else:
+        label = str(min(9, int(value * 10)))
+    if depth != FULL:
+        return Text(label.center(width), style="bold" if value >= 0.5 else "") if numbers \
+            else Text(shade(value, width))
+    return Text(label.center(width), Style(bgcolor=viridis_hex(value), color=text_colour_on(value)))
+
+
+def _short(label: str) -> str:
+    return label.strip("<>") if label.startswith("<") and label.endswith(">") else label  # <eos> -> eos
+
+
+def _fit(label: str, width: int) -> str:
+    label = label.strip("<>") if len(label) > width else label  # <sos> -> sos
+    return label[:width].center(width)
+
+
+def legend(depth: str = FULL, width: int = 80, compact_numbers: bool = False) -> Text:
+    """'0.0 ▇▇▇▇▇▇▇▇ 1.0 weight': what a colour (or a shade) means, shorter where narrow."""
+    steps, cell, tail = (9, 2, " 1.0 weight") if width >= 33 else (5, 2, " 1.0") if width >= 18 \
+        else (5, 1, " 1")
+    text = Text("0.0 " if width >= 18 else "0 ", style="dim")
+    for i in range(steps):
+        text.append_text(cell_text(i / (steps - 1), False, cell, depth))
+    text.append(tail, style="dim")
+    if compact_numbers and width >= 52:
+        text.append(" · numbers: tenths", style="dim")
+    return text
+
+
+class AttentionGrid(Widget):
+    """Rows are queries (tokens produced), columns are keys (tokens attended to)."""
+
+    DEFAULT_CSS = f"AttentionGrid {{ {_NO_WRAP} }}"
+
+    numbers = reactive(False)
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None, compact: bool = False) -> None:
+        super().__init__(id=id, classes=classes)
+        self.rows: list[list[float]] = []
+        self.columns: list[str] = []
+        self.row_labels: list[str] = []
+        self.current: int | None = None
+        self.hint = ""
+        self.axes = ""
+        self.causal = False  # row i may not see columns after i: draw those as '·', not colour
+        self.first_column = 0  # the first column shown when not every column fits
+        self.follow_step = True  # keep the current row's strongest weight in view (until scrolled)
+        self.compact = compact  # no blank line above the legend (the Train screen's probe)
+
+    def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False) -> None:
+        if columns != self.columns:
+            self.first_column = 0  # another source: start from its first token
+        if columns != self.columns or current != self.current:
+            self.follow_step = True  # a new step: show what it attends to
+        self.rows, self.columns, self.row_labels = rows, columns, row_labels
+        self.current, self.hint, self.axes, self.causal = current, hint, axes, causal
+        redraw(self)
+
+    def scroll_columns(self, pages: int) -> None:
+        """Move the window of columns by `pages` windows (when not every column fits)."""
+        visible = self.cell_layout()[3]
+        moved = self.first_column + pages * max(1, visible - 2)  # a window, keeping two columns
+        self.first_column = max(0, min(len(self.columns) - visible, moved))
+        self.follow_step = False
+        redraw(self)
+
+    @property
+    def cropped(self) -> bool:
+        """Not every column fits: a window of them is shown and < > move it."""
+        return bool(self.size.width) and self.cell_layout()[3] < len(self.columns)
+
+    def cell_layout(self) -> tuple[int, int, int, int, str, bool]:
+        """(row label width, cell width, gap, columns visible, step mark, short labels): the
+        widest cells that show every column, else a window of them. At 80 columns 1-character
+        cells hold a 40-character source; "<eos>" becomes "eos" and "◂ step" just "◂" when
+        that is what makes it fit."""
+        total, count = max(self.size.width, 1), len(self.columns)
+        for short in (False, True):
+            labels = [_short(label) for label in self.row_labels] if short else self.row_labels
+            label_width = min(max([len(s) for s in labels] + [3 if short else 5]), ROW_LABEL) + 1
+            for width, gap in CELLS:
+                used = label_width + count * (width + gap)
+                if used <= total - (0 if width == CELL else 1):  # compact cells keep room for ◂
+                    mark = "◂ step" if gap else " ◂ step"
+                    if width < CELL and used + STEP_MARK > total:
+                        mark = "◂"
+                    return label_width, width, gap, count, mark, short
+        return label_width, 1, 0, max(1, total - label_width - 1), "◂", True
+
+    def _window(self, visible: int) -> range:
+        """The columns shown: from `offset`, moved so that the current row's strongest weight
+        is in view (stepping never hides what the new token attends to)."""
+        count = len(self.columns)
+        row = self.rows[self.current] if self.current is not None and self.current < len(self.rows) else []
+        if self.follow_step and row:
+            peak = max(range(len(row)), key=row.__getitem__)
+            if not self.first_column <= peak < self.first_column + visible:
+                self.first_column = peak - visible // 2
+        self.first_column = max(0, min(count - visible, self.first_column))
+        return range(self.first_column, min(count, self.first_column + visible))
+
+    def render(self) -> Text:
+        depth = depth_of(self)
+        label_width, width, gap_width, visible, mark, short = self.cell_layout()
+        gap = " " * gap_width
+        shown = self._window(visible)
+        header = Text(" " * label_width)
+        for j in shown:
+            header.append(_fit(self.columns[j], width) + gap, style="bold")
+        lines = [header]
+        for i, (row, label) in enumerate(zip(self.rows, self.row_labels, strict=False)):
+            is_current = i == self.current
+            line = Text()
+            label = _short(label) if short else label
+            label = label if len(label) < label_width else label[: label_width - 2] + "…"
+            line.append(label.rjust(label_width - 1), style="bold reverse" if is_current else "")
+            line.append(" ")
+            for j in shown:
+                if self.causal and j > i:
+                    line.append("·".center(width), style="dim")
+                else:
+                    line.append_text(cell_text(row[j], self.numbers, width, depth))
+                line.append(gap)
+            if is_current:
+                line.append(mark, style="bold")
+            lines.append(line)
+        if len(shown) < len(self.columns):
+            lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · "
+                              "< > scroll", style="bold"))
+        if self.hint:
+            lines.append(Text(self.hint, style="italic dim"))
+        if not self.compact:
+            lines.append(Text())
+        lines.append(legend(depth, self.size.width or 80, self.numbers and width < CELL))
+        if self.axes:
+            lines.append(Text(self.axes, style="dim"))
+        text = Text("\n").join(lines)
+        text.no_wrap = True
+        text.overflow = "crop"
+        return text
+
+
+class HeadsOverview(Widget):
+    """Every layer x head as a small grid, two rows per character ('▀' with fg = upper row,
+    bg = lower row; one row a line in shade characters without colours), each labelled with
+    its alignment score: the working head stands out."""
+
+    DEFAULT_CSS = f"HeadsOverview {{ {_NO_WRAP} }}"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.grids: list[list[list[list[float]]]] = []  # [layer][head] -> rows of floats
+        self.scores: list[list[float]] = []  # empty: no score to label a head with
+        self.selected = (0, 0)
+        self.off: set[tuple[int, int]] = set()  # (layer, head) knocked out: labelled ✗
+        self.note = "score: attention where the task expects it"
+
+    def show(self, grids, scores, selected, off=(), note: str | None = None) -> None:
+        self.grids, self.scores, self.selected, self.off = grids, scores, selected, set(off)
+        if note is not None:
+            self.note = note
+        redraw(self)
+
+    @staticmethod
+    def _mini(rows: list[list[float]], columns: int, cell: int, depth: str) -> list[Text]:
+        if depth != FULL:
+            return [Text("".join(shade(v, cell) for v in row[:columns])) for row in rows]
+        lines = []
+        for top in range(0, len(rows), 2):
+            line = Text()
+            for j in range(columns):
+                upper = viridis_hex(rows[top][j])
+                lower = viridis_hex(rows[top + 1][j]) if top + 1 < len(rows) else None
+                line.append("▀" * cell, Style(color=upper, bgcolor=lower))
+            lines.append(line)
+        return lines
+
+    def render(self) -> Text:
+        if not self.grids or not self.grids[0] or not self.grids[0][0]:
+            return Text("step the decoder (→) to see every head", style="italic dim")
+        depth, out = depth_of(self), []
+        columns, heads = len(self.grids[0][0][0]), len(self.grids[0])
+        width = max(self.size.width, 1)
+        # Two characters per column (closer to square) when every head still fits.
+        cell = 2 if 3 + heads * max(2 * columns + 1, 9) <= width else 1
+        box = max(columns * cell + 1, 9)  # room for '▸✗H1 0.94' and a gap
+        per_line = max(1, min(heads, (width - 3) // box))  # heads that do not fit wrap below
+        for layer, grids in enumerate(self.grids):
+            for start in range(0, heads, per_line):
+                group = range(start, min(heads, start + per_line))
+                minis = [self._mini(grids[h], columns, cell, depth) for h in group]
+                for r in range(max(len(m) for m in minis)):
+                    line = Text("   " if r or start else f"L{layer + 1} ", style="bold")
+                    for mini in minis:
+                        line.append_text(mini[r] if r < len(mini) else Text(" " * (columns * cell)))
+                        line.append(" " * (box - columns * cell))
+                    out.append(line)
+                labels = Text("   ")
+                for head in group:
+                    chosen = (layer, head) == self.selected
+                    off = "✗" if (layer, head) in self.off else ""
+                    score = f" {self.scores[layer][head]:.2f}" if self.scores else ""
+                    labels.append(f"{'▸' if chosen else ' '}{off}H{head + 1}{score}".ljust(box)[:box],
+                                  style="bold reverse" if chosen else "")
+                out.append(labels)
+            out.append(Text())
+        out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
+        text = Text("\n").join(out)
+        text.no_wrap = True
+        text.overflow = "crop"
+        return text
+
+
+class ScoreTable(Widget):
+    """Alignment score per layer and head, coloured; the selected head in brackets."""
+
+    DEFAULT_CSS = f"ScoreTable {{ {_NO_WRAP} }}"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.scores: list[list[float]] = []
+        self.selected: tuple[int, int] | None = None
+        self.note = ""
+        self.off: set[tuple[int, int]] = set()  # (layer, head) knocked out: drawn as 'off'
+
+    def show(self, scores, selected=None, note="", off=()) -> None:
+        self.scores, self.selected, self.note, self.off = scores, selected, note, set(off)
+        redraw(self)
+
+    def render(self) -> Text:
+        if not self.scores:
+            return Text(f" {self.note or 'no scores yet'}", style="italic dim")
+        full = depth_of(self) == FULL
+        heads = len(self.scores[0])
+        lines = [Text("    " + "".join(f"H{h + 1}".center(6) for h in range(heads)), style="bold")]
+        for layer, row in enumerate(self.scores):
+            line = Text(f" L{layer + 1} ", style="bold")
+            for head, score in enumerate(row):
+                chosen = (layer, head) == self.selected
+                line.append("[" if chosen else " ", style="bold")
+                if (layer, head) in self.off:
+                    line.append(" off", style="bold red")
+                else:
+                    line.append(f"{min(score, 1.0):.2f}",
+                                Style(bgcolor=viridis_hex(score), color=text_colour_on(score)) if full
+                                else Style(bold=chosen))
+                line.append("]" if chosen else " ", style="bold")
+            lines.append(line)
+        if self.note:
+            lines.append(Text(f" {self.note}", style="dim"))
+        text = Text("\n").join(lines)
+        text.no_wrap = True
+        text.overflow = "crop"
+        return text

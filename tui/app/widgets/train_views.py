@@ -1,0 +1,132 @@
+"""Below the Train form, one of two views (the screen's v switches them): the run's curves, one
+chart at a time (tui/app/widgets/curve_chart.py), or its attention: the best head on the probe
+source, live while the run trains, then the timeline of the run's probe snapshots once it ends.
+
+The widget only draws what the screen hands it (the run's History, its Progress messages); the
+keys stay on the screen (tui/app/chart_keys.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import ContentSwitcher
+
+from minitx.tui.app.messages import Progress, TimelineMoved
+from minitx.tui.app.widgets.attention import AttentionGrid, ScoreTable
+from minitx.tui.app.widgets.curve_chart import CurveChart
+from minitx.tui.app.widgets.timeline import Timeline
+
+CHART_INTERVAL = 0.5  # seconds between redraws of the live chart (a redraw takes ~10 ms)
+CURVES, ATTENTION = "curves-panel", "probe-row"
+
+
+class TrainViews(ContentSwitcher):
+    def __init__(self) -> None:
+        super().__init__(initial=CURVES, id="train-views")
+        self.chart_drawn = 0.0  # when the live chart was last redrawn
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id=CURVES):
+            yield CurveChart(id="curves")
+        with Horizontal(id=ATTENTION):
+            with Vertical(id="probe-panel"):
+                yield AttentionGrid(id="probe", compact=True)
+                yield Timeline(id="timeline", compact=True)
+            with Vertical(id="probe-scores-panel"):
+                yield ScoreTable(id="probe-scores")
+
+    def on_mount(self) -> None:
+        probe = self.query_one("#probe-panel")
+        probe.border_title = "probe · cross-attention of the best head"
+        probe.border_subtitle = "rows: targets · columns: source"
+        self.query_one("#probe-scores-panel").border_title = "alignment, live"
+        self.query_one("#probe", AttentionGrid).show(
+            [], [], [], hint="the best head on the probe source, live")
+        self.timeline.display = False
+        self.chart.show_runs([], note="press space to train: its curves draw here as it runs")
+
+    @property
+    def chart(self) -> CurveChart:
+        return self.query_one(CurveChart)
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.query_one(Timeline)
+
+    # -- which view --------------------------------------------------------------------------------
+    @property
+    def charts_shown(self) -> bool:
+        return self.current == CURVES
+
+    @property
+    def timeline_shown(self) -> bool:
+        return not self.charts_shown and self.timeline.display
+
+    def switch(self) -> None:
+        self.current = ATTENTION if self.charts_shown else CURVES
+
+    # -- a run -------------------------------------------------------------------------------------
+    def new_run(self) -> None:
+        """A run is starting: no curves yet, and the live probe in place of the last timeline."""
+        self.chart.show_runs([], note="starting…")
+        self.query_one(f"#{CURVES}").border_subtitle = ""
+        self.show_timeline(None)
+
+    def run_started(self, label: str, history) -> None:
+        self.chart.show_runs([(label, history)])  # the run's own History, drawn as it grows
+
+    def progress(self, message: Progress) -> None:
+        now = time.monotonic()
+        if now - self.chart_drawn >= CHART_INTERVAL or message.step == message.total:
+            # Without layout: the chart's size is fixed by the screen, and a layout pass of the
+            # whole screen ten times a second took the GIL from training often enough to cost ~10%.
+            self.chart.refresh()
+            self.chart_drawn = now
+            # What the status line has no room for at 80 columns.
+            self.query_one(f"#{CURVES}").border_subtitle = (
+                f"lr {message.lr:.1e} · grad norm {message.grad_norm:.2f}")
+        if message.probe:
+            p = message.probe
+            layer, head = p["best"]
+            self.query_one("#probe-panel").border_title = (
+                f"probe {p['source_text']} · L{layer + 1} H{head + 1}, live")
+            self.query_one("#probe", AttentionGrid).show(p["rows"], p["source"], p["targets"])
+            self.query_one("#probe-scores-panel").border_title = f"{p['measure']}, live"
+            self.query_one("#probe-scores", ScoreTable).show(p["scores"], (layer, head),
+                                                            note="best head in brackets")
+
+    def run_ended(self, history, task) -> None:
+        self.chart.refresh()
+        self.show_timeline(history, task)
+
+    def show_timeline(self, history, task=None) -> None:
+        """After a run (a history): its snapshots in place of the live probe; None brings the
+        live probe back."""
+        shown = history is not None
+        self.query_one("#probe", AttentionGrid).display = not shown
+        self.timeline.display = shown
+        panel, scores = self.query_one("#probe-panel"), self.query_one("#probe-scores-panel")
+        if shown:
+            self.timeline.show_history(history, task)
+            panel.border_title = f"timeline · probe {self.timeline.source_text}"
+            panel.border_subtitle = self.timeline.position_line()
+            # Scores step with the timeline where the task expects a pattern; else the run's last.
+            scores.border_title = "alignment, then" if self.timeline.scores else "sharpness, at the end"
+        else:
+            self.timeline.pause()
+            panel.border_subtitle = "rows: targets · columns: source"
+            scores.border_title = "alignment, live"
+
+    def on_timeline_moved(self, message: TimelineMoved) -> None:
+        message.stop()
+        timeline = self.timeline
+        if timeline.display:
+            self.query_one("#probe-panel").border_subtitle = timeline.position_line()
+        if timeline.scores:
+            layer, head = timeline.head
+            self.query_one("#probe-scores", ScoreTable).show(
+                timeline.scores[timeline.index], timeline.head,
+                note=f"L{layer + 1} H{head + 1} at step {timeline.step}")

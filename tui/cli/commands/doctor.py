@@ -1,0 +1,270 @@
+"""`minitx doctor [CKPT]`: the checks of docs/checks.md, with the likely cause of each failure.
+
+All measuring is core.diagnostics'; this file picks the model, shows progress and prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+
+import click
+
+from minitx.tui.cli import model_options
+from minitx.tui.cli.common import apply_threads, console, device_option, echo_json, threads_option
+from minitx.tui.render.colors import STATUS_MARKUP
+
+EXIT_FAILED = 1  # a check failed
+EXIT_CANNOT_RUN = 2  # bad checkpoint or options (the same code as a usage error)
+
+
+class CannotRun(click.ClickException):
+    exit_code = EXIT_CANNOT_RUN
+
+
+@click.command("doctor", short_help="Check a model for the classic bugs and name the likely cause.")
+@click.argument("ckpt", required=False)
+@click.option("--quick", is_flag=True, help="Skip the slow overfit-one-batch check; fewer sequences.")
+@device_option
+@threads_option
+@click.option("--explain", is_flag=True, help="Also say what each check asserts.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON (same exit codes).")
+@model_options.recipe_option
+@model_options.apply(model_options.TASK_OPTIONS + model_options.MODEL_OPTIONS)
+def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
+    """Check CKPT (or, without CKPT, a fresh model built from the options) for classic bugs.
+
+    Each check prints its measured number, its threshold and pass/fail; a failure also names
+    the likely cause (docs/checks.md lists every check and cause). The doctor decides from
+    measurements only: it never reads a bug preset from the file's metadata or name. Checks
+    for a trained model (accuracy, alignment, copying) are skipped for a model that looks
+    untrained.
+
+    Without CKPT, --recipe and the model options (--d-model, --heads, --layers, --norm,
+    --bug, ...; the same as `minitx train`'s) describe the fresh model; with CKPT they are
+    refused.
+
+    \b
+    Exit codes:
+      0  every check that ran passed
+      1  at least one check failed
+      2  the checks could not run (bad checkpoint or options)
+
+    \b
+    Examples:
+      minitx doctor reverse                   # a healthy model: exit code 0
+      minitx doctor reverse --explain         # ... and what each check asserts
+      minitx doctor reverse-no-shift --quick  # exit 1: target not shifted right
+      minitx doctor my-run.safetensors --json
+      minitx doctor --d-model 32 --heads 2    # a fresh model of that shape
+      minitx doctor --bug no-scale --quick    # a missing 1/sqrt(d_k), diagnosed
+      minitx doctor my-run.safetensors --quick || echo "something is wrong"
+
+    A model of your own pairs (or a fresh one for --data FILE) is checked on its held-out
+    pairs wherever a check needs examples; the alignment check applies only when the data names
+    an expected pattern (train with --expect), otherwise it reports each head's sharpness and
+    is skipped. Every skipped check says why.
+
+    The overfit-one-batch check trains a fresh copy for 400 steps (several seconds on a CPU);
+    --quick skips it.
+    """
+    apply_threads(threads)
+    given = [name for name, value in fresh.items() if value is not None]  # **fresh: the model's options
+    if ckpt is not None and given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise click.UsageError(f"{flags}: model options only apply without CKPT (a fresh model)")
+    with _exit_2_on_error():
+        model, task, subject = _subject(ckpt, device, fresh)
+
+    from minitx.core.doctor.diagnosis import diagnose, run_doctor
+
+    report = None if as_json else _Report(subject, explain)
+    with _Progress(report.out if report else None) as progress:
+
+        def on_result(result) -> None:
+            progress.update(result)
+            if report is not None:
+                report.row(result)
+
+        with _exit_2_on_error():  # a model whose forward pass crashes: exit 1 means "a check failed"
+            results = run_doctor(model, task, quick=quick, callback=on_result)
+    causes = diagnose(results)
+    failed = any(r.passed is False for r in results)
+    if report is not None:
+        report.summary(results, causes)
+    else:
+        echo_json(
+            {
+                **subject,
+                "quick": quick,
+                "passed": not failed,
+                "checks": [_jsonable(r.to_dict()) for r in results],
+                "causes": causes,
+            }
+        )
+    sys.exit(EXIT_FAILED if failed else 0)
+
+
+@contextlib.contextmanager
+def _exit_2_on_error():
+    """Any error (a bad file or option, a model that cannot run) is one line with exit code 2."""
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except Exception as e:
+        if os.environ.get("MINITX_DEBUG"):
+            raise
+        from minitx.core.checkpoint import CheckpointError
+
+        expected = isinstance(e, (ValueError, OSError, CheckpointError))  # messages meant for people
+        message = str(e) if expected else f"{type(e).__name__}: {e}"
+        raise CannotRun(message) from None
+
+
+def _subject(ckpt, device: str, fresh: dict):
+    """(model, task, description) of the checkpoint, or of a fresh model from the options."""
+    from minitx.core.training.trainer import resolve_device
+
+    if ckpt is not None:
+        from minitx.tui.cli.common import load_checkpoint_arg
+
+        checkpoint = load_checkpoint_arg(ckpt, device)
+        return (
+            checkpoint.model,
+            checkpoint.task,
+            {
+                "checkpoint": str(checkpoint.path),
+                "task": checkpoint.task.name,
+                "examples": checkpoint.task.evaluated_on,
+                "model_config": checkpoint.model_config.to_dict(),
+            },
+        )
+    from minitx.core.doctor.diagnosis import fresh_model
+
+    base = model_options.recipe_configs(fresh["recipe"])
+    model_cfg, train_cfg = model_options.configs(*base, fresh)  # as `train` reads them
+    model, task = fresh_model(model_cfg, train_cfg)
+    return (
+        model.to(resolve_device(device)),
+        task,
+        {
+            "checkpoint": None,
+            "task": task.name,
+            "examples": task.evaluated_on,
+            "model_config": model.cfg.to_dict(),
+        },
+    )
+
+
+def _jsonable(data: dict) -> dict:
+    """NaN or infinite measurements (a diverged model) become null: JSON has no NaN."""
+    value = data.get("value")
+    if isinstance(value, float) and not math.isfinite(value):
+        data = {**data, "value": None, "detail": f"measured {value}; {data.get('detail', '')}".strip("; ")}
+    return data
+
+
+class _Progress:
+    """A Rich status line while the checks run: on the report's console when that is a
+    terminal (the result lines print above it), else on stderr when that is one."""
+
+    MARKS = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "skip": "[dim]-[/]"}
+
+    def __init__(self, out) -> None:
+        self.status = None
+        self.marks: list[str] = []
+        for candidate in (out, console(file=sys.stderr)):
+            if candidate is not None and candidate.is_terminal:
+                self.status = candidate.status("doctor: running the first check…")
+                break
+
+    def __enter__(self):
+        if self.status is not None:
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+    def update(self, result) -> None:
+        if self.status is None:
+            return
+        self.marks.append(self.MARKS[result.status])
+        done = f"{len(self.marks)} checks done {' '.join(self.marks)}"
+        self.status.update(f"doctor: {done} · last {result.name}; running the next…")
+
+
+NAME_WIDTH = 26  # the longest check name, future-leakage-gradients, and a gap
+THRESHOLD_WIDTH = 12  # "< 1e-05, and > 1e-03 with positions" in three lines, the rest in one
+
+
+class _Report:
+    """One line per check as it finishes (the cause under a failure), then a summary."""
+
+    def __init__(self, subject: dict, explain: bool) -> None:
+        self.out = console()
+        self.explain = explain
+        cfg = subject["model_config"]
+        what = subject["checkpoint"] or "a fresh (untrained) model"
+        from rich.text import Text
+
+        from minitx.tui.cli.common import field_lines
+
+        fields = [
+            Text.assemble(("doctor", "bold"), f" {what}"),
+            f"task {subject['task']}",
+            f"checks on {subject['examples']}",
+            f"{cfg['norm']}-norm d_model {cfg['d_model']} heads {cfg['n_heads']} layers "
+            f"{cfg['n_encoder_layers']}+{cfg['n_decoder_layers']}",
+        ]
+        self.out.print(field_lines(fields, self.out.width), highlight=False)
+        header = (f"{'result':<7}{'check':<{NAME_WIDTH}}{'measured':>9} "
+                  f"{'threshold':<{THRESHOLD_WIDTH + 1}}note")
+        self.out.print(f"[bold]{header}[/]")
+
+    def row(self, r) -> None:
+        from rich.markup import escape
+        from rich.padding import Padding
+        from rich.table import Table
+
+        from minitx.core.doctor.diagnosis import format_number
+
+        line = Table.grid(padding=(0, 1))
+        for width, justify in ((6, "left"), (NAME_WIDTH - 1, "left"), (9, "right")):
+            line.add_column(width=width, justify=justify, no_wrap=True)
+        line.add_column(width=THRESHOLD_WIDTH)  # a long one wraps between words, never cut
+        line.add_column(ratio=1)
+        line.add_row(
+            STATUS_MARKUP[r.status],
+            r.name,
+            format_number(r.value),
+            escape(r.threshold),
+            f"[dim]{escape(r.detail)}[/]",
+        )
+        self.out.print(line, highlight=False)
+        if r.passed is False and r.cause:
+            self.out.print(
+                Padding(f"[red]likely cause: {escape(r.cause)}[/]", (0, 0, 0, 7), expand=False),
+                highlight=False,
+            )
+        if self.explain:
+            self.out.print(
+                Padding(f"[dim]asserts: {escape(r.description)}[/]", (0, 0, 0, 7), expand=False),
+                highlight=False,
+            )
+
+    def summary(self, results, causes: list[str]) -> None:
+        from rich.padding import Padding
+
+        counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
+        self.out.print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+        if not causes:
+            self.out.print("[green]no problems found[/]")
+            return
+        self.out.print("[bold]likely cause[/], most specific first:")
+        for i, cause in enumerate(causes, 1):
+            self.out.print(Padding(f"{i}. {cause}", (0, 0, 0, 2), expand=False), highlight=False)

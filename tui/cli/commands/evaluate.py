@@ -1,0 +1,189 @@
+"""`minitx eval`: exact-match accuracy per source length, and the first wrong outputs."""
+
+from __future__ import annotations
+
+import shutil
+
+import click
+
+from minitx.tui.cli.common import (
+    ablate_options,
+    ablated_name,
+    apply_threads,
+    device_option,
+    echo_json,
+    interventions_for,
+    json_option,
+    lengths_option_value,
+    load_checkpoint_arg,
+    sample_options,
+    threads_option,
+)
+
+
+@click.command("eval", short_help="Exact-match accuracy: fresh sequences, held-out pairs or a file.")
+@click.argument("ckpt", required=False)
+@sample_options("Examples to decode (fresh sequences, or the first N held-out pairs).")
+@click.option(
+    "--lengths",
+    metavar="MIN-MAX",
+    default=None,
+    help="Source lengths of the digit tasks, e.g. 4-10 or 12-16. [default: the lengths it was "
+         "trained on]",
+)
+@click.option("--data", type=click.Path(dir_okay=False),
+              help="Evaluate on every pair of this file (.tsv, .csv, .jsonl) instead.")
+@click.option("--failures", "show_failures", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Also list up to N wrong outputs, each with the step where it first goes wrong.")
+@ablate_options()
+@device_option
+@threads_option
+@json_option
+def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, device, threads,
+             as_json) -> None:
+    """Exact-match accuracy of CKPT (default: reverse), per source length. A digit task's model
+    is measured on fresh random sequences, `dates` on fresh dates, a model of your own pairs on
+    its held-out pairs (kept in the checkpoint), or any model on the pairs of a --data file
+    (tokens it never saw read as <unk> and are counted).
+
+    \b
+    Examples:
+      minitx eval reverse --n 1000
+      minitx eval my-run.safetensors --lengths 11-20 --json  # does it generalise?
+      minitx eval reverse --ablate cross:L2 --failures 5  # no L2 cross-attention
+      minitx eval mine.safetensors --data test.tsv --failures 10
+    """
+    apply_threads(threads)
+    from minitx.core.training.evaluation import score
+
+    checkpoint = load_checkpoint_arg(ckpt, device)
+    task = checkpoint.task
+    positions = checkpoint.model_config.max_len
+    interventions = interventions_for(checkpoint, ablate, ablate_kind)
+    extra: dict = {}
+    with interventions.applied(checkpoint.model):
+        if data is not None:
+            if lengths is not None:
+                raise click.UsageError("--lengths and --data: a file's pairs have their own lengths")
+            from minitx.core.data.pair_task import read_for_model
+
+            pairs = read_for_model(data, task.vocab, positions)
+            result = score(checkpoint.model, task, pairs.batches(task.vocab), show_failures, pairs.lines())
+            what = f"{pairs.provenance.file}: {result.n:,} pairs"
+            if pairs.skipped:
+                what += f" ({pairs.skipped:,} skipped: longer than the model's positions allow)"
+            extra = {"data": pairs.provenance.to_dict(), "skipped_too_long": pairs.skipped}
+        else:
+            if lengths is not None and not task.exact_lengths:
+                raise click.BadParameter(f"the {task.name} task's sources have their own lengths",
+                                         param_hint="--lengths")
+            lo, hi = lengths_option_value(lengths, (task.min_len, task.max_len))
+            if hi > positions - 2:
+                raise click.BadParameter(
+                    f"this model takes sources of at most {positions - 2} tokens, not {hi}",
+                    param_hint="--lengths")
+            bounds = (lo, hi) if task.exact_lengths else (None, None)
+            lines = task.heldout_lines()
+            batches = task.evaluation_batches(n, seed, 500, *bounds)
+            result = score(checkpoint.model, task, batches, show_failures, lines)
+            if task.heldout is not None:
+                what = (f"{result.n:,} held-out pairs of {task.provenance['data']['file']} (kept in the "
+                        "checkpoint)")
+            elif task.exact_lengths:
+                what = f"{task.evaluated_on} of length {lo}-{hi}, seed {seed}"
+                extra = {"seed": seed, "lengths": [lo, hi]}
+            else:
+                what = f"{result.n:,} {task.evaluated_on}, seed {seed}"
+                extra = {"seed": seed}
+    if as_json:
+        echo_json(
+            {
+                "checkpoint": str(checkpoint.path),
+                "task": task.name,
+                "evaluated_on": what,
+                "n": result.n,
+                **extra,
+                "accuracy": result.accuracy,
+                "by_length": {str(k): v for k, v in sorted(result.by_length.items())},
+                "count_by_length": {str(k): v for k, v in sorted(result.count_by_length.items())},
+                "unknown_tokens": result.unknown,
+                "ablated": [str(h) for h in interventions.ablated],
+                "ablate_kind": ablate_kind if interventions.ablated else None,
+                **({"failures": [_failure_data(f, task) for f in result.failures]} if show_failures else {}),
+            }
+        )
+        return
+    if interventions.ablated:
+        click.echo(ablated_name(task.name, interventions, checkpoint.model_config.n_heads))
+    correct = result.n - result.wrong
+    head = f"{task.name}: exact match {result.accuracy:.1%} ({correct}/{result.n})"
+    width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
+    click.echo(f"{head} on {what}" if len(head) + len(what) + 4 <= width else f"{head}\n  on {what}")
+    if result.unknown:
+        click.echo(f"  {result.unknown:,} tokens unknown to the model were read as <unk>")
+    rows = _length_rows(result)
+    width = max([3] + [len(label) for label, *_ in rows])
+    for label, acc, low, high in rows:
+        note = "" if task.min_len <= low and high <= task.max_len else "  (not trained on)"
+        click.echo(f"  length {label:>{width}}  {acc:7.1%}  {_bar(acc)}{note}")
+    if show_failures:
+        _print_failures(result.failures, result.wrong, task)
+
+
+MAX_LENGTH_ROWS = 16  # more distinct lengths than this are grouped into ranges
+
+
+def _length_rows(result) -> list[tuple[str, float, int, int]]:
+    """(label, accuracy, shortest, longest) per length, or per range of lengths when there are
+    many (a data file's sources vary a lot)."""
+    lengths = sorted(result.by_length)
+    if len(lengths) <= MAX_LENGTH_ROWS:
+        return [(str(L), result.by_length[L], L, L) for L in lengths]
+    span = -(-(lengths[-1] - lengths[0] + 1) // MAX_LENGTH_ROWS)  # ceil: at most 16 ranges
+    rows = []
+    for low in range(lengths[0], lengths[-1] + 1, span):
+        group = [L for L in lengths if low <= L < low + span]
+        if group:
+            count = sum(result.count_by_length[L] for L in group)
+            right = sum(result.by_length[L] * result.count_by_length[L] for L in group)
+            rows.append((f"{group[0]}-{group[-1]}", right / count, group[0], group[-1]))
+    return rows
+
+
+def _failure_data(failure, task) -> dict:
+    """A failure's ids, step and line, and the same as text."""
+    return {**failure.to_dict(), "source_text": task.format(failure.source),
+            "expected_text": task.format(failure.expected), "output_text": task.format(failure.output)}
+
+
+def _print_failures(failures, wrong: int, task) -> None:
+    """Each failure on three lines: source and step (and the file's line), then what came out
+    against what should have, the first wrong token marked."""
+    if not failures:
+        click.echo("no wrong outputs")
+        return
+    click.echo(f"first {len(failures)} of {wrong} wrong outputs ([ ] marks the first wrong token):")
+    for f in failures:
+        where = f"line {f.line}: " if f.line is not None else ""
+        click.echo(f"  {where}{task.format(f.source)}  wrong from step {f.first_wrong + 1}")
+        click.echo(f"    got      {_marked(f.output, f.first_wrong, task.vocab)}")
+        click.echo(f"    expected {_marked(f.expected, f.first_wrong, task.vocab)}")
+
+
+def _marked(ids: list[int], step: int, vocab) -> str:
+    """'5 1 [6] 1 3' (characters: 'Lov[i]ly, Rada'): the tokens up to EOS (shown only where it
+    is the marked one), the token at `step` in brackets; a sequence that ended before `step`
+    gets '[ ]'."""
+    words = [vocab.tokens[i] if i not in vocab.specials else vocab.label(i) for i in ids]
+    if len(words) <= step:
+        words += ["[ ]"]
+    else:
+        words[step] = f"[{words[step]}]"
+    if ids and ids[-1] == vocab.eos and len(ids) - 1 != step:
+        words.pop()
+    return ("" if vocab.level == "char" else " ").join(words)
+
+
+def _bar(fraction: float, width: int = 20) -> str:
+    full = round(fraction * width)
+    return "█" * full + "·" * (width - full)

@@ -1,0 +1,142 @@
+"""`minitx export`: an inference-only copy of a checkpoint, or one decoding trace as a file."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import click
+
+from minitx.tui.cli.common import ablate_options, interventions_for, load_checkpoint_arg
+
+# Metadata worth keeping in a shared file: how it was trained (not the state to resume it).
+KEEP_METADATA = ("train_config",)
+
+
+@click.command("export", short_help="Inference-only copy, or a trace as json/csv/svg.")
+@click.argument("ckpt", required=False)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False),
+    help="File to write (for a trace, stdout when omitted).",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "float16", "bfloat16"]),
+    default=None,
+    help="Weight precision of the exported checkpoint. [default: float32]",
+)
+@click.option(
+    "--trace",
+    "trace_source",
+    metavar="SOURCE",
+    help="Instead of a checkpoint, export the decoding trace of SOURCE.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "csv", "svg"]),
+    default=None,
+    help="Trace format. [default: from --out's suffix, else json]",
+)
+@click.option(
+    "--numbers/--no-numbers",
+    default=True,
+    show_default=True,
+    help="Weights printed in the SVG's cells.",
+)
+@ablate_options()
+def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind) -> None:
+    """Share CKPT (default: reverse) without its training state, or export a decoding trace.
+
+    \b
+    Examples:
+      minitx export run.safetensors --out small.safetensors --dtype float16
+      minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
+      minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
+      minitx export reverse --trace 31415 --ablate cross:L2.H1 --out ablated.svg
+      minitx export dates --trace "1 dec 26" --format svg --out dates.svg
+
+    --ablate applies to --trace exports: a checkpoint keeps every head.
+    """
+    from minitx.core.checkpoint import save_checkpoint, write_atomic
+
+    if trace_source is not None and dtype is not None:
+        raise click.UsageError("--dtype applies to checkpoint exports, not to --trace")
+    dtype = dtype or "float32"
+    checkpoint = load_checkpoint_arg(ckpt)
+    if trace_source is None:
+        if ablate:
+            raise click.UsageError("--ablate applies to --trace exports, not to checkpoints")
+        if fmt is not None:
+            raise click.UsageError("--format applies to --trace exports only")
+        if out is None:
+            raise click.UsageError("give --out FILE.safetensors (or --trace SOURCE for a trace)")
+        extra = {k: checkpoint.metadata[k] for k in KEEP_METADATA if k in checkpoint.metadata}
+        save_checkpoint(
+            out,
+            checkpoint.model,
+            checkpoint.task,
+            checkpoint.summary,
+            train_state=None,
+            extra_metadata=extra,
+            dtype=dtype,
+        )
+        click.echo(f"exported {out} ({dtype}, inference only, {Path(out).stat().st_size / 1024:.0f} KB)")
+        return
+    from minitx.tui.cli.commands.decode import trace_of
+
+    fmt = fmt or (Path(out).suffix.lstrip(".").lower() if out else "json")
+    if fmt not in ("json", "csv", "svg"):
+        raise click.UsageError(f"cannot tell the format from {out!r}: give --format json|csv|svg")
+    interventions = interventions_for(checkpoint, ablate, ablate_kind)
+    trace = trace_of(checkpoint, trace_source, interventions=interventions)
+    title = f"minitx · {Path(str(checkpoint.path)).name} · {checkpoint.task.name}"
+    text = {"json": _json, "csv": _csv, "svg": _svg}[fmt](trace, title, numbers)
+    if out is None:
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    write_atomic(Path(out), text.encode("utf-8"))
+    click.echo(f"wrote the {fmt} trace of {trace['source']!r} to {out}", err=True)
+
+
+def _json(trace: dict, title: str, numbers: bool) -> str:
+    return json.dumps({"title": title, **trace}, indent=2) + "\n"
+
+
+def _csv(trace: dict, title: str, numbers: bool) -> str:
+    """One row per (step, layer, head, source position): a tidy table for pandas or a sheet."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["step", "token", "p", "layer", "head", "source_position", "source_token", "weight"])
+    source = trace["source_tokens"]
+    for layer, heads in enumerate(trace["cross_attention"]):
+        for head, grid in enumerate(heads):
+            for step, row in zip(trace["steps"], grid, strict=True):
+                for position, weight in enumerate(row):
+                    writer.writerow(
+                        [
+                            step["index"],
+                            step["text"],
+                            f"{step['top_k'][0]['p']:.6f}",
+                            layer + 1,
+                            head + 1,
+                            position,
+                            source[position],
+                            f"{weight:.6f}",
+                        ]
+                    )
+    return buffer.getvalue()
+
+
+def _svg(trace: dict, title: str, numbers: bool) -> str:
+    from rich.console import Console
+
+    from minitx.tui.render.grid import trace_renderable
+
+    recorder = Console(record=True, width=100, file=io.StringIO(), color_system="truecolor")
+    recorder.print(trace_renderable(trace, numbers, title))
+    return recorder.export_svg(title=title)

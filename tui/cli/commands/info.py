@@ -1,0 +1,293 @@
+"""`minitx inspect` and `minitx list`: what a checkpoint is (`minitx eval`, how good: evaluate.py)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from minitx.tui.cli.common import (
+    console,
+    echo_json,
+    field_lines,
+    json_option,
+    load_checkpoint_arg,
+    shown_value,
+)
+
+
+def inspect_data(ckpt) -> dict:
+    """Everything `inspect` shows, as plain data."""
+    from minitx.core.checkpoint import describe_size
+    from minitx.core.interp.alignment import head_scores
+    from minitx.core.model.components import components
+    from minitx.core.model.transformer import block_parameters, parameter_breakdown
+
+    meta, task, vocab = ckpt.metadata, ckpt.task, ckpt.task.vocab
+    measure, scores = head_scores(ckpt.model, task)  # 256 of the task's examples
+    try:  # informational only: a file without it (or with a broken one) is still inspectable
+        train_cfg = json.loads(meta["train_config"])
+    except (KeyError, ValueError, TypeError, RecursionError):
+        train_cfg = None
+    return {
+        "path": str(ckpt.path),
+        "file_size_bytes": ckpt.path.stat().st_size,
+        "file_size": describe_size(ckpt.path),
+        "dtype": ckpt.dtype,
+        "format_version": meta.get("format_version"),
+        "minitx_version": meta.get("minitx_version"),
+        "resumable": ckpt.resumable,
+        "task": {
+            **{k: v for k, v in task.to_dict().items() if k != "heldout"},  # ids: --json of eval
+            "description": task.description,
+            "expected_alignment": task.alignment_name,
+            "evaluated_on": task.evaluated_on,
+            **({"heldout_pairs_kept": len(task.heldout)} if task.heldout is not None else {}),
+        },
+        "vocabulary": list(vocab.tokens),
+        "vocab": {"level": vocab.level, "size": vocab.size,
+                  "specials": {k: getattr(vocab, k) for k in ("pad", "sos", "eos", "unk")}},
+        "model_config": ckpt.model_config.to_dict(),
+        "train_config": train_cfg,
+        "parameters": parameter_breakdown(ckpt.model),
+        "blocks": block_parameters(ckpt.model),
+        "components": components(ckpt.model_config),
+        "alignment": {  # rows are decoder layers, columns heads; 256 of the task's examples
+            "expected": task.alignment_name,
+            "measure": measure,  # "alignment", or "sharpness" when no pattern is expected
+            "scores": [[round(float(s), 4) for s in row] for row in scores],
+        },
+        "training": ckpt.summary,
+        "history": ckpt.history.to_dict() if ckpt.history is not None else None,
+    }
+
+
+def describe_history(history) -> str:
+    """One line: how much of the run the file's history holds (or that it holds none)."""
+    if history is None or history.empty:
+        return "history: none (a file from before minitx kept curves, or an export)"
+    parts = []
+    steps = list(history.steps)
+    if steps:
+        parts.append(f"{len(steps)} points of steps {steps[0]}-{steps[-1]}")
+    evals, accuracy = history.series("accuracy")
+    if evals:
+        best = max(range(len(evals)), key=lambda i: accuracy[i])
+        parts.append(f"{len(evals)} evaluations (best {accuracy[best]:.1%} at step {evals[best]})")
+    if history.snapshot_steps:
+        parts.append(f"{len(history.snapshot_steps)} attention snapshots")
+    return "history: " + ", ".join(parts) + " · draw it: minitx curves FILE"
+
+
+@click.command("inspect", short_help="Config, task, parameters and training summary.")
+@click.argument("ckpt", required=False)
+@json_option
+def inspect_cmd(ckpt, as_json) -> None:
+    """Config, task, vocabulary, parameter counts and training summary of CKPT (default: reverse).
+    A model of your own pairs also shows the data file it was trained on (name, size, sha256,
+    pair counts) and its vocabulary.
+
+    \b
+    Examples:
+      minitx inspect reverse
+      minitx inspect dates
+      minitx inspect my-run.safetensors --json
+    """
+    checkpoint = load_checkpoint_arg(ckpt)
+    info = inspect_data(checkpoint)
+    if as_json:
+        echo_json(info)
+        return
+    from rich.table import Table
+
+    out = console()
+    task = info["task"]
+    from rich.text import Text
+
+    header = [Text(info["path"], style="bold"), info["file_size"], info["dtype"],
+              f"format v{info['format_version']}", f"minitx {info['minitx_version']}",
+              "resumable" if info["resumable"] else "inference only"]
+    out.print(field_lines(header, out.width), highlight=False)
+    pattern = (f"a trained model's cross-attention is {task['expected_alignment']}"
+               if task["expected_alignment"] else "no expected cross-attention pattern")
+    about = [Text.assemble("task ", (task["name"], "bold"), f": {task['description']}"),
+             f"source lengths {task['min_len']}-{task['max_len']}", pattern]
+    out.print(field_lines(about, out.width), highlight=False)
+    if "provenance" in task:
+        out.print(_provenance(task), highlight=False)
+    out.print(_vocabulary(checkpoint.task.vocab), highlight=False)
+    params = Table(title="parameters", title_justify="left")
+    params.add_column("component")
+    params.add_column("count", justify="right")
+    params.add_column("share", justify="right")
+    total = info["parameters"]["total"]
+    for name, count in info["parameters"].items():
+        share = "" if name == "total" else f"{count / total:.1%}"
+        params.add_row(name, f"{count:,}", share, style="bold" if name == "total" else None)
+    out.print(params)
+    out.print(_blocks_table(info["blocks"], info["components"]))
+    out.print(f"positions: {info['components']['positions']}")
+    out.print(_alignment_table(info["alignment"]))
+    from rich.columns import Columns
+
+    panels = [_key_values("model", info["model_config"])]
+    if info["train_config"]:
+        panels.append(_key_values("training config", info["train_config"]))
+    panels.append(_key_values("training summary", info["training"]))
+    out.print(Columns(panels))
+    out.print(describe_history(checkpoint.history), markup=False)
+
+
+def _blocks_table(blocks: dict, parts: dict):
+    """One block of each kind: its parameters and which component it is."""
+    from rich.table import Table
+
+    table = Table(title="one block of each kind", title_justify="left")
+    table.add_column("block")
+    table.add_column("count", justify="right")
+    table.add_column("what it is")
+    share = blocks["feed-forward block"] / blocks["encoder layer"]
+    rows = [
+        ("attention block", "attention block", parts["attention"]),
+        ("  queries, output", "queries and output", "Q and output projections, d x d each"),
+        ("  keys, values", "keys and values", "K and V projections, d -> d_k per K/V head"),
+        ("feed-forward block", "feed-forward block", f"{parts['feed-forward']}, {share:.0%} of a layer"),
+        ("norm", "norm", parts["norm"]),
+        ("encoder layer", "encoder layer", "attention, feed-forward, 2 norms"),
+        ("decoder layer", "decoder layer", "2 attention blocks, feed-forward, 3 norms"),
+    ]
+    for label, key, what in rows:
+        table.add_row(label, f"{blocks[key]:,}", what)
+    return table
+
+
+SHOWN_TOKENS = 300  # a word vocabulary can hold 50,000: --json lists them all
+
+
+def _vocabulary(vocab):
+    """'vocabulary 0:0 1:1 ...' for the digits; else the size and every token's label."""
+    from rich.markup import escape
+
+    if vocab.level == "digits":
+        return "vocabulary " + " ".join(f"{i}:{t}" for i, t in enumerate(vocab.tokens))
+    real = vocab.real_ids()
+    what = {"char": "characters", "word": "words"}[vocab.level]
+    shown = " ".join(vocab.label(i) for i in real[:SHOWN_TOKENS])
+    more = f" … and {len(real) - SHOWN_TOKENS:,} more (--json lists them)" if len(real) > SHOWN_TOKENS else ""
+    specials = " ".join(f"{i}:{vocab.tokens[i]}" for i in vocab.specials)
+    return escape(f"vocabulary: {len(real):,} {what} (␣ is a space) and {specials}: {shown}{more}")
+
+
+def _provenance(task: dict) -> str:
+    from rich.markup import escape
+
+    p, c = task["provenance"], task["counts"]
+    data = p["data"]
+    held = (f"held out: {p['valid']['file']} ({p['valid']['pairs']:,} pairs)" if p.get("valid")
+            else f"{c['heldout']:,} held out (seed {p['seed']})")
+    text = (f"trained on {data['file']} ({data['format']}, {data['size']:,} bytes, sha256 "
+            f"{data['sha256'][:16]}…): {c['read']:,} pairs read, {c['train']:,} trained on, {held}; "
+            f"{p['tokens']} tokens")
+    if c.get("skipped_too_long"):
+        text += f"; {c['skipped_too_long']:,} skipped as too long"
+    if c.get("unknown_heldout_tokens"):
+        text += f"; {c['unknown_heldout_tokens']:,} held-out tokens unseen in training (read as <unk>)"
+    return escape(text)
+
+
+def _alignment_table(alignment: dict):
+    """Each decoder layer's and head's alignment score (or sharpness, when the task expects no
+    pattern), from core; the best head in bold."""
+    from rich.table import Table
+
+    scores = alignment["scores"]
+    table = Table()
+    table.add_column("layer")
+    for head in range(max((len(row) for row in scores), default=0)):
+        table.add_column(f"H{head + 1}", justify="right")
+    best = max((s for row in scores for s in row), default=None)
+    for layer, row in enumerate(scores):
+        table.add_row(f"L{layer + 1}", *(f"[bold]{s:.3f}[/]" if s == best else f"{s:.3f}" for s in row))
+    from rich.console import Group
+
+    heading = (
+        "[bold]alignment score[/] per layer/head: cross-attention mass on the source position the "
+        f"task expects ({alignment['expected']}); 1 is a perfect head, uniform attention scores ~1/length"
+    )
+    if alignment["measure"] == "sharpness":
+        heading = ("[bold]sharpness[/] per layer/head (no alignment score: this data file names no "
+                   "expected pattern; train with --expect diagonal or anti-diagonal for one): each "
+                   "head's largest weight over the source, averaged over outputs; 1 looks at one "
+                   "position, uniform attention ~1/length")
+    return Group(heading, table)
+
+
+def _key_values(title: str, data: dict):
+    from rich.table import Table
+
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim")
+    table.add_column()
+    for key, value in data.items():
+        table.add_row(key, "" if value is None else shown_value(key, value))
+    from rich.panel import Panel
+
+    return Panel(table, title=title, title_align="left", expand=False)
+
+
+@click.command("list", short_help="Bundled checkpoints and those in a folder.")
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
+@json_option
+def list_cmd(folder, as_json) -> None:
+    """The bundled checkpoints, and the *.safetensors files in FOLDER.
+
+    \b
+    Examples:
+      minitx list
+      minitx list runs/ --json
+    """
+    from minitx import checkpoints
+    listings = checkpoints.list_checkpoints(folder)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "name": x.name,
+                    "path": str(x.path),
+                    "task": x.task,
+                    "size_bytes": x.size_bytes,
+                    "accuracy": x.accuracy,
+                    "steps": x.steps,
+                    "bug": x.bug,
+                    "error": x.error,
+                }
+                for x in listings
+            ]
+        )
+        return
+    from rich import box
+    from rich.table import Table
+
+    from minitx import checkpoints as bundled
+
+    # No vertical rules, and one word per note: at 80 columns every name and note fits whole.
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("name", no_wrap=True)
+    table.add_column("task", no_wrap=True)
+    for column in ("size", "accuracy", "steps"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("note", overflow="fold")
+    for x in listings:
+        is_bundled = x.path.parent == bundled.BUNDLED_DIR and x.name == x.path.stem
+        name = x.name if is_bundled else x.path.name  # the folder is already on the command line
+        if x.error:
+            table.add_row(name, "", "", "", "", f"[red]unreadable: {x.error}[/]")
+            continue
+        acc = f"{x.accuracy:.1%}" if x.accuracy is not None else "?"
+        note = " ".join(n for n in ("bundled" if is_bundled else "", f"bug:{x.bug}" if x.bug else "") if n)
+        steps = str(x.steps) if x.steps is not None else "?"
+        table.add_row(name, x.task, f"{x.size_bytes / 1024:.0f} KB", acc, steps, note)
+    if not listings:
+        click.echo("no checkpoints found")
+        return
+    console().print(table)

@@ -1,0 +1,122 @@
+"""`minitx patch` (activation patching) and `minitx lens` (the logit lens): where the answer
+is carried, and what each decoder layer would say."""
+
+from __future__ import annotations
+
+import click
+
+from minitx.tui.cli.common import (
+    ablate_options,
+    apply_threads,
+    console,
+    device_option,
+    echo_json,
+    interventions_for,
+    json_option,
+    load_checkpoint_arg,
+    threads_option,
+)
+
+
+def _parse(ckpt, text: str, flag: str) -> list[int]:
+    from minitx.core.data.vocab import TaskInputError
+
+    try:
+        return ckpt.task.parse(text, max_len=ckpt.model_config.max_len - 2)
+    except TaskInputError as e:
+        raise click.BadParameter(str(e), param_hint=flag) from None
+
+
+@click.command("patch", short_help="Activation patching: which heads carry the answer.")
+@click.argument("ckpt", required=False)
+@click.option("--clean", required=True, metavar="SOURCE",
+              help='The source whose answer to recover, e.g. 31415.')
+@click.option("--corrupt", required=True, metavar="SOURCE", help="Another source of the same length.")
+@device_option
+@threads_option
+@json_option
+def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
+    """Copy one activation at a time from the clean run of CKPT (default: reverse) into the
+    corrupted run and print how much of the clean answer it recovers: 0 is the corrupted run,
+    1 the clean one.
+
+    Both runs are teacher-forced on the clean source's answer, so they differ only in the
+    source. The measure is the logit of the clean answer minus that of the corrupted answer,
+    averaged over the steps where the two answers differ. Each head's output is patched at every
+    position; each residual stream (leaving a layer) at one position at a time, and at all.
+
+    \b
+    Examples:
+      minitx patch reverse --clean "3 1 4 1 5" --corrupt "2 7 1 8 2"
+      minitx patch reverse --clean 31415 --corrupt 27182 --json
+    """
+    apply_threads(threads)
+    from minitx.core.interp.patching import patching_sweep
+
+    checkpoint = load_checkpoint_arg(ckpt, device)
+    clean_ids, corrupt_ids = _parse(checkpoint, clean, "--clean"), _parse(checkpoint, corrupt, "--corrupt")
+    try:
+        result = patching_sweep(checkpoint.model, checkpoint.task, clean_ids, corrupt_ids)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    if as_json:
+        echo_json({"checkpoint": str(checkpoint.path), "task": checkpoint.task.name, **result.to_dict()})
+        return
+    from minitx.tui.render.patch_tables import patching_report
+
+    console().print(patching_report(result, checkpoint.model_config.n_heads, checkpoint.task.vocab))
+
+
+@click.command("lens", short_help="The logit lens: what each decoder layer would predict.")
+@click.argument("args", nargs=-1, required=True, metavar="[CKPT] SOURCE")
+@click.option("--top-k", type=click.IntRange(min=1, max=13), default=1, show_default=True,
+              help="Tokens shown per layer and step.")
+@ablate_options()
+@device_option
+@threads_option
+@json_option
+def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None:
+    """Decode SOURCE greedily with CKPT (default: reverse) and show, for every step, the token
+    each decoder layer would predict if the decoder ended there (the output layer applied to
+    that layer's residual stream, after the final norm for pre-norm). The last layer's row is
+    the model's own prediction.
+
+    \b
+    Examples:
+      minitx lens reverse "3 1 4 1 5"
+      minitx lens "3 1 4 1 5" --top-k 3 --json
+    """
+    apply_threads(threads)
+    if len(args) > 2:
+        raise click.UsageError("give one checkpoint and one source, e.g. minitx lens reverse \"3 1 4 1 5\"")
+    name, text = (None, args[0]) if len(args) == 1 else args
+    checkpoint = load_checkpoint_arg(name, device)
+    ids = _parse(checkpoint, text, "SOURCE")
+    from minitx.core.interp.lens import logit_lens
+
+    task, vocab = checkpoint.task, checkpoint.task.vocab
+
+    lens = logit_lens(checkpoint.model, ids, interventions=interventions_for(checkpoint, ablate, ablate_kind))
+    tops = lens.top(top_k)  # [layer][step] -> [(token, p)]
+    if as_json:
+        echo_json({"checkpoint": str(checkpoint.path), "source": task.format(ids),
+                   "decoder_input": vocab.labels(lens.decoder_input),
+                   "layers": [[[{"token": vocab.label(t), "p": p} for t, p in step] for step in layer]
+                              for layer in tops]})
+        return
+    from rich.table import Table
+
+    shown = vocab.label
+
+    table = Table(box=None, padding=(0, 1), header_style="bold")
+    table.add_column("step", justify="right")
+    table.add_column("fed", justify="right")
+    for layer in range(len(tops)):
+        table.add_column(f"L{layer + 1}" + (" (model)" if layer == len(tops) - 1 else ""))
+    for step, fed in enumerate(lens.decoder_input):
+        cells = ["  ".join(f"{shown(t)} {p:.2f}" for t, p in layer[step]) for layer in tops]
+        table.add_row(str(step + 1), shown(fed), *cells)
+    out = console()
+    out.print(f"source {task.format(ids)}: each decoder layer's top {top_k} at every step")
+    table.caption, table.caption_justify = "fed: the decoder's input at that step", "left"
+    out.print(table)

@@ -1,0 +1,237 @@
+"""Pieces shared by the subcommands: lazy choices, option parsers, checkpoint loading, consoles."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable
+
+import click
+
+
+class LazyChoice(click.Choice):
+    """A Choice whose values are computed on first use, so listing them (e.g. the task names,
+    which live next to torch code) costs nothing until a command actually runs or shows help."""
+
+    def __init__(self, load: Callable[[], Iterable[str]]) -> None:
+        self._load = load
+        self._loaded: tuple[str, ...] | None = None
+        super().__init__([])
+
+    @property
+    def choices(self):  # type: ignore[override]
+        if self._loaded is None:
+            self._loaded = tuple(self._load())
+        return self._loaded
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ assigns; the loader wins
+        pass
+
+
+def task_names() -> list[str]:
+    from minitx.core.data.tasks import TASKS
+
+    return list(TASKS)
+
+
+def recipe_names() -> list[str]:
+    from minitx.core.config import RECIPES
+
+    return list(RECIPES)
+
+
+def bug_names() -> list[str]:
+    from minitx.core.config import BUGS
+
+    return list(BUGS)
+
+
+def lengths_option_value(text: str | None, default: tuple[int, int]) -> tuple[int, int]:
+    """--lengths MIN-MAX as (lo, hi), the default when not given; a bad value is a usage error."""
+    from minitx.core.options import parse_lengths
+
+    if text is None:
+        return default
+    try:
+        return parse_lengths(text)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--lengths") from None
+
+
+def sample_options(n_help: str):
+    """--n and --seed: how many fresh random sequences, and which ones (eval, compare)."""
+
+    def decorate(command):
+        command = click.option(
+            "--seed", type=click.IntRange(min=0), default=1234, show_default=True,
+            help="Seed of the sequences (the same seed gives the same sequences).")(command)
+        return click.option("--n", "n", type=click.IntRange(min=1), default=500,
+                            show_default=True, help=n_help)(command)
+
+    return decorate
+
+
+def shown_value(key: str, value) -> str:
+    """A config or summary value for a table: accuracies as percentages (like every other
+    accuracy minitx prints), other floats to four figures, None as '-'."""
+    if value is None:
+        return "-"
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key.rsplit(".", 1)[-1] == "accuracy" and is_number:
+        return f"{value:.1%}"
+    return f"{value:.4g}" if isinstance(value, float) else (str(value) or '""')
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+class BadArgument(click.ClickException):
+    """A checkpoint, file or folder named on the command line that cannot be found or read.
+    Like a bad option it is a usage error (exit code 2), but its message is the whole story, so
+    no pointer to --help follows it."""
+
+    exit_code = 2
+
+
+def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu"):
+    """A bundled name or a path -> core Checkpoint; one that cannot be found or read is a
+    BadArgument (every command that takes a checkpoint exits 2 for it)."""
+    from minitx import checkpoints
+    from minitx.core.checkpoint import CheckpointError
+    from minitx.core.training.trainer import resolve_device
+
+    try:
+        return checkpoints.load(name_or_path, device=str(resolve_device(device)))
+    except CheckpointError as e:
+        raise BadArgument(str(e)) from None
+
+
+def echo_json(data) -> None:
+    click.echo(json.dumps(data, indent=2, allow_nan=False, default=_jsonable))
+
+
+def _jsonable(value):
+    """Tensors and paths in JSON output: lists and strings."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def console(file=None, **kwargs):
+    """A Rich console on the current stdout (read at call time, so CliRunner captures it).
+    Into a file or a pipe it writes no spaces at line ends."""
+    from rich.console import Console
+
+    file = file or sys.stdout
+    if not getattr(file, "isatty", lambda: False)():
+        file = NoTrailingSpaces(file)
+    return Console(file=file, **kwargs)
+
+
+class NoTrailingSpaces:
+    """A text file that drops the spaces before each line end. Rich pads table cells, panels
+    and wrapped lines to the console's width: invisible on a terminal, noise in a file or a
+    pipe (diffs, grep, `wc -L`)."""
+
+    def __init__(self, file) -> None:
+        self._file = file
+        self._spaces = ""  # the end of the last write, until it is known what follows it
+
+    def write(self, text: str) -> int:
+        joined = self._spaces + text
+        body = joined.rstrip(" ")
+        self._spaces = joined[len(body):]
+        self._file.write(re.sub(r" +\n", "\n", body))
+        return len(text)
+
+    def __getattr__(self, name: str):  # flush, isatty, fileno, encoding: the file's own
+        return getattr(self._file, name)
+
+
+def field_lines(fields, width: int, separator: str = " · "):
+    """Fields (str or rich Text) joined by `separator` into lines of at most `width` cells,
+    broken between fields, never inside one; a broken line ends with the separator's mark so
+    it reads as continued. A field wider than `width` gets a line of its own."""
+    from rich.text import Text
+
+    mark = separator.rstrip()
+    texts = [f if isinstance(f, Text) else Text(f) for f in fields]
+    lines: list[Text] = []
+    line = Text()
+    for i, field in enumerate(texts):
+        room = width if i == len(texts) - 1 else width - len(mark)  # a later break needs the mark
+        if line and line.cell_len + len(separator) + field.cell_len > room:
+            if line.cell_len + len(mark) <= width:
+                line.append(mark)
+            lines.append(line)
+            line = Text()
+        elif line:
+            line.append(separator)
+        line.append_text(field)
+    lines.append(line)
+    return Text("\n").join(lines)
+
+
+device_option = click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True,
+    help="Where the model runs (auto: the GPU when there is one).")
+
+threads_option = click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="CPU threads for torch. [default: every core but one, or OMP_NUM_THREADS if set]",
+)
+
+
+def apply_threads(threads: int | None) -> None:
+    """torch's thread count for this command: --threads, or minitx's default (core/training/threads.py)."""
+    from minitx.core.training.threads import set_threads
+
+    set_threads(threads)
+
+
+def ablate_options(*sides: str):
+    """--ablate HEAD (repeatable) and --ablate-kind; with sides ("a", "b"), --ablate-a and
+    --ablate-b instead, one for each model of a comparison."""
+
+    def decorate(command):
+        command = click.option(
+            "--ablate-kind", type=click.Choice(["zero", "mean"]), default="zero", show_default=True,
+            help="What an ablated head outputs: 0, or its mean over 256 fresh sources.")(command)
+        for side in reversed(sides or ("",)):
+            flag = f"--ablate-{side}" if side else "--ablate"
+            whose = f" of model {side.upper()}" if side else ""
+            command = click.option(
+                flag, f"ablate_{side}" if side else "ablate", multiple=True, metavar="HEAD",
+                help=f"Knock out heads{whose}: KIND:Ll.Hh (KIND enc, self or cross; from 1), "
+                     "KIND:Ll for a layer's heads, KIND for all. Repeatable.")(command)
+        return command
+
+    return decorate
+
+
+def interventions_for(ckpt, specs, kind: str, flag: str = "--ablate"):
+    """The ablation of `specs` on this checkpoint's model (empty when none); a bad HEAD name is a
+    usage error naming the flag."""
+    from minitx.core.interp.interventions import Interventions, ablation
+
+    if not specs:
+        return Interventions()
+    try:
+        return ablation(ckpt.model, list(specs), kind, ckpt.task)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint=flag) from None
+
+
+def ablated_name(name: str, interventions, n_heads: int | None = None) -> str:
+    """'reverse' or 'reverse without cross:L2 (zero)': what a report calls an ablated model."""
+    heads = interventions.ablated
+    if not heads:
+        return name
+    from minitx.core.interp.interventions import describe_heads
+
+    kind = "zero" if interventions.zero else "mean"
+    return f"{name} without {describe_heads(heads, n_heads)} ({kind})"

@@ -1,0 +1,161 @@
+"""The command-line options that describe a model and a training run, shared by `train` (all of
+them) and `doctor` (the model's, for a fresh model), and their conversion to configs through
+minitx.core.options, the one place named values become configs.
+
+Every option defaults to None so that "not given" is visible: the recipe (or a saved run)
+supplies every value the person did not type.
+"""
+
+from __future__ import annotations
+
+import click
+
+from minitx.tui.cli.common import LazyChoice, bug_names, recipe_names, task_names
+
+FROM_RECIPE = "[default: recipe]"
+
+
+class Accuracy(click.ParamType):
+    """An exact-match accuracy: 0.99 or 99% (0: none, which turns `until` off)."""
+
+    name = "ACC"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            self.fail(f"expected an accuracy such as 0.99 or 99%, got {value!r}", param, ctx)
+        if not 0 <= number <= 1:
+            self.fail(f"must be from 0 (off) to 1 (100%), got {value!r}", param, ctx)
+        return number
+
+
+def _recipe_option():
+    return click.option("--recipe", type=LazyChoice(recipe_names), default=None,
+                        help="Named starting configuration: fast, reference, or modern (fast's "
+                             "training with pre-norm, RMSNorm, rotary positions, SwiGLU and 2 K/V "
+                             "heads); the options override it. [default: fast]")
+
+
+# The model's shape: the same names and help in `train` and `doctor`.
+MODEL_OPTIONS = [
+    click.option("--d-model", type=click.IntRange(min=2), help=f"Model width. {FROM_RECIPE}"),
+    click.option("--heads", type=click.IntRange(min=1), help=f"Attention heads. {FROM_RECIPE}"),
+    click.option("--layers", type=click.IntRange(min=1), help="Encoder and decoder layers (sets both)."),
+    click.option("--encoder-layers", type=click.IntRange(min=1), help=f"Encoder layers. {FROM_RECIPE}"),
+    click.option("--decoder-layers", type=click.IntRange(min=1), help=f"Decoder layers. {FROM_RECIPE}"),
+    click.option("--d-ff", type=click.IntRange(min=1),
+                 help="Feed-forward width. [default: the recipe's ratio to --d-model, 4x]"),
+    click.option("--dropout", type=float, help=f"Dropout probability. {FROM_RECIPE}"),
+    click.option("--positions", type=click.IntRange(min=3),
+                 help="Longest sequence the model takes (its max_len, the length of its "
+                      "position tables). "
+                      "[default: the recipe's, or longer if --lengths needs it]"),
+    click.option("--norm", type=click.Choice(["post", "pre"]),
+                 help=f"Norm placement: after each residual sum, or before each sublayer. {FROM_RECIPE}"),
+    click.option("--norm-kind", type=click.Choice(["layer", "rms"]),
+                 help=f"LayerNorm, or RMSNorm (no mean subtraction, no bias). {FROM_RECIPE}"),
+    click.option("--activation", type=click.Choice(["relu", "gelu", "swiglu"]),
+                 help="Feed-forward block: a ReLU or GELU MLP, or gated SwiGLU (a third linear). "
+                      "[default: the recipe's; with --norm, relu for post-norm, gelu for pre]"),
+    click.option("--position-encoding", type=click.Choice(["sinusoidal", "learned", "rope", "none"]),
+                 help="How positions reach the model: a fixed sinusoidal table, learned tables, "
+                      f"rotary (RoPE) in self-attention, or none. {FROM_RECIPE}"),
+    click.option("--kv-heads", type=click.IntRange(min=1),
+                 help="K/V heads per attention block; fewer than --heads is grouped-query "
+                      "attention. [default: the recipe's heads per K/V head]"),
+    click.option("--attention", type=click.Choice(["explicit", "fused"]),
+                 help=f"How training computes attention: by hand, or one fused kernel. {FROM_RECIPE}"),
+]
+
+TASK_OPTIONS = [
+    click.option("--task", type=LazyChoice(task_names), help=f"What to learn. {FROM_RECIPE}"),
+    click.option("--lengths", metavar="MIN-MAX", help=f"Source lengths, e.g. 4-10. {FROM_RECIPE}"),
+    click.option("--seed", type=click.IntRange(min=0),
+                 help=f"Seed for initialisation and data. {FROM_RECIPE}"),
+    click.option("--bug", type=LazyChoice(lambda: ["none", *bug_names()]),
+                 help="Build or train with a deliberate classic bug, to see what it looks like."),
+    click.option("--data", type=click.Path(dir_okay=False),
+                 help="Train on your own pairs: a .tsv (source<TAB>target), .csv or .jsonl file "
+                      "(docs/data.md). 5% (at least 100 pairs) is held out unless --valid is given."),
+    click.option("--valid", type=click.Path(dir_okay=False),
+                 help="Held-out pairs to measure accuracy on, instead of holding out part of --data."),
+    click.option("--tokens", type=click.Choice(["char", "word"]),
+                 help="How --data text becomes tokens: every character, or whitespace-separated "
+                      "words. [default: char]"),
+    click.option("--expect", type=click.Choice(["diagonal", "anti-diagonal"]),
+                 help="The cross-attention pattern --data should show (copy-like: diagonal, "
+                      "reversal: anti-diagonal), so it can be scored. [default: none, sharpness shown]"),
+]
+
+# How to train: every TrainConfig field that TASK_OPTIONS does not already set.
+TRAINING_OPTIONS = [
+    click.option("--steps", type=click.IntRange(min=1), help=f"Optimiser steps in total. {FROM_RECIPE}"),
+    click.option("--batch-size", type=click.IntRange(min=1), help=f"Sequences per step. {FROM_RECIPE}"),
+    click.option("--lr", type=float, help=f"Peak learning rate (Adam). {FROM_RECIPE}"),
+    click.option("--beta1", type=float, help=f"Adam beta1. {FROM_RECIPE}"),
+    click.option("--beta2", type=float, help=f"Adam beta2. {FROM_RECIPE}"),
+    click.option("--eps", type=float, help=f"Adam epsilon. {FROM_RECIPE}"),
+    click.option("--warmup", type=click.IntRange(min=0), help=f"Linear warmup steps. {FROM_RECIPE}"),
+    click.option("--schedule", type=click.Choice(["flat", "cosine"]),
+                 help=f"Learning rate after warmup: flat, or a cosine decay to --lr-floor. {FROM_RECIPE}"),
+    click.option("--lr-floor", type=float,
+                 help=f"Where the cosine decay ends, as a fraction of --lr (0.1: 10%). {FROM_RECIPE}"),
+    click.option("--clip-grad-norm", type=float, help=f"Gradient-norm clipping. {FROM_RECIPE}"),
+    click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
+                 help=f"Where to train. {FROM_RECIPE}"),
+    click.option("--eval-every", type=click.IntRange(min=0),
+                 help=f"Held-out exact-match evaluation every N steps (0: only at the end). {FROM_RECIPE}"),
+    click.option("--eval-size", type=click.IntRange(min=1), help=f"Sequences per evaluation. {FROM_RECIPE}"),
+    click.option("--bucket-lengths/--mixed-lengths", "bucket_lengths", default=None,
+                 help="One source length per batch (no padding), or lengths mixed in each batch. "
+                      f"{FROM_RECIPE}"),
+    click.option("--length-power", type=click.FloatRange(0, 8), metavar="P",
+                 help="Draw a generated source of length L with probability proportional to L**P "
+                      f"(0: every length equally often; 2 favours the long ones). {FROM_RECIPE}"),
+    click.option("--until", type=Accuracy(),
+                 help="Stop at the first evaluation whose exact match is at least ACC (0.99 or "
+                      "99%), and save; --steps stays the cap; 0 trains every step. "
+                      "[default: recipe; fast stops at 99.9%]"),
+    click.option("--probe-source", metavar="DIGITS",
+                 help="Source whose cross-attention the checkpoint keeps snapshots of, e.g. "
+                      "'3 1 4 1 5'. [default: 7 2 9 0 4 6]"),
+]
+
+
+def apply(options):
+    """A decorator that adds `options` (a list of click.option decorators) in order."""
+
+    def decorate(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def recipe_option(f):
+    return _recipe_option()(f)
+
+
+def configs(model_cfg, train_cfg, values: dict):
+    """core's configs_from_options() for the options of this module that `values` holds; a bad
+    value is a usage error (exit code 2) that names the option."""
+    from minitx.core.options import OptionError, configs_from_options, option_names
+
+    known = set(option_names())
+    try:
+        return configs_from_options(model_cfg, train_cfg, {k: v for k, v in values.items() if k in known})
+    except OptionError as e:
+        raise click.BadParameter(e.message, param_hint=f"--{e.option.replace('_', '-')}") from None
+
+
+def recipe_configs(name: str | None):
+    """The named recipe's (model, train) configs; the default recipe for None."""
+    from minitx.core.config import DEFAULT_RECIPE, recipe
+
+    chosen = recipe(name or DEFAULT_RECIPE)
+    return chosen.model, chosen.train
