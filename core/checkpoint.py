@@ -30,7 +30,7 @@ from safetensors import safe_open
 from safetensors.torch import save as safetensors_bytes
 
 from minitx import __version__
-from minitx.core.config import ModelConfig
+from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.data.task import Task
 from minitx.core.data.tasks import task_from_dict
 from minitx.core.data.vocab import Vocab
@@ -67,6 +67,18 @@ class Checkpoint:
     @property
     def resumable(self) -> bool:
         return bool(self.train_state) and "train_config" in self.metadata
+
+    @property
+    def train_config(self) -> TrainConfig | None:
+        """How the file's model was trained, when the file says (a run's file, or an export of
+        one); None when it does not. CheckpointError when it says it in a way that does not read
+        as a TrainConfig (the file is untrusted)."""
+        if "train_config" not in self.metadata:
+            return None
+        try:
+            return TrainConfig.from_dict(json.loads(self.metadata["train_config"]))
+        except (ValueError, TypeError, RecursionError) as e:
+            raise CheckpointError(f"{self.path} has invalid training metadata: {e}") from None
 
 
 # ---------------------------------------------------------------------------------------------

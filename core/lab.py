@@ -23,10 +23,10 @@ from minitx.core.model.components import VARIANTS
 from minitx.core.model.transformer import parameter_breakdown
 from minitx.core.options import configs_from_options
 from minitx.core.training.evaluation import evaluate
+from minitx.core.training.events import RunListener
 from minitx.core.training.trainer import Trainer
 
 DEFAULT_VARIANTS = ("baseline", "rms", "learned", "rope", "swiglu", "gqa", "modern")
-HELD_OUT_SEED = 1_000_003  # plus the run's seed: a stream apart from the training data, as Trainer's
 
 
 def variant_options(name: str) -> dict[str, object]:
@@ -57,7 +57,9 @@ class LabPlan:
         if model_cfg.max_len < self.beyond[1] + 2:
             raise ValueError(f"beyond: sources of {self.beyond[1]} tokens need max_len >= "
                              f"{self.beyond[1] + 2}, the model has {model_cfg.max_len}")
-        return model_cfg, train_cfg.replace(seed=seed, steps=self.steps, eval_every=0, until=0.0)
+        # the trainer's own held-out evaluations, every eval_every steps, feed each curve
+        return model_cfg, train_cfg.replace(seed=seed, steps=self.steps, eval_every=self.eval_every,
+                                            eval_size=self.eval_size, until=0.0)
 
 
 @dataclass
@@ -73,10 +75,10 @@ class LabRun:
     curve: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out accuracy)
 
 
-class _Run:
-    """One variant's training within a lab: its trainer, its evaluations so far, and its own
-    state of torch's global RNG (dropout draws from it), so that variants stepping in turn
-    each draw what they would draw alone."""
+class _Run(RunListener):
+    """One variant's run within a lab: its trainer, the evaluations it heard of, and its own state
+    of torch's global RNG (dropout draws from it), so that variants stepping in turn each draw
+    what they would draw alone."""
 
     def __init__(self, plan: LabPlan, variant: str, seed: int) -> None:
         self.plan, self.variant, self.seed = plan, variant, seed
@@ -91,28 +93,24 @@ class _Run:
             states.append(torch.cuda.get_rng_state(self.trainer.device))
         return states
 
-    def step(self) -> None:
+    def step_to(self, step: int) -> None:
+        """The trainer's run up to `step` (one step, as the variants take turns)."""
         torch.set_rng_state(self.rng[0])
         if len(self.rng) > 1:
             torch.cuda.set_rng_state(self.rng[1], self.trainer.device)
-        self.trainer.train_step()  # trainer.seconds counts the step alone
+        self.trainer.run(self, until_step=step)  # trainer.seconds counts the steps alone
         self.rng = self._rng_state()
-        step = self.trainer.step_count
-        if step % self.plan.eval_every == 0 or self.trainer.done:
-            accuracy = self._evaluate().accuracy
-            self.curve.append((step, accuracy))
-            if self.reached is None and accuracy >= self.plan.target:
-                self.reached = step
 
-    def _evaluate(self, lengths: tuple[int, int] | None = None):
-        lo, hi = lengths or (None, None)
-        return evaluate(self.trainer.model, self.trainer.task, self.plan.eval_size,
-                        seed=HELD_OUT_SEED + self.seed, batch_size=self.plan.eval_size,
-                        min_len=lo, max_len=hi)
+    def on_evaluation(self, trainer: Trainer, result) -> None:
+        self.curve.append((trainer.step_count, result.accuracy))
+        if self.reached is None and result.accuracy >= self.plan.target:
+            self.reached = trainer.step_count
 
     def result(self) -> LabRun:
-        beyond = self._evaluate(self.plan.beyond)
         trainer = self.trainer
+        lo, hi = self.plan.beyond
+        beyond = evaluate(trainer.model, trainer.task, self.plan.eval_size, seed=trainer.heldout_seed,
+                          min_len=lo, max_len=hi)
         return LabRun(self.variant, self.seed, parameter_breakdown(trainer.model)["total"],
                       self.reached, self.curve[-1][1], beyond.accuracy, beyond.by_length,
                       trainer.step_count / trainer.seconds, self.curve)
@@ -130,7 +128,7 @@ def run_lab(plan: LabPlan, variants: list[str], seeds: list[int],
         runs = [_Run(plan, variant, seed) for variant in variants]
         for step in range(1, plan.steps + 1):
             for run in runs:
-                run.step()
+                run.step_to(step)
             if progress is not None and (step % plan.eval_every == 0 or step == plan.steps):
                 progress(seed, step)
         yield from (run.result() for run in runs)

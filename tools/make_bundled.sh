@@ -19,7 +19,7 @@ bundle() {
     name=$1
     shift
     "$MINITX" train --device cpu --seed 0 --threads 1 --log-every 250 \
-        --out "$RUNS/$name.safetensors" "$@"
+        --out "$RUNS/$name.safetensors" --force "$@"
     "$MINITX" export "$RUNS/$name.safetensors" --dtype float32 --out "checkpoints/$name.safetensors"
 }
 

@@ -55,6 +55,7 @@ class EvalResult:
     failures: list[Failure] = field(default_factory=list)  # the first ones, in order
     unknown: int = 0  # source and target tokens read as <unk>
     wrong: int = 0  # examples whose output is not exactly right
+    complete: bool = True  # False: scoring stopped early (max_wrong), so `n` is fewer than asked
 
 
 def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 0,
@@ -70,6 +71,8 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
     unknown, seen, wrong = 0, 0, 0
     unk = task.vocab.unk
     forced = teacher_forced and model.causal and not failures
+    batches = iter(batches)
+    complete = True
     for batch in batches:
         cap = task.decode_cap(batch.src.shape[1], cfg.max_len)
         if forced:
@@ -92,13 +95,14 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
         seen += len(batch)
         wrong += int((~ok).sum())
         if max_wrong is not None and wrong > max_wrong:
+            complete = next(batches, None) is None  # the last batch: it measured them all anyway
             break
     if not correct:
         return EvalResult(0.0, 0)
     ok, lens = torch.cat(correct), torch.cat(lengths)
     counts = {int(L): int((lens == L).sum()) for L in lens.unique()}
     return EvalResult(float(ok.float().mean()), len(ok), accuracy_by_length(ok, lens), counts, kept, unknown,
-                      int((~ok).sum()))
+                      int((~ok).sum()), complete)
 
 
 def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,

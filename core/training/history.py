@@ -8,7 +8,9 @@ resumed run appends to a history whose every point is exact.
 
 Tensors of a file (all optional; the checkpoint prefixes each name with "history."):
   steps (N,) int64, and loss, lr, grad_norm, examples_per_s, seconds (N,) float32 on those steps
-  eval_steps (E,) int64, accuracy (E,) float32
+  eval_steps (E,) int64, accuracy (E,) float32, and (together, optional) eval_n (E,) int64: how
+  many examples each evaluation measured, eval_complete (E,) bool: False where it stopped early
+  (once --until was out of reach), so its accuracy is rough
   probe_steps (K,) int64, probe_source (S,) int64, probe_target (T,) int64,
   probe_attention (K, layers, heads, T, S) float32
 
@@ -34,6 +36,7 @@ SERIES = (*STEP_SERIES, "accuracy")  # accuracy: one value per evaluation
 MAX_POINTS = 2000  # per series, in a file
 MAX_SNAPSHOTS = 100
 IN_MEMORY_POINTS = 200_000  # beyond this a long run thins its in-memory history to a quarter
+EVAL_SIZES = ("eval_n", "eval_complete")  # optional, with eval_steps
 PROBE_KEYS = ("probe_steps", "probe_source", "probe_target", "probe_attention")
 NON_NEGATIVE = ("loss", "lr", "grad_norm", "examples_per_s", "seconds")
 MAX_METRICS_BYTES = 256 * 1024 * 1024  # a metrics file of a million steps is about 150 MB
@@ -90,6 +93,8 @@ class History:
         self.values = {name: array("d") for name in STEP_SERIES}
         self.eval_steps = array("q")
         self.accuracy = array("d")
+        self.eval_n = array("q")  # 0: not recorded (a file from before sizes were kept)
+        self.eval_complete = array("b")
         self.snapshots: Snapshots | None = None
 
     # -- recording -------------------------------------------------------------------------
@@ -101,13 +106,30 @@ class History:
         if len(self.steps) > IN_MEMORY_POINTS:
             self._thin_steps(IN_MEMORY_POINTS // 4)
 
-    def record_eval(self, step: int, accuracy: float) -> None:
-        """An evaluation at `step`; a second one at the same step replaces the first."""
+    def record_eval(self, step: int, accuracy: float, n: int = 0, complete: bool = True) -> None:
+        """An evaluation at `step` of n examples (complete=False: it stopped early, so the
+        accuracy is rough); a second one at the same step replaces the first."""
         if self.eval_steps and self.eval_steps[-1] == step:
-            self.accuracy[-1] = accuracy
+            self.accuracy[-1], self.eval_n[-1], self.eval_complete[-1] = accuracy, n, complete
             return
         self.eval_steps.append(step)
         self.accuracy.append(accuracy)
+        self.eval_n.append(n)
+        self.eval_complete.append(complete)
+
+    def evaluations(self) -> list[tuple[int, float, int, bool]]:
+        """(step, accuracy, examples measured or 0 if unknown, complete) of every evaluation."""
+        count = min(len(self.eval_steps), len(self.accuracy), len(self.eval_n), len(self.eval_complete))
+        return [(self.eval_steps[i], self.accuracy[i], self.eval_n[i], bool(self.eval_complete[i]))
+                for i in range(count)]
+
+    def best_accuracy(self) -> tuple[int, float] | None:
+        """(step, accuracy) of the best complete evaluation: a rough one is never the best."""
+        complete = [(acc, step) for step, acc, _, done in self.evaluations() if done]
+        if not complete:
+            return None
+        accuracy, step = max(complete, key=lambda a: (a[0], -a[1]))
+        return step, accuracy
 
     def record_snapshot(self, step: int, source: list[int], target: list[int],
                         attention: torch.Tensor) -> None:
@@ -183,6 +205,10 @@ class History:
             steps, values = self.series(name)
             if steps:
                 data["series"][name] = {"step": steps, "value": [_round(v) for v in values]}
+        if "accuracy" in data["series"]:  # how many examples each measured, and which stopped early
+            evaluations = self.evaluations()
+            data["series"]["accuracy"]["n"] = [n for _, _, n, _ in evaluations]
+            data["series"]["accuracy"]["complete"] = [done for _, _, _, done in evaluations]
         snaps = self.snapshots
         data["snapshots"] = None if snaps is None else {
             "step": list(snaps.steps), "source": snaps.source, "target": snaps.target,
@@ -207,6 +233,8 @@ class History:
             keep = keep_indices(list(self.eval_steps), MAX_POINTS)
             out["eval_steps"] = torch.tensor([self.eval_steps[i] for i in keep], dtype=torch.int64)
             out["accuracy"] = torch.tensor([self.accuracy[i] for i in keep], dtype=torch.float32)
+            out["eval_n"] = torch.tensor([self.eval_n[i] for i in keep], dtype=torch.int64)
+            out["eval_complete"] = torch.tensor([bool(self.eval_complete[i]) for i in keep], dtype=torch.bool)
         if self.snapshots is not None and self.snapshots.steps:
             snaps = Snapshots(self.snapshots.source, self.snapshots.target,
                               list(self.snapshots.steps), list(self.snapshots.attention))
@@ -222,7 +250,7 @@ class History:
                      max_len: int, vocab_size: int, last_step: int | None) -> History:
         """Validate a file's history tensors (names without the "history." prefix) against the
         model that holds them; `last_step` is the run's step count when the file states one."""
-        known = {"steps", *SERIES, "eval_steps", *PROBE_KEYS}
+        known = {"steps", *SERIES, "eval_steps", *EVAL_SIZES, *PROBE_KEYS}
         unknown = sorted(set(tensors) - known)
         if unknown:
             raise HistoryError(f"unknown history tensor {unknown[0]!r}")
@@ -245,6 +273,12 @@ class History:
             if any(not 0.0 <= v <= 1.0 for v in values):
                 raise HistoryError("history accuracy holds values outside 0-1")
             history.eval_steps, history.accuracy = array("q", steps), array("d", values)
+            history.eval_n = array("q", [0] * len(steps))
+            history.eval_complete = array("b", [1] * len(steps))
+            if _present(tensors, EVAL_SIZES, "eval_n"):
+                history.eval_n, history.eval_complete = _eval_sizes(tensors, len(steps))
+        elif any(name in tensors for name in EVAL_SIZES):
+            raise HistoryError("history has evaluation sizes but no evaluations")
         if _present(tensors, PROBE_KEYS, "probe_steps"):
             history.snapshots = _snapshots(tensors, layers, heads, max_len, vocab_size, limit)
         return history
@@ -278,6 +312,21 @@ def _steps(t: torch.Tensor, name: str, limit: int, first: int, last: int | None)
     if steps and last is not None and steps[-1] > last:
         raise HistoryError(f"history tensor {name} reaches step {steps[-1]}, past the run's {last} steps")
     return steps
+
+
+def _eval_sizes(tensors: dict, count: int) -> tuple[array, array]:
+    import torch
+
+    n, complete = tensors["eval_n"], tensors["eval_complete"]
+    if n.dtype != torch.int64 or tuple(n.shape) != (count,):
+        raise HistoryError(f"history eval_n must be {count} int64 values, not {n.dtype} {tuple(n.shape)}")
+    if complete.dtype != torch.bool or tuple(complete.shape) != (count,):
+        raise HistoryError(f"history eval_complete must be {count} bool values, not {complete.dtype} "
+                           f"{tuple(complete.shape)}")
+    sizes = n.tolist()
+    if any(not 0 <= k <= 10**9 for k in sizes):
+        raise HistoryError("history eval_n holds a count outside 0-1e9")
+    return array("q", sizes), array("b", [int(c) for c in complete.tolist()])
 
 
 def _values(t: torch.Tensor, name: str, n: int) -> list[float]:
@@ -326,9 +375,10 @@ def _snapshots(tensors: dict, layers: int, heads: int, max_len: int, vocab_size:
 
 def history_from_metrics(path: str | Path) -> History:
     """Rows {"kind": "step", "step", "loss", "lr", "grad_norm", "examples_per_s", "seconds"} and
-    {"kind": "eval", "step", "accuracy"}; rows of older files (no "kind", accuracy on a step row)
-    too. A resumed run appends to its file, so a step seen again replaces what followed it (the
-    steps after a save that were lost by a crash). HistoryError names the file and line."""
+    {"kind": "eval", "step", "accuracy", "n", "complete"}; rows of older files (no "kind",
+    accuracy on a step row; no n) too. A resumed run appends to its file, so a step seen again
+    replaces what followed it (the steps after a save that were lost by a crash). HistoryError
+    names the file and line."""
     path = Path(path)
     try:
         if path.stat().st_size > MAX_METRICS_BYTES:
@@ -339,7 +389,7 @@ def history_from_metrics(path: str | Path) -> History:
     except UnicodeDecodeError:
         raise HistoryError(f"{path} is not a text file of JSON lines") from None
     steps: dict[int, dict] = {}
-    evals: dict[int, float] = {}
+    evals: dict[int, tuple[float, int, bool]] = {}  # step -> (accuracy, n, complete)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -356,11 +406,11 @@ def history_from_metrics(path: str | Path) -> History:
         row = steps[step]
         history.record_step(step, *(row[name] for name in STEP_SERIES))
     for step in sorted(evals):
-        history.record_eval(step, evals[step])
+        history.record_eval(step, *evals[step])
     return history
 
 
-def _metrics_row(row: dict, steps: dict[int, dict], evals: dict[int, float]) -> None:
+def _metrics_row(row: dict, steps: dict[int, dict], evals: dict[int, tuple[float, int, bool]]) -> None:
     step = row["step"]
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ValueError(f"step must be a non-negative whole number, got {step!r}")
@@ -385,4 +435,9 @@ def _metrics_row(row: dict, steps: dict[int, dict], evals: dict[int, float]) -> 
         if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) \
                 or not 0.0 <= accuracy <= 1.0:
             raise ValueError(f"accuracy must be a number in 0-1, got {accuracy!r}")
-        evals[step] = float(accuracy)
+        n, complete = row.get("n", 0), row.get("complete", True)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be a whole number of examples, got {n!r}")
+        if not isinstance(complete, bool):
+            raise ValueError(f"complete must be true or false, got {complete!r}")
+        evals[step] = (float(accuracy), n, complete)

@@ -1,6 +1,8 @@
-"""What a file must hold before a run continues from it: a schedule restart inside the run,
-the same data the run trained on, and a complete, finite set of Adam moments. Each check fails
-with one line, before training starts, so a broken file never fails mid-run."""
+"""Continuing a run: what it may change (one rule, which the Trainer, `minitx train --resume` and
+the app's Train form all ask), and what a file must hold before a run continues from it: a
+schedule restart inside the run, the same data the run trained on, and a complete, finite set of
+Adam moments. Each check fails with one line, before training starts, so a broken file never
+fails mid-run."""
 
 from __future__ import annotations
 
@@ -9,8 +11,33 @@ from pathlib import Path
 import torch
 
 from minitx.core.checkpoint import CheckpointError
-from minitx.core.config import TrainConfig
+from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.data.pair_files import DataError, sha256_of
+
+# The TrainConfig fields a continued run may change; everything else, the whole model config
+# included, is the run's own. data and valid: a file may have moved; its contents are checked
+# (check_same_data), not its name.
+FREE_ON_RESUME = ("steps", "device", "eval_every", "eval_size", "until", "data", "valid")
+
+
+def resumed_config(path, saved_model: ModelConfig, saved: TrainConfig, asked: TrainConfig | None,
+                   asked_model: ModelConfig | None = None) -> TrainConfig:
+    """The saved run's TrainConfig with what it may change (FREE_ON_RESUME) taken from `asked`;
+    CheckpointError naming the first setting asked to change that may not (a model setting,
+    when `asked_model` is given, too)."""
+    if asked_model is not None:
+        for key, value in saved_model.to_dict().items():
+            if getattr(asked_model, key) != value:
+                raise CheckpointError(f"cannot resume {path}: its model {key} is {value!r}, the run "
+                                      f"asks for {getattr(asked_model, key)!r}")
+    if asked is None:
+        return saved
+    for key, value in saved.to_dict().items():
+        if key not in FREE_ON_RESUME and getattr(asked, key) != value:
+            raise CheckpointError(f"cannot resume {path}: its {key} is {value!r}, the run asks for "
+                                  f"{getattr(asked, key)!r} (a continued run may change only "
+                                  f"{', '.join(FREE_ON_RESUME[:5])})")
+    return saved.replace(**{k: getattr(asked, k) for k in FREE_ON_RESUME})
 
 
 def restart_from(value, step: int, peak_lr: float) -> tuple[int, float] | None:

@@ -1,5 +1,9 @@
 """Training: a Trainer that runs one step at a time and knows nothing about any UI.
 
+`Trainer.run` is minitx's one training loop. Whoever watches a run (the CLI's progress and
+metrics file, `--save-every`, the app's live view, the lab) plugs in a RunListener
+(core/training/events.py).
+
 Everything needed to continue a run lives in `state_tensors()` (weights, Adam moments, step,
 RNG states), so stopping at step k and resuming reproduces the uninterrupted run bit for bit
 on the CPU.
@@ -10,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -27,12 +31,14 @@ from minitx.core.data.tasks import get_task, task_for_config
 from minitx.core.model.transformer import Seq2Seq, set_training
 from minitx.core.training.bug_presets import apply_bug, bug_preset
 from minitx.core.training.evaluation import EvalResult, evaluate
+from minitx.core.training.events import RunListener
 from minitx.core.training.history import History, snapshot_due
 from minitx.core.training.optim import FusedAdam
 from minitx.core.training.probe import probe, probe_example
-from minitx.core.training.resume import check_optim_state, check_same_data, restart_from
+from minitx.core.training.resume import check_optim_state, check_same_data, restart_from, resumed_config
 
 EARLY_STOP_BATCH = 100  # sequences per batch of an evaluation that may stop early (--until)
+HELD_OUT_SEED_OFFSET = 1_000_003  # plus the run's seed: held-out sequences, apart from the training stream
 
 
 class TrainingDiverged(RuntimeError):
@@ -56,10 +62,12 @@ class StepStats:
     examples_per_s: float
     seconds: float  # wall-clock training time so far (evaluation excluded)
     accuracy: float | None = None  # held-out exact match, on evaluation steps only
+    eval_n: int | None = None  # examples that evaluation measured
+    eval_complete: bool = True  # False: it stopped early, once --until was out of reach
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if v is not None}
-        return d
+        """The step's own numbers (an evaluation is reported on its own)."""
+        return {k: getattr(self, k) for k in ("step", "loss", "grad_norm", "lr", "examples_per_s", "seconds")}
 
 
 class Trainer:
@@ -100,6 +108,9 @@ class Trainer:
         self.until_reached_at: int | None = None  # the step whose evaluation met cfg.until
         self.eval_seconds = 0.0  # spent in this run's evaluations (not part of `seconds`)
         self.lr_restart: tuple[int, float] | None = None  # see TrainConfig.lr_at
+        self.listeners: tuple[RunListener, ...] = ()  # of the run in progress (see run())
+        self.run_seconds = 0.0  # wall time of this process's runs: steps, evaluations, snapshots
+        self.run_steps = 0  # steps this process's runs took
 
     @property
     def done(self) -> bool:
@@ -108,6 +119,17 @@ class Trainer:
     @property
     def seconds_this_run(self) -> float:
         return self.seconds - self.seconds_at_start
+
+    @property
+    def heldout_seed(self) -> int:
+        """The seed of the run's held-out evaluations (fresh sequences never trained on)."""
+        return self.cfg.seed + HELD_OUT_SEED_OFFSET
+
+    @property
+    def steps_per_s(self) -> float:
+        """Steps a wall-clock second of this process's runs, evaluations and snapshots included
+        (pauses not): what the remaining steps will take."""
+        return self.run_steps / self.run_seconds if self.run_seconds > 0 else 0.0
 
     def next_batch(self) -> Batch:
         if self._sampler is not None:
@@ -154,9 +176,10 @@ class Trainer:
         self.history.record_step(step, loss_value, lr, norm_value, stats.examples_per_s, self.seconds)
         if self.cfg.eval_every and (step % self.cfg.eval_every == 0 or step == self.cfg.steps):
             # Before the last step, an evaluation that cannot reach --until stops early.
-            accuracy = self.evaluate(stop_below=self.cfg.until if step < self.cfg.steps else 0.0).accuracy
-            stats = dataclasses.replace(stats, accuracy=accuracy)
-            if self.cfg.until and accuracy >= self.cfg.until and self.until_reached_at is None:
+            result = self.evaluate(stop_below=self.cfg.until if step < self.cfg.steps else 0.0)
+            stats = dataclasses.replace(stats, accuracy=result.accuracy, eval_n=result.n,
+                                        eval_complete=result.complete)
+            if self.cfg.until and result.accuracy >= self.cfg.until and self.until_reached_at is None:
                 self.until_reached_at = step
         if snapshot_due(step, self.cfg.steps) or self.done:
             self.snapshot()
@@ -167,6 +190,8 @@ class Trainer:
         result = probe(self.model, self.task, self.probe_batch)
         self.history.record_snapshot(self.step_count, result.src, result.target,
                                      result.cross_attention)  # (L, h, T, S)
+        for listener in self.listeners:
+            listener.on_snapshot(self, self.step_count)
 
     def evaluate(self, n: int | None = None, seed: int | None = None,
                  stop_below: float = 0.0) -> EvalResult:
@@ -177,25 +202,34 @@ class Trainer:
         the batch that puts the target out of reach, so evaluations far from it cost little."""
         start = time.perf_counter()
         result = evaluate(self.model, self.task, n or self.cfg.eval_size,
-                          seed=self.cfg.seed + 1_000_003 if seed is None else seed,
+                          seed=self.heldout_seed if seed is None else seed,
                           batch_size=EARLY_STOP_BATCH if stop_below else 500,
                           teacher_forced=True, stop_below=stop_below)
         self.eval_seconds += time.perf_counter() - start
         self.last_accuracy = result.accuracy
         if n is None and seed is None:
-            self.history.record_eval(self.step_count, result.accuracy)
+            self.history.record_eval(self.step_count, result.accuracy, result.n, result.complete)
+            for listener in self.listeners:
+                listener.on_evaluation(self, result)
         return result
 
-    def run(self, callback: Callable[[StepStats], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> StepStats | None:
-        """Train until cfg.steps (or should_stop() is true); returns the last step's stats."""
+    def run(self, *listeners: RunListener, until_step: int | None = None) -> StepStats | None:
+        """Train until cfg.steps (or `until_step`, or a listener asks to stop); returns the last
+        step's stats. The listeners hear of every step, evaluation, snapshot and save meanwhile."""
         stats = None
-        while not self.done:
-            if should_stop is not None and should_stop():
-                break
-            stats = self.train_step()
-            if callback is not None:
-                callback(stats)
+        self.listeners = listeners
+        try:
+            while not self.done and (until_step is None or self.step_count < until_step):
+                if any([listener.stop_requested(self) for listener in listeners]):  # each asked
+                    break
+                start = time.perf_counter()
+                stats = self.train_step()
+                self.run_seconds += time.perf_counter() - start
+                self.run_steps += 1
+                for listener in listeners:
+                    listener.on_step(self, stats)
+        finally:
+            self.listeners = ()
         return stats
 
     # -- saving and resuming -------------------------------------------------------------------
@@ -229,7 +263,7 @@ class Trainer:
                 state[f"optim.{names[id(p)]}.{key}"] = torch.as_tensor(value).clone()
         return state
 
-    def save(self, path, resumable: bool = True):
+    def save(self, path, resumable: bool = True) -> Path:
         """Atomic save; with resumable, the file carries what resume() needs."""
         extra = {}
         if resumable:
@@ -240,39 +274,32 @@ class Trainer:
                                        "lr_restart": self.lr_restart,
                                        **({"data": self._sampler.state()[0]} if self._sampler else {})}),
             }
-        return save_checkpoint(path, self.model, self.task, self.summary(),
-                               self.state_tensors() if resumable else None, extra, history=self.history)
+        saved = save_checkpoint(path, self.model, self.task, self.summary(),
+                                self.state_tensors() if resumable else None, extra, history=self.history)
+        for listener in self.listeners:
+            listener.on_save(self, saved, resumable)
+        return saved
 
     @classmethod
-    def resume(cls, path, train_cfg: TrainConfig | None = None) -> Trainer:
-        """Continue a run from a resumable checkpoint. A train_cfg, if given, must match the
-        saved one except for `steps`, `device`, `eval_every`, `eval_size` and `until`.
+    def resume(cls, path, train_cfg: TrainConfig | None = None,
+               model_cfg: ModelConfig | None = None) -> Trainer:
+        """Continue a run from a resumable checkpoint. A train_cfg (and model_cfg), if given,
+        must match the saved ones except where core/training/resume.py's rule lets a run change.
 
         A different `steps` never raises the learning rate: a cosine run decays from the lr it had
         reached to its floor at the new `steps` (TrainConfig.lr_at's restart, docs/curves.md)."""
         ckpt = load_checkpoint(path)
-        if not ckpt.resumable:
+        saved = ckpt.train_config
+        if saved is None or not ckpt.resumable:
             raise CheckpointError(f"{path} holds no training state; it cannot be resumed")
         try:
-            saved_cfg = TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
-            planned_steps = saved_cfg.steps
             trainer_info = json.loads(ckpt.metadata.get("trainer", "{}"))
             if not isinstance(trainer_info, dict):
                 raise ValueError("'trainer' is not an object")
         except (ValueError, TypeError, RecursionError) as e:
             raise CheckpointError(f"{path} has invalid training metadata: {e}") from None
-        if train_cfg is not None:
-            # The data file may have moved: its contents are checked below, not its name.
-            free = {"steps", "device", "eval_every", "eval_size", "until", "data", "valid"}
-            mismatched = [k for k, v in saved_cfg.to_dict().items()
-                          if k not in free and getattr(train_cfg, k) != v]
-            if mismatched:
-                k = mismatched[0]
-                raise CheckpointError(
-                    f"cannot resume {path}: its {k} is {getattr(saved_cfg, k)!r}, "
-                    f"the run asks for {getattr(train_cfg, k)!r}"
-                )
-            saved_cfg = saved_cfg.replace(**{k: getattr(train_cfg, k) for k in free})
+        planned_steps = saved.steps
+        saved_cfg = resumed_config(path, ckpt.model_config, saved, train_cfg, model_cfg)
         if saved_cfg.task == DATA_TASK:
             check_same_data(path, ckpt.task, saved_cfg)
         # The saved model config already has the bug's effects applied; apply_bug is idempotent.

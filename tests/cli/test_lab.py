@@ -57,15 +57,15 @@ def test_bad_lab_options_are_one_line_usage_errors(args, fragment):
 def test_ctrl_c_prints_the_runs_finished_so_far_and_exits_130(monkeypatch):
     import minitx.core.lab as lab
 
-    real, calls = lab._Run.step, []
+    real, calls = lab._Run.step_to, []
 
-    def then_ctrl_c(self):
+    def then_ctrl_c(self, step):
         calls.append(self.seed)
         if self.seed == 1:  # seed 0's two runs are done; Ctrl-C during seed 1's first step
             raise KeyboardInterrupt
-        return real(self)
+        return real(self, step)
 
-    monkeypatch.setattr(lab._Run, "step", then_ctrl_c)
+    monkeypatch.setattr(lab._Run, "step_to", then_ctrl_c)
     run = run_cli("lab", "baseline", "rms", *SMALL, "--seeds", "0,1", "--quiet")
     assert run.exit_code == 130
     assert "interrupted: 2 of 4 runs finished" in run.stderr

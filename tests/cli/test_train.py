@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -133,18 +136,22 @@ def test_the_progress_bar_keeps_step_loss_accuracy_and_eta_within_80_columns(mon
 
     from rich.console import Console
 
+    from minitx.core.training.evaluation import EvalResult
     from minitx.core.training.trainer import StepStats
     from minitx.tui.cli import common, train_progress
+    from minitx.tui.cli.output import QuietWhenClosed
 
     class FakeTrainer:
-        cfg = type("cfg", (), {"steps": 100000, "eval_size": 500})
-        step_count, last_accuracy = 0, None
+        cfg = type("cfg", (), {"steps": 100000, "eval_size": 500, "until": 0.0})
+        step_count, last_accuracy, steps_per_s = 54321, None, 50.0
 
     screen = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None, record=True)
     monkeypatch.setattr(common, "console", lambda *a, **k: screen)
-    reporter = train_progress.Reporter(FakeTrainer(), quiet=True, log_every=None, metrics=None, resume=False)
+    reporter = train_progress.Reporter(FakeTrainer(), QuietWhenClosed(io.StringIO()), quiet=True,
+                                       log_every=None, metrics=None, resume=False)
     reporter._start_bar()
-    reporter.update(StepStats(54321, 0.0000312, 0.5, 1e-3, 1000.0, 10.0, 0.998))
+    reporter.on_evaluation(FakeTrainer(), EvalResult(0.998, 500))
+    reporter.on_step(FakeTrainer(), StepStats(54321, 0.0000312, 0.5, 1e-3, 1000.0, 10.0, 0.998))
     reporter.progress.stop()
     shown = Console(file=io.StringIO(), width=80, color_system=None, record=True)
     shown.print(reporter.progress.get_renderable())
@@ -225,8 +232,8 @@ def test_the_modern_recipe_trains_every_modern_part_and_resumes(tmp_path):
     assert load_checkpoint(out).summary["steps"] == 4
 
 
-def _ctrl_c_after(step: int, monkeypatch) -> None:
-    """Make the next training run receive SIGINT (as from Ctrl-C) right after `step`."""
+def _ctrl_c_after(step: int, monkeypatch, signum: int = signal.SIGINT) -> None:
+    """Make the next training run receive SIGINT (as from Ctrl-C), or `signum`, right after `step`."""
     from minitx.core.training.trainer import Trainer
 
     original = Trainer.train_step
@@ -234,7 +241,7 @@ def _ctrl_c_after(step: int, monkeypatch) -> None:
     def step_then_ctrl_c(self):
         stats = original(self)
         if stats.step == step:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
         return stats
 
     monkeypatch.setattr(Trainer, "train_step", step_then_ctrl_c)
@@ -268,14 +275,57 @@ def test_resume_of_a_finished_run_asks_for_more_steps(tiny_ckpt):
     assert "--steps" in assert_one_line_error(run_cli("train", "--resume", tiny_ckpt))
 
 
-def test_ctrl_c_saves_a_resumable_checkpoint_and_exits_130(tmp_path, monkeypatch):
-    _ctrl_c_after(3, monkeypatch)
+@pytest.mark.parametrize(("signum", "code"),
+                         [(signal.SIGINT, 130), (signal.SIGHUP, 129), (signal.SIGTERM, 143)])
+def test_ctrl_c_a_hangup_or_sigterm_saves_a_resumable_checkpoint_and_exits_128_plus_the_signal(
+        tmp_path, monkeypatch, signum, code):
+    _ctrl_c_after(3, monkeypatch, signum)
     out = tmp_path / "stopped.safetensors"
     run = run_cli("train", *TINY, "--steps", "50", "--out", str(out))
-    assert run.exit_code == 130
+    assert run.exit_code == code
     assert str(out) in run.stderr and "--resume" in run.stderr
     ckpt = load_checkpoint(out)
     assert ckpt.resumable and ckpt.summary["steps"] == 3  # the step in flight finished
+
+
+MINITX = str(Path(sys.executable).with_name("minitx"))
+LOUD_TINY = [arg for arg in TINY if arg != "--quiet"]  # with its progress lines
+
+
+def test_a_real_hangup_from_a_dropped_ssh_session_saves_the_run(tmp_path):
+    out = tmp_path / "a.safetensors"
+    proc = subprocess.Popen([MINITX, "train", *LOUD_TINY, "--steps", "100000", "--log-every", "1",
+                             "--out", str(out), "--threads", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    while not proc.stdout.readline().startswith("step"):  # the description, then the first step
+        pass
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 129, err
+    assert load_checkpoint(out).resumable and str(out) in err
+
+
+def test_a_closed_output_pipe_quiets_the_progress_and_the_run_finishes_and_saves(tmp_path):
+    out = tmp_path / "v.safetensors"
+    proc = subprocess.Popen([MINITX, "train", *LOUD_TINY, "--steps", "60", "--log-every", "1",
+                             "--out", str(out), "--threads", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc.stdout.readline()  # `| head -1`: one line, then the reader is gone
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, err
+    assert load_checkpoint(out).summary["steps"] == 60
+    assert "standard output was closed" in err and str(out) in err and "Traceback" not in err
+
+
+def test_out_onto_an_existing_file_of_another_run_is_refused_without_force(tmp_path, tiny_ckpt):
+    taken = tmp_path / "taken.safetensors"
+    taken.write_bytes(Path(tiny_ckpt).read_bytes())
+    run = run_cli("train", *TINY, "--steps", "2", "--out", str(taken))
+    assert run.exit_code == 2 and "--force" in assert_one_line_error(run)
+    assert taken.read_bytes() == Path(tiny_ckpt).read_bytes()  # nothing was written
+    assert run_cli("train", *TINY, "--steps", "2", "--out", str(taken), "--force").exit_code == 0
+    assert load_checkpoint(taken).summary["steps"] == 2
 
 
 def test_save_every_writes_resumable_checkpoints_during_the_run(tmp_path, monkeypatch):
@@ -368,7 +418,7 @@ def test_without_out_each_run_gets_its_own_file_that_hides_no_bundled_model(tmp_
     for _ in range(2):
         assert run_cli("train", *TINY, "--steps", "2").exit_code == 0
     assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == [
-        "reverse-run.safetensors", "reverse-run2.safetensors"]
+        "reverse-run1.safetensors", "reverse-run2.safetensors"]
 
 
 def test_a_run_saved_under_a_bundled_name_is_told_how_to_reach_it(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import torch
 from minitx import checkpoints
 from minitx.core.checkpoint import load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.training.events import RunListener
 from minitx.core.training.history import MAX_POINTS, MAX_SNAPSHOTS, History, keep_indices
 from minitx.core.training.trainer import Trainer
 
@@ -29,10 +30,18 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+class Steps(RunListener):
+    def __init__(self, seen):
+        self.seen = seen
+
+    def on_step(self, trainer, stats):
+        self.seen.append(stats)
+
+
 def test_the_trainer_records_every_step_and_every_evaluation():
     trainer = Trainer(MODEL, TRAIN)
     seen = []
-    trainer.run(seen.append)
+    trainer.run(Steps(seen))
     h = trainer.history
     assert list(h.steps) == list(range(1, 41))
     steps, losses = h.series("loss")
@@ -141,8 +150,8 @@ def test_until_needs_evaluations():
 
 def _lrs(trainer: Trainer) -> list[float]:
     seen = []
-    trainer.run(lambda s: seen.append(s.lr))
-    return seen
+    trainer.run(Steps(seen))
+    return [s.lr for s in seen]
 
 
 @pytest.mark.parametrize("stop_at", [20, 40])  # interrupted mid-decay, and finished

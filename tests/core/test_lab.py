@@ -43,10 +43,10 @@ def test_a_run_trains_the_same_alone_or_in_turn_with_others_even_with_dropout():
     noisy = LabPlan(BASE_MODEL.replace(dropout=0.3), BASE_TRAIN, steps=3)
     alone = _Run(noisy, "rope", 3)
     together = [_Run(noisy, variant, 3) for variant in ("baseline", "rope", "gqa")]
-    for _ in range(3):
-        alone.step()
+    for step in range(1, 4):
+        alone.step_to(step)
         for run in together:
-            run.step()
+            run.step_to(step)
     a, b = alone.trainer.model.state_dict(), together[1].trainer.model.state_dict()
     assert all(torch.equal(a[name], b[name]) for name in a)
     assert alone.trainer.last_loss == together[1].trainer.last_loss

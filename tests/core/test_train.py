@@ -5,6 +5,7 @@ import torch
 
 from minitx.core.checkpoint import CheckpointError
 from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.training.events import RunListener
 from minitx.core.training.trainer import StepStats, Trainer, TrainingDiverged, resolve_device
 
 
@@ -22,19 +23,61 @@ def test_first_step_loss_of_the_reference_model_is_healthy():
     assert 2.5 < trainer.train_step().loss < 3.5
 
 
-def test_run_calls_back_every_step_and_evaluates_periodically(tiny_model_cfg, tiny_train_cfg):
-    trainer = Trainer(tiny_model_cfg, tiny_train_cfg.replace(steps=10, eval_every=5))
-    seen = []
-    trainer.run(seen.append)
-    assert [s.step for s in seen] == list(range(1, 11))
-    assert [s.step for s in seen if s.accuracy is not None] == [5, 10]
-    assert 0.0 <= seen[-1].accuracy <= 1.0
+class Recorder(RunListener):
+    """Every event of a run, in order; asks to stop once the trainer reaches `stop_at`, and saves
+    at `save_at`."""
+
+    def __init__(self, stop_at=None, save_at=None, path=None):
+        self.events, self.stop_at, self.save_at, self.path = [], stop_at, save_at, path
+
+    def on_step(self, trainer, stats):
+        self.events.append(("step", stats.step))
+        if stats.step == self.save_at:
+            trainer.save(self.path)
+
+    def on_evaluation(self, trainer, result):
+        self.events.append(("evaluation", trainer.step_count, result.n, result.complete))
+
+    def on_snapshot(self, trainer, step):
+        self.events.append(("snapshot", step))
+
+    def on_save(self, trainer, path, resumable):
+        self.events.append(("save", path.name, resumable))
+
+    def stop_requested(self, trainer):
+        return self.stop_at is not None and trainer.step_count >= self.stop_at
 
 
-def test_run_stops_when_asked(tiny_model_cfg, tiny_train_cfg):
+def test_run_tells_every_listener_of_each_step_evaluation_and_snapshot(tiny_model_cfg, tiny_train_cfg):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg.replace(steps=10, eval_every=5, eval_size=40))
+    first, second = Recorder(), Recorder()
+    last = trainer.run(first, second)
+    assert first.events == second.events
+    assert [e[1] for e in first.events if e[0] == "step"] == list(range(1, 11))
+    # the evaluation and snapshot of a step come before that step's own event
+    at = first.events.index
+    assert at(("step", 4)) < at(("evaluation", 5, 40, True)) < at(("step", 5))
+    assert ("evaluation", 10, 40, True) in first.events and ("snapshot", 10) in first.events
+    assert last.step == 10 and last.accuracy is not None and last.eval_n == 40
+
+
+def test_a_listener_asking_to_stop_ends_the_run_between_steps(tiny_model_cfg, tiny_train_cfg):
     trainer = Trainer(tiny_model_cfg, tiny_train_cfg)
-    trainer.run(should_stop=lambda: trainer.step_count >= 3)
-    assert trainer.step_count == 3
+    watcher = Recorder(stop_at=3)
+    trainer.run(Recorder(), watcher)
+    assert trainer.step_count == 3 and watcher.events[-1] == ("step", 3)
+    trainer.run(until_step=5)  # the same run goes on where it stopped
+    assert trainer.step_count == 5
+
+
+def test_a_save_during_a_run_is_an_event_and_a_save_outside_one_is_not(tiny_model_cfg, tiny_train_cfg,
+                                                                        tmp_path):
+    trainer = Trainer(tiny_model_cfg, tiny_train_cfg.replace(steps=4, eval_every=0))
+    recorder = Recorder(save_at=2, path=tmp_path / "mid.safetensors")
+    trainer.run(recorder)
+    assert ("save", "mid.safetensors", True) in recorder.events
+    trainer.save(tmp_path / "after.safetensors")
+    assert not any(e[0] == "save" and e[1] == "after.safetensors" for e in recorder.events)
 
 
 def test_training_lowers_the_loss(tiny_model_cfg, tiny_train_cfg):
@@ -72,7 +115,7 @@ def test_resuming_reproduces_the_uninterrupted_run_bit_exactly(tmp_path, tiny_mo
     straight.run()
 
     first = Trainer(model_cfg, cfg)
-    first.run(should_stop=lambda: first.step_count >= 5)
+    first.run(until_step=5)
     first.save(tmp_path / "run.safetensors")
     torch.manual_seed(999)  # disturb the global RNG: resume must restore it
     resumed = Trainer.resume(tmp_path / "run.safetensors", cfg)
@@ -127,7 +170,7 @@ def test_resuming_a_length_weighted_run_reproduces_it_bit_exactly(tmp_path, tiny
     straight = Trainer(tiny_model_cfg, cfg)
     straight.run()
     first = Trainer(tiny_model_cfg, cfg)
-    first.run(should_stop=lambda: first.step_count >= 4)
+    first.run(until_step=4)
     first.save(tmp_path / "run.safetensors")
     resumed = Trainer.resume(tmp_path / "run.safetensors", cfg)
     resumed.run()

@@ -292,7 +292,7 @@ def test_stopping_at_step_k_and_resuming_reproduces_the_uninterrupted_run(tmp_pa
     want = run_to_end(uninterrupted)
 
     first = Trainer(TINY, cfg)
-    first.run(should_stop=lambda: first.step_count >= stop_at)
+    first.run(until_step=stop_at)
     assert first.step_count == stop_at
     path = first.save(tmp_path / "stopped.safetensors")
     torch.manual_seed(999)  # whatever happens to the global RNG in between must not matter
@@ -307,7 +307,7 @@ def test_resume_without_the_saved_rng_state_would_differ(tmp_path):
     cfg = tiny_train(steps=12)
     want = run_to_end(Trainer(TINY, cfg))
     first = Trainer(TINY, cfg)
-    first.run(should_stop=lambda: first.step_count >= 5)
+    first.run(until_step=5)
     resumed = Trainer.resume(first.save(tmp_path / "stopped.safetensors"))
     torch.manual_seed(999)  # throw the restored dropout RNG away
     got = run_to_end(resumed)

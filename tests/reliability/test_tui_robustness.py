@@ -300,7 +300,7 @@ async def test_quitting_right_after_save_still_writes_a_loadable_checkpoint(tmp_
         await pilot.pause(0.2)
         step = train.trainer.step_count
         await press(pilot, "w", "q")  # save, and quit before it can be acknowledged
-    target = tmp_path / "minitx-reverse-run1.safetensors"
+    target = tmp_path / "reverse-run1.safetensors"
     deadline = time.monotonic() + 20
     while not target.exists() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
@@ -383,4 +383,4 @@ async def test_opening_a_checkpoint_while_training_loads_it_and_training_goes_on
         await press(pilot, "u")
         await wait_for(pilot, lambda: app.current.model is train.trainer.model, "hand-over")
         assert not unexpected(seen), unexpected(seen)
-    assert len(list(tmp_path.glob("minitx-reverse-run*.safetensors"))) == 1
+    assert len(list(tmp_path.glob("reverse-run*.safetensors"))) == 1

@@ -55,7 +55,7 @@ async def test_every_quit_key_while_training_asks_and_s_saves_a_resumable_checkp
         await pilot.press("s")
         await wait_for(pilot, lambda: app._exit, "the app to close")
         step = screen.current_run.saved_step
-    path = tmp_path / "minitx-reverse-run1.safetensors"
+    path = tmp_path / "reverse-run1.safetensors"
     assert step and resumable_steps(path) == step
     assert app.return_code == 0
     said = capsys.readouterr().err
@@ -86,7 +86,7 @@ async def test_quit_asks_nothing_once_the_run_is_saved(tmp_path):
         await pilot.press("q")
         await wait_for(pilot, lambda: app._exit, "the app to close")
         assert not isinstance(app.screen, ChoiceDialog)
-    assert resumable_steps(tmp_path / "minitx-reverse-run1.safetensors") == screen.trainer.step_count
+    assert resumable_steps(tmp_path / "reverse-run1.safetensors") == screen.trainer.step_count
 
 
 @pytest.mark.asyncio
@@ -101,17 +101,17 @@ async def test_a_closed_terminal_or_sigterm_saves_the_run_and_says_where(tmp_pat
         os.kill(os.getpid(), number)
         await wait_for(pilot, lambda: app._exit, "the app to close")
         step = screen.current_run.saved_step
-    assert step and resumable_steps(tmp_path / "minitx-reverse-run1.safetensors") == step
+    assert step and resumable_steps(tmp_path / "reverse-run1.safetensors") == step
     assert signal.getsignal(number) in (signal.SIG_DFL, signal.default_int_handler)  # handed back
 
 
 @pytest.mark.asyncio
 async def test_runs_are_numbered_past_files_an_earlier_session_left(tmp_path):
-    (tmp_path / "minitx-reverse-run1.safetensors").write_bytes(b"an earlier session's run")
+    (tmp_path / "reverse-run1.safetensors").write_bytes(b"an earlier session's run")
     app = app_saving_to(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
-        assert screen.save_path.name == "minitx-reverse-run2.safetensors"
+        assert screen.save_path.name == "reverse-run2.safetensors"
         fill_form(screen, steps="20")
         await pilot.press("space")
         await wait_for(pilot, lambda: screen.state == "finished", "the run")
@@ -121,7 +121,7 @@ async def test_runs_are_numbered_past_files_an_earlier_session_left(tmp_path):
         await pilot.press("space")  # saved: a new run starts without a question
         await wait_for(pilot, lambda: screen.current_run.number == 3, "run 3")
         await wait_for(pilot, lambda: screen.state == "finished", "run 3 to finish")
-    assert (tmp_path / "minitx-reverse-run1.safetensors").read_bytes() == b"an earlier session's run"
+    assert (tmp_path / "reverse-run1.safetensors").read_bytes() == b"an earlier session's run"
 
 
 @pytest.mark.asyncio
@@ -141,7 +141,7 @@ async def test_space_after_an_unsaved_run_asks_and_neither_answer_replaces_the_e
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog), "the question")
         await pilot.press("s")  # save run 1, then start run 2
         await wait_for(pilot, lambda: screen.current_run.number == 2, "run 2")
-        assert resumable_steps(tmp_path / "minitx-reverse-run1.safetensors") == 20
+        assert resumable_steps(tmp_path / "reverse-run1.safetensors") == 20
         await wait_for(pilot, lambda: screen.state == "finished", "run 2 to finish")
         assert app.current is explored  # only u hands a run to Explore
 
@@ -206,3 +206,19 @@ async def test_the_form_resumes_the_open_checkpoints_run_from_its_saved_step(tmp
         assert screen.current_run.first_step == 12 and screen.trainer.step_count == 20
         assert screen.trainer.cfg.seed == 7 and screen.trainer.task.name == "copy"
         assert screen.current_run.unsaved_steps == 8
+
+
+@pytest.mark.asyncio
+async def test_the_app_and_the_command_line_name_a_runs_file_the_same_way(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from minitx.tui.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--d-model", "16", "--heads", "2", "--layers", "1", "--steps", "2", "--eval-every", "0", "-q"]
+    assert CliRunner().invoke(main, ["train", *tiny]).exit_code == 0
+    assert [p.name for p in tmp_path.glob("*.safetensors")] == ["reverse-run1.safetensors"]
+    app = app_saving_to(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        assert screen.save_path == tmp_path / "reverse-run2.safetensors"  # the next of the same names

@@ -156,10 +156,10 @@ async def test_save_writes_a_loadable_checkpoint_and_says_where(tmp_path):
         fill_form(screen, steps="30")
         await pilot.press("space")
         await wait_for(pilot, lambda: screen.state == "finished", "the run to finish")
-        path = tmp_path / "minitx-reverse-run1.safetensors"
+        path = tmp_path / "reverse-run1.safetensors"
         assert screen.save_path == path
         note = str(screen.query_one("#form-note", Static).render())
-        assert str(path) in note or "minitx-reverse-run1.safetensors" in note  # said before saving
+        assert str(path) in note or "reverse-run1.safetensors" in note  # said before saving
         assert not path.exists()
         await pilot.press("w")
         await wait_for(pilot, lambda: path.exists(), "the file")

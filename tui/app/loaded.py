@@ -84,15 +84,13 @@ def load_checkpoint_record(name_or_path: str):
 
 
 def saved_train_config(ckpt) -> TrainConfig | None:
-    """The TrainConfig a checkpoint was written with, or None (an exported file, or metadata
-    that does not read as one: a file is untrusted)."""
-    import json
-
-    from minitx.core.config import TrainConfig
+    """How the file's run was trained, or None (an exported file, or metadata that does not read
+    as a TrainConfig: the file is untrusted, and the app offers no `like`/`resume` then)."""
+    from minitx.core.checkpoint import CheckpointError
 
     try:
-        return TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
-    except (KeyError, ValueError, TypeError, RecursionError):
+        return ckpt.train_config
+    except CheckpointError:
         return None
 
 

@@ -1,8 +1,9 @@
 """One training run of the Train screen, as the screen's thread worker runs it.
 
-The run owns the Trainer. Between two steps it looks for requests from the UI thread (pause,
-stop, save, the app closing) and at most ten times a second posts a Progress message; it never
-touches a widget. Nothing here imports torch at module level.
+The run owns the Trainer and listens to its run (core.training.trainer.RunListener's hooks):
+before each step it takes requests from the UI thread (pause, stop, save, the app closing), and
+after steps it posts a Progress message at most ten times a second; it never touches a widget.
+Nothing here imports torch at module level, so the listener's hooks are duck-typed.
 """
 
 from __future__ import annotations
@@ -14,17 +15,13 @@ from pathlib import Path
 
 from textual.message import Message
 
+from minitx.core.training.run_files import run_name
 from minitx.tui.app.messages import Progress, RunEnded, RunStarted, Saved
 from minitx.tui.render.numbers import short_count
 
 POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
 PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes), at least
 PROBE_SHARE = 0.05  # and at most this share of the worker's time: a big model's probe is slow
-
-
-def run_name(train_cfg) -> str:
-    """What a run is called: its task, or its data file's name (the task is then "data")."""
-    return Path(train_cfg.data).stem if train_cfg.data else train_cfg.task
 
 
 def save(trainer, path: str) -> Saved:
@@ -37,19 +34,6 @@ def save(trainer, path: str) -> Saved:
         return Saved(error=str(e))
     except Exception as e:  # noqa: BLE001 - a message, never a traceback
         return Saved(error=f"save failed: {type(e).__name__}: {e}")
-
-
-def run_path(folder: str | Path, task: str, number: int) -> Path:
-    return Path(folder) / f"minitx-{task}-run{number}.safetensors"
-
-
-def next_run_number(folder: str | Path, task: str, after: int) -> int:
-    """The first run number above `after` whose file does not exist yet: a new session's run 1
-    never overwrites an earlier session's."""
-    number = after + 1
-    while run_path(folder, task, number).exists():
-        number += 1
-    return number
 
 
 class TrainingRun:
@@ -78,7 +62,7 @@ class TrainingRun:
         return self.trainer.step_count - max(self.first_step, self.saved_step or 0)
 
     def train(self, cancelled: Callable[[], bool]) -> None:
-        """The worker's whole job: build the Trainer, step until done, stopped or cancelled."""
+        """The worker's whole job: build the Trainer, run it until done, stopped or cancelled."""
         try:
             self._train(cancelled)
         finally:
@@ -91,62 +75,74 @@ class TrainingRun:
         from minitx.tui.app.loaded import describe_model
 
         # minitx's default leaves a core to the UI thread: torch's threads on every core starve
-        # the terminal (measured on 2 cores: keys lagged, steps ran 3x slower on 2 threads).
+        # the terminal (docs/performance.md).
         set_threads()
-        model_cfg, train_cfg = self.model_cfg, self.train_cfg
-        trainer = Trainer.resume(self.resume_from, train_cfg) if self.resume_from \
-            else Trainer(model_cfg, train_cfg)
+        trainer = Trainer.resume(self.resume_from, self.train_cfg) if self.resume_from \
+            else Trainer(self.model_cfg, self.train_cfg)
         self.first_step = trainer.step_count
         self.trainer = trainer
         params = parameter_breakdown(trainer.model)["total"]
         self.post(RunStarted(f"{self.name} · {trainer.model_cfg.norm}-norm · "
                              f"{short_count(params)} params · {trainer.device.type}"))
-        pending: list[float] = []
-        accuracy = None
-        last_post = last_probe = 0.0
-        probe_interval = PROBE_INTERVAL
-        started, first_step = time.monotonic(), trainer.step_count
-        paused_for = 0.0
-        stats = posted = None
-        while not trainer.done:
-            self._save_if_asked(trainer)  # before the cancel check: quitting keeps a save
-            if cancelled():
-                return  # the app is closing: nothing more to say
-            if self.stop.is_set():
-                break
-            if self.paused.is_set():
-                time.sleep(0.05)
-                paused_for += 0.05
-                continue
-            stats = trainer.train_step()
-            pending.append(stats.loss)
-            accuracy = stats.accuracy if stats.accuracy is not None else accuracy
-            now = time.monotonic()
-            if now - last_post < POST_INTERVAL and not trainer.done:
-                continue
-            probe = None
-            if now - last_probe >= probe_interval or trainer.done:
-                probe, last_probe = self.probe(trainer), time.monotonic()
-                # measured: a 48-head model's probe after every 1 s step held the app's
-                # training to 60% of headless
-                probe_interval = max(PROBE_INTERVAL, (last_probe - now) / PROBE_SHARE)
-            elapsed = max(1e-6, now - started - paused_for)
-            rate = (stats.step - first_step) / elapsed
-            posted = Progress(
-                stats.step, train_cfg.steps, pending, stats.loss, stats.grad_norm, stats.lr, rate,
-                (train_cfg.steps - stats.step) / max(rate, 1e-6), accuracy, probe)
-            self.post(posted)
-            pending, last_post = [], time.monotonic()
-        if stats is not None and (posted is None or posted.step != stats.step):
-            # The steps since the last message, so the screen ends on the step the run ended on.
-            self.post(Progress(stats.step, train_cfg.steps, pending, stats.loss, stats.grad_norm,
-                               stats.lr, posted.steps_per_s if posted else 0.0, 0.0, accuracy))
+        self._cancelled, self._pending, self._accuracy = cancelled, [], None
+        self._last_post = self._last_probe = 0.0
+        self._probe_interval, self._posted = PROBE_INTERVAL, None
+        trainer.run(self)
+        if cancelled():
+            return  # the app is closing: nothing more to say
+        if self._stats is not None and (self._posted is None or self._posted.step != self._stats.step):
+            self._post_progress(trainer, self._stats, probe=None)  # end on the step the run ended on
         self.halted.set()
         self._save_if_asked(trainer)
         record = describe_model(trainer.model, trainer.task, f"{self.name} · step {trainer.step_count}",
                                 train_config=trainer.cfg, steps=trainer.step_count,
                                 history=trainer.history)
         self.post(RunEnded(trainer.step_count, self.stop.is_set(), record))
+
+    # -- what the trainer's run tells (RunListener's hooks) ------------------------------------
+    _stats = None  # the last step's StepStats
+
+    def stop_requested(self, trainer) -> bool:
+        """Before each step: a save asked for, the app closing, stop; a pause waits here."""
+        while True:
+            self._save_if_asked(trainer)  # before the cancel check: quitting keeps a save
+            if self._cancelled() or self.stop.is_set():
+                return True
+            if not self.paused.is_set():
+                return False
+            time.sleep(0.05)
+
+    def on_step(self, trainer, stats) -> None:
+        self._stats = stats
+        self._pending.append(stats.loss)
+        if stats.accuracy is not None:
+            self._accuracy = stats.accuracy
+        now = time.monotonic()
+        if now - self._last_post < POST_INTERVAL and not trainer.done:
+            return
+        probe = None
+        if now - self._last_probe >= self._probe_interval or trainer.done:
+            probe, self._last_probe = self.probe(trainer), time.monotonic()
+            # a big model's probe is slow: it may take at most PROBE_SHARE of the worker's time
+            self._probe_interval = max(PROBE_INTERVAL, (self._last_probe - now) / PROBE_SHARE)
+        self._post_progress(trainer, stats, probe)
+
+    def on_evaluation(self, trainer, result) -> None:
+        pass  # the step that ran it carries its accuracy
+
+    def on_snapshot(self, trainer, step: int) -> None:
+        pass  # the history holds it; the timeline reads it once the run ends
+
+    def on_save(self, trainer, path, resumable: bool) -> None:
+        pass  # save_now() reports it, on whichever thread saved
+
+    def _post_progress(self, trainer, stats, probe) -> None:
+        rate = trainer.steps_per_s
+        self._posted = Progress(
+            stats.step, trainer.cfg.steps, self._pending, stats.loss, stats.grad_norm, stats.lr, rate,
+            (trainer.cfg.steps - stats.step) / max(rate, 1e-6), self._accuracy, probe)
+        self.post(self._posted)
+        self._pending, self._last_post = [], time.monotonic()
 
     def _save_if_asked(self, trainer) -> None:
         if self.save_to is not None:

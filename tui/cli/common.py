@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable
 
 import click
+
+_IMPORTED = time.perf_counter()  # early in every command: main imports this module at start-up
+
+
+def process_started() -> float:
+    """time.perf_counter()'s reading when this process started: from the kernel's record of the
+    process (Linux), else when the command line was imported (the interpreter's own start-up,
+    some tens of milliseconds, then goes uncounted)."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        started_ticks = int(fields[19])  # field 22 of the whole line: start time after boot, in ticks
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - started_ticks / os.sysconf("SC_CLK_TCK")
+        return time.perf_counter() - max(0.0, age)
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
 
 
 class LazyChoice(click.Choice):
@@ -108,8 +128,13 @@ def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu"):
         raise BadArgument(str(e)) from None
 
 
+def json_text(data) -> str:
+    """What --json prints: indented, tensors and paths made plain, no NaN."""
+    return json.dumps(data, indent=2, allow_nan=False, default=_jsonable)
+
+
 def echo_json(data) -> None:
-    click.echo(json.dumps(data, indent=2, allow_nan=False, default=_jsonable))
+    click.echo(json_text(data))
 
 
 def _jsonable(value):

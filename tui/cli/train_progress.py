@@ -1,13 +1,12 @@
 """What `minitx train` shows while it runs: a Rich progress bar on a terminal, plain log lines
-otherwise (or with --log-every), and the --metrics file."""
+otherwise (or with --log-every), and the --metrics file. The Reporter listens to the Trainer's
+run (core/training/events.py)."""
 
 from __future__ import annotations
 
 import json
-import sys
-import time
 
-import click
+from minitx.core.training.events import RunListener
 
 
 class Metrics:
@@ -18,11 +17,12 @@ class Metrics:
         self.file = open(path, "a" if resume else "w", encoding="utf-8") if path else None
 
     def write_step(self, stats) -> None:
-        row = {k: v for k, v in stats.to_dict().items() if k != "accuracy"}
-        self._write({"kind": "step", **row})
+        self._write({"kind": "step", **stats.to_dict()})
 
-    def write_eval(self, step: int, accuracy: float, n: int) -> None:
-        self._write({"kind": "eval", "step": step, "accuracy": accuracy, "n": n})
+    def write_eval(self, step: int, result) -> None:
+        """An evaluation: the examples it really measured, and whether it stopped early."""
+        self._write({"kind": "eval", "step": step, "accuracy": result.accuracy, "n": result.n,
+                     "complete": result.complete})
 
     def _write(self, row: dict) -> None:
         if self.file is not None:
@@ -52,6 +52,16 @@ def describe_run(trainer) -> str:
 def short_loss(value: float) -> str:
     """0.1523, or 3.1e-05 once four decimals would read 0.0000."""
     return f"{value:.4f}" if value >= 0.01 else f"{value:.1e}"
+
+
+def accuracy_text(accuracy: float, n: int, complete: bool, until: float) -> str:
+    """'acc 97.3%', or for an evaluation that stopped once --until was out of reach, what it
+    showed: 'acc <99.9% (stopped after 100)'; its accuracy over those few is no measurement."""
+    if complete:
+        return f"acc {accuracy:.1%}"
+    return f"acc <{until:.1%} (stopped after {n:,})"
+
+
 def _training_what(task) -> str:
     """'training reverse 4-10 · ', or a data file's summary on a line of its own (too long to
     share one with the model at 80 columns)."""
@@ -68,37 +78,38 @@ def task_summary(task) -> str:
     return f"{task.name} {task.min_len}-{task.max_len}" if task.exact_lengths else task.name
 
 
-def log_line(stats) -> str:
+def log_line(stats, until: float = 0.0) -> str:
     line = (
         f"step {stats.step:>6}  loss {short_loss(stats.loss)}  grad {stats.grad_norm:.3f}  "
         f"lr {stats.lr:.2e}  {stats.examples_per_s:,.0f} ex/s"
     )
     if stats.accuracy is not None:
-        line += f"  acc {stats.accuracy:.1%}"
+        line += "  " + accuracy_text(stats.accuracy, stats.eval_n or 0, stats.eval_complete, until)
     return line
 
 
 WIDE = 100  # columns from which the bar also shows grad norm, lr and speed
 
 
-class Reporter:
-    """Progress for one run: a Rich bar on a terminal, plain lines otherwise, plus metrics."""
+class Reporter(RunListener):
+    """Progress for one run: a Rich bar on a terminal, plain lines otherwise, plus metrics; all of
+    it written to `out` (tui/cli/output.py), which goes quiet if its reader goes away."""
 
-    def __init__(self, trainer, quiet: bool, log_every: int | None, metrics: str | None,
+    def __init__(self, trainer, out, quiet: bool, log_every: int | None, metrics: str | None,
                  resume: bool) -> None:
-        self.trainer = trainer
+        self.trainer, self.out = trainer, out
         self.quiet = quiet
-        self.plain = log_every is not None or not sys.stdout.isatty()
+        self.plain = log_every is not None or not out.isatty()
         self.log_every = log_every or 100
         self.metrics = Metrics(metrics, resume=resume)
         self.progress = None
+        self._evaluated = None  # an evaluation whose step's row is not written yet
         self.start_step = trainer.step_count
-        self.started = time.perf_counter()
-        self.last_accuracy = trainer.last_accuracy
+        self.last_accuracy = "" if trainer.last_accuracy is None else f"acc {trainer.last_accuracy:.1%}"
 
     def __enter__(self):
         if not self.quiet:
-            click.echo(describe_run(self.trainer))
+            self.out.write(describe_run(self.trainer) + "\n")
         if not self.quiet and not self.plain:
             self._start_bar()
         return self
@@ -116,18 +127,25 @@ class Reporter:
             or stats.step == self.trainer.cfg.steps
         )
 
-    def update(self, stats) -> None:
+    def on_step(self, trainer, stats) -> None:
         self.metrics.write_step(stats)
-        if stats.accuracy is not None:
-            self.evaluated(stats.step, stats.accuracy)
+        if self._evaluated is not None:  # after its step's row: a step row drops later evaluations
+            self.metrics.write_eval(stats.step, self._evaluated)
+            self._evaluated = None
         if self._logged(stats) and not self.quiet and self.plain:
-            click.echo(log_line(stats))
+            self.out.write(log_line(stats, trainer.cfg.until) + "\n")
         if self.progress is not None:
             self._advance(stats)
 
-    def evaluated(self, step: int, accuracy: float) -> None:
-        """An evaluation: the --metrics row (the Trainer's history has it already)."""
-        self.metrics.write_eval(step, accuracy, self.trainer.cfg.eval_size)
+    def on_evaluation(self, trainer, result) -> None:
+        """An evaluation in the run (its --metrics row follows its step's); the Trainer's history
+        has it already."""
+        self._evaluated = result
+        self.last_accuracy = accuracy_text(result.accuracy, result.n, result.complete, trainer.cfg.until)
+
+    def evaluated_after(self, trainer, result) -> None:
+        """The evaluation after the run ended, when its last step had none."""
+        self.metrics.write_eval(trainer.step_count, result)
 
     # -- the progress bar ------------------------------------------------------------------
     def _start_bar(self) -> None:
@@ -135,7 +153,7 @@ class Reporter:
 
         from minitx.tui.cli.common import console
 
-        out = console()
+        out = console(self.out)
         # Step count, loss, accuracy and ETA must stay visible at 80 columns: the bar shrinks
         # first, and grad norm, lr and speed only join on a wide terminal.
         self.wide = out.width >= WIDE
@@ -154,12 +172,19 @@ class Reporter:
         self.progress.start()
 
     def _advance(self, stats) -> None:
-        if stats.accuracy is not None:
-            self.last_accuracy = stats.accuracy
-        acc = f"  acc {self.last_accuracy:.1%}" if self.last_accuracy is not None else ""
+        acc = f"  {self.last_accuracy}" if self.last_accuracy else ""
         info = f"loss {short_loss(stats.loss)}{acc}"
         if self.wide:
-            elapsed = time.perf_counter() - self.started
-            speed = (stats.step - self.start_step) / elapsed if elapsed > 0 else 0.0
-            info += f"  grad {stats.grad_norm:.2f}  lr {stats.lr:.1e}  {speed:.0f} steps/s"
+            info += f"  grad {stats.grad_norm:.2f}  lr {stats.lr:.1e}  {self.trainer.steps_per_s:.0f} steps/s"
         self.progress.update(self.task_id, completed=stats.step, info=info)
+
+
+class SaveEvery(RunListener):
+    """--save-every N: a resumable checkpoint every N steps (not at the last: the end saves)."""
+
+    def __init__(self, path, every: int) -> None:
+        self.path, self.every = path, every
+
+    def on_step(self, trainer, stats) -> None:
+        if stats.step % self.every == 0 and stats.step < trainer.cfg.steps:
+            trainer.save(self.path, resumable=True)

@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.core.training.run_files import next_run_number, run_name, run_path
 from minitx.tui.app.chart_keys import CHART_BINDINGS, TIMELINE_BINDINGS, ChartKeys, TimelineKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.messages import (
@@ -34,7 +35,7 @@ from minitx.tui.app.messages import (
     RunStarted,
     Saved,
 )
-from minitx.tui.app.training import TrainingRun, next_run_number, run_name, run_path
+from minitx.tui.app.training import TrainingRun
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.titlebar import TitleBar
 from minitx.tui.app.widgets.train_form import SOURCE, Start, TrainForm, choice_values
@@ -95,9 +96,13 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
         run = self.current_run
         if run is not None and self.state not in ("idle", "failed"):
             return run.path
-        values = self.form.values()
-        data = (values.get("data") or "").strip()
-        name = Path(data).stem if data else values.get("task") or "reverse"  # as run_name() says
+        configs = self.form.validate()
+        if configs is not None:
+            name = run_name(configs[1])
+        else:  # a form that does not validate yet: what its task or data field says
+            values = self.form.values()
+            data = (values.get("data") or "").strip()
+            name = Path(data).stem if data else values.get("task") or "reverse"
         return run_path(self.app.save_dir, name, self.next_number(name))
 
     def next_number(self, task: str) -> int:

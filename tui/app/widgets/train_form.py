@@ -43,7 +43,6 @@ PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)", "
 OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
 CHOICES = ("task", "schedule", "norm", "norm_kind", "activation", "position_encoding",
            "device", "tokens")  # picked from lists core defines, not typed
-FREE_WHEN_RESUMING = ("steps", "device", "until")  # what Trainer.resume lets a continued run change
 RUN_KEYS = ("space", "x", "w", "u")  # never part of a form value, so they drive the run anywhere
 SPACED = ("probe_source", "data")  # values with spaces ('3 1 4'): there space types, and Enter starts
 
@@ -114,6 +113,14 @@ def field_texts(model_cfg, train_cfg) -> dict[str, str]:
     if model_cfg.kv_heads == model_cfg.n_heads:
         texts["kv_heads"] = ""  # multi-head: empty, so a new `heads` keeps one K/V head each
     return texts
+
+
+def free_when_resuming() -> set[str]:
+    """The fields a continued run may change: those of core's resume rule the form has."""
+    from minitx.core.options import train_options
+    from minitx.core.training.resume import FREE_ON_RESUME
+
+    return {name for name, field in train_options().items() if field in FREE_ON_RESUME and name in FIELDS}
 
 
 def checked_data_path(text: str) -> str:
@@ -190,10 +197,11 @@ class TrainForm(Grid):
         start = self.start
         if start is None:
             return
+        free = free_when_resuming()
         for name, text in field_texts(start.model, start.train).items():
             widget = self.query_one(f"#{name}")
             widget.value = text
-            widget.disabled = start.resume_path is not None and name not in FREE_WHEN_RESUMING
+            widget.disabled = start.resume_path is not None and name not in free
 
     def values(self) -> dict[str, str | None]:
         """Each field's text (a choice's value); None for an OPTIONAL field left empty."""

@@ -14,14 +14,27 @@ from pathlib import Path
 
 import click
 
+from minitx.core.training.events import RunListener
+from minitx.core.training.run_files import next_run_number, run_name, run_path
 from minitx.tui.cli import model_options
-from minitx.tui.cli.common import apply_threads, threads_option
-from minitx.tui.cli.train_progress import Reporter
+from minitx.tui.cli.common import (
+    BadArgument,
+    apply_threads,
+    json_text,
+    load_checkpoint_arg,
+    process_started,
+    threads_option,
+)
+from minitx.tui.cli.output import quiet_stderr, quiet_stdout
+from minitx.tui.cli.train_progress import Reporter, SaveEvery
 
 RUN_OPTIONS = [
     click.option("--out", "out", type=click.Path(dir_okay=False),
-                 help="Checkpoint to write. [default: TASK-run.safetensors, numbered so that no "
-                      "earlier run is overwritten; with --resume, that file]"),
+                 help="Checkpoint to write. [default: TASK-runN.safetensors, the first N no earlier "
+                      "run has; with --resume, that file]"),
+    click.option("--force", is_flag=True,
+                 help="Write over an existing --out file (without it, an existing file that is not "
+                      "the run being continued is refused)."),
     click.option("--save-every", type=click.IntRange(min=0), default=0,
                  help="Also save a resumable checkpoint every N steps (atomic). [default: off]"),
     click.option("--resume", type=click.Path(dir_okay=False),
@@ -61,72 +74,99 @@ def train_cmd(**opts) -> None:
 
     docs/training.md describes the recipes, docs/components.md the component switches
     (--norm-kind, --position-encoding, --activation swiglu, --kv-heads; `minitx lab` compares
-    them side by side), docs/data.md training on your own pairs. Ctrl-C saves a resumable
-    checkpoint (continue it with --resume) and exits with 130. The checkpoint keeps the run's
+    them side by side), docs/data.md training on your own pairs. Ctrl-C, a closed terminal
+    (SIGHUP) or SIGTERM saves a resumable checkpoint (continue it with --resume) and exits
+    with 130, 129 or 143; a closed output pipe only quiets the progress. The checkpoint keeps the run's
     curves and attention snapshots (minitx curves FILE draws them; docs/curves.md). On resume a
     larger --steps never raises the learning rate.
     """
     apply_threads(opts["threads"])
-    from minitx.core.training.trainer import Trainer, TrainingDiverged
+    from minitx.core.training.trainer import TrainingDiverged
 
-    if opts["resume"]:
-        if opts["recipe"]:
-            raise click.UsageError("--recipe cannot be combined with --resume: the run has its configs")
-        saved_model, saved_train = _saved_configs(opts["resume"])
-        model_cfg, train_cfg = model_options.configs(saved_model, saved_train, opts)
-        _refuse_model_changes(saved_model, model_cfg, opts["resume"])
-        trainer = Trainer.resume(opts["resume"], train_cfg)
-        out_path = Path(opts["out"] or opts["resume"])
-    else:
-        model_cfg, train_cfg = model_options.configs(*model_options.recipe_configs(opts["recipe"]), opts)
-        trainer = Trainer(model_cfg, train_cfg)
-        stem = Path(train_cfg.data).stem if train_cfg.data else train_cfg.task
-        out_path = Path(opts["out"]) if opts["out"] else unused_run_path(stem)
-    from minitx.core.checkpoint import check_writable
+    trainer, out_path = _prepare(opts)
+    out, err = quiet_stdout(), quiet_stderr()
+    if not opts["quiet"]:
+        for note in trainer.task.notes():  # a data file's skipped pairs, once
+            err.write(f"note: {note}\n")
+    reporter = Reporter(trainer, out, quiet=opts["quiet"] or opts["as_json"], log_every=opts["log_every"],
+                        metrics=opts["metrics"], resume=bool(opts["resume"]))
+    listeners = [reporter] + ([SaveEvery(out_path, opts["save_every"])] if opts["save_every"] else [])
+    loop_start = time.perf_counter()
+    with StopOnSignal() as signals, reporter:
+        try:
+            trainer.run(*listeners, signals)
+        except TrainingDiverged as e:  # the trainer kept the last good step: keep it on disk too
+            if trainer.step_count == 0:
+                raise
+            trainer.save(out_path, resumable=True)
+            raise click.ClickException(f"{e}; step {trainer.step_count} saved to {out_path}") from None
+        stopped = signals.caught is not None and not trainer.done
+        if not stopped and (trainer.last_accuracy is None or trainer.cfg.eval_every == 0):
+            reporter.evaluated_after(trainer, trainer.evaluate())  # the result always states it
+    if stopped:
+        trainer.save(out_path, resumable=True)
+        err.write(f"{signals.name} at step {trainer.step_count}/{trainer.cfg.steps}: resumable checkpoint "
+                  f"saved to {out_path} (continue: minitx train --resume {out_path})\n")
+        sys.exit(128 + signals.caught)
+    save_start = time.perf_counter()
+    trainer.save(out_path, resumable=True)
+    timings = {"startup": loop_start - process_started(), "loop": save_start - loop_start,
+               "training": trainer.seconds_this_run, "evaluation": trainer.eval_seconds,
+               "saving": time.perf_counter() - save_start}
+    _report_result(trainer, out_path, out, opts["as_json"], timings)
+    if out.gone:  # say where the result went, since stdout could not
+        err.write(f"note: standard output was closed ({out.closed_at}); the run went on to step "
+                  f"{trainer.step_count} and saved {out_path}\n")
 
-    check_writable(out_path)  # fail before training, not after minutes of it
+
+def _prepare(opts):
+    """(trainer, where it saves) from the options, before any training: every problem with
+    the options, the files or the saved run is a usage error (exit 2)."""
+    from minitx.core.checkpoint import CheckpointError, check_writable
+    from minitx.core.training.trainer import Trainer
+
+    try:
+        if opts["resume"]:
+            if opts["recipe"]:
+                raise click.UsageError("--recipe cannot be combined with --resume: the run has its configs")
+            saved = load_checkpoint_arg(opts["resume"])  # cannot be found or read: exit 2
+            saved_model, saved_train = saved.model_config, saved.train_config
+            if saved_train is None or not saved.resumable:
+                raise CheckpointError(f"{opts['resume']} holds no training state (an exported file?); "
+                                      "it cannot be resumed")
+            model_cfg, train_cfg = model_options.configs(saved_model, saved_train, opts)
+            trainer = Trainer.resume(opts["resume"], train_cfg, model_cfg)
+            out_path = Path(opts["out"] or opts["resume"])
+        else:
+            model_cfg, train_cfg = model_options.configs(*model_options.recipe_configs(opts["recipe"]), opts)
+            trainer = Trainer(model_cfg, train_cfg)
+            out_path = Path(opts["out"]) if opts["out"] else \
+                run_path(".", run_name(trainer.cfg), next_run_number(".", run_name(trainer.cfg)))
+        check_writable(out_path)  # fail before training, not after minutes of it
+        _refuse_to_overwrite(out_path, opts)
+        if opts["metrics"]:
+            check_writable(Path(opts["metrics"]))
+    except (CheckpointError, ValueError) as e:
+        if isinstance(e, click.ClickException):
+            raise
+        raise BadArgument(str(e)) from None
     if trainer.done:
         raise click.UsageError(
             f"the run is already at step {trainer.step_count} of {trainer.cfg.steps}; "
             "pass a larger --steps to continue it"
         )
     _warn_if_shadowed(out_path)
-    if not opts["quiet"]:
-        for note in trainer.task.notes():  # a data file's skipped pairs, once
-            click.echo(f"note: {note}", err=True)
-    reporter = Reporter(trainer, quiet=opts["quiet"] or opts["as_json"], log_every=opts["log_every"],
-                        metrics=opts["metrics"], resume=bool(opts["resume"]))
-    loop_start = time.perf_counter()
-    try:
-        interrupted = _run(trainer, reporter, out_path, opts["save_every"])
-    except TrainingDiverged as e:  # the trainer kept the last good step: keep it on disk too
-        if trainer.step_count == 0:
-            raise
-        trainer.save(out_path, resumable=True)
-        raise click.ClickException(f"{e}; step {trainer.step_count} saved to {out_path}") from None
-    if interrupted:
-        trainer.save(out_path, resumable=True)
-        click.echo(
-            f"Interrupted at step {trainer.step_count}/{trainer.cfg.steps}; resumable checkpoint "
-            f"saved to {out_path} (continue: minitx train --resume {out_path})",
-            err=True,
-        )
-        sys.exit(130)
-    save_start = time.perf_counter()
-    trainer.save(out_path, resumable=True)
-    timings = {"loop": save_start - loop_start, "training": trainer.seconds_this_run,
-               "evaluation": trainer.eval_seconds, "saving": time.perf_counter() - save_start}
-    _report_result(trainer, out_path, opts["as_json"], timings)
+    return trainer, out_path
 
 
-def unused_run_path(task: str, folder: Path = Path(".")) -> Path:
-    """TASK-run.safetensors, or TASK-run2, -run3, ... when that exists: a run without --out
-    never overwrites an earlier one, and its name never hides a bundled model's."""
-    for n in range(1, 10_000):
-        path = folder / f"{task}-run{n if n > 1 else ''}.safetensors"
-        if not path.exists():
-            return path
-    raise click.UsageError(f"every {task}-runN.safetensors name is taken here; give --out")
+def _refuse_to_overwrite(path: Path, opts) -> None:
+    """An existing file is written over only when it is the run being continued, or with --force."""
+    if not path.exists() or opts["force"]:
+        return
+    if opts["resume"] and path.resolve() == Path(opts["resume"]).resolve():
+        return
+    raise click.BadParameter(f"{path} exists already (another run's file?); give --force to write over it, "
+                             "or another --out", param_hint="--out")
 
 
 def _warn_if_shadowed(path: Path) -> None:
@@ -141,75 +181,49 @@ def _warn_if_shadowed(path: Path) -> None:
         )
 
 
-def _saved_configs(path: str):
-    """The model and training configs a resumable checkpoint was written with."""
-    import json
+class StopOnSignal(RunListener):
+    """Ctrl-C, a closed terminal (SIGHUP) or a scheduler's SIGTERM stops the run between two
+    steps: the step in flight finishes, so the weights and optimiser state it saves agree. A
+    second Ctrl-C interrupts at once."""
 
-    from minitx.core.checkpoint import CheckpointError
-    from minitx.core.config import TrainConfig
-    from minitx.tui.cli.common import load_checkpoint_arg
+    SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM")
+    NAMES = {"SIGINT": "Interrupted", "SIGHUP": "Hung up", "SIGTERM": "Terminated"}
 
-    ckpt = load_checkpoint_arg(path)  # one that cannot be found or read: exit 2, like other commands
-    if not ckpt.resumable:
-        raise CheckpointError(f"{path} holds no training state (an exported file?); it cannot be resumed")
-    try:
-        train_cfg = TrainConfig.from_dict(json.loads(ckpt.metadata["train_config"]))
-    except (ValueError, TypeError) as e:
-        raise CheckpointError(f"{path} has invalid training metadata: {e}") from None
-    return ckpt.model_config, train_cfg
+    def __init__(self) -> None:
+        self.caught: int | None = None  # the signal's number
+        self.name = ""
+        self._previous: dict[int, object] = {}
 
+    def __enter__(self):
+        for name in self.SIGNALS:
+            number = getattr(signal, name, None)
+            if number is None:
+                continue
+            try:
+                self._previous[number] = signal.signal(number, self._caught)
+            except ValueError:  # not the main thread: signals cannot reach us anyway
+                pass
+        return self
 
-def _refuse_model_changes(saved, asked, path) -> None:
-    from minitx.core.checkpoint import CheckpointError
+    def __exit__(self, *exc) -> None:
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
 
-    for key, value in saved.to_dict().items():
-        if getattr(asked, key) != value:
-            raise CheckpointError(
-                f"cannot resume {path}: its model {key} is {value!r}, the run asks for "
-                f"{getattr(asked, key)!r}"
-            )
+    def _caught(self, signum, frame) -> None:
+        if self.caught == signal.SIGINT and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C
+        if self.caught is None:
+            self.caught = signum
+            self.name = self.NAMES[signal.Signals(signum).name]
 
-
-def _run(trainer, reporter, out_path: Path, save_every: int) -> bool:
-    """Train to the end; True if Ctrl-C stopped it. The first Ctrl-C only sets a flag, so the
-    step in flight finishes and the saved weights and optimiser state are consistent; a second
-    Ctrl-C interrupts at once."""
-    stop = {"asked": False}
-
-    def on_sigint(signum, frame):
-        stop["asked"] = True
-        signal.signal(signal.SIGINT, previous)
-
-    previous = None
-    try:
-        previous = signal.signal(signal.SIGINT, on_sigint)
-    except ValueError:  # not the main thread: Ctrl-C cannot reach us anyway
-        pass
-
-    def callback(stats):
-        reporter.update(stats)
-        if save_every and stats.step % save_every == 0 and stats.step < trainer.cfg.steps:
-            trainer.save(out_path, resumable=True)
-
-    try:
-        with reporter:
-            trainer.run(callback, should_stop=lambda: stop["asked"])
-            interrupted = stop["asked"] and not trainer.done
-            if not interrupted and (trainer.last_accuracy is None or trainer.cfg.eval_every == 0):
-                result = trainer.evaluate()  # the result always states the final accuracy
-                reporter.evaluated(trainer.step_count, result.accuracy)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-    return interrupted
+    def stop_requested(self, trainer) -> bool:
+        return self.caught is not None
 
 
-def _report_result(trainer, out_path: Path, as_json: bool, timings: dict[str, float]) -> None:
+def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[str, float]) -> None:
     summary = trainer.summary()
     if as_json:
-        from minitx.tui.cli.common import echo_json
-
-        echo_json(
+        out.write(json_text(
             {
                 "checkpoint": str(out_path),
                 "summary": summary,
@@ -220,17 +234,15 @@ def _report_result(trainer, out_path: Path, as_json: bool, timings: dict[str, fl
                 # where this run's time went: the loop holds training and evaluation
                 "timings": {k: round(v, 3) for k, v in timings.items()},
             }
-        )
+        ) + "\n")
         return
     acc, task = trainer.last_accuracy, trainer.task
     if trainer.until_reached_at is not None:
-        click.echo(f"reached {acc:.1%} exact match at step {trainer.until_reached_at} "
-                   f"(--until {trainer.cfg.until:.1%}; --steps allowed {trainer.cfg.steps})")
+        out.write(f"reached {acc:.1%} exact match at step {trainer.until_reached_at} "
+                  f"(--until {trainer.cfg.until:.1%}; --steps allowed {trainer.cfg.steps})\n")
     resumed = trainer.seconds_at_start > 0
     in_all = f" ({trainer.seconds:.0f} s in all)" if resumed else ""
     n = task.evaluation_count(trainer.cfg.eval_size)
-    click.echo(
-        f"final exact match {acc:.1%} on {n} {task.evaluated_on} "
-        f"· loss {summary['loss']:.4f} · {trainer.seconds_this_run:.0f} s this run{in_all}"
-    )
-    click.echo(f"saved {out_path} (resumable; `minitx export` makes a copy to share)")
+    out.write(f"final exact match {acc:.1%} on {n} {task.evaluated_on} "
+              f"· loss {summary['loss']:.4f} · {trainer.seconds_this_run:.0f} s this run{in_all}\n")
+    out.write(f"saved {out_path} (resumable; `minitx export` makes a copy to share)\n")

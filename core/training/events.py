@@ -1,0 +1,38 @@
+"""The events of a training run: what Trainer.run tells whoever watches it, in the manner of
+minGPT's trainer callbacks, named. A listener is told of each step, each evaluation, each probe
+snapshot and each save, and asked before every step whether to stop (where an app pauses, too).
+
+It imports nothing heavy, so the command line and the app can define listeners before torch
+has loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from minitx.core.training.evaluation import EvalResult
+    from minitx.core.training.trainer import StepStats, Trainer
+
+
+class RunListener:
+    """What a run tells whoever watches it. Every hook is optional (these defaults do nothing);
+    they run on the training thread, between steps, with the trainer in a consistent state."""
+
+    def on_step(self, trainer: Trainer, stats: StepStats) -> None:
+        """After every optimiser step (and its evaluation and snapshot, when it had them)."""
+
+    def on_evaluation(self, trainer: Trainer, result: EvalResult) -> None:
+        """After each of the run's held-out evaluations (result.complete: it measured them all)."""
+
+    def on_snapshot(self, trainer: Trainer, step: int) -> None:
+        """After each probe snapshot (the history holds it)."""
+
+    def on_save(self, trainer: Trainer, path: Path, resumable: bool) -> None:
+        """After the trainer wrote a checkpoint."""
+
+    def stop_requested(self, trainer: Trainer) -> bool:
+        """Asked before every step: True ends the run there. A listener may wait here (a paused
+        app); the time it waits is not the run's."""
+        return False
