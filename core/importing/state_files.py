@@ -91,7 +91,8 @@ def _read_torch(path: Path) -> object:
             warnings.simplefilter("ignore")  # torch's advice to trust the file: never taken here
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        found = re.search(r"GLOBAL ([\w.]+)", str(e))
+        # torch >= 2.4 says "Unsupported global: GLOBAL a.B", earlier ones "Unsupported class a.B"
+        found = re.search(r"(?:GLOBAL|Unsupported class) ([\w.]+)", str(e))
         if found:  # a class the restricted unpickler would have had to import and run
             raise ImportFileError(
                 f"{path} holds a pickled Python object ({found.group(1)}), not just tensors: it looks "

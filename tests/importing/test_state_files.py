@@ -121,6 +121,8 @@ BAD_FILES = {
     "empty file": (lambda p: p.write_bytes(b""), "neither a safetensors file nor a torch"),
     "truncated safetensors": (_truncated_safetensors, "not a valid safetensors file"),
     "corrupt safetensors header": (_bad_safetensors_header, "not a valid safetensors file"),
+    "header beyond the end": (lambda p: p.write_bytes(struct.pack("<Q", 10**6) + b'{"w": {}}'),
+                              "a truncated safetensors file (its header claims 1000000 bytes of 17)"),
     "truncated zip": (_truncated_zip, "not a valid torch file"),
     "truncated old pickle": (_truncated_old_pickle, "not a valid torch file"),
     "single tensor": (lambda p: _write(p, torch.zeros(3)), "a single tensor"),
