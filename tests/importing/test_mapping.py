@@ -22,7 +22,7 @@ from minitx.core.importing.mapping import (
     parse_mapping,
     read_mapping,
 )
-from minitx.core.model import Seq2Seq
+from minitx.core.model.transformer import Seq2Seq
 
 SHAPE = toy.Shape(d_model=16, heads=2, d_ff=24, encoder_layers=2, decoder_layers=3)
 LAYERS = {toy.TUTORIAL: (2, 3), toy.ANNOTATED: (2, 2)}  # the Annotated Transformer has one N
