@@ -53,6 +53,22 @@ def stream_hook(layer: nn.Module) -> StreamEdit | None:
     return active.get(id(layer)) if active else None  # type: ignore[return-value]
 
 
+def current_hooks() -> dict[int, object] | None:
+    """The hooks active here, to activate again later (a decoder that steps outside the block
+    where it was made: core/interp/decode.py's FullForwardDecoder)."""
+    return _ACTIVE.get()
+
+
+@contextmanager
+def hooks_restored(captured: dict[int, object] | None) -> Iterator[None]:
+    """Exactly the hooks `current_hooks()` returned, for this block."""
+    token = _ACTIVE.set(captured)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
 @contextmanager
 def hooks_active(hooks: dict[nn.Module, object]) -> Iterator[None]:
     """Activate hooks {module: HeadHook or StreamEdit} for this block, on top of any already

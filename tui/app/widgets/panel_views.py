@@ -33,7 +33,9 @@ class OtherViews:
             lens.show([])
             return
         fed = "<sos>" if r.index == 0 else vocab.label(s.results[r.index - 1].token)
-        top = r.lens.exp().topk(3, dim=-1)  # (layers, 3)
+        from minitx.core.interp.decode import emittable
+
+        top = emittable(r.lens, self.record.model.cfg).exp().topk(3, dim=-1)  # (layers, 3) of the emittable
         layers = [[(vocab.label(int(i)), float(p)) for p, i in zip(ps, idx)]
                   for ps, idx in zip(top.values, top.indices)]
         lens.show(layers, f"step {s.position}: fed {fed}, output {r.text}")
