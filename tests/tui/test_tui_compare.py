@@ -145,17 +145,17 @@ async def test_layer_and_head_keys_change_both_grids_and_the_summary_row(quick_s
     async with app.run_test(size=(100, 32)) as pilot:
         screen = await summary_ready(pilot)
         a = screen.panels["A"]
-        layer, head = a.layer_index, a.head_index
+        layer, head = a.session.layer_index, a.session.head_index
         assert (layer, head) == (1, 1)  # A's best head: L2 H2
         before = screen.panels["A"].grid.rows
         await pilot.press("right_square_bracket", "full_stop")
-        assert all((p.layer_index, p.head_index) == (0, 2) for p in screen.panels.values())
+        assert all((p.session.layer_index, p.session.head_index) == (0, 2) for p in screen.panels.values())
         for panel in screen.panels.values():
             assert str(panel.grid_box.border_subtitle) == "L1 H3"
         assert screen.panels["A"].grid.rows != before
         assert "alignment L1 H3" in str(screen.query_one("#summary", Static).render())
         await pilot.press("left_square_bracket", "comma")
-        assert all((p.layer_index, p.head_index) == (1, 1) for p in screen.panels.values())
+        assert all((p.session.layer_index, p.session.head_index) == (1, 1) for p in screen.panels.values())
         await pilot.press("number_sign")
         assert screen.panels["A"].grid.numbers
         assert "." in screen.query_one("#diff", DiffGrid).render().plain.splitlines()[1]

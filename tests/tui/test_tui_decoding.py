@@ -50,7 +50,7 @@ async def test_s_cycles_the_attention_kind_and_a_shows_or_hides_every_head_of_th
                            ("a", ("grid", "enc")), ("s", ("grid", "cross")),
                            ("l", ("lens", "cross")), ("s", ("grid", "self"))):  # s leaves the lens
             await pilot.press(key)
-            assert (panel.view_mode, panel.kind) == shown, key
+            assert (panel.session.view_mode, panel.session.kind) == shown, key
         assert panel.grid.display and not panel.heads.display
 
 

@@ -80,7 +80,8 @@ async def test_first_screen_shows_the_whole_decode_of_the_default_source_on_the_
         assert screen.stepper.finished
         assert screen.stepper.tokens[:5] == [5, 1, 4, 1, 3]
         scores = app.current.scores
-        assert scores[screen.panel.layer_index][screen.panel.head_index] == max(max(row) for row in scores)
+        session = screen.panel.session
+        assert scores[session.layer_index][session.head_index] == max(max(row) for row in scores)
         assert "✓ correct" in str(screen.panel.output.render())
 
 
@@ -170,15 +171,15 @@ async def test_layer_and_head_keys_cycle_and_wrap_around():
         screen = app.screen
         layers, heads = app.current.layers, app.current.heads
         panel = screen.panel
-        layer, head = panel.layer_index, panel.head_index
+        layer, head = panel.session.layer_index, panel.session.head_index
         await pilot.press("right_square_bracket")
-        assert panel.layer_index == (layer + 1) % layers
+        assert panel.session.layer_index == (layer + 1) % layers
         await pilot.press("left_square_bracket")
-        assert panel.layer_index == layer
+        assert panel.session.layer_index == layer
         await pilot.press(*["full_stop"] * heads)
-        assert panel.head_index == head
+        assert panel.session.head_index == head
         await pilot.press("comma")
-        assert panel.head_index == (head - 1) % heads
+        assert panel.session.head_index == (head - 1) % heads
         title = panel.grid_box.border_title
         assert f"L{layer + 1} H{(head - 1) % heads + 1}" in str(title)
 
