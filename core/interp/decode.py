@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from minitx.core.data.task import output_cap
 from minitx.core.data.vocab import Vocab
 from minitx.core.interp.interventions import Interventions, Recording
 from minitx.core.model.hooks import current_hooks, hooks_restored
@@ -30,11 +31,6 @@ def next_tokens(logits: torch.Tensor, cfg) -> torch.Tensor:
     return emittable(logits, cfg).argmax(dim=-1)
 
 
-def default_cap(model: Seq2Seq, src_len: int) -> int:
-    """Tokens to generate at most: the output plus EOS, and a little slack, within max_len."""
-    return min(model.cfg.max_len - 1, src_len + 2)
-
-
 def greedy_decode(
     model: Seq2Seq, src: torch.Tensor, max_new_tokens: int | None = None, use_cache: bool = True
 ) -> torch.Tensor:
@@ -46,7 +42,7 @@ def greedy_decode(
         # inference_mode skips autograd's bookkeeping per op (~15% of a batch-1 step); the clone
         # outside it hands back an ordinary tensor that any later computation may use.
         with torch.inference_mode():
-            cap = max_new_tokens or default_cap(model, src.shape[1])
+            cap = max_new_tokens or output_cap(src.shape[1], model.cfg.max_len)
             generated = _greedy_tokens(model, src, cap, use_cache)
         with torch.no_grad():
             return generated.clone()
@@ -190,7 +186,7 @@ class Stepper:
         self.src_ids = list(src_ids)
         self.top_k = top_k
         self.teacher = list(teacher) if teacher is not None else None
-        self.cap = len(self.teacher) if self.teacher else cap or default_cap(model, len(src_ids))
+        self.cap = len(self.teacher) if self.teacher else cap or output_cap(len(src_ids), model.cfg.max_len)
         self.forced = dict(forced or {})
         self._lens_record = Recording(heads=False)  # each step's residual streams: the logit lens
         self.interventions = interventions or Interventions()

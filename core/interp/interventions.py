@@ -115,6 +115,14 @@ def describe_heads(heads, n_heads: int | None = None) -> str:
     return ", ".join(names) or "none"
 
 
+def without_heads(name: str, heads, n_heads: int | None = None, kind: str = "") -> str:
+    """'reverse', or 'reverse without cross:L2' (with kind: '... (zero)'): what every report and
+    title calls a model with heads knocked out."""
+    if not heads:
+        return name
+    return f"{name} without {describe_heads(heads, n_heads)}" + (f" ({kind})" if kind else "")
+
+
 # ---------------------------------------------------------------------------------------------
 # What to record and what to patch
 

@@ -250,13 +250,10 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
 
     def _name_b(self) -> str:
         """B's name, and the heads knocked out of it."""
-        from minitx.core.interp.interventions import describe_heads
+        from minitx.core.interp.interventions import without_heads
 
-        panel = self.panels["B"]
-        if not panel.session.ablated:
-            return panel.session.record.name
-        session = panel.session
-        return f"{session.record.name} without {describe_heads(session.ablated, session.record.heads)}"
+        session = self.panels["B"].session
+        return without_heads(session.record.name, session.ablated, session.record.heads)
 
     # -- B as A with heads knocked out -----------------------------------------------------------
     def intervened_panels(self) -> list[DecodePanel]:

@@ -185,11 +185,9 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
             return
         info = app.current.summary if app.current is session.record else session.record.summary
         if session.ablated or session.teacher:  # what is done to the model matters more than its size
-            from minitx.core.interp.interventions import describe_heads
+            from minitx.core.interp.interventions import without_heads
 
-            info = session.record.name
-            if session.ablated:
-                info += f" without {describe_heads(session.ablated, session.record.heads)}"
+            info = without_heads(session.record.name, session.ablated, session.record.heads)
             if session.teacher:
                 info += " · teacher-forced"
         self.query_one(TitleBar).set_info(info)

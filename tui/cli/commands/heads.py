@@ -7,6 +7,7 @@ import click
 from minitx.tui.cli.common import (
     apply_threads,
     console,
+    core_choice,
     device_option,
     echo_json,
     json_option,
@@ -20,7 +21,8 @@ from minitx.tui.cli.common import (
 @click.command("heads", short_help="Per-head importance: each head ablated alone.")
 @click.argument("ckpt", required=False)
 @sample_options("Fresh random sequences each ablated model decodes.")
-@click.option("--kind", "kind", type=click.Choice(["zero", "mean"]), default="zero", show_default=True,
+@click.option("--kind", "kind", type=core_choice("interp.interventions", "ABLATIONS"), default="zero",
+              show_default=True,
               help="What an ablated head outputs: 0, or its mean over 256 fresh sources.")
 @click.option("--lengths", metavar="MIN-MAX", default=None,
               help="Source lengths. [default: the lengths it was trained on]")
