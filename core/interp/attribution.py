@@ -43,6 +43,11 @@ class Attribution:
     inputs_qk: dict[str, float] = field(default_factory=dict)  # the same with the QK fix
     saturation: dict[str, float] = field(default_factory=dict)  # cross head -> mean top weight
 
+    @property
+    def stream_all(self) -> dict[str, float]:
+        """Every position at once: linear, so the sum of the positions' estimates."""
+        return {name: sum(values) for name, values in self.streams.items()}
+
     def saturated(self) -> list[str]:
         return [name for name, top in self.saturation.items() if top >= SATURATED]
 
@@ -85,6 +90,15 @@ def agreement(exact: dict[str, float], estimate: dict[str, float], top: int = 3)
 def flat_streams(streams: dict[str, list[float]]) -> dict[str, float]:
     """{"enc:L1.resid": [per position]} -> {"enc:L1.resid@0": value, ...} (to compare)."""
     return {f"{name}@{p}": v for name, values in streams.items() for p, v in enumerate(values)}
+
+
+def agreements(exact, estimate: Attribution) -> dict[str, Agreement]:
+    """A PatchingResult against the estimate of the same pair: heads, stream positions, and the
+    cross-attention inputs with the plain estimate and with the QK fix."""
+    return {"heads": agreement(exact.heads, estimate.heads),
+            "streams": agreement(flat_streams(exact.streams), flat_streams(estimate.streams)),
+            "inputs": agreement(exact.inputs, estimate.inputs),
+            "inputs_qk": agreement(exact.inputs, estimate.inputs_qk)}
 
 
 def attribute(patcher: Patcher) -> Attribution:

@@ -167,12 +167,15 @@ class CircuitResult:
     empty_difference: float = 0.0  # LD with every head mean-ablated
     total_heads: int = 0
     total_edges: int = 0
+    candidate_edges: int = 0  # the edges among the kept heads, before the edges were pruned
+    measure: Faithfulness | None = None  # F of any other circuit on the same pairs (the app's)
 
     def to_dict(self) -> dict:
         return {
             "keep": self.keep, "pairs": self.n_pairs,
             "heads": sorted(str(h) for h in self.circuit.heads), "total_heads": self.total_heads,
             "edges": sorted(str(e) for e in self.circuit.edges), "total_edges": self.total_edges,
+            "candidate_edges": self.candidate_edges,
             "faithfulness": self.faithfulness, "heads_faithfulness": self.heads_faithfulness,
             "accuracy": self.accuracy, "model_accuracy": self.model_accuracy, "accuracy_n": self.accuracy_n,
             "model_difference": self.model_difference, "empty_difference": self.empty_difference,
@@ -236,4 +239,4 @@ def find_circuit(model: Seq2Seq, task, pairs: list[Pair], keep: float = KEEP,
     return CircuitResult(circuit, faithful(circuit), heads_faithfulness, accuracy, model_accuracy,
                          accuracy_n, keep, len(pairs), {str(h): s for h, s in scores.items()}, paths,
                          patcher.clean_difference, faithful.empty, len(heads),
-                         len(edges_among(model, heads)))
+                         len(edges_among(model, heads)), len(edges), faithful)

@@ -21,6 +21,7 @@ import torch
 from minitx.core.data.batch import Batch
 
 POOL_FACTOR = 4  # examples drawn per pair wanted: lengths spread, so groups need several each
+MIN_POOL = 64  # and at least this many, so even one pair finds two examples of a length
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def draw_pairs(task, n: int, seed: int, eos: int, min_len: int | None = None,
     """Up to n pairs from one seeded draw of the task's examples (see the module docstring).
     ValueError when no two examples share a source and answer length with different answers."""
     generator = torch.Generator().manual_seed(seed)
-    examples = _examples(task.batch(POOL_FACTOR * n, generator, min_len, max_len), eos)
+    examples = _examples(task.batch(max(POOL_FACTOR * n, MIN_POOL), generator, min_len, max_len), eos)
     groups: dict[tuple[int, int], list[tuple[list[int], list[int]]]] = {}
     for source, answer in examples:
         groups.setdefault((len(source), len(answer)), []).append((source, answer))

@@ -1,8 +1,10 @@
 """Activation patching: which activations carry what makes a model's answer right?
 
 Run a clean source and a corrupted one of the same length, copy one activation (a head's output,
-or the residual stream leaving a layer, at one or all positions) from the clean run into the
-corrupted one, and measure how much of the clean answer comes back.
+the residual stream leaving a layer, at one or all positions, or what one cross-attention head
+reads) from the clean run into the corrupted one, and measure how much of the clean answer comes
+back. Copying clean into corrupted asks whether the activation suffices to bring the answer
+back; copying corrupted into clean would ask whether it is needed.
 
 All runs are teacher-forced on the clean source's correct output, so they differ only in the
 source. The metric is the logit difference LD = logit(clean answer) - logit(corrupted answer),
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from minitx.core.interp.interventions import (
+    SIDES,
     Head,
     HeadInput,
     Interventions,
@@ -42,6 +45,7 @@ class PatchingResult:
     heads: dict[str, float] = field(default_factory=dict)  # "cross:L2.H1" -> fraction, all positions
     streams: dict[str, list[float]] = field(default_factory=dict)  # "enc:L1.resid" -> per position
     stream_all: dict[str, float] = field(default_factory=dict)  # "enc:L1.resid" -> all positions
+    inputs: dict[str, float] = field(default_factory=dict)  # "cross:L2.H1 K/V" -> what it reads
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -157,13 +161,18 @@ def patching_sweep(model: Seq2Seq, task, clean: list[int], corrupted: list[int],
     return sweep(Patcher(model, task, clean, corrupted), progress)
 
 
+def input_sites(model: Seq2Seq) -> list[HeadInput]:
+    """What each cross-attention head reads: its K/V input, its Q input."""
+    return [HeadInput(h, side) for h in all_heads(model, ("cross",)) for side in SIDES]
+
+
 def sweep(patcher: Patcher, progress: Callable[[int, int], None] | None = None) -> PatchingResult:
     """patching_sweep on a Patcher made any way (a drawn pair: core/interp/pairs.py); positions
-    are those of the longest pair."""
+    are those of the longest pair. Also each cross-attention head's two inputs, one at a time."""
     model = patcher.model
-    heads, streams = all_heads(model), streams_of(model)
+    heads, streams, inputs = all_heads(model), streams_of(model), input_sites(model)
     lengths = {"enc": patcher.batch.clean.shape[1], "dec": patcher.batch.clean_answer.shape[1]}
-    total = len(heads) + sum(lengths[s.stack] + 1 for s in streams)
+    total = len(heads) + sum(lengths[s.stack] + 1 for s in streams) + len(inputs)
     done = 0
 
     def tick() -> None:
@@ -185,5 +194,8 @@ def sweep(patcher: Patcher, progress: Callable[[int, int], None] | None = None) 
             tick()
         result.streams[str(stream)] = fractions
         result.stream_all[str(stream)] = patcher.recovered(patcher.patches([stream]))
+        tick()
+    for site in inputs:
+        result.inputs[str(site)] = patcher.recovered(patcher.patches([site]))
         tick()
     return result

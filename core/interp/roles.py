@@ -44,8 +44,8 @@ APPLIES = {  # kind -> the roles defined for it
     "cross": {"diagonal", "anti-diagonal", "first", "last", "broad", "expected", "identity"},
 }
 ROLE_FLOOR = 0.5
-ROLE_SEQUENCES = 128
-ROLE_SEED = 2718
+ROLE_SEQUENCES = 500  # as `minitx heads` measures importance: the same sequences
+ROLE_SEED = 1234
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import torch
 
 from minitx import checkpoints
 from minitx.core.interp.interventions import Head, Interventions
-from minitx.core.interp.roles import APPLIES, ROLES, HeadRoles, head_roles
+from minitx.core.interp.roles import APPLIES, ROLE_SEED, ROLES, HeadRoles, head_roles
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def test_every_head_has_a_score_for_each_role_of_its_kind_and_none_for_the_other
 def test_a_head_forced_to_uniform_attention_is_broad_and_one_forced_to_the_alignment_is_expected(models):
     ckpt = models["reverse"]
     uniform, aligned = Head("enc", 0, 1), Head("cross", 0, 0)
-    batch = ckpt.task.batch(64, torch.Generator().manual_seed(2718))
+    batch = ckpt.task.batch(64, torch.Generator().manual_seed(ROLE_SEED))
     forced = Interventions(patterns={uniform: "uniform", aligned: "expected"},
                            expected=ckpt.task.expected_alignment(batch))
     with forced.applied(ckpt.model):
