@@ -4,7 +4,7 @@ A circuit is a set of heads and a set of edges between them (core/interp/path_pa
 encoder or decoder self-attention head feeding one cross-attention head's K/V or Q input).
 Running the circuit alone, on the clean sources, teacher-forced on their answers:
 - every head outside it is mean-ablated (its output is its mean over the task's reference batch,
-  core/interp/interventions.py);
+  core/interp/interventions.py), or zero-ablated when asked (`ablation="zero"`);
 - an edge left out (both heads kept) is mean-ablated along that path only: the receiving head
   reads, on that side, what its block would read if the sender output its mean and every other
   head output what it outputs in this run. The other head of a kept edge keeps its full effect
@@ -30,6 +30,7 @@ import torch
 
 from minitx.core.interp.decode import exact_match
 from minitx.core.interp.interventions import (
+    ABLATIONS,
     Head,
     HeadInput,
     Interventions,
@@ -161,6 +162,7 @@ class CircuitResult:
     accuracy_n: int
     keep: float
     n_pairs: int
+    ablation: str = "mean"  # what a head outside the circuit outputs: its mean, or zero
     head_scores: dict[str, float] = field(default_factory=dict)  # exact patching, the pruning order
     paths: PathPatching = field(default_factory=PathPatching)
     model_difference: float = 0.0  # LD of the whole model on the pairs
@@ -172,7 +174,7 @@ class CircuitResult:
 
     def to_dict(self) -> dict:
         return {
-            "keep": self.keep, "pairs": self.n_pairs,
+            "keep": self.keep, "pairs": self.n_pairs, "ablation": self.ablation,
             "heads": sorted(str(h) for h in self.circuit.heads), "total_heads": self.total_heads,
             "edges": sorted(str(e) for e in self.circuit.edges), "total_edges": self.total_edges,
             "candidate_edges": self.candidate_edges,
@@ -199,17 +201,28 @@ def circuit_accuracy(runner: CircuitRunner, circuit: Circuit | None, task, n: in
     return right / max(total, 1)
 
 
+def ablated_values(model: Seq2Seq, task, ablation: str = "mean") -> dict:
+    """(kind, layer) -> (h, d_k): what a head outside a circuit outputs: its mean over the task's
+    reference batch, or zero."""
+    if ablation not in ABLATIONS:
+        raise ValueError(f"ablation: must be one of {', '.join(ABLATIONS)}; got {ablation!r}")
+    means = head_means(model, task)
+    return means if ablation == "mean" else {k: torch.zeros_like(v) for k, v in means.items()}
+
+
 def find_circuit(model: Seq2Seq, task, pairs: list[Pair], keep: float = KEEP,
                  accuracy_n: int = ACCURACY_SEQUENCES, means: dict | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> CircuitResult:
+                 progress: Callable[[str, int, int], None] | None = None,
+                 ablation: str = "mean") -> CircuitResult:
     """Score every head (exact patching) and edge (path patching) on the pairs, prune greedily to
     keep at least `keep` of the logit difference, and measure what is left (the module docstring).
+    `means` (default: ablated_values of `ablation`) is what a head outside the circuit outputs.
     `progress(stage, done, total)` as it goes."""
     if not 0 < keep <= 1:
         raise ValueError(f"keep: must be above 0 and at most 1, got {keep}")
     tell = progress or (lambda stage, done, total: None)
     patcher = Patcher.of_pairs(model, pairs)
-    runner = CircuitRunner(model, means if means is not None else head_means(model, task))
+    runner = CircuitRunner(model, means if means is not None else ablated_values(model, task, ablation))
     faithful = Faithfulness(runner, patcher)
     heads = all_heads(model)
     scores = {}
@@ -236,7 +249,11 @@ def find_circuit(model: Seq2Seq, task, pairs: list[Pair], keep: float = KEEP,
     accuracy = circuit_accuracy(runner, circuit, task, accuracy_n)
     model_accuracy = circuit_accuracy(runner, None, task, accuracy_n)
     tell("exact match", 1, 1)
-    return CircuitResult(circuit, faithful(circuit), heads_faithfulness, accuracy, model_accuracy,
-                         accuracy_n, keep, len(pairs), {str(h): s for h, s in scores.items()}, paths,
-                         patcher.clean_difference, faithful.empty, len(heads),
-                         len(edges_among(model, heads)), len(edges), faithful)
+    return CircuitResult(
+        circuit=circuit, faithfulness=faithful(circuit), heads_faithfulness=heads_faithfulness,
+        accuracy=accuracy, model_accuracy=model_accuracy, accuracy_n=accuracy_n, keep=keep,
+        n_pairs=len(pairs), ablation=ablation if means is None else "given",
+        head_scores={str(h): s for h, s in scores.items()}, paths=paths,
+        model_difference=patcher.clean_difference, empty_difference=faithful.empty,
+        total_heads=len(heads), total_edges=len(edges_among(model, heads)), candidate_edges=len(edges),
+        measure=faithful)

@@ -80,7 +80,7 @@ def circuit_summary(result, n_heads: int) -> Group:
     circuit = result.circuit
     lines = [
         Text(f"the circuit: at least {result.keep:.0%} of the logit difference kept, everything outside "
-             "it mean-ablated", style="bold"),
+             f"it {result.ablation}-ablated", style="bold"),
         Text(f"heads         {len(circuit.heads)} of {result.total_heads}: "
              f"{describe_heads(circuit.heads, n_heads)}"),
         Text(f"edges         {len(circuit.edges)} of the {result.candidate_edges} among them "

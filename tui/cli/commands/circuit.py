@@ -31,21 +31,23 @@ STAGES = ("patching heads", "path patching", "pruning heads", "pruning edges", "
               help="Which pairs are drawn.")
 @click.option("--n", "n", type=click.IntRange(min=1), default=200, show_default=True,
               help="Sequences the circuit alone decodes for its exact match.")
+@click.option("--ablation", type=click.Choice(["mean", "zero"]), default="mean", show_default=True,
+              help="What a head outside the circuit outputs: its mean over 256 fresh sources, or 0.")
 @click.option("--svg", "svg", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also draw the circuit as SVG: heads by layer and kind, kept edges between them.")
 @device_option
 @threads_option
 @json_option
-def circuit_cmd(ckpt, keep, n_pairs, seed, n, svg, device, threads, as_json) -> None:
+def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as_json) -> None:
     """Find the circuit of CKPT (default: reverse): the heads, and the sender -> receiver edges
     between them, that keep at least --keep of the clean logit difference when everything outside
-    the circuit is mean-ablated.
+    the circuit is mean-ablated (--ablation zero: zero-ablated).
 
     First each head is patched alone, and path patching measures each sender (an encoder or
     decoder self-attention head) through each input of each cross-attention head: its keys and
     values (what the encoder gives it) or its query (what the decoder asks). Then heads and
     edges are pruned greedily, the smallest effects first, as long as the circuit keeps --keep.
-    Faithfulness is 0 for every head mean-ablated and 1 for the whole model, always measured
+    Faithfulness is 0 for every head ablated and 1 for the whole model, always measured
     by running the circuit alone; so is its exact match on --n fresh sequences (a data model:
     held-out pairs).
 
@@ -57,6 +59,7 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, svg, device, threads, as_json) -> 
       minitx circuit reverse
       minitx circuit sort --keep 0.8 --svg sort-circuit.svg
       minitx circuit copy --json
+      minitx circuit reverse --ablation zero
     """
     apply_threads(threads)
     if svg is not None and Path(svg).is_dir():
@@ -73,9 +76,9 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, svg, device, threads, as_json) -> 
     out = console()
     try:
         if out.is_terminal and not as_json:
-            result = _with_progress(out, model, task, pairs, keep, n)
+            result = _with_progress(out, model, task, pairs, keep, n, ablation)
         else:
-            result = find_circuit(model, task, pairs, keep=keep, accuracy_n=n)
+            result = find_circuit(model, task, pairs, keep=keep, accuracy_n=n, ablation=ablation)
     except ValueError as e:  # pairs the model cannot tell apart
         raise click.UsageError(str(e)) from None
     if svg is not None:
@@ -88,7 +91,7 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, svg, device, threads, as_json) -> 
     _report(out, checkpoint, pairs, seed, result, svg)
 
 
-def _with_progress(out, model, task, pairs, keep, n):
+def _with_progress(out, model, task, pairs, keep, n, ablation):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from minitx.core.interp.circuit import find_circuit
@@ -100,7 +103,8 @@ def _with_progress(out, model, task, pairs, keep, n):
         def progress(stage: str, done: int, total: int) -> None:
             bar.update(bar_id, description=stage, completed=done, total=total)
 
-        return find_circuit(model, task, pairs, keep=keep, accuracy_n=n, progress=progress)
+        return find_circuit(model, task, pairs, keep=keep, accuracy_n=n, progress=progress,
+                            ablation=ablation)
 
 
 def _report(out, checkpoint, pairs, seed, result, svg) -> None:
@@ -113,7 +117,7 @@ def _report(out, checkpoint, pairs, seed, result, svg) -> None:
     lengths = f"{lo}" if lo == hi else f"{lo}-{hi}"
     out.print(f"[bold]{task.name}[/]: {len(pairs)} pairs of {task.evaluated_on} (seed {seed}), sources of "
               f"length {lengths}; logit difference {result.model_difference:+.2f} with every head, "
-              f"{result.empty_difference:+.2f} with every head mean-ablated")
+              f"{result.empty_difference:+.2f} with every head {result.ablation}-ablated")
     out.print(Text("path patching: a sender's effect through one cross-attention input, every other "
                    "head frozen at the corrupted run (% of the logit difference recovered)"))
     out.print()
