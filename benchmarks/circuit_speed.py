@@ -12,7 +12,8 @@ start-up alone. In process: the same work after the model is loaded (median of t
   every residual stream position and every cross-attention input (`patch --method attribution`);
 - exact heads: every head patched alone, one forward each, on the same pair;
 - exact patching: all `patch --method exact` measures (heads, cross-attention inputs, streams);
-- circuit: `minitx circuit` (32 pairs, 200 sequences for the exact match).
+- circuit: `minitx circuit` (32 pairs, 200 sequences for the exact match), and the same with an
+  exact match of one sequence (how much of it is the exact match).
 The commands take turns, round after round, so a burst of load on a shared machine hits them all.
 """
 
@@ -88,6 +89,7 @@ def in_process(smoke: bool, device: str) -> dict[str, float]:
         "exact heads": seconds(exact_heads),
         "exact patching": seconds(lambda: sweep(Patcher(model, task, clean, corrupt))),
         "circuit": seconds(lambda: find_circuit(model, task, pairs, accuracy_n=10 if smoke else 200)),
+        "circuit, exact match of 1": seconds(lambda: find_circuit(model, task, pairs, accuracy_n=1)),
     }
 
 
@@ -109,12 +111,13 @@ def main() -> None:
             inside.setdefault(name, []).append(took)
     print(f"torch {torch.__version__}, {args.device}, threads {torch.get_num_threads()}, "
           f"{rounds} round(s), medians")
-    print(f"{'what':<20} {'whole process s':>15} {'in process s':>13}")
+    print(f"{'what':<26} {'process s':>9} {'in process s':>13}")
     for name in runs:
         own = inside.get(name)
         shown = f"{statistics.median(own):>13.3f}" if own else f"{'':>13}"
-        print(f"{name:<20} {statistics.median(whole[name]):>15.2f} {shown}")
-    print(f"{'exact heads':<20} {'':>15} {statistics.median(inside['exact heads']):>13.3f}")
+        print(f"{name:<26} {statistics.median(whole[name]):>9.2f} {shown}")
+    for name in ("exact heads", "circuit, exact match of 1"):
+        print(f"{name:<26} {'':>9} {statistics.median(inside[name]):>13.3f}")
     ratio_process = statistics.median(a / e for a, e in zip(whole["attribution"], whole["exact patching"]))
     ratio_heads = statistics.median(a / e for a, e in zip(inside["attribution"], inside["exact heads"]))
     ratio_all = statistics.median(a / e for a, e in zip(inside["attribution"], inside["exact patching"]))
