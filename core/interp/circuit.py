@@ -143,6 +143,9 @@ class Faithfulness:
 
     def __post_init__(self) -> None:
         self.empty = self.difference(Circuit(frozenset(), frozenset()))
+        if abs(self.patcher.clean_difference - self.empty) < 1e-6:
+            raise ValueError("ablating every head leaves the logit difference as it is: no circuit of "
+                             "heads carries this answer")
 
     def difference(self, circuit: Circuit) -> float:
         p = self.patcher

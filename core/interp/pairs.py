@@ -45,8 +45,8 @@ def typed_pair(task, clean: list[int], corrupted: list[int], eos: int) -> Pair:
                          f"(positions are patched one to one), not {len(clean)} and {len(corrupted)}")
     answers = [task.expected_output(list(ids)) for ids in (clean, corrupted)]
     if None in answers:  # dates, a data file: typed text has no known answer to patch towards
-        raise ValueError(f"the {task.name} task cannot tell the answer for a typed source: leave out "
-                         "the sources and minitx draws a pair of examples with known answers")
+        raise ValueError(f"the {task.name} task cannot tell the answer for a typed source; a drawn "
+                         "pair of its examples (known answers) can be patched instead")
     pair = Pair(list(clean), list(corrupted), answers[0] + [eos], answers[1] + [eos])
     if not pair.steps:
         raise ValueError("the clean and corrupted sources have the same answer: "

@@ -78,6 +78,9 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
             pair = draw_pairs(task, 1, seed, model.cfg.eos_id)[0]
         else:
             typed = _parse(checkpoint, clean, "--clean"), _parse(checkpoint, corrupt, "--corrupt")
+            if task.expected_output(typed[0]) is None:
+                raise ValueError(f"the {task.name} task cannot tell the answer for a typed source: leave "
+                                 "out --clean and --corrupt and minitx draws a pair with known answers")
             pair = typed_pair(task, *typed, model.cfg.eos_id)
         patcher = Patcher.of_pairs(model, [pair])
     except ValueError as e:
