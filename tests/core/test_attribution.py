@@ -8,10 +8,10 @@ from torch import nn
 from minitx import checkpoints
 from minitx.core.config import ModelConfig
 from minitx.core.data.tasks import get_task
-from minitx.core.interp.attribution import agreement, attribute, flat_streams, pearson
+from minitx.core.interp.attribution import agreement, agreements, attribute, flat_streams, pearson
 from minitx.core.interp.interventions import SIDES, HeadInput, Stream, all_heads
 from minitx.core.interp.pairs import draw_pairs
-from minitx.core.interp.patching import Patcher
+from minitx.core.interp.patching import Patcher, sweep
 from minitx.core.model.transformer import Seq2Seq
 
 CLEAN, CORRUPTED = [3, 1, 4, 1, 5], [2, 7, 1, 8, 2]
@@ -84,13 +84,16 @@ def test_the_qk_fix_estimates_what_cross_attention_reads_better_than_the_plain_g
 
 
 def test_the_whole_residual_stream_shows_where_the_linear_estimate_fails(reverse_pairs):
-    # Copying a whole encoder position is a large change: the estimate is known to fall short.
+    # Copying a whole encoder position is a large change: the estimate falls well short of it,
+    # and agrees with exact patching far less than it does for heads.
     patcher = reverse_pairs
-    estimate = flat_streams(attribute(patcher).streams)
-    first = Stream("enc", 0)
-    exact = {f"{first}@{p}": patcher.recovered(patcher.patches([first], (p,)))
-             for p in range(patcher.batch.clean.shape[1])}
-    assert max(exact.values()) > 2 * max(estimate[k] for k in exact)
+    estimate = attribute(patcher)
+    exact = sweep(patcher)
+    agreed = agreements(exact, estimate)
+    assert agreed["streams"].r < agreed["heads"].r - 0.1
+    exact_enc, estimated_enc = flat_streams(exact.streams), flat_streams(estimate.streams)
+    positions = [k for k in exact_enc if k.startswith("enc")]
+    assert sum(estimated_enc[k] for k in positions) < 0.6 * sum(exact_enc[k] for k in positions)
 
 
 def test_pearson_is_none_for_a_constant_side_and_one_for_a_line():

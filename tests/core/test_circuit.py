@@ -29,9 +29,9 @@ def reverse():
 
 @pytest.fixture(scope="module")
 def found(reverse):
-    pairs = draw_pairs(reverse.task, 12, 3, reverse.model.cfg.eos_id)
+    pairs = draw_pairs(reverse.task, 8, 3, reverse.model.cfg.eos_id)
     means = head_means(reverse.model, reverse.task)
-    result = find_circuit(reverse.model, reverse.task, pairs, keep=0.9, accuracy_n=40, means=means)
+    result = find_circuit(reverse.model, reverse.task, pairs, keep=0.9, accuracy_n=20, means=means)
     return pairs, means, result
 
 
@@ -63,7 +63,7 @@ def test_the_reported_faithfulness_of_heads_and_edges_is_a_direct_run_of_the_cir
     assert result.faithfulness == pytest.approx(faithful(result.circuit), abs=1e-6)
     assert result.faithfulness >= result.keep
     assert result.circuit.edges <= set(edges_among(reverse.model, result.circuit.heads))
-    assert 0 <= result.accuracy <= result.model_accuracy <= 1 and result.accuracy_n == 40
+    assert 0 <= result.accuracy <= result.model_accuracy <= 1 and result.accuracy_n == 20
 
 
 def test_the_whole_model_is_faithful_1_and_the_empty_circuit_0(found, reverse):
