@@ -74,3 +74,18 @@ async def test_knocking_a_head_out_remeasures_faithfulness_in_a_worker_and_r_bri
         assert head in screen.circuit.heads
         await pilot.press("r")
         assert screen.circuit == found and "found" in text_of(screen, "#circuit-figures")
+
+
+@pytest.mark.asyncio
+async def test_closing_the_view_while_it_searches_cancels_the_search(quick):
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await pilot.press("C")
+        screen = app.screen
+        workers = [w for w in screen.workers if w.group == "circuit-find"]
+        assert workers and not workers[0].is_finished
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: workers[0].is_finished, "the search to stop")
+        assert workers[0].is_cancelled and screen.result is None
+        assert not isinstance(app.screen, CircuitScreen)

@@ -23,6 +23,10 @@ ACCURACY_SEQUENCES = 100  # the exact match re-measured after each change
 BANDS = ("enc", "cross", "self")  # the diagram's rows, top to bottom
 
 
+class _Closed(Exception):
+    """The circuit view closed while its circuit was being found."""
+
+
 class CircuitScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,q", "dismiss(None)", "close"),
@@ -68,11 +72,18 @@ class CircuitScreen(ModalScreen[None]):
         from minitx.core.interp.pairs import draw_pairs
 
         model, task = self.decoded
+        worker = get_current_worker()
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if worker.is_cancelled:  # the view was closed: stop at the next step
+                raise _Closed
+            self.post_message(CircuitProgress(stage, done, total))
+
         try:
             pairs = draw_pairs(task, CIRCUIT_PAIRS, 1234, model.cfg.eos_id)
-            result = find_circuit(model, task, pairs, accuracy_n=FOUND_SEQUENCES,
-                                  progress=lambda stage, done, total:
-                                  self.post_message(CircuitProgress(stage, done, total)))
+            result = find_circuit(model, task, pairs, accuracy_n=FOUND_SEQUENCES, progress=progress)
+        except _Closed:
+            return
         except Exception as e:  # a model that cannot be measured: a line in the dialog, never a traceback
             self.post_message(CircuitFound(error=f"{type(e).__name__}: {e}"))
             return
