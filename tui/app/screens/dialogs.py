@@ -30,7 +30,7 @@ HELP = """\
   model draws an [b]anti-diagonal[/b]. Next token: log-probabilities, entropy.
 [b]Why[/b]      k knock the selected head out (again: back)   K restore every head
   m rank heads, each knocked out alone   g teacher forcing   f force a token
-  w failures (Enter opens one at its first wrong step)   P patch a source
+  w failures (Enter opens one at its first wrong step)   P patch   C circuit
 [b]Train[/b]    Tab into the form (← → a choice), esc out   space start / pause
   x stop   w save (the path is shown)   u hand the ended run to Explore
   from: a recipe, the open file's configs (like) or its run (resume)

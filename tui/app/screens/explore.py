@@ -42,6 +42,7 @@ INTERVENTION_BINDINGS = [
     Binding("f", "force", "force"),
     Binding("w", "failures", "wrong"),
     Binding("P", "patch", "patch"),
+    Binding("C", "circuit", "circuit", show=False),  # in the help; the footer is full at 80x24
 ]
 
 
@@ -251,6 +252,14 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         session = self.session
         if session.stepper is not None:
             self.app.show_patching(session.record.model, session.record.task, session.stepper.src_ids)
+
+    @one_line_errors
+    def action_circuit(self) -> None:
+        from minitx.tui.app.screens.circuit import CircuitScreen
+
+        panel = self.panel
+        if panel.record is not None and not isinstance(self.app.screen, CircuitScreen):
+            self.app.push_screen(CircuitScreen(panel.record.model, panel.record.task, panel.record.name))
 
     @one_line_errors
     def _open_failure(self, failure) -> None:
