@@ -21,6 +21,7 @@ from minitx.tui.app.chart_keys import TIMELINE_BINDINGS, TimelineKeys
 from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
+from minitx.tui.app.screens.circuit import CircuitScreen
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.source_bar import SourceBar
@@ -255,11 +256,9 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     @one_line_errors
     def action_circuit(self) -> None:
-        from minitx.tui.app.screens.circuit import CircuitScreen
-
-        panel = self.panel
-        if panel.record is not None and not isinstance(self.app.screen, CircuitScreen):
-            self.app.push_screen(CircuitScreen(panel.record.model, panel.record.task, panel.record.name))
+        record = self.session.record
+        if record is not None and not isinstance(self.app.screen, CircuitScreen):
+            self.app.push_screen(CircuitScreen(record.model, record.task, record.name))
 
     @one_line_errors
     def _open_failure(self, failure) -> None:
