@@ -20,29 +20,32 @@ from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.source_bar import SourceBar, SourceInput
 
 DECODE_BINDINGS = [
-    Binding("right,n", "step", "step"),
-    Binding("left,b", "back", "back"),
-    Binding("enter,r", "run", "run"),
-    Binding("x", "reset", "reset"),
-    Binding("left_square_bracket", "layer(-1)", "layer"),
-    Binding("right_square_bracket", "layer(1)", "layer"),
-    Binding("comma", "head(-1)", "head"),
-    Binding("full_stop", "head(1)", "head"),
+    Binding("right,n", "step", "step", tooltip="step one token"),
+    Binding("left,b", "back", "back", tooltip="step back"),
+    Binding("enter,r", "run", "run", tooltip="run to the end"),
+    Binding("x", "reset", "reset", tooltip="reset to step 0"),
+    Binding("left_square_bracket", "layer(-1)", "layer", tooltip="layer"),
+    Binding("right_square_bracket", "layer(1)", "layer", tooltip="layer"),
+    Binding("comma", "head(-1)", "head", tooltip="head"),
+    Binding("full_stop", "head(1)", "head", tooltip="head"),
     # Only while a long source does not fit: the grid then says "< > scroll" itself (the
     # footer has no room at 80 columns).
-    Binding("less_than_sign", "scroll_columns(-1)", "columns", key_display="<", show=False),
-    Binding("greater_than_sign", "scroll_columns(1)", "columns", key_display=">", show=False),
+    Binding("less_than_sign", "scroll_columns(-1)", "columns", key_display="<", show=False,
+            tooltip="scroll a grid too wide to show"),
+    Binding("greater_than_sign", "scroll_columns(1)", "columns", key_display=">", show=False,
+            tooltip="scroll a grid too wide to show"),
 ]
 # Changing the model on screen: Explore acts on its panel, Compare on B (`intervened_panels`).
 ABLATION_BINDINGS = [
-    Binding("k", "ablate", "ablate"),
-    Binding("K", "clear_ablations", "restore"),
+    Binding("k", "ablate", "ablate", tooltip="knock the selected head out (again: back in)"),
+    Binding("K", "clear_ablations", "restore", tooltip="restore every head"),
 ]
 SOURCE_BINDINGS = [
     # "nums": numbers in the cells. Short, so Explore's keys (with h) fit three lines at 80 columns.
-    Binding("number_sign", "numbers", "nums", key_display="#"),
-    Binding("i", "edit_source", "source"),
-    Binding("slash", "edit_source", "source", show=False),
+    Binding("number_sign", "numbers", "nums", key_display="#", tooltip="numbers in the cells"),
+    Binding("i", "edit_source", "source", tooltip="edit the source (Enter decodes it, esc leaves)"),
+    Binding("slash", "edit_source", "source", show=False,
+            tooltip="edit the source (Enter decodes it, esc leaves)"),
 ]
 
 

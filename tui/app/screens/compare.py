@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.chart_keys import CHART_BINDINGS, ChartKeys
-from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
+from minitx.tui.app.decode_keys import DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.loaded import open_error
 from minitx.tui.app.messages import PairFailed, PairLoaded, SummaryReady
@@ -36,18 +36,23 @@ SIDES = ("A", "B")
 
 
 class CompareScreen(ChartKeys, DecodeKeys, Screen):
+    HELP_TITLE = "Compare"
+    HELP_NOTE = ("Two models on one source, in step: Explore's keys drive both; k K change B,\n"
+                 "so with B = A's model it reads \"A without those heads\". Third grid: |A−B|.")
     AUTO_FOCUS = ""  # start on the step keys; i or / edits the source
     BINDINGS = [
         *DECODE_BINDINGS,
         *SOURCE_BINDINGS,
-        *ABLATION_BINDINGS,  # off while the curves show: k is then the chart's
-        Binding("d", "doctor", "doctor"),
-        Binding("v", "toggle_curves", "curves"),
+        # DecodeKeys' knock-out keys, on B (off while the curves show: k is then the chart's)
+        Binding("k", "ablate", "ablate", tooltip="knock B's selected head out (again: back in)"),
+        Binding("K", "clear_ablations", "restore", tooltip="restore every head of B"),
+        Binding("d", "doctor", "doctor", tooltip="the doctor on both models"),
+        Binding("v", "toggle_curves", "curves", tooltip="their training curves overlaid"),
         *CHART_BINDINGS,
-        Binding("1", "pick('A')", "open A/B"),
-        Binding("2", "pick('B')", "open A/B"),
-        Binding("e", "app.switch_mode('explore')", "explore"),
-        Binding("t", "app.switch_mode('train')", "train"),
+        Binding("1", "pick('A')", "open A/B", tooltip="open model A / B"),
+        Binding("2", "pick('B')", "open A/B", tooltip="open model A / B"),
+        Binding("e", "app.switch_mode('explore')", "explore", tooltip="Explore"),
+        Binding("t", "app.switch_mode('train')", "train", tooltip="Train"),
     ]
 
     def __init__(self) -> None:

@@ -35,29 +35,33 @@ IMPORTANCE_SEQUENCES = 200  # fresh sequences per ablated head: 24 heads in well
 # positions, or plays the timeline while that is shown (each is off the footer while the other
 # applies, so the order of the bindings does not matter).
 INTERVENTION_BINDINGS = [
-    Binding("l", "view('lens')", "lens"),
-    Binding("m", "importance", "rank"),
-    Binding("p", "view('positions')", "pos"),
+    Binding("l", "view('lens')", "lens", tooltip="logit lens: what each decoder layer would say"),
+    Binding("m", "importance", "rank", tooltip="rank the heads, each knocked out alone"),
+    Binding("p", "view('positions')", "pos", tooltip="position encoding and its similarity"),
     *ABLATION_BINDINGS,
-    Binding("g", "teacher", "teacher"),
-    Binding("f", "force", "force"),
-    Binding("w", "failures", "wrong"),
-    Binding("P", "patch", "patch"),
-    Binding("C", "circuit", "circuit", show=False),  # in the help; the footer is full at 80x24
+    Binding("g", "teacher", "teacher", tooltip="teacher forcing: feed the answer"),
+    Binding("f", "force", "force", tooltip="force a token here, decode on from it"),
+    Binding("w", "failures", "wrong", tooltip="failures: sources it gets wrong (Enter opens one)"),
+    Binding("P", "patch", "patch", tooltip="patch this source into a corrupted one"),
+    # In the help; the footer is full at 80x24.
+    Binding("C", "circuit", "circuit", show=False, tooltip="the circuit: what carries the answer"),
 ]
 
 
 class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
+    HELP_TITLE = "Explore"
+    HELP_NOTE = ("Rows: tokens generated; columns: source tokens; ◂ this step. A reverse model\n"
+                 "draws an anti-diagonal. Beside it: the next token's log-probabilities.")
     AUTO_FOCUS = ""  # focus nothing: start on the step keys; i or / edits the source
     BINDINGS = [
         *DECODE_BINDINGS,
-        Binding("s", "kind", "attn"),
-        Binding("a", "view('heads')", "heads"),
+        Binding("s", "kind", "attn", tooltip="attention: cross → decoder self → encoder self"),
+        Binding("a", "view('heads')", "heads", tooltip="every head of that kind, with its score"),
         *INTERVENTION_BINDINGS,
         *TIMELINE_BINDINGS,
         *SOURCE_BINDINGS,
-        Binding("h", "toggle_timeline", "replay"),  # how the attention formed in training
-        Binding("t", "app.switch_mode('train')", "train"),
+        Binding("h", "toggle_timeline", "replay", tooltip="replay the probe's attention as it trained"),
+        Binding("t", "app.switch_mode('train')", "train", tooltip="Train"),
     ]
 
     def compose(self) -> ComposeResult:
