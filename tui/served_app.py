@@ -8,15 +8,35 @@ is replaced here before anything imports Textual.
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 DRIVER = "minitx.tui.browser_driver:BrowserDriver"
+# textual-serve prints what the app wrote on stderr (where a closed tab's run was saved) once the
+# app's stdout ends, and drops what its reader had not read by then (textual-serve's
+# AppService.run cancels that reader): nothing else orders the two.
+STDERR_GRACE = 0.3  # seconds between the end of stderr and the end of stdout
 
 
 def main() -> None:
     os.environ["TEXTUAL_DRIVER"] = DRIVER
     from minitx.tui.cli import tui_main
 
-    tui_main()
+    try:
+        tui_main()
+    finally:
+        end_stderr_first()
+
+
+def end_stderr_first() -> None:
+    """Close stderr (its reader in the server sees it end) and wait a moment before exiting,
+    which ends stdout."""
+    try:
+        sys.stderr.flush()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+    except (OSError, ValueError):
+        return
+    time.sleep(STDERR_GRACE)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import click
 from aiohttp import web
+from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
 from minitx.tui.cli import EXIT_INTERRUPTED
@@ -141,8 +142,8 @@ class MinitxServer(Server):
         """Nothing: textual-serve prints its banner here."""
 
     async def on_shutdown(self, app: web.Application) -> None:
-        """End every tab's handler: textual-serve then tells its app to quit (a run is saved) and
-        waits for it to exit; aiohttp waits for the handlers."""
+        """End every tab's handler: each then tells its app to quit (a run is saved) and waits for
+        it to exit; aiohttp waits for the handlers."""
         for task in list(self.handlers):
             task.cancel()
 
@@ -169,11 +170,43 @@ class MinitxServer(Server):
         return web.Response(text=page, content_type="text/html")
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
+        """One tab: its app's terminal both ways, until the tab goes; then the app is told to
+        quit and waited for. textual-serve's own handler stops relaying, and stops waiting for
+        the app, at the first frame it cannot send to a closed tab: the app was still saving,
+        and what it said on stderr (where the run went) was lost."""
         if (refused := self.refusal(request)) is not None:
             raise web.HTTPForbidden(text=refused)
-        task = asyncio.current_task()
-        self.handlers.add(task)
+        websocket = web.WebSocketResponse(heartbeat=15)
+        await websocket.prepare(request)
+        service = AppService(self.command, write_bytes=unless_gone(websocket.send_bytes),
+                             write_str=unless_gone(websocket.send_str), close=websocket.close,
+                             download_manager=self.download_manager, debug=self.debug)
+        self.handlers.add(asyncio.current_task())
         try:
-            return await super().handle_websocket(request)
+            await service.start(cells(request, "width", 80), cells(request, "height", 24))
+            await self._process_messages(websocket, service)
         finally:
-            self.handlers.discard(task)
+            self.handlers.discard(asyncio.current_task())
+            await service.stop()  # until the app's stdout ends
+            process = getattr(service, "_process", None)
+            if process is not None:  # and it has exited: the loop must outlive its child watcher
+                await process.wait()
+        return websocket
+
+
+def unless_gone(send):
+    """`send`, doing nothing once the tab has gone (the app goes on until it has closed)."""
+
+    async def sending(data) -> None:
+        try:
+            await send(data)
+        except (ConnectionError, RuntimeError):
+            pass
+
+    return sending
+
+
+def cells(request: web.Request, name: str, default: int) -> int:
+    """The terminal's width or height the page asked for."""
+    value = request.query.get(name, "")
+    return int(value) if value.isdigit() and 0 < int(value) < 10_000 else default

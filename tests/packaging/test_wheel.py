@@ -94,7 +94,7 @@ def test_installed_minitx_serve_serves_the_installed_app(installed, tmp_path):
     result = run(installed, "python", "-c", code, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     command = shlex.split(result.stdout.strip())
-    assert command[0] == str(installed / "python") and command[-1] == "reverse"
-    app = subprocess.run([*command[:-1], "--help"], cwd=tmp_path, capture_output=True, text=True,
+    assert command[:2] == ["exec", str(installed / "python")] and command[-1] == "reverse"
+    app = subprocess.run([*command[1:-1], "--help"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert app.returncode == 0 and "Usage: minitx-tui" in app.stdout, app.stderr

@@ -89,9 +89,9 @@ def test_it_prints_the_address_and_the_tunnel_in_two_lines_that_fit_80_columns_a
 
 def test_the_app_it_serves_is_this_installations_with_the_checkpoints_given():
     command = app_command(["reverse", "my run.safetensors"])
-    assert shlex.split(command) == [sys.executable, "-m", "minitx.tui.served_app", "reverse",
+    assert shlex.split(command) == ["exec", sys.executable, "-m", "minitx.tui.served_app", "reverse",
                                     "my run.safetensors"]
-    help_text = subprocess.run(shlex.split(app_command(["--help"])), capture_output=True, text=True,
+    help_text = subprocess.run(app_command(["--help"]), shell=True, capture_output=True, text=True,
                                timeout=60)
     assert help_text.returncode == 0 and "minitx-tui" in help_text.stdout
 

@@ -156,6 +156,8 @@ def test_the_served_app_draws_its_first_screen_and_answers_keys(browser, served)
         tab.press("t")
         tab.wait_for("press space to start training", "space start/pause")
         assert "Source ▸" not in tab.text
+        tab.press("Control+c")  # quits, as in a terminal (no run to ask about)
+        tab.page.wait_for_selector("body.-closed .ended", timeout=TIMEOUT * 1000)
     finally:
         tab.close()
 
@@ -179,6 +181,7 @@ def test_ctrl_c_on_the_server_mid_training_saves_the_run_and_ends_the_tab(browse
         start_training(tab)
         served.ctrl_c()
         assert served.stop() == 0
+        assert not any("Traceback" in line for line in served.lines), served.lines
         path = served.folder / CHECKPOINT
         assert resumable_steps(path) >= 1
         assert any(f"to {path}" in line for line in served.lines)

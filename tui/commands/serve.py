@@ -18,8 +18,9 @@ TITLE = "minitx"
 
 def app_command(checkpoints: list[str]) -> str:
     """The shell command textual-serve runs per tab: this interpreter, so the app is the one of
-    this installation whatever PATH says (a venv, a wheel, an editable checkout)."""
-    return shlex.join([sys.executable, "-m", "minitx.tui.served_app", *checkpoints])
+    this installation whatever PATH says (a venv, a wheel, an editable checkout). `exec`: the
+    app is then the only process holding its pipes (tui/served_app.py relies on that)."""
+    return "exec " + shlex.join([sys.executable, "-m", "minitx.tui.served_app", *checkpoints])
 
 
 def check_checkpoints(names: list[str]) -> None:
