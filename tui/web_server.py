@@ -20,6 +20,7 @@ import ipaddress
 import logging
 import signal
 import socket
+import sys
 from urllib.parse import urlsplit
 
 import click
@@ -124,6 +125,10 @@ class MinitxServer(Server):
         the port listens; here the address is printed once it does."""
         self.debug = debug
         self.initialize_logging()
+        # textual-serve writes what each app said on exit (where its run was saved) to stdout
+        # without a flush: into a pipe or a log file it would wait for the buffer to fill.
+        if hasattr(sys.stdout, "reconfigure"):
+            sys.stdout.reconfigure(line_buffering=True)
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         for number in (signal.SIGINT, signal.SIGTERM):

@@ -27,8 +27,10 @@ def free_port() -> int:
 
 
 def app_environment() -> dict[str, str]:
-    """The suite's rule of one torch thread, for the served apps too."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MINITX_")}
+    """The suite's rule of one torch thread, for the served apps too; and output buffered as
+    Python buffers it into a pipe, whatever this environment says (PYTHONUNBUFFERED)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MINITX_") and k != "PYTHONUNBUFFERED"}
     env["OMP_NUM_THREADS"] = "1"
     return env
 
