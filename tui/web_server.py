@@ -1,5 +1,5 @@
 """The web server of `minitx serve`: textual-serve's Server, which starts one app process per
-browser tab and relays its terminal over a websocket, with four changes.
+browser tab and relays its terminal over a websocket, with these changes.
 
 - Its own page, which needs nothing but this server: textual-serve's asks a font host on the
   internet for Roboto Mono, where this one names the copy textual-serve ships.
@@ -8,8 +8,9 @@ browser tab and relays its terminal over a websocket, with four changes.
 - No login exists, so while it listens on loopback it answers only requests addressed to
   loopback, and a websocket only from its own page: another web page open in the same browser
   cannot drive the app (cross-site websockets, DNS rebinding).
-- Stopping the server closes every tab's app as closing the tab does (a run is saved), and it
-  prints two lines when it starts instead of a banner and a log line per request.
+- A tab's handler waits for its app to exit once the tab has gone (the app is saving a run),
+  and stopping the server closes every tab's app as closing the tab does.
+- It prints two lines once the port listens, instead of a banner and a log line per request.
 """
 
 from __future__ import annotations
