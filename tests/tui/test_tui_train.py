@@ -265,15 +265,16 @@ async def test_clicking_a_tab_in_the_title_switches_screens():
 
 
 @pytest.mark.asyncio
-async def test_space_starts_a_run_even_while_typing_in_the_form():
+async def test_space_types_in_a_text_field_and_enter_there_starts_the_run():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
         fill_form(screen, steps="20")
         steps = screen.query_one("#steps", Input)
         steps.focus()
-        await pilot.press("space")
-        assert steps.value == "20"
+        await pilot.press("end", "space")
+        assert steps.value == "20 " and screen.state == "idle"
+        await pilot.press("backspace", "enter")
         assert screen.state in ("running", "finished")
         assert "space start/pause" in screen.query_one("KeyBar").render().plain
         await wait_for(pilot, lambda: screen.state == "finished", "the run")

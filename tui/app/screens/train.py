@@ -51,12 +51,13 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
     HELP_NOTE = ("Tab into the form (← → pick a choice, esc out). from: a recipe, the open\n"
                  "file's configs (like) or its run (resume). A run not saved: quit asks first.")
     AUTO_FOCUS = ""  # the run keys work at once; Tab moves into the form
-    # Priority, and not consumed by FormInput: they work even while typing in the form.
+    # Not priority: a text field of the form takes every printable key (Enter starts a run from
+    # there); on a choice field, or out of the form, these keys drive the run.
     BINDINGS = [
-        Binding("space", "toggle", "start/pause", priority=True, tooltip="start, pause, go on"),
-        Binding("x", "stop", "stop", priority=True, tooltip="stop the run"),
-        Binding("w", "save", "save", priority=True, tooltip="save the run (the note says where)"),
-        Binding("u", "use_run", "explore run", priority=True, tooltip="hand the ended run to Explore"),
+        Binding("space", "toggle", "start/pause", tooltip="start, pause, go on"),
+        Binding("x", "stop", "stop", tooltip="stop the run"),
+        Binding("w", "save", "save", tooltip="save the run (the note says where)"),
+        Binding("u", "use_run", "explore run", tooltip="hand the ended run to Explore"),
         Binding("v", "switch_view", "curves/attention", tooltip="curves or attention"),
         *CHART_BINDINGS,
         Binding("left", "frame(-1)", "snapshot", tooltip="snapshot before / after"),

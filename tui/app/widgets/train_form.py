@@ -43,20 +43,13 @@ PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)", "
 OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
 CHOICES = ("task", "schedule", "norm", "norm_kind", "activation", "position_encoding",
            "device", "tokens")  # picked from lists core defines, not typed
-RUN_KEYS = ("space", "x", "w", "u")  # never part of a form value, so they drive the run anywhere
-SPACED = ("probe_source", "data")  # values with spaces ('3 1 4'): there space types, and Enter starts
 
 
 class FormInput(Input):
+    """A typed field. Like every Input of the app it takes every printable key while it has
+    focus (no key of the screen fires then): Enter starts the run, esc leaves the form."""
+
     BINDINGS = [Binding("escape", "screen.leave_form", "leave form")]
-
-    def __init__(self, *, id: str, spaced: bool = False, **options) -> None:
-        super().__init__(id=id, **options)
-        self.run_keys = tuple(k for k in RUN_KEYS if k != "space") if spaced else RUN_KEYS
-
-    def check_consume_key(self, key: str, character: str | None) -> bool:
-        # An Input claims every printable key, which hides even priority bindings.
-        return key not in self.run_keys and super().check_consume_key(key, character)
 
 
 def option_types() -> dict[str, str]:
@@ -162,7 +155,7 @@ class TrainForm(Grid):
             with Horizontal(classes="field wide" if name in WIDE else "field", id=f"field-{name}"):
                 yield Label(label, classes="field-label")
                 yield ChoiceField(id=name) if name in CHOICES else FormInput(
-                    id=name, spaced=name in SPACED, compact=True, placeholder=PLACEHOLDERS.get(name, ""))
+                    id=name, compact=True, placeholder=PLACEHOLDERS.get(name, ""))
 
     # The field being edited is marked on its row (its label reversed: visible without colour).
     def on_descendant_focus(self, event) -> None:
