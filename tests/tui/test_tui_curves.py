@@ -117,7 +117,7 @@ async def test_explore_shows_the_timeline_of_a_checkpoint_with_history(two_runs)
         await pilot.press("left", "left")
         assert timeline.step == timeline.steps[-3]
         shown = footer(app)
-        assert "p play" in shown and "x reset" not in shown and "[/] layer" not in shown
+        assert "p play" in shown and "[/] layer" in shown and "k ablate" not in shown
         await pilot.press("h")
         assert panel.display and not timeline.display
         await pilot.press("right")  # the step key steps the decode again

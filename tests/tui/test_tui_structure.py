@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-TUI = Path(__file__).resolve().parents[2] / "tui"
+TUI = Path(__file__).resolve().parents[2] / "tui" / "app"
 APP_MODULES = sorted([*TUI.glob("*.py"), *TUI.glob("screens/*.py"), *TUI.glob("widgets/*.py")])
 
 

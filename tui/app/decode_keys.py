@@ -16,6 +16,7 @@ from textual.widgets import Input
 
 from minitx.tui.app.decode_session import KINDS, DecodeSession
 from minitx.tui.app.errors import one_line_errors
+from minitx.tui.app.key_reasons import ExplainedKeys
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.source_bar import SourceBar, SourceInput
 
@@ -23,7 +24,9 @@ DECODE_BINDINGS = [
     Binding("right,n", "step", "step", tooltip="step one token"),
     Binding("left,b", "back", "back", tooltip="step back"),
     Binding("enter,r", "run", "run", tooltip="run to the end"),
+    Binding("end", "run", "run", show=False, tooltip="run to the end"),
     Binding("x", "reset", "reset", tooltip="reset to step 0"),
+    Binding("home", "reset", "reset", show=False, tooltip="reset to step 0"),
     Binding("left_square_bracket", "layer(-1)", "layer", tooltip="layer"),
     Binding("right_square_bracket", "layer(1)", "layer", tooltip="layer"),
     Binding("comma", "head(-1)", "head", tooltip="head"),
@@ -49,11 +52,29 @@ SOURCE_BINDINGS = [
 ]
 
 
-class DecodeKeys:
+# What # prints numbers in: one head's grid and the positions; why not in the other views.
+NUMBERS_VIEWS = ("grid", "positions")
+NO_NUMBERS = {"heads": "# prints the weights in one head's grid: a goes back to it",
+              "lens": "the lens shows its probabilities already: l goes back to the grid",
+              "importance": "the ranking is numbers already: m goes back to the grid"}
+
+
+class DecodeKeys(ExplainedKeys):
     """Mixed into a Screen. The keys change the panels' DecodeSessions, then redraw the panels.
     `position` is the shared step: each session shows min(position, the length of its decode)."""
 
     position = 0
+
+    def decode_why_not(self, action: str, parameters: tuple) -> str | None:
+        """Why a decoding key does nothing now, or None (tui/app/key_reasons.py)."""
+        panels = self.decode_panels()
+        if action == "scroll_columns" and not any(p.grid.cropped for p in panels):
+            return "every column fits: < > scroll only a grid too wide to show"
+        if action == "numbers" and panels:
+            views = [p.session.view_mode for p in panels]
+            if not set(views) & set(NUMBERS_VIEWS):
+                return NO_NUMBERS.get(views[0], "no numbers to print in this view")
+        return None
 
     def decode_panels(self) -> list[DecodePanel]:
         """The panels the keys drive (all of them must have a model)."""
@@ -140,7 +161,9 @@ class DecodeKeys:
     @one_line_errors
     def action_step(self) -> None:
         ready = self._ready()
-        if ready and not all(s.finished for s in ready):
+        if ready and all(s.finished for s in ready):
+            self.notify("the decode is finished: ← steps back, x resets", timeout=3)
+        elif ready:
             self.position += 1
             self._move()
 
@@ -168,10 +191,10 @@ class DecodeKeys:
 
     # -- what to look at -------------------------------------------------------------------------
     def shape(self) -> tuple[int, int]:
-        """Layers (of the attention kind shown) and heads every session's model has (the keys only
-        reach heads all of them have)."""
+        """Layers (of the attention kind shown) and heads of the largest model on screen: the keys
+        reach every head of each; a panel whose model lacks the one chosen says so."""
         sessions = self.sessions()
-        return min(s.layer_count() for s in sessions), min(s.record.heads for s in sessions)
+        return max(s.layer_count() for s in sessions), max(s.record.heads for s in sessions)
 
     def select_head(self, layer: int, head: int) -> None:
         for session in self.sessions():
@@ -202,15 +225,24 @@ class DecodeKeys:
     @one_line_errors
     def action_kind(self) -> None:
         """The next attention kind: cross -> decoder self -> encoder self -> cross."""
-        for session in self.sessions():
+        sessions = self.sessions()
+        if not sessions:
+            return
+        layer, head = sessions[0].layer_index, sessions[0].head_index
+        for session in sessions:
             session.set_kind(KINDS[(KINDS.index(session.kind) + 1) % len(KINDS)])
             if session.view_mode not in ("grid", "heads"):
                 session.set_view("grid")  # the kind is seen on a grid
+        self.select_head(min(layer, self.shape()[0] - 1), head)  # the same layer in every panel
         self.refresh_view()
 
     @one_line_errors
     def action_ablate(self) -> None:
-        changed = [p.session for p in self.intervened_panels() if p.session.stepper is not None]
+        ready = [p.session for p in self.intervened_panels() if p.session.stepper is not None]
+        changed = [s for s in ready if s.has_selected_head]
+        if ready and not changed:
+            self.notify(f"{ready[0].record.name} has no {ready[0].selected_head}: nothing to knock out",
+                        timeout=3)
         for session in changed:
             session.toggle_ablation()
         if changed:
@@ -254,3 +286,4 @@ class DecodeKeys:
         for panel in panels:
             panel.redraw()
         self.draw_extras()
+        self.refresh_bindings()  # what works depends on the view (# on a grid, < > on a wide one)

@@ -85,6 +85,11 @@ class DecodeSession:
         return len(self.record.model.encoder) if kind == "enc" else self.record.layers
 
     @property
+    def has_selected_head(self) -> bool:
+        """The model has the head chosen (Compare chooses among the larger model's heads)."""
+        return self.layer_index < self.layer_count() and self.head_index < self.record.heads
+
+    @property
     def selected_head(self):
         """The core Head the selection names in the kind shown (what k knocks out)."""
         from minitx.core.interp.interventions import Head

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.filter import Monochrome, NoColor
@@ -21,8 +21,10 @@ from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.help import HelpScreen
+from minitx.tui.app.key_reasons import refusal
 from minitx.tui.app.loaded import LoadedModel, load_named, open_error
 from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded
+from minitx.tui.app.screens.circuit import CircuitScreen
 from minitx.tui.app.screens.compare import CompareScreen
 from minitx.tui.app.screens.dialogs import (
     ChoiceDialog,
@@ -107,9 +109,22 @@ class MinitxApp(App):
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
             pass
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
         # Compare has its own open keys (1 and 2), and c there would go nowhere.
-        return not (self.current_mode == "compare" and action in ("open", "compare"))
+        if self.current_mode == "compare" and action == "open":
+            return "in Compare, 1 and 2 open models A and B"
+        if self.current_mode == "compare" and action == "compare":
+            return "this is Compare: 1 and 2 choose models A and B"
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.why_not(action, parameters) is None
+
+    def on_key(self, event: events.Key) -> None:
+        """Before the bindings: a key bound here that does nothing now says why (key_reasons.py)."""
+        reason = refusal(self.screen, event.key)
+        if reason:
+            self.notify(reason, timeout=4, markup=False)
 
     def action_compare(self) -> None:
         self.switch_mode("compare")
@@ -218,6 +233,11 @@ class MinitxApp(App):
         """The activation-patching dialog, with `clean` as the clean source."""
         if not isinstance(self.screen, PatchScreen):
             self.push_screen(PatchScreen(model, task, clean))
+
+    def show_circuit(self, record) -> None:
+        """The circuit view of a LoadedModel."""
+        if not isinstance(self.screen, CircuitScreen):
+            self.push_screen(CircuitScreen(record.model, record.task, record.name))
 
     def action_doctor(self) -> None:
         if not self.model_ready:

@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from minitx.tui.app.chart_keys import CHART_BINDINGS, ChartKeys
+from minitx.tui.app.chart_keys import CHART_ACTIONS, CHART_BINDINGS, ChartKeys
 from minitx.tui.app.decode_keys import DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.loaded import open_error
@@ -33,6 +33,10 @@ from minitx.tui.app.widgets.titlebar import TitleBar
 
 SUMMARY_SEQUENCES = 200  # fresh sequences both models decode for the summary (a few seconds)
 SIDES = ("A", "B")
+VIEW_BINDINGS = [  # Explore's, on both panels; in the help (the footer keeps to two lines at 80x24)
+    Binding("s", "kind", "attn", show=False, tooltip="attention: cross → decoder self → encoder self"),
+    Binding("a", "view('heads')", "heads", show=False, tooltip="every head of that kind, in both models"),
+]
 
 
 class CompareScreen(ChartKeys, DecodeKeys, Screen):
@@ -42,6 +46,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
     AUTO_FOCUS = ""  # start on the step keys; i or / edits the source
     BINDINGS = [
         *DECODE_BINDINGS,
+        *VIEW_BINDINGS,
         *SOURCE_BINDINGS,
         # DecodeKeys' knock-out keys, on B (off while the curves show: k is then the chart's)
         Binding("k", "ablate", "ablate", tooltip="knock B's selected head out (again: back in)"),
@@ -102,18 +107,18 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
     def charts_shown(self) -> bool:
         return self.query_one("#pair-curves").display
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        applies = self.check_chart_action(action, parameters)
-        if applies is not None:
-            return applies
+    def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action in CHART_ACTIONS:
+            return self.chart_why_not(parameters)
         if action == "toggle_curves":  # neither file recorded curves: nothing to overlay
-            return self.charts_shown() or any(m.history is not None for m in self.models.values())
-        if action in ("ablate", "clear_ablations"):  # k is the chart's while the curves show
-            return not self.charts_shown()
-        decoding = {b.action.split("(")[0] for b in (*DECODE_BINDINGS, *SOURCE_BINDINGS)}
-        if self.charts_shown() and action in decoding:
-            return None
-        return super().check_action(action, parameters)  # DecodeKeys: < > only while cropped
+            if self.charts_shown() or any(m.history is not None for m in self.models.values()):
+                return None
+            return ("neither A nor B recorded training curves (files from before minitx kept them, "
+                    "or exports)" if self.models else "no models yet: 1 and 2 choose A and B")
+        decoding = {b.action.split("(")[0] for b in (*DECODE_BINDINGS, *SOURCE_BINDINGS, *VIEW_BINDINGS)}
+        if self.charts_shown() and action in decoding | {"ablate", "clear_ablations"}:
+            return "the curves are shown: v goes back to the grids"
+        return self.decode_why_not(action, parameters)  # DecodeKeys: < > only while cropped, # ...
 
     @one_line_errors
     def action_toggle_curves(self) -> None:
@@ -329,13 +334,17 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.query_one("#pair-output", OutputLine).show(*lines)
 
     def _draw_diff(self) -> None:
+        box = self.query_one("#diff-box")
+        sessions = [p.session for p in self.panels.values()]
+        if not all(s.has_selected_head and s.view_mode == "grid" for s in sessions):
+            box.display = False  # one model lacks the head chosen, or no grids are shown
+            return
         a, b = (p.grid for p in self.panels.values())
         n = max(len(a.row_labels), len(b.row_labels))
         pairs = [(a.row_labels[i] if i < len(a.row_labels) else "",
                   b.row_labels[i] if i < len(b.row_labels) else "") for i in range(n)]
         columns = a.columns
         cell = self._diff_cell(len(columns))
-        box = self.query_one("#diff-box")
         box.display = cell > 0
         if cell:
             box.styles.width = max(16, 11 + cell * len(columns))  # label 7, edges, scrollbar

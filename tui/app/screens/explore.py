@@ -14,22 +14,26 @@ from __future__ import annotations
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from minitx.tui.app.chart_keys import TIMELINE_BINDINGS, TimelineKeys
+from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, TimelineKeys
 from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
-from minitx.tui.app.screens.circuit import CircuitScreen
 from minitx.tui.app.widgets.decode_panel import DecodePanel
+from minitx.tui.app.widgets.importance import RANKING_FIRST_ROW
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.source_bar import SourceBar
 from minitx.tui.app.widgets.timeline import Timeline
 from minitx.tui.app.widgets.titlebar import TitleBar
 
-# What the step keys do while the timeline is shown; every other decoding key waits for the decode.
+# What the step keys do while the timeline is shown: ← → a snapshot, x/Home and ⏎/End the first
+# and last, [ ] , . the head shown; every other decoding key waits for the decode.
 TIMELINE_STEPS = {"step": 1, "back": -1}
+TIMELINE_KEYS = {*TIMELINE_STEPS, "reset", "run", "layer", "head"}
+SCROLL_TIP = "move through a tall view (in the ranking: choose the head)"
 IMPORTANCE_SEQUENCES = 200  # fresh sequences per ablated head: 24 heads in well under a minute
 # The keys that look at or change the decode (hidden while the timeline is shown): p shows the
 # positions, or plays the timeline while that is shown (each is off the footer while the other
@@ -45,6 +49,10 @@ INTERVENTION_BINDINGS = [
     Binding("P", "patch", "patch", tooltip="patch this source into a corrupted one"),
     # In the help; the footer is full at 80x24.
     Binding("C", "circuit", "circuit", show=False, tooltip="the circuit: what carries the answer"),
+    # A view taller than its box (the ranking of 24 heads, 48 heads at once); in the ranking ↑ ↓
+    # choose the head, so k knocks out the one on the row.
+    Binding("up", "scroll_view(-1)", "scroll", show=False, tooltip=SCROLL_TIP),
+    Binding("down", "scroll_view(1)", "scroll", show=False, tooltip=SCROLL_TIP),
 ]
 
 
@@ -58,7 +66,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         Binding("s", "kind", "attn", tooltip="attention: cross → decoder self → encoder self"),
         Binding("a", "view('heads')", "heads", tooltip="every head of that kind, with its score"),
         *INTERVENTION_BINDINGS,
-        *TIMELINE_BINDINGS,
+        *TIMELINE_BINDINGS,  # after p's positions: on the replay, p plays (or says why not)
         *SOURCE_BINDINGS,
         Binding("h", "toggle_timeline", "replay", tooltip="replay the probe's attention as it trained"),
         Binding("t", "app.switch_mode('train')", "train", tooltip="Train"),
@@ -74,20 +82,21 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     def timeline_shown(self) -> bool:
         return self.timeline().display
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        applies = self.check_timeline_action(action)
-        if applies is not None:
-            return applies
+    def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action in TIMELINE_ACTIONS:
+            return self.timeline_why_not(action)
+        current = self.app.current
         if action == "toggle_timeline":  # a file without history has no timeline to show
-            current = self.app.current
-            return self.timeline_shown() or bool(current and current.history
-                                                  and current.history.snapshot_steps)
-        if self.timeline_shown() and action not in (*TIMELINE_STEPS, "toggle_timeline"):
-            if action in self._intervention_actions():
-                return False  # off the footer, so the timeline's p shows there
-            if action in self._decode_actions():
-                return None  # waits for the decode
-        return super().check_action(action, parameters)  # DecodeKeys: < > only while cropped
+            if self.timeline_shown() or (current and current.history and current.history.snapshot_steps):
+                return None
+            return (f"{current.name if current else 'no model'}: no training snapshots to replay "
+                    "(a file from before minitx kept them, or an export)")
+        if self.timeline_shown() and action in self._decode_actions() | self._intervention_actions() \
+                and action not in TIMELINE_KEYS:
+            return "the replay is shown: h goes back to the decode"
+        if action == "scroll_view" and not self._scrollable():
+            return "everything fits: ↑ ↓ move only through a view taller than its box"
+        return self.decode_why_not(action, parameters)  # DecodeKeys: < > only while cropped, # ...
 
     @staticmethod
     def _decode_actions() -> set[str]:
@@ -95,7 +104,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     @staticmethod
     def _intervention_actions() -> set[str]:
-        return {b.action.split("(")[0] for b in INTERVENTION_BINDINGS} | {"view", "kind"}
+        return {b.action.split("(")[0] for b in INTERVENTION_BINDINGS} | {"view", "kind", "scroll_view"}
 
     @one_line_errors
     def action_toggle_timeline(self) -> None:
@@ -118,15 +127,64 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     def action_step(self) -> None:
         if self.timeline_shown():
-            self.timeline().step_by(TIMELINE_STEPS["step"])
+            self.step_timeline(TIMELINE_STEPS["step"])
         else:
             super().action_step()
 
     def action_back(self) -> None:
         if self.timeline_shown():
-            self.timeline().step_by(TIMELINE_STEPS["back"])
+            self.step_timeline(TIMELINE_STEPS["back"])
         else:
             super().action_back()
+
+    def action_reset(self) -> None:
+        if self.timeline_shown():
+            self.action_snapshot(0)
+        else:
+            super().action_reset()
+
+    def action_run(self) -> None:
+        if self.timeline_shown():
+            self.action_snapshot(-1)
+        else:
+            super().action_run()
+
+    def action_layer(self, delta: int) -> None:
+        if self.timeline_shown():
+            self.action_timeline_head(delta, 0)
+        else:
+            super().action_layer(delta)
+
+    def action_head(self, delta: int) -> None:
+        if self.timeline_shown():
+            self.action_timeline_head(0, delta)
+        else:
+            super().action_head(delta)
+
+    # -- views taller than their box ------------------------------------------------------------
+    def _scrollable(self) -> bool:
+        box = self.panel.grid_box
+        return self.session.view_mode == "importance" and self.session.importance is not None \
+            or box.max_scroll_y > 0
+
+    @one_line_errors
+    def action_scroll_view(self, lines: int) -> None:
+        """↑ ↓: in the ranking, the head on the row above or below (k then knocks it out); in any
+        other view taller than its box, a line up or down."""
+        session, box = self.session, self.panel.grid_box
+        if session.view_mode != "importance" or session.importance is None:
+            box.scroll_relative(y=lines, animate=False)
+            return
+        names = [e.head for e in session.importance.heads]
+        shown = str(session.selected_head)
+        row = (names.index(shown) + lines) % len(names) if shown in names else 0
+        from minitx.core.interp.interventions import parse_heads
+
+        head = parse_heads(names[row], session.record.model)[0]
+        session.kind = head.kind
+        session.select_head(head.layer, head.head)
+        self.refresh_view()
+        box.scroll_to_region(Region(0, RANKING_FIRST_ROW + row, 1, 1), animate=False)
 
     @property
     def panel(self) -> DecodePanel:
@@ -261,8 +319,8 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def action_circuit(self) -> None:
         record = self.session.record
-        if record is not None and not isinstance(self.app.screen, CircuitScreen):
-            self.app.push_screen(CircuitScreen(record.model, record.task, record.name))
+        if record is not None:
+            self.app.show_circuit(record)
 
     @one_line_errors
     def _open_failure(self, failure) -> None:

@@ -24,8 +24,18 @@ from textual.widgets import Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.core.training.run_files import next_run_number, run_name, run_path
-from minitx.tui.app.chart_keys import CHART_BINDINGS, TIMELINE_BINDINGS, ChartKeys, TimelineKeys
+from minitx.tui.app.chart_keys import (
+    CHART_ACTIONS,
+    CHART_BINDINGS,
+    TIMELINE_ACTIONS,
+    TIMELINE_BINDINGS,
+    TIMELINE_EDGE_BINDINGS,
+    TIMELINE_HEAD_BINDINGS,
+    ChartKeys,
+    TimelineKeys,
+)
 from minitx.tui.app.errors import one_line_errors
+from minitx.tui.app.key_reasons import ExplainedKeys
 from minitx.tui.app.messages import (
     ChoiceChanged,
     FormDefaults,
@@ -46,7 +56,7 @@ ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to 
 ENDED = ("finished", "stopped")  # a run's model is there to explore, save or continue
 
 
-class TrainScreen(ChartKeys, TimelineKeys, Screen):
+class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
     HELP_TITLE = "Train"
     HELP_NOTE = ("Tab into the form (← → pick a choice, esc out). from: a recipe, the open\n"
                  "file's configs (like) or its run (resume). A run not saved: quit asks first.")
@@ -63,6 +73,8 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
         Binding("left", "frame(-1)", "snapshot", tooltip="snapshot before / after"),
         Binding("right", "frame(1)", "snapshot", tooltip="snapshot before / after"),
         *TIMELINE_BINDINGS,
+        *TIMELINE_EDGE_BINDINGS,
+        *TIMELINE_HEAD_BINDINGS,
         Binding("e", "app.switch_mode('explore')", "explore", tooltip="Explore"),
     ]
 
@@ -128,15 +140,24 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
         self._model_changed(self.app)
         self.load_defaults()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        for applies in (self.check_chart_action(action, parameters), self.check_timeline_action(action)):
-            if applies is not None:
-                return applies
+    def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action in CHART_ACTIONS:
+            return self.chart_why_not(parameters)
+        if action in (*TIMELINE_ACTIONS, "frame"):
+            return self.timeline_why_not(action)
+        state = self.state
+        if action == "toggle" and state in ("loading", "stopping"):
+            return "loading torch and the recipes…" if state == "loading" else "the run is stopping…"
+        if action == "stop" and state not in ("running", "paused"):
+            return "no run is going: x stops one while it trains"
+        if action == "save" and self.trainer is None:
+            return "nothing to save yet: train a model first (space starts)"
         if action == "use_run":  # offered while a run's model waits to be explored
-            return self.ended_record is not None and self.app.current is not self.ended_record
-        if action == "frame":
-            return self.timeline_shown() and len(self.timeline().steps) > 1
-        return True
+            if self.ended_record is None:
+                return "no run has ended yet: u hands an ended run to Explore"
+            if self.app.current is self.ended_record:
+                return "Explore has this run already: e shows it"
+        return None
 
     # -- the two views (the keys of tui/app/chart_keys.py ask which one is shown) --------------------
     def charts_shown(self) -> bool:
@@ -150,7 +171,7 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
         self.refresh_bindings()
 
     def action_frame(self, delta: int) -> None:
-        self.timeline().step_by(delta)
+        self.step_timeline(delta)
 
     # -- the form --------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="defaults", exit_on_error=False)

@@ -7,6 +7,33 @@ from textual.widgets import Static
 
 from minitx.tui.render.numbers import percent
 
+LABEL, COLUMN = 18, 26  # the row names' width, and A's column: B's takes the rest
+SHOWN_ELSEWHERE = ("training.loss", "training.accuracy")  # the exact match row says more
+
+
+def differences(config_diff, width: int) -> Text:
+    """The row of what differs between the two files ('bug  –  no-causal-mask'): each field once
+    (a bug is in the model and the training config alike), only as many as fit whole, and how
+    many more there are."""
+    seen, differs = set(), []
+    for field, a, b in config_diff:
+        name = field.split(".")[-1]
+        if field not in SHOWN_ELSEWHERE and (name, str(a), str(b)) not in seen:
+            seen.add((name, str(a), str(b)))
+            differs.append((name, "–" if a in ("", None) else str(a), "–" if b in ("", None) else str(b)))
+    if not differs:
+        return Text("same model config, task and training summary", style="dim")
+    for count in range(len(differs), 0, -1):
+        shown, more = differs[:count], len(differs) - count
+        names = " · ".join(d[0] for d in shown) + (f" +{more}" if more else "")
+        a, b = (" · ".join(d[i] for d in shown) for i in (1, 2))
+        if len(names) < LABEL and len(a) < COLUMN and LABEL + COLUMN + len(b) <= width:
+            break
+    else:  # not even one fits whole: the first, cut at each column's end
+        names, a, b = differs[0][0][: LABEL - 1], differs[0][1][: COLUMN - 1], differs[0][2]
+    return Text.assemble(names.ljust(LABEL), (a.ljust(COLUMN), "bold"),
+                         (b[: max(1, width - LABEL - COLUMN)], "bold"))
+
 
 class CompareSummary(Static):
     DEFAULT_CSS = "CompareSummary { width: 100%; text-wrap: nowrap; text-overflow: clip; }"
@@ -19,31 +46,22 @@ class CompareSummary(Static):
             return
         where = f"L{layer + 1} H{head + 1}"
         # B's column is the last: its name ('reverse without cross:L1.H2') may take the rest.
-        lines = [Text.assemble((f"{'':<18}", ""), (f"A {c.a.name}"[:24].ljust(26), "bold"),
+        lines = [Text.assemble((" " * LABEL, ""), (f"A {c.a.name}"[:COLUMN - 2].ljust(COLUMN), "bold"),
                                (f"B {c.b.name}", "bold"))]
 
         def pct(v: float) -> tuple[str, str]:
-            return (percent(v).ljust(26), "green" if v >= 0.9 else "red" if v < 0.5 else "yellow")
+            return (percent(v).ljust(COLUMN), "green" if v >= 0.9 else "red" if v < 0.5 else "yellow")
 
-        lines.append(Text.assemble(f"{'exact match':<18}", pct(c.a.accuracy), pct(c.b.accuracy)))
+        lines.append(Text.assemble(f"{'exact match':<{LABEL}}", pct(c.a.accuracy), pct(c.b.accuracy)))
 
         def align(r) -> str:
-            score = r.alignment[layer][head] if layer < len(r.alignment) else float("nan")
+            has = layer < len(r.alignment) and head < len(r.alignment[layer])
             bl, bh, bs = r.best_head
-            return f"{score:.2f} (best L{bl + 1} H{bh + 1} {bs:.2f})"
+            score = f"{r.alignment[layer][head]:.2f}" if has else "none"
+            return f"{score} (best L{bl + 1} H{bh + 1} {bs:.2f})"
 
-        lines.append(Text.assemble(f"{'alignment ' + where:<18}", align(c.a).ljust(26), align(c.b)))
-        differs = [(f.split(".")[-1], x, y) for f, x, y in c.config_diff
-                   if f not in ("training.loss", "training.accuracy")][:3]  # those are above
-
-        def values(i: int) -> str:
-            return " · ".join("–" if d[i] in ("", None) else str(d[i]) for d in differs)[:25]
-
-        if differs:
-            lines.append(Text.assemble(" · ".join(d[0] for d in differs)[:17].ljust(18),
-                                       (values(1).ljust(26), "bold"), (values(2), "bold")))
-        else:
-            lines.append(Text("same model config, task and training summary", style="dim"))
+        lines.append(Text.assemble(f"{'alignment ' + where:<{LABEL}}", align(c.a).ljust(COLUMN), align(c.b)))
+        lines.append(differences(c.config_diff, self.size.width or 78))
         # A distance over the few tensors two different shapes share would pass for the models'.
         weights = (f"weights ‖A−B‖/‖A‖ {c.weight_distance:.3f}" if c.weight_distance is not None
                    else f"weights: only {c.weights_compared} share a shape")

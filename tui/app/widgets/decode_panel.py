@@ -192,7 +192,11 @@ class DecodePanel(Vertical):
         hint = "" if v.target else self.step_hint
         layer, head = v.layer_index, v.head_index
         box.border_title = self._title(KIND_TITLES[v.kind])
-        if v.kind == "cross":
+        if not v.has_selected_head:  # Compare: the other model is larger
+            count = v.layer_count()
+            grid.show([], [], [], hint=f"no L{layer + 1}: {count} layer{'s' if count > 1 else ''} only"
+                      if layer >= count else f"no H{head + 1}: {v.record.heads} heads only")
+        elif v.kind == "cross":
             rows = s.cross_attention_grid(layer, head).tolist()
             grid.show(rows, v.record.task.vocab.labels(s.src_ids), rows_labels, current_row, hint,
                       "" if self.label else "rows: tokens generated · columns: source tokens")

@@ -9,6 +9,8 @@ from textual.widget import Widget
 from minitx.tui.app.widgets.redraw import redraw
 from minitx.tui.app.widgets.topk import bar
 
+RANKING_FIRST_ROW = 3  # the table's line of the first head (after its title, baseline and header)
+
 
 class ImportanceTable(Widget):
     DEFAULT_CSS = "ImportanceTable { height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip; }"

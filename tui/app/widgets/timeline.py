@@ -1,9 +1,10 @@
 """A timeline of a run's probe snapshots: one head's cross-attention on the probe source at one
 moment of training, a scrub bar, and play. On a reverse model you watch the anti-diagonal form.
 
-The head shown is the one that aligns best in the last snapshot (the head that ends up doing
-the task's work), so every frame shows the same head. The screen binds the keys: back, forward,
-play/pause (step_by, toggle_play). A compact timeline (Train's, under a form at 80x24) draws
+The head shown first is the one that aligns best in the last snapshot (the head that ends up
+doing the task's work); every frame shows the same head until another is chosen (move_head). The
+screen binds the keys: back, forward, first/last, play/pause, the head (step_by, go_to,
+toggle_play, move_head). A compact timeline (Train's, under a form at 80x24) draws
 only the grid: its owner shows position_line() in a border. Nothing here imports torch at
 module level.
 """
@@ -87,9 +88,20 @@ class Timeline(Vertical):
         self.index = len(self.steps) - 1  # the trained model first; scrub back to watch it form
         self._draw()
 
-    def step_by(self, delta: int) -> None:
-        if self.steps:
-            self.go_to(self.index + delta)
+    def step_by(self, delta: int) -> bool:
+        """A snapshot back or on; False where there is none that way."""
+        if not self.steps or not 0 <= self.index + delta < len(self.steps):
+            return False
+        self.go_to(self.index + delta)
+        return True
+
+    def move_head(self, layers: int = 0, heads: int = 0) -> None:
+        """Show another head in every frame: `layers` and `heads` on, wrapping around."""
+        if self.frames:
+            count_layers, count_heads = len(self.frames[0]), len(self.frames[0][0])
+            layer, head = self.head
+            self.head = ((layer + layers) % count_layers, (head + heads) % count_heads)
+            self._draw()
 
     def go_to(self, index: int) -> None:
         if self.steps:
