@@ -70,19 +70,29 @@ class StepStats:
         return {k: getattr(self, k) for k in ("step", "loss", "grad_norm", "lr", "examples_per_s", "seconds")}
 
 
+def planned_run(model_cfg: ModelConfig, train_cfg: TrainConfig):
+    """(ModelConfig, TrainConfig, Task) a run of these configs trains with, nothing built yet: the
+    bug preset's effects and the task's vocabulary applied, the task made (a data file read: a
+    DataError, one line, for a bad file; ValueError for configs that do not go together). The app
+    checks a form with it before it offers to drop the last run."""
+    model_cfg, train_cfg = apply_bug(model_cfg, train_cfg)
+    task = task_for_config(train_cfg, model_cfg.max_len)  # reads a data file, if any
+    # The vocabulary is the task's: a data file's decides the model's size and special ids.
+    model_cfg = model_cfg.replace(**task.vocab.model_fields())
+    bug = bug_preset(train_cfg.bug)
+    if bug.data_task and task.vocab != get_task(bug.data_task).vocab:
+        raise ValueError(f"bug: {train_cfg.bug} changes the digit tasks' data, not {task.name}'s")
+    return model_cfg, train_cfg, task
+
+
 class Trainer:
     def __init__(self, model_cfg: ModelConfig | None = None, train_cfg: TrainConfig | None = None):
-        model_cfg, train_cfg = apply_bug(model_cfg or ModelConfig(), train_cfg or TrainConfig())
+        model_cfg, train_cfg, self.task = planned_run(model_cfg or ModelConfig(), train_cfg or TrainConfig())
         self.model_cfg, self.cfg = model_cfg, train_cfg
         self.device = resolve_device(train_cfg.device)
-        self.task = task_for_config(train_cfg, model_cfg.max_len)  # reads a data file, if any
-        # The vocabulary is the task's: a data file's decides the model's size and special ids.
-        self.model_cfg = model_cfg = model_cfg.replace(**self.task.vocab.model_fields())
         # A bug preset may feed the model other data (copies for no-reverse, while the task
         # still says reverse) or feed it differently (no-shift); chosen here, once.
         bug = bug_preset(train_cfg.bug)
-        if bug.data_task and self.task.vocab != get_task(bug.data_task).vocab:
-            raise ValueError(f"bug: {train_cfg.bug} changes the digit tasks' data, not {self.task.name}'s")
         self._data_task = get_task(bug.data_task, train_cfg.min_source_len, train_cfg.max_source_len) \
             if bug.data_task else self.task
         self._feed = bug.feed

@@ -51,7 +51,8 @@ async def test_every_quit_key_while_training_asks_and_s_saves_a_resumable_checkp
         await pilot.press(key)
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog), "the question")
         question = app.screen
-        assert "not saved" in question.question and screen.current_run.name in question.question
+        asked = question.question_text()
+        assert "not saved" in asked and screen.current_run.name in asked
         await pilot.press("s")
         await wait_for(pilot, lambda: app._exit, "the app to close")
         step = screen.current_run.saved_step
@@ -69,6 +70,13 @@ async def test_esc_at_the_quit_question_keeps_the_app_and_the_run_going(tmp_path
         screen = await training(pilot)
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog), "the question")
+
+        def shown_count() -> int:  # 'quit? run 1 · reverse has 123 steps not saved', as drawn
+            words = str(app.screen.query_one("#choice-question", Static).render()).split()
+            return int(words[words.index("steps") - 1])
+
+        first = shown_count()  # the run trains on behind the question, and the count with it
+        await wait_for(pilot, lambda: shown_count() > first, "the question to count on")
         await pilot.press("escape")
         at = screen.trainer.step_count
         await wait_for(pilot, lambda: screen.trainer.step_count > at + 3, "training to go on")

@@ -212,9 +212,10 @@ class MinitxApp(App):
         if not isinstance(self.screen, OpenCheckpointScreen):
             self.push_screen(OpenCheckpointScreen(title), chosen)
 
-    def ask(self, question: str, choices: list[tuple[str, str, str | None]],
+    def ask(self, question: str | Callable[[], str], choices: list[tuple[str, str, str | None]],
             answered: Callable[[str | None], None]) -> None:
-        """A question with a key per answer: (key, what it does, value); esc answers None."""
+        """A question with a key per answer: (key, what it does, value); esc answers None. A
+        question given as a function is asked again while the dialog is up (ChoiceDialog)."""
         if not isinstance(self.screen, ChoiceDialog):
             self.push_screen(ChoiceDialog(question, choices), answered)
 
@@ -276,8 +277,9 @@ class MinitxApp(App):
                 run.stop.set()
                 self.exit()
 
-        self.ask(f"quit? {run.name} has {run.unsaved_steps} steps not saved", [
-            ("s", f"save it to {short_path(run.path)} (resumable) and quit", "save"),
+        # Asked again as it trains on behind the dialog: the count stays the run's own.
+        self.ask(lambda: f"quit? {run.name} has {run.unsaved_steps} steps not saved", [
+            ("s", f"save it (resumable) and quit: {short_path(run.path)}", "save"),
             ("d", "quit without it", "drop"),
             ("escape", "cancel: keep it", None)], answered)
 

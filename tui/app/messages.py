@@ -157,6 +157,17 @@ class FormDefaults(Message):
     choices: dict[str, list[str]]
 
 
+@dataclass
+class RunChecked(Message):
+    """Whether the form's configs can start a run (tui/app/run_check.py): the model's parameters,
+    or the error ('data: f.tsv, line 1: no tab …') that stops it before anything is asked."""
+
+    configs: tuple  # (ModelConfig, TrainConfig) that were checked
+    params: int | None = None
+    error: str = ""  # "option: message"
+    notes: list[str] = field(default_factory=list)  # how a data file was read (pairs skipped...)
+
+
 @dataclass(frozen=True)
 class LiveProbe:
     """The probe's picture during a run: the best head's grid and every head's score."""

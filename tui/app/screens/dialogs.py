@@ -3,12 +3,13 @@ the failures list (the help is tui/app/help.py, made from the bindings)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
@@ -18,24 +19,38 @@ from minitx.tui.render.numbers import percent
 
 
 class ChoiceDialog(ModalScreen[str | None]):
-    """A question with a key per answer: dismisses with the answer's value (esc: None)."""
+    """A question with a key per answer: dismisses with the answer's value (esc: None). A question
+    given as a function is asked again twice a second: what it counts (a run's unsaved steps)
+    may go on changing behind the dialog."""
 
-    def __init__(self, question: str, choices: list[tuple[str, str, str | None]]) -> None:
+    LIVE_INTERVAL = 0.5
+
+    def __init__(self, question: str | Callable[[], str], choices: list[tuple[str, str, str | None]]) -> None:
         super().__init__()
         self.question = question
         self.choices = choices  # (key, what it does, the value it answers)
 
-    def compose(self) -> ComposeResult:
-        from rich.markup import escape
+    def question_text(self) -> str:
+        return self.question() if callable(self.question) else self.question
 
+    def compose(self) -> ComposeResult:
         with Vertical(id="choice-box", classes="dialog"):
-            yield Static(escape(self.question), id="choice-question")
+            yield Static(self.question_text(), id="choice-question", markup=False)
             for key, label, _ in self.choices:
                 shown = "esc" if key == "escape" else key
-                yield Static(f"[reverse b] {shown} [/]  {escape(label)}")  # wraps: a long path stays whole
+                # The key, then the label in a column of its own: a long label (a path) wraps
+                # under itself, never under the key.
+                with Horizontal(classes="choice"):
+                    yield Static(f" {shown} ", classes="choice-key", markup=False)
+                    yield Static(label, classes="choice-label", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#choice-box").border_title = "minitx asks"
+        if callable(self.question):
+            self.set_interval(self.LIVE_INTERVAL, self._ask_again)
+
+    def _ask_again(self) -> None:
+        self.query_one("#choice-question", Static).update(self.question_text())
 
     def on_key(self, event) -> None:
         answers = {key: value for key, _, value in self.choices}

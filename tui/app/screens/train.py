@@ -36,19 +36,12 @@ from minitx.tui.app.chart_keys import (
 )
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.key_reasons import ExplainedKeys
-from minitx.tui.app.messages import (
-    ChoiceChanged,
-    FormDefaults,
-    ModelLoaded,
-    Progress,
-    RunEnded,
-    RunStarted,
-    Saved,
-)
+from minitx.tui.app.messages import ModelLoaded, Progress, RunEnded, RunStarted, Saved
+from minitx.tui.app.run_check import FormChecks
 from minitx.tui.app.training import TrainingRun
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.titlebar import TitleBar
-from minitx.tui.app.widgets.train_form import SOURCE, Start, TrainForm, choice_values
+from minitx.tui.app.widgets.train_form import TrainForm
 from minitx.tui.app.widgets.train_views import TrainViews
 from minitx.tui.render.numbers import format_loss, percent, short_path
 
@@ -56,7 +49,7 @@ ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to 
 ENDED = ("finished", "stopped")  # a run's model is there to explore, save or continue
 
 
-class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
+class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
     HELP_TITLE = "Train"
     HELP_NOTE = ("Tab into the form (← → pick a choice, esc out). from: a recipe, the open\n"
                  "file's configs (like) or its run (resume). A run not saved: quit asks first.")
@@ -103,16 +96,12 @@ class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         return self.query_one(TrainViews)
 
     @property
-    def form_error(self) -> str:
-        return self.form.error
-
-    @property
     def save_path(self) -> Path:
         """Where `w` saves the latest run, or would save the next one."""
         run = self.current_run
         if run is not None and self.state not in ("idle", "failed"):
             return run.path
-        configs = self.form.validate()
+        configs = self.form_configs
         if configs is not None:
             name = run_name(configs[1])
         else:  # a form that does not validate yet: what its task or data field says
@@ -173,35 +162,7 @@ class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
     def action_frame(self, delta: int) -> None:
         self.step_timeline(delta)
 
-    # -- the form --------------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="defaults", exit_on_error=False)
-    def load_defaults(self) -> None:
-        from minitx.core.config import RECIPES
-
-        self.post_message(FormDefaults({name: make() for name, make in RECIPES.items()}, choice_values()))
-
-    def on_form_defaults(self, message: FormDefaults) -> None:
-        from minitx.core.config import DEFAULT_RECIPE
-
-        self.recipes = message.recipes
-        self.form.offer(self._starts(), message.choices, DEFAULT_RECIPE)
-        self.form.disabled = False
-        self.state = "idle"
-        self.validate_form()
-        self._model_changed(self.app)
-
-    def _starts(self) -> dict[str, Start]:
-        """Every recipe, and the open checkpoint's configs (like) and saved run (resume)."""
-        starts = {name: Start(f"recipe {name}", r.model, r.train) for name, r in self.recipes.items()}
-        current = self.app.current
-        if current is not None and current.train_config is not None:
-            starts["like"] = Start(f"like {current.name}", current.model.cfg, current.train_config)
-            if current.resumable and current.path:
-                starts["resume"] = Start(f"resume {current.name} (step {current.steps})",
-                                         current.model.cfg, current.train_config, current.path,
-                                         current.steps or 0)
-        return starts
-
+    # -- the form (the form's side of it: tui/app/run_check.py's FormChecks) ------------------
     def _model_changed(self, app) -> None:
         if self.recipes and self.state not in ACTIVE:
             self.form.offer(self._starts())
@@ -213,20 +174,6 @@ class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             return  # the run's own description (RunStarted)
         app = self.app
         self.query_one(TitleBar).set_info(f"exploring {app.current.name}" if app.current else app.status)
-
-    def validate_form(self):
-        configs = self.form.validate()
-        self._draw_note()
-        return configs
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        self.validate_form()
-
-    def on_choice_changed(self, message: ChoiceChanged) -> None:
-        if message.field.id == SOURCE:
-            self.form.fill()
-            self._draw_title()
-        self.validate_form()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -249,7 +196,19 @@ class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             self.start_asking()
 
     def start_asking(self) -> None:
-        """Start a new run; first ask what to do with the last one if it has unsaved steps."""
+        """Start a new run once its form and its data are known to be good; only then ask what to
+        do with the last run, if it has unsaved steps (a run that cannot start drops nothing)."""
+        configs = self.validate_form()
+        if configs is None:
+            self.notify(f"fix the form first: {self.form_error}", severity="warning", markup=False)
+            return
+        checked = self.checked
+        if not self.check_holds():
+            self.check_now()  # on_run_checked comes back here
+            return
+        if checked.error:
+            self.notify(f"cannot start: {checked.error}", severity="error", markup=False, timeout=8)
+            return
         run = self.current_run
         if run is None or run.unsaved_steps <= 0 or self.state == "failed":
             self.start()
@@ -264,14 +223,13 @@ class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
                 self.start()
 
         self.app.ask(f"start a new run? {run.name} has {run.unsaved_steps} steps not saved", [
-            ("s", f"save it to {short_path(run.path)} first", "save"),
+            ("s", f"save it first: {short_path(run.path)}", "save"),
             ("d", "drop it", "drop"),
             ("escape", "cancel: keep it", None)], chosen)
 
     def start(self) -> None:
-        configs = self.validate_form()
+        configs = self.form_configs
         if configs is None:
-            self.notify(f"fix the form first: {self.form_error}", severity="warning", markup=False)
             return
         start = self.form.start
         name = run_name(configs[1])
@@ -322,7 +280,7 @@ class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
     def action_use_run(self) -> None:
         if self.ended_record is not None:
             self.app.post_message(ModelLoaded(self.ended_record))
-            self.refresh_bindings()
+            self.app.switch_mode("explore")  # where the run is explored
 
     def _set_state(self, state: str) -> None:
         self.state = state
@@ -377,6 +335,9 @@ class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
+        if event.worker.group == "check":
+            self.check_failed(error)
+            return
         self.notify(f"{event.worker.group} failed: {error}", severity="error", markup=False,
                     timeout=10)
         if event.worker.group == "train":
@@ -398,19 +359,22 @@ class TrainScreen(ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             app.run_changed.publish(app)
 
     def _draw_note(self) -> None:
-        """The form's first problem, or where `w` saves."""
-        note = self.query_one("#form-note", Static)
-        run = self.current_run
-        if self.form.error and self.state not in ACTIVE:
-            note.update(f"✗ {self.form.error}")
+        """The form's first problem, or where `w` saves and the size of the next run."""
+        note, run, error = self.query_one("#form-note", Static), self.current_run, self.form_error
+        if error and self.state not in ACTIVE:
+            data = (self.form.values()["data"] or "").strip()
+            if data:  # the field above shows the whole path: the reason needs the room
+                error = error.replace(data, Path(data).name)
+            note.update(f"✗ {error}")
             return
         where = short_path(self.save_path)
         if run is None or self.state in ("idle", "failed"):
-            note.update(f"w will save the next run to {where}")
-        elif run.saved_step is not None:
-            note.update(f"w saves {run.name} to {where} (saved at step {run.saved_step})")
+            text = f"w will save the next run to {where}"
+        elif run.saved_step is not None:  # the path last: where a line must wrap, it wraps whole
+            text = f"w saves {run.name} (saved at step {run.saved_step}) to {where}"
         else:
-            note.update(f"w saves {run.name} to {where}")
+            text = f"w saves {run.name} to {where}"
+        note.update(text if self.state in ACTIVE else text + self.next_run_note())
 
     def _draw_stats(self) -> None:
         stats = self.query_one("#stats", Static)

@@ -5,44 +5,53 @@
 until change). Every other field is named after its option in core.options (`batch_size`, `heads`,
 `lengths`, ...) and the form turns what was changed into configs with
 core.options.configs_from_options, the one function the CLI uses too; an OptionError names the
-field to mark.
+field to mark. A data file is its own task: while one is typed the task field says so and the
+lengths are the file's (neither can be edited), and only then do `tokens` and `expect` apply.
 
-Adding a field: one entry in FIELDS (and in CHOICES if core gives a list of values), and grow
-`#form`'s grid in minitx.tcss if it needs another row.
+Adding a field: one entry in FIELDS (and in CHOICES if core gives a list of values); every row
+of both layouts (ROW_SPANS) must stay full.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from typing import Any
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.widgets import Input, Label
 
+from minitx.tui.app.messages import ChoiceChanged
 from minitx.tui.app.widgets.choice import ChoiceField
 
 SOURCE = "from"  # not an option: which configs the fields start from
-# option name -> label, in the form's order, four to a row after `from` (which takes two): the
-# data, the optimiser, the model's size, its components (docs/components.md), when to stop and
-# what to record, and last a data file of your own with its tokenisation. A WIDE field takes
-# the rest of its row.
+DATA_TASK = "data"  # core's name of a data file's task (core.data.task.DATA_TASK)
+# option name -> label, in the form's order after `from`: the data, the optimiser, the model's
+# size, its components (docs/components.md), when to stop and what to record, and last a data
+# file of your own with its tokenisation and the attention pattern it should show.
 FIELDS = {
     "task": "task", "lengths": "lengths",
     "steps": "steps", "batch_size": "batch", "lr": "lr", "schedule": "schedule",
     "warmup": "warmup", "dropout": "dropout", "seed": "seed", "device": "device",
     "d_model": "d_model", "heads": "heads", "kv_heads": "K/V", "layers": "layers",
     "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
-    "until": "until", "probe_source": "probe",
-    "data": "data", "tokens": "tokens",
+    "until": "until", "probe_source": "probe", "tokens": "tokens",
+    "data": "data", "expect": "expect",
 }
-WIDE = ("probe_source", "data")  # fields that take the rest of their row
-PLACEHOLDERS = {"probe_source": "digits, e.g. 3 1 4 1 5 (empty: 7 2 9 0 4 6)", "kv_heads": "= heads",
-                "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)"}
+# Fields a row to a row, by the terminal's width: the columns of each field taking more than one.
+# Four columns from 78 characters (80x24: 7 rows), three below (60x20: 9 rows); both fill every row.
+ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 3}, 3: {SOURCE: 2, "probe_source": 2, "data": 2}}
+FOUR_COLUMNS = 78  # the form's width from which four fields fit a row
+PLACEHOLDERS = {"kv_heads": "= heads", "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)"}
 OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
 CHOICES = ("task", "schedule", "norm", "norm_kind", "activation", "position_encoding",
-           "device", "tokens")  # picked from lists core defines, not typed
+           "device", "tokens", "expect")  # picked from lists core defines, not typed
+DATA_ONLY = ("tokens", "expect")  # they apply to a data file only
+EXPECT_LABELS = {"": "none", "anti-diagonal": "anti-diag"}  # what `expect` shows: short, never cut
 
 
 class FormInput(Input):
@@ -83,15 +92,35 @@ def typed_options(values: dict[str, str | None]) -> dict[str, Any]:
     return typed
 
 
-def choice_values() -> dict[str, list[str]]:
-    """What each CHOICES field offers: core's own lists."""
+def choice_values() -> dict[str, list]:
+    """What each CHOICES field offers: core's own lists (values, or (value, label) pairs)."""
     from minitx.core import config
+    from minitx.core.data.task import EXPECTATIONS
     from minitx.core.data.tasks import TASKS
 
     return {"task": list(TASKS), "schedule": list(config.SCHEDULES), "norm": list(config.NORMS),
             "norm_kind": list(config.NORM_KINDS), "activation": list(config.ACTIVATIONS),
             "position_encoding": list(config.POSITION_ENCODINGS), "device": list(config.DEVICES),
-            "tokens": list(config.TOKENISATIONS)}
+            "tokens": list(config.TOKENISATIONS),
+            "expect": [(e, EXPECT_LABELS.get(e, e)) for e in EXPECTATIONS]}
+
+
+@functools.cache
+def probe_hint(task: str) -> str:
+    """The probe field's placeholder: what an empty probe means for `task`."""
+    from minitx.core.data.tasks import get_task
+
+    if task == DATA_TASK:
+        return "empty: the first held-out pair"
+    example = get_task(task).example_batch()
+    return f"empty: {get_task(task).format(example.src[0])}"
+
+
+def own_lengths(task: str) -> bool:
+    """The task's sources have lengths of their own (a data file, dates): `lengths` does not apply."""
+    from minitx.core.data.tasks import TASKS
+
+    return task == DATA_TASK or task not in TASKS or not TASKS[task].exact_lengths
 
 
 def field_texts(model_cfg, train_cfg) -> dict[str, str]:
@@ -106,6 +135,8 @@ def field_texts(model_cfg, train_cfg) -> dict[str, str]:
              for name in FIELDS}
     if model_cfg.kv_heads == model_cfg.n_heads:
         texts["kv_heads"] = ""  # multi-head: empty, so a new `heads` keeps one K/V head each
+    if own_lengths(train_cfg.task):
+        texts["lengths"] = ""  # the file's (or the task's) own, as the field shows them
     return texts
 
 
@@ -146,16 +177,36 @@ class TrainForm(Grid):
         super().__init__(id="form")
         self.starts: dict[str, Start] = {}
         self.error = ""  # the form's first problem, "option: message"
+        self.columns = 4
+        self.tasks: list[str] = []  # the built-in tasks the task field offers without a data file
+        self.task_before = ""  # the task chosen before a data file took its place
+        self.lengths_before = ""  # the lengths typed before a task of its own lengths took them
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="field", id="field-from"):
             yield Label("from", classes="field-label")
             yield ChoiceField(id=SOURCE)
         for name, label in FIELDS.items():
-            with Horizontal(classes="field wide" if name in WIDE else "field", id=f"field-{name}"):
+            with Horizontal(classes="field", id=f"field-{name}"):
                 yield Label(label, classes="field-label")
                 yield ChoiceField(id=name) if name in CHOICES else FormInput(
                     id=name, compact=True, placeholder=PLACEHOLDERS.get(name, ""))
+
+    def on_mount(self) -> None:
+        self.arrange_for(self.app.size.width)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.arrange_for(event.size.width)
+
+    def arrange_for(self, width: int) -> None:
+        """Four fields a row where they fit whole (80 columns), else three (60)."""
+        columns = 4 if width >= FOUR_COLUMNS else 3
+        spans = ROW_SPANS[columns]
+        rows = math.ceil(sum(spans.get(name, 1) for name in (SOURCE, *FIELDS)) / columns)
+        self.columns = columns
+        self.styles.grid_size_columns, self.styles.grid_size_rows, self.styles.height = columns, rows, rows
+        for name in (SOURCE, *FIELDS):
+            self.query_one(f"#field-{name}").styles.column_span = spans.get(name, 1)
 
     # The field being edited is marked on its row (its label reversed: visible without colour).
     def on_descendant_focus(self, event) -> None:
@@ -165,7 +216,7 @@ class TrainForm(Grid):
         event.widget.parent.remove_class("-editing")
 
     # -- filling ---------------------------------------------------------------------------------
-    def offer(self, starts: dict[str, Start], choices: dict[str, list[str]] | None = None,
+    def offer(self, starts: dict[str, Start], choices: dict[str, list] | None = None,
               chosen: str | None = None) -> None:
         """The values of `from` (and of each choice field). The fields are filled again only
         when the start they show is no longer offered (or `chosen` picks another)."""
@@ -174,6 +225,8 @@ class TrainForm(Grid):
         self.starts = starts
         for name, values in (choices or {}).items():
             self.query_one(f"#{name}", ChoiceField).set_choices(values)
+        if choices and "task" in choices:
+            self.tasks = list(choices["task"])
         source.set_choices([(key, start.label) for key, start in starts.items()], chosen)
         if self.start != before:
             self.fill()
@@ -182,16 +235,63 @@ class TrainForm(Grid):
     def start(self) -> Start | None:
         return self.starts.get(self.query_one(f"#{SOURCE}", ChoiceField).value)
 
+    def locked(self) -> set[str]:
+        """The fields a resumed run keeps as they were."""
+        start = self.start
+        return set() if start is None or start.resume_path is None else set(FIELDS) - free_when_resuming()
+
     def fill(self) -> None:
         """Show the chosen start's values; a resumed run's fixed values cannot be edited."""
         start = self.start
         if start is None:
             return
-        free = free_when_resuming()
-        for name, text in field_texts(start.model, start.train).items():
+        locked = self.locked()
+        texts = field_texts(start.model, start.train)
+        task = self.query_one("#task", ChoiceField)
+        task.set_choices(self.tasks + ([DATA_TASK] if texts["task"] == DATA_TASK else []), texts["task"])
+        for name, text in texts.items():
             widget = self.query_one(f"#{name}")
             widget.value = text
-            widget.disabled = start.resume_path is not None and name not in free
+            widget.disabled = name in locked
+        self.task_before = start.train.task if start.train.task != DATA_TASK else self.tasks[0]
+        self.lengths_before = texts["lengths"] or f"{start.train.min_source_len}-{start.train.max_source_len}"
+        self.follow_task()
+
+    def follow_task(self) -> None:
+        """What the data file and the task decide: with a file the task is the file's (shown, not
+        chosen) and so are its lengths, and tokens and expect apply; a task whose sources have
+        their own lengths (dates) takes no lengths either; the probe's hint is the task's."""
+        data = (self.query_one("#data", Input).value or "").strip()
+        task, lengths = self.query_one("#task", ChoiceField), self.query_one("#lengths", Input)
+        locked = self.locked()
+        if data:
+            if task.value != DATA_TASK:
+                self.task_before = task.value or self.task_before
+            task.set_choices([(DATA_TASK, "data file")])
+        elif not data and task.value == DATA_TASK:
+            task.set_choices(self.tasks, self.task_before)
+        name = task.value or ""
+        if own_lengths(name):
+            if lengths.value:
+                self.lengths_before = lengths.value
+                lengths.value = ""
+            lengths.placeholder = "the file's" if name == DATA_TASK else "the task's"
+        elif not lengths.value:
+            lengths.value = self.lengths_before
+        task.disabled = bool(data) or "task" in locked
+        lengths.disabled = own_lengths(name) or "lengths" in locked
+        for field in DATA_ONLY:
+            self.query_one(f"#{field}").disabled = not data or field in locked
+        if name and self.tasks:  # core is loaded
+            self.query_one("#probe_source", Input).placeholder = probe_hint(name)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "data":  # before the screen validates the form (it bubbles on)
+            self.follow_task()
+
+    def on_choice_changed(self, message: ChoiceChanged) -> None:
+        if message.field.id == "task":
+            self.follow_task()
 
     def values(self) -> dict[str, str | None]:
         """Each field's text (a choice's value); None for an OPTIONAL field left empty."""
@@ -208,22 +308,35 @@ class TrainForm(Grid):
         from minitx.core.options import OptionError, configs_from_options
 
         start = self.start
-        base = field_texts(start.model, start.train)
+        base, values = field_texts(start.model, start.train), self.values()
         # Only what was changed: a field left as it was keeps the start's exact value (its
         # d_ff, its activation) instead of the rules for a changed d_model or norm.
-        changed = {name: text for name, text in self.values().items() if text != base[name]}
-        data = (changed.pop("data", None) or "").strip()
-        if data:  # a data file is the task, and its pairs their own lengths: those fields say nothing
-            changed.pop("task", None)
-            changed.pop("lengths", None)
-            changed["data"] = checked_data_path(data)
-        elif not start.train.data:
-            changed.pop("tokens", None)  # tokenisation means nothing without a data file
+        changed = {name: text for name, text in values.items() if text != base[name]}
+        for name in ("data", "task", "lengths", *DATA_ONLY):  # what the data file decides, below
+            changed.pop(name, None)
+        data = (values["data"] or "").strip()
+        if data:  # a data file is the task, and its pairs their own lengths
+            path = checked_data_path(data)
+            if data != base["data"]:
+                changed["data"] = path
+            changed.update({name: values[name] for name in DATA_ONLY if values[name] != base[name]})
+        else:
+            if values["task"] != base["task"]:
+                changed["task"] = values["task"]
+            if start.train.data:  # a data run's configs, on a task of its own now
+                changed.update(data="", valid="", expect="")
+            if not own_lengths(values["task"] or "") and values["lengths"] != base["lengths"]:
+                changed["lengths"] = values["lengths"]
         model_cfg, train_cfg = configs_from_options(start.model, start.train, typed_options(changed))
         if start.resume_path and train_cfg.steps <= start.resume_step:
             raise OptionError("steps", f"the run is already at step {start.resume_step}; "
                                        "raise steps to continue it")
         return model_cfg, train_cfg
+
+    def mark_field(self, option: str) -> None:
+        """Mark the field of `option` (if the form has it) as the one to fix."""
+        if option in FIELDS:
+            self.query_one(f"#{option}").add_class("-invalid")
 
     def validate(self):
         """Inline validation: the configs, or None with the first problem in `error` and its
@@ -237,8 +350,7 @@ class TrainForm(Grid):
         try:
             configs = self.configs()
         except OptionError as e:
-            if e.option in FIELDS:
-                self.query_one(f"#{e.option}").add_class("-invalid")
+            self.mark_field(e.option)
             self.error = f"{e.option}: {e.message}"
             return None
         self.error = ""

@@ -1,0 +1,153 @@
+"""Whether the run the Train form describes can start, asked before anything is started, asked
+or dropped: its task made (a data file read, every line checked), its probe source read, and
+its parameters counted without building its weights.
+
+check_run is what a thread worker runs; FormChecks is the Train screen's side of the form: its
+starts (recipes, like, resume), validating it as it is edited, and checking the run it gives
+once it has stayed unchanged for CHECK_DELAY. Nothing here imports torch at module level.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.widgets import Input
+
+from minitx.tui.app.messages import ChoiceChanged, FormDefaults, RunChecked
+from minitx.tui.app.widgets.train_form import SOURCE, Start, choice_values
+from minitx.tui.render.numbers import short_count
+
+CHECK_DELAY = 0.3  # seconds the form stays unchanged before its run is checked (a data file read)
+
+
+def parameter_count(model_cfg) -> int:
+    """The parameters of a model of `model_cfg`, built on torch's meta device: shapes, no memory."""
+    import torch
+
+    from minitx.core.model.transformer import Seq2Seq, parameter_breakdown
+
+    with torch.device("meta"):
+        return parameter_breakdown(Seq2Seq(model_cfg))["total"]
+
+
+def check_run(model_cfg, train_cfg) -> RunChecked:
+    """The form's configs checked as a run would use them; an error is 'option: message'."""
+    from minitx.core.data.pair_files import DataError
+    from minitx.core.training.probe import probe_example
+    from minitx.core.training.trainer import planned_run
+
+    configs = (model_cfg, train_cfg)
+    try:
+        planned_model, planned_train, task = planned_run(model_cfg, train_cfg)
+        probe_example(task, planned_train.probe_source)
+    except DataError as e:  # names the file and the line
+        return RunChecked(configs, error=f"data: {e}")
+    except ValueError as e:  # core's messages read "field: message"
+        field, _, message = str(e).partition(": ")
+        return RunChecked(configs, error=f"{field}: {message}" if message else str(e))
+    return RunChecked(configs, parameter_count(planned_model), notes=task.notes())
+
+
+class FormChecks:
+    """Mixed into the Train screen (which has `form`, `recipes`, `state`, `start_asking` and
+    `_draw_note`)."""
+
+    form_configs = None  # (ModelConfig, TrainConfig) the form gives now, if it validates
+    checked: RunChecked | None = None  # the last check of a run the form gave
+    start_when_checked = False  # space was pressed: start once the check says it can
+    _check_timer = None
+
+    @property
+    def form_error(self) -> str:
+        """The form's first problem: a field's, else what the check of its run found."""
+        checked = self.checked
+        if not self.form.error and self.check_holds() and checked.error:
+            return checked.error
+        return self.form.error
+
+    def check_holds(self) -> bool:
+        """The last check is of the run the form gives now."""
+        return self.checked is not None and self.form_configs is not None \
+            and self.checked.configs == self.form_configs
+
+    def next_run_note(self) -> str:
+        """' · next run 236k params' (or that the check is under way) for the note."""
+        if self.start_when_checked:
+            return " · checking the run…"
+        return f" · next run {short_count(self.checked.params)} params" if self.check_holds() else ""
+
+    @work(thread=True, exclusive=True, group="defaults", exit_on_error=False)
+    def load_defaults(self) -> None:
+        from minitx.core.config import RECIPES
+
+        self.post_message(FormDefaults({name: make() for name, make in RECIPES.items()}, choice_values()))
+
+    def on_form_defaults(self, message: FormDefaults) -> None:
+        from minitx.core.config import DEFAULT_RECIPE
+
+        self.recipes = message.recipes
+        self.form.offer(self._starts(), message.choices, DEFAULT_RECIPE)
+        self.form.disabled = False
+        self.state = "idle"
+        self.validate_form()
+        self._model_changed(self.app)
+
+    def _starts(self) -> dict[str, Start]:
+        """Every recipe, and the open checkpoint's configs (like) and saved run (resume)."""
+        starts = {name: Start(f"recipe {name}", r.model, r.train) for name, r in self.recipes.items()}
+        current = self.app.current
+        if current is not None and current.train_config is not None:
+            starts["like"] = Start(f"like {current.name}", current.model.cfg, current.train_config)
+            if current.resumable and current.path:
+                starts["resume"] = Start(f"resume {current.name} (step {current.steps})",
+                                         current.model.cfg, current.train_config, current.path,
+                                         current.steps or 0)
+        return starts
+
+    def validate_form(self):
+        """The form's configs (None: a field's problem, marked); their run is checked once the
+        form has stayed as it is for CHECK_DELAY."""
+        self.form_configs = configs = self.form.validate()
+        if configs is not None and self.check_holds() and self.checked.error:
+            self.form.mark_field(self.checked.error.partition(": ")[0])
+        elif configs is not None and not self.check_holds():
+            if self._check_timer is not None:
+                self._check_timer.stop()
+            self._check_timer = self.set_timer(CHECK_DELAY, lambda: self.check_form_run(configs))
+        self._draw_note()
+        return configs
+
+    def check_now(self) -> None:
+        """Check the form's run at once (space was pressed): start_asking follows."""
+        if self._check_timer is not None:
+            self._check_timer.stop()
+        self.start_when_checked = True
+        self.check_form_run(self.form_configs)
+        self._draw_note()
+
+    @work(thread=True, exclusive=True, group="check", exit_on_error=False)
+    def check_form_run(self, configs) -> None:
+        self.post_message(check_run(*configs))
+
+    def on_run_checked(self, message: RunChecked) -> None:
+        if message.configs != self.form_configs:
+            return  # the form has changed since: its own check follows
+        self.checked = message
+        if message.error:
+            self.form.mark_field(message.error.partition(": ")[0])
+        self._draw_note()
+        if self.start_when_checked:
+            self.start_when_checked = False
+            self.start_asking()
+
+    def check_failed(self, error: BaseException) -> None:
+        """The check itself failed unexpectedly: it says so inline, as any problem of the form."""
+        self.on_run_checked(RunChecked(self.form_configs, error=f"check: {type(error).__name__}: {error}"))
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.validate_form()
+
+    def on_choice_changed(self, message: ChoiceChanged) -> None:
+        if message.field.id == SOURCE:
+            self.form.fill()
+            self._draw_title()
+        self.validate_form()
