@@ -95,6 +95,7 @@ class PairsTask(Task):
         self.alignment_name = expect
         self.max_target_len = max_target_len
         self.description = f"pairs from {provenance.get('data', {}).get('file', 'a data file')}"
+        self._answers: dict | None = None  # held-out source -> its target, once asked
 
     # -- what the rest of minitx asks of a task ----------------------------------------------
     def batch(self, batch_size, generator, min_len=None, max_len=None, length_power=0.0) -> Batch:
@@ -112,7 +113,17 @@ class PairsTask(Task):
         return batch  # a pair's target is the data's
 
     def expected_output(self, src_ids):
-        return None
+        """A held-out pair's target when `src_ids` is the source of one (a checkpoint keeps them),
+        else None: other text has no known answer. A source held out with two targets has none."""
+        if self._answers is None:
+            answers: dict[tuple[int, ...], list[int] | None] = {}
+            data = self.heldout.data
+            for i in self.heldout.index.tolist():
+                source, target = tuple(data.source.row(i)), data.target.row(i)
+                answers[source] = target if answers.get(source, target) == target else None
+            self._answers = answers
+        answer = self._answers.get(tuple(src_ids))
+        return None if answer is None else list(answer)
 
     def expected_alignment(self, batch: Batch) -> torch.Tensor | None:
         if not self.expect:

@@ -101,6 +101,19 @@ def test_a_checkpoint_keeps_vocabulary_provenance_and_held_out_pairs(tmp_path):
     assert task.parse("abc") == trainer.task.parse("abc")
 
 
+def test_a_held_out_source_has_its_pairs_target_as_the_answer_and_other_text_none(tmp_path):
+    path = pairs_file(tmp_path / "p.tsv", n=300)
+    valid = tmp_path / "v.tsv"
+    valid.write_text("abc\tcba\nab\tcc\nab\tdd\n", encoding="utf-8")  # ab: held out with two answers
+    trainer = Trainer(TINY, TrainConfig(data=str(path), valid=str(valid), task="data", steps=1, batch_size=8,
+                                        eval_every=0))
+    kept = load_checkpoint(trainer.save(tmp_path / "run.safetensors")).task  # the checkpoint's own pairs
+    for task in (trainer.task, kept):
+        assert task.expected_output(task.parse("abc")) == task.parse("cba")
+        assert task.expected_output(task.parse("ab")) is None  # which of its two targets? neither
+        assert task.expected_output(task.parse("fed")) is None  # typed, not held out: unknown
+
+
 def test_expected_alignments_follow_each_pairs_own_lengths(tmp_path):
     task = PairsTask.from_files(str(pairs_file(tmp_path / "p.tsv", n=300)), expect="anti-diagonal")
     batch = task.heldout.batch(torch.arange(4), task.vocab)

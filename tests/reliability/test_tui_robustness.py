@@ -275,6 +275,7 @@ async def test_starting_training_twice_leaves_one_run_that_stops_cleanly(tmp_pat
         # The run that ended is the one on screen: its model is the one u hands to Explore.
         await press(pilot, "u")
         await wait_for(pilot, lambda: app.current.model is train.trainer.model, "hand-over")
+        await press(pilot, "t")  # u went to Explore: back to Train
         await press(pilot, "space")  # and a new run starts after a stop (dropping the unsaved one)
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog), "the question")
         await press(pilot, "d")

@@ -47,7 +47,7 @@ def two_runs(tmp_path_factory):
 
 
 def footer(app) -> str:
-    return app.screen.query_one(KeyBar).render().plain
+    return app.screen.query_one(KeyBar).keys_text()
 
 
 @pytest.mark.asyncio

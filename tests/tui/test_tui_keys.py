@@ -60,7 +60,7 @@ def refused(screen) -> list[tuple[str, str]]:
 
 
 def footer(app) -> str:
-    return app.screen.query_one(KeyBar).render().plain
+    return app.screen.query_one(KeyBar).keys_text()
 
 
 async def each_refused_key_says_why(pilot) -> list[str]:
@@ -214,3 +214,22 @@ async def test_the_head_ranking_is_walked_with_the_arrow_keys_and_scrolls(monkey
         assert screen.session.ablated == {screen.session.selected_head}
         await pilot.press("down")  # round to the first
         assert str(screen.session.selected_head) == names[0] and in_view(0)
+
+
+@pytest.mark.asyncio
+async def test_the_all_heads_view_names_each_heads_strongest_role():
+    from minitx.core.interp.roles import strongest_roles
+
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        screen = app.screen
+        await pilot.press("a")
+        await wait_for(pilot, lambda: screen.session.roles is not None, "the roles")
+        await pilot.pause()
+        expected = strongest_roles(app.current.model, app.current.task)
+        assert screen.session.roles == expected
+        lines = screen.panel.heads.render().plain.splitlines()
+        under_layer_2 = next(line for i, line in enumerate(lines) if i and "H1 0.8" in lines[i - 1])
+        assert under_layer_2.split() == ["anti-diag"] * 4  # reverse's layer 2 reads the mirror position
+        assert [expected[f"cross:L2.H{h}"] for h in range(1, 5)] == ["anti-diagonal"] * 4

@@ -159,3 +159,38 @@ async def test_at_60x20_every_field_of_the_form_shows_its_whole_value():
                       "◂post▸", "◂relu▸", "◂auto▸", "◂char▸", "◂none▸", "lengths 4-10", "lr 0.003"):
             assert shown in rows, f"{shown!r} is cut at 60x20:\n{rows}"
         assert screen.form.columns == 3
+
+
+@pytest.mark.asyncio
+async def test_explore_checks_a_held_out_pair_and_w_counts_the_held_out_pairs_it_decodes(data_run):
+    from minitx.tui.app.screens.dialogs import FailuresScreen
+
+    app = create_app([data_run[0]])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.model_ready and app.screen.stepper is not None
+                       and app.screen.stepper.finished, "the first decode")
+        screen, task = app.screen, app.current.task
+        held = task.example()  # the first held-out pair's source: the checkpoint has its target
+        answer = task.vocab.labels(task.expected_output(task.parse(held)))
+        output = str(screen.panel.output.render())
+        assert ("✓ correct" in output or "✗ wrong" in output) and "expected " + "".join(answer) in output
+        assert screen.set_source("Ana Lee")  # typed, not held out: no verdict, no expected output
+        screen.action_run()
+        output = str(screen.panel.output.render())
+        assert "done" in output and "expected" not in output
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, FailuresScreen)
+                       and "wrong" in str(app.screen.query_one("#failures-summary").render()), "the failures")
+        summary = str(app.screen.query_one("#failures-summary").render())
+        assert " of 100 held-out pairs wrong" in summary  # 300 pairs: 100 held out, not "of 500"
+
+
+@pytest.mark.asyncio
+async def test_a_long_reason_for_a_refused_source_shows_whole_at_80x24(data_run):
+    app = create_app([data_run[0]])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.model_ready and app.screen.stepper is not None, "the model")
+        assert not app.screen.set_source("QX!@#$%^&*1234567890")
+        await pilot.pause()
+        text = " ".join(line.strip() for line in screen_lines(app))
+        assert "unknown characters for this model:" in text and "`minitx inspect` lists them)" in text

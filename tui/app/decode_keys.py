@@ -11,12 +11,14 @@ an `action_...` method that changes the sessions, then calls `self.refresh_view(
 
 from __future__ import annotations
 
+from textual import work
 from textual.binding import Binding
 from textual.widgets import Input
 
 from minitx.tui.app.decode_session import KINDS, DecodeSession
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.key_reasons import ExplainedKeys
+from minitx.tui.app.messages import RolesReady
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.source_bar import SourceBar, SourceInput
 
@@ -137,11 +139,14 @@ class DecodeKeys(ExplainedKeys):
             self.set_focus(None)  # back to the step keys
 
     def on_input_blurred(self, event: Input.Blurred) -> None:
-        """Leaving the box (esc, a click elsewhere) shows the source the grid shows again; the
-        error line still says why the other text was not used."""
+        """Leaving the box (esc, a click elsewhere) shows the source the grid shows again, and
+        no error about a text no longer there."""
         shown = self.shown_source()
         if isinstance(event.input, SourceInput) and shown is not None:
-            self.query_one(SourceBar).show_source(shown)
+            bar = self.query_one(SourceBar)
+            if bar.text != shown:  # the text that was refused goes, and the reason with it
+                bar.show_source(shown)
+                bar.show_error("")
 
     def action_edit_source(self) -> None:
         self.query_one(SourceBar).input.focus()
@@ -220,6 +225,21 @@ class DecodeKeys(ExplainedKeys):
     def action_view(self, view: str) -> None:
         for session in self.sessions():
             session.set_view("grid" if session.view_mode == view else view)
+            if session.view_mode == "heads" and not session.roles_asked:
+                session.roles_asked = True  # once per model: about 0.1-0.5 s in a worker
+                self._measure_roles(session.record)
+        self.refresh_view()
+
+    @work(thread=True, group="roles", exit_on_error=False)
+    def _measure_roles(self, record) -> None:
+        from minitx.core.interp.roles import strongest_roles
+
+        self.post_message(RolesReady(record, strongest_roles(record.model, record.task)))
+
+    def on_roles_ready(self, message: RolesReady) -> None:
+        for session in self.sessions():
+            if session.record is message.record:
+                session.roles = message.roles
         self.refresh_view()
 
     @one_line_errors

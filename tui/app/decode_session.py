@@ -34,6 +34,8 @@ class DecodeSession:
         self.forced: dict[int, int] = {}  # step -> token output there instead of the model's
         self.importance = None  # core.interp.importance.Importance of this model, once measured
         self.importance_progress = (0, 0)
+        self.roles: dict[str, str] | None = None  # each head's strongest role, once measured
+        self.roles_asked = False  # a worker measures them
 
     # -- what is shown ---------------------------------------------------------------------------
     @property
@@ -43,6 +45,15 @@ class DecodeSession:
     @property
     def finished(self) -> bool:
         return self.stepper is not None and self.stepper.finished
+
+    @property
+    def output_length(self) -> int | None:
+        """Tokens the whole decode outputs (its EOS, or the cap), once it has been decoded to its
+        end; None before (the cap is only a bound)."""
+        results = self.stepper.results if self.stepper else []
+        if results and (results[-1].is_end or len(results) >= self.stepper.cap):
+            return len(results)
+        return None
 
     @property
     def longest_source(self) -> int:
@@ -63,6 +74,12 @@ class DecodeSession:
     def expected(self) -> str | None:
         answer = self.answer
         return None if answer is None else self.record.task.format(answer)
+
+    @property
+    def expected_labels(self) -> list[str] | None:
+        """The answer as the output line shows tokens (a space as ␣), without its EOS."""
+        answer = self.answer
+        return None if answer is None else self.record.task.vocab.labels(answer[:-1])
 
     @property
     def predictions(self) -> list[int]:
@@ -96,6 +113,14 @@ class DecodeSession:
 
         return Head(self.kind, self.layer_index, self.head_index)
 
+    def roles_grid(self, kind: str | None = None) -> list[list[str]] | None:
+        """[layer][head] -> the strongest role of each head of `kind` (None until measured)."""
+        if self.roles is None:
+            return None
+        kind = kind or self.kind
+        return [[self.roles.get(f"{kind}:L{layer + 1}.H{head + 1}", "") for head in range(self.record.heads)]
+                for layer in range(self.layer_count(kind))]
+
     def off_heads(self, kind: str | None = None) -> set[tuple[int, int]]:
         """(layer, head) of the heads knocked out in `kind` (the kind shown when None)."""
         kind = kind or self.kind
@@ -110,6 +135,7 @@ class DecodeSession:
         self.record, self.stepper, self.target = record, None, 0
         self.kind, self.ablated, self.forced, self.teacher = "cross", frozenset(), {}, False
         self.importance, self.importance_progress = None, (0, 0)
+        self.roles, self.roles_asked = None, False
         self.layer_index, self.head_index = best_head(record.scores)
 
     def set_source(self, ids: list[int]) -> None:

@@ -73,6 +73,8 @@ class MinitxApp(App):
         # Published whenever current, loading or status change; screens redraw from the app.
         self.model_changed: Signal[MinitxApp] = Signal(self, "model-changed")
         self.run_changed: Signal[MinitxApp] = Signal(self, "run-changed")
+        # A message was added or cleared: the footers show them (tui/app/widgets/keybar.py).
+        self.messages_changed: Signal[MinitxApp] = Signal(self, "messages-changed")
         # With 16 colours or none the pictures draw shade characters instead of colour.
         self.colour_depth = colour_depth(self.no_color, self.console.color_system)
         # What the app says on stderr as it exits stays on one line: Rich would break a path in
@@ -80,6 +82,15 @@ class MinitxApp(App):
         self.error_console.soft_wrap = True
         if self.no_color:  # Textual's NO_COLOR filter still paints greys; NO_COLOR means none
             self._filters = [NoColor() if isinstance(f, Monochrome) else f for f in self._filters]
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        self.call_later(self.messages_changed.publish, self)  # once the notification is added
+
+    def clear_notifications(self) -> None:
+        super().clear_notifications()
+        self.messages_changed.publish(self)
 
     @property
     def model_ready(self) -> bool:

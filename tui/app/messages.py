@@ -105,6 +105,14 @@ class ImportanceReady(Message):
 
 
 @dataclass
+class RolesReady(Message):
+    """Each head's strongest role (core.interp.roles.strongest_roles: {"cross:L2.H1": "anti-diagonal"})."""
+
+    record: LoadedModel
+    roles: dict[str, str]
+
+
+@dataclass
 class PatchProgress(Message):
     done: int
     total: int

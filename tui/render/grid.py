@@ -20,7 +20,6 @@ from minitx.tui.render.colors import FULL, colour_depth, shade, text_colour_on, 
 CELL = 3  # characters of colour per cell: room for ".97"; a one-space gap follows where it fits
 CELLS = ((CELL, 1), (CELL, 0), (2, 0), (1, 0))  # (width, gap), widest first: the first that fits
 ROW_LABEL = 12  # longest row label shown (a word-level model's outputs are words)
-STEP_MARK = 7  # room kept right of the cells for " ◂ step" (else just "◂")
 PANEL_EDGES = 4  # a Rich panel's borders and padding, around each grid the CLI prints
 
 
@@ -85,10 +84,10 @@ def fit(row_labels: list[str], columns: int, width: int) -> Layout:
         label_width = min(max([len(s) for s in labels] + [3 if short else 5]), ROW_LABEL) + 1
         for cell, gap in CELLS:
             used = label_width + columns * (cell + gap)
-            if used <= total - (0 if cell == CELL else 1):  # compact cells keep room for ◂
-                mark = "◂ step" if gap else " ◂ step"
-                if cell < CELL and used + STEP_MARK > total:
-                    mark = "◂"
+            if used + 1 <= total:  # room for the current row's ◂ after the cells
+                # the longest mark that fits whole: never a cut "◂ ste"
+                marks = ("◂ step", "◂") if gap else (" ◂ step", " ◂", "◂")
+                mark = next(m for m in marks if used + len(m) <= total or m == "◂")
                 return Layout(label_width, cell, gap, columns, mark, short)
     return Layout(label_width, 1, 0, max(1, total - label_width - 1), "◂", True)
 

@@ -9,8 +9,16 @@ def format_loss(value: float) -> str:
 
 
 def short_count(n: int) -> str:
-    """236k, 4.1k, 812: a parameter count that fits a title bar."""
-    return f"{n / 1000:.0f}k" if n >= 10_000 else f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+    """235M, 11M, 236k, 4.1k, 812: a parameter count that fits a title bar (three digits at most)."""
+    if n < 1000:
+        return str(n)
+    text = str(n)
+    for size, unit in ((1000, "k"), (1_000_000, "M"), (1_000_000_000, "B")):
+        value = n / size
+        text = (f"{value:.0f}" if value >= 9.95 else f"{value:.1f}") + unit
+        if value < 999.5:  # 999,950 is 1.0M, not 1000k
+            break
+    return text
 
 
 def percent(value: float) -> str:

@@ -33,6 +33,7 @@ from minitx.tui.app.widgets.titlebar import TitleBar
 
 SUMMARY_SEQUENCES = 200  # fresh sequences both models decode for the summary (a few seconds)
 SIDES = ("A", "B")
+SUMMARY_NAME = 32  # characters of B's name in the summary's header (80 columns)
 VIEW_BINDINGS = [  # Explore's, on both panels; in the help (the footer keeps to two lines at 80x24)
     Binding("s", "kind", "attn", show=False, tooltip="attention: cross → decoder self → encoder self"),
     Binding("a", "view('heads')", "heads", show=False, tooltip="every head of that kind, in both models"),
@@ -90,7 +91,10 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
 
     @property
     def models(self) -> dict:
-        """'A'/'B' -> the LoadedModel on that side (empty until both are loaded)."""
+        """'A'/'B' -> the LoadedModel on that side (empty until both are loaded, or once the
+        screen's widgets are gone: the footer asks as the app closes)."""
+        if not self.query(DecodePanel):
+            return {}
         panels = self.panels
         if any(p.session.record is None for p in panels.values()):
             return {}
@@ -244,6 +248,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         first = panels["A"].session
         self.select_head(min(first.layer_index, layers - 1), min(first.head_index, heads - 1))
         bar = self.query_one(SourceBar)
+        bar.show_example(message.a.task.example())
         if not self.set_source(bar.text):
             example = message.a.task.example()
             bar.show_source(example)
@@ -255,15 +260,23 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.query_one("#summary-box").loading = False
         self._draw_summary()
 
-    def _pair_title(self) -> str:
-        return f"A {self.models['A'].name} · B {self._name_b()}"
+    def _pair_title(self) -> tuple[str, ...]:
+        """'A reverse · B reverse without cross:L2.H1', and shorter: B's heads counted."""
+        b = self.panels["B"].session
+        count = len(b.ablated)
+        full = f"A {self.models['A'].name} · B {self._name_b()}"
+        return (full, f"A {self.models['A'].name} · B {b.record.name} without {count} heads") if count > 1 \
+            else (full,)
 
-    def _name_b(self) -> str:
-        """B's name, and the heads knocked out of it."""
+    def _name_b(self, room: int = 0) -> str:
+        """B's name, and the heads knocked out of it (counted where the list passes `room`)."""
         from minitx.core.interp.interventions import without_heads
 
         session = self.panels["B"].session
-        return without_heads(session.record.name, session.ablated, session.record.heads)
+        name, count = session.record.name, len(session.ablated)
+        said = (without_heads(name, session.ablated, session.record.heads), f"{name} without {count} heads",
+                f"{name} · {count} off")
+        return next((s for s in said if len(s) <= room), said[-1]) if room else said[0]
 
     # -- B as A with heads knocked out -----------------------------------------------------------
     def intervened_panels(self) -> list[DecodePanel]:
@@ -275,10 +288,12 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         if len(self.checkpoints) == 2:
             self.comparison, self.summary_loading = None, True
             self._measure(self.checkpoints, self.panels["B"].session.ablated,
-                          (self.models["A"].name, self._name_b()))
+                          (self.models["A"].name, self._name_b(room=SUMMARY_NAME)))
 
-    def _set_status(self, text: str) -> None:
-        self.query_one(TitleBar).set_info(text)
+    def _set_status(self, text: str | tuple[str, ...]) -> None:
+        texts = (text,) if isinstance(text, str) else text
+        self.query_one(TitleBar).set_info(*texts)
+        text = texts[0]
         if not self.models:  # nothing to draw yet: say what is happening where the output goes
             self.query_one("#pair-output", OutputLine).update(text)
 
@@ -326,10 +341,9 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             parts = [Text(f"{side} {panel.session.record.name:<{width}}", style="bold"),
                      panel.verdict() if s.finished else Text("·", style="dim"),
                      token_line([r.text for r in s.results[: s.position]] or ["·"], level)]
-            expected = panel.session.expected
+            expected = panel.session.expected_labels
             if s.finished and panel.session.correct is False and expected is not None:
-                parts.append(token_line(list(expected) if level == "char" else expected.split(),
-                                        level, "expected "))
+                parts.append(token_line(expected, level, "expected "))
             lines.append(parts)
         self.query_one("#pair-output", OutputLine).show(*lines)
 

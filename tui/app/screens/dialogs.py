@@ -185,9 +185,14 @@ class FailuresScreen(ModalScreen[object]):
         self.decoded = (model, task, interventions)  # (Screen has a `task` of its own)
         self.failures: list = []
 
+    @property
+    def count(self) -> int:
+        """What is decoded: SEQUENCES fresh ones, or every held-out pair of a data file up to it."""
+        return self.decoded[1].evaluation_count(self.SEQUENCES)
+
     def compose(self) -> ComposeResult:
         with Vertical(id="failures-box", classes="dialog"):
-            yield Label(f"decoding {self.SEQUENCES} fresh sequences…", id="failures-summary")
+            yield Label(f"decoding {self.count} {self.decoded[1].evaluated_on}…", id="failures-summary")
             yield OptionList(id="failures-list")
             yield Label("[dim]↑↓ choose · Enter opens it in Explore at its first wrong step · "
                         "esc closes[/dim]")
@@ -206,9 +211,9 @@ class FailuresScreen(ModalScreen[object]):
             with interventions.applied(model):  # this thread only
                 failures, wrong = find_failures(model, task, n=self.SEQUENCES, limit=100)
         except Exception as e:  # noqa: BLE001 - shown in the dialog, never a traceback
-            self.post_message(FailuresReady([], 0, self.SEQUENCES, f"{type(e).__name__}: {e}"))
+            self.post_message(FailuresReady([], 0, self.count, f"{type(e).__name__}: {e}"))
             return
-        self.post_message(FailuresReady(failures, wrong, self.SEQUENCES))
+        self.post_message(FailuresReady(failures, wrong, self.count))
 
     def on_failures_ready(self, message: FailuresReady) -> None:
         task = self.decoded[1]

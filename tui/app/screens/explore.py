@@ -233,6 +233,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         self._draw_title()
         bar = self.query_one(SourceBar)
         example = app.current.task.example()
+        bar.show_example(example)
         for text in ((bar.text, shown, example) if same_tokens else (example,)):
             if text and self.set_source(text):
                 bar.show_source(text)
@@ -248,13 +249,17 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         if session.record is None or app.current is None:
             return
         info = app.current.summary if app.current is session.record else session.record.summary
+        shorter = []
         if session.ablated or session.teacher:  # what is done to the model matters more than its size
             from minitx.core.interp.interventions import without_heads
 
-            info = without_heads(session.record.name, session.ablated, session.record.heads)
+            name, count, fed = session.record.name, len(session.ablated), ""
+            info = without_heads(name, session.ablated, session.record.heads) if count else name
             if session.teacher:
-                info += " · teacher-forced"
-        self.query_one(TitleBar).set_info(info)
+                info, fed = info + " · teacher-forced", " · teacher-forced"
+            if count:  # the grid's title and the score table say which
+                shorter = [f"{name} without {count} head{'s' if count > 1 else ''}{fed}"]
+        self.query_one(TitleBar).set_info(info, *shorter)
 
     # -- changing the model ----------------------------------------------------------------------
     @one_line_errors

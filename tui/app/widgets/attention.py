@@ -17,6 +17,8 @@ from minitx.tui.render.colors import FULL, depth_of, shade, text_colour_on, viri
 from minitx.tui.render.grid import CELL, Layout, fit, grid_lines, legend
 
 _NO_WRAP = "height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip;"
+ROLE_NAMES = {"anti-diagonal": "anti-diag"}  # core's role names, in at most ROLE_WIDTH characters
+ROLE_WIDTH = 9
 
 
 class AttentionGrid(Widget):
@@ -113,9 +115,12 @@ class HeadsOverview(Widget):
         self.selected = (0, 0)
         self.off: set[tuple[int, int]] = set()  # (layer, head) knocked out: labelled ✗
         self.note = "score: attention where the task expects it"
+        self.roles: list[list[str]] | None = None  # [layer][head] -> its strongest role ("": none)
 
-    def show(self, grids, scores, selected, off=(), note: str | None = None) -> None:
+    def show(self, grids, scores, selected, off=(), note: str | None = None, roles=None) -> None:
+        """roles: each head's strongest role under its label (None: not measured yet)."""
         self.grids, self.scores, self.selected, self.off = grids, scores, selected, set(off)
+        self.roles = roles
         if note is not None:
             self.note = note
         redraw(self)
@@ -141,8 +146,9 @@ class HeadsOverview(Widget):
         columns, heads = len(self.grids[0][0][0]), len(self.grids[0])
         width = max(self.size.width, 1)
         # Two characters per column (closer to square) when every head still fits.
-        cell = 2 if 3 + heads * max(2 * columns + 1, 9) <= width else 1
-        box = max(columns * cell + 1, 9)  # room for '▸✗H1 0.94' and a gap
+        label = ROLE_WIDTH + 1 if self.roles is not None else 9  # '▸✗H1 0.94', or 'anti-diag', and a gap
+        cell = 2 if 3 + heads * max(2 * columns + 1, label) <= width else 1
+        box = max(columns * cell + 1, label)
         per_line = max(1, min(heads, (width - 3) // box))  # heads that do not fit wrap below
         for layer, grids in enumerate(self.grids):
             for start in range(0, heads, per_line):
@@ -162,8 +168,16 @@ class HeadsOverview(Widget):
                     labels.append(f"{'▸' if chosen else ' '}{off}H{head + 1}{score}".ljust(box)[:box],
                                   style="bold reverse" if chosen else "")
                 out.append(labels)
+                if self.roles is not None:  # each head's strongest role, under its label
+                    roles = Text("   ")
+                    for head in group:
+                        role = self.roles[layer][head] if layer < len(self.roles) else ""
+                        roles.append(f" {ROLE_NAMES.get(role, role) or '·'}".ljust(box)[:box], style="italic")
+                    out.append(roles)
             out.append(Text())
         out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
+        out.append(Text("under each: its strongest role" if self.roles is not None
+                        else "each head's role: measuring…", style="dim"))
         text = Text("\n").join(out)
         text.no_wrap = True
         text.overflow = "crop"

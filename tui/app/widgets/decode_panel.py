@@ -26,6 +26,15 @@ from minitx.tui.app.widgets.positions import PositionsView
 from minitx.tui.app.widgets.topk import TopKBars
 
 
+def middle_cut(name: str, room: int) -> str:
+    """`name` in at most `room` characters, cut in the middle ('reverse-no…l-mask'): both ends
+    of a file name say which it is."""
+    if len(name) <= room:
+        return name
+    keep = max(2, room - 1)
+    return name[: (keep + 1) // 2] + "…" + name[len(name) - keep // 2:]
+
+
 class DecodePanel(Vertical):
     def __init__(self, *, label: str = "", side: bool = True, output: bool = True,
                  step_hint: str = "press → (or n) to generate a token", id: str | None = None) -> None:
@@ -132,7 +141,9 @@ class DecodePanel(Vertical):
         # Teacher forcing: the steps it got right out of those so far (they count the steps),
         # what it was fed (the answer) and what it would have said instead.
         right = sum(a == b for a, b in zip(v.predictions, s.tokens))
-        progress = f"{right}/{s.position} right" if v.teacher else f"step {s.position}/{s.cap}"
+        length = v.output_length  # 'step 3/6' of a decode seen to its end; before, no bound
+        progress = f"{right}/{s.position} right" if v.teacher else \
+            f"step {s.position}/{length}" if length else f"step {s.position}"
         parts = [self.verdict(), progress]
         if len(s.src_ids) > task.max_len:
             parts.append(Text(f"longer than trained ({task.max_len})", style="yellow"))
@@ -143,10 +154,9 @@ class DecodePanel(Vertical):
                       token_line(task.vocab.labels(v.predictions) or ["·"], level, "model says ")]
         else:
             parts.append(token_line(shown, level))
-            expected = v.expected
-            if expected is not None:  # None: the task cannot tell (dates, a typed data source)
-                parts.append(token_line(list(expected) if level == "char" else expected.split(),
-                                        level, "expected "))
+            expected = v.expected_labels
+            if expected is not None:  # None: the task cannot tell (dates, text not held out)
+                parts.append(token_line(expected, level, "expected "))
         self.output.show(parts)
 
     def _draw_topk(self) -> None:
@@ -155,7 +165,7 @@ class DecodePanel(Vertical):
         r = s.current
         if r is None:
             box.border_title = "next token"
-            self.topk.show([], "→ generates the first token")
+            self.topk.show([], "→ steps to the first token")  # 26 characters: the box's width
             return
         box.border_title = f"next token · step {s.position}"
         note = f"entropy {r.entropy:.3f} nats"
@@ -172,9 +182,11 @@ class DecodePanel(Vertical):
             where += " ✗"
         n = len(v.ablated)
         off = f" · {n} head{'s' if n > 1 else ''} off" if n else ""
-        if self.label:
+        if self.label:  # a narrow panel: the name gives way in its middle, the count to ' · 3 off'
             self.grid_box.border_subtitle = where
-            return f"{self.label} {v.record.name}{off}"
+            off = f" · {n} off" if n else ""
+            room = (self.grid_box.outer_size.width or 30) - 6 - len(self.label) - 1 - len(off)  # "╭─ " " ─╮"
+            return f"{self.label} {middle_cut(v.record.name, room)}{off}"
         return f"{picture} · {where}{off}"
 
     def _draw_view(self) -> None:
@@ -221,7 +233,7 @@ class DecodePanel(Vertical):
         scores = record.scores if v.kind == "cross" else []
         note = ("score: attention where the task expects it" if record.measure == "alignment"
                 else "score: sharpness, each head's largest weight") if scores else "▸ selected"
-        self.heads.show(grids, scores, (v.layer_index, v.head_index), v.off_heads(), note)
+        self.heads.show(grids, scores, (v.layer_index, v.head_index), v.off_heads(), note, v.roles_grid())
 
     def _draw_lens(self) -> None:
         from minitx.core.interp.decode import emittable

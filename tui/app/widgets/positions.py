@@ -50,10 +50,10 @@ class PositionsView(Widget):
         return text
 
     def render(self) -> Text:
-        if self.table is None:
-            why = ("rotary: positions turn queries and keys inside self-attention" if self.kind == "rope"
-                   else "it has no positions at all")
-            return Text(f"this model adds no positional table ({why})", style="italic dim")
+        if self.table is None:  # short lines: the box is 46 characters wide at 80 columns
+            why = ("rotary: the positions turn the queries\nand keys of each self-attention"
+                   if self.kind == "rope" else "it has no positions at all")
+            return Text(f"this model adds no positional table;\n{why}", style="italic dim")
         if self.numbers:
             return self._as_numbers()
         positions, d = len(self.table), len(self.table[0]) if self.table else 0

@@ -41,6 +41,10 @@ class SourceBar(Vertical):
     def show_source(self, text: str) -> None:
         self.input.value = text
 
+    def show_example(self, text: str) -> None:
+        """What the empty box suggests: a source of the model on screen (a name, a date, digits)."""
+        self.input.placeholder = f"a source for this model, e.g. {text} (Enter)"
+
     def show_selection(self, text: str) -> None:
         self.query_one("#selection", Label).update(text)
 

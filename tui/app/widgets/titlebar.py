@@ -32,6 +32,7 @@ class TitleBar(Horizontal):
         super().__init__()
         self.active = active
         self.info = "loading…"
+        self.shorter: tuple[str, ...] = ()  # the same said in fewer characters, shortest last
 
     def compose(self) -> ComposeResult:
         yield Label(" loading…", id="title-info")
@@ -50,8 +51,10 @@ class TitleBar(Horizontal):
         label.display = bool(app.run_status)
         self._draw()
 
-    def set_info(self, text: str) -> None:
-        self.info = text
+    def set_info(self, text: str, *shorter: str) -> None:
+        """What is shown; `shorter` say the same in fewer characters (a model without three heads:
+        'reverse without 3 heads'): the first that fits is shown, so the name is never pushed out."""
+        self.info, self.shorter = text, shorter
         self._draw()
 
     def on_resize(self) -> None:
@@ -63,5 +66,7 @@ class TitleBar(Horizontal):
         run = getattr(self.app, "run_status", "") if self.active != "Train" else ""
         taken = len(" ".join(TABS)) + 4 + (len(run) + 2 if run else 0)
         room = (self.size.width or self.app.size.width) - taken
-        brand = BRAND if len("minitx  ") + len(self.info) + 1 <= room else " "
-        self.query_one("#title-info", Label).update(brand + escape(self.info))
+        texts = (self.info, *self.shorter)
+        info = next((t for t in texts if len(t) + 1 <= room), texts[-1])
+        brand = BRAND if len("minitx  ") + len(info) + 1 <= room else " "
+        self.query_one("#title-info", Label).update(brand + escape(info))
