@@ -75,6 +75,8 @@ class ChartKeys:
 class TimelineKeys:
     """Mixed into a Screen with one Timeline; its ← → step through snapshots while it is shown."""
 
+    TIMELINE_HINT = "they are not shown"  # how to show them, where they are not
+
     def timeline(self) -> Timeline:
         return self.query_one(Timeline)
 
@@ -84,7 +86,7 @@ class TimelineKeys:
     def timeline_why_not(self, action: str) -> str | None:
         """Why a key of the snapshots (play, first/last, the head shown) does nothing now, or None."""
         if not self.timeline_shown():
-            return "that key is the training snapshots', which are not shown"
+            return f"that key moves through the training snapshots: {self.TIMELINE_HINT}"
         count = len(self.timeline().steps)
         if not count:
             return "no training snapshots here"

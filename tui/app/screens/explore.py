@@ -58,6 +58,7 @@ INTERVENTION_BINDINGS = [
 
 class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     HELP_TITLE = "Explore"
+    TIMELINE_HINT = "h shows them, where the file has them"
     HELP_NOTE = ("Rows: tokens generated; columns: source tokens; ◂ this step. A reverse model\n"
                  "draws an anti-diagonal. Beside it: the next token's log-probabilities.")
     AUTO_FOCUS = ""  # focus nothing: start on the step keys; i or / edits the source

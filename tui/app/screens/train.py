@@ -51,8 +51,10 @@ ENDED = ("finished", "stopped")  # a run's model is there to explore, save or co
 
 class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
     HELP_TITLE = "Train"
-    HELP_NOTE = ("Tab into the form (← → pick a choice, esc out). from: a recipe, the open\n"
-                 "file's configs (like) or its run (resume). A run not saved: quit asks first.")
+    TIMELINE_HINT = "once a run has ended, v shows them"
+    HELP_NOTE = ("Tab into the form: ← → pick a choice, Enter starts a run, esc leaves it.\n"
+                 "from: a recipe, the open file's configs (like) or its run (resume).\n"
+                 "A run not saved: a new run or quit asks first (after checking the new run).")
     AUTO_FOCUS = ""  # the run keys work at once; Tab moves into the form
     # Not priority: a text field of the form takes every printable key (Enter starts a run from
     # there); on a choice field, or out of the form, these keys drive the run.
