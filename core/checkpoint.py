@@ -52,6 +52,10 @@ class CheckpointError(Exception):
         super().__init__(" ".join(str(message).split()))
 
 
+class CheckpointWriteError(CheckpointError):
+    """Writing failed part way (a full disk, a lost mount), not because of the path asked for."""
+
+
 @dataclass
 class Checkpoint:
     model: Seq2Seq
@@ -160,7 +164,7 @@ def write_atomic(path: Path, data: bytes) -> Path:
         tmp_name = None
         _fsync_dir(folder)
     except OSError as e:
-        raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from None
+        raise CheckpointWriteError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
         if tmp_name is not None:
             try:

@@ -15,12 +15,13 @@ CORE_LISTS = {
     "--position-encoding": config.POSITION_ENCODINGS, "--attention": config.ATTENTIONS,
     "--tokens": config.TOKENISATIONS, "--expect": [e for e in config.EXPECTATIONS if e],
     "--schedule": config.SCHEDULES, "--device": config.DEVICES, "--ablate-kind": ABLATIONS,
-    "--dtype": list(checkpoint.FLOAT_DTYPES), "--task": list(TASKS), "--recipe": list(config.RECIPES),
+    "--ablation": ABLATIONS, "--dtype": list(checkpoint.FLOAT_DTYPES), "--task": list(TASKS),
+    "--recipe": list(config.RECIPES),
     "--bug": ["none", *config.BUGS],
 }
 # Choices that are the command line's own: how to print or draw, not what a model is.
 CLI_ONLY = {("curves", "--chart"), ("curves", "--x"), ("curves", "--scale"), ("curves", "--format"),
-            ("export", "--format"), ("heads", "--kind")}
+            ("export", "--format"), ("heads", "--kind"), ("patch", "--method")}
 
 
 def choice_options():

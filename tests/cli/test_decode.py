@@ -152,3 +152,12 @@ def test_a_decode_that_reaches_the_length_cap_says_so(tmp_path):
     path = save_checkpoint(tmp_path / "endless.safetensors", model, get_task("reverse"))
     run = run_cli("decode", str(path), "1 2 3 4")
     assert run.exit_code == 0 and "length cap" in run.stderr
+
+
+def test_top_k_without_json_lists_each_steps_likeliest_tokens_under_the_output():
+    run = run_cli("decode", "reverse", "31415", "--top-k", "3")
+    assert run.exit_code == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "5 1 4 1 3" and lines[1].startswith("  step 1: 5 1.00 · ")
+    assert len(lines) == 1 + 6 and all(line.count(" · ") == 2 for line in lines[1:])  # 5 digits, <eos>
+    assert run_cli("decode", "reverse", "31415").stdout.splitlines() == ["5 1 4 1 3"]  # not asked for

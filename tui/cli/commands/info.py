@@ -266,28 +266,40 @@ def list_cmd(folder, as_json) -> None:
         )
         return
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from minitx import checkpoints as bundled
 
-    # No vertical rules, and one word per note: at 80 columns every name and note fits whole.
+    # No vertical rules, the bundled models first and FOLDER's files after a gap, every row on
+    # one line: at 80 columns each name and note reads whole (a very long file name is cut).
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("name", no_wrap=True)
+    table.add_column("name", no_wrap=True, overflow="ellipsis")
     table.add_column("task", no_wrap=True)
     for column in ("size", "accuracy", "steps"):
         table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("note", overflow="fold")
+    table.add_column("note", no_wrap=True)
+    section, unreadable = True, []
     for x in listings:
         is_bundled = x.path.parent == bundled.BUNDLED_DIR and x.name == x.path.stem
+        if not is_bundled and section:
+            table.add_section()
+            section = False
         name = x.name if is_bundled else x.path.name  # the folder is already on the command line
-        if x.error:
-            table.add_row(name, "", "", "", "", f"[red]unreadable: {x.error}[/]")
+        if x.error:  # under the table, on lines of their own: a row would squeeze every column
+            unreadable.append(f"[red]unreadable[/] {escape(name)}: {escape(x.error)}")
             continue
         acc = f"{x.accuracy:.1%}" if x.accuracy is not None else "?"
-        note = " ".join(n for n in ("bundled" if is_bundled else "", f"bug:{x.bug}" if x.bug else "") if n)
+        note = f"bug: {x.bug}" if x.bug else ""
         steps = str(x.steps) if x.steps is not None else "?"
         table.add_row(name, x.task, f"{x.size_bytes / 1024:.0f} KB", acc, steps, note)
     if not listings:
         click.echo("no checkpoints found")
         return
-    console().print(table)
+    table.caption = f"first the bundled checkpoints (open one by its name), then the files of {folder}" \
+        if folder else "bundled checkpoints: open one by its name"
+    table.caption_justify = "left"
+    out = console()
+    out.print(table)
+    for line in unreadable:
+        out.print(line)

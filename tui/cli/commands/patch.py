@@ -119,6 +119,17 @@ def _pair_view(patcher):
                           patcher.steps, patcher.clean_difference, patcher.corrupted_difference)
 
 
+def _names_a_checkpoint(text: str) -> bool:
+    from minitx import checkpoints
+    from minitx.core.checkpoint import CheckpointError
+
+    try:
+        checkpoints.resolve(text)
+    except (CheckpointError, OSError):
+        return False
+    return True
+
+
 @click.command("lens", short_help="The logit lens: what each decoder layer would predict.")
 @click.argument("args", nargs=-1, required=True, metavar="[CKPT] SOURCE")
 @click.option("--top-k", type=click.IntRange(min=1, max=13), default=1, show_default=True,
@@ -142,6 +153,9 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
     if len(args) > 2:
         raise click.UsageError("give one checkpoint and one source, e.g. minitx lens reverse \"3 1 4 1 5\"")
     name, text = (None, args[0]) if len(args) == 1 else args
+    if name is None and _names_a_checkpoint(text):  # `minitx lens dates`: the model, no source
+        raise click.UsageError(f"{text!r} is a checkpoint: give a source to decode after it, e.g. "
+                               f"minitx lens {text} SOURCE")
     checkpoint = load_checkpoint_arg(name, device)
     ids = _parse(checkpoint, text, "SOURCE")
     from minitx.core.interp.lens import logit_lens
