@@ -161,14 +161,14 @@ class Saved(Message):
 class CheckDone(Message):
     def __init__(self, result, index: int = 0) -> None:
         super().__init__()
-        self.result = result  # core.diagnostics.CheckResult
+        self.result = result  # core.doctor.code_checks.CheckResult
         self.index = index  # which of the dialog's models (Compare checks two)
 
 
 class DoctorFinished(Message):
-    def __init__(self, causes: list[list[str]], error: str = "") -> None:
+    def __init__(self, diagnoses: list, error: str = "") -> None:
         super().__init__()
-        self.causes, self.error = causes, error  # per model, the likely causes of its failures
+        self.diagnoses, self.error = diagnoses, error  # per model, a core.doctor.diagnosis.Diagnosis
 
 
 # -- widgets ---------------------------------------------------------------------------------------
