@@ -35,6 +35,14 @@ from minitx.core.model.transformer import Seq2Seq, eval_mode
 # the correct code, so no variant can beat them by that (docs/checks.md has the figures).
 EXACT_GAIN = 0.25
 LOSS_RATIO, LOSS_DROP = 0.5, 0.5
+# A model that has learned its task (a loss under a quarter of what guessing costs) does far
+# worse under every variant when healthy: at least 36 times the loss in every healthy model that
+# passes its task, 4 times in healthy ones stopped early (docs/checks.md has the figures). One
+# whose loss under a variant is no more than 1.1 times the correct code's, with as many examples
+# right (2 points of slack), was trained that way: a bug the weights half-survive (missing
+# scaling at small d_k) shows so, where "markedly better" has no room left.
+LEARNED = 0.25  # x ln(tokens)
+AS_GOOD = 1.1
 SOURCE_GAIN = 0.1  # nats another example's source must cost a model that reads its source
 NEAR_CHANCE = 0.3  # nats above ln(tokens) still counted as "about what guessing gives"
 EXAMPLES = 224  # teacher-forced examples per measurement (32 of each length of the reversal task)
@@ -85,6 +93,13 @@ class Fit:
     def markedly_better_than(self, other: Fit) -> bool:
         return (self.exact - other.exact >= EXACT_GAIN
                 or (self.loss <= LOSS_RATIO * other.loss and other.loss - self.loss >= LOSS_DROP))
+
+    def fires_against(self, correct: Fit, chance: float) -> bool:
+        """Markedly better than the correct code, or, for weights that learned the task under
+        it, as good: where a healthy model does far worse."""
+        learned = correct.loss <= LEARNED * chance
+        return self.markedly_better_than(correct) or (
+            learned and self.loss <= AS_GOOD * correct.loss and self.exact >= correct.exact - 0.02)
 
     def strength(self, other: Fit) -> tuple[float, float]:
         """How much better than `other`, for ranking variants: exact-match gain, then loss ratio."""
@@ -225,9 +240,10 @@ def check_counterfactuals(model: Seq2Seq, task: Task) -> list[CheckResult]:
             return measure_fit(variant, batches, v)
 
     correct = fit_under(CORRECT)
+    _, chance = chance_loss(task)
     no_copies = _copies_apply(task, batches, model.cfg.max_len)
     fits = {v.bug: fit_under(v) for v in VARIANTS if not (v.copies and no_copies)}
-    fired = sorted((v for v in VARIANTS if v.bug in fits and fits[v.bug].markedly_better_than(correct)),
+    fired = sorted((v for v in VARIANTS if v.bug in fits and fits[v.bug].fires_against(correct, chance)),
                    key=lambda v: fits[v.bug].strength(correct), reverse=True)
     explained: dict[str, Variant] = {}
     for v in fired[1:]:
@@ -237,7 +253,8 @@ def check_counterfactuals(model: Seq2Seq, task: Task) -> list[CheckResult]:
     results = []
     for v in VARIANTS:
         description = (f"teacher-forced on {n} examples, the trained weights do no better {v.differently} "
-                       f"than {v.correct}: exact match not {EXACT_GAIN:g} higher, loss not halved")
+                       f"than {v.correct}: exact match not {EXACT_GAIN:g} higher, loss not halved, and "
+                       f"for a model that learned its task, clearly worse (a loss above {AS_GOOD:g}x)")
         if v.bug not in fits:
             results.append(skipped(v.check, description, THRESHOLD, no_copies, WEIGHTS))
             continue

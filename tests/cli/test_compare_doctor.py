@@ -176,6 +176,8 @@ def test_doctor_names_the_cause_of_a_bug_checkpoint_stripped_of_its_bug_metadata
     code, data = doctor_json(path, "--quick")
     assert code == 1 and data["passed"] is False
     assert data["causes"][0] == CAUSES[cause]  # the most likely cause comes first
+    classic = {CAUSES[b] for b in ("no-shift", "no-causal-mask", "no-reverse", "swap-cross", "no-scale")}
+    assert classic & set(data["causes"]) == {CAUSES[cause]}  # and no other classic bug is blamed
     first = data["evidence"][0]
     assert first["key"] == cause and "weights" in first["kinds"]  # the code is correct now
     assert first["evidence"][0]["check"] == failing_check and first["evidence"][0]["figure"]

@@ -21,7 +21,9 @@ KIND_TITLES = {
     "code": "code checks: does minitx's forward pass with this config have a bug?",
     "weights": "weight checks: were these weights trained under a bug?",
 }
-THRESHOLD_WIDTH = 11  # "< 1e-05, and > 1e-03 with positions" wraps onto three lines
+# The threshold column: 11 cells at 80 columns ("< 1e-05, and > 1e-03 with positions" wraps onto
+# four lines), wider as the terminal is, up to 24 (two lines).
+THRESHOLD_WIDTH, THRESHOLD_WIDEST = 11, 24
 
 
 class DoctorScreen(ModalScreen[None]):
@@ -129,17 +131,18 @@ class DoctorScreen(ModalScreen[None]):
         table = Table(title=f"[b]{KIND_TITLES[kind]}[/b]", title_justify="left", box=None,
                       padding=(0, 1, 0, 0), expand=True, show_edge=False)
         two = len(self.records) > 1
+        threshold = min(THRESHOLD_WIDEST, max(THRESHOLD_WIDTH, self.app.size.width - 76))
         if not two:
             table.add_column("", no_wrap=True, width=4)
         table.add_column("check", no_wrap=True)
         if two:
-            table.add_column("threshold", max_width=THRESHOLD_WIDTH)
+            table.add_column("threshold", max_width=threshold)
         for label in self.labels:
             table.add_column(f"{label} measured".strip(), justify="right", no_wrap=True)
             if two:
                 table.add_column(label, no_wrap=True, width=4)
         if not two:
-            table.add_column("threshold", max_width=THRESHOLD_WIDTH)
+            table.add_column("threshold", max_width=threshold)
             table.add_column("note", ratio=1, style="dim")
         for name in self._rows(kind):
             done = [results.get(name) for results in self.results]
@@ -158,6 +161,7 @@ class DoctorScreen(ModalScreen[None]):
     def _verdicts(self) -> list:
         from rich.markup import escape
         from rich.padding import Padding
+        from rich.table import Table
         from rich.text import Text
 
         lines = []
@@ -169,7 +173,11 @@ class DoctorScreen(ModalScreen[None]):
             elif d.suspects:
                 lines.append(Text.from_markup("[b]likely causes, in order[/b] (no check singles one out):"))
             for n, text in enumerate(d.likely, 1):
-                lines.append(Padding(Text(f"{n}. {text}"), (0, 0, 0, 1)))
+                item = Table.grid(padding=(0, 1, 0, 0))  # a hanging indent: "1." beside its text
+                item.add_column(no_wrap=True)
+                item.add_column(ratio=1)
+                item.add_row(f"{n}.", Text(text))
                 for e in d.causes[n - 1].evidence if d.causes else ():
-                    lines.append(Padding(Text(f"{e.kind}: {e.check}: {e.figure}", style="dim"), (0, 0, 0, 4)))
+                    item.add_row("", Text(f"{e.kind}: {e.check}: {e.figure}", style="dim"))
+                lines.append(Padding(item, (0, 0, 0, 1)))
         return lines

@@ -46,7 +46,9 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
 
     Without CKPT, --recipe and the model options (--d-model, --heads, --layers, --norm,
     --bug, ...; the same as `minitx train`'s) describe the fresh model; with CKPT they are
-    refused.
+    refused. A fresh model gets the code checks only: it has no trained weights. The history
+    checks read the run's history from the file; without one (a model from other code) they
+    say they were skipped.
 
     \b
     Exit codes:
