@@ -36,11 +36,11 @@ from minitx.core.model.transformer import Seq2Seq, eval_mode
 EXACT_GAIN = 0.25
 LOSS_RATIO, LOSS_DROP = 0.5, 0.5
 # A model that has learned its task (a loss under a quarter of what guessing costs) does far
-# worse under every variant when healthy: at least 36 times the loss in every healthy model that
-# passes its task, 4 times in healthy ones stopped early (docs/checks.md has the figures). One
-# whose loss under a variant is no more than 1.1 times the correct code's, with as many examples
-# right (2 points of slack), was trained that way: a bug the weights half-survive (missing
-# scaling at small d_k) shows so, where "markedly better" has no room left.
+# worse under every variant when healthy: at least 36 times the loss in every healthy model
+# measured (docs/checks.md). One whose loss under a variant is at most 1.1 times the correct
+# code's, with as many examples right (2 points of slack), was trained that way: a bug the
+# weights half-survive (missing scaling in a small model) shows so, where "markedly better" has
+# no room left.
 LEARNED = 0.25  # x ln(tokens)
 AS_GOOD = 1.1
 SOURCE_GAIN = 0.1  # nats another example's source must cost a model that reads its source

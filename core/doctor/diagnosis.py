@@ -115,11 +115,12 @@ COUNTERFACTUAL_OF = {v.bug: v.check for v in VARIANTS}
 # Causes that describe a state, not a reason: any bug can leave a model that has not learned its
 # task or ignores its source. They are never named; the verdict describes the state, and with no
 # cause found it lists what to look at, in order (Diagnosis.suspects). "saw-answer" is what two
-# bugs look like from the training loss (and a model trained on other targets than its task's
-# also ends with a loss near zero): left out when one of them is named (EXPLAINED_BY).
+# bugs look like from the training loss (and any model trained under a variant, or on other
+# targets than its task's, can end with a loss near zero): left out when one of them is named.
 STATES = ("undertrained", "unused-cross", "ignores-source")
 EXPLAINED_BY = {
-    "saw-answer": ("no-shift", "no-causal-mask", "label-leak", "no-reverse"),
+    # the weights trained under any variant fit their training run, not the correct code
+    "saw-answer": ("no-shift", "no-causal-mask", "label-leak", "no-reverse", "no-scale", "swap-cross"),
     # a loss still falling on the wrong objective (or one that cannot reach the source) is no
     # reason to train longer
     "too-few-steps": ("no-shift", "no-causal-mask", "label-leak", "no-reverse", "swap-cross", "saw-answer"),
