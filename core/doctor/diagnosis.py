@@ -50,7 +50,7 @@ from minitx.core.doctor.counterfactuals import THRESHOLD as COUNTERFACTUAL_THRES
 from minitx.core.doctor.history_checks import (
     EARLY_JUMP,
     NEAR_ZERO_LOSS,
-    STILL_FALLING,
+    STILL_FALLING_NATS,
     STUCK,
     RunRecord,
     check_answer_seen,
@@ -215,7 +215,7 @@ WEIGHT_CHECKS = (
     ("alignment", f">= {ALIGNMENT_THRESHOLD}"),
     ("answer-seen", f">= {NEAR_ZERO_LOSS:g}, or works"),
     ("training-progress", f"< {STUCK:g}"),
-    ("still-falling", f"< {STILL_FALLING:g}"),
+    ("still-falling", f"< {STILL_FALLING_NATS:g} nats"),
     ("warmup", f"< {EARLY_JUMP:g}, or warmup"),
 )
 

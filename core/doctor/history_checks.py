@@ -17,7 +17,7 @@ NEAR_ZERO_LOSS = 0.05  # a training loss this low with generation failing: the a
 FAILING_ACCURACY = 0.5
 STUCK = 0.9  # a final loss above this share of the first: nothing was learned
 DIVERGED = 2.0  # the final loss above this many times its lowest (and 0.3 nats above): diverged
-STILL_FALLING = 0.05  # the last quarter's loss fell by this share of itself (and 0.05 nats): still learning
+STILL_FALLING, STILL_FALLING_NATS = 0.05, 0.05  # the last quarter's fall that means "still learning"
 WARMUP_LR = 0.5  # a learning rate at step 1 of at least this share of the peak: no warmup
 EARLY_JUMP = 0.2  # nats above the first loss within the first tenth of the run: an early jump
 
@@ -114,17 +114,21 @@ def check_still_falling(record: RunRecord, task_passed: bool | None) -> CheckRes
     """For a model that fails its task: had the loss levelled off when training stopped? One still
     falling over the last quarter of the run was stopped too soon."""
     name = "still-falling"
-    description = (f"for a model that fails its task, the training loss (its running median) fell by less "
-                   f"than {STILL_FALLING:g} of itself (and 0.05) over the last quarter of the run")
-    threshold = f"< {STILL_FALLING:g}"
+    description = (f"for a model that fails its task, the training loss (its running median) fell by "
+                   f"less than {STILL_FALLING_NATS:g} nats (or {STILL_FALLING:.0%} of itself, if more) over "
+                   "the last quarter of the run")
+    threshold = f"< {STILL_FALLING_NATS:g} nats"
     if not record.has_curve:
         return skipped(name, description, threshold, NO_HISTORY, WEIGHTS)
     smooth = record.smoothed()
     quarter, last = smooth[-len(smooth) // 4], smooth[-1]
-    fall = (quarter - last) / quarter if quarter > 0 else 0.0
-    falling = quarter - last >= max(STILL_FALLING * quarter, 0.05)
+    fall = quarter - last
+    falling = fall >= max(STILL_FALLING * quarter, STILL_FALLING_NATS)
+    detail = f"{quarter:.3g} -> {last:.3g} over the last quarter"
+    if task_passed:
+        detail += "; the model passes its task"
     return check_result(name, description, fall, threshold, not (falling and task_passed is False),
-                        "too-few-steps", f"{quarter:.3g} -> {last:.3g} over the last quarter", WEIGHTS)
+                        "too-few-steps", detail, WEIGHTS)
 
 
 def check_warmup(record: RunRecord, task_passed: bool | None) -> CheckResult:
