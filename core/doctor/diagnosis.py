@@ -364,8 +364,10 @@ def diagnose(results: list[CheckResult], steps: int | None = None, loss: float |
         parts.append(trained)
     suspects: list[str] = []
     if not causes:  # what to look at, in order: no check singled one out
-        keys = (("swap-cross", "no-learning", "too-few-steps") if learned_nothing
-                else ("too-few-steps", "no-learning"))
+        keys = ("too-few-steps", "no-learning")
+        if learned_nothing:  # worse than guessing: not even the output's frequencies learned yet
+            above = task is not None and loss is not None and loss > chance_loss(task)[1] + NEAR_CHANCE
+            keys = ("too-few-steps", "no-learning", "swap-cross") if above else ("swap-cross", *keys)
         suspects = [CAUSES[k] for k in keys]
         parts.append("no check singles out one cause")
     return Diagnosis(causes, "; ".join(parts), True, suspects)

@@ -171,7 +171,7 @@ class DoctorScreen(ModalScreen[None]):
             if d.causes:
                 lines.append(Text.from_markup("[b]likely cause[/b], most specific first:"))
             elif d.suspects:
-                lines.append(Text.from_markup("[b]likely causes, in order[/b] (no check singles one out):"))
+                lines.append(Text.from_markup("[b]likely causes, in order[/b]:"))
             for n, text in enumerate(d.likely, 1):
                 item = Table.grid(padding=(0, 1, 0, 0))  # a hanging indent: "1." beside its text
                 item.add_column(no_wrap=True)

@@ -291,7 +291,7 @@ class _Report:
         if diagnosis.causes:
             self.out.print("[bold]likely cause[/], most specific first:")
         elif diagnosis.suspects:
-            self.out.print("[bold]likely causes, in order[/] (no check singles one out):")
+            self.out.print("[bold]likely causes, in order[/]:")
         for i, cause in enumerate(diagnosis.likely, 1):
             self.out.print(Padding(f"{i}. {escape(cause)}", (0, 0, 0, 2), expand=False), highlight=False)
             for e in diagnosis.causes[i - 1].evidence if diagnosis.causes else ():
