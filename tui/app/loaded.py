@@ -35,6 +35,7 @@ class LoadedModel:
     resumable: bool = False  # the file holds the training state a run can continue from
     steps: int | None = None  # training steps behind it
     history: object = None  # core.history.History of the run (None: the file has none)
+    loss: float | None = None  # the training summary's final loss, when the file says (the doctor reads it)
     measure: str = "alignment"  # what `scores` are: "alignment", or "sharpness" (no pattern expected)
 
     @property
@@ -76,11 +77,12 @@ def load_checkpoint_record(name_or_path: str):
 
     path = checkpoints.resolve(name_or_path)
     ckpt = checkpoints.load(path)
-    steps = ckpt.summary.get("steps")
+    steps, loss = ckpt.summary.get("steps"), ckpt.summary.get("loss")
     return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path),
                                 train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
                                 steps=steps if isinstance(steps, int) else None,
-                                history=ckpt.history)
+                                history=ckpt.history,
+                                loss=float(loss) if isinstance(loss, (int, float)) else None)
 
 
 def saved_train_config(ckpt) -> TrainConfig | None:
