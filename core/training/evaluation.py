@@ -69,7 +69,7 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
     device, cfg = model.device, model.cfg
     correct, lengths, kept = [], [], []
     unknown, seen, wrong = 0, 0, 0
-    unk = task.vocab.unk
+    src_unk, unk = task.src_vocab.unk, task.vocab.unk
     forced = teacher_forced and model.causal and not failures
     batches = iter(batches)
     complete = True
@@ -82,8 +82,10 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
             ok = exact_match(generated, batch.labels, eos=cfg.eos_id, pad=cfg.pad_id)
         correct.append(ok)
         lengths.append(batch.lengths)
+        if src_unk is not None:
+            unknown += int((batch.src == src_unk).sum())
         if unk is not None:
-            unknown += int((batch.src == unk).sum() + (batch.labels == unk).sum())
+            unknown += int((batch.labels == unk).sum())
         for b in (~ok).nonzero().flatten().tolist():
             if len(kept) >= failures:
                 break
