@@ -5,8 +5,9 @@ with the two vocabularies it was trained with and the way its code fed sources.
   source's: each with its own ids and its own spellings of the specials.
 - `wraps_source`: the code's data pipeline fed every source as start, tokens, end
   (`<bos> 3 1 4 <eos>`; both known layouts do), so `parse` wraps typed text the same way and
-  every source of a batch is fed wrapped. Lengths of such a task (`min_len`, `max_len`, a
-  batch's `lengths`) count the positions fed, start and end included.
+  every source of a batch is fed wrapped. Lengths (`min_len`, `max_len`, a batch's `lengths`)
+  count the source's own tokens, as for every task; `source_length` says how many of the ids
+  fed they are.
 - Example pairs: minitx cannot generate a user's task. Pairs given at import (`--pairs FILE`)
   are kept in the checkpoint, up to 1,000 of them like a data file's held-out pairs, and every
   command that needs examples (eval, heads, doctor, compare, mean ablation) uses them; without
@@ -30,7 +31,7 @@ from minitx.core.data.pair_task import (
     stored_pairs,
 )
 from minitx.core.data.task import Task
-from minitx.core.data.vocab import TaskInputError, Vocab
+from minitx.core.data.vocab import Vocab
 
 IMPORTED_TASK = "imported"
 EXTRA_NEW_TOKENS = 4  # the tutorial's translate(): max_len = wrapped length + 5, BOS included
@@ -59,7 +60,8 @@ class ImportedTask(PairsTask):
         self.expect = self.alignment_name = ""
         self.max_target_len = max_target_len
         layout = origin.get("layout") or "a mapping"
-        self.description = f"a model imported from {origin.get('weights', {}).get('file', 'a file')} ({layout})"
+        weights = origin.get("weights", {}).get("file", "a file")
+        self.description = f"a model imported from {weights} ({layout})"
 
     @property
     def src_vocab(self) -> Vocab:
@@ -100,16 +102,13 @@ class ImportedTask(PairsTask):
 
     # -- text ------------------------------------------------------------------------------
     def parse(self, text: str, max_len: int | None = None) -> list[int]:
-        """Typed text in the source vocabulary, wrapped in its start and end tokens when the
-        model's code fed sources so; `max_len` bounds the positions fed."""
-        limit = self.max_len if max_len is None else max_len
-        if not self.wraps_source:
-            return self.src_vocab.encode_text(text, limit)
-        if limit < 3:
-            raise TaskInputError(f"this model takes {limit} source positions, too few for a token "
-                                 "between its start and end")
-        ids = self.src_vocab.encode_text(text, limit - 2)
-        return [self.src_vocab.sos, *ids, self.src_vocab.eos]
+        """Typed text in the source vocabulary (at most `max_len` tokens of it), wrapped in its
+        start and end tokens when the model's code fed sources so."""
+        ids = self.src_vocab.encode_text(text, self.max_len if max_len is None else max_len)
+        return [self.src_vocab.sos, *ids, self.src_vocab.eos] if self.wraps_source else ids
+
+    def source_length(self, ids) -> int:
+        return len(ids) - 2 if self.wraps_source else len(ids)
 
     def wrapping(self) -> str:
         """How a source is fed, in words: '<s> … </s>' or 'as typed'."""

@@ -62,7 +62,7 @@ class PairSet:
               wrap: bool = False) -> Batch:
         """Pairs at positions `which` (B,) of this set -> a Batch (SOS target EOS, PAD after).
         The sources are in `src_vocab` (default: `vocab`), and with `wrap` fed as SOS source EOS
-        in it; `lengths` counts the positions fed."""
+        in it; `lengths` counts the source's own tokens either way."""
         pairs = self.index[which]
         src_vocab = src_vocab or vocab
         src = self.data.source.rows(pairs, src_vocab.pad)  # (B, S)
@@ -74,7 +74,7 @@ class PairSet:
             wrapped[:, 0] = src_vocab.sos
             wrapped[:, 1:-1] = src
             wrapped[torch.arange(B), lengths + 1] = src_vocab.eos
-            src, lengths = wrapped, lengths + 2
+            src = wrapped
         tgt = torch.full((B, T + 2), vocab.pad, dtype=torch.long)
         tgt[:, 0] = vocab.sos
         tgt[:, 1 : T + 1] = body

@@ -142,6 +142,11 @@ class Task:
         would type for them."""
         return self.src_vocab.text(ids)
 
+    def source_length(self, ids) -> int:
+        """How many of the fed source ids are the source's own tokens (not its wrapping): the
+        length min_len, max_len and a batch's `lengths` count."""
+        return len(ids)
+
     def source_labels(self, ids) -> list[str]:
         """A label per source position as fed, the wrapping start and end tokens included."""
         return self.src_vocab.labels(ids)

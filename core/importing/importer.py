@@ -127,7 +127,8 @@ def read_settings(path: str | os.PathLike) -> ImportSettings:
     for key, value in data.items():
         kind = SETTING_TYPES.get(key)
         if kind is None:
-            raise ImportFileError(f"{path}: unknown key {key[:40]!r}; the keys are {', '.join(SETTING_TYPES)}")
+            raise ImportFileError(f"{path}: unknown key {key[:40]!r}; the keys are "
+                                  f"{', '.join(SETTING_TYPES)}")
         fits = (isinstance(value, kind) and not (kind is int and isinstance(value, bool))) or (
             kind is float and isinstance(value, int) and not isinstance(value, bool))
         if not fits:
@@ -185,7 +186,8 @@ def import_model(weights: str | os.PathLike, src_vocab: str | os.PathLike, tgt_v
     _check_vocab_rows(mapped, weights, "tgt_embed.weight", tgt_file, "target embedding")
     _check_vocab_rows(mapped, weights, "output.weight", tgt_file, "output layer")
 
-    task = ImportedTask(target, source, bool(settings.wrap_source), {}, max_len=positions)
+    wraps = bool(settings.wrap_source)
+    task = ImportedTask(target, source, wraps, {}, max_len=positions - 2 if wraps else positions)
     cfg = cfg.replace(**task.model_fields())
     _check_shapes(mapped, weights, cfg)
     model = Seq2Seq(cfg)
@@ -202,7 +204,7 @@ def import_model(weights: str | os.PathLike, src_vocab: str | os.PathLike, tgt_v
         "specials": {"src": _spellings(source), "tgt": _spellings(target)},
         "positions": _positions_origin(model),
     }
-    task = ImportedTask(target, source, task.wraps_source, origin, max_len=positions)
+    task = ImportedTask(target, source, wraps, origin, max_len=task.max_len)
     if pairs:
         task, pair_notes = _with_pairs(task, Path(pairs), positions)
         notes += pair_notes
@@ -264,8 +266,9 @@ def _config(mapped: MappedState, path: Path, settings: ImportSettings, positions
     d_ff = _shape_of(mapped, path, "encoder.0.ff.w1.weight" if gated else "encoder.0.ff.0.weight", 2)[0]
     heads = settings.heads
     if not isinstance(heads, int) or heads < 1 or d % heads:
-        raise ImportFileError(f"--heads {heads}: d_model {d} (the width of {_key(mapped, 'src_embed.weight')!r}) "
-                              "does not split into that many heads")
+        width = _key(mapped, "src_embed.weight")
+        raise ImportFileError(f"--heads {heads}: d_model {d} (the width of {width!r}) does not split into "
+                              "that many heads")
     kv_rows = _shape_of(mapped, path, "encoder.0.self_attn.k_proj.weight", 2)[0]
     if kv_rows % (d // heads):
         raise ImportFileError(f"{path}: {_key(mapped, 'encoder.0.self_attn.k_proj.weight')!r} has {kv_rows} "
@@ -294,8 +297,9 @@ def _config(mapped: MappedState, path: Path, settings: ImportSettings, positions
               "final_norms": bool(final) and settings.norm == "post", "norm_eps": eps,
               "log_softmax": bool(settings.log_softmax)}
     if min(V_src, V_tgt) < 4:
-        raise ImportFileError(f"{path}: {_key(mapped, 'src_embed.weight' if V_src < 4 else 'tgt_embed.weight')!r} "
-                              "has fewer than 4 rows: no room for padding, start, end and a token")
+        small = _key(mapped, "src_embed.weight" if V_src < 4 else "tgt_embed.weight")
+        raise ImportFileError(f"{path}: {small!r} has fewer than 4 rows: no room for padding, start, end "
+                              "and a token")
     try:
         return ModelConfig(**values)
     except ValueError as e:
@@ -384,7 +388,8 @@ def _positions_origin(model: Seq2Seq) -> str:
         return cfg.position_encoding
     table = model.positional
     same = torch.allclose(table, sinusoidal_table(cfg.max_len, cfg.d_model), atol=1e-6)
-    return "the file's table (the standard sinusoids)" if same else "the file's own table (not the standard sinusoids)"
+    return ("the file's table (the standard sinusoids)" if same
+            else "the file's own table (not the standard sinusoids)")
 
 
 def _with_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[ImportedTask, list[str]]:
@@ -396,8 +401,7 @@ def _with_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[Importe
     if not len(fitting):
         raise DataError(f"{path}: no pair fits the model's {positions} positions")
     kept = PairSet(fitting.data, fitting.index[:STORED_HELDOUT])
-    wrap = 2 if task.wraps_source else 0
-    lengths = kept.source_lengths() + wrap
+    lengths = kept.source_lengths()
     provenance = {"data": loaded.provenance.to_dict(), "valid": None, "tokens": task.vocab.level}
     counts = {"read": len(everything), "heldout": len(kept), "skipped_too_long": too_long,
               "unknown_heldout_tokens": loaded.unknown}
@@ -410,7 +414,8 @@ def _with_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[Importe
     if len(fitting) > STORED_HELDOUT:
         notes.append(f"kept the first {STORED_HELDOUT:,} of {len(fitting):,} pairs")
     if loaded.unknown:
-        notes.append(f"{loaded.unknown:,} tokens of {path.name} are not in the vocabularies; they read as <unk>")
+        notes.append(f"{loaded.unknown:,} tokens of {path.name} are not in the vocabularies; they read "
+                     "as <unk>")
     return with_pairs, notes
 
 

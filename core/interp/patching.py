@@ -5,7 +5,11 @@ or the residual stream leaving a layer, at one or all positions) from the clean 
 corrupted one, and measure how much of the clean answer comes back.
 
 All runs are teacher-forced on the clean source's correct output, so they differ only in the
-source. The metric is the logit difference LD = logit(clean answer) - logit(corrupted answer),
+source. Where the task cannot tell the correct outputs (dates, a data file, an imported model:
+typed text has no known answer), the model's own greedy outputs for the two sources are the
+answers: patching then asks which activations carry what makes the model answer as it does.
+
+The metric is the logit difference LD = logit(clean answer) - logit(corrupted answer),
 averaged over the steps where the two answers differ; the recovered fraction of a patch is
 (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted): 0 is the corrupted run, 1 the clean one.
 """
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from minitx.core.interp.decode import greedy_decode
 from minitx.core.interp.interventions import Head, Interventions, Patch, Recording, Stream, all_heads
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 
@@ -33,6 +38,7 @@ class PatchingResult:
     heads: dict[str, float] = field(default_factory=dict)  # "cross:L2.H1" -> fraction, all positions
     streams: dict[str, list[float]] = field(default_factory=dict)  # "enc:L1.resid" -> per position
     stream_all: dict[str, float] = field(default_factory=dict)  # "enc:L1.resid" -> all positions
+    answers: str = "task"  # whose the answers are: "task", or "model" (its greedy outputs)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -48,9 +54,9 @@ class Patcher:
                              f"(positions are patched one to one), not {len(clean)} and {len(corrupted)}")
         self.model, self.clean, self.corrupted = model, list(clean), list(corrupted)
         answers = [task.expected_output(ids) for ids in (self.clean, self.corrupted)]
-        if None in answers:  # dates, a data file: typed text has no known answer to patch towards
-            raise ValueError(f"patching needs the task's answer for both sources, and the {task.name} "
-                             "task cannot tell the answer for a typed source")
+        self.answers = "task"
+        if None in answers:  # dates, a data file, an imported model: the model's own outputs
+            answers, self.answers = [self._greedy(task, ids) for ids in (self.clean, self.corrupted)], "model"
         self.clean_answer, self.corrupted_answer = (a + [model.cfg.eos_id] for a in answers)
         self.steps = [t for t, (a, b) in enumerate(zip(self.clean_answer, self.corrupted_answer)) if a != b]
         if not self.steps:
@@ -69,6 +75,14 @@ class Patcher:
         if abs(self.clean_difference - self.corrupted_difference) < 1e-6:
             raise ValueError("the clean and corrupted runs give the same logit difference: "
                              "this model does not tell the two answers apart")
+
+    def _greedy(self, task, src_ids: list[int]) -> list[int]:
+        """The model's greedy output for a source, without EOS (cut at the task's budget)."""
+        src = torch.tensor([src_ids], device=self.model.device)
+        cap = task.decode_cap(len(src_ids), self.model.cfg.max_len)
+        out = greedy_decode(self.model, src, max_new_tokens=cap)[0].tolist()
+        eos = self.model.cfg.eos_id
+        return out[: out.index(eos)] if eos in out else out[: cap - 1]
 
     def run(self, source: str, interventions: Interventions | None = None) -> torch.Tensor:
         """Logits (T, V) of the clean or corrupted source under `interventions`."""
@@ -121,7 +135,7 @@ def patching_sweep(model: Seq2Seq, task, clean: list[int], corrupted: list[int],
 
     result = PatchingResult(patcher.clean, patcher.corrupted, patcher.clean_answer,
                             patcher.corrupted_answer, patcher.steps, patcher.clean_difference,
-                            patcher.corrupted_difference)
+                            patcher.corrupted_difference, answers=patcher.answers)
     for head in heads:
         result.heads[str(head)] = patcher.recovered(patcher.patches([head]))
         tick()

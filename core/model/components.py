@@ -177,6 +177,20 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return x * cos + turned * sin
 
 
+def option_labels(cfg: ModelConfig) -> list[str]:
+    """The choices a model's numbers depend on that its shapes do not show, in a few words each
+    (the app's header and inspect for an imported model): norm placement, norm kind and eps,
+    final norms on post-norm, log-softmax, separate vocabularies."""
+    kind = {"layer": "LayerNorm", "rms": "RMSNorm", "std": "std LayerNorm"}[cfg.norm_kind]
+    labels = [f"{cfg.norm}-norm" + (" + final norms" if cfg.final_norms and cfg.norm == "post" else ""),
+              f"{kind} eps {cfg.norm_epsilon:g}", cfg.activation]
+    if cfg.log_softmax:
+        labels.append("log-softmax")
+    if cfg.separate_vocabularies:
+        labels.append(f"{cfg.source_vocab_size}/{cfg.vocab_size} tokens")
+    return labels
+
+
 def components(cfg: ModelConfig) -> dict[str, str]:
     """What each part of this config is, in words (inspect's and the lab's descriptions)."""
     norm = {"layer": "LayerNorm", "rms": "RMSNorm (weight only)",

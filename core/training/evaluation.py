@@ -89,7 +89,8 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
         for b in (~ok).nonzero().flatten().tolist():
             if len(kept) >= failures:
                 break
-            source = batch.src[b, : int(batch.lengths[b])].tolist()
+            row = batch.src[b]
+            source = row[row != task.src_vocab.pad].tolist()  # as fed, start and end tokens included
             found = failure_of(source, generated[b].tolist(), batch.labels[b].tolist(), cfg.eos_id,
                                cfg.pad_id, lines[seen + b] if lines else None)
             if found is not None:

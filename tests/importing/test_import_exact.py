@@ -23,7 +23,8 @@ TOLERANCE = 1e-4  # the issue's bound on teacher-forced logits; measured: 0.0 an
 
 @pytest.fixture(scope="module")
 def references(tutorial_reverse, annotated_reverse, tutorial_files, annotated_files):
-    return {toy.TUTORIAL: (tutorial_reverse, tutorial_files), toy.ANNOTATED: (annotated_reverse, annotated_files)}
+    return {toy.TUTORIAL: (tutorial_reverse, tutorial_files),
+            toy.ANNOTATED: (annotated_reverse, annotated_files)}
 
 
 def imported(references, layout: str, kind: str = "pt"):
@@ -119,10 +120,12 @@ def test_typed_sources_are_wrapped_in_the_layouts_start_and_end_tokens(reference
 def test_the_options_of_each_layout_are_in_the_imported_config(references, layout):
     cfg = imported(references, layout).model.cfg
     if layout == toy.TUTORIAL:  # post-norm with nn.Transformer's final LayerNorms, plain logits
-        assert (cfg.norm, cfg.norm_kind, cfg.final_norms, cfg.log_softmax) == ("post", "layer", True, False)
+        assert (cfg.norm, cfg.norm_kind, cfg.final_norms, cfg.log_softmax) == (
+            "post", "layer", True, False)
     else:  # pre-norm with its own std-based LayerNorm (eps 1e-6), log-softmax generator
         assert (cfg.norm, cfg.norm_kind, cfg.norm_epsilon, cfg.log_softmax) == ("pre", "std", 1e-6, True)
-    assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.n_encoder_layers, cfg.n_decoder_layers) == (32, 2, 64, 1, 1)
+    shape = (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.n_encoder_layers, cfg.n_decoder_layers)
+    assert shape == (32, 2, 64, 1, 1)
     assert cfg.max_len == 512  # the file's 5000-row table, kept to minitx's default at most
     assert cfg.separate_vocabularies or cfg.source_vocab_size == cfg.vocab_size
     assert cfg.source_pad_id == toy.LAYOUTS[layout].specials.index(toy.LAYOUTS[layout].pad)
@@ -141,4 +144,5 @@ def test_a_checkpoint_of_an_imported_model_reloads_with_its_vocabularies_and_log
     assert ckpt.task.origin["layout"] == layout
     batch = held_out_batch(trained, n=8)
     with torch.no_grad():
-        assert torch.equal(ckpt.model(batch.src, batch.tgt[:, :-1]), result.model(batch.src, batch.tgt[:, :-1]))
+        tgt_in = batch.tgt[:, :-1]
+        assert torch.equal(ckpt.model(batch.src, tgt_in), result.model(batch.src, tgt_in))

@@ -278,7 +278,8 @@ def write_vocab(tokens: tuple[str, ...], path: Path) -> Path:
     return path
 
 
-def write_pairs(task: str, path: Path, n: int = 200, seed: int = 77, lengths: tuple[int, int] = (3, 5)) -> Path:
+def write_pairs(task: str, path: Path, n: int = 200, seed: int = 77,
+                lengths: tuple[int, int] = (3, 5)) -> Path:
     """n held-out pairs of the toy task as a TSV file (source<TAB>target, digits spaced): the
     examples a user gives `minitx import --pairs` or `minitx eval --data`."""
     sources = random_sources(n, torch.Generator().manual_seed(seed), *lengths)

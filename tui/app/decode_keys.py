@@ -94,7 +94,7 @@ class DecodeKeys:
     def shown_source(self) -> str | None:
         """The source the panels decode (None before the first)."""
         panel = next((p for p in self.decode_panels() if p.stepper), None)
-        return panel.record.task.format(panel.stepper.src_ids) if panel else None
+        return panel.record.task.format_source(panel.stepper.src_ids) if panel else None
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter decodes the whole source at once; a source that cannot be used keeps the box

@@ -171,5 +171,5 @@ class TrainingRun:
         result = probe(trainer.model, task, trainer.probe_batch)
         return {"rows": result.cross_attention[best[0], best[1]].tolist(),
                 "targets": task.vocab.labels(result.target),
-                "source": task.vocab.labels(result.src), "scores": scores, "best": best,
-                "measure": measure, "source_text": task.format(result.src)}
+                "source": task.source_labels(result.src), "scores": scores, "best": best,
+                "measure": measure, "source_text": task.format_source(result.src)}

@@ -29,6 +29,10 @@ def _cell(value: float, numbers: bool, width: int) -> Text:
 
 
 def _fit(label: str, width: int) -> str:
+    """The label in `width` cells: a special token too wide loses its brackets first (<bos> as
+    bos, </s> as /s), then anything too wide is cut with …."""
+    if len(label) > width and len(label) > 2 and label[0] == "<" and label[-1] == ">":
+        label = label[1:-1]
     return label.rjust(width) if len(label) <= width else label[: width - 1] + "…"
 
 

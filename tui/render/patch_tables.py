@@ -25,8 +25,8 @@ def fraction_text(value: float) -> Text:
     return Text(f"{value:+.2f}", style=style)
 
 
-def _token(ids: list[int], position: int, vocab) -> str:
-    return vocab.label(ids[position]) if position < len(ids) else ""
+def _token(labels: list[str], position: int) -> str:
+    return labels[position] if position < len(labels) else ""
 
 
 def heads_table(result, n_heads: int) -> Table:
@@ -42,9 +42,9 @@ def heads_table(result, n_heads: int) -> Table:
     return table
 
 
-def streams_table(result, vocab) -> Table:
-    """One row per position (the source token, the output produced there), one column per
-    stream, so any length fits 80 columns; the last row patches every position at once."""
+def streams_table(result, task) -> Table:
+    """One row per position (the source token fed there, the output produced there), one column
+    per stream, so any length fits 80 columns; the last row patches every position at once."""
 
     def fraction(name, position):
         values = result.streams[name]
@@ -55,28 +55,31 @@ def streams_table(result, vocab) -> Table:
     table = Table(box=None, padding=(0, 1), header_style="bold")
     for header in ("pos", "source", *encoder, "output", *decoder):
         table.add_column(header.replace(".resid", ""), justify="right")
-    for position in range(len(result.clean_answer)):
-        table.add_row(str(position), _token(result.clean, position, vocab),
-                      *(fraction(n, position) for n in encoder), _token(result.clean_answer, position, vocab),
-                      *(fraction(n, position) for n in decoder))
+    source, answer = task.source_labels(result.clean), task.vocab.labels(result.clean_answer)
+    for position in range(max(len(source), len(answer))):
+        table.add_row(str(position), _token(source, position), *(fraction(n, position) for n in encoder),
+                      _token(answer, position), *(fraction(n, position) for n in decoder))
     table.add_row("all", "", *(fraction_text(result.stream_all[n]) for n in encoder), "",
                   *(fraction_text(result.stream_all[n]) for n in decoder), style="bold")
     return table
 
 
-def patching_report(result, n_heads: int, vocab) -> Group:
+def patching_report(result, n_heads: int, task) -> Group:
     """core.patching.PatchingResult -> the two runs, then the heads' and the streams' tables
-    (tokens through the model's vocabulary)."""
+    (sources through the task's source vocabulary, answers through its target one)."""
+    whose = ("the model's own greedy outputs (the task cannot tell the answers)"
+             if result.answers == "model" else "the task's answers")
     return Group(
-        Text(f"clean     {vocab.text(result.clean)}  ->  {vocab.text(result.clean_answer)}   "
-             f"logit difference {result.clean_difference:+.2f}"),
-        Text(f"corrupted {vocab.text(result.corrupted)}  ->  {vocab.text(result.corrupted_answer)}   "
-             f"logit difference {result.corrupted_difference:+.2f}"),
-        Text(f"recovered fraction (0 corrupted, 1 clean), measured at steps {steps_text(result.steps)}"),
+        Text(f"clean     {task.format_source(result.clean)}  ->  {task.format(result.clean_answer)}"
+             f"   logit difference {result.clean_difference:+.2f}"),
+        Text(f"corrupted {task.format_source(result.corrupted)}  ->  {task.format(result.corrupted_answer)}"
+             f"   logit difference {result.corrupted_difference:+.2f}"),
+        Text(f"recovered fraction (0 corrupted, 1 clean), measured at steps {steps_text(result.steps)}; "
+             f"answers: {whose}"),
         Text(),
         Text("each head's output, all positions", style="bold"),
         heads_table(result, n_heads),
         Text(),
         Text("the residual stream leaving each layer, one position at a time", style="bold"),
-        streams_table(result, vocab),
+        streams_table(result, task),
     )

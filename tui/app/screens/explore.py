@@ -157,7 +157,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         # Keep the source on screen for a model of the same tokens; never leave the old model's
         # decode: a source the new model cannot take falls back to the last good one, then to
         # the task's own example (a date for dates, a held-out pair for a data file).
-        same_tokens = panel.record is not None and panel.record.task.vocab == app.current.task.vocab
+        same_tokens = panel.record is not None and panel.record.task.src_vocab == app.current.task.src_vocab
         shown = self.shown_source()
         panel.set_model(app.current)
         self._draw_title()
@@ -251,7 +251,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def _open_failure(self, failure) -> None:
         """Decode a failure's source and stop at its first wrong step."""
-        text = self.panel.record.task.format(failure.source)
+        text = self.panel.record.task.format_source(failure.source)
         if self.set_source(text):
             self.query_one(SourceBar).show_source(text)
             self.position = failure.first_wrong + 1

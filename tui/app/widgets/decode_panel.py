@@ -293,7 +293,7 @@ class DecodePanel(OtherViews, Vertical):
         right = sum(a == b for a, b in zip(self.predictions, s.tokens))
         progress = f"{right}/{s.position} right" if self.teacher else f"step {s.position}/{s.cap}"
         parts = [self.verdict(), progress]
-        if len(s.src_ids) > task.max_len:
+        if task.source_length(s.src_ids) > task.max_len:
             parts.append(Text(f"longer than trained ({task.max_len})", style="yellow"))
         level = task.vocab.level
         shown = [r.text + ("*" if r.forced else "") for r in s.results[: s.position]] or ["·"]
@@ -351,7 +351,7 @@ class DecodePanel(OtherViews, Vertical):
         box.border_title = self._title(KIND_TITLES[self.kind])
         if self.kind == "cross":
             rows = s.cross_attention_grid(layer, head).tolist()
-            grid.show(rows, self.record.task.vocab.labels(s.src_ids), rows_labels, current_row, hint,
+            grid.show(rows, self.record.task.source_labels(s.src_ids), rows_labels, current_row, hint,
                       "" if self.label else "rows: tokens generated · columns: source tokens")
         elif self.kind == "self":
             inputs = ["<sos>"] + rows_labels[:-1] if rows_labels else ["<sos>"]
@@ -359,6 +359,6 @@ class DecodePanel(OtherViews, Vertical):
             grid.show(rows, inputs, rows_labels, current_row, hint,
                       "rows: outputs · columns: inputs (· future)", causal=True)
         else:
-            tokens = self.record.task.vocab.labels(s.src_ids)
+            tokens = self.record.task.source_labels(s.src_ids)
             grid.show(s.encoder_attention_grid(layer, head).tolist(), tokens, tokens, None, "",
                       "rows: queries · columns: keys (source tokens)")

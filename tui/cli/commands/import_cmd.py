@@ -85,13 +85,14 @@ def import_cmd(file, layout, mapping, src_vocab, tgt_vocab, out, heads, tokens, 
 
         click.echo(builtin_mapping(layout).to_json(), nl=False)
         return
-    missing = [flag for flag, value in (("FILE", file), ("--src-vocab", src_vocab), ("--tgt-vocab", tgt_vocab),
-                                        ("--out", out)) if value is None]
+    needed = (("FILE", file), ("--src-vocab", src_vocab), ("--tgt-vocab", tgt_vocab), ("--out", out))
+    missing = [flag for flag, value in needed if value is None]
     if missing:
         raise click.UsageError(f"missing {missing[0]}: minitx import FILE --layout L --src-vocab F "
                                "--tgt-vocab F --out X.safetensors")
     if (layout is None) == (mapping is None):
-        raise click.UsageError("give --layout nn-transformer|annotated, or --mapping FILE for any other layout")
+        raise click.UsageError("give --layout nn-transformer|annotated, or --mapping FILE for any other "
+                               "layout")
     from pathlib import Path
 
     from minitx.core.checkpoint import CheckpointError, check_writable, save_checkpoint
@@ -127,8 +128,9 @@ def import_cmd(file, layout, mapping, src_vocab, tgt_vocab, out, heads, tokens, 
     from minitx.core.model.transformer import parameter_breakdown
 
     params = parameter_breakdown(imported.model)["total"]
-    click.echo(f"imported {Path(file).name} ({layout or 'mapping'}): {cfg.n_encoder_layers}+{cfg.n_decoder_layers} "
-               f"layers, d_model {cfg.d_model}, {cfg.n_heads} heads, d_ff {cfg.d_ff}, {params:,} parameters; "
+    click.echo(f"imported {Path(file).name} ({layout or 'mapping'}): "
+               f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers, d_model {cfg.d_model}, "
+               f"{cfg.n_heads} heads, d_ff {cfg.d_ff}, {params:,} parameters; "
                f"{task.src_vocab.size} source and {task.vocab.size} target tokens; sources fed "
                f"{task.wrapping()}")
     click.echo(f"wrote {out_path} · next: minitx inspect {out_path}")

@@ -64,7 +64,7 @@ def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
         return
     from minitx.tui.render.patch_tables import patching_report
 
-    console().print(patching_report(result, checkpoint.model_config.n_heads, checkpoint.task.vocab))
+    console().print(patching_report(result, checkpoint.model_config.n_heads, checkpoint.task))
 
 
 @click.command("lens", short_help="The logit lens: what each decoder layer would predict.")
@@ -99,7 +99,7 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
     lens = logit_lens(checkpoint.model, ids, interventions=interventions_for(checkpoint, ablate, ablate_kind))
     tops = lens.top(top_k)  # [layer][step] -> [(token, p)]
     if as_json:
-        echo_json({"checkpoint": str(checkpoint.path), "source": task.format(ids),
+        echo_json({"checkpoint": str(checkpoint.path), "source": task.format_source(ids),
                    "decoder_input": vocab.labels(lens.decoder_input),
                    "layers": [[[{"token": vocab.label(t), "p": p} for t, p in step] for step in layer]
                               for layer in tops]})
@@ -117,6 +117,6 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
         cells = ["  ".join(f"{shown(t)} {p:.2f}" for t, p in layer[step]) for layer in tops]
         table.add_row(str(step + 1), shown(fed), *cells)
     out = console()
-    out.print(f"source {task.format(ids)}: each decoder layer's top {top_k} at every step")
+    out.print(f"source {task.format_source(ids)}: each decoder layer's top {top_k} at every step")
     table.caption, table.caption_justify = "fed: the decoder's input at that step", "left"
     out.print(table)
