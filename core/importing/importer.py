@@ -175,6 +175,12 @@ def import_model(weights: str | os.PathLike, src_vocab: str | os.PathLike, tgt_v
     rows = available_rows(weight_mapping, state, table) if table else None
     positions = _positions(settings.positions, rows, table)
     mapped = apply_mapping(weight_mapping, state, sizes={"max_len": positions}, source=str(weights))
+    if mapped.missing and not mapped.tensors:  # not one key of its layout: another's?
+        for other in BUILTIN_LAYOUTS:
+            if other != layout and not apply_mapping(builtin_mapping(other), state, sizes={"max_len": 1},
+                                                     source=str(weights)).missing:
+                raise ImportFileError(f"{weights} has the keys of the {other} layout, not of "
+                                      f"{layout or 'the mapping'}: give --layout {other}")
     mapped.require_complete(str(weights))
     _check_tensors(mapped, weights)
 

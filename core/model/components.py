@@ -191,6 +191,14 @@ def option_labels(cfg: ModelConfig) -> list[str]:
     return labels
 
 
+def short_option_labels(cfg: ModelConfig) -> str:
+    """option_labels in a title bar's room: 'pre stdLN 1e-6 log-softmax', 'post+final LN 1e-5'."""
+    kind = {"layer": "LN", "rms": "RMS", "std": "stdLN"}[cfg.norm_kind]
+    eps = f"{cfg.norm_epsilon:.0e}".replace("e-0", "e-")
+    norm = cfg.norm + ("+final" if cfg.final_norms and cfg.norm == "post" else "")
+    return " ".join([norm, kind, eps] + (["log-softmax"] if cfg.log_softmax else []))
+
+
 def components(cfg: ModelConfig) -> dict[str, str]:
     """What each part of this config is, in words (inspect's and the lab's descriptions)."""
     norm = {"layer": "LayerNorm", "rms": "RMSNorm (weight only)",

@@ -72,21 +72,23 @@ class DecodeKeys:
     # -- the source ------------------------------------------------------------------------------
     @one_line_errors
     def set_source(self, text: str) -> bool:
-        """Parse `text` once for every panel and restart them on it; an unusable source is an
-        inline message and leaves the decodes as they were."""
+        """Parse `text` for every panel (each model's task reads it in its own vocabulary, and
+        wraps it as its code did) and restart them on it; an unusable source is an inline
+        message and leaves the decodes as they were."""
         from minitx.core.data.vocab import TaskInputError
 
         panels, bar = self.decode_panels(), self.query_one(SourceBar)
         if not panels:
             return False
+        longest = min(p.longest_source for p in panels)
         try:
-            ids = panels[0].record.task.parse(text, max_len=min(p.longest_source for p in panels))
+            ids = [panel.record.task.parse(text, max_len=longest) for panel in panels]
         except TaskInputError as e:
             bar.show_error(str(e))
             return False
         bar.show_error("")
-        for panel in panels:
-            panel.set_source(ids)
+        for panel, source in zip(panels, ids):
+            panel.set_source(source)
         self.position = 0
         self.refresh_view()
         return True

@@ -39,6 +39,12 @@ class LoadedModel:
 
     @property
     def summary(self) -> str:
+        if self.task.name == "imported":  # its layout and the options its shapes do not show
+            from minitx.core.model.components import short_option_labels
+
+            layout = self.task.origin.get("layout") or "mapping"
+            return (f"{self.name} · {layout}: {short_option_labels(self.model.cfg)} · "
+                    f"{short_count(self.params)} params · {self.device}")
         task = "" if self.task.name in self.name else f" · {self.task.name}"
         return f"{self.name}{task} · {self.norm}-norm · {short_count(self.params)} params · {self.device}"
 
