@@ -34,7 +34,8 @@ def run_import(*args: str):
 
 
 @pytest.fixture(scope="session")
-def imported(tutorial_files, annotated_files, annotated_no_causal_mask_files, tmp_path_factory) -> dict:
+def imported(tutorial_files, annotated_files, annotated_no_causal_mask_files,  # noqa: F811
+             tmp_path_factory) -> dict:
     """layout -> the checkpoint `minitx import` wrote for its reference model (with its pairs);
     "no-causal-mask" -> the Annotated Transformer trained without the causal mask."""
     folder = tmp_path_factory.mktemp("imported")

@@ -59,7 +59,8 @@ def test_print_mapping_writes_the_built_in_mapping_and_an_edited_copy_imports_th
     assert run_import(*args, "--norm", "post").exit_code == 0
     a, b = load_checkpoint(by_layout), load_checkpoint(by_mapping)
     assert a.model_config == b.model_config
-    assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
+    pairs = zip(a.model.state_dict().values(), b.model.state_dict().values())
+    assert all(torch.equal(x, y) for x, y in pairs)
 
 
 def test_the_settings_can_come_from_a_json_config(annotated_files, tmp_path):
@@ -146,4 +147,5 @@ def test_a_special_token_of_another_spelling_is_named_with_specials(tutorial_fil
     args[args.index("--tgt-vocab") + 1] = str(renamed)
     assert run_import(*args, "--specials", "eos=[END]", "--src-specials", "eos=<eos>").exit_code == 0
     task = load_checkpoint(out).task
-    assert task.vocab.tokens[task.vocab.eos] == "[END]" and task.src_vocab.tokens[task.src_vocab.eos] == "<eos>"
+    assert task.vocab.tokens[task.vocab.eos] == "[END]"
+    assert task.src_vocab.tokens[task.src_vocab.eos] == "<eos>"
