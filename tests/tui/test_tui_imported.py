@@ -58,3 +58,20 @@ async def test_comparing_an_imported_model_with_a_minitx_one_decodes_the_source_
         assert [len(p.stepper.src_ids) for p in panels] == [7, 5]  # wrapped, and as typed
         await wait_for(pilot, lambda: app.screen.comparison is not None, "the summary")
         assert app.screen.comparison.agreement > 0.5
+
+
+@pytest.mark.asyncio
+async def test_an_imported_model_without_example_pairs_opens_on_its_example_source(tutorial_files,  # noqa: F811
+                                                                                   tmp_path):
+    out = tmp_path / "bare.safetensors"
+    result = CliRunner().invoke(main, [
+        "import", str(tutorial_files.pt), "--layout", toy.TUTORIAL, "--heads", "2", "--tokens", "word",
+        "--src-vocab", str(tutorial_files.src_vocab), "--tgt-vocab", str(tutorial_files.tgt_vocab),
+        "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    app = create_app([str(out)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await wait_for(pilot, lambda: "<eos>" in screen_text(app), "the example's decode")
+        assert app.current.measure == "sharpness" and len(app.current.scores[0]) == 2
+        assert "all heads · sharpness" in screen_text(app)
