@@ -69,8 +69,9 @@ def import_cmd(file, layout, mapping, src_vocab, tgt_vocab, out, heads, tokens, 
     Examples:
       minitx import model.pt --layout nn-transformer --heads 8 --tokens word \\
           --src-vocab de.vocab --tgt-vocab en.vocab --out mine.safetensors
-      minitx import model.safetensors --layout annotated --heads 8 --tokens word \\
-          --src-vocab src.txt --tgt-vocab tgt.txt --pairs test.tsv --out mine.safetensors
+      minitx import model.safetensors --layout annotated --heads 8 \\
+          --tokens word --src-vocab src.txt --tgt-vocab tgt.txt \\
+          --pairs test.tsv --out mine.safetensors
       minitx import --print-mapping --layout nn-transformer > map.json
 
     Then: minitx inspect mine.safetensors, minitx decode mine.safetensors "ein Haus", minitx tui
