@@ -65,7 +65,7 @@ def timed(argv: list[str], env: dict) -> float:
 
 def train_seconds(variant: dict, steps: int, folder: str) -> float:
     argv = [str(BIN / "minitx"), "train", "--steps", str(steps), "--eval-every", "0", "--quiet",
-            "--out", os.path.join(folder, "busy.safetensors")]
+            "--out", os.path.join(folder, "busy.safetensors"), "--force"]
     if variant["threads"]:
         argv += ["--threads", str(variant["threads"])]
     return timed(argv, clean_env(variant["env"]))

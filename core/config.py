@@ -226,14 +226,19 @@ class ModelConfig(_DictMixin):
 IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log_softmax")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
+# field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
+LEGACY_LENGTH_FIELDS = {"min_len": "min_source_len", "max_len": "max_source_len"}
+
 
 @dataclass(frozen=True)
 class TrainConfig(_DictMixin):
     """How to train. Defaults are the reference recipe (docs/training.md)."""
 
     task: str = "reverse"  # a built-in task, or "data" for a file of pairs (`data`)
-    min_len: int = 4  # source lengths drawn uniformly from [min_len, max_len] (digit tasks)
-    max_len: int = 10
+    # The digit tasks' source lengths, drawn from [min_source_len, max_source_len] (`lengths`). Not
+    # ModelConfig.max_len, the positions the model holds: sources plus SOS and EOS must fit them.
+    min_source_len: int = 4
+    max_source_len: int = 10
     steps: int = 3000
     batch_size: int = 64
     lr: float = 1e-3
@@ -261,12 +266,20 @@ class TrainConfig(_DictMixin):
     tokens: str = "char"  # how a data file's text becomes tokens: "char" or "word"
     expect: str = ""  # the cross-attention pattern a data file should show, if one is known
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        """As every config, plus files written before the source lengths had their own names:
+        min_len and max_len there are min_source_len and max_source_len."""
+        if isinstance(data, dict) and LEGACY_LENGTH_FIELDS.keys() & data.keys():
+            data = {LEGACY_LENGTH_FIELDS.get(k, k): v for k, v in data.items()}
+        return super().from_dict(data)
+
     def __post_init__(self) -> None:
-        _positive_int(self, "min_len", "max_len", "steps", "batch_size", "eval_size")
+        _positive_int(self, "min_source_len", "max_source_len", "steps", "batch_size", "eval_size")
         _require(
-            self.min_len <= self.max_len,
-            "min_len",
-            f"min_len={self.min_len} is larger than max_len={self.max_len}",
+            self.min_source_len <= self.max_source_len,
+            "min_source_len",
+            f"min_source_len={self.min_source_len} is larger than max_source_len={self.max_source_len}",
         )
         for name in ("lr", "eps", "clip_grad_norm"):
             value = getattr(self, name)
@@ -318,7 +331,7 @@ class TrainConfig(_DictMixin):
         _require(isinstance(self.probe_source, str), "probe_source", "must be text such as '3 1 4'")
         if self.probe_source and self.task != DATA_TASK:  # a data file's vocabulary is its own
             try:
-                get_task(self.task, self.min_len, self.max_len).parse(self.probe_source)
+                get_task(self.task, self.min_source_len, self.max_source_len).parse(self.probe_source)
             except ValueError as e:
                 raise ValueError(f"probe_source: {e}") from None
 

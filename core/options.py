@@ -51,7 +51,8 @@ class OptionError(ValueError):
 def train_options() -> dict[str, str]:
     """option name -> TrainConfig field: every field has an option of its own name except the
     source lengths, which `lengths` sets together."""
-    return {f.name: f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("min_len", "max_len")}
+    return {f.name: f.name for f in dataclasses.fields(TrainConfig)
+            if f.name not in ("min_source_len", "max_source_len")}
 
 
 def option_names() -> list[str]:
@@ -80,7 +81,7 @@ def _blame(field: str) -> str:
     """The option that sets a config field (core's errors name fields)."""
     by_field = {f: o for o, f in MODEL_OPTIONS.items()}
     by_field.update({"n_encoder_layers": "layers", "n_decoder_layers": "layers",
-                     "min_len": "lengths", "max_len": "lengths"})
+                     "min_source_len": "lengths", "max_source_len": "lengths"})
     return by_field.get(field, field)
 
 
@@ -146,7 +147,7 @@ def configs_from_options(
     _data_task(given, train_changes)
     if "lengths" in given:
         try:
-            train_changes["min_len"], train_changes["max_len"] = parse_lengths(given["lengths"])
+            train_changes["min_source_len"], train_changes["max_source_len"] = parse_lengths(given["lengths"])
         except ValueError as e:
             raise OptionError("lengths", str(e)) from None
     try:
@@ -169,4 +170,4 @@ def _longest_source(train_cfg: TrainConfig) -> int:
     task = TASKS.get(train_cfg.task)
     if task is None:
         return 0
-    return train_cfg.max_len if task.exact_lengths else task().max_len
+    return train_cfg.max_source_len if task.exact_lengths else task().max_len

@@ -5,4 +5,4 @@ repository and install beneath it: `minitx.core` (model, tasks, training; no UI)
 `minitx.checkpoints` (bundled files, finding them) and `minitx.tui` (the CLI and the app).
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

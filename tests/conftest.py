@@ -32,5 +32,5 @@ def tiny_model_cfg() -> ModelConfig:
 
 @pytest.fixture
 def tiny_train_cfg() -> TrainConfig:
-    return TrainConfig(steps=20, batch_size=16, warmup=5, min_len=3, max_len=6, eval_every=0,
+    return TrainConfig(steps=20, batch_size=16, warmup=5, min_source_len=3, max_source_len=6, eval_every=0,
                        eval_size=32, device="cpu")

@@ -18,6 +18,12 @@ EXPECTATIONS = ("", "diagonal", "anti-diagonal")  # what a data file's cross-att
 DEFAULT_PROBE_DIGITS = (7, 2, 9, 0, 4, 6, 1, 8, 3, 5)  # no digit repeats a neighbour: every row distinct
 
 
+def output_cap(src_len: int, positions: int) -> int:
+    """Tokens to generate at most for a source whose output is about its length: the output plus
+    EOS, and a little slack, within the model's positions (one of which SOS takes)."""
+    return min(positions - 1, src_len + 2)
+
+
 class Task:
     """Base class. Subclasses say how a source becomes its output (`transform`) and which
     source positions hold the token each output position should copy (`alignment`).
@@ -122,9 +128,9 @@ class Task:
             remaining -= size
 
     def decode_cap(self, src_len: int, positions: int) -> int:
-        """Tokens to generate at most for a source: the output plus EOS, and a little slack,
-        within the model's positions."""
-        return min(positions - 1, src_len + 2)
+        """Tokens to generate at most for a source of this task (output_cap, unless its outputs
+        have a length of their own)."""
+        return output_cap(src_len, positions)
 
     # -- text ------------------------------------------------------------------------------
     def parse(self, text: str, max_len: int | None = None) -> list[int]:

@@ -51,7 +51,7 @@ def task_for_config(train_cfg, positions: int) -> Task:
     if train_cfg.task == DATA_TASK:
         return PairsTask.from_files(train_cfg.data, train_cfg.valid, train_cfg.tokens, train_cfg.seed,
                                     positions, train_cfg.expect)
-    task = get_task(train_cfg.task, train_cfg.min_len, train_cfg.max_len)
+    task = get_task(train_cfg.task, train_cfg.min_source_len, train_cfg.max_source_len)
     if task.max_len + 2 > positions:
         raise ValueError(f"max_len: the model's {positions} positions cannot hold {task.name} sources of "
                          f"{task.max_len} tokens plus SOS/EOS")

@@ -10,15 +10,25 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from minitx.core.data.task import output_cap
 from minitx.core.data.vocab import Vocab
 from minitx.core.interp.interventions import Interventions, Recording
+from minitx.core.model.hooks import current_hooks, hooks_restored
 from minitx.core.model.kv_cache import IncrementalDecoder
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
 
 
-def default_cap(model: Seq2Seq, src_len: int) -> int:
-    """Tokens to generate at most: the output plus EOS, and a little slack, within max_len."""
-    return min(model.cfg.max_len - 1, src_len + 2)
+def emittable(logits: torch.Tensor, cfg) -> torch.Tensor:
+    """(..., V) logits with PAD and SOS ruled out: a generated token is never either (a PAD would
+    read as padding to the next full forward, so cached and uncached decoding would part)."""
+    ruled_out = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
+    ruled_out[[cfg.pad_id, cfg.sos_id]] = True
+    return logits.masked_fill(ruled_out, float("-inf"))
+
+
+def next_tokens(logits: torch.Tensor, cfg) -> torch.Tensor:
+    """(..., V) logits -> (...) the greedy choice: the most likely token that may be generated."""
+    return emittable(logits, cfg).argmax(dim=-1)
 
 
 def greedy_decode(
@@ -32,10 +42,44 @@ def greedy_decode(
         # inference_mode skips autograd's bookkeeping per op (~15% of a batch-1 step); the clone
         # outside it hands back an ordinary tensor that any later computation may use.
         with torch.inference_mode():
-            cap = max_new_tokens or default_cap(model, src.shape[1])
+            cap = max_new_tokens or output_cap(src.shape[1], model.cfg.max_len)
             generated = _greedy_tokens(model, src, cap, use_cache)
         with torch.no_grad():
             return generated.clone()
+
+
+class FullForwardDecoder:
+    """IncrementalDecoder's interface for a model whose decoder self-attention sees later
+    positions (the no-causal-mask variant): each step runs the decoder over the whole prefix again,
+    since feeding a token changes what every earlier position computes and no cache can hold it.
+    With `maps`, each layer's attention rows of the newest position go in, as a cached step's."""
+
+    def __init__(self, model: Seq2Seq, memory: torch.Tensor, src_mask: torch.Tensor | None) -> None:
+        self.model, self.memory, self.src_mask = model, memory, src_mask
+        self.fed: list[torch.Tensor] = []  # each (B,)
+        self.position = 0
+        self._hooks = current_hooks()  # interventions active now apply to every step, as with the cache
+
+    def step(self, tokens: torch.Tensor, maps: AttentionMaps | None = None) -> torch.Tensor:
+        """tokens (B,) at the next position -> logits (B, V)."""
+        self.fed.append(tokens)
+        self.position += 1
+        prefix = torch.stack(self.fed, dim=1)  # (B, t)
+        full = AttentionMaps() if maps is not None else None
+        with hooks_restored(self._hooks):
+            logits = self.model.decode(prefix, self.memory, self.src_mask, full)[:, -1]  # (B, V)
+        if maps is not None:
+            maps.decoder_self += [w[:, :, -1:] for w in full.decoder_self]  # (B, h, 1, t)
+            maps.cross += [w[:, :, -1:] for w in full.cross]  # (B, h, 1, S)
+        return logits
+
+
+def decoder_for(model: Seq2Seq, memory: torch.Tensor, src_mask: torch.Tensor | None):
+    """The stepping decoder for this model: the KV cache (core/model/kv_cache.py), or the full
+    forward for a decoder that sees later positions, where a cache would keep stale states."""
+    if model.causal:
+        return IncrementalDecoder(model, memory, src_mask)
+    return FullForwardDecoder(model, memory, src_mask)
 
 
 def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
@@ -45,14 +89,14 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
     tokens = torch.full((B, 1 + cap), pad, dtype=torch.long, device=src.device)  # (B, 1 + cap)
     tokens[:, 0] = model.cfg.sos_id
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    incremental = IncrementalDecoder(model, memory, src_mask) if use_cache else None
+    incremental = decoder_for(model, memory, src_mask) if use_cache else None
     t = 0
     while t < cap:
         if incremental is not None:
             logits = incremental.step(tokens[:, t])  # (B, V)
         else:
             logits = model.decode(tokens[:, : t + 1], memory, src_mask)[:, -1]  # (B, V)
-        next_token = logits.argmax(dim=-1).masked_fill(done, pad)  # (B,)
+        next_token = next_tokens(logits, model.cfg).masked_fill(done, pad)  # (B,)
         t += 1
         tokens[:, t] = next_token
         done |= next_token == eos
@@ -142,7 +186,7 @@ class Stepper:
         self.src_ids = list(src_ids)
         self.top_k = top_k
         self.teacher = list(teacher) if teacher is not None else None
-        self.cap = len(self.teacher) if self.teacher else cap or default_cap(model, len(src_ids))
+        self.cap = len(self.teacher) if self.teacher else cap or output_cap(len(src_ids), model.cfg.max_len)
         self.forced = dict(forced or {})
         self._lens_record = Recording(heads=False)  # each step's residual streams: the logit lens
         self.interventions = interventions or Interventions()
@@ -156,7 +200,7 @@ class Stepper:
         maps = AttentionMaps()
         with eval_mode(self.model), torch.no_grad(), self._hooks.applied(self.model):
             src = torch.tensor([self.src_ids], device=self.model.device)  # (1, S)
-            self._decoder = IncrementalDecoder(self.model, *self.model.encode(src, maps))
+            self._decoder = decoder_for(self.model, *self.model.encode(src, maps))
         self._last_token = torch.tensor([self.model.cfg.sos_id], device=self.model.device)  # (1,)
         return torch.stack([w[0] for w in maps.encoder_self]).cpu()
 
@@ -251,9 +295,9 @@ class Stepper:
             streams = [self._lens_record.stream("dec", i) for i in range(len(self.model.decoder))]
             lens = self.model.stream_logits(torch.stack(streams)).log_softmax(dim=-1)  # (L, 1, 1, V)
             lens = lens[:, 0, -1].cpu()  # (L, V)
-        log_probs = logits.log_softmax(dim=-1)[0]  # (V,)
-        probs = log_probs.exp()
-        top = probs.topk(min(self.top_k, probs.numel()))
+        log_probs = logits.log_softmax(dim=-1)[0]  # (V,): the model's whole distribution
+        probs = emittable(log_probs, self.model.cfg).exp()  # PAD and SOS at 0: never a choice
+        top = probs.topk(min(self.top_k, probs.numel() - 2))
         predicted = int(top.indices[0])
         token = self.forced.get(index, predicted)  # forced over teacher over the model's choice
         if index not in self.forced and self.teacher is not None and index < len(self.teacher):

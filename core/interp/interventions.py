@@ -10,8 +10,12 @@ is `enc:Ll.resid` or `dec:Ll.resid`.
 - pattern override: the head's attention weights become uniform over the keys it may see, or the
   task's expected alignment (cross-attention only; rows the task expects nothing of are kept);
 - patching: a head's output or a residual stream, at some or all positions, is replaced by values
-  recorded in another run (core/interp/patching.py runs the clean/corrupted experiment);
-- recording: every head output and residual stream is kept (logit lens, means, patching).
+  recorded in another run (core/interp/patching.py runs the clean/corrupted experiment); so may
+  what one head's query projection reads (`HeadInput` side "q") or its key and value projections
+  ("kv"), the other heads of the block reading what they always do (path patching,
+  core/interp/path_patching.py); input patches act in full forwards only;
+- recording: every head output and residual stream is kept (logit lens, means, patching), and
+  with `inputs` what every block's heads read.
 
 An Interventions object is applied with `with interventions.applied(model): ...`; everything the
 model computes inside (full forward, greedy_decode, a Stepper created there) is changed, the same
@@ -31,6 +35,8 @@ from minitx.core.model.hooks import HeadHook, hooks_active
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 
 KINDS = ("enc", "self", "cross")
+SIDES = ("kv", "q")  # a head's key and value input (what it reads from), its query input (what it asks)
+SIDE_NAMES = {"kv": "K/V", "q": "Q"}
 KIND_NAMES = {"enc": "encoder self-attention", "self": "decoder self-attention",
               "cross": "cross-attention"}
 ABLATIONS = ("zero", "mean")
@@ -58,6 +64,18 @@ class Stream:
 
     def __str__(self) -> str:
         return f"{self.stack}:L{self.layer + 1}.resid"
+
+
+@dataclass(frozen=True, order=True)
+class HeadInput:
+    """What one head's query projection (side "q") or key and value projections ("kv") read: the
+    block's input (B, T, d), which every other head of the block keeps reading."""
+
+    head: Head
+    side: str  # "kv" | "q"
+
+    def __str__(self) -> str:
+        return f"{self.head} {SIDE_NAMES[self.side]}"
 
 
 def layer_count(model: Seq2Seq, kind: str) -> int:
@@ -115,6 +133,14 @@ def describe_heads(heads, n_heads: int | None = None) -> str:
     return ", ".join(names) or "none"
 
 
+def without_heads(name: str, heads, n_heads: int | None = None, kind: str = "") -> str:
+    """'reverse', or 'reverse without cross:L2' (with kind: '... (zero)'): what every report and
+    title calls a model with heads knocked out."""
+    if not heads:
+        return name
+    return f"{name} without {describe_heads(heads, n_heads)}" + (f" ({kind})" if kind else "")
+
+
 # ---------------------------------------------------------------------------------------------
 # What to record and what to patch
 
@@ -125,8 +151,10 @@ class Recording:
     position per step): head outputs per attention block, residual streams per layer."""
 
     heads: bool = True  # False: streams only (what the logit lens needs)
+    inputs: bool = False  # True: also what each head of every block reads (full forwards only)
     outputs: dict[tuple[str, int], list[torch.Tensor]] = field(default_factory=dict)  # (B, h, t, k)
     streams: dict[tuple[str, int], list[torch.Tensor]] = field(default_factory=dict)  # (B, t, d)
+    read: dict[tuple[str, int, str], torch.Tensor] = field(default_factory=dict)  # (B, h, T, d) per side
 
     def head_outputs(self, kind: str, layer: int) -> torch.Tensor:
         """(B, h, T, d_k): every position recorded, in order."""
@@ -136,17 +164,22 @@ class Recording:
         """(B, T, d)."""
         return torch.cat(self.streams[(stack, layer)], dim=1)
 
+    def head_input(self, site: HeadInput) -> torch.Tensor:
+        """(B, T, d): what that head's projections read (recorded with inputs=True)."""
+        return self.read[(site.head.kind, site.head.layer, site.side)][:, site.head.head]
+
     def clear(self) -> None:
         self.outputs.clear()
         self.streams.clear()
+        self.read.clear()
 
 
 @dataclass(frozen=True)
 class Patch:
     """Replace `site` at `positions` (None: every position) with `values` from another run:
-    (B, T, d_k) for a head, (B, T, d) for a stream; B may be 1 for any batch."""
+    (B, T, d_k) for a head, (B, T, d) for a stream or a head's input; B may be 1 for any batch."""
 
-    site: Head | Stream
+    site: Head | Stream | HeadInput
     values: torch.Tensor
     positions: tuple[int, ...] | None = None
 
@@ -196,7 +229,8 @@ class Interventions:
     # -- building the hooks ------------------------------------------------------------------------
     def _validate(self, model: Seq2Seq) -> None:
         names = {str(h) for h in all_heads(model)}
-        for head in [*self.zero, *self.mean, *self.patterns]:
+        inputs = [p.site.head for p in self.patches if isinstance(p.site, HeadInput)]
+        for head in [*self.zero, *self.mean, *self.patterns, *inputs]:
             if str(head) not in names:
                 raise ValueError(f"{head}: this model has no such head")
         for head, how in self.patterns.items():
@@ -212,7 +246,7 @@ class Interventions:
         for i, layer in enumerate(model.decoder):
             blocks += [("self", i, layer.self_attn), ("cross", i, layer.cross_attn)]
         for kind, index, block in blocks:
-            hook = self._head_hook(kind, index)
+            hook = self._head_hook(kind, index, model.cfg.n_heads)
             if hook is not None:
                 hooks[block] = hook
         for stack, layers in (("enc", model.encoder), ("dec", model.decoder)):
@@ -222,7 +256,7 @@ class Interventions:
                     hooks[layer] = edit
         return hooks
 
-    def _head_hook(self, kind: str, layer: int) -> HeadHook | None:
+    def _head_hook(self, kind: str, layer: int, n_heads: int) -> HeadHook | None:
         def here(heads):
             return sorted(h.head for h in heads if (h.kind, h.layer) == (kind, layer))
 
@@ -231,8 +265,11 @@ class Interventions:
         patterns = {h.head: p for h, p in self.patterns.items() if (h.kind, h.layer) == (kind, layer)}
         patches = [p for p in self.patches if isinstance(p.site, Head)
                    and (p.site.kind, p.site.layer) == (kind, layer)]
+        input_patches = [p for p in self.patches if isinstance(p.site, HeadInput)
+                         and (p.site.head.kind, p.site.head.layer) == (kind, layer)]
         record = self.record if self.record is not None and self.record.heads else None
-        if not (zero or mean or patterns or patches or record):
+        record_inputs = self.record if self.record is not None and self.record.inputs else None
+        if not (zero or mean or patterns or patches or record or input_patches or record_inputs):
             return None
 
         def output(out: torch.Tensor, offset: int) -> torch.Tensor:  # (B, h, Tq, k)
@@ -265,7 +302,27 @@ class Interventions:
                     w[:, h] = torch.where(has, rows / rows.sum(dim=-1, keepdim=True).clamp(min=1), w[:, h])
             return w
 
-        return HeadHook(weights=weights if patterns else None, output=output)
+        def reads(side: str):
+            mine = [p for p in input_patches if p.site.side == side]
+            if not (mine or record_inputs):
+                return None
+
+            def edit(x: torch.Tensor, offset: int) -> torch.Tensor:  # (B, T, d) -> (B, h, T, d)
+                B, T, d = x.shape
+                per_head = x[:, None].expand(B, n_heads, T, d)
+                if mine:
+                    per_head = per_head.clone()
+                    for patch in mine:
+                        rows, values = _rows(patch, offset, T)
+                        per_head[:, patch.site.head.head, rows] = values.to(per_head)
+                if record_inputs is not None:
+                    record_inputs.read[(kind, layer, side)] = per_head
+                return per_head
+
+            return edit
+
+        return HeadHook(weights=weights if patterns else None, output=output,
+                        query_input=reads("q"), key_value_input=reads("kv"))
 
     def _stream_hook(self, stack: str, layer: int):
         patches = [p for p in self.patches if isinstance(p.site, Stream)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-from minitx.core.interp.decode import greedy_decode
+from minitx.core.config import ModelConfig
+from minitx.core.interp.decode import emittable, greedy_decode
 from minitx.core.interp.interventions import Interventions, Recording
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 
@@ -19,10 +20,12 @@ class Lens:
     src: list[int]
     decoder_input: list[int]  # SOS then the tokens fed: row t of every layer predicts output t
     log_probs: torch.Tensor  # (layers, T, V)
+    cfg: ModelConfig  # its special ids: what may be generated
 
     def top(self, k: int = 3) -> list[list[list[tuple[int, float]]]]:
-        """[layer][step] -> the k most likely (token, probability) at that layer."""
-        values, indices = self.log_probs.exp().topk(k, dim=-1)  # (L, T, k)
+        """[layer][step] -> the k most likely tokens that may be generated (token, probability)
+        at that layer; the last layer's first is the model's own greedy choice."""
+        values, indices = emittable(self.log_probs, self.cfg).exp().topk(k, dim=-1)  # (L, T, k)
         return [[list(zip(i.tolist(), v.tolist())) for i, v in zip(li, lv)]
                 for li, lv in zip(indices, values)]
 
@@ -46,4 +49,5 @@ def logit_lens(model: Seq2Seq, src_ids: list[int], outputs: list[int] | None = N
     with eval_mode(model), interventions.recording(record).applied(model):
         model(src, torch.tensor([fed], device=device))
     streams = [record.stream("dec", i) for i in range(len(model.decoder))]
-    return Lens(list(src_ids), fed, model.stream_logits(torch.stack(streams)).log_softmax(dim=-1)[:, 0].cpu())
+    log_probs = model.stream_logits(torch.stack(streams)).log_softmax(dim=-1)[:, 0].cpu()  # (L, T, V)
+    return Lens(list(src_ids), fed, log_probs, model.cfg)

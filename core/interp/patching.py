@@ -1,15 +1,13 @@
 """Activation patching: which activations carry what makes a model's answer right?
 
 Run a clean source and a corrupted one of the same length, copy one activation (a head's output,
-or the residual stream leaving a layer, at one or all positions) from the clean run into the
-corrupted one, and measure how much of the clean answer comes back.
+the residual stream leaving a layer, at one or all positions, or what one cross-attention head
+reads) from the clean run into the corrupted one, and measure how much of the clean answer comes
+back. Copying clean into corrupted asks whether the activation suffices to bring the answer
+back; copying corrupted into clean would ask whether it is needed.
 
 All runs are teacher-forced on the clean source's correct output, so they differ only in the
-source. Where the task cannot tell the correct outputs (dates, a data file, an imported model:
-typed text has no known answer), the model's own greedy outputs for the two sources are the
-answers: patching then asks which activations carry what makes the model answer as it does.
-
-The metric is the logit difference LD = logit(clean answer) - logit(corrupted answer),
+source. The metric is the logit difference LD = logit(clean answer) - logit(corrupted answer),
 averaged over the steps where the two answers differ; the recovered fraction of a patch is
 (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted): 0 is the corrupted run, 1 the clean one.
 """
@@ -21,8 +19,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minitx.core.interp.decode import greedy_decode
-from minitx.core.interp.interventions import Head, Interventions, Patch, Recording, Stream, all_heads
+from minitx.core.interp.interventions import (
+    SIDES,
+    Head,
+    HeadInput,
+    Interventions,
+    Patch,
+    Recording,
+    Stream,
+    all_heads,
+)
+from minitx.core.interp.pairs import Pair, PairBatch, typed_pair
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 
 
@@ -38,37 +45,47 @@ class PatchingResult:
     heads: dict[str, float] = field(default_factory=dict)  # "cross:L2.H1" -> fraction, all positions
     streams: dict[str, list[float]] = field(default_factory=dict)  # "enc:L1.resid" -> per position
     stream_all: dict[str, float] = field(default_factory=dict)  # "enc:L1.resid" -> all positions
-    answers: str = "task"  # whose the answers are: "task", or "model" (its greedy outputs)
+    inputs: dict[str, float] = field(default_factory=dict)  # "cross:L2.H1 K/V" -> what it reads
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
 class Patcher:
-    """The clean and corrupted runs of one pair of sources, kept so any patch is one forward."""
+    """The clean and corrupted runs of a batch of pairs (core/interp/pairs.py), kept so any patch
+    is one forward. Made from two typed sources (`Patcher(model, task, clean, corrupted)`) or from
+    pairs (`Patcher.of_pairs`); with several pairs the metric averages over every step of every
+    pair where the answers differ."""
+
+    def __init__(self, model: Seq2Seq, task, clean: list[int], corrupted: list[int]) -> None:
+        self._start(model, [typed_pair(task, clean, corrupted, model.cfg.eos_id)])
+
+    @classmethod
+    def of_pairs(cls, model: Seq2Seq, pairs: list[Pair]) -> Patcher:
+        patcher = cls.__new__(cls)
+        patcher._start(model, pairs)
+        return patcher
 
     @torch.no_grad()
-    def __init__(self, model: Seq2Seq, task, clean: list[int], corrupted: list[int]) -> None:
-        if len(clean) != len(corrupted):
-            raise ValueError(f"the clean and corrupted sources must have the same length "
-                             f"(positions are patched one to one), not {len(clean)} and {len(corrupted)}")
-        self.model, self.clean, self.corrupted = model, list(clean), list(corrupted)
-        answers = [task.expected_output(ids) for ids in (self.clean, self.corrupted)]
-        self.answers = "task"
-        if None in answers:  # dates, a data file, an imported model: the model's own outputs
-            answers, self.answers = [self._greedy(task, ids) for ids in (self.clean, self.corrupted)], "model"
-        self.clean_answer, self.corrupted_answer = (a + [model.cfg.eos_id] for a in answers)
-        self.steps = [t for t, (a, b) in enumerate(zip(self.clean_answer, self.corrupted_answer)) if a != b]
-        if not self.steps:
+    def _start(self, model: Seq2Seq, pairs: list[Pair]) -> None:
+        cfg = model.cfg
+        self.model, self.pairs = model, list(pairs)
+        first = self.pairs[0]
+        self.clean, self.corrupted = first.clean, first.corrupted  # the first pair (all, with one)
+        self.clean_answer, self.corrupted_answer, self.steps = first.clean_answer, first.corrupted_answer, \
+            first.steps
+        self.batch = PairBatch.of(self.pairs, cfg.pad_id, cfg.sos_id, cfg.source_pad_id)
+        if not bool(self.batch.steps.any()):
             raise ValueError("the clean and corrupted sources have the same answer: "
                              "there is no difference to recover")
         device = model.device
-        self._src = {name: torch.tensor([ids], device=device)
-                     for name, ids in (("clean", self.clean), ("corrupted", self.corrupted))}
-        self._decoder_input = torch.tensor([[model.cfg.sos_id] + self.clean_answer[:-1]],
-                                           device=device)  # (1, T)
-        self.recording = Recording()
-        self.clean_logits = self.run("clean", Interventions(record=self.recording))  # (T, V)
+        self._src = {"clean": self.batch.clean.to(device), "corrupted": self.batch.corrupted.to(device)}
+        self.decoder_input = self.batch.decoder_input.to(device)  # (B, T)
+        self._steps = self.batch.steps.to(device)  # (B, T)
+        self._answers = (self.batch.clean_answer.to(device), self.batch.corrupted_answer.to(device))
+        self.recording = Recording(inputs=True)
+        self._corrupted_recording: Recording | None = None
+        self.clean_logits = self.run("clean", Interventions(record=self.recording))  # (B, T, V)
         self.corrupted_logits = self.run("corrupted")
         self.clean_difference = self.difference(self.clean_logits)
         self.corrupted_difference = self.difference(self.corrupted_logits)
@@ -76,32 +93,53 @@ class Patcher:
             raise ValueError("the clean and corrupted runs give the same logit difference: "
                              "this model does not tell the two answers apart")
 
-    def _greedy(self, task, src_ids: list[int]) -> list[int]:
-        """The model's greedy output for a source, without EOS (cut at the task's budget)."""
-        src = torch.tensor([src_ids], device=self.model.device)
-        cap = task.decode_cap(len(src_ids), self.model.cfg.max_len)
-        out = greedy_decode(self.model, src, max_new_tokens=cap)[0].tolist()
-        eos = self.model.cfg.eos_id
-        return out[: out.index(eos)] if eos in out else out[: cap - 1]
+    def source(self, name: str) -> torch.Tensor:
+        """(B, S) clean or corrupted sources, on the model's device."""
+        return self._src[name]
 
     def run(self, source: str, interventions: Interventions | None = None) -> torch.Tensor:
-        """Logits (T, V) of the clean or corrupted source under `interventions`."""
+        """Logits (B, T, V) of the clean or corrupted sources under `interventions`."""
         with eval_mode(self.model), torch.no_grad(), (interventions or Interventions()).applied(self.model):
-            return self.model(self._src[source], self._decoder_input)[0]
+            return self.model(self._src[source], self.decoder_input)
+
+    def difference_tensor(self, logits: torch.Tensor) -> torch.Tensor:
+        """The mean logit difference (clean answer minus corrupted answer) over the steps that
+        differ, as a 0-d tensor (differentiable: attribution takes its gradient)."""
+        clean, corrupted = self._answers
+        gap = logits.gather(-1, clean[..., None]) - logits.gather(-1, corrupted[..., None])  # (B, T, 1)
+        return gap[..., 0][self._steps].mean()
 
     def difference(self, logits: torch.Tensor) -> float:
         """The mean logit difference (clean answer minus corrupted answer) over the steps."""
-        steps = torch.tensor(self.steps)
-        clean = torch.tensor(self.clean_answer)[steps]
-        corrupted = torch.tensor(self.corrupted_answer)[steps]
-        rows = logits.cpu()[steps]  # (n, V)
-        return float((rows.gather(1, clean[:, None]) - rows.gather(1, corrupted[:, None])).mean())
+        return float(self.difference_tensor(logits))
 
-    def clean_values(self, site: Head | Stream) -> torch.Tensor:
-        """What `site` computed in the clean run: (1, T, d_k) for a head, (1, T, d) for a stream."""
+    def fraction(self, difference: float) -> float:
+        """A logit difference as the recovered fraction: 0 the corrupted run, 1 the clean one."""
+        return (difference - self.corrupted_difference) / (self.clean_difference - self.corrupted_difference)
+
+    def clean_values(self, site: Head | Stream | HeadInput) -> torch.Tensor:
+        """What `site` computed (or read) in the clean run: (B, T, d_k) for a head, (B, T, d) for
+        a stream or a head's input."""
+        return self.values(site, self.recording)
+
+    @property
+    def corrupted_recording(self) -> Recording:
+        """Everything the corrupted run computed and read (recorded when first asked for)."""
+        if self._corrupted_recording is None:
+            self._corrupted_recording = Recording(inputs=True)
+            self.run("corrupted", Interventions(record=self._corrupted_recording))
+        return self._corrupted_recording
+
+    def corrupted_values(self, site: Head | Stream | HeadInput) -> torch.Tensor:
+        return self.values(site, self.corrupted_recording)
+
+    @staticmethod
+    def values(site: Head | Stream | HeadInput, recording: Recording) -> torch.Tensor:
         if isinstance(site, Head):
-            return self.recording.head_outputs(site.kind, site.layer)[:, site.head]
-        return self.recording.stream(site.stack, site.layer)
+            return recording.head_outputs(site.kind, site.layer)[:, site.head]
+        if isinstance(site, HeadInput):
+            return recording.head_input(site)
+        return recording.stream(site.stack, site.layer)
 
     def patches(self, sites, positions: tuple[int, ...] | None = None) -> Interventions:
         """Interventions copying `sites` from the clean run at `positions` (None: all)."""
@@ -109,8 +147,7 @@ class Patcher:
 
     def recovered(self, interventions: Interventions) -> float:
         """The recovered fraction of the corrupted run under `interventions`."""
-        patched = self.difference(self.run("corrupted", interventions))
-        return (patched - self.corrupted_difference) / (self.clean_difference - self.corrupted_difference)
+        return self.fraction(self.difference(self.run("corrupted", interventions)))
 
 
 def streams_of(model: Seq2Seq) -> list[Stream]:
@@ -121,10 +158,21 @@ def streams_of(model: Seq2Seq) -> list[Stream]:
 def patching_sweep(model: Seq2Seq, task, clean: list[int], corrupted: list[int],
                    progress: Callable[[int, int], None] | None = None) -> PatchingResult:
     """Every head alone (all positions), and every residual stream at each position and at all."""
-    patcher = Patcher(model, task, clean, corrupted)
-    heads, streams = all_heads(model), streams_of(model)
-    lengths = {"enc": len(clean), "dec": len(patcher.clean_answer)}
-    total = len(heads) + sum(lengths[s.stack] + 1 for s in streams)
+    return sweep(Patcher(model, task, clean, corrupted), progress)
+
+
+def input_sites(model: Seq2Seq) -> list[HeadInput]:
+    """What each cross-attention head reads: its K/V input, its Q input."""
+    return [HeadInput(h, side) for h in all_heads(model, ("cross",)) for side in SIDES]
+
+
+def sweep(patcher: Patcher, progress: Callable[[int, int], None] | None = None) -> PatchingResult:
+    """patching_sweep on a Patcher made any way (a drawn pair: core/interp/pairs.py); positions
+    are those of the longest pair. Also each cross-attention head's two inputs, one at a time."""
+    model = patcher.model
+    heads, streams, inputs = all_heads(model), streams_of(model), input_sites(model)
+    lengths = {"enc": patcher.batch.clean.shape[1], "dec": patcher.batch.clean_answer.shape[1]}
+    total = len(heads) + sum(lengths[s.stack] + 1 for s in streams) + len(inputs)
     done = 0
 
     def tick() -> None:
@@ -135,7 +183,7 @@ def patching_sweep(model: Seq2Seq, task, clean: list[int], corrupted: list[int],
 
     result = PatchingResult(patcher.clean, patcher.corrupted, patcher.clean_answer,
                             patcher.corrupted_answer, patcher.steps, patcher.clean_difference,
-                            patcher.corrupted_difference, answers=patcher.answers)
+                            patcher.corrupted_difference)
     for head in heads:
         result.heads[str(head)] = patcher.recovered(patcher.patches([head]))
         tick()
@@ -146,5 +194,8 @@ def patching_sweep(model: Seq2Seq, task, clean: list[int], corrupted: list[int],
             tick()
         result.streams[str(stream)] = fractions
         result.stream_all[str(stream)] = patcher.recovered(patcher.patches([stream]))
+        tick()
+    for site in inputs:
+        result.inputs[str(site)] = patcher.recovered(patcher.patches([site]))
         tick()
     return result

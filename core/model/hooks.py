@@ -6,7 +6,10 @@ in cached decoding (core/model/kv_cache.py), so one intervention behaves identic
   after the softmax, `output` may change the per-head outputs (B, h, Tq, d_k) before they are
   concatenated and projected;
 - a stream hook after every encoder and decoder layer: it may read or replace the residual
-  stream (B, T, d) that leaves the layer.
+  stream (B, T, d) that leaves the layer;
+- the head hook's input parts: `query_input` may give each query head its own input (B, h, T, d)
+  for the query projection, `key_value_input` the same for the key and value projections (what
+  path patching replaces); they act in full forwards (the KV cache refuses them).
 `offset` is the position of the first query row: 0 in a full forward, the step in cached decoding.
 
 Which hooks are active is a context variable, not a model attribute: a thread that ablates a head
@@ -27,14 +30,22 @@ from torch import nn
 WeightsEdit = Callable[[torch.Tensor, "torch.Tensor | None", int], torch.Tensor]  # (w, mask, offset)
 OutputEdit = Callable[[torch.Tensor, int], torch.Tensor]  # (out, offset)
 StreamEdit = Callable[[torch.Tensor, int], torch.Tensor]  # (x, offset)
+# (x (B, T, d), offset) -> (B, h, T, d): what each query head's projection reads, or None: x itself
+InputEdit = Callable[[torch.Tensor, int], "torch.Tensor | None"]
 
 
 @dataclass(frozen=True)
 class HeadHook:
-    """What one attention block's hook does; either part may be None."""
+    """What one attention block's hook does; any part may be None."""
 
     weights: WeightsEdit | None = None  # (B, h, Tq, Tk), mask (True = allowed) or None -> weights
     output: OutputEdit | None = None  # (B, h, Tq, d_k) -> the same shape
+    query_input: InputEdit | None = None  # the queries' input (B, Tq, d) -> per head (B, h, Tq, d)
+    key_value_input: InputEdit | None = None  # the keys' and values' input (B, Tk, d) -> (B, h, Tk, d)
+
+    @property
+    def edits_inputs(self) -> bool:
+        return self.query_input is not None or self.key_value_input is not None
 
 
 # id(module) -> its hook: attention blocks map to HeadHook, layers to a StreamEdit.
@@ -51,6 +62,22 @@ def stream_hook(layer: nn.Module) -> StreamEdit | None:
     """The hook on the residual stream leaving this layer, or None."""
     active = _ACTIVE.get()
     return active.get(id(layer)) if active else None  # type: ignore[return-value]
+
+
+def current_hooks() -> dict[int, object] | None:
+    """The hooks active here, to activate again later (a decoder that steps outside the block
+    where it was made: core/interp/decode.py's FullForwardDecoder)."""
+    return _ACTIVE.get()
+
+
+@contextmanager
+def hooks_restored(captured: dict[int, object] | None) -> Iterator[None]:
+    """Exactly the hooks `current_hooks()` returned, for this block."""
+    token = _ACTIVE.set(captured)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
 
 
 @contextmanager

@@ -103,6 +103,9 @@ class _LayerState:
     @classmethod
     def of(cls, layer: DecoderLayer) -> _LayerState:
         sa, ca, ff = layer.self_attn, layer.cross_attn, layer.ff
+        if any(hook is not None and hook.edits_inputs for hook in (head_hook(sa), head_hook(ca))):
+            raise ValueError("a head's own query or key/value input acts in full forwards only, "
+                             "not in cached decoding")
         gated = isinstance(ff, SwiGLUFeedForward)
         return cls(
             self_qkv=_Linear.of(sa.q_proj, sa.k_proj, sa.v_proj),

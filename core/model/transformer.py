@@ -30,6 +30,17 @@ from minitx.core.model.hooks import head_hook, stream_hook
 
 Rotary = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, k): rotary_angles() of a stream
 
+def project_per_head(linear: nn.Linear, x: torch.Tensor, slices: int) -> torch.Tensor:
+    """x (B, h, T, d), one input per query head -> (B, h, T, k): query head j through its own
+    slice of `linear`'s output, the slice j // (h / slices) (K/V slices are shared by groups)."""
+    B, h, T, d = x.shape
+    weight = linear.weight.view(slices, -1, d)  # (slices, k, d)
+    bias = linear.bias.view(slices, -1)  # (slices, k)
+    if slices < h:
+        weight, bias = weight.repeat_interleave(h // slices, 0), bias.repeat_interleave(h // slices, 0)
+    return torch.einsum("bhtd,hkd->bhtk", x, weight) + bias[None, :, None, :]
+
+
 class MultiHeadAttention(nn.Module):
     """Q and output d x d, K and V d -> g * d_k, all with bias: 4d^2 + 4d parameters with one
     K/V head per query head (g = h), fewer with grouped-query attention (g < h)."""
@@ -54,15 +65,27 @@ class MultiHeadAttention(nn.Module):
         return x.view(B, T, heads, width // heads).transpose(1, 2)
 
     def queries(self, x: torch.Tensor, rotary: Rotary | None = None) -> torch.Tensor:
-        """(B, T, d) -> Q (B, h, T, k), turned by position when rotary is given."""
-        q = self.split_heads(self.q_proj(x))
+        """(B, T, d) -> Q (B, h, T, k), turned by position when rotary is given. A hook may give
+        each head an input of its own (path patching, core/model/hooks.py)."""
+        hook = head_hook(self)
+        per_head = hook.query_input(x, 0) if hook is not None and hook.query_input is not None else None
+        q = self.split_heads(self.q_proj(x)) if per_head is None else \
+            project_per_head(self.q_proj, per_head, self.n_heads)
         return q if rotary is None else rotate_pairs(q, *rotary)
 
     def keys_values(self, x: torch.Tensor, rotary: Rotary | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, T, d) -> K, V each (B, g, T, k), K turned by position when rotary is given (values
-        never are); computed once per memory when decoding."""
-        k = self.split_heads(self.k_proj(x), self.kv_heads)
-        v = self.split_heads(self.v_proj(x), self.kv_heads)
+        never are); computed once per memory when decoding. When a hook gives each query head an
+        input of its own, K and V come per query head: (B, h, T, k)."""
+        hook = head_hook(self)
+        per_head = hook.key_value_input(x, 0) if hook is not None and hook.key_value_input is not None \
+            else None
+        if per_head is None:
+            k = self.split_heads(self.k_proj(x), self.kv_heads)
+            v = self.split_heads(self.v_proj(x), self.kv_heads)
+        else:
+            k = project_per_head(self.k_proj, per_head, self.kv_heads)
+            v = project_per_head(self.v_proj, per_head, self.kv_heads)
         return (k if rotary is None else rotate_pairs(k, *rotary)), v
 
     def forward(

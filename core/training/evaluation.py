@@ -17,7 +17,13 @@ import torch
 
 from minitx.core.data.batch import Batch
 from minitx.core.data.task import Task
-from minitx.core.interp.decode import accuracy_by_length, exact_match, first_wrong_step, greedy_decode
+from minitx.core.interp.decode import (
+    accuracy_by_length,
+    exact_match,
+    first_wrong_step,
+    greedy_decode,
+    next_tokens,
+)
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 
 
@@ -126,7 +132,7 @@ def teacher_forced_exact_match(model: Seq2Seq, batch: Batch, cap: int) -> torch.
     with eval_mode(model), torch.inference_mode():
         logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
         labels = batch.labels.to(device)  # (B, T): the target, EOS, then PAD
-        right = (logits.argmax(dim=-1) == labels) | (labels == pad)  # (B, T)
+        right = (next_tokens(logits, model.cfg) == labels) | (labels == pad)  # (B, T): greedy's choice
         fits = (labels != pad).sum(dim=1) <= cap  # (B,)
         return (right.all(dim=1) & fits).cpu()
 

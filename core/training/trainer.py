@@ -83,7 +83,7 @@ class Trainer:
         bug = bug_preset(train_cfg.bug)
         if bug.data_task and self.task.vocab != get_task(bug.data_task).vocab:
             raise ValueError(f"bug: {train_cfg.bug} changes the digit tasks' data, not {self.task.name}'s")
-        self._data_task = get_task(bug.data_task, train_cfg.min_len, train_cfg.max_len) \
+        self._data_task = get_task(bug.data_task, train_cfg.min_source_len, train_cfg.max_source_len) \
             if bug.data_task else self.task
         self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
@@ -136,7 +136,8 @@ class Trainer:
             return self._sampler.next_batch()
         power = self.cfg.length_power
         if self.cfg.bucket_lengths and self._data_task.exact_lengths:
-            length = int(draw_lengths(1, self.cfg.min_len, self.cfg.max_len, self.data_generator, power))
+            lo, hi = self.cfg.min_source_len, self.cfg.max_source_len
+            length = int(draw_lengths(1, lo, hi, self.data_generator, power))
             return self._data_task.batch(self.cfg.batch_size, self.data_generator, length, length)
         return self._data_task.batch(self.cfg.batch_size, self.data_generator, length_power=power)
 

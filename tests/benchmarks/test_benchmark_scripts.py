@@ -27,6 +27,7 @@ SMOKE_RUNS = {
     "tui_big_model.py": (["--smoke"], "a (all 2 heads) -> rendered"),
     "precision_compile.py": (["--smoke", "--threads", "1"], "loss on one batch"),
     "optimizer_step.py": (["--smoke", "--threads", "1"], "ratio flat buffer / per tensor"),
+    "circuit_speed.py": (["--smoke", "--threads", "1"], "ratio attribution / exact patching"),
 }
 
 

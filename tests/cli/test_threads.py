@@ -20,6 +20,7 @@ SMALL_LAB = ["--d-model", "16", "--heads", "2", "--layers", "1", "--lengths", "3
              "--seeds", "0", "--quiet"]
 # The cheapest run of every command that takes --threads (a test below checks none is missing).
 COMMANDS = {
+    "circuit": ["circuit", "reverse", "--pairs", "2", "--n", "5"],
     "compare": ["compare", "reverse", "reverse", "--n", "10"],
     "decode": ["decode", "reverse", "1 2 3"],
     "doctor": ["doctor", "reverse", "--quick"],

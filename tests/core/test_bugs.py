@@ -29,7 +29,7 @@ BUG_CAUSES = {CAUSES[b] for b in DOCTOR_BUGS}
 
 
 def tiny_trainer(bug: str = "", steps: int = 10) -> Trainer:
-    cfg = TrainConfig(steps=steps, batch_size=64, lr=3e-3, warmup=50, min_len=4, max_len=6,
+    cfg = TrainConfig(steps=steps, batch_size=64, lr=3e-3, warmup=50, min_source_len=4, max_source_len=6,
                       eval_every=0, device="cpu", bug=bug)
     return Trainer(TINY, cfg)
 

@@ -20,7 +20,7 @@ TINY = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder
 
 
 def train_and_save(path, model_cfg, seed, steps=150):
-    cfg = TrainConfig(steps=steps, batch_size=64, lr=3e-3, warmup=20, min_len=2, max_len=4,
+    cfg = TrainConfig(steps=steps, batch_size=64, lr=3e-3, warmup=20, min_source_len=2, max_source_len=4,
                       eval_every=0, device="cpu", seed=seed)
     trainer = Trainer(model_cfg, cfg)
     trainer.run()

@@ -74,7 +74,7 @@ def test_invalid_model_config_names_the_field(changes, field):
 @pytest.mark.parametrize(
     "changes, field",
     [({"lr": 0}, "lr"), ({"steps": 0}, "steps"), ({"task": "juggle"}, "task"),
-     ({"device": "tpu"}, "device"), ({"min_len": 8, "max_len": 4}, "min_len"),
+     ({"device": "tpu"}, "device"), ({"min_source_len": 8, "max_source_len": 4}, "min_source_len"),
      ({"warmup": -1}, "warmup"), ({"bug": "typo"}, "bug"), ({"length_power": -1}, "length_power"),
      ({"length_power": 9}, "length_power"), ({"length_power": True}, "length_power")],
 )
@@ -120,3 +120,11 @@ def test_cosine_schedule_decays_to_a_tenth_after_warmup():
 def test_an_infinite_learning_rate_is_refused():
     with pytest.raises(ValueError, match="^lr: must be a positive finite number"):
         TrainConfig(lr=float("inf"))
+
+
+def test_a_training_config_of_an_earlier_release_reads_its_source_lengths_by_their_new_names():
+    old = {**TrainConfig().to_dict(), "min_len": 3, "max_len": 7}
+    del old["min_source_len"], old["max_source_len"]
+    cfg = TrainConfig.from_dict(old)
+    assert (cfg.min_source_len, cfg.max_source_len) == (3, 7)
+    assert "max_len" not in cfg.to_dict()  # ModelConfig.max_len alone means positions now

@@ -195,7 +195,7 @@ def test_the_callback_sees_every_result_as_it_is_measured(task):
 
 
 def test_a_fresh_model_from_configs_shows_model_bugs_but_not_training_bugs():
-    cfg = TrainConfig(min_len=4, max_len=6, bug="no-causal-mask")
+    cfg = TrainConfig(min_source_len=4, max_source_len=6, bug="no-causal-mask")
     model, task = fresh_model(TINY, cfg)
     assert diagnose(run_doctor(model, task, quick=True)) == [CAUSES["no-causal-mask"]]
     model, task = fresh_model(TINY, cfg.replace(bug="no-shift"))  # only changes training

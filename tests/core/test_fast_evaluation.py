@@ -16,8 +16,8 @@ from minitx.core.training.trainer import Trainer
 def _half_trained(tiny_model_cfg, tiny_train_cfg, eval_size: int = 32) -> Trainer:
     """A tiny model partway through learning: some sequences right, some wrong."""
     trainer = Trainer(tiny_model_cfg.replace(dropout=0.0),
-                      tiny_train_cfg.replace(task="copy", min_len=1, max_len=3, steps=60, lr=5e-3,
-                                             eval_size=eval_size))
+                      tiny_train_cfg.replace(task="copy", min_source_len=1, max_source_len=3, steps=60,
+                                             lr=5e-3, eval_size=eval_size))
     trainer.run()
     return trainer
 
@@ -48,7 +48,7 @@ def test_a_model_without_its_causal_mask_is_judged_by_greedy_decoding(tiny_model
 def _cfg():
     from minitx.core.config import TrainConfig
 
-    return TrainConfig(steps=1, batch_size=8, min_len=3, max_len=6, eval_every=0, device="cpu")
+    return TrainConfig(steps=1, batch_size=8, min_source_len=3, max_source_len=6, eval_every=0, device="cpu")
 
 
 def test_an_evaluation_that_cannot_reach_the_target_stops_at_the_first_batch_showing_it():

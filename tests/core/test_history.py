@@ -18,8 +18,8 @@ from minitx.core.training.trainer import Trainer
 MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                     max_len=6, dropout=0.0)
 # Learns within tens of steps: copy of one or two digits.
-TRAIN = TrainConfig(task="copy", steps=40, batch_size=16, warmup=5, lr=5e-3, min_len=1, max_len=2,
-                    eval_every=5, eval_size=50, device="cpu", seed=0)
+TRAIN = TrainConfig(task="copy", steps=40, batch_size=16, warmup=5, lr=5e-3, min_source_len=1,
+                    max_source_len=2, eval_every=5, eval_size=50, device="cpu", seed=0)
 
 
 @pytest.fixture(autouse=True)

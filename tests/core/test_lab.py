@@ -9,7 +9,7 @@ from minitx.core.model.transformer import Seq2Seq, parameter_breakdown
 
 BASE_MODEL = ModelConfig(d_model=16, n_heads=4, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                          dropout=0.0)
-BASE_TRAIN = TrainConfig(batch_size=16, warmup=2, min_len=3, max_len=5, device="cpu")
+BASE_TRAIN = TrainConfig(batch_size=16, warmup=2, min_source_len=3, max_source_len=5, device="cpu")
 
 
 def plan(**changes) -> LabPlan:

@@ -46,7 +46,8 @@ def test_fused_adam_steps_bit_for_bit_like_torchs_fused_adam():
 def test_a_training_step_does_not_import_torch_dynamo():
     code = ("import sys; from minitx.core.training.trainer import Trainer; from minitx.core.config import *; "
             "t = Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=16), "
-            "TrainConfig(steps=2, batch_size=4, min_len=3, max_len=5, eval_every=1, eval_size=8)); "
+            "TrainConfig(steps=2, batch_size=4, min_source_len=3, max_source_len=5, eval_every=1, "
+            "eval_size=8)); "
             "t.run(); print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -27,7 +27,7 @@ def test_a_new_width_keeps_the_feed_forward_ratio_unless_d_ff_is_given():
 
 def test_longer_lengths_grow_the_positional_table_unless_positions_is_given():
     model_cfg, train_cfg = configs_from_options(*BASE, {"lengths": "5-80"})
-    assert (train_cfg.min_len, train_cfg.max_len, model_cfg.max_len) == (5, 80, 82)
+    assert (train_cfg.min_source_len, train_cfg.max_source_len, model_cfg.max_len) == (5, 80, 82)
     assert configs_from_options(*BASE, {"lengths": "4-8", "positions": 20})[0].max_len == 20
 
 
@@ -62,7 +62,7 @@ def test_every_train_config_field_but_the_lengths_has_an_option_of_its_own_name(
     import dataclasses
 
     names = set(option_names())
-    assert {f.name for f in dataclasses.fields(TrainConfig)} - names == {"min_len", "max_len"}
+    assert {f.name for f in dataclasses.fields(TrainConfig)} - names == {"min_source_len", "max_source_len"}
 
 
 @pytest.mark.parametrize("options, blamed", [

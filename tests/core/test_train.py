@@ -150,14 +150,14 @@ def test_length_bucketed_batches_hold_one_length_and_no_padding(tiny_model_cfg, 
         assert batch.lengths.unique().numel() == 1
         assert (batch.src != 10).all()  # no PAD
         seen.add(int(batch.lengths[0]))
-    assert seen == set(range(tiny_train_cfg.min_len, tiny_train_cfg.max_len + 1))
+    assert seen == set(range(tiny_train_cfg.min_source_len, tiny_train_cfg.max_source_len + 1))
 
 
 def test_length_bucketed_batches_favour_long_sources_by_the_length_power(tiny_model_cfg, tiny_train_cfg):
     counts = {}
     for power in (0.0, 2.0):
         trainer = Trainer(tiny_model_cfg, tiny_train_cfg.replace(bucket_lengths=True, length_power=power,
-                                                                 min_len=2, max_len=6))
+                                                                 min_source_len=2, max_source_len=6))
         lengths = [int(trainer.next_batch().lengths[0]) for _ in range(1500)]
         counts[power] = [lengths.count(n) / len(lengths) for n in range(2, 7)]
     assert max(counts[0.0]) - min(counts[0.0]) < 0.06  # uniform: about 1/5 each

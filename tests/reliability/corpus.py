@@ -42,7 +42,7 @@ MARKER = "PICKLE_CODE_RAN"
 
 TINY_MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                          max_len=8, dropout=0.1)
-TINY_TRAIN = TrainConfig(steps=3, batch_size=8, warmup=2, min_len=2, max_len=5, eval_every=0,
+TINY_TRAIN = TrainConfig(steps=3, batch_size=8, warmup=2, min_source_len=2, max_source_len=5, eval_every=0,
                          device="cpu", seed=3)
 
 

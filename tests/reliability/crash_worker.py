@@ -34,7 +34,7 @@ MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decode
 
 
 def train_config(steps: int) -> TrainConfig:
-    return TrainConfig(steps=steps, batch_size=8, warmup=3, min_len=2, max_len=5, eval_every=0,
+    return TrainConfig(steps=steps, batch_size=8, warmup=3, min_source_len=2, max_source_len=5, eval_every=0,
                        device="cpu", seed=7)
 
 

@@ -29,7 +29,7 @@ TINY = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder
 
 
 def tiny_train(**changes) -> TrainConfig:
-    base = dict(steps=12, batch_size=8, warmup=3, min_len=2, max_len=5, eval_every=0,
+    base = dict(steps=12, batch_size=8, warmup=3, min_source_len=2, max_source_len=5, eval_every=0,
                 device="cpu", seed=5)
     return TrainConfig(**{**base, **changes})
 

@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))  # tui_help
 
 from tui_helpers import fill_form, model_ready, on_train_screen, wait_for  # noqa: E402
 
+from minitx.tui.app.help import HelpScreen  # noqa: E402
 from minitx.tui.app.main import create_app  # noqa: E402
-from minitx.tui.app.screens.dialogs import ChoiceDialog, HelpScreen, OpenCheckpointScreen  # noqa: E402
+from minitx.tui.app.screens.dialogs import ChoiceDialog, OpenCheckpointScreen  # noqa: E402
 from minitx.tui.app.screens.explore import ExploreScreen  # noqa: E402
 from tests.reliability.corpus import hostile_files, marker_path  # noqa: E402
 

@@ -8,10 +8,11 @@ import pytest
 from textual.widgets import Input, Static
 from tui_helpers import notifications, screen_lines, wait_for
 
+from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens import compare as compare_screen
 from minitx.tui.app.screens.compare import CompareScreen
-from minitx.tui.app.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from minitx.tui.app.screens.dialogs import OpenCheckpointScreen
 from minitx.tui.app.widgets.diffgrid import DiffGrid
 from minitx.tui.app.widgets.keybar import KeyBar
 
@@ -145,17 +146,17 @@ async def test_layer_and_head_keys_change_both_grids_and_the_summary_row(quick_s
     async with app.run_test(size=(100, 32)) as pilot:
         screen = await summary_ready(pilot)
         a = screen.panels["A"]
-        layer, head = a.layer_index, a.head_index
+        layer, head = a.session.layer_index, a.session.head_index
         assert (layer, head) == (1, 1)  # A's best head: L2 H2
         before = screen.panels["A"].grid.rows
         await pilot.press("right_square_bracket", "full_stop")
-        assert all((p.layer_index, p.head_index) == (0, 2) for p in screen.panels.values())
+        assert all((p.session.layer_index, p.session.head_index) == (0, 2) for p in screen.panels.values())
         for panel in screen.panels.values():
             assert str(panel.grid_box.border_subtitle) == "L1 H3"
         assert screen.panels["A"].grid.rows != before
         assert "alignment L1 H3" in str(screen.query_one("#summary", Static).render())
         await pilot.press("left_square_bracket", "comma")
-        assert all((p.layer_index, p.head_index) == (1, 1) for p in screen.panels.values())
+        assert all((p.session.layer_index, p.session.head_index) == (1, 1) for p in screen.panels.values())
         await pilot.press("number_sign")
         assert screen.panels["A"].grid.numbers
         assert "." in screen.query_one("#diff", DiffGrid).render().plain.splitlines()[1]
@@ -244,7 +245,7 @@ async def test_a_missing_model_b_says_why_on_screen_and_another_can_be_chosen(qu
 
 
 @pytest.mark.asyncio
-async def test_footer_shows_every_compare_key_and_help_explains_compare(quick_summary):
+async def test_footer_shows_every_compare_key_and_the_help_explains_them(quick_summary):
     app = compare_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await models_ready(pilot)
@@ -256,12 +257,14 @@ async def test_footer_shows_every_compare_key_and_help_explains_compare(quick_su
             assert words in shown
         assert " o open" not in shown and "c compare" not in shown  # o and c do nothing here
         assert bar.size.height <= 2
-        await pilot.press("e")
+        await pilot.press("question_mark")  # the help of Compare's own keys
+        assert isinstance(app.screen, HelpScreen)
+        help_text = str(app.screen.query_one("#help-text").render())
+        assert "1/2 open model A / B" in help_text and "knock B's selected head out" in help_text
+        assert "Compare: the keys that work here now" in help_text
+        await pilot.press("escape", "e")
         assert app.current_mode == "explore"
         assert "c compare" in app.screen.query_one(KeyBar).render().plain
-        await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen)
-        assert "1 / 2  choose model A / B" in str(app.screen.query_one("Static").render())
 
 
 

@@ -50,7 +50,7 @@ async def test_s_cycles_the_attention_kind_and_a_shows_or_hides_every_head_of_th
                            ("a", ("grid", "enc")), ("s", ("grid", "cross")),
                            ("l", ("lens", "cross")), ("s", ("grid", "self"))):  # s leaves the lens
             await pilot.press(key)
-            assert (panel.view_mode, panel.kind) == shown, key
+            assert (panel.session.view_mode, panel.session.kind) == shown, key
         assert panel.grid.display and not panel.heads.display
 
 
@@ -64,7 +64,7 @@ async def test_a_50_token_source_at_80_columns_shows_a_window_that_follows_the_s
         grid = panel.grid
         await pilot.pause()
         assert grid.cropped
-        visible = grid.cell_layout()[3]
+        visible = grid.cell_layout().visible
         assert re.search(r"columns \d+-\d+ of 50 · < > scroll", grid.render().plain)
         assert app.screen.query_one(KeyBar).size.height <= 3  # the grid says < >: the footer keeps 3 lines
         await pilot.press("x", "right")  # step 1 of a reverser looks at the last source token

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -9,8 +10,9 @@ import pytest
 from textual.widgets import Input, Static
 from tui_helpers import model_ready, notifications, reverse_checkpoint, screen_text, tiny_trainer, wait_for
 
+from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.main import create_app
-from minitx.tui.app.screens.dialogs import HelpScreen, OpenCheckpointScreen
+from minitx.tui.app.screens.dialogs import OpenCheckpointScreen
 from minitx.tui.app.widgets.keybar import KeyBar
 
 
@@ -80,7 +82,8 @@ async def test_first_screen_shows_the_whole_decode_of_the_default_source_on_the_
         assert screen.stepper.finished
         assert screen.stepper.tokens[:5] == [5, 1, 4, 1, 3]
         scores = app.current.scores
-        assert scores[screen.panel.layer_index][screen.panel.head_index] == max(max(row) for row in scores)
+        session = screen.panel.session
+        assert scores[session.layer_index][session.head_index] == max(max(row) for row in scores)
         assert "✓ correct" in str(screen.panel.output.render())
 
 
@@ -170,15 +173,15 @@ async def test_layer_and_head_keys_cycle_and_wrap_around():
         screen = app.screen
         layers, heads = app.current.layers, app.current.heads
         panel = screen.panel
-        layer, head = panel.layer_index, panel.head_index
+        layer, head = panel.session.layer_index, panel.session.head_index
         await pilot.press("right_square_bracket")
-        assert panel.layer_index == (layer + 1) % layers
+        assert panel.session.layer_index == (layer + 1) % layers
         await pilot.press("left_square_bracket")
-        assert panel.layer_index == layer
+        assert panel.session.layer_index == layer
         await pilot.press(*["full_stop"] * heads)
-        assert panel.head_index == head
+        assert panel.session.head_index == head
         await pilot.press("comma")
-        assert panel.head_index == (head - 1) % heads
+        assert panel.session.head_index == (head - 1) % heads
         title = panel.grid_box.border_title
         assert f"L{layer + 1} H{(head - 1) % heads + 1}" in str(title)
 
@@ -211,22 +214,46 @@ async def test_view_keys_switch_between_cross_self_encoder_all_heads_and_numbers
 
 
 @pytest.mark.asyncio
-async def test_help_opens_on_question_mark_fits_80x24_whole_and_closes_on_escape():
-    from rich.text import Text
+@pytest.mark.parametrize("opened, screen_key", [(["reverse"], "e"), (["reverse"], "t"),
+                                                (["reverse", "reverse-no-shift"], "")])
+async def test_help_lists_every_working_key_of_its_screen_fits_80x24_whole_and_closes(opened, screen_key):
+    from minitx.tui.app.help import anywhere, help_text, key_entries
 
-    from minitx.tui.app.screens.dialogs import HELP
-
-    app = create_app([reverse_checkpoint()])
+    app = create_app(opened)
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
+        if screen_key:
+            await pilot.press(screen_key)
+        else:  # Compare: both models decoded
+            await wait_for(pilot, lambda: bool(getattr(app.screen, "steppers", None)), "both models")
+        await pilot.pause(0.3)
+        under = app.screen
+        entries = key_entries(under)
+        footer = {app.get_key_display(b.binding) for b in under.active_bindings.values()
+                  if b.binding.show and b.enabled and b.binding.action != "help"}
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         shown = screen_text(app)
-        for line in Text.from_markup(HELP).plain.splitlines():
+        for line in help_text(under).plain.splitlines():
             assert line.strip() in shown, line  # every line whole: no scrolling, no wrapped words
+        listed = {key for keys, _ in entries for key in re.split(r"/| or ", keys)}
+        listed |= {part.split()[0] for part in anywhere(under).plain.removeprefix("Anywhere: ").split(" · ")}
+        assert footer <= listed  # the footer's keys, each with its help, from the same bindings
         assert "esc, ? or q closes this help" in shown  # and how to close it
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.asyncio
+async def test_help_leaves_out_a_key_that_does_nothing_here():
+    from minitx.tui.app.help import key_entries
+
+    app = create_app([reverse_checkpoint()])  # the bundled reverse has no training history
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        tooltips = [what for _, what in key_entries(app.screen)]
+        assert "replay the probe's attention as it trained" not in tooltips  # h: nothing to replay
+        assert "step one token" in tooltips
 
 
 @pytest.mark.asyncio

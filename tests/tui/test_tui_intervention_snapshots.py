@@ -16,10 +16,10 @@ SIZE = (80, 24)
 async def knock_out_layer_2(pilot) -> None:
     await model_ready(pilot)
     panel = pilot.app.screen.panel
-    while panel.layer_index != 1:
+    while panel.session.layer_index != 1:
         await pilot.press("right_square_bracket")
     for head in range(4):
-        while panel.head_index != head:
+        while panel.session.head_index != head:
             await pilot.press("full_stop")
         await pilot.press("k")
 
@@ -68,7 +68,7 @@ def test_explore_head_ranking_at_80x24(snap_compare, monkeypatch):
         await model_ready(pilot)
         await pilot.press("m")
         panel = pilot.app.screen.panel
-        await wait_for(pilot, lambda: panel.importance is not None, "the ranking")
+        await wait_for(pilot, lambda: panel.session.importance is not None, "the ranking")
 
     assert snapshot(snap_compare, before=ranked)
 

@@ -25,9 +25,9 @@ async def explore(pilot):
 
 async def select(pilot, panel, layer: int, head: int) -> None:
     """Move the selection to (layer, head), 0-based, with the layer and head keys."""
-    while panel.layer_index != layer:
+    while panel.session.layer_index != layer:
         await pilot.press("right_square_bracket")
-    while panel.head_index != head:
+    while panel.session.head_index != head:
         await pilot.press("full_stop")
 
 
@@ -43,13 +43,14 @@ async def test_k_knocks_the_selected_head_out_and_the_decode_follows_at_once():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         panel = await explore(pilot)
-        assert panel.stepper.tokens == REVERSED
+        assert panel.session.stepper.tokens == REVERSED
         for head in range(4):
             await select(pilot, panel, 1, head)
             await pilot.press("k")
-        assert panel.ablated == {Head("cross", 1, h) for h in range(4)}
-        assert panel.stepper.interventions.zero == panel.ablated
-        assert panel.stepper.finished and panel.stepper.tokens != REVERSED  # re-decoded to its end
+        assert panel.session.ablated == {Head("cross", 1, h) for h in range(4)}
+        assert panel.session.stepper.interventions.zero == panel.session.ablated
+        stepper = panel.session.stepper
+        assert stepper.finished and stepper.tokens != REVERSED  # re-decoded to its end
         assert "✗ wrong" in str(panel.output.render())
         title = str(app.screen.query_one("#title-info").render())
         assert "without cross:L2" in title
@@ -57,9 +58,9 @@ async def test_k_knocks_the_selected_head_out_and_the_decode_follows_at_once():
         assert scores.count("off") == 4
         assert "✗" in str(panel.grid_box.border_title) and "4 heads off" in str(panel.grid_box.border_title)
         await pilot.press("k")  # the selected head comes back
-        assert len(panel.ablated) == 3
+        assert len(panel.session.ablated) == 3
         await pilot.press("K")
-        assert not panel.ablated and panel.stepper.tokens == REVERSED
+        assert not panel.session.ablated and panel.session.stepper.tokens == REVERSED
         assert "without" not in str(app.screen.query_one("#title-info").render())
 
 
@@ -69,9 +70,9 @@ async def test_k_knocks_out_a_head_of_the_attention_kind_shown_and_the_overview_
     async with app.run_test(size=(80, 24)) as pilot:
         panel = await explore(pilot)
         await pilot.press("s", "s")  # encoder self-attention
-        assert panel.kind == "enc"
+        assert panel.session.kind == "enc"
         await pilot.press("k", "a")
-        assert panel.ablated == {Head("enc", panel.layer_index, panel.head_index)}
+        assert panel.session.ablated == {Head("enc", panel.session.layer_index, panel.session.head_index)}
         assert panel.heads.display and "✗" in panel.heads.render().plain
         assert "encoder self-attention" in str(panel.grid_box.border_title)
         assert len(panel.heads.grids) == len(app.current.model.encoder)
@@ -84,15 +85,15 @@ async def test_m_ranks_every_head_in_a_worker_with_progress(monkeypatch):
     async with app.run_test(size=(80, 24)) as pilot:
         panel = await explore(pilot)
         await pilot.press("m")
-        assert panel.view_mode == "importance"
+        assert panel.session.view_mode == "importance"
         table = panel.query_one(".importance")
-        assert "ablating each head alone" in table.render().plain or panel.importance is not None
-        await wait_for(pilot, lambda: panel.importance is not None, "the importance table")
-        assert panel.importance_progress[0] >= 1 and panel.importance_progress[1] == 24
+        assert "ablating each head alone" in table.render().plain or panel.session.importance is not None
+        await wait_for(pilot, lambda: panel.session.importance is not None, "the importance table")
+        assert panel.session.importance_progress[0] >= 1 and panel.session.importance_progress[1] == 24
         text = table.render().plain
-        assert len(panel.importance.heads) == 24 and "cross:L2.H1" in text and "exact" in text
+        assert len(panel.session.importance.heads) == 24 and "cross:L2.H1" in text and "exact" in text
         await pilot.press("m")
-        assert panel.view_mode == "grid"
+        assert panel.session.view_mode == "grid"
 
 
 @pytest.mark.asyncio
@@ -126,17 +127,17 @@ async def test_g_feeds_the_answer_and_shows_what_the_model_would_have_said():
         panel = await explore(pilot)
         await knock_out_layer_2(pilot, panel)
         await pilot.press("g")
-        assert panel.teacher and panel.stepper.tokens == REVERSED
-        assert panel.predictions != REVERSED  # blind to layer 2's cross-attention
+        assert panel.session.teacher and panel.session.stepper.tokens == REVERSED
+        assert panel.session.predictions != REVERSED  # blind to layer 2's cross-attention
         line = str(panel.output.render())
         assert line.startswith("✗ wrong") and "right" in line  # the verdict first, as always
         fed = line.split("fed ")[1].split("  ")[0]  # the answer, * where the model chose otherwise
         assert fed.replace("*", "").split() == ["5", "1", "4", "1", "3", "<eos>"] and "*" in fed
-        said = panel.record.task.vocab.labels(panel.predictions)
+        said = panel.session.record.task.vocab.labels(panel.session.predictions)
         assert "model says " + " ".join(said) in line
         assert "teacher-forced" in str(app.screen.query_one("#title-info").render())
         await pilot.press("g")
-        assert not panel.teacher and panel.stepper.teacher is None
+        assert not panel.session.teacher and panel.session.stepper.teacher is None
 
 
 @pytest.mark.asyncio
@@ -155,10 +156,10 @@ async def test_f_forces_a_token_at_the_current_step_and_decodes_on_from_it():
         dialog.query_one(Input).value = "7"
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, ForceTokenScreen), "the dialog")
-        assert panel.stepper.tokens[:2] == [5, 7] and panel.stepper.finished
-        assert panel.forced == {1: 7} and "7*" in str(panel.output.render())
+        assert panel.session.stepper.tokens[:2] == [5, 7] and panel.session.stepper.finished
+        assert panel.session.forced == {1: 7} and "7*" in str(panel.output.render())
         await pilot.press("k")  # forced tokens survive a change to the model
-        assert panel.stepper.tokens[1] == 7
+        assert panel.session.stepper.tokens[1] == 7
 
 
 @pytest.mark.asyncio
@@ -176,10 +177,10 @@ async def test_w_lists_failures_and_one_opens_at_its_first_wrong_step():
         dialog.query_one(OptionList).highlighted = 0
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, FailuresScreen), "Explore")
-        assert panel.stepper.src_ids == failure.source
-        assert panel.position == failure.first_wrong + 1  # the current step is the first wrong one
-        assert panel.stepper.tokens[-1] != failure.expected[failure.first_wrong]
-        assert panel.ablated  # still the model that made the mistake
+        assert panel.session.stepper.src_ids == failure.source
+        assert panel.session.position == failure.first_wrong + 1  # the current step is the first wrong one
+        assert panel.session.stepper.tokens[-1] != failure.expected[failure.first_wrong]
+        assert panel.session.ablated  # still the model that made the mistake
 
 
 @pytest.mark.asyncio
@@ -232,15 +233,15 @@ async def test_compare_knocks_heads_out_of_b_only_and_measures_b_again(monkeypat
         a, b = screen.panels["A"], screen.panels["B"]
         await select(pilot, a, 0, 0)
         await pilot.press("k")
-        assert b.ablated == {Head("cross", 0, 0)} and not a.ablated
-        assert b.stepper.interventions.zero and not a.stepper.interventions.zero
+        assert b.session.ablated == {Head("cross", 0, 0)} and not a.session.ablated
+        assert b.session.stepper.interventions.zero and not a.session.stepper.interventions.zero
         await wait_for(pilot, lambda: screen.comparison is not None, "the summary of B again")
         assert screen.comparison.b.name == "reverse without cross:L1.H1"
         await pilot.press("right_square_bracket")  # layer 2 reads what layer 1's heads wrote
         assert any(v > 1e-4 for row in screen.query_one("#diff").rows if row for v in row)
         assert "without cross:L1.H1" in str(screen.query_one("#title-info").render())
         await pilot.press("K")
-        assert not b.ablated
+        assert not b.session.ablated
 
 
 # -- with the curves and the timeline of a checkpoint that recorded its run ------------------------
@@ -256,11 +257,11 @@ async def test_while_the_timeline_shows_p_plays_it_and_the_intervention_keys_wai
         shown = footer(app)
         assert "p play" in shown and "p pos " not in shown and "k ablate" not in shown
         await pilot.press("k", "p")
-        assert not panel.ablated and panel.view_mode == "grid"
+        assert not panel.session.ablated and panel.session.view_mode == "grid"
         assert app.screen.timeline().playing
         await pilot.press("p", "h")
         await pilot.press("p")
-        assert panel.view_mode == "positions"
+        assert panel.session.view_mode == "positions"
 
 
 @pytest.mark.asyncio
@@ -272,8 +273,8 @@ async def test_in_compare_k_is_the_charts_while_the_curves_show_and_b_s_otherwis
         await pilot.press("v")  # the curves
         chart = screen.curve_chart()
         await pilot.press("k")
-        assert chart.x_axis == "time" and not screen.panels["B"].ablated
+        assert chart.x_axis == "time" and not screen.panels["B"].session.ablated
         assert "k x: step/time" in footer(app) and "k ablate" not in footer(app)
         await pilot.press("v", "k")
-        assert screen.panels["B"].ablated and chart.x_axis == "time"
+        assert screen.panels["B"].session.ablated and chart.x_axis == "time"
         assert "k ablate" in footer(app) and "K restore" in footer(app)

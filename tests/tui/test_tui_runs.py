@@ -177,7 +177,7 @@ async def test_explore_shows_that_a_run_is_training_and_when_it_stopped(tmp_path
 
 @pytest.mark.asyncio
 async def test_the_form_resumes_the_open_checkpoints_run_from_its_saved_step(tmp_path):
-    saved = tiny_trainer(task="copy", steps=12, min_len=2, lr=3e-3, warmup=2, seed=7)
+    saved = tiny_trainer(task="copy", steps=12, min_source_len=2, lr=3e-3, warmup=2, seed=7)
     for _ in range(12):
         saved.train_step()
     path = tmp_path / "copy-run.safetensors"

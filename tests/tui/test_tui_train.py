@@ -17,8 +17,9 @@ from tui_helpers import (
     wait_for,
 )
 
+from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.main import create_app
-from minitx.tui.app.screens.dialogs import ChoiceDialog, HelpScreen
+from minitx.tui.app.screens.dialogs import ChoiceDialog
 from minitx.tui.app.screens.explore import ExploreScreen
 from minitx.tui.app.widgets.curve_chart import CurveChart
 from minitx.tui.app.widgets.train_form import FIELDS

@@ -83,4 +83,5 @@ def tiny_trainer(**train):
 
     return Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                                max_len=16, dropout=0.0),
-                   TrainConfig(**{"steps": 2, "batch_size": 8, "max_len": 6, "device": "cpu", **train}))
+                   TrainConfig(**{"steps": 2, "batch_size": 8, "max_source_len": 6, "device": "cpu",
+                                  **train}))

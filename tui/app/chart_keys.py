@@ -15,14 +15,15 @@ from minitx.tui.app.widgets.timeline import Timeline
 from minitx.tui.render.charts import CHARTS
 
 CHART_BINDINGS = [
-    Binding("g", "chart('cycle')", "next chart"),
-    Binding("l", "chart('toggle_log')", "log/linear"),
-    Binding("m", "chart('toggle_smoothing')", "smooth"),
-    Binding("k", "chart('toggle_x_axis')", "x: step/time"),
+    Binding("g", "chart('cycle')", "next chart", tooltip="next chart: loss, accuracy, lr, grad norm"),
+    Binding("l", "chart('toggle_log')", "log/linear", tooltip="log or linear scale"),
+    Binding("m", "chart('toggle_smoothing')", "smooth", tooltip="smoothing on/off"),
+    Binding("k", "chart('toggle_x_axis')", "x: step/time", tooltip="x axis: step or time"),
 ]
 CHART_CHANGES = ("cycle", "toggle_log", "toggle_smoothing", "toggle_x_axis")  # CurveChart methods
 CHART_ACTIONS = {"chart"}
-TIMELINE_BINDINGS = [Binding("p", "play", "play")]  # ← and → step through the snapshots
+# ← and → step through the snapshots
+TIMELINE_BINDINGS = [Binding("p", "play", "play", tooltip="play the snapshots")]
 TIMELINE_ACTIONS = {"play"}
 
 

@@ -20,6 +20,7 @@ from textual.filter import Monochrome, NoColor
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.loaded import LoadedModel, load_named, open_error
 from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded
 from minitx.tui.app.screens.compare import CompareScreen
@@ -27,7 +28,6 @@ from minitx.tui.app.screens.dialogs import (
     ChoiceDialog,
     FailuresScreen,
     ForceTokenScreen,
-    HelpScreen,
     OpenCheckpointScreen,
 )
 from minitx.tui.app.screens.explore import ExploreScreen
@@ -44,11 +44,11 @@ class MinitxApp(App):
     TITLE = "minitx"
     MODES = {"explore": ExploreScreen, "train": TrainScreen, "compare": CompareScreen}
     BINDINGS = [
-        Binding("o", "open", "open"),
-        Binding("d", "doctor", "doctor"),
-        Binding("c", "compare", "compare"),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("q", "quit", "quit"),
+        Binding("o", "open", "open", tooltip="open a checkpoint: a bundled name, a folder's files, a path"),
+        Binding("d", "doctor", "doctor", tooltip="the doctor: check the model for the classic bugs"),
+        Binding("c", "compare", "compare", tooltip="Compare: two models side by side"),
+        Binding("question_mark", "help", "help", key_display="?", tooltip="this help"),
+        Binding("q", "quit", "quit", tooltip="quit (a run not saved: asks first)"),
         # Textual only hints at ctrl+q on ctrl+c; here it quits like q (asking if a run would be
         # lost). In the source box ctrl+c still copies.
         Binding("ctrl+c", "quit", "quit", show=False),
@@ -235,7 +235,7 @@ class MinitxApp(App):
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss()
         else:
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.screen))
 
     # -- quitting: never with a run's unsaved steps, unless asked to -------------------------
     def unsaved_run(self):

@@ -103,6 +103,26 @@ class PatchReady(Message):
         self.result, self.error = result, error  # result: core.patching.PatchingResult
 
 
+class CircuitProgress(Message):
+    def __init__(self, stage: str, done: int, total: int) -> None:
+        super().__init__()
+        self.stage, self.done, self.total = stage, done, total
+
+
+class CircuitFound(Message):
+    def __init__(self, result=None, error: str = "") -> None:
+        super().__init__()
+        self.result, self.error = result, error  # result: core.circuit.CircuitResult
+
+
+class CircuitMeasured(Message):
+    """A circuit's faithfulness, then (a second message) its exact match too."""
+
+    def __init__(self, circuit, faithfulness: float, accuracy: float | None = None) -> None:
+        super().__init__()
+        self.circuit, self.faithfulness, self.accuracy = circuit, faithfulness, accuracy
+
+
 class FailuresReady(Message):
     def __init__(self, failures: list, wrong: int, n: int, error: str = "") -> None:
         super().__init__()

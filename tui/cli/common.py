@@ -50,6 +50,18 @@ class LazyChoice(click.Choice):
         pass
 
 
+def core_choice(module: str, name: str) -> LazyChoice:
+    """A Choice of the values core defines in minitx.core.<module>.<name> (the empty value, which
+    means "none", left out): core's tuples are the one list, so the CLI can offer nothing else."""
+
+    def load():
+        import importlib
+
+        return [value for value in getattr(importlib.import_module(f"minitx.core.{module}"), name) if value]
+
+    return LazyChoice(load)
+
+
 def task_names() -> list[str]:
     from minitx.core.data.tasks import TASKS
 
@@ -200,7 +212,7 @@ def field_lines(fields, width: int, separator: str = " · "):
 
 
 device_option = click.option(
-    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True,
+    "--device", type=core_choice("config", "DEVICES"), default="cpu", show_default=True,
     help="Where the model runs (auto: the GPU when there is one).")
 
 threads_option = click.option(
@@ -224,7 +236,8 @@ def ablate_options(*sides: str):
 
     def decorate(command):
         command = click.option(
-            "--ablate-kind", type=click.Choice(["zero", "mean"]), default="zero", show_default=True,
+            "--ablate-kind", type=core_choice("interp.interventions", "ABLATIONS"), default="zero",
+            show_default=True,
             help="What an ablated head outputs: 0, or its mean over 256 fresh sources.")(command)
         for side in reversed(sides or ("",)):
             flag = f"--ablate-{side}" if side else "--ablate"
@@ -253,10 +266,6 @@ def interventions_for(ckpt, specs, kind: str, flag: str = "--ablate"):
 
 def ablated_name(name: str, interventions, n_heads: int | None = None) -> str:
     """'reverse' or 'reverse without cross:L2 (zero)': what a report calls an ablated model."""
-    heads = interventions.ablated
-    if not heads:
-        return name
-    from minitx.core.interp.interventions import describe_heads
+    from minitx.core.interp.interventions import without_heads
 
-    kind = "zero" if interventions.zero else "mean"
-    return f"{name} without {describe_heads(heads, n_heads)} ({kind})"
+    return without_heads(name, interventions.ablated, n_heads, "zero" if interventions.zero else "mean")

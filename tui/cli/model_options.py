@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from minitx.tui.cli.common import LazyChoice, bug_names, recipe_names, task_names
+from minitx.tui.cli.common import LazyChoice, bug_names, core_choice, recipe_names, task_names
 
 FROM_RECIPE = "[default: recipe]"
 
@@ -54,9 +54,9 @@ MODEL_OPTIONS = [
                  help="Longest sequence the model takes (its max_len, the length of its "
                       "position tables). "
                       "[default: the recipe's, or longer if --lengths needs it]"),
-    click.option("--norm", type=click.Choice(["post", "pre"]),
+    click.option("--norm", type=core_choice("config", "NORMS"),
                  help=f"Norm placement: after each residual sum, or before each sublayer. {FROM_RECIPE}"),
-    click.option("--norm-kind", type=click.Choice(["layer", "rms", "std"]),
+    click.option("--norm-kind", type=core_choice("config", "NORM_KINDS"),
                  help="LayerNorm, RMSNorm (no mean subtraction, no bias), or std: the Annotated "
                       f"Transformer's LayerNorm (eps added to the unbiased std). {FROM_RECIPE}"),
     click.option("--norm-eps", type=click.FloatRange(0, 0.1), metavar="EPS",
@@ -67,16 +67,16 @@ MODEL_OPTIONS = [
                       f"has (pre-norm always has them). {FROM_RECIPE}"),
     click.option("--log-softmax/--no-log-softmax", "log_softmax", default=None,
                  help=f"The output layer returns log-probabilities instead of logits. {FROM_RECIPE}"),
-    click.option("--activation", type=click.Choice(["relu", "gelu", "swiglu"]),
+    click.option("--activation", type=core_choice("config", "ACTIVATIONS"),
                  help="Feed-forward block: a ReLU or GELU MLP, or gated SwiGLU (a third linear). "
                       "[default: the recipe's; with --norm, relu for post-norm, gelu for pre]"),
-    click.option("--position-encoding", type=click.Choice(["sinusoidal", "learned", "rope", "none"]),
+    click.option("--position-encoding", type=core_choice("config", "POSITION_ENCODINGS"),
                  help="How positions reach the model: a fixed sinusoidal table, learned tables, "
                       f"rotary (RoPE) in self-attention, or none. {FROM_RECIPE}"),
     click.option("--kv-heads", type=click.IntRange(min=1),
                  help="K/V heads per attention block; fewer than --heads is grouped-query "
                       "attention. [default: the recipe's heads per K/V head]"),
-    click.option("--attention", type=click.Choice(["explicit", "fused"]),
+    click.option("--attention", type=core_choice("config", "ATTENTIONS"),
                  help=f"How training computes attention: by hand, or one fused kernel. {FROM_RECIPE}"),
 ]
 
@@ -92,10 +92,10 @@ TASK_OPTIONS = [
                       "(docs/data.md). 5% (at least 100 pairs) is held out unless --valid is given."),
     click.option("--valid", type=click.Path(dir_okay=False),
                  help="Held-out pairs to measure accuracy on, instead of holding out part of --data."),
-    click.option("--tokens", type=click.Choice(["char", "word"]),
+    click.option("--tokens", type=core_choice("config", "TOKENISATIONS"),
                  help="How --data text becomes tokens: every character, or whitespace-separated "
                       "words. [default: char]"),
-    click.option("--expect", type=click.Choice(["diagonal", "anti-diagonal"]),
+    click.option("--expect", type=core_choice("config", "EXPECTATIONS"),
                  help="The cross-attention pattern --data should show (copy-like: diagonal, "
                       "reversal: anti-diagonal), so it can be scored. [default: none, sharpness shown]"),
 ]
@@ -109,12 +109,12 @@ TRAINING_OPTIONS = [
     click.option("--beta2", type=float, help=f"Adam beta2. {FROM_RECIPE}"),
     click.option("--eps", type=float, help=f"Adam epsilon. {FROM_RECIPE}"),
     click.option("--warmup", type=click.IntRange(min=0), help=f"Linear warmup steps. {FROM_RECIPE}"),
-    click.option("--schedule", type=click.Choice(["flat", "cosine"]),
+    click.option("--schedule", type=core_choice("config", "SCHEDULES"),
                  help=f"Learning rate after warmup: flat, or a cosine decay to --lr-floor. {FROM_RECIPE}"),
     click.option("--lr-floor", type=float,
                  help=f"Where the cosine decay ends, as a fraction of --lr (0.1: 10%). {FROM_RECIPE}"),
     click.option("--clip-grad-norm", type=float, help=f"Gradient-norm clipping. {FROM_RECIPE}"),
-    click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
+    click.option("--device", type=core_choice("config", "DEVICES"),
                  help=f"Where to train. {FROM_RECIPE}"),
     click.option("--eval-every", type=click.IntRange(min=0),
                  help=f"Held-out exact-match evaluation every N steps (0: only at the end). {FROM_RECIPE}"),

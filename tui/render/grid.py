@@ -1,75 +1,137 @@
-"""Rich renderables for attention grids: coloured cells (viridis), optional numbers, a legend.
-
-The same renderables go to the terminal (`decode --attention`) and into SVG files
-(`export --trace --format svg`), so the picture a person saves is the one they saw.
+"""Attention grids as Rich text, one renderer for the command line (`decode --attention`,
+`export --trace --format svg`) and the app (every grid of Explore, Compare, Train's probe and
+the timeline): coloured cells from the viridis map, or shade characters where the terminal has 16
+colours or none (NO_COLOR), optional numbers in the cells, and a legend saying what a colour
+means. A grid too wide for its room takes narrower cells, then shows a window of its columns.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.columns import Columns
 from rich.console import Group
 from rich.panel import Panel
+from rich.style import Style
 from rich.text import Text
 
-from minitx.tui.render.colors import text_colour_on, viridis_hex
+from minitx.tui.render.colors import FULL, colour_depth, shade, text_colour_on, viridis_hex
 
-CELL = 4  # characters per cell: room for " .97" or " 1.0"
-COMPACT_CELL = 2  # for sources too long for 4-character cells at the width: " 7" is 0.7-0.8
-PANEL_EDGES = 4  # a panel's borders and padding
+CELL = 3  # characters of colour per cell: room for ".97"; a one-space gap follows where it fits
+CELLS = ((CELL, 1), (CELL, 0), (2, 0), (1, 0))  # (width, gap), widest first: the first that fits
+ROW_LABEL = 12  # longest row label shown (a word-level model's outputs are words)
+STEP_MARK = 7  # room kept right of the cells for " ◂ step" (else just "◂")
+PANEL_EDGES = 4  # a Rich panel's borders and padding, around each grid the CLI prints
 
 
-def _cell(value: float, numbers: bool, width: int) -> Text:
-    style = f"{text_colour_on(value)} on {viridis_hex(value)}"
+def cell_text(value: float, numbers: bool, width: int = CELL, depth: str = FULL) -> Text:
+    """One grid cell: a block of colour (or of shade characters where colours are few), or the
+    value printed on it (in cells too narrow for ".97", the tenths digit: 7 is 0.7-0.8)."""
     if not numbers:
-        return Text(" " * width, style=style)
-    if width < CELL:  # tenths: 0 for under 0.1, 9 for 0.9 and above
-        return Text(str(min(9, int(value * 10))).rjust(width), style=style)
-    shown = "1.0" if value >= 0.995 else f".{round(value * 100):02d}"
-    return Text(shown.rjust(width), style=style)
+        label = ""
+    elif width >= CELL:
+        label = "1.0" if value >= 0.995 else f"{value:.2f}"[1:]  # ".97" fits in three cells
+    else:
+        label = str(min(9, int(value * 10)))
+    if depth != FULL:
+        return Text(label.center(width), style="bold" if value >= 0.5 else "") if numbers \
+            else Text(shade(value, width))
+    return Text(label.center(width), Style(bgcolor=viridis_hex(value), color=text_colour_on(value)))
+
+
+def legend(depth: str = FULL, width: int = 80, compact_numbers: bool = False) -> Text:
+    """'0.0 ▇▇▇▇▇▇▇▇ 1.0 weight': what a colour (or a shade) means, shorter where narrow."""
+    steps, cell, tail = (9, 2, " 1.0 weight") if width >= 33 else (5, 2, " 1.0") if width >= 18 \
+        else (5, 1, " 1")
+    text = Text("0.0 " if width >= 18 else "0 ", style="dim")
+    for i in range(steps):
+        text.append_text(cell_text(i / (steps - 1), False, cell, depth))
+    text.append(tail, style="dim")
+    if compact_numbers and width >= 52:
+        text.append(" · numbers: tenths", style="dim")
+    return text
+
+
+def short_label(label: str) -> str:
+    """<eos> -> eos: the special tokens' brackets, dropped where room is short."""
+    return label.strip("<>") if label.startswith("<") and label.endswith(">") else label
 
 
 def _fit(label: str, width: int) -> str:
-    """The label in `width` cells: a special token too wide loses its brackets first (<bos> as
-    bos, </s> as /s), then anything too wide is cut with …."""
-    if len(label) > width and len(label) > 2 and label[0] == "<" and label[-1] == ">":
-        label = label[1:-1]
-    return label.rjust(width) if len(label) <= width else label[: width - 1] + "…"
+    label = label.strip("<>") if len(label) > width else label  # <sos> -> sos
+    return label[:width].center(width)
 
 
-def cell_width(row_labels: list[str], columns: int, width: int) -> int:
-    """4-character cells when the grid fits `width` columns, else compact 2-character ones."""
-    label_width = max([len(label) for label in row_labels] + [1])
-    return CELL if label_width + 1 + columns * CELL + PANEL_EDGES <= width else COMPACT_CELL
+@dataclass(frozen=True)
+class Layout:
+    """How a grid fits its room: row labels, cells, the gap after each, how many columns show,
+    the mark of the current row, and whether special tokens lose their brackets."""
+
+    label_width: int
+    cell: int
+    gap: int
+    visible: int
+    mark: str
+    short: bool
 
 
-def attention_grid(weights, row_labels: list[str], col_labels: list[str], numbers: bool,
-                   cell: int = CELL) -> Text:
-    """weights: rows x cols nested lists in [0, 1]; rows are output tokens, columns the source."""
-    label_width = max([len(label) for label in row_labels] + [1])
-    text = Text(" " * (label_width + 1))
-    for label in col_labels:
-        text.append(_fit(label, cell), style="bold")
-    for label, row in zip(row_labels, weights, strict=True):
-        text.append("\n" + label.rjust(label_width) + " ", style="bold")
-        for value in row:
-            text.append_text(_cell(float(value), numbers, cell))
-    return text
+def fit(row_labels: list[str], columns: int, width: int) -> Layout:
+    """The widest cells that show every column in `width` characters, else a window of them. At
+    80 columns 1-character cells hold a 40-character source; "<eos>" becomes "eos" and "◂ step"
+    just "◂" when that is what makes it fit."""
+    total = max(width, 1)
+    for short in (False, True):
+        labels = [short_label(label) for label in row_labels] if short else row_labels
+        label_width = min(max([len(s) for s in labels] + [3 if short else 5]), ROW_LABEL) + 1
+        for cell, gap in CELLS:
+            used = label_width + columns * (cell + gap)
+            if used <= total - (0 if cell == CELL else 1):  # compact cells keep room for ◂
+                mark = "◂ step" if gap else " ◂ step"
+                if cell < CELL and used + STEP_MARK > total:
+                    mark = "◂"
+                return Layout(label_width, cell, gap, columns, mark, short)
+    return Layout(label_width, 1, 0, max(1, total - label_width - 1), "◂", True)
 
 
-def legend(compact_numbers: bool = False) -> Text:
-    text = Text("weight 0 ")
-    for i in range(9):
-        text.append("  ", style=f"on {viridis_hex(i / 8)}")
-    text.append(" 1   rows: output tokens · columns: source tokens")
-    if compact_numbers:
-        text.append(" · numbers: tenths (7 is 0.7-0.8)")
-    return text
+def grid_lines(rows, columns: list[str], row_labels: list[str], layout: Layout, *, numbers: bool = False,
+               depth: str = FULL, current: int | None = None, causal: bool = False,
+               shown: range | None = None) -> list[Text]:
+    """The header of column labels, then one line per row: its label (the current row's reversed
+    and marked), its cells (a causal grid's future as '·'). `shown`: the columns in view."""
+    shown = shown if shown is not None else range(len(columns))
+    gap = " " * layout.gap
+    header = Text(" " * layout.label_width)
+    for j in shown:
+        header.append(_fit(columns[j], layout.cell) + gap, style="bold")
+    lines = [header]
+    for i, (row, label) in enumerate(zip(rows, row_labels, strict=False)):
+        is_current = i == current
+        line = Text()
+        label = short_label(label) if layout.short else label
+        label = label if len(label) < layout.label_width else label[: layout.label_width - 2] + "…"
+        line.append(label.rjust(layout.label_width - 1), style="bold reverse" if is_current else "")
+        line.append(" ")
+        for j in shown:
+            if causal and j > i:
+                line.append("·".center(layout.cell), style="dim")
+            else:
+                line.append_text(cell_text(row[j], numbers, layout.cell, depth))
+            line.append(gap)
+        if is_current:
+            line.append(layout.mark, style="bold")
+        lines.append(line)
+    return lines
 
 
-def trace_renderable(trace: dict, numbers: bool, title: str = "", width: int = 100):
-    """Every layer/head grid of one decoding trace (see decode.trace_of), side by side where
-    the `width` allows, with the prediction on top and a legend below. A source too long for
-    4-character cells at that width gets compact ones (30-40 characters fit 80 columns)."""
+def console_depth(console) -> str:
+    """The colour depth a Rich console can show (NO_COLOR, a pipe or 16 colours: shades)."""
+    return colour_depth(bool(getattr(console, "no_color", False)), console.color_system)
+
+
+def trace_renderable(trace: dict, numbers: bool, title: str = "", width: int = 100, depth: str = FULL):
+    """Every layer/head grid of one decoding trace (see decode.trace_of), side by side where the
+    `width` allows, with the prediction on top and a legend below. A source too long for full
+    cells at that width gets narrower ones (30-40 characters fit 80 columns)."""
     header = Text()
     if title:
         header.append(title + "\n", style="bold")
@@ -85,15 +147,14 @@ def trace_renderable(trace: dict, numbers: bool, title: str = "", width: int = 1
         header.append(", ".join(trace["ablated"]))
     rows = [step["text"] for step in trace["steps"]]
     cols = trace.get("source_tokens") or trace["source"].split()
-    cell = cell_width(rows, len(cols), width)
+    layout = fit(rows, len(cols), width - PANEL_EDGES)
+    if layout.visible < len(cols):  # the CLI prints whole grids: the narrowest cells, every column
+        layout = Layout(layout.label_width, 1, 0, len(cols), layout.mark, True)
     panels = []
     for layer, heads in enumerate(trace["cross_attention"]):
         for head, grid in enumerate(heads):
-            panels.append(
-                Panel(
-                    attention_grid(grid, rows, cols, numbers, cell),
-                    title=f"L{layer + 1} H{head + 1}",
-                    expand=False,
-                )
-            )
-    return Group(header, Text(""), Columns(panels), legend(numbers and cell < CELL))
+            body = Text("\n").join(grid_lines(grid, cols, rows, layout, numbers=numbers, depth=depth))
+            panels.append(Panel(body, title=f"L{layer + 1} H{head + 1}", expand=False))
+    axes = Text("rows: output tokens · columns: source tokens", style="dim")
+    key = legend(depth, width, numbers and layout.cell < CELL)
+    return Group(header, Text(""), Columns(panels), key, axes)

@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.chart_keys import CHART_BINDINGS, ChartKeys
-from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
+from minitx.tui.app.decode_keys import DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.loaded import open_error
 from minitx.tui.app.messages import PairFailed, PairLoaded, SummaryReady
@@ -36,18 +36,23 @@ SIDES = ("A", "B")
 
 
 class CompareScreen(ChartKeys, DecodeKeys, Screen):
+    HELP_TITLE = "Compare"
+    HELP_NOTE = ("Two models on one source, in step: Explore's keys drive both; k K change B,\n"
+                 "so with B = A's model it reads \"A without those heads\". Third grid: |A−B|.")
     AUTO_FOCUS = ""  # start on the step keys; i or / edits the source
     BINDINGS = [
         *DECODE_BINDINGS,
         *SOURCE_BINDINGS,
-        *ABLATION_BINDINGS,  # off while the curves show: k is then the chart's
-        Binding("d", "doctor", "doctor"),
-        Binding("v", "toggle_curves", "curves"),
+        # DecodeKeys' knock-out keys, on B (off while the curves show: k is then the chart's)
+        Binding("k", "ablate", "ablate", tooltip="knock B's selected head out (again: back in)"),
+        Binding("K", "clear_ablations", "restore", tooltip="restore every head of B"),
+        Binding("d", "doctor", "doctor", tooltip="the doctor on both models"),
+        Binding("v", "toggle_curves", "curves", tooltip="their training curves overlaid"),
         *CHART_BINDINGS,
-        Binding("1", "pick('A')", "open A/B"),
-        Binding("2", "pick('B')", "open A/B"),
-        Binding("e", "app.switch_mode('explore')", "explore"),
-        Binding("t", "app.switch_mode('train')", "train"),
+        Binding("1", "pick('A')", "open A/B", tooltip="open model A / B"),
+        Binding("2", "pick('B')", "open A/B", tooltip="open model A / B"),
+        Binding("e", "app.switch_mode('explore')", "explore", tooltip="Explore"),
+        Binding("t", "app.switch_mode('train')", "train", tooltip="Train"),
     ]
 
     def __init__(self) -> None:
@@ -82,14 +87,14 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
     def models(self) -> dict:
         """'A'/'B' -> the LoadedModel on that side (empty until both are loaded)."""
         panels = self.panels
-        if any(p.record is None for p in panels.values()):
+        if any(p.session.record is None for p in panels.values()):
             return {}
-        return {side: p.record for side, p in panels.items()}
+        return {side: p.session.record for side, p in panels.items()}
 
     @property
     def steppers(self) -> dict:
         panels = self.panels
-        return {side: p.stepper for side, p in panels.items() if p.stepper is not None}
+        return {side: p.session.stepper for side, p in panels.items() if p.session.stepper is not None}
 
     def decode_panels(self) -> list[DecodePanel]:
         return list(self.panels.values()) if self.models else []
@@ -223,15 +228,16 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
     def on_pair_loaded(self, message: PairLoaded) -> None:
         self.from_command_line = False
         panels = self.panels
-        panels["A"].set_model(message.a)
-        panels["B"].set_model(message.b)
+        panels["A"].session.set_model(message.a)
+        panels["B"].session.set_model(message.b)
         self._show_curves(message.a, message.b)
         self.refresh_bindings()
         self.comparison, self.checkpoints = None, message.checkpoints
         self.query_one("#pair-grids").loading = False
         self._set_status(self._pair_title())
         layers, heads = self.shape()  # A's working head, within what both models have
-        self.select_head(min(panels["A"].layer_index, layers - 1), min(panels["A"].head_index, heads - 1))
+        first = panels["A"].session
+        self.select_head(min(first.layer_index, layers - 1), min(first.head_index, heads - 1))
         bar = self.query_one(SourceBar)
         if not self.set_source(bar.text):
             example = message.a.task.example()
@@ -249,12 +255,10 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
 
     def _name_b(self) -> str:
         """B's name, and the heads knocked out of it."""
-        from minitx.core.interp.interventions import describe_heads
+        from minitx.core.interp.interventions import without_heads
 
-        panel = self.panels["B"]
-        if not panel.ablated:
-            return panel.record.name
-        return f"{panel.record.name} without {describe_heads(panel.ablated, panel.record.heads)}"
+        session = self.panels["B"].session
+        return without_heads(session.record.name, session.ablated, session.record.heads)
 
     # -- B as A with heads knocked out -----------------------------------------------------------
     def intervened_panels(self) -> list[DecodePanel]:
@@ -265,7 +269,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self._set_status(self._pair_title())
         if len(self.checkpoints) == 2:
             self.comparison, self.summary_loading = None, True
-            self._measure(self.checkpoints, self.panels["B"].ablated,
+            self._measure(self.checkpoints, self.panels["B"].session.ablated,
                           (self.models["A"].name, self._name_b()))
 
     def _set_status(self, text: str) -> None:
@@ -309,16 +313,16 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
 
     def _draw_output(self) -> None:
         panels = self.panels
-        width = max(len(p.record.name) for p in panels.values())
+        width = max(len(p.session.record.name) for p in panels.values())
         lines = []
         for side, panel in panels.items():
-            s = panel.stepper
-            level = panel.record.task.vocab.level
-            parts = [Text(f"{side} {panel.record.name:<{width}}", style="bold"),
+            s = panel.session.stepper
+            level = panel.session.record.task.vocab.level
+            parts = [Text(f"{side} {panel.session.record.name:<{width}}", style="bold"),
                      panel.verdict() if s.finished else Text("·", style="dim"),
                      token_line([r.text for r in s.results[: s.position]] or ["·"], level)]
-            expected = panel.expected
-            if s.finished and panel.correct is False and expected is not None:
+            expected = panel.session.expected
+            if s.finished and panel.session.correct is False and expected is not None:
                 parts.append(token_line(list(expected) if level == "char" else expected.split(),
                                         level, "expected "))
             lines.append(parts)
@@ -348,7 +352,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
     def _diff_cell(self, columns: int) -> int:
         """Characters per |A−B| column: A's and B's grids get room first (label, three or four
         characters a column, border); the difference shrinks to one character, or hides."""
-        numbers = self.panels["A"].numbers
+        numbers = self.panels["A"].session.numbers
         spare = self.size.width - 2 * (10 + (4 if numbers else 3) * columns)
         for cell in ((4, 1) if numbers else (2, 1)):
             if 11 + cell * columns <= spare:
@@ -362,7 +366,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
     def _draw_summary(self) -> None:
         note = f"decoding {SUMMARY_SEQUENCES} fresh sequences with both models…" \
             if self.summary_loading else ""
-        a = self.panels["A"]
+        a = self.panels["A"].session
         self.query_one("#summary", CompareSummary).show(self.comparison, a.layer_index, a.head_index, note)
 
 

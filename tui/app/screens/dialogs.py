@@ -1,5 +1,5 @@
-"""Modal screens: help, a question with a key per answer, opening a checkpoint, forcing a token
-and the failures list."""
+"""Modal screens: a question with a key per answer, opening a checkpoint, forcing a token and
+the failures list (the help is tui/app/help.py, made from the bindings)."""
 
 from __future__ import annotations
 
@@ -15,45 +15,6 @@ from textual.widgets.option_list import Option
 
 from minitx.tui.app.messages import FailuresReady, ListingReady
 from minitx.tui.render.numbers import percent
-
-# Keys act on what is on screen: g l m k change the model on Explore's grids and the chart where
-# a chart shows (Train, Compare's curves); p plays a timeline wherever one shows. Every line
-# must fit 76 columns and the whole text 21 lines: the help is read at 80x24 without scrolling.
-HELP = """\
-[b]minitx[/b]: a small encoder-decoder Transformer to train and watch think.
-[b]Explore[/b]  i or / edit the source (Enter decodes it, esc leaves)   → n step
-  ← b back   ⏎ r run to the end   x reset   < > columns (if cut)   # numbers
-  \\[ ] , . layer, head   s attention: cross → decoder self → encoder self
-  a all heads of that kind   l logit lens   p position encoding, similarity
-  h the probe's attention as it trained (← → step, p play)
-  Rows: tokens generated; columns: source tokens; ◂ this step. A reverse
-  model draws an [b]anti-diagonal[/b]. Next token: log-probabilities, entropy.
-[b]Why[/b]      k knock the selected head out (again: back)   K restore every head
-  m rank heads, each knocked out alone   g teacher forcing   f force a token
-  w failures (Enter opens one at its first wrong step)   P patch a source
-[b]Train[/b]    Tab into the form (← → a choice), esc out   space start / pause
-  x stop   w save (the path is shown)   u hand the ended run to Explore
-  from: a recipe, the open file's configs (like) or its run (resume)
-  v curves / attention; on curves: g next chart  l log  m smooth  k x axis
-[b]Compare[/b]  minitx-tui A B, or c: two models in step; Explore's keys drive both
-  1 / 2  choose model A / B   d checks both   k / K B's head off / restore B
-  (B = A's model: "A without those heads")   v curves overlaid, g l m k
-[b]Anywhere[/b] o open   d doctor   e / t / c explore / train / compare   q quit:
-  with a run not saved it asks first (s save it, d drop it, esc go on)
-More in docs/: model, training, curves, components, interventions, checks
-"""
-
-
-class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="help-box", classes="dialog"):
-            yield Static(HELP.rstrip(), id="help-text")  # no blank line: at 80x24 every line counts
-            yield Label("[dim]esc, ? or q closes this help[/dim]")
-
-    def on_mount(self) -> None:
-        self.query_one("#help-box").border_title = "help"
 
 
 class ChoiceDialog(ModalScreen[str | None]):

@@ -1,9 +1,10 @@
 """Explore: type a source, step greedy decoding one token at a time, look at every head, and
 change the model to see why: knock heads out, feed it the answer, force a token.
 
-The decode panel owns the stepper and the pictures (tui/app/widgets/decode_panel.py), the keys are
-the shared decoding keys (tui/app/decode_keys.py); this screen follows the app's current model and
-runs the head ranking in a worker. h swaps the decode for the timeline of the model's probe
+The decode session holds the stepper and what is done to the model (tui/app/decode_session.py),
+its panel draws it (tui/app/widgets/decode_panel.py), the keys are the shared decoding keys
+(tui/app/decode_keys.py); this screen follows the app's current model and runs the head ranking
+in a worker. h swaps the decode for the timeline of the model's probe
 snapshots, if its file has them: the step keys (← →) then move through the snapshots, p plays
 them.
 """
@@ -20,6 +21,7 @@ from minitx.tui.app.chart_keys import TIMELINE_BINDINGS, TimelineKeys
 from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
+from minitx.tui.app.screens.circuit import CircuitScreen
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.source_bar import SourceBar
@@ -33,28 +35,33 @@ IMPORTANCE_SEQUENCES = 200  # fresh sequences per ablated head: 24 heads in well
 # positions, or plays the timeline while that is shown (each is off the footer while the other
 # applies, so the order of the bindings does not matter).
 INTERVENTION_BINDINGS = [
-    Binding("l", "view('lens')", "lens"),
-    Binding("m", "importance", "rank"),
-    Binding("p", "view('positions')", "pos"),
+    Binding("l", "view('lens')", "lens", tooltip="logit lens: what each decoder layer would say"),
+    Binding("m", "importance", "rank", tooltip="rank the heads, each knocked out alone"),
+    Binding("p", "view('positions')", "pos", tooltip="position encoding and its similarity"),
     *ABLATION_BINDINGS,
-    Binding("g", "teacher", "teacher"),
-    Binding("f", "force", "force"),
-    Binding("w", "failures", "wrong"),
-    Binding("P", "patch", "patch"),
+    Binding("g", "teacher", "teacher", tooltip="teacher forcing: feed the answer"),
+    Binding("f", "force", "force", tooltip="force a token here, decode on from it"),
+    Binding("w", "failures", "wrong", tooltip="failures: sources it gets wrong (Enter opens one)"),
+    Binding("P", "patch", "patch", tooltip="patch this source into a corrupted one"),
+    # In the help; the footer is full at 80x24.
+    Binding("C", "circuit", "circuit", show=False, tooltip="the circuit: what carries the answer"),
 ]
 
 
 class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
+    HELP_TITLE = "Explore"
+    HELP_NOTE = ("Rows: tokens generated; columns: source tokens; ◂ this step. A reverse model\n"
+                 "draws an anti-diagonal. Beside it: the next token's log-probabilities.")
     AUTO_FOCUS = ""  # focus nothing: start on the step keys; i or / edits the source
     BINDINGS = [
         *DECODE_BINDINGS,
-        Binding("s", "kind", "attn"),
-        Binding("a", "view('heads')", "heads"),
+        Binding("s", "kind", "attn", tooltip="attention: cross → decoder self → encoder self"),
+        Binding("a", "view('heads')", "heads", tooltip="every head of that kind, with its score"),
         *INTERVENTION_BINDINGS,
         *TIMELINE_BINDINGS,
         *SOURCE_BINDINGS,
-        Binding("h", "toggle_timeline", "replay"),  # how the attention formed in training
-        Binding("t", "app.switch_mode('train')", "train"),
+        Binding("h", "toggle_timeline", "replay", tooltip="replay the probe's attention as it trained"),
+        Binding("t", "app.switch_mode('train')", "train", tooltip="Train"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -126,12 +133,17 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         return self.query_one("#explore-panel", DecodePanel)
 
     @property
+    def session(self):
+        """The DecodeSession on screen: what Explore's keys change, and its panel draws."""
+        return self.panel.session
+
+    @property
     def stepper(self):
         """The core Stepper on screen (None before the first model)."""
-        return self.panel.stepper
+        return self.session.stepper
 
     def decode_panels(self) -> list[DecodePanel]:
-        return [self.panel] if self.panel.record is not None else []
+        return [self.panel] if self.session.record is not None else []
 
     def on_mount(self) -> None:
         self.timeline().display = False
@@ -140,14 +152,14 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     @one_line_errors
     def _model_changed(self, app) -> None:
-        panel = self.panel
+        panel, session = self.panel, self.session
         if app.current is None:
             panel.main.loading = app.loading
             self.query_one(TitleBar).set_info(app.status)
             panel.show_status(app.status)
             return
         panel.main.loading = False
-        if panel.record is app.current:
+        if session.record is app.current:
             self._draw_title()
             return
         if self.timeline_shown():
@@ -157,9 +169,10 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         # Keep the source on screen for a model of the same tokens; never leave the old model's
         # decode: a source the new model cannot take falls back to the last good one, then to
         # the task's own example (a date for dates, a held-out pair for a data file).
-        same_tokens = panel.record is not None and panel.record.task.src_vocab == app.current.task.src_vocab
+        same_tokens = (session.record is not None
+                       and session.record.task.src_vocab == app.current.task.src_vocab)
         shown = self.shown_source()
-        panel.set_model(app.current)
+        session.set_model(app.current)
         self._draw_title()
         bar = self.query_one(SourceBar)
         example = app.current.task.example()
@@ -174,40 +187,38 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     def _draw_title(self) -> None:
         """The model, and what is done to it: the heads knocked out, teacher forcing."""
-        panel, app = self.panel, self.app
-        if panel.record is None or app.current is None:
+        session, app = self.session, self.app
+        if session.record is None or app.current is None:
             return
-        info = app.current.summary if app.current is panel.record else panel.record.summary
-        if panel.ablated or panel.teacher:  # what is done to the model matters more than its size
-            from minitx.core.interp.interventions import describe_heads
+        info = app.current.summary if app.current is session.record else session.record.summary
+        if session.ablated or session.teacher:  # what is done to the model matters more than its size
+            from minitx.core.interp.interventions import without_heads
 
-            info = panel.record.name
-            if panel.ablated:
-                info += f" without {describe_heads(panel.ablated, panel.record.heads)}"
-            if panel.teacher:
+            info = without_heads(session.record.name, session.ablated, session.record.heads)
+            if session.teacher:
                 info += " · teacher-forced"
         self.query_one(TitleBar).set_info(info)
 
     # -- changing the model ----------------------------------------------------------------------
     @one_line_errors
     def action_teacher(self) -> None:
-        panel = self.panel
-        if panel.stepper is None:
+        session = self.session
+        if session.stepper is None:
             return
-        if not panel.teacher and panel.answer is None:
-            self.notify(f"the {panel.record.task.name} task cannot tell the answer for a typed "
+        if not session.teacher and session.answer is None:
+            self.notify(f"the {session.record.task.name} task cannot tell the answer for a typed "
                         "source: nothing to feed the decoder", severity="warning", timeout=4)
             return
-        panel.set_teacher(not panel.teacher)
-        self.position = panel.position
-        self.notify("fed the task's answer at every step (teacher forcing)" if panel.teacher
+        session.set_teacher(not session.teacher)
+        self.position = session.position
+        self.notify("fed the task's answer at every step (teacher forcing)" if session.teacher
                     else "greedy: fed its own tokens", timeout=3)
         self.refresh_view()
 
     @one_line_errors
     def action_force(self) -> None:
-        panel = self.panel
-        current = panel.stepper.current if panel.stepper else None
+        session = self.session
+        current = session.stepper.current if session.stepper else None
         if current is None:
             self.notify("step once (→) first: a token is forced at the current step")
             return
@@ -216,42 +227,48 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
             if token is not None:
                 self._forced(token)
 
-        vocab = panel.record.task.vocab
+        vocab = session.record.task.vocab
         offered = [i for i in range(vocab.size) if i not in (vocab.pad, vocab.sos)]  # what an output can be
         self.app.ask_token(current.index + 1, vocab.labels(range(vocab.size)), vocab.label(current.predicted),
                            offered, chosen)
 
     @one_line_errors
     def _forced(self, token: int) -> None:
-        self.panel.force(token)
-        self.position = self.panel.position
+        self.session.force(token)
+        self.position = self.session.position
         self.refresh_view()
 
     @one_line_errors
     def action_failures(self) -> None:
         from minitx.core.interp.interventions import Interventions
 
-        panel = self.panel
-        if panel.record is None:
+        session = self.session
+        if session.record is None:
             return
 
         def chosen(failure) -> None:
             if failure is not None:
                 self._open_failure(failure)
 
-        self.app.show_failures(panel.record.model, panel.record.task,
-                               Interventions(zero=panel.ablated), chosen)
+        self.app.show_failures(session.record.model, session.record.task,
+                               Interventions(zero=session.ablated), chosen)
 
     @one_line_errors
     def action_patch(self) -> None:
-        panel = self.panel
-        if panel.stepper is not None:
-            self.app.show_patching(panel.record.model, panel.record.task, panel.stepper.src_ids)
+        session = self.session
+        if session.stepper is not None:
+            self.app.show_patching(session.record.model, session.record.task, session.stepper.src_ids)
+
+    @one_line_errors
+    def action_circuit(self) -> None:
+        record = self.session.record
+        if record is not None and not isinstance(self.app.screen, CircuitScreen):
+            self.app.push_screen(CircuitScreen(record.model, record.task, record.name))
 
     @one_line_errors
     def _open_failure(self, failure) -> None:
         """Decode a failure's source and stop at its first wrong step."""
-        text = self.panel.record.task.format_source(failure.source)
+        text = self.session.record.task.format_source(failure.source)
         if self.set_source(text):
             self.query_one(SourceBar).show_source(text)
             self.position = failure.first_wrong + 1
@@ -260,13 +277,13 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     # -- which heads matter ----------------------------------------------------------------------
     @one_line_errors
     def action_importance(self) -> None:
-        panel = self.panel
-        if panel.record is None:
+        session = self.session
+        if session.record is None:
             return
         self.action_view("importance")
-        if panel.view_mode == "importance" and panel.importance is None and not self._measuring():
-            panel.importance_progress = (0, 0)
-            self._measure_importance(panel.record)
+        if session.view_mode == "importance" and session.importance is None and not self._measuring():
+            session.importance_progress = (0, 0)
+            self._measure_importance(session.record)
 
     def _measuring(self) -> bool:
         return any(w.group == "importance" and w.is_running for w in self.workers)
@@ -293,12 +310,12 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
                         severity="error", markup=False, timeout=10)
 
     def on_importance_progress(self, message: ImportanceProgress) -> None:
-        if message.record is self.panel.record:
-            self.panel.importance_progress = (message.done, message.total)
-            if self.panel.view_mode == "importance":
+        if message.record is self.session.record:
+            self.session.importance_progress = (message.done, message.total)
+            if self.session.view_mode == "importance":
                 self.panel.redraw()
 
     def on_importance_ready(self, message: ImportanceReady) -> None:
-        if message.record is self.panel.record:
-            self.panel.importance = message.result
+        if message.record is self.session.record:
+            self.session.importance = message.result
             self.refresh_view()

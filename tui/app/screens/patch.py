@@ -1,5 +1,6 @@
 """Activation patching in the app: the source on screen is the clean run; type a corrupted one
-of the same length, and a worker copies every head and residual stream across, one at a time."""
+of the same length, and a worker copies every head, cross-attention input and residual stream
+across, one at a time, then estimates them all by attribution (the same report as `minitx patch`)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class PatchScreen(ModalScreen[None]):
         self.decoded = (model, task)  # (Screen has a `task` of its own)
         self.clean = list(clean)
         self.result = None  # core.patching.PatchingResult once measured
+        self.estimate = self.agreements = None  # its attribution (core/interp/attribution.py)
 
     def compose(self) -> ComposeResult:
         task = self.decoded[1]
@@ -60,15 +62,18 @@ class PatchScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, group="patch", exit_on_error=False)
     def sweep(self, corrupted: list[int]) -> None:
-        from minitx.core.interp.patching import patching_sweep
+        from minitx.core.interp.attribution import agreements, attribute
+        from minitx.core.interp.patching import Patcher, sweep
 
         model, task = self.decoded
         try:
-            result = patching_sweep(model, task, self.clean, corrupted, progress=lambda done, total:
-                                    self.post_message(PatchProgress(done, total)))
+            patcher = Patcher(model, task, self.clean, corrupted)
         except ValueError as e:  # a pair that cannot be patched: say why, in the dialog
             self.post_message(PatchReady(error=str(e)))
             return
+        result = sweep(patcher, progress=lambda done, total: self.post_message(PatchProgress(done, total)))
+        self.estimate = attribute(patcher)
+        self.agreements = agreements(result, self.estimate)
         self.post_message(PatchReady(result))
 
     def on_patch_progress(self, message: PatchProgress) -> None:
@@ -84,8 +89,9 @@ class PatchScreen(ModalScreen[None]):
         self.result = message.result
         self._status("")
         model, task = self.decoded
-        report = patching_report(message.result, model.cfg.n_heads, task)
-        self.query_one("#patch-report", Static).update(report)
+        self.query_one("#patch-report", Static).update(patching_report(message.result, model.cfg.n_heads,
+                                                                       task, self.estimate,
+                                                                       self.agreements))
         self.query_one("#patch-result").focus()
 
     def _status(self, text: str) -> None:

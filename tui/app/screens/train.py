@@ -47,19 +47,22 @@ ENDED = ("finished", "stopped")  # a run's model is there to explore, save or co
 
 
 class TrainScreen(ChartKeys, TimelineKeys, Screen):
+    HELP_TITLE = "Train"
+    HELP_NOTE = ("Tab into the form (← → pick a choice, esc out). from: a recipe, the open\n"
+                 "file's configs (like) or its run (resume). A run not saved: quit asks first.")
     AUTO_FOCUS = ""  # the run keys work at once; Tab moves into the form
     # Priority, and not consumed by FormInput: they work even while typing in the form.
     BINDINGS = [
-        Binding("space", "toggle", "start/pause", priority=True),
-        Binding("x", "stop", "stop", priority=True),
-        Binding("w", "save", "save", priority=True),
-        Binding("u", "use_run", "explore run", priority=True),
-        Binding("v", "switch_view", "curves/attention"),
+        Binding("space", "toggle", "start/pause", priority=True, tooltip="start, pause, go on"),
+        Binding("x", "stop", "stop", priority=True, tooltip="stop the run"),
+        Binding("w", "save", "save", priority=True, tooltip="save the run (the note says where)"),
+        Binding("u", "use_run", "explore run", priority=True, tooltip="hand the ended run to Explore"),
+        Binding("v", "switch_view", "curves/attention", tooltip="curves or attention"),
         *CHART_BINDINGS,
-        Binding("left", "frame(-1)", "snapshot"),
-        Binding("right", "frame(1)", "snapshot"),
+        Binding("left", "frame(-1)", "snapshot", tooltip="snapshot before / after"),
+        Binding("right", "frame(1)", "snapshot", tooltip="snapshot before / after"),
         *TIMELINE_BINDINGS,
-        Binding("e", "app.switch_mode('explore')", "explore"),
+        Binding("e", "app.switch_mode('explore')", "explore", tooltip="Explore"),
     ]
 
     def __init__(self) -> None:

@@ -1,9 +1,8 @@
 """Attention pictures: one head's grid, every head as a small grid, and a table of scores.
 
-The widgets take plain lists of floats (already computed by core) and only draw them: colour
-from the viridis map (or shade characters where the terminal has 16 colours or none), optional
-numbers in the cells, a legend saying what a colour means. A grid wider than its widget shows a
-window of its columns that follows the step's strongest column; < and > move it.
+The widgets take plain lists of floats (already computed by core) and only draw them. One head's
+grid is tui/render/grid.py's, the renderer the command line prints too; the widget adds the window
+of columns a grid wider than itself shows, following the step's strongest column (< and > move it).
 """
 
 from __future__ import annotations
@@ -15,49 +14,9 @@ from textual.widget import Widget
 
 from minitx.tui.app.widgets.redraw import redraw
 from minitx.tui.render.colors import FULL, depth_of, shade, text_colour_on, viridis_hex
+from minitx.tui.render.grid import CELL, Layout, fit, grid_lines, legend
 
 _NO_WRAP = "height: auto; width: 100%; text-wrap: nowrap; text-overflow: clip;"
-CELL = 3  # characters of colour per cell; a one-space gap follows each cell where it fits
-CELLS = ((CELL, 1), (CELL, 0), (2, 0), (1, 0))  # (width, gap), widest first: the first that fits
-ROW_LABEL = 12  # longest row label shown (a word-level model's outputs are words)
-STEP_MARK = 7  # room kept right of the cells for " ◂ step" (else just "◂")
-
-
-def cell_text(value: float, numbers: bool, width: int = CELL, depth: str = FULL) -> Text:
-    """One grid cell: a block of colour (or of shade characters where colours are few), or the
-    value printed on it (in cells too narrow for ".97", the tenths digit: 7 is 0.7-0.8)."""
-    if not numbers:
-        label = ""
-    elif width >= CELL:
-        label = "1.0" if value >= 0.995 else f"{value:.2f}"[1:]  # ".97" fits in three cells
-    else:
-        label = str(min(9, int(value * 10)))
-    if depth != FULL:
-        return Text(label.center(width), style="bold" if value >= 0.5 else "") if numbers \
-            else Text(shade(value, width))
-    return Text(label.center(width), Style(bgcolor=viridis_hex(value), color=text_colour_on(value)))
-
-
-def _short(label: str) -> str:
-    return label.strip("<>") if label.startswith("<") and label.endswith(">") else label  # <eos> -> eos
-
-
-def _fit(label: str, width: int) -> str:
-    label = label.strip("<>") if len(label) > width else label  # <sos> -> sos
-    return label[:width].center(width)
-
-
-def legend(depth: str = FULL, width: int = 80, compact_numbers: bool = False) -> Text:
-    """'0.0 ▇▇▇▇▇▇▇▇ 1.0 weight': what a colour (or a shade) means, shorter where narrow."""
-    steps, cell, tail = (9, 2, " 1.0 weight") if width >= 33 else (5, 2, " 1.0") if width >= 18 \
-        else (5, 1, " 1")
-    text = Text("0.0 " if width >= 18 else "0 ", style="dim")
-    for i in range(steps):
-        text.append_text(cell_text(i / (steps - 1), False, cell, depth))
-    text.append(tail, style="dim")
-    if compact_numbers and width >= 52:
-        text.append(" · numbers: tenths", style="dim")
-    return text
 
 
 class AttentionGrid(Widget):
@@ -91,7 +50,7 @@ class AttentionGrid(Widget):
 
     def scroll_columns(self, pages: int) -> None:
         """Move the window of columns by `pages` windows (when not every column fits)."""
-        visible = self.cell_layout()[3]
+        visible = self.cell_layout().visible
         moved = self.first_column + pages * max(1, visible - 2)  # a window, keeping two columns
         self.first_column = max(0, min(len(self.columns) - visible, moved))
         self.follow_step = False
@@ -100,25 +59,11 @@ class AttentionGrid(Widget):
     @property
     def cropped(self) -> bool:
         """Not every column fits: a window of them is shown and < > move it."""
-        return bool(self.size.width) and self.cell_layout()[3] < len(self.columns)
+        return bool(self.size.width) and self.cell_layout().visible < len(self.columns)
 
-    def cell_layout(self) -> tuple[int, int, int, int, str, bool]:
-        """(row label width, cell width, gap, columns visible, step mark, short labels): the
-        widest cells that show every column, else a window of them. At 80 columns 1-character
-        cells hold a 40-character source; "<eos>" becomes "eos" and "◂ step" just "◂" when
-        that is what makes it fit."""
-        total, count = max(self.size.width, 1), len(self.columns)
-        for short in (False, True):
-            labels = [_short(label) for label in self.row_labels] if short else self.row_labels
-            label_width = min(max([len(s) for s in labels] + [3 if short else 5]), ROW_LABEL) + 1
-            for width, gap in CELLS:
-                used = label_width + count * (width + gap)
-                if used <= total - (0 if width == CELL else 1):  # compact cells keep room for ◂
-                    mark = "◂ step" if gap else " ◂ step"
-                    if width < CELL and used + STEP_MARK > total:
-                        mark = "◂"
-                    return label_width, width, gap, count, mark, short
-        return label_width, 1, 0, max(1, total - label_width - 1), "◂", True
+    def cell_layout(self) -> Layout:
+        """How the grid fits the widget's width (tui/render/grid.py's fit)."""
+        return fit(self.row_labels, len(self.columns), self.size.width)
 
     def _window(self, visible: int) -> range:
         """The columns shown: from `offset`, moved so that the current row's strongest weight
@@ -134,29 +79,10 @@ class AttentionGrid(Widget):
 
     def render(self) -> Text:
         depth = depth_of(self)
-        label_width, width, gap_width, visible, mark, short = self.cell_layout()
-        gap = " " * gap_width
-        shown = self._window(visible)
-        header = Text(" " * label_width)
-        for j in shown:
-            header.append(_fit(self.columns[j], width) + gap, style="bold")
-        lines = [header]
-        for i, (row, label) in enumerate(zip(self.rows, self.row_labels, strict=False)):
-            is_current = i == self.current
-            line = Text()
-            label = _short(label) if short else label
-            label = label if len(label) < label_width else label[: label_width - 2] + "…"
-            line.append(label.rjust(label_width - 1), style="bold reverse" if is_current else "")
-            line.append(" ")
-            for j in shown:
-                if self.causal and j > i:
-                    line.append("·".center(width), style="dim")
-                else:
-                    line.append_text(cell_text(row[j], self.numbers, width, depth))
-                line.append(gap)
-            if is_current:
-                line.append(mark, style="bold")
-            lines.append(line)
+        layout = self.cell_layout()
+        shown = self._window(layout.visible)
+        lines = grid_lines(self.rows, self.columns, self.row_labels, layout, numbers=self.numbers,
+                           depth=depth, current=self.current, causal=self.causal, shown=shown)
         if len(shown) < len(self.columns):
             lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · "
                               "< > scroll", style="bold"))
@@ -164,7 +90,7 @@ class AttentionGrid(Widget):
             lines.append(Text(self.hint, style="italic dim"))
         if not self.compact:
             lines.append(Text())
-        lines.append(legend(depth, self.size.width or 80, self.numbers and width < CELL))
+        lines.append(legend(depth, self.size.width or 80, self.numbers and layout.cell < CELL))
         if self.axes:
             lines.append(Text(self.axes, style="dim"))
         text = Text("\n").join(lines)

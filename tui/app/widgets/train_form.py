@@ -107,7 +107,8 @@ def field_texts(model_cfg, train_cfg) -> dict[str, str]:
 
     values = {**{n: getattr(model_cfg, f) for n, f in MODEL_OPTIONS.items()},
               **{n: getattr(train_cfg, f) for n, f in train_options().items()},
-              "layers": model_cfg.n_decoder_layers, "lengths": f"{train_cfg.min_len}-{train_cfg.max_len}"}
+              "layers": model_cfg.n_decoder_layers,
+              "lengths": f"{train_cfg.min_source_len}-{train_cfg.max_source_len}"}
     texts = {name: f"{values[name]:g}" if isinstance(values[name], float) else str(values[name])
              for name in FIELDS}
     if model_cfg.kv_heads == model_cfg.n_heads:

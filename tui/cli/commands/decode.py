@@ -80,12 +80,6 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict
     }
 
 
-def has_enough_colour(out) -> bool:
-    """Whether a grid's colours carry the weights: 256 colours or more, and NO_COLOR unset.
-    With 16 colours the viridis shades collapse into two or three, so the numbers must show."""
-    return not out.no_color and out.color_system in ("256", "truecolor")
-
-
 def _sources(args: list[str]) -> list[str]:
     """Sources from the arguments; "-" (or none, when piped) reads one per line from stdin."""
     if not args or args == ["-"]:
@@ -165,13 +159,11 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
         return
     if attention:
         from minitx.tui.cli.common import console
+        from minitx.tui.render.grid import console_depth, trace_renderable
 
         out = console()
-        show_numbers = numbers or not has_enough_colour(out)
-        from minitx.tui.render.grid import trace_renderable
-
-        for trace in traces:
-            out.print(trace_renderable(trace, show_numbers, width=out.width))
+        for trace in traces:  # without colours (NO_COLOR, a pipe, 16 colours) the cells are shades
+            out.print(trace_renderable(trace, numbers, width=out.width, depth=console_depth(out)))
         return
     outside = [t["source"] for t in traces if not t["within_training_lengths"]]
     if outside:  # one note, not one per line of a long stdin

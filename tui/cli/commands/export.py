@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from minitx.tui.cli.common import ablate_options, interventions_for, load_checkpoint_arg
+from minitx.tui.cli.common import ablate_options, core_choice, interventions_for, load_checkpoint_arg
 
 # Metadata worth keeping in a shared file: how it was trained (not the state to resume it).
 KEEP_METADATA = ("train_config",)
@@ -25,7 +25,7 @@ KEEP_METADATA = ("train_config",)
 )
 @click.option(
     "--dtype",
-    type=click.Choice(["float32", "float16", "bfloat16"]),
+    type=core_choice("checkpoint", "FLOAT_DTYPES"),
     default=None,
     help="Weight precision of the exported checkpoint. [default: float32]",
 )

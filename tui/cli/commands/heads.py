@@ -1,4 +1,5 @@
-"""`minitx heads`: which heads matter — each ablated alone, sorted by what it costs."""
+"""`minitx heads`: which heads matter — each ablated alone, sorted by what it costs — and, with
+--roles, what each head's attention does (core/interp/roles.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import click
 from minitx.tui.cli.common import (
     apply_threads,
     console,
+    core_choice,
     device_option,
     echo_json,
     json_option,
@@ -20,14 +22,17 @@ from minitx.tui.cli.common import (
 @click.command("heads", short_help="Per-head importance: each head ablated alone.")
 @click.argument("ckpt", required=False)
 @sample_options("Fresh random sequences each ablated model decodes.")
-@click.option("--kind", "kind", type=click.Choice(["zero", "mean"]), default="zero", show_default=True,
+@click.option("--kind", "kind", type=core_choice("interp.interventions", "ABLATIONS"), default="zero",
+              show_default=True,
               help="What an ablated head outputs: 0, or its mean over 256 fresh sources.")
 @click.option("--lengths", metavar="MIN-MAX", default=None,
               help="Source lengths. [default: the lengths it was trained on]")
+@click.option("--roles", is_flag=True,
+              help="Instead: score every head's attention for named patterns (docs/interventions.md).")
 @device_option
 @threads_option
 @json_option
-def heads_cmd(ckpt, n, seed, kind, lengths, device, threads, as_json) -> None:
+def heads_cmd(ckpt, n, seed, kind, lengths, roles, device, threads, as_json) -> None:
     """Ablate every head of CKPT (default: reverse) alone and measure exact match and loss on
     the same fresh sequences; the heads whose loss costs most come first.
 
@@ -35,10 +40,16 @@ def heads_cmd(ckpt, n, seed, kind, lengths, device, threads, as_json) -> None:
     cross: cross-attention; layers and heads from 1), as --ablate takes them. Loss is the mean
     cross-entropy of the correct output, teacher-forced.
 
+    With --roles, each head's attention on N fresh sequences (a data model: held-out pairs),
+    teacher-forced, is scored 0-1 for each named pattern (diagonal, anti-diagonal, previous
+    token, first and last token, broad, the task's expected alignment, token identity), and
+    its strongest role named.
+
     \b
     Examples:
       minitx heads reverse
       minitx heads reverse --kind mean --n 200 --json
+      minitx heads sort --roles
     """
     apply_threads(threads)
     from minitx.core.interp.importance import head_importance
@@ -46,6 +57,9 @@ def heads_cmd(ckpt, n, seed, kind, lengths, device, threads, as_json) -> None:
 
     checkpoint = load_checkpoint_arg(ckpt, device)
     task = checkpoint.task
+    if roles:
+        _roles(checkpoint, n, seed, as_json)
+        return
     lo, hi = lengths_option_value(lengths, (task.min_len, task.max_len))
     if hi > checkpoint.model_config.max_len - 2:
         raise click.BadParameter(f"this model takes sources of at most "
@@ -72,6 +86,23 @@ def heads_cmd(ckpt, n, seed, kind, lengths, device, threads, as_json) -> None:
     out.print(f"with every head: exact match {result.baseline.accuracy:.1%}, "
               f"loss {result.baseline.loss:.4f}")
     out.print(_table(result))
+
+
+def _roles(checkpoint, n, seed, as_json) -> None:
+    from minitx.core.interp.roles import ROLE_FLOOR, head_roles
+
+    table = head_roles(checkpoint.model, checkpoint.task, n=n, seed=seed)
+    if as_json:
+        echo_json({"checkpoint": str(checkpoint.path), "task": checkpoint.task.name, **table.to_dict()})
+        return
+    from minitx.tui.render.roles_table import roles_table
+
+    out = console()
+    out.print(f"[bold]{checkpoint.task.name}[/]: attention mass on each pattern, {n} "
+              f"{checkpoint.task.evaluated_on} (seed {seed}), teacher-forced")
+    out.print(roles_table(table))
+    out.print(f"[dim]- : the pattern does not apply to that kind of head · strongest: the highest score of "
+              f"at least {ROLE_FLOOR:.1f} (broad only when nothing else is) · docs/interventions.md[/]")
 
 
 def _table(result):

@@ -104,7 +104,7 @@ def lab_cmd(variants, recipe, task, lengths, beyond, seeds, steps, eval_every, e
     model_cfg, train_cfg = model_options.configs(
         *model_options.recipe_configs(recipe),
         {**model_values, "task": task, "lengths": lengths, "device": device, "steps": steps})
-    if beyond_range[0] <= train_cfg.max_len:
+    if beyond_range[0] <= train_cfg.max_source_len:
         raise click.BadParameter(f"lengths {beyond} are not beyond the trained {lengths}",
                                  param_hint="--beyond")
     plan = LabPlan(model_cfg, train_cfg, train_cfg.steps, eval_every, eval_size, target, beyond_range)
@@ -193,7 +193,7 @@ def _report(plan, rows, as_json: bool) -> None:
     from rich.table import Table
 
     lo, hi = plan.beyond
-    trained = f"{plan.train.min_len}-{plan.train.max_len}"
+    trained = f"{plan.train.min_source_len}-{plan.train.max_source_len}"
     table = Table(title=f"{plan.train.task}: {plan.steps} steps, seeds "
                         f"{', '.join(str(r.seed) for r in rows[0].runs)}", title_justify="left")
     for column in ("variant", "params", f"steps to {plan.target:.0%}", f"final {trained}",

@@ -1,5 +1,5 @@
-"""`minitx patch` (activation patching) and `minitx lens` (the logit lens): where the answer
-is carried, and what each decoder layer would say."""
+"""`minitx patch` (activation patching, with attribution patching beside it) and `minitx lens`
+(the logit lens): where the answer is carried, and what each decoder layer would say."""
 
 from __future__ import annotations
 
@@ -29,13 +29,18 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
 
 @click.command("patch", short_help="Activation patching: which heads carry the answer.")
 @click.argument("ckpt", required=False)
-@click.option("--clean", required=True, metavar="SOURCE",
-              help='The source whose answer to recover, e.g. 31415.')
-@click.option("--corrupt", required=True, metavar="SOURCE", help="Another source of the same length.")
+@click.option("--clean", default=None, metavar="SOURCE",
+              help="The source whose answer to recover, e.g. 31415. [default: a drawn pair]")
+@click.option("--corrupt", default=None, metavar="SOURCE", help="Another source of the same length.")
+@click.option("--seed", type=click.IntRange(min=0), default=1234, show_default=True,
+              help="Which pair is drawn when no sources are given.")
+@click.option("--method", type=click.Choice(["both", "exact", "attribution"]), default="both",
+              show_default=True,
+              help="Exact patching, the fast attribution estimate, or both side by side.")
 @device_option
 @threads_option
 @json_option
-def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
+def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> None:
     """Copy one activation at a time from the clean run of CKPT (default: reverse) into the
     corrupted run and print how much of the clean answer it recovers: 0 is the corrupted run,
     1 the clean one.
@@ -43,28 +48,75 @@ def patch_cmd(ckpt, clean, corrupt, device, threads, as_json) -> None:
     Both runs are teacher-forced on the clean source's answer, so they differ only in the
     source. The measure is the logit of the clean answer minus that of the corrupted answer,
     averaged over the steps where the two answers differ. Each head's output is patched at every
-    position; each residual stream (leaving a layer) at one position at a time, and at all.
+    position; what each cross-attention head reads (K/V, Q); each residual stream (leaving a
+    layer) at one position at a time, and at all.
+
+    Without --clean and --corrupt a pair is drawn: two examples of the same length with known,
+    different answers (fresh sequences, fresh dates, or a data model's held-out pairs).
+
+    Attribution estimates every patch at once from one forward and one backward; both shows it
+    beside exact patching with their agreement (docs/interventions.md says when to trust it).
 
     \b
     Examples:
       minitx patch reverse --clean "3 1 4 1 5" --corrupt "2 7 1 8 2"
       minitx patch reverse --clean 31415 --corrupt 27182 --json
+      minitx patch dates --seed 7
+      minitx patch reverse --method attribution
     """
     apply_threads(threads)
-    from minitx.core.interp.patching import patching_sweep
+    from minitx.core.interp.attribution import agreements, attribute
+    from minitx.core.interp.pairs import draw_pairs, typed_pair
+    from minitx.core.interp.patching import Patcher, sweep
 
     checkpoint = load_checkpoint_arg(ckpt, device)
-    clean_ids, corrupt_ids = _parse(checkpoint, clean, "--clean"), _parse(checkpoint, corrupt, "--corrupt")
+    model, task = checkpoint.model, checkpoint.task
+    if (clean is None) != (corrupt is None):
+        raise click.UsageError("give both --clean and --corrupt, or neither (a pair is drawn)")
     try:
-        result = patching_sweep(checkpoint.model, checkpoint.task, clean_ids, corrupt_ids)
+        if clean is None:
+            pair = draw_pairs(task, 1, seed, model.cfg.eos_id)[0]
+        else:
+            typed = _parse(checkpoint, clean, "--clean"), _parse(checkpoint, corrupt, "--corrupt")
+            if task.expected_output(typed[0]) is None:
+                raise ValueError(f"the {task.name} task cannot tell the answer for a typed source: leave "
+                                 "out --clean and --corrupt and minitx draws a pair with known answers")
+            pair = typed_pair(task, *typed, model.cfg.eos_id)
+        patcher = Patcher.of_pairs(model, [pair])
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    result = sweep(patcher) if method != "attribution" else None
+    estimate = attribute(patcher) if method != "exact" else None
+    agreed = agreements(result, estimate) if result is not None and estimate is not None else None
     if as_json:
-        echo_json({"checkpoint": str(checkpoint.path), "task": checkpoint.task.name, **result.to_dict()})
+        data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method}
+        if result is not None:
+            data.update(result.to_dict())
+        else:
+            data.update({k: getattr(patcher, k) for k in ("clean", "corrupted", "clean_answer",
+                                                          "corrupted_answer", "steps", "clean_difference",
+                                                          "corrupted_difference")})
+        if estimate is not None:
+            data["attribution"] = {**estimate.to_dict(), "stream_all": estimate.stream_all}
+        if agreed is not None:
+            data["agreement"] = {k: a.to_dict() for k, a in agreed.items()}
+        echo_json(data)
         return
-    from minitx.tui.render.patch_tables import patching_report
+    from minitx.tui.render.patch_tables import attribution_report, patching_report
 
-    console().print(patching_report(result, checkpoint.model_config.n_heads, checkpoint.task))
+    n_heads = checkpoint.model_config.n_heads
+    if result is None:
+        console().print(attribution_report(estimate, _pair_view(patcher), n_heads, task))
+    else:
+        console().print(patching_report(result, n_heads, task, estimate, agreed))
+
+
+def _pair_view(patcher):
+    """What the report's run lines read, for a pair not swept."""
+    from minitx.core.interp.patching import PatchingResult
+
+    return PatchingResult(patcher.clean, patcher.corrupted, patcher.clean_answer, patcher.corrupted_answer,
+                          patcher.steps, patcher.clean_difference, patcher.corrupted_difference)
 
 
 @click.command("lens", short_help="The logit lens: what each decoder layer would predict.")

@@ -1,0 +1,178 @@
+"""One model decoding one source, as the app shows it: the core Stepper (each step recorded, so
+stepping back replays), what is looked at (attention kind, layer, head, view, numbers) and what is
+done to the model (heads knocked out, teacher forcing, forced tokens).
+
+A plain object, no Textual: Explore drives one, Compare two in lockstep (tui/app/decode_keys.py),
+and a DecodePanel (tui/app/widgets/decode_panel.py) only draws one. Nothing here imports torch
+at module level: the app paints before torch loads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from minitx.core.interp.decode import Stepper
+    from minitx.tui.app.loaded import LoadedModel
+
+KINDS = ("cross", "self", "enc")  # the attention a grid shows; s cycles through them
+VIEWS = ("grid", "heads", "lens", "importance", "positions")  # "grid" is where every other returns
+KIND_TITLES = {"cross": "cross-attention", "self": "decoder self-attention",
+               "enc": "encoder self-attention"}
+
+
+class DecodeSession:
+    def __init__(self) -> None:
+        self.record: LoadedModel | None = None
+        self.stepper: Stepper | None = None
+        self.target = 0  # the step the screen asked for; a decode that ended earlier stays at its end
+        self.layer_index = self.head_index = 0
+        self.kind, self.view_mode = "cross", "grid"
+        self.numbers = False
+        self.ablated: frozenset = frozenset()  # core Heads knocked out (zero ablation)
+        self.teacher = False  # feed the decoder the task's answer instead of its own tokens
+        self.forced: dict[int, int] = {}  # step -> token output there instead of the model's
+        self.importance = None  # core.interp.importance.Importance of this model, once measured
+        self.importance_progress = (0, 0)
+
+    # -- what is shown ---------------------------------------------------------------------------
+    @property
+    def position(self) -> int:
+        return self.stepper.position if self.stepper else 0
+
+    @property
+    def finished(self) -> bool:
+        return self.stepper is not None and self.stepper.finished
+
+    @property
+    def longest_source(self) -> int:
+        """Source tokens this model's positional table holds (plus SOS and EOS)."""
+        return self.record.model.cfg.max_len - 2 if self.record else 0
+
+    @property
+    def answer(self) -> list[int] | None:
+        """The task's output for the source, then EOS; None when the task cannot tell (dates,
+        a data file: typed text has no known answer)."""
+        return self.answer_of(self.stepper.src_ids)
+
+    def answer_of(self, ids: list[int]) -> list[int] | None:
+        output = self.record.task.expected_output(ids)
+        return None if output is None else output + [self.record.task.vocab.eos]
+
+    @property
+    def expected(self) -> str | None:
+        answer = self.answer
+        return None if answer is None else self.record.task.format(answer)
+
+    @property
+    def predictions(self) -> list[int]:
+        """What the model chose at each shown step (under teacher forcing, not what it was fed)."""
+        shown = self.stepper.results[: self.position]
+        return [r.token if r.predicted is None else r.predicted for r in shown]
+
+    @property
+    def correct(self) -> bool | None:
+        """None when the task cannot tell what is correct."""
+        expected = self.expected
+        if expected is None:
+            return None
+        shown = self.predictions if self.teacher else self.stepper.tokens
+        return self.record.task.format(shown) == expected
+
+    def layer_count(self, kind: str | None = None) -> int:
+        """Layers of `kind` (the kind shown when None): the encoder's or the decoder's."""
+        kind = kind or self.kind
+        return len(self.record.model.encoder) if kind == "enc" else self.record.layers
+
+    @property
+    def selected_head(self):
+        """The core Head the selection names in the kind shown (what k knocks out)."""
+        from minitx.core.interp.interventions import Head
+
+        return Head(self.kind, self.layer_index, self.head_index)
+
+    def off_heads(self, kind: str | None = None) -> set[tuple[int, int]]:
+        """(layer, head) of the heads knocked out in `kind` (the kind shown when None)."""
+        kind = kind or self.kind
+        return {(h.layer, h.head) for h in self.ablated if h.kind == kind}
+
+    # -- changing it -----------------------------------------------------------------------------
+    def set_model(self, record: LoadedModel) -> None:
+        """A new model: start on the head that does the work, so its alignment shows at once;
+        nothing done to the old model carries over."""
+        from minitx.core.interp.alignment import best_head
+
+        self.record, self.stepper, self.target = record, None, 0
+        self.kind, self.ablated, self.forced, self.teacher = "cross", frozenset(), {}, False
+        self.importance, self.importance_progress = None, (0, 0)
+        self.layer_index, self.head_index = best_head(record.scores)
+
+    def set_source(self, ids: list[int]) -> None:
+        self.forced, self.target = {}, 0
+        self.stepper = self._new_stepper(ids)
+
+    def _new_stepper(self, ids: list[int]):
+        from minitx.core.interp.decode import Stepper
+        from minitx.core.interp.interventions import Interventions
+
+        task, cfg = self.record.task, self.record.model.cfg
+        teacher = self.answer_of(ids) if self.teacher else None
+        return Stepper(self.record.model, ids, top_k=5, cap=task.decode_cap(len(ids), cfg.max_len),
+                       interventions=Interventions(zero=self.ablated), forced=self.forced,
+                       teacher=teacher, vocab=task.vocab)
+
+    def restart(self) -> None:
+        """Decode again after a change to the model or the feeding, to the same step (or again to
+        the end, if the decode was shown to its end)."""
+        if self.stepper is None:
+            return
+        at_end = self.stepper.finished
+        self.stepper = self._new_stepper(self.stepper.src_ids)
+        if at_end:
+            self.run_to_end()
+        else:
+            self.goto(self.target)
+
+    def goto(self, position: int) -> None:
+        """Move to `position` steps (a decode that ends earlier stays at its end)."""
+        s, self.target = self.stepper, position
+        if position == 0:
+            s.reset()
+        while s.position > position:
+            s.back()
+        while s.position < position and s.step() is not None:
+            pass
+
+    def run_to_end(self) -> None:
+        self.stepper.run()
+        self.target = self.stepper.position
+
+    def select_head(self, layer: int, head: int) -> None:
+        self.layer_index, self.head_index = layer, head
+
+    def set_view(self, view: str) -> None:
+        self.view_mode = view if view in VIEWS else "grid"
+
+    def set_kind(self, kind: str) -> None:
+        """Show another attention kind, keeping the selected head where that kind has it."""
+        self.kind = kind if kind in KINDS else "cross"
+        self.layer_index = min(self.layer_index, self.layer_count() - 1)
+
+    def toggle_ablation(self) -> None:
+        """Knock the selected head out, or bring it back; the decode follows at once."""
+        self.ablated = self.ablated ^ {self.selected_head}
+        self.restart()
+
+    def clear_ablations(self) -> None:
+        self.ablated = frozenset()
+        self.restart()
+
+    def set_teacher(self, on: bool) -> None:
+        self.teacher, self.forced = on, {}
+        self.restart()
+
+    def force(self, token: int) -> None:
+        """Output `token` at the current step, then decode greedily from it to the end."""
+        self.stepper.force(token)
+        self.forced = dict(self.stepper.forced)
+        self.run_to_end()
