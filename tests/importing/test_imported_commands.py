@@ -74,9 +74,14 @@ def test_heads_patch_lens_and_ablation_run_on_an_imported_model(imported):
     path = imported[toy.ANNOTATED]
     heads = ok_json("heads", path, "--n", "64")
     assert len(heads["heads"]) == 6 and heads["baseline"]["accuracy"] >= 0.9
-    patch = ok_json("patch", path, "--clean", "3 1 4 1", "--corrupt", "2 7 5 8")
-    assert patch["answers"] == "model" and patch["clean_answer"][:-1] != patch["corrupted_answer"][:-1]
-    assert len(patch["streams"]["enc:L1.resid"]) == 6  # every source position fed, start and end too
+    patch = ok_json("patch", path, "--method", "exact")  # a pair drawn from the kept pairs
+    clean = patch["clean"]
+    spec = toy.LAYOUTS[toy.ANNOTATED]
+    src_vocab = toy.vocabulary(toy.ANNOTATED, "reverse", "src")
+    assert clean[0] == src_vocab.index(spec.bos) and clean[-1] == src_vocab.index(spec.eos)  # wrapped, whole
+    assert len(patch["streams"]["enc:L1.resid"]) == len(clean)  # every source position fed
+    typed = run("patch", path, "--clean", "3 1 4 1", "--corrupt", "2 7 5 8")
+    assert typed.exit_code != 0 and "cannot tell the answer for a typed source" in typed.output
     lens = ok_json("lens", path, "3 1 4")
     assert lens["decoder_input"][0] == "<s>" and lens["layers"][0][0][0]["token"] == "4"
     ablated = ok_json("eval", path, "--ablate", "cross", "--ablate-kind", "mean")

@@ -44,18 +44,21 @@ async def test_the_header_shows_the_imported_options_and_the_grid_labels_the_wra
         assert "1 4 1 3 <eos>" in lines[2]
         header = lines[4].split()  # the cross-attention grid's column labels
         assert header[1:7] == ["bos", "3", "1", "4", "1", "eos"]
-        assert app.screen.panel.stepper.src_ids == app.current.task.parse("3 1 4 1")
+        assert app.screen.session.stepper.src_ids == app.current.task.parse("3 1 4 1")
 
 
 @pytest.mark.asyncio
 async def test_comparing_an_imported_model_with_a_minitx_one_decodes_the_source_in_each_vocabulary(tut):
     app = create_app([tut, "reverse"])
     async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: len(app.screen.sessions()) == 2 and all(
+            s.stepper is not None for s in app.screen.sessions()), "both models")
+        await decode(pilot, "3 1 4 1 5")
         await wait_for(pilot, lambda: "✓ correct" in screen_text(app), "both decodes")
         text = screen_text(app)
         assert "A tut.safetensors" in text and "5 1 4 1 3 <eos>" in text
-        panels = list(app.screen.panels.values())
-        assert [len(p.stepper.src_ids) for p in panels] == [7, 5]  # wrapped, and as typed
+        sessions = app.screen.sessions()
+        assert [len(s.stepper.src_ids) for s in sessions] == [7, 5]  # wrapped, and as typed
         await wait_for(pilot, lambda: app.screen.comparison is not None, "the summary")
         assert app.screen.comparison.agreement > 0.5
 

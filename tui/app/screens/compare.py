@@ -334,11 +334,11 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         n = max(len(a.row_labels), len(b.row_labels))
         pairs = [(a.row_labels[i] if i < len(a.row_labels) else "",
                   b.row_labels[i] if i < len(b.row_labels) else "") for i in range(n)]
-        ends = [p.record.task.vocab.tokens[p.record.task.vocab.eos] for p in panels]
+        ends = [p.session.record.task.vocab.tokens[p.session.record.task.vocab.eos] for p in panels]
         pairs = [(x, x) if (x, y) == tuple(ends) else (x, y) for x, y in pairs]  # </s> = <eos>
         # Source positions line up by the source's own tokens: a model whose code wrapped its
         # sources (an imported one) has a start and an end column the other may lack.
-        spans = [_own_columns(p) for p in panels]
+        spans = [_own_columns(p.session) for p in panels]
         rows_a, rows_b = ([row[start:stop] for row in grid.rows]
                           for grid, (start, stop) in zip((a, b), spans))
         columns = a.columns[spans[0][0]:spans[0][1]]
@@ -370,10 +370,10 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.query_one("#summary", CompareSummary).show(self.comparison, a.layer_index, a.head_index, note)
 
 
-def _own_columns(panel) -> tuple[int, int]:
-    """(start, stop) of the columns of a panel's grid that hold the source's own tokens: all of
+def _own_columns(session) -> tuple[int, int]:
+    """(start, stop) of the columns of a session's grid that hold the source's own tokens: all of
     them, or all but the start and end tokens of a wrapped source."""
-    ids = panel.stepper.src_ids if panel.stepper is not None else []
-    own = panel.record.task.source_length(ids)
+    ids = session.stepper.src_ids if session.stepper is not None else []
+    own = session.record.task.source_length(ids)
     start = 1 if own < len(ids) else 0
     return start, start + own
