@@ -423,7 +423,3 @@ def _with_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[Importe
         notes.append(f"{loaded.unknown:,} tokens of {path.name} are not in the vocabularies; they read "
                      "as <unk>")
     return with_pairs, notes
-
-
-def layout_names() -> list[str]:
-    return list(LAYOUTS)

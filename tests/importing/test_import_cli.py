@@ -11,9 +11,7 @@ import torch
 from reference_models import toy
 
 from minitx.core.checkpoint import load_checkpoint
-from minitx.core.importing.importer import LAYOUTS
 from minitx.core.importing.mapping import builtin_mapping, parse_mapping
-from minitx.tui.cli.commands.import_cmd import LAYOUT_NAMES
 
 from .conftest import import_args, run_import
 
@@ -24,10 +22,6 @@ def one_line_error(result) -> str:
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     assert "Traceback" not in result.output
     return lines[0]
-
-
-def test_the_cli_offers_exactly_the_layouts_core_knows():
-    assert set(LAYOUT_NAMES) == set(LAYOUTS)
 
 
 @pytest.mark.parametrize("kind", ["pt", "safetensors"])

@@ -121,3 +121,13 @@ def test_the_doctor_names_the_missing_causal_mask_of_a_model_trained_without_it(
     report = json.loads(result.stdout)
     assert result.exit_code == 1
     assert report["causes"] and "causal mask" in report["causes"][0]
+
+
+def test_head_roles_count_a_wrapped_source_from_its_own_first_token(imported):
+    """A reverse model's cross-attention reads the mirrored source token: with the start token at
+    position 0, that is anti-diagonal over the source's own tokens, not over the positions fed."""
+    roles = ok_json("heads", imported[toy.ANNOTATED], "--roles")
+    strongest = {h["head"]: h["strongest"] for h in roles["heads"]}
+    assert "anti-diagonal" in {strongest["cross:L1.H1"], strongest["cross:L1.H2"]}
+    cross = next(h for h in roles["heads"] if h["head"] == "cross:L1.H1")
+    assert cross["scores"]["identity"] is None  # source and target ids are two vocabularies

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import click
 
-from minitx.tui.cli.common import BadArgument, echo_json, json_option
-
-LAYOUT_NAMES = ("nn-transformer", "annotated")  # core.importing.importer.LAYOUTS (checked in tests)
+from minitx.tui.cli.common import BadArgument, core_choice, echo_json, json_option
 
 
 @click.command("import", short_help="Bring your own model: a state_dict of nn.Transformer or the Annotated "
                                     "Transformer.")
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
-@click.option("--layout", type=click.Choice(LAYOUT_NAMES),
+@click.option("--layout", type=core_choice("importing.importer", "LAYOUTS"),
               help="Whose code trained it: PyTorch's nn.Transformer tutorial (Seq2SeqTransformer) or "
                    "Harvard NLP's Annotated Transformer (EncoderDecoder).")
 @click.option("--mapping", type=click.Path(dir_okay=False),
@@ -24,20 +22,20 @@ LAYOUT_NAMES = ("nn-transformer", "annotated")  # core.importing.importer.LAYOUT
 @click.option("--tgt-vocab", type=click.Path(dir_okay=False), help="The target vocabulary, likewise.")
 @click.option("--out", type=click.Path(dir_okay=False), help="The checkpoint to write (.safetensors).")
 @click.option("--heads", type=click.IntRange(min=1), help="Attention heads (a state_dict does not say).")
-@click.option("--tokens", type=click.Choice(["word", "char"]),
+@click.option("--tokens", type=core_choice("config", "TOKENISATIONS"),
               help="How typed text becomes tokens: words split at spaces, or every character.")
 @click.option("--specials", metavar="ROLE=TOKEN,...",
               help="The special tokens, where not spelled as usual (<pad>/<blank>, <bos>/<s>, "
                    "<eos>/</s>, <unk>), e.g. pad=[PAD],bos=[CLS],eos=[SEP].")
 @click.option("--src-specials", metavar="ROLE=TOKEN,...", help="The source file's, where they differ.")
-@click.option("--norm", type=click.Choice(["post", "pre"]),
+@click.option("--norm", type=core_choice("config", "NORMS"),
               help="Norm placement [default: the layout's; needed with --mapping].")
-@click.option("--norm-kind", type=click.Choice(["layer", "rms", "std"]),
+@click.option("--norm-kind", type=core_choice("config", "NORM_KINDS"),
               help="LayerNorm, RMSNorm, or std (the Annotated Transformer's) [default: the layout's].")
 @click.option("--norm-eps", type=click.FloatRange(0, 0.1, min_open=True), metavar="EPS",
               help="The norms' eps, if not the layout's default (nn.Transformer's layer_norm_eps).")
-@click.option("--activation", type=click.Choice(["relu", "gelu"]),
-              help="The feed-forward activation [default: relu].")
+@click.option("--activation", type=core_choice("config", "ACTIVATIONS"),
+              help="The feed-forward activation [default: relu; swiglu where the file has a gate].")
 @click.option("--final-norms/--no-final-norms", "final_norms", default=None,
               help="A norm after each stack [default: whether the file has them].")
 @click.option("--log-softmax/--no-log-softmax", "log_softmax", default=None,
