@@ -104,7 +104,7 @@ async def in_app(args) -> dict:
     from textual.widgets import Input
 
     from minitx.tui.app.main import create_app
-    from minitx.tui.app.screens.dialogs import HelpScreen
+    from minitx.tui.app.help import HelpScreen
     from minitx.tui.app.screens.explore import ExploreScreen
 
     app = create_app(["reverse"])

@@ -373,31 +373,8 @@ def reference_recipe() -> Recipe:
 
 def fast_recipe() -> Recipe:
     """minitx's default: the same 235,981-parameter model, trained to 99.9% exact match on its
-    held-out evaluation in a fraction of the reference's time (benchmarks/process_time_to_accuracy.py
-    measures the ratio). Changes:
-    - no dropout: the data is endless, so there is nothing to overfit, and dropout slows learning;
-    - fused attention in training (weights are still computed explicitly whenever shown);
-    - one source length per batch: no padding, so no compute spent on PAD positions;
-    - a 50-step warmup and a cosine decay instead of 1e-3 flat (with batches of 64, lr 2e-3:
-      3e-3 was faster on some seeds but stalled near 97% on others);
-    - the decay ends at 1% of lr, not 10%: with one length per batch, the last steps at 10%
-      kept pulling the model towards each batch's length and runs ended at 98.6-99.3% on fresh
-      sequences (seeds 0-2). 1% rather than 0 so a resumed run still learns;
-    - batches of 32 and lr 3e-3: a step of 32 costs ~0.6 of a step of 64 on a CPU (lr 2e-3 over
-      1200 steps of 32 was as safe but slower);
-    - source lengths drawn in proportion to their square (length_power 2), because exact match
-      fails first on the longest sources: drawn uniformly, 1000 steps left length 10 at 98.2%
-      and lengths 4-9 at 100% (seed 0), drawn this way 900 steps gave 100% at every length
-      (docs/training.md has both commands), so the decay is over 900 steps, not 1000. In
-      proportion to L or L^1.5 instead, two and one of five runs (seeds 0-4) saved models that
-      scored 99.7% on 1,000 fresh sequences; a decay over 800 or 750 steps stopped 50-100 steps sooner but one
-      run of five scored 99.7% (800) and two only 99.8% (750);
-    - stopping at the first evaluation (every 50 steps, 2,000 held-out sequences) with 99.9%
-      exact match, a point above the 99.8% the saved model should reach on fresh sequences: a
-      stop on a noisy estimate saves models just below the mark. At 99.8% on 500 sequences, two
-      runs of three saved models that scored 99.4% and 99.7% on another 1,000; at 99.9% on
-      1,000, one of five (99.7%); at 99.9% on 2,000, none of five (seeds 0-4 stopped at steps
-      750-800 and scored 99.9-100%)."""
+    held-out evaluation in a fraction of the reference's time. What each setting changes, why,
+    and what else was tried: docs/training.md, "The default (fast) recipe"."""
     return Recipe(
         "fast",
         ModelConfig(dropout=0.0, attention="fused"),

@@ -70,13 +70,6 @@ def best_head(scores) -> tuple[int, int]:
     return max(cells, key=lambda lh: rows[lh[0]][lh[1]])
 
 
-def random_alignment_scores(model: Seq2Seq, task: Task, n: int = 256,
-                            seed: int = 4321) -> torch.Tensor | None:
-    """Scores on n of the task's examples (fresh sources, or held-out pairs); None when the
-    task expects no pattern."""
-    return alignment_scores(model, task, task.batch(n, torch.Generator().manual_seed(seed)))
-
-
 def head_scores(model: Seq2Seq, task: Task, n: int = 256, seed: int = 4321) -> tuple[str, torch.Tensor]:
     """("alignment", scores) when the task expects a pattern, else ("sharpness", head_sharpness):
     one (layers, heads) table to show per head either way, and which one it is."""

@@ -1,22 +1,22 @@
 """Incremental decoding with a KV cache: one new position per step, earlier keys/values reused.
 
-Why this is not the nn.Modules of core/model/transformer.py: a cached step at batch 1 is a few dozen tiny
-ops, and going through the modules (a call per Linear and LayerNorm, (B, 1, d) views, a mask
-rebuilt every step) cost more than the arithmetic. Here a step is flat functional code on the
-decoder's weights (Q, K and V stacked once per decode), on (B, d) rows, with the source mask
-built once: 0.34 ms per token at batch 1 became 0.18 ms (benchmarks/decode_speed.py). The modules
-stay the one definition of the model; tests/core/test_incremental.py holds this file to them for
-every configuration (post/pre-norm, LayerNorm/RMSNorm/the std norm, final norms after a post-norm
-stack, relu/gelu/SwiGLU, every position encoding, grouped-query attention, unscaled attention,
-padded sources, separate source vocabularies, a log-softmax output, swapped cross).
+Why this is not the nn.Modules of core/model/transformer.py: a cached step at batch 1 is a few dozen
+tiny ops, and going through the modules (a call per Linear and LayerNorm, (B, 1, d) views, a mask
+rebuilt every step) costs more than the arithmetic (docs/performance.md has the figures). Here a
+step is flat functional code on the decoder's weights (Q, K and V stacked once per decode), on
+(B, d) rows, with the source mask built once. The modules stay the one definition of the model;
+tests/core/test_incremental.py holds this file to them for every configuration (post/pre-norm,
+LayerNorm/RMSNorm/the std norm, final norms after a post-norm stack, relu/gelu/SwiGLU, every
+position encoding, grouped-query attention, unscaled attention, padded sources, separate source
+vocabularies, a log-softmax output, swapped cross).
 
-The variants act here as they do in the modules, through the same functions (core/model/components.py):
-RoPE turns the new query and key by the position being fed (the cached length), keys are cached
-turned and values never are; grouped-query attention caches g K/V heads, not h, and shares them
-out (shared_heads) only when attending.
+The variants act here as they do in the modules, through the same functions
+(core/model/components.py): RoPE turns the new query and key by the position being fed (the cached
+length), keys are cached turned and values never are; grouped-query attention caches g K/V heads,
+not h, and shares them out (shared_heads) only when attending.
 
-Inference only: no dropout, and the weights must not change during one decode (the cached keys
-and values, and the stacked projections, are computed from the weights at its start).
+Inference only: no dropout, and the weights must not change during one decode (the cached keys and
+values, and the stacked projections, are computed from the weights at its start).
 """
 
 from __future__ import annotations

@@ -325,10 +325,9 @@ class Seq2Seq(nn.Module):
 
 
 def set_training(model: nn.Module, training: bool) -> None:
-    """model.train(training) without nn.Module.train's recursion through __setattr__: about
-    1.5 ms a switch for the reference model on this project's CPU, which training pays twice at
-    every probe snapshot and evaluation. Same effect: every module's `training` flag (no module
-    here overrides train())."""
+    """model.train(training) without nn.Module.train's recursion through __setattr__, which
+    training pays twice at every probe snapshot and evaluation (docs/performance.md). Same
+    effect: every module's `training` flag (no module here overrides train())."""
     for module in model.modules():
         module.__dict__["training"] = training
 

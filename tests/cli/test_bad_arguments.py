@@ -22,6 +22,8 @@ WITH_A_CHECKPOINT = {
     "lens": ["lens", "{}", "1 2 3"],
     "curves": ["curves", "{}"],
     "train --resume": ["train", "--resume", "{}", "--steps", "1"],
+    # --host: were the checkpoint let through, the host is refused (exit 2) before it would serve
+    "serve": ["serve", "{}", "--host", "0.0.0.0"],
 }
 
 

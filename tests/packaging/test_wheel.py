@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -85,3 +86,16 @@ def test_installed_core_imports_no_ui_library_and_comes_from_the_wheel(installed
     location, ui = result.stdout.split("\n")[:2]
     assert str(installed.parent) in location  # not the checkout's core/
     assert ui == "[]"
+
+
+def test_installed_minitx_serve_serves_the_installed_app(installed, tmp_path):
+    """`minitx serve` starts each tab's app with its own interpreter, so a wheel install serves
+    the wheel's app (and not whatever `minitx-tui` PATH finds first)."""
+    code = "from minitx.tui.cli.commands.serve import app_command; print(app_command(['reverse']))"
+    result = run(installed, "python", "-c", code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    command = shlex.split(result.stdout.strip())
+    assert command[:2] == ["exec", str(installed / "python")] and command[-1] == "reverse"
+    app = subprocess.run([*command[1:-1], "--help"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert app.returncode == 0 and "Usage: minitx-tui" in app.stdout, app.stderr

@@ -33,7 +33,7 @@ async def test_the_form_starts_from_the_default_recipe():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
-        values = screen.form_values()
+        values = screen.form.values()
         assert int(values["steps"]) == expected.train.steps
         assert int(values["batch_size"]) == expected.train.batch_size
         assert float(values["lr"]) == expected.train.lr
@@ -176,7 +176,7 @@ async def test_the_form_trains_a_model_with_its_components_swapped():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
-        assert screen.form_values()["kv_heads"] is None  # empty: one K/V head per head
+        assert screen.form.values()["kv_heads"] is None  # empty: one K/V head per head
         fill_form(screen, steps="8", heads="4", kv_heads="1")
         for field, value in {"norm_kind": "rms", "activation": "swiglu", "position_encoding": "rope"}.items():
             screen.query_one(f"#{field}", ChoiceField).value = value
@@ -206,7 +206,7 @@ async def test_the_form_gives_its_rows_to_the_chart_while_a_run_goes_and_comes_b
         await wait_for(pilot, lambda: screen.state == "stopped", "the stop")
         await pilot.pause()
         assert screen.form.display and panel.size.height == before
-        assert screen.form_values()["steps"] == "100000"  # as the run left it, for the next one
+        assert screen.form.values()["steps"] == "100000"  # as the run left it, for the next one
 
 
 @pytest.mark.asyncio

@@ -10,135 +10,164 @@ on the app).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from textual.message import Message
+
+if TYPE_CHECKING:  # the app paints before torch loads: these are only the fields' types
+    from minitx.checkpoints import Listing
+    from minitx.core.checkpoint import Checkpoint
+    from minitx.core.compare import Comparison
+    from minitx.core.config import Recipe
+    from minitx.core.doctor.code_checks import CheckResult
+    from minitx.core.interp.circuit import Circuit, CircuitResult
+    from minitx.core.interp.importance import Importance
+    from minitx.core.interp.patching import PatchingResult
+    from minitx.core.training.evaluation import Failure
+    from minitx.tui.app.loaded import LoadedModel
+    from minitx.tui.app.widgets.choice import ChoiceField
 
 # -- loading models (the app's worker) --------------------------------------------------------
 
 
+@dataclass
 class ModelLoaded(Message):
     """A model is ready for Explore (loaded from a file, or just trained)."""
 
-    def __init__(self, record, announce: bool = True) -> None:
-        super().__init__()
-        self.record, self.announce = record, announce  # record: tui.loaded.LoadedModel
+    record: LoadedModel
+    announce: bool = True
 
 
+@dataclass
 class LoadFailed(Message):
-    def __init__(self, name: str, error: str, first: bool = False) -> None:
-        super().__init__()
-        self.name, self.error = name, error
-        self.first = first  # the checkpoint the app was started on
+    name: str
+    error: str
+    first: bool = False  # the checkpoint the app was started on
 
 
+@dataclass
 class LoadProgress(Message):
     """What the loading worker is doing ('loading torch…'): the app is usable only after it."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
 
 # -- the open dialog ------------------------------------------------------------------------------
 
 
+@dataclass
 class ListingReady(Message):
-    """The checkpoints of a folder (core's listings), and why the folder could not be read."""
+    """The checkpoints of a folder, and why the folder could not be read."""
 
-    def __init__(self, folder: str, listings: list, error: str = "") -> None:
-        super().__init__()
-        self.folder, self.listings, self.error = folder, listings, error
+    folder: str
+    listings: list[Listing]
+    error: str = ""
 
 
 # -- compare ---------------------------------------------------------------------------------------
 
 
+@dataclass
 class PairLoaded(Message):
-    """Both models of Compare are loaded (records: tui.loaded.LoadedModel; checkpoints: the
-    core Checkpoints, for measuring the pair again)."""
+    """Both models of Compare are loaded, with the core Checkpoints, to measure the pair again."""
 
-    def __init__(self, a, b, checkpoints: tuple = ()) -> None:
-        super().__init__()
-        self.a, self.b, self.checkpoints = a, b, checkpoints
+    a: LoadedModel
+    b: LoadedModel
+    checkpoints: tuple[Checkpoint, Checkpoint] | tuple = ()
 
 
+@dataclass
 class PairFailed(Message):
-    def __init__(self, name: str, error: str) -> None:
-        super().__init__()
-        self.name, self.error = name, error
+    name: str
+    error: str
 
 
+@dataclass
 class SummaryReady(Message):
-    def __init__(self, comparison) -> None:
-        super().__init__()
-        self.comparison = comparison  # core.compare.Comparison
+    comparison: Comparison
 
 
 # -- interventions (Explore's importance worker, the failures dialog's worker) --------------------
 
 
+@dataclass
 class ImportanceProgress(Message):
-    def __init__(self, record, done: int, total: int) -> None:
-        super().__init__()
-        self.record, self.done, self.total = record, done, total  # record: tui.loaded.LoadedModel
+    record: LoadedModel
+    done: int
+    total: int
 
 
+@dataclass
 class ImportanceReady(Message):
-    def __init__(self, record, result) -> None:
-        super().__init__()
-        self.record, self.result = record, result  # result: core.importance.Importance
+    record: LoadedModel
+    result: Importance
 
 
+@dataclass
 class PatchProgress(Message):
-    def __init__(self, done: int, total: int) -> None:
-        super().__init__()
-        self.done, self.total = done, total
+    done: int
+    total: int
 
 
+@dataclass
 class PatchReady(Message):
-    def __init__(self, result=None, error: str = "") -> None:
-        super().__init__()
-        self.result, self.error = result, error  # result: core.patching.PatchingResult
+    result: PatchingResult | None = None
+    error: str = ""
 
 
+@dataclass
 class CircuitProgress(Message):
-    def __init__(self, stage: str, done: int, total: int) -> None:
-        super().__init__()
-        self.stage, self.done, self.total = stage, done, total
+    stage: str
+    done: int
+    total: int
 
 
+@dataclass
 class CircuitFound(Message):
-    def __init__(self, result=None, error: str = "") -> None:
-        super().__init__()
-        self.result, self.error = result, error  # result: core.circuit.CircuitResult
+    result: CircuitResult | None = None
+    error: str = ""
 
 
+@dataclass
 class CircuitMeasured(Message):
     """A circuit's faithfulness, then (a second message) its exact match too."""
 
-    def __init__(self, circuit, faithfulness: float, accuracy: float | None = None) -> None:
-        super().__init__()
-        self.circuit, self.faithfulness, self.accuracy = circuit, faithfulness, accuracy
+    circuit: Circuit
+    faithfulness: float
+    accuracy: float | None = None
 
 
+@dataclass
 class FailuresReady(Message):
-    def __init__(self, failures: list, wrong: int, n: int, error: str = "") -> None:
-        super().__init__()
-        self.failures, self.wrong, self.n, self.error = failures, wrong, n, error  # core Failures
+    failures: list[Failure]
+    wrong: int
+    n: int
+    error: str = ""
 
 
 # -- training (the Train screen's worker) ---------------------------------------------------------
 
 
+@dataclass
 class FormDefaults(Message):
-    """What the Train form offers, once core is imported: the recipes (name -> core.config.Recipe)
-    and the values of each choice field."""
+    """What the Train form offers, once core is imported: the recipes and each choice field's values."""
 
-    def __init__(self, recipes: dict, choices: dict[str, list[str]]) -> None:
-        super().__init__()
-        self.recipes, self.choices = recipes, choices
+    recipes: dict[str, Recipe]
+    choices: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class LiveProbe:
+    """The probe's picture during a run: the best head's grid and every head's score."""
+
+    rows: list[list[float]]  # (targets, source) attention of the best head
+    targets: list[str]  # row labels: the task's output and EOS
+    source: list[str]  # column labels
+    source_text: str
+    scores: list[list[float]]  # (layers, heads)
+    best: tuple[int, int]  # (layer, head), 0-based
+    measure: str  # "alignment", or "sharpness" where no pattern is expected
 
 
 @dataclass
@@ -154,7 +183,7 @@ class Progress(Message):
     steps_per_s: float
     eta_s: float
     accuracy: float | None
-    probe: dict | None = None  # rows, targets, source, scores, best (layer, head)
+    probe: LiveProbe | None = None
 
 
 @dataclass
@@ -166,7 +195,7 @@ class RunStarted(Message):
 class RunEnded(Message):
     step: int
     stopped: bool
-    record: Any = None  # tui.loaded.LoadedModel of the trained model
+    record: LoadedModel | None = None  # the trained model, ready for Explore
 
 
 @dataclass
@@ -178,31 +207,29 @@ class Saved(Message):
 # -- the doctor ------------------------------------------------------------------------------------
 
 
+@dataclass
 class CheckDone(Message):
-    def __init__(self, result, index: int = 0) -> None:
-        super().__init__()
-        self.result = result  # core.diagnostics.CheckResult
-        self.index = index  # which of the dialog's models (Compare checks two)
+    result: CheckResult
+    index: int = 0  # which of the dialog's models (Compare checks two)
 
 
+@dataclass
 class DoctorFinished(Message):
-    def __init__(self, causes: list[list[str]], error: str = "") -> None:
-        super().__init__()
-        self.causes, self.error = causes, error  # per model, the likely causes of its failures
+    causes: list[list[str]] = field(default_factory=list)  # per model, the likely causes of its failures
+    error: str = ""
 
 
 # -- widgets ---------------------------------------------------------------------------------------
 
 
+@dataclass
 class ChoiceChanged(Message):
     """A ChoiceField moved to another value."""
 
-    def __init__(self, field) -> None:
-        super().__init__()
-        self.field = field  # tui.widgets.choice.ChoiceField
+    field: ChoiceField
 
     @property
-    def control(self):
+    def control(self) -> ChoiceField:
         return self.field
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from textual.message import Message
 
 from minitx.core.training.run_files import run_name
-from minitx.tui.app.messages import Progress, RunEnded, RunStarted, Saved
+from minitx.tui.app.messages import LiveProbe, Progress, RunEnded, RunStarted, Saved
 from minitx.tui.render.numbers import short_count
 
 POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
@@ -158,7 +158,7 @@ class TrainingRun:
         return saved
 
     @staticmethod
-    def probe(trainer) -> dict:
+    def probe(trainer) -> LiveProbe:
         """The live picture: alignment of every head, and the best head's grid on a probe."""
         from minitx.core.interp.alignment import best_head, head_scores
         from minitx.core.training.probe import probe
@@ -169,7 +169,7 @@ class TrainingRun:
         best = best_head(scores)
         # the source the run's history snapshots (the form's probe, or the task's own example)
         result = probe(trainer.model, task, trainer.probe_batch)
-        return {"rows": result.cross_attention[best[0], best[1]].tolist(),
-                "targets": task.vocab.labels(result.target),
-                "source": task.source_labels(result.src), "scores": scores, "best": best,
-                "measure": measure, "source_text": task.format_source(result.src)}
+        return LiveProbe(rows=result.cross_attention[best[0], best[1]].tolist(),
+                         targets=task.vocab.labels(result.target), source=task.source_labels(result.src),
+                         source_text=task.format_source(result.src), scores=scores, best=best,
+                         measure=measure)

@@ -192,9 +192,6 @@ class TrainScreen(ChartKeys, TimelineKeys, Screen):
         app = self.app
         self.query_one(TitleBar).set_info(f"exploring {app.current.name}" if app.current else app.status)
 
-    def form_values(self) -> dict:
-        return self.form.values()
-
     def validate_form(self):
         configs = self.form.validate()
         self._draw_note()

@@ -189,10 +189,6 @@ class TrainForm(Grid):
     def start(self) -> Start | None:
         return self.starts.get(self.query_one(f"#{SOURCE}", ChoiceField).value)
 
-    @property
-    def recipe_name(self) -> str:
-        return self.start.label if self.start else ""
-
     def fill(self) -> None:
         """Show the chosen start's values; a resumed run's fixed values cannot be edited."""
         start = self.start

@@ -90,12 +90,12 @@ class TrainViews(ContentSwitcher):
                 f"lr {message.lr:.1e} · grad norm {message.grad_norm:.2f}")
         if message.probe:
             p = message.probe
-            layer, head = p["best"]
+            layer, head = p.best
             self.query_one("#probe-panel").border_title = (
-                f"probe {p['source_text']} · L{layer + 1} H{head + 1}, live")
-            self.query_one("#probe", AttentionGrid).show(p["rows"], p["source"], p["targets"])
-            self.query_one("#probe-scores-panel").border_title = f"{p['measure']}, live"
-            self.query_one("#probe-scores", ScoreTable).show(p["scores"], (layer, head),
+                f"probe {p.source_text} · L{layer + 1} H{head + 1}, live")
+            self.query_one("#probe", AttentionGrid).show(p.rows, p.source, p.targets)
+            self.query_one("#probe-scores-panel").border_title = f"{p.measure}, live"
+            self.query_one("#probe-scores", ScoreTable).show(p.scores, (layer, head),
                                                             note="best head in brackets")
 
     def run_ended(self, history, task) -> None:

@@ -1,0 +1,201 @@
+"""`minitx serve` without a browser: its options, what it prints, whom it answers, and what each
+way of losing the browser does to a run in progress, spoken to as the page speaks to it (HTTP, a
+websocket of JSON key packets in and terminal bytes out). tests/tui/test_serve_browser.py drives
+the same server from Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import aiohttp
+import pytest
+from served import MINITX, Served, Terminal, app_environment, free_port
+
+from minitx.tui.app.web.server import is_loopback
+from minitx.tui.cli.commands.serve import app_command
+
+TIMEOUT = 60.0
+CHECKPOINT = "reverse-run1.safetensors"
+
+
+def minitx(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([MINITX, *args], cwd=cwd, env=app_environment(), capture_output=True,
+                          text=True, timeout=60)
+
+
+def get(url: str, **headers: str) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+@pytest.fixture
+def served(tmp_path):
+    server = Served(tmp_path)
+    yield server
+    server.stop()
+
+
+# -- the command line -------------------------------------------------------------------------
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "gpu-box.example"])
+def test_a_host_other_machines_can_reach_is_refused_without_public_in_one_line(tmp_path, host):
+    port = free_port()
+    result = minitx("serve", "--host", host, "--port", str(port), cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("Error:") and host in line and "--public" in line
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"])
+def test_loopback_hosts_need_no_public(host):
+    assert is_loopback(host)
+
+
+def test_public_serves_to_other_hosts_after_a_one_line_warning(tmp_path):
+    server = Served(tmp_path, "--host", "0.0.0.0", "--public")
+    try:
+        status, page = get(f"http://127.0.0.1:{server.port}/", Host=f"gpu-box.example:{server.port}")
+        assert status == 200 and "ws://gpu-box.example:" in page  # the address the browser used
+    finally:
+        assert server.stop() == 0
+    warnings = [line for line in server.lines if line.startswith("Warning:")]
+    assert len(warnings) == 1 and "no login" in warnings[0]
+
+
+def test_it_prints_the_address_and_the_tunnel_in_two_lines_that_fit_80_columns_and_ctrl_c_stops_it(
+        tmp_path):
+    server = Served(tmp_path)
+    started = time.monotonic()
+    assert server.stop() == 0
+    assert time.monotonic() - started < 10
+    assert server.lines == [
+        f"minitx serve: the app is at http://127.0.0.1:{server.port} (Ctrl-C stops)",
+        f"tunnel: ssh -L {server.port}:localhost:{server.port} HOST, then open "
+        f"http://localhost:{server.port}",
+    ]
+    assert all(len(line) <= 80 for line in server.lines)
+
+
+def test_the_app_it_serves_is_this_installations_with_the_checkpoints_given():
+    command = app_command(["reverse", "my run.safetensors"])
+    assert shlex.split(command) == ["exec", sys.executable, "-m", "minitx.tui.app.web.entry", "reverse",
+                                    "my run.safetensors"]
+    help_text = subprocess.run(app_command(["--help"]), shell=True, capture_output=True, text=True,
+                               timeout=60)
+    assert help_text.returncode == 0 and "minitx-tui" in help_text.stdout
+
+
+# -- whom it answers --------------------------------------------------------------------------
+def test_the_page_is_served_to_loopback_names_and_refused_to_any_other(served):
+    for host in ("127.0.0.1", "localhost", "[::1]"):
+        status, page = get(served.url, Host=f"{host}:9999")  # a tunnel may use any local port
+        assert status == 200 and f"ws://{host}:9999/ws" in page
+        assert "googleapis" not in page and "https://" not in page  # nothing from elsewhere
+    status, body = get(served.url, Host="attacker.example:8000")  # DNS rebinding
+    assert status == 403 and "attacker.example" in body
+
+
+@pytest.mark.asyncio
+async def test_a_websocket_from_another_site_is_refused(served):
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await session.ws_connect(f"{served.url}ws", origin="http://attacker.example")
+        assert refused.value.status == 403
+
+
+# -- losing the browser mid-training ----------------------------------------------------------
+class Socket:
+    """The page's side of the websocket: keys out, the screen in."""
+
+    def __init__(self, websocket) -> None:
+        self.websocket = websocket
+        self.terminal = Terminal(100, 30)
+
+    async def keys(self, *keys: str) -> None:
+        for key in keys:
+            await self.websocket.send_str(json.dumps(["stdin", key]))
+
+    async def wait_for(self, text: str) -> None:
+        end = time.monotonic() + TIMEOUT
+        while text not in self.terminal.text:
+            left = end - time.monotonic()
+            assert left > 0, f"timed out waiting for {text!r}; the screen:\n{self.terminal.text}"
+            try:
+                message = await self.websocket.receive(timeout=min(left, 1.0))
+            except asyncio.TimeoutError:
+                continue
+            assert message.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT), message
+            if message.type == aiohttp.WSMsgType.BINARY:
+                self.terminal.feed(message.data)
+
+
+async def training(session, served) -> Socket:
+    websocket = await session.ws_connect(f"{served.url}ws?width=100&height=30",
+                                         origin=served.url.rstrip("/"))
+    tab = Socket(websocket)
+    await tab.wait_for("post-norm")
+    await tab.keys("t")
+    await tab.wait_for("w will save the next run to")
+    await tab.keys(" ")
+    await tab.wait_for("steps/s")
+    return tab
+
+
+def wait_for_file(path) -> None:
+    end = time.monotonic() + TIMEOUT
+    while not path.exists():
+        assert time.monotonic() < end, f"no {path.name} after {TIMEOUT:.0f} s"
+        time.sleep(0.05)
+
+
+def saved_steps(path) -> int:
+    from minitx import checkpoints
+
+    ckpt = checkpoints.load(path)
+    assert ckpt.resumable
+    return ckpt.summary["steps"]
+
+
+@pytest.mark.asyncio
+async def test_a_dropped_connection_mid_training_saves_the_run(served):
+    async with aiohttp.ClientSession() as session:
+        tab = await training(session, served)
+        await tab.websocket.close()
+    path = served.folder / CHECKPOINT
+    wait_for_file(path)
+    line = served.wait_for_line(lambda line: "saved at step" in line, "the save")
+    assert f"saved at step {saved_steps(path)} to {path}" in line
+
+
+@pytest.mark.asyncio
+async def test_a_killed_server_mid_training_still_leaves_the_run_saved(served):
+    async with aiohttp.ClientSession() as session:
+        await training(session, served)
+        served.process.kill()  # the app's stdin ends and its stdout breaks: no one is left
+        served.process.wait(10)
+    path = served.folder / CHECKPOINT
+    wait_for_file(path)
+    assert saved_steps(path) >= 1
+    end = time.monotonic() + TIMEOUT
+    while app_left(served.process.pid):  # and the app, with no one to serve, has exited
+        assert time.monotonic() < end, "the app outlived its server"
+        time.sleep(0.05)
+
+
+def app_left(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
