@@ -32,6 +32,9 @@ MODEL_OPTIONS = {
     "position_encoding": "position_encoding",
     "kv_heads": "kv_heads",
     "attention": "attention",
+    "final_norms": "final_norms",
+    "norm_eps": "norm_eps",
+    "log_softmax": "log_softmax",
 }
 # Options that set something other than one field of the same name.
 COMBINED_OPTIONS = ("layers", "lengths")

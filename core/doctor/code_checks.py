@@ -116,10 +116,11 @@ def _mean_loss(logits: torch.Tensor, labels: torch.Tensor, pad: int) -> float:
                                  ignore_index=pad))
 
 
-def _other_tokens(task: Task, tokens: torch.Tensor) -> torch.Tensor:
-    """Each id replaced by the next ordinary token of the vocabulary (specials by some ordinary
-    token): a different, valid input at every position (digit tasks: d -> d + 1 mod 10)."""
-    real = torch.tensor(task.vocab.real_ids(), device=tokens.device)
+def _other_tokens(task: Task, tokens: torch.Tensor, side: str = "tgt") -> torch.Tensor:
+    """Each id replaced by the next ordinary token of the `side`'s vocabulary (specials by some
+    ordinary token): a different, valid input at every position (digit tasks: d -> d + 1 mod 10)."""
+    vocab = task.src_vocab if side == "src" else task.vocab
+    real = torch.tensor(vocab.real_ids(), device=tokens.device)
     return real[torch.searchsorted(real, tokens.contiguous(), right=True) % len(real)]
 
 
@@ -283,7 +284,9 @@ def check_permutation(model: Seq2Seq) -> CheckResult:
     "none"); the second, the model as it is, unless it has no position encoding at all."""
     length = min(8, model.cfg.max_len)
     cfg = model.cfg
-    ordinary = [i for i in range(cfg.vocab_size) if i not in (cfg.pad_id, cfg.sos_id, cfg.eos_id)]
+    # source ids (an imported model's source vocabulary is its own; its specials may sit anywhere)
+    specials = (cfg.source_pad_id, cfg.sos_id, cfg.eos_id)
+    ordinary = [i for i in range(cfg.source_vocab_size) if i not in specials]
     digits = [3, 1, 4, 0, 5, 9, 2, 6][:length]  # the digit tasks' ids; any vocabulary's otherwise
     src = torch.tensor([[ordinary[d % len(ordinary)] for d in digits]], device=model.device)  # (1, S)
     order = torch.randperm(length, generator=torch.Generator().manual_seed(SEED)).to(model.device)
@@ -352,8 +355,8 @@ def check_future_leakage_gradients(model: Seq2Seq, task: Task) -> CheckResult:
 def check_source_dependence(model: Seq2Seq, task: Task) -> CheckResult:
     """Same decoder input, different source: the logits must change."""
     batch = probe_batch(task, 16)
-    pad = task.vocab.pad
-    other = _other_tokens(task, batch.src).masked_fill(batch.src == pad, pad)  # same lengths, other tokens
+    pad = task.src_vocab.pad
+    other = _other_tokens(task, batch.src, "src").masked_fill(batch.src == pad, pad)  # same lengths
     device = model.device
     tgt_in = batch.decoder_input.to(device)
     with eval_mode(model), torch.no_grad():

@@ -229,7 +229,7 @@ def fresh_model(model_cfg: ModelConfig, train_cfg: TrainConfig) -> tuple[Seq2Seq
     model_cfg, train_cfg = apply_bug(model_cfg, train_cfg)
     task = task_for_config(train_cfg, model_cfg.max_len)  # a data file: its held-out pairs
     torch.manual_seed(train_cfg.seed)
-    return Seq2Seq(model_cfg.replace(**task.vocab.model_fields())), task
+    return Seq2Seq(model_cfg.replace(**task.model_fields())), task
 
 
 # ---------------------------------------------------------------------------------------------

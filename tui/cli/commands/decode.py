@@ -57,14 +57,14 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict
         for layer in range(layers)
     ]
     return {
-        "source": task.format(ids),
-        "source_tokens": vocab.labels(ids),  # one visible label per token (space as ␣)
+        "source": task.format_source(ids),
+        "source_tokens": task.source_labels(ids),  # one visible label per token fed (space as ␣)
         "prediction": prediction,
         "expected": expected,
         "correct": None if expected is None else (prediction == expected and bool(results)
                                                   and results[-1].is_end),
         "finished": bool(results) and results[-1].is_end,  # False: stopped at the length cap
-        "within_training_lengths": task.min_len <= len(ids) <= task.max_len,
+        "within_training_lengths": task.min_len <= task.source_length(ids) <= task.max_len,
         "ablated": [str(h) for h in stepper.interventions.ablated],
         "steps": [
             {

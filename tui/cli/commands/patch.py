@@ -106,9 +106,9 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
 
     n_heads = checkpoint.model_config.n_heads
     if result is None:
-        console().print(attribution_report(estimate, _pair_view(patcher), n_heads, task.vocab))
+        console().print(attribution_report(estimate, _pair_view(patcher), n_heads, task))
     else:
-        console().print(patching_report(result, n_heads, task.vocab, estimate, agreed))
+        console().print(patching_report(result, n_heads, task, estimate, agreed))
 
 
 def _pair_view(patcher):
@@ -165,7 +165,7 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
     lens = logit_lens(checkpoint.model, ids, interventions=interventions_for(checkpoint, ablate, ablate_kind))
     tops = lens.top(top_k)  # [layer][step] -> [(token, p)]
     if as_json:
-        echo_json({"checkpoint": str(checkpoint.path), "source": task.format(ids),
+        echo_json({"checkpoint": str(checkpoint.path), "source": task.format_source(ids),
                    "decoder_input": vocab.labels(lens.decoder_input),
                    "layers": [[[{"token": vocab.label(t), "p": p} for t, p in step] for step in layer]
                               for layer in tops]})
@@ -183,6 +183,6 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
         cells = ["  ".join(f"{shown(t)} {p:.2f}" for t, p in layer[step]) for layer in tops]
         table.add_row(str(step + 1), shown(fed), *cells)
     out = console()
-    out.print(f"source {task.format(ids)}: each decoder layer's top {top_k} at every step")
+    out.print(f"source {task.format_source(ids)}: each decoder layer's top {top_k} at every step")
     table.caption, table.caption_justify = "fed: the decoder's input at that step", "left"
     out.print(table)
