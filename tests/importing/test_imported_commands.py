@@ -115,7 +115,6 @@ def test_the_doctor_passes_a_healthy_imported_model(imported, layout):
     assert report["task"] == "imported"
 
 
-@pytest.mark.xfail(reason="needs the blind doctor (issue 24)", strict=False)
 def test_the_doctor_names_the_missing_causal_mask_of_a_model_trained_without_it(imported):
     result = run("doctor", imported["no-causal-mask"], "--quick", "--json")
     report = json.loads(result.stdout)

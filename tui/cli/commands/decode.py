@@ -134,7 +134,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
       minitx decode reverse "3 1 4 1 5"               # prints 5 1 4 1 3
       minitx decode "3 1 4 1 5" --attention --numbers
       minitx decode sort 31415 27182 --json
-      minitx decode reverse 31415 --top-k 3           # each step's three likeliest
+      minitx decode reverse 31415 --top-k 3           # each step's 3 likeliest
       minitx decode dates "Tuesday, 1 December 2026"  # prints 2026-12-01
       printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy  # a source per line
       minitx decode reverse 31415 --ablate cross:L2   # without L2 cross-attention
