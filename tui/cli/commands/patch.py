@@ -16,6 +16,7 @@ from minitx.tui.cli.common import (
     load_checkpoint_arg,
     threads_option,
 )
+from minitx.tui.cli.progress import Progress
 
 
 def _parse(ckpt, text: str, flag: str) -> list[int]:
@@ -85,8 +86,14 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
         patcher = Patcher.of_pairs(model, [pair])
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    result = sweep(patcher) if method != "attribution" else None
-    estimate = attribute(patcher) if method != "exact" else None
+    with Progress("patch", enabled=not as_json, console=console()) as progress:
+        result = estimate = None
+        if method != "attribution":
+            progress.stage("patching one activation at a time")
+            result = sweep(patcher, progress=lambda done, total: progress.update(done, total))
+        if method != "exact":
+            progress.stage("attribution: one forward and one backward")
+            estimate = attribute(patcher)
     agreed = agreements(result, estimate) if result is not None and estimate is not None else None
     if as_json:
         data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method}
