@@ -107,5 +107,5 @@ class Progress:
 
     def _line(self, done: bool = False) -> None:
         count = f" {self.done}/{self.total}" if self.total else (f" {self.done}" if self.done else "")
-        seconds = f"{time.monotonic() - self.started:.0f} s"
-        self.stream.write(f"{self.command}: {self.description}{count} · {'done in ' if done else ''}{seconds}\n")
+        seconds = f"{'done in ' if done else ''}{time.monotonic() - self.started:.0f} s"
+        self.stream.write(f"{self.command}: {self.description}{count} · {seconds}\n")
