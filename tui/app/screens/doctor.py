@@ -12,12 +12,13 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
+from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.messages import CheckDone, DoctorFinished
 from minitx.tui.render.colors import STATUS_MARKUP
 
 
 class DoctorScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,d", "dismiss", "close")]
+    BINDINGS = [Binding("escape,q,d", "dismiss", "close"), EXPORT_BINDING]
 
     def __init__(self, records: list, labels: list[str] | None = None) -> None:
         super().__init__()
@@ -80,6 +81,12 @@ class DoctorScreen(ModalScreen[None]):
             table.add_row(*(cells.get(str(c.key.value), "") for c in table.columns.values()), key=r.name)
         table.update_cell(r.name, f"measured-{i}", format_number(r.value), update_width=True)
         table.update_cell(r.name, f"result-{i}", STATUS_MARKUP[r.status], update_width=True)
+
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this dialog: the table of checks."""
+        from minitx.tui.app.exports import table_numbers
+
+        return table_numbers(self.query_one(DataTable), "doctor")
 
     def on_doctor_finished(self, message: DoctorFinished) -> None:
         from rich.markup import escape

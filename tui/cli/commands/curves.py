@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from pathlib import Path
@@ -139,17 +138,9 @@ def _summary(label: str, history, width: int):
 
 def _csv(loaded) -> str:
     """One row per recorded point: run, series, step, training seconds at that step, value."""
-    from minitx.core.training.history import SERIES
+    from minitx.tui.render.csv_files import curves_csv
 
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["run", "series", "step", "seconds", "value"])
-    for label, _, history in loaded:
-        for name in SERIES:
-            steps, values = history.series(name)
-            for step, seconds, value in zip(steps, history.seconds_at(steps), values):
-                writer.writerow([label, name, step, f"{seconds:.6g}", f"{value:.8g}"])
-    return buffer.getvalue()
+    return curves_csv([(label, history) for label, _, history in loaded])
 
 
 def _json(loaded) -> str:

@@ -95,21 +95,16 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
             progress.stage("attribution: one forward and one backward")
             estimate = attribute(patcher)
     agreed = agreements(result, estimate) if result is not None and estimate is not None else None
+    from minitx.tui.render.patch_tables import attribution_report, patching_data, patching_report
+
     if as_json:
         data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method}
-        if result is not None:
-            data.update(result.to_dict())
-        else:
+        if result is None:  # the pair, as a sweep would have said it
             data.update({k: getattr(patcher, k) for k in ("clean", "corrupted", "clean_answer",
                                                           "corrupted_answer", "steps", "clean_difference",
                                                           "corrupted_difference")})
-        if estimate is not None:
-            data["attribution"] = {**estimate.to_dict(), "stream_all": estimate.stream_all}
-        if agreed is not None:
-            data["agreement"] = {k: a.to_dict() for k, a in agreed.items()}
-        echo_json(data)
+        echo_json({**data, **patching_data(result, estimate, agreed)})
         return
-    from minitx.tui.render.patch_tables import attribution_report, patching_report
 
     n_heads = checkpoint.model_config.n_heads
     if result is None:
