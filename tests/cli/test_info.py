@@ -123,3 +123,16 @@ def test_list_at_80_columns_keeps_every_name_and_bug_whole():
         bug = name.removeprefix("reverse-")
         if bug != name:
             assert f"bug:{bug}" in run.stdout
+
+
+def test_inspect_never_calls_a_rough_evaluation_best_and_counts_the_rough_ones():
+    from minitx.core.training.history import History
+    from minitx.tui.cli.commands.info import describe_history
+
+    history = History()
+    for step in range(1, 101):
+        history.record_step(step, 1.0, 1e-3, 1.0, 100.0, step * 0.1)
+    history.record_eval(50, 1.0, n=100, complete=False)  # stopped early: its 100% is no measurement
+    history.record_eval(100, 0.8, n=500, complete=True)
+    line = describe_history(history)
+    assert "2 evaluations (best 80.0% at step 100, 1 stopped early)" in line and "100.0%" not in line
