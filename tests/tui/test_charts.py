@@ -23,7 +23,7 @@ def test_a_loss_that_jumps_every_step_draws_its_trend_not_a_fence_of_strokes():
     text = chart_text([curve], "loss", 80, 20, log=True).plain
     rows_with_dots = [i for i, row in enumerate(plot_rows(text)) if any(ord(c) in BRAILLE for c in row)]
     assert len(plot_rows(text)) == 17 and len(rows_with_dots) <= 3
-    assert "a dot: mean of 14 steps" in text.splitlines()[0]
+    assert "a dot: mean over 13 steps" in text.splitlines()[0]  # 1,999 steps over 150 dots across
 
 
 def test_y_labels_never_sit_on_neighbouring_rows_and_x_labels_span_the_run():
@@ -70,3 +70,18 @@ def test_overlaid_runs_keep_their_marks_and_the_legend_moves_down_when_it_does_n
     assert title == "loss · log scale" and "⣿ a-long-run-name" in legend and "▀ another" in legend
     assert len(plot_rows(text)) == 6
     assert all(len(line) <= 60 for line in text.splitlines())
+
+
+def test_a_thinned_or_very_long_history_says_how_many_steps_a_dot_covers():
+    sparse = History()  # a file keeps at most 2,000 points: here one every 3 steps of 3,001
+    for step in range(1, 3002, 3):
+        sparse.record_step(step, 1.0 / step, 1e-3, 1.0, 100.0, step * 0.1)
+    text = chart_text([curve_of("run", sparse, "loss")], "loss", 80, 12, log=True).plain
+    assert "a dot: mean over 20 steps" in text.splitlines()[0]  # 3,000 steps over 150 dots across
+    long = History()
+    for step in range(1, 100_001):
+        long.record_step(step, 1.0 / step, 1e-3, 1.0, 100.0, step * 0.1)
+    steps, _ = long.series("loss", at_most=4000)
+    assert len(steps) == 4000 and steps[0] == 1 and steps[-1] == 100_000
+    text = chart_text([curve_of("run", long, "loss")], "loss", 80, 12, log=True).plain
+    assert "a dot: mean over 671 steps" in text.splitlines()[0]

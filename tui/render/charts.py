@@ -45,7 +45,8 @@ DOTS = {"braille": (2, 4), "hd": (2, 2), "dot": (1, 1)}  # dots across and down 
 SMOOTHING = 0.9  # weight of the moving average when smoothing is on (TensorBoard's slider)
 AXIS_LINES = 2  # below the plotted rows: the x axis, then its tick labels
 ROUGH, EVALUATION = "○", "●"
-MAX_AVERAGED = 50  # points per dot averaged at most; a longer run is thinned evenly first
+CURVE_POINTS = 4_000  # points of a run drawn at most: 25 a dot across an 80-column chart
+MAX_AVERAGED = 50  # points one dot averages at most; more are thinned evenly first
 # Braille dot bits by (column, row) of the 2x4 cell; quadrant blocks by their four bits.
 BRAILLE_BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 QUADRANTS = " ▘▝▀▖▌▞▛▗▚▐▜▄▙▟█"  # index: 1 top-left, 2 top-right, 4 bottom-left, 8 bottom-right
@@ -58,6 +59,7 @@ class Curve:
     y: list[float]
     rough: tuple[bool, ...] = ()  # evaluations: True where one stopped early (its value is rough)
     span: tuple[float, float] | None = None  # the run's whole x extent (an evaluation curve's run)
+    per_point: float = 1.0  # recorded points each point stands for (a long run is thinned first)
 
 
 def smooth(values: list[float], weight: float = SMOOTHING) -> list[float]:
@@ -72,23 +74,29 @@ def smooth(values: list[float], weight: float = SMOOTHING) -> list[float]:
 def curve_of(label: str, history: History, chart: str, x_axis: str = "step",
              smoothed: bool = False) -> Curve:
     """One run's curve for a chart; x is the step or the training seconds at it. The curve spans
-    the whole run (its first and last recorded step), so evaluations sit where they happened."""
-    steps, values = history.series(chart)
+    the whole run (its first and last recorded step), so evaluations sit where they happened. A
+    run of more than CURVE_POINTS steps is thinned evenly first (and smoothed after, with the
+    weight of as many steps), so a live chart of a long run redraws as fast as a short one's."""
     rough: tuple[bool, ...] = ()
-    if chart == "accuracy":
+    per_point = 1.0
+    if chart == "accuracy":  # evaluations are few: each one is worth seeing, and none is smoothed
+        steps, values = history.series(chart)
         evaluations = history.evaluations()
         steps, values = steps[: len(evaluations)], values[: len(evaluations)]
         rough = tuple(not complete for *_, complete in evaluations[: len(steps)])
-    elif smoothed:  # evaluations are few: each one is worth seeing
-        values = smooth(values)
-    run_steps, _ = history.series("loss")
-    ends = [s for s in (run_steps[:1] + run_steps[-1:] + steps[:1] + steps[-1:])]
+    else:
+        steps, values = history.series(chart, at_most=CURVE_POINTS)
+        per_point = max(1.0, len(history.steps) / max(1, len(steps)))
+        if smoothed:
+            values = smooth(values, SMOOTHING**per_point)
+    run_steps = list(history.steps[:1]) + list(history.steps[-1:])
+    ends = run_steps + steps[:1] + steps[-1:]
     span_steps = [min(ends), max(ends)] if ends else []
     if x_axis == "step":
         x, span = [float(s) for s in steps], [float(s) for s in span_steps]
     else:
         x, span = history.seconds_at(steps), history.seconds_at(span_steps)
-    return Curve(label, x, values, rough, (span[0], span[1]) if span else None)
+    return Curve(label, x, values, rough, (span[0], span[1]) if span else None, per_point)
 
 
 # -- the chart ---------------------------------------------------------------------------------
@@ -142,10 +150,11 @@ def chart_text(curves: list[Curve], chart: str, width: int, height: int = 0, log
         canvas = _Canvas(width - margin - 1, rows)
         for index, curve in shown:
             canvas.draw(curve, RUN_STYLES[index % len(RUN_STYLES)], x_scale, y_scale,
-                        markers=chart == "accuracy")
+                        markers=chart == "accuracy", steps_axis=x_axis == "step")
         key = legend([c.label if c.x else f"{c.label} (none)" for c in curves],
                      averaged=canvas.averaged if chart != "accuracy" else 1,
-                     evaluations=canvas.evaluations, rough=canvas.rough)
+                     evaluations=canvas.evaluations, rough=canvas.rough,
+                     unit="steps" if x_axis == "step" else "points")
         needed = len(_heading(top, key, width)) if heading else 0
         if needed <= heading_lines or plot_rows is not None:
             break
@@ -170,9 +179,11 @@ def _heading(title: Text, key: Text, width: int) -> list[Text]:
     return lines
 
 
-def legend(labels: list[str], averaged: int = 1, evaluations: bool = False, rough: bool = False) -> Text:
-    """'⣿ A   ▀ B   a dot: mean of 6 steps   ● evaluation   ○ stopped early (rough)': each run's
-    mark in its colour, then what the chart's other marks mean."""
+def legend(labels: list[str], averaged: int = 1, evaluations: bool = False, rough: bool = False,
+           unit: str = "steps") -> Text:
+    """'⣿ A   ▀ B   a dot: mean over 6 steps   ● evaluation   ○ stopped early (rough)': each
+    run's mark in its colour, then what the chart's other marks mean (`averaged`: the steps a
+    dot of a line covers, or with unit "points" the recorded points it averages)."""
     text = Text()
     for index, label in enumerate(labels):
         (r, g, b), marker = RUN_STYLES[index % len(RUN_STYLES)]
@@ -181,7 +192,8 @@ def legend(labels: list[str], averaged: int = 1, evaluations: bool = False, roug
         text.append(GLYPHS[marker], style=f"bold rgb({r},{g},{b})")
         text.append(f" {label}")
     if averaged > 1:
-        text.append(f"   a dot: mean of {averaged} steps", style="dim")
+        text.append(f"   a dot: mean over {averaged} steps" if unit == "steps" else
+                    f"   a dot: mean of {averaged} points", style="dim")
     if evaluations:
         text.append("   ")
         text.append(EVALUATION, style="bold")
@@ -199,7 +211,7 @@ def _plottable(curve: Curve, log: bool) -> Curve:
     points = [(x, y, r) for x, y, r in zip(curve.x, curve.y, rough)
               if math.isfinite(x) and math.isfinite(y) and (y > 0 or not log)]
     return Curve(curve.label, [p[0] for p in points], [p[1] for p in points],
-                 tuple(p[2] for p in points), curve.span)
+                 tuple(p[2] for p in points), curve.span, curve.per_point)
 
 
 def _y_axis(chart: str, ys: list[float], log: bool, rows: int) -> tuple[_Scale, list[float]]:
@@ -248,10 +260,11 @@ class _Canvas:
     def __init__(self, columns: int, rows: int) -> None:
         self.columns, self.rows = columns, rows
         self.cells: dict[tuple[int, int], tuple[str, str]] = {}  # (row, column) -> (char, style)
-        self.averaged = 1  # the most points one dot of a line stands for
+        self.averaged = 1  # the most steps (or points) one dot of a line covers, where it averages
         self.evaluations = self.rough = False  # whether ● and ○ marks were drawn
 
-    def draw(self, curve: Curve, style, x_scale: _Scale, y_scale: _Scale, markers: bool) -> None:
+    def draw(self, curve: Curve, style, x_scale: _Scale, y_scale: _Scale, markers: bool,
+             steps_axis: bool = True) -> None:
         """One curve's line; with `markers` (evaluations) ○ on each rough point, and ● on each
         complete one where they are few enough to tell apart."""
         (r, g, b), marker = style
@@ -260,7 +273,9 @@ class _Canvas:
         wide, tall = self.columns * across, self.rows * down
         line = [(x, y) for x, y, rough in zip(curve.x, curve.y, curve.rough) if not rough]
         dots, averaged = _averaged(line, x_scale, y_scale, wide, tall)
-        self.averaged = max(self.averaged, averaged)
+        if averaged > 1:  # on a step axis a dot covers the same steps whatever was recorded in them
+            steps = (x_scale.hi - x_scale.lo) / max(1, wide - 1)
+            self.averaged = max(self.averaged, round(steps if steps_axis else averaged * curve.per_point))
         bits: dict[tuple[int, int], int] = {}
         for (x0, y0), (x1, y1) in zip(dots, dots[1:] or dots):
             for px, py in _segment(x0, y0, x1, y1):
@@ -280,7 +295,7 @@ class _Canvas:
 
 def _averaged(points, x_scale: _Scale, y_scale: _Scale, wide: int, tall: int):
     """(dot column, dot row) per dot column the points reach: the mean of the y fractions of the
-    points in it; and the most points one dot stands for."""
+    points in it; and the most points one dot stands for (of those given)."""
     thinned = 1.0
     if len(points) > MAX_AVERAGED * wide:  # a very long run: thinned evenly first
         keep = keep_indices([p[0] for p in points], MAX_AVERAGED * wide)
@@ -294,7 +309,7 @@ def _averaged(points, x_scale: _Scale, y_scale: _Scale, wide: int, tall: int):
         total[1] += 1
     dots = [(column, min(tall - 1, max(0, round((1 - s / n) * (tall - 1)))))
             for column, (s, n) in sorted(sums.items())]
-    return dots, round(thinned * max((n for _, n in sums.values()), default=1))
+    return dots, thinned * max((n for _, n in sums.values()), default=1)
 
 
 def _segment(x0: int, y0: int, x1: int, y1: int):
