@@ -77,7 +77,7 @@ class Trainer:
         self.device = resolve_device(train_cfg.device)
         self.task = task_for_config(train_cfg, model_cfg.max_len)  # reads a data file, if any
         # The vocabulary is the task's: a data file's decides the model's size and special ids.
-        self.model_cfg = model_cfg = model_cfg.replace(**self.task.vocab.model_fields())
+        self.model_cfg = model_cfg = model_cfg.replace(**self.task.model_fields())
         # A bug preset may feed the model other data (copies for no-reverse, while the task
         # still says reverse) or feed it differently (no-shift); chosen here, once.
         bug = bug_preset(train_cfg.bug)

@@ -119,7 +119,7 @@ def session_grid(session, layer: int | None = None, head: int | None = None):
     layer = session.layer_index if layer is None else layer
     head = session.head_index if head is None else head
     outputs = [r.text for r in s.results[: s.position]]
-    tokens = session.record.task.vocab.labels(s.src_ids)
+    tokens = session.record.task.source_labels(s.src_ids)
     if kind == "cross":
         return s.cross_attention_grid(layer, head).tolist(), outputs, tokens
     if kind == "self":
@@ -235,22 +235,18 @@ def pair_numbers(sessions: dict, comparison, step: int) -> Numbers | None:
     a, b = sides["A"]["weights"], sides["B"]["weights"]
     difference = [[abs(x - y) for x, y in zip(ra, rb)] for ra, rb in zip(a, b)]
     first = sessions["A"]
-    data = {"source": first.record.task.format(first.stepper.src_ids), "step": step, "kind": first.kind,
-            "layer": first.layer_index + 1, "head": first.head_index + 1, **sides,
+    data = {"source": first.record.task.format_source(first.stepper.src_ids), "step": step,
+            "kind": first.kind, "layer": first.layer_index + 1, "head": first.head_index + 1, **sides,
             "difference": difference, "summary": comparison.to_dict() if comparison is not None else None}
     return json_numbers(f"compare-{first.kind}-L{first.layer_index + 1}-H{first.head_index + 1}", data)
 
 
-def table_numbers(table, name: str) -> Numbers | None:
-    """A DataTable as it reads (the doctor's checks): its column labels, then its rows, as text."""
-    from rich.text import Text
-
-    if not table.row_count:
+def doctor_numbers(models: list[str], results: list[dict], order: list[str]) -> Numbers | None:
+    """The doctor's checks done so far: a line per model and check (results: per model, check
+    name -> core CheckResult; order: the check names as they came)."""
+    lines = [[model, name, r.kind, r.status, "" if r.value is None else r.value, r.threshold, r.detail]
+             for name in order for model, done in zip(models, results) if (r := done.get(name)) is not None]
+    if not lines:
         return None
-
-    def plain(cell) -> str:
-        return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
-
-    header = [plain(column.label) for column in table.columns.values()]
-    return Numbers(name, "csv", rows_csv(header, ([plain(c) for c in table.get_row_at(i)]
-                                                   for i in range(table.row_count))))
+    return Numbers("doctor", "csv", rows_csv(["model", "check", "kind", "result", "measured", "threshold",
+                                              "note"], lines))

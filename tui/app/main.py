@@ -152,9 +152,8 @@ class MinitxApp(App):
             from minitx.core.training.threads import set_threads
 
             set_threads()  # the UI thread's own count: explore and compare run torch here
-            # torch, the app and the first model are here for good: move them out of the
-            # collector's reach. Otherwise every full collection walks them all, a pause of
-            # 70-220 ms that froze keys and training alike.
+            # torch, the app and the first model are here for good: out of the collector's
+            # reach, so a full collection does not walk them all (a pause of keys and training).
             gc.freeze()
         self.current, self.loading = message.record, False
         self.status = message.record.summary

@@ -341,17 +341,25 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.query_one("#pair-output", OutputLine).show(*lines)
 
     def _draw_diff(self) -> None:
-        a, b = (p.grid for p in self.panels.values())
+        panels = list(self.panels.values())
+        a, b = (p.grid for p in panels)
         n = max(len(a.row_labels), len(b.row_labels))
         pairs = [(a.row_labels[i] if i < len(a.row_labels) else "",
                   b.row_labels[i] if i < len(b.row_labels) else "") for i in range(n)]
-        columns = a.columns
+        ends = [p.session.record.task.vocab.tokens[p.session.record.task.vocab.eos] for p in panels]
+        pairs = [(x, x) if (x, y) == tuple(ends) else (x, y) for x, y in pairs]  # </s> = <eos>
+        # Source positions line up by the source's own tokens: a model whose code wrapped its
+        # sources (an imported one) has a start and an end column the other may lack.
+        spans = [_own_columns(p.session) for p in panels]
+        rows_a, rows_b = ([row[start:stop] for row in grid.rows]
+                          for grid, (start, stop) in zip((a, b), spans))
+        columns = a.columns[spans[0][0]:spans[0][1]]
         cell = self._diff_cell(len(columns))
         box = self.query_one("#diff-box")
         box.display = cell > 0
         if cell:
             box.styles.width = max(16, 11 + cell * len(columns))  # label 7, edges, scrollbar
-            self.query_one("#diff", DiffGrid).show(difference(a.rows, b.rows), pairs, columns, cell)
+            self.query_one("#diff", DiffGrid).show(difference(rows_a, rows_b), pairs, columns, cell)
 
     def _diff_cell(self, columns: int) -> int:
         """Characters per |A−B| column: A's and B's grids get room first (label, three or four
@@ -372,3 +380,12 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             if self.summary_loading else ""
         a = self.panels["A"].session
         self.query_one("#summary", CompareSummary).show(self.comparison, a.layer_index, a.head_index, note)
+
+
+def _own_columns(session) -> tuple[int, int]:
+    """(start, stop) of the columns of a session's grid that hold the source's own tokens: all of
+    them, or all but the start and end tokens of a wrapped source."""
+    ids = session.stepper.src_ids if session.stepper is not None else []
+    own = session.record.task.source_length(ids)
+    start = 1 if own < len(ids) else 0
+    return start, start + own

@@ -169,7 +169,8 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         # Keep the source on screen for a model of the same tokens; never leave the old model's
         # decode: a source the new model cannot take falls back to the last good one, then to
         # the task's own example (a date for dates, a held-out pair for a data file).
-        same_tokens = session.record is not None and session.record.task.vocab == app.current.task.vocab
+        same_tokens = (session.record is not None
+                       and session.record.task.src_vocab == app.current.task.src_vocab)
         shown = self.shown_source()
         session.set_model(app.current)
         self._draw_title()
@@ -274,7 +275,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def _open_failure(self, failure) -> None:
         """Decode a failure's source and stop at its first wrong step."""
-        text = self.session.record.task.format(failure.source)
+        text = self.session.record.task.format_source(failure.source)
         if self.set_source(text):
             self.query_one(SourceBar).show_source(text)
             self.position = failure.first_wrong + 1

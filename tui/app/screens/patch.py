@@ -36,9 +36,9 @@ class PatchScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         task = self.decoded[1]
         with Vertical(id="patch-box", classes="dialog"):
-            yield Label(f"clean: {task.format(self.clean)} (the source on screen) · corrupted:")
-            yield Input(task.format(suggested_corruption(self.clean, task.vocab)), id="patch-source",
-                        compact=True)
+            yield Label(f"clean: {task.format_source(self.clean)} (the source on screen) · corrupted:")
+            corrupted = suggested_corruption(self.clean, task.src_vocab)
+            yield Input(task.format_source(corrupted), id="patch-source", compact=True)
             yield Static("", id="patch-status", markup=False)
             with VerticalScroll(id="patch-result"):
                 yield Static("", id="patch-report")
@@ -91,7 +91,7 @@ class PatchScreen(ModalScreen[None]):
         self._status("")
         model, task = self.decoded
         self.query_one("#patch-report", Static).update(patching_report(message.result, model.cfg.n_heads,
-                                                                       task.vocab, self.estimate,
+                                                                       task, self.estimate,
                                                                        self.agreements))
         self.query_one("#patch-result").focus()
 

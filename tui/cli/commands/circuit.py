@@ -11,6 +11,7 @@ import click
 from minitx.tui.cli.common import (
     apply_threads,
     console,
+    core_choice,
     device_option,
     echo_json,
     json_option,
@@ -30,7 +31,8 @@ from minitx.tui.cli.progress import Progress
               help="Which pairs are drawn.")
 @click.option("--n", "n", type=click.IntRange(min=1), default=200, show_default=True,
               help="Sequences the circuit alone decodes for its exact match.")
-@click.option("--ablation", type=click.Choice(["mean", "zero"]), default="mean", show_default=True,
+@click.option("--ablation", type=core_choice("interp.interventions", "ABLATIONS"), default="mean",
+              show_default=True,
               help="What a head outside the circuit outputs: its mean over 256 fresh sources, or 0.")
 @click.option("--svg", "svg", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also draw the circuit as SVG: heads by layer and kind, kept edges between them.")

@@ -70,9 +70,9 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
                 raise click.UsageError("--lengths and --data: a file's pairs have their own lengths")
             from minitx.core.data.pair_task import read_for_model
 
-            pairs = read_for_model(data, task.vocab, positions)
+            pairs = read_for_model(data, task, positions)
             with Progress("eval", enabled=not as_json) as progress:
-                result = score(checkpoint.model, task, progress.track(pairs.batches(task.vocab), "decoding"),
+                result = score(checkpoint.model, task, progress.track(pairs.batches(task), "decoding"),
                                show_failures, pairs.lines())
             what = f"{pairs.provenance.file}: {result.n:,} pairs"
             if pairs.skipped:
@@ -160,7 +160,7 @@ def _length_rows(result) -> list[tuple[str, float, int, int]]:
 
 def _failure_data(failure, task) -> dict:
     """A failure's ids, step and line, and the same as text."""
-    return {**failure.to_dict(), "source_text": task.format(failure.source),
+    return {**failure.to_dict(), "source_text": task.format_source(failure.source),
             "expected_text": task.format(failure.expected), "output_text": task.format(failure.output)}
 
 
@@ -173,7 +173,7 @@ def _print_failures(failures, wrong: int, task) -> None:
     click.echo(f"first {len(failures)} of {wrong} wrong outputs ([ ] marks the first wrong token):")
     for f in failures:
         where = f"line {f.line}: " if f.line is not None else ""
-        click.echo(f"  {where}{task.format(f.source)}  wrong from step {f.first_wrong + 1}")
+        click.echo(f"  {where}{task.format_source(f.source)}  wrong from step {f.first_wrong + 1}")
         click.echo(f"    got      {_marked(f.output, f.first_wrong, task.vocab)}")
         click.echo(f"    expected {_marked(f.expected, f.first_wrong, task.vocab)}")
 
