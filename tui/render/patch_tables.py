@@ -1,4 +1,5 @@
-"""Activation patching as Rich renderables: the same tables in `minitx patch` and in the app."""
+"""Activation patching as Rich renderables, and as plain data: the same tables (and the same
+JSON) in `minitx patch` and in the app."""
 
 from __future__ import annotations
 
@@ -23,6 +24,17 @@ def fraction_text(value: float) -> Text:
     is always there: without colour it is all there is)."""
     style = "bold green" if value >= 0.5 else "green" if value >= 0.1 else "red" if value <= -0.1 else "dim"
     return Text(f"{value:+.2f}", style=style)
+
+
+def patching_data(result, estimate=None, agreed=None) -> dict:
+    """A sweep (core.patching.PatchingResult, or None), its attribution estimate and their
+    agreement as plain data: what `minitx patch --json` prints and the app's export key saves."""
+    data = result.to_dict() if result is not None else {}
+    if estimate is not None:
+        data["attribution"] = {**estimate.to_dict(), "stream_all": estimate.stream_all}
+    if agreed is not None:
+        data["agreement"] = {k: a.to_dict() for k, a in agreed.items()}
+    return data
 
 
 def _token(labels: list[str], position: int) -> str:

@@ -122,6 +122,18 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.query_one("#pair-grids").display = not shown
         self.refresh_bindings()
 
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this screen (tui/app/exports.py): A's
+        and B's curves, or their grids, |A−B| and the summary."""
+        from minitx.tui.app.exports import curves_numbers, pair_numbers
+
+        if self.charts_shown():
+            return curves_numbers(self.curve_chart(), "compare")
+        if not self.models:
+            return None
+        return pair_numbers({side: p.session for side, p in self.panels.items()}, self.comparison,
+                            self.position)
+
     def _show_curves(self, a, b) -> None:
         """A's and B's histories, overlaid: A in the first colour, B in the second, always."""
         self.curve_chart().show_runs([(f"A {a.name}", a.history), (f"B {b.name}", b.history)],

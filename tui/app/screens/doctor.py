@@ -13,6 +13,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.messages import CheckDone, DoctorFinished
 from minitx.tui.render.colors import STATUS_MARKUP
 
@@ -27,7 +28,7 @@ THRESHOLD_WIDTH, THRESHOLD_WIDEST = 11, 24
 
 
 class DoctorScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,d", "dismiss", "close")]
+    BINDINGS = [Binding("escape,q,d", "dismiss", "close"), EXPORT_BINDING]
 
     def __init__(self, records: list, labels: list[str] | None = None) -> None:
         super().__init__()
@@ -83,6 +84,12 @@ class DoctorScreen(ModalScreen[None]):
         if r.name not in self.order:
             self.order.append(r.name)
         self._refresh_report()
+
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this dialog: each check done so far."""
+        from minitx.tui.app.exports import doctor_numbers
+
+        return doctor_numbers([self._title_of(i) for i in range(len(self.records))], self.results, self.order)
 
     def on_doctor_finished(self, message: DoctorFinished) -> None:
         from rich.markup import escape

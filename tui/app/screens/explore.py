@@ -185,6 +185,13 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     def draw_extras(self) -> None:
         self._draw_title()
 
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this screen (tui/app/exports.py)."""
+        from minitx.tui.app.exports import session_numbers, timeline_numbers
+
+        return timeline_numbers(self.timeline(), "explore") if self.timeline_shown() \
+            else session_numbers(self.session)
+
     def _draw_title(self) -> None:
         """The model, and what is done to it: the heads knocked out, teacher forcing."""
         session, app = self.session, self.app

@@ -11,6 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.messages import PatchProgress, PatchReady
 from minitx.tui.app.widgets.topk import bar
 
@@ -23,7 +24,7 @@ def suggested_corruption(clean: list[int], vocab) -> list[int]:
 
 
 class PatchScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape", "dismiss(None)", "close")]
+    BINDINGS = [Binding("escape", "dismiss(None)", "close"), EXPORT_BINDING]
 
     def __init__(self, model, task, clean: list[int]) -> None:
         super().__init__()
@@ -93,6 +94,15 @@ class PatchScreen(ModalScreen[None]):
                                                                        task, self.estimate,
                                                                        self.agreements))
         self.query_one("#patch-result").focus()
+
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this dialog: `minitx patch --json`'s."""
+        from minitx.tui.app.exports import json_numbers
+        from minitx.tui.render.patch_tables import patching_data
+
+        if self.result is None:
+            return None
+        return json_numbers("patching", patching_data(self.result, self.estimate, self.agreements))
 
     def _status(self, text: str) -> None:
         status = self.query_one("#patch-status", Static)

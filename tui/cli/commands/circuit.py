@@ -18,8 +18,7 @@ from minitx.tui.cli.common import (
     load_checkpoint_arg,
     threads_option,
 )
-
-STAGES = ("patching heads", "path patching", "pruning heads", "pruning edges", "exact match")
+from minitx.tui.cli.progress import Progress
 
 
 @click.command("circuit", short_help="The circuit: heads and edges that keep the answer.")
@@ -77,10 +76,10 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as
         raise click.UsageError(str(e)) from None
     out = console()
     try:
-        if out.is_terminal and not as_json:
-            result = _with_progress(out, model, task, pairs, keep, n, ablation)
-        else:
-            result = find_circuit(model, task, pairs, keep=keep, accuracy_n=n, ablation=ablation)
+        with Progress("circuit", enabled=not as_json, console=out) as progress:
+            progress.stage("finding the circuit")
+            result = find_circuit(model, task, pairs, keep=keep, accuracy_n=n, ablation=ablation,
+                                  progress=lambda stage, done, total: progress.update(done, total, stage))
     except ValueError as e:  # pairs the model cannot tell apart
         raise click.UsageError(str(e)) from None
     if svg is not None:
@@ -91,22 +90,6 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as
                    "lengths": [lo, hi], "svg": svg, **result.to_dict()})
         return
     _report(out, checkpoint, pairs, seed, result, svg)
-
-
-def _with_progress(out, model, task, pairs, keep, n, ablation):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from minitx.core.interp.circuit import find_circuit
-
-    with Progress(TextColumn("[bold]{task.description:<15}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                  console=out, transient=True) as bar:
-        bar_id = bar.add_task(STAGES[0], total=None)
-
-        def progress(stage: str, done: int, total: int) -> None:
-            bar.update(bar_id, description=stage, completed=done, total=total)
-
-        return find_circuit(model, task, pairs, keep=keep, accuracy_n=n, progress=progress,
-                            ablation=ablation)
 
 
 def _report(out, checkpoint, pairs, seed, result, svg) -> None:

@@ -36,10 +36,12 @@ def looks_like_source(text: str) -> bool:
     return stripped.replace(" ", "").isdigit() or any(c.isspace() for c in stripped)
 
 
-def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict:
+def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_kind: bool = False) -> dict:
     """Decode one source with core's Stepper (under `interventions`, e.g. an ablation) and record
     everything as plain data: the prediction, each step's top-k, log-probability and entropy, and
-    cross-attention as [layer][head][step][source]."""
+    cross-attention as [layer][head][step][source]. every_kind: also decoder self-attention as
+    [layer][head][step][decoder input] (zero after the step) with "decoder_inputs", and encoder
+    self-attention as [layer][head][source][source]."""
     from minitx.core.interp.decode import Stepper
 
     task, vocab = ckpt.task, ckpt.task.vocab
@@ -56,7 +58,7 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict
         [[r.cross_attention[layer, head].tolist() for r in results] for head in range(heads)]
         for layer in range(layers)
     ]
-    return {
+    trace = {
         "source": task.format_source(ids),
         "source_tokens": task.source_labels(ids),  # one visible label per token fed (space as ␣)
         "prediction": prediction,
@@ -79,6 +81,14 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict
         ],
         "cross_attention": cross,
     }
+    if every_kind:
+        trace["decoder_inputs"] = [vocab.label(ckpt.model_config.sos_id)] + [r.text for r in results[:-1]]
+        trace["self_attention"] = [[stepper.self_attention_grid(layer, head).tolist()
+                                    for head in range(heads)] for layer in range(layers)]
+        trace["encoder_attention"] = [[stepper.encoder_attention_grid(layer, head).tolist()
+                                       for head in range(stepper.encoder_attention.shape[1])]
+                                      for layer in range(stepper.encoder_attention.shape[0])]
+    return trace
 
 
 def _sources(args: list[str]) -> list[str]:

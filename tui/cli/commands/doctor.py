@@ -14,10 +14,12 @@ import click
 
 from minitx.tui.cli import model_options
 from minitx.tui.cli.common import apply_threads, console, device_option, echo_json, threads_option
+from minitx.tui.cli.progress import Progress
 from minitx.tui.render.colors import STATUS_MARKUP
 
 EXIT_FAILED = 1  # a check failed
 EXIT_CANNOT_RUN = 2  # bad checkpoint or options (the same code as a usage error)
+MARKS = {"pass": "✓", "fail": "✗", "skip": "-"}  # each check done so far, on the progress line
 
 
 class CannotRun(click.ClickException):
@@ -85,10 +87,13 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
     from minitx.core.doctor.diagnosis import diagnose_model, run_doctor
 
     report = None if as_json else _Report(subject, explain)
-    with _Progress(report.out if report else None) as progress:
+    marks: list[str] = []
+    with Progress("doctor", enabled=not as_json, console=report.out if report else None) as progress:
+        progress.stage("running the first check")
 
         def on_result(result) -> None:
-            progress.update(result)
+            marks.append(MARKS[result.status])
+            progress.update(len(marks), description=f"checks done {''.join(marks)} (last {result.name})")
             if report is not None:
                 report.row(result)
 
@@ -174,37 +179,6 @@ def _jsonable(data: dict) -> dict:
     if isinstance(value, float) and not math.isfinite(value):
         data = {**data, "value": None, "detail": f"measured {value}; {data.get('detail', '')}".strip("; ")}
     return data
-
-
-class _Progress:
-    """A Rich status line while the checks run: on the report's console when that is a
-    terminal (the result lines print above it), else on stderr when that is one."""
-
-    MARKS = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "skip": "[dim]-[/]"}
-
-    def __init__(self, out) -> None:
-        self.status = None
-        self.marks: list[str] = []
-        for candidate in (out, console(file=sys.stderr)):
-            if candidate is not None and candidate.is_terminal:
-                self.status = candidate.status("doctor: running the first check…")
-                break
-
-    def __enter__(self):
-        if self.status is not None:
-            self.status.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.status is not None:
-            self.status.stop()
-
-    def update(self, result) -> None:
-        if self.status is None:
-            return
-        self.marks.append(self.MARKS[result.status])
-        done = f"{len(self.marks)} checks done {' '.join(self.marks)}"
-        self.status.update(f"doctor: {done} · last {result.name}; running the next…")
 
 
 NAME_WIDTH = 26  # the longest check name, future-leakage-gradients, and a gap

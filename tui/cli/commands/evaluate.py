@@ -19,6 +19,9 @@ from minitx.tui.cli.common import (
     sample_options,
     threads_option,
 )
+from minitx.tui.cli.progress import Progress
+
+EVAL_BATCH = 500  # examples decoded at once
 
 
 @click.command("eval", short_help="Exact-match accuracy: fresh sequences, held-out pairs or a file.")
@@ -68,7 +71,9 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
             from minitx.core.data.pair_task import read_for_model
 
             pairs = read_for_model(data, task, positions)
-            result = score(checkpoint.model, task, pairs.batches(task), show_failures, pairs.lines())
+            with Progress("eval", enabled=not as_json) as progress:
+                result = score(checkpoint.model, task, progress.track(pairs.batches(task), "decoding"),
+                               show_failures, pairs.lines())
             what = f"{pairs.provenance.file}: {result.n:,} pairs"
             if pairs.skipped:
                 what += f" ({pairs.skipped:,} skipped: longer than the model's positions allow)"
@@ -84,8 +89,11 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
                     param_hint="--lengths")
             bounds = (lo, hi) if task.exact_lengths else (None, None)
             lines = task.heldout_lines()
-            batches = task.evaluation_batches(n, seed, 500, *bounds)
-            result = score(checkpoint.model, task, batches, show_failures, lines)
+            batches = task.evaluation_batches(n, seed, EVAL_BATCH, *bounds)
+            with Progress("eval", enabled=not as_json) as progress:
+                batches = progress.track(batches, f"decoding {n:,} examples, batches of {EVAL_BATCH}",
+                                         -(-n // EVAL_BATCH))
+                result = score(checkpoint.model, task, batches, show_failures, lines)
             if task.heldout is not None:
                 what = (f"{result.n:,} held-out pairs of {task.provenance['data']['file']} (kept in the "
                         "checkpoint)")

@@ -92,10 +92,12 @@ def describe_history(history) -> str:
     steps = list(history.steps)
     if steps:
         parts.append(f"{len(steps)} points of steps {steps[0]}-{steps[-1]}")
-    evals, accuracy = history.series("accuracy")
-    if evals:
-        best = max(range(len(evals)), key=lambda i: accuracy[i])
-        parts.append(f"{len(evals)} evaluations (best {accuracy[best]:.1%} at step {evals[best]})")
+    evaluations = history.evaluations()
+    if evaluations:  # best: of the complete ones; one that stopped early (--until) measured too few
+        best, rough = history.best_accuracy(), sum(not complete for *_, complete in evaluations)
+        notes = ([f"best {best[1]:.1%} at step {best[0]}"] if best else []) + (
+            [f"{rough} stopped early"] if rough else [])
+        parts.append(f"{len(evaluations)} evaluations" + (f" ({', '.join(notes)})" if notes else ""))
     if history.snapshot_steps:
         parts.append(f"{len(history.snapshot_steps)} attention snapshots")
     return "history: " + ", ".join(parts) + " · draw it: minitx curves FILE"

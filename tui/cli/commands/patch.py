@@ -16,6 +16,7 @@ from minitx.tui.cli.common import (
     load_checkpoint_arg,
     threads_option,
 )
+from minitx.tui.cli.progress import Progress
 
 
 def _parse(ckpt, text: str, flag: str) -> list[int]:
@@ -85,24 +86,25 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
         patcher = Patcher.of_pairs(model, [pair])
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    result = sweep(patcher) if method != "attribution" else None
-    estimate = attribute(patcher) if method != "exact" else None
+    with Progress("patch", enabled=not as_json, console=console()) as progress:
+        result = estimate = None
+        if method != "attribution":
+            progress.stage("patching one activation at a time")
+            result = sweep(patcher, progress=lambda done, total: progress.update(done, total))
+        if method != "exact":
+            progress.stage("attribution: one forward and one backward")
+            estimate = attribute(patcher)
     agreed = agreements(result, estimate) if result is not None and estimate is not None else None
+    from minitx.tui.render.patch_tables import attribution_report, patching_data, patching_report
+
     if as_json:
         data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method}
-        if result is not None:
-            data.update(result.to_dict())
-        else:
+        if result is None:  # the pair, as a sweep would have said it
             data.update({k: getattr(patcher, k) for k in ("clean", "corrupted", "clean_answer",
                                                           "corrupted_answer", "steps", "clean_difference",
                                                           "corrupted_difference")})
-        if estimate is not None:
-            data["attribution"] = {**estimate.to_dict(), "stream_all": estimate.stream_all}
-        if agreed is not None:
-            data["agreement"] = {k: a.to_dict() for k, a in agreed.items()}
-        echo_json(data)
+        echo_json({**data, **patching_data(result, estimate, agreed)})
         return
-    from minitx.tui.render.patch_tables import attribution_report, patching_report
 
     n_heads = checkpoint.model_config.n_heads
     if result is None:
