@@ -103,8 +103,8 @@ async def in_app(args) -> dict:
     """Run the app headless, train in it, measure its throughput and key latency."""
     from textual.widgets import Input
 
-    from minitx.tui.app.main import create_app
     from minitx.tui.app.help import HelpScreen
+    from minitx.tui.app.main import create_app
     from minitx.tui.app.screens.explore import ExploreScreen
 
     app = create_app(["reverse"])

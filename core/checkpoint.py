@@ -5,7 +5,8 @@ Layout of a file:
             train.<...>                                optional resumable training state
             history.<...>                              optional run history (core/training/history.py)
   metadata  format, format_version, minitx_version, model_config, task, vocab, training
-            (summary), and with training state: train_config, trainer
+            (summary), and with training state: train_config, trainer; an imported model's
+            file also has src_vocab, its source vocabulary (docs/import.md)
 
 A file without `vocab` (written before vocabularies were stored) holds a digit task and reads
 the digits vocabulary; a data task keeps its provenance and held-out pairs in `task`.
@@ -50,6 +51,10 @@ class CheckpointError(Exception):
 
     def __init__(self, message: object = "") -> None:
         super().__init__(" ".join(str(message).split()))
+
+
+class CheckpointWriteError(CheckpointError):
+    """Writing failed part way (a full disk, a lost mount), not because of the path asked for."""
 
 
 @dataclass
@@ -125,6 +130,8 @@ def save_checkpoint(
         "training": json.dumps(summary or {}),
         **(extra_metadata or {}),
     }
+    if task.src_vocab is not task.vocab:  # a source vocabulary of its own (an imported model)
+        metadata["src_vocab"] = json.dumps(task.src_vocab.to_dict())
     return write_atomic(Path(path), safetensors_bytes(tensors, metadata=metadata))
 
 
@@ -160,7 +167,7 @@ def write_atomic(path: Path, data: bytes) -> Path:
         tmp_name = None
         _fsync_dir(folder)
     except OSError as e:
-        raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from None
+        raise CheckpointWriteError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
         if tmp_name is not None:
             try:
@@ -245,11 +252,11 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise CheckpointError(f"{path} has invalid metadata: {e}") from None
     try:
-        task = task_from_dict(task_info, _vocab(metadata, path))
+        task = task_from_dict(task_info, _vocab(metadata, path), _vocab(metadata, path, "src_vocab"))
         task.check_positions(cfg.max_len)
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise CheckpointError(f"{path} has invalid metadata: {e}") from None
-    mine = task.vocab.model_fields()
+    mine = task.model_fields()
     theirs = {k: getattr(cfg, k) for k in mine}
     if mine != theirs:
         name = next(k for k in mine if mine[k] != theirs[k])
@@ -287,14 +294,17 @@ def _history(tensors: dict[str, torch.Tensor], cfg: ModelConfig, summary: dict, 
         raise CheckpointError(f"{path} has an invalid history: {e}") from None
 
 
-def _vocab(metadata: dict[str, str], path: Path) -> Vocab | None:
-    """The file's vocabulary, checked (None: a file from before vocabularies were stored)."""
-    if "vocab" not in metadata:
+def _vocab(metadata: dict[str, str], path: Path, key: str = "vocab") -> Vocab | None:
+    """The file's vocabulary (or its source vocabulary: key "src_vocab"), checked; None when the
+    file has none (a file from before vocabularies were stored; any file but an import's for
+    src_vocab)."""
+    if key not in metadata:
         return None
+    what = "source vocabulary" if key == "src_vocab" else "vocabulary"
     try:
-        return Vocab.from_dict(_json_field(metadata, "vocab", path))
+        return Vocab.from_dict(_json_field(metadata, key, path))
     except ValueError as e:
-        raise CheckpointError(f"{path} has an invalid vocabulary: {e}") from None
+        raise CheckpointError(f"{path} has an invalid {what}: {e}") from None
 
 
 # Parameter names that minitx 0.1 wrote and a later name replaced (the output layer was called

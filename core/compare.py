@@ -90,11 +90,26 @@ def _flat(prefix: str, data: dict) -> dict[str, object]:
     return {f"{prefix}.{k}": v for k, v in data.items()}
 
 
+def _task_fields(task: Task) -> dict[str, object]:
+    """The task's fields, without the ids of kept pairs; where pairs came from as the file's
+    name, an imported model's origin as its layout and weights file (the rest of them, hashes
+    and spellings, is inspect's)."""
+    data = task.to_dict()
+    data.pop("heldout", None)
+    if isinstance(data.get("provenance"), dict):
+        data["provenance"] = (data["provenance"].get("data") or {}).get("file")
+    origin = data.pop("origin", None)
+    if isinstance(origin, dict):
+        data["layout"] = origin.get("layout") or origin.get("mapping")
+        data["weights"] = (origin.get("weights") or {}).get("file")
+    return data
+
+
 def config_differences(a: Checkpoint, b: Checkpoint) -> list[tuple[str, object, object]]:
     """Model config, task and training-summary fields whose values differ."""
-    left = {**_flat("model", a.model_config.to_dict()), **_flat("task", a.task.to_dict()),
+    left = {**_flat("model", a.model_config.to_dict()), **_flat("task", _task_fields(a.task)),
             **_flat("training", {k: a.summary.get(k) for k in SUMMARY_FIELDS})}
-    right = {**_flat("model", b.model_config.to_dict()), **_flat("task", b.task.to_dict()),
+    right = {**_flat("model", b.model_config.to_dict()), **_flat("task", _task_fields(b.task)),
              **_flat("training", {k: b.summary.get(k) for k in SUMMARY_FIELDS})}
     return [(k, left.get(k), right.get(k)) for k in sorted(set(left) | set(right))
             if left.get(k) != right.get(k)]
@@ -114,12 +129,15 @@ def weight_distances(a: torch.nn.Module, b: torch.nn.Module) -> tuple[list[Weigh
     return distances, unmatched
 
 
-def _report(name: str, ckpt: Checkpoint, batch: Batch, generated: torch.Tensor) -> ModelReport:
+def _report(name: str, ckpt: Checkpoint, batch: Batch, generated: torch.Tensor,
+            lengths: torch.Tensor) -> ModelReport:
+    """One model's numbers on its batch; `lengths` (n,) are the sources' lengths as A counts
+    them, so both models' rows of the by-length table line up."""
     task: Task = ckpt.task
     labels = task.relabel(batch).labels  # (n, T + 1) this model's own targets
     cfg = ckpt.model_config
     ok = exact_match(generated.cpu(), labels, eos=cfg.eos_id, pad=cfg.pad_id)  # (n,)
-    by_length = accuracy_by_length(ok, batch.lengths)
+    by_length = accuracy_by_length(ok, lengths)
     measure, scores = "alignment", alignment_scores(ckpt.model, task, batch)  # (layers, heads)
     if scores is None:
         measure, scores = "sharpness", head_sharpness(ckpt.model, batch)
@@ -128,17 +146,57 @@ def _report(name: str, ckpt: Checkpoint, batch: Batch, generated: torch.Tensor) 
                        [[round(float(s), 4) for s in row] for row in scores], measure)
 
 
+def same_tokens(a: Checkpoint, b: Checkpoint) -> bool:
+    """Whether both models read and write the same ids for the same tokens, sources fed alike:
+    then one batch of ids serves both. Otherwise each model gets A's sources as text, read by
+    its own task (an imported model and one minitx trained on the same task)."""
+    ta, tb = a.task, b.task
+    return ta.vocab == tb.vocab and ta.src_vocab == tb.src_vocab and ta.wraps_source == tb.wraps_source
+
+
 def check_comparable(a: Checkpoint, b: Checkpoint) -> None:
-    """ValueError unless both models read the same tokens (the same ids mean the same thing)."""
-    if a.task.vocab != b.task.vocab:
-        raise ValueError(f"the models read different vocabularies ({a.task.vocab.size} and "
-                         f"{b.task.vocab.size} tokens): compare needs two models of the same tokens")
+    """ValueError unless B can read A's sources: the same tokens, or vocabularies in which A's
+    example source reads as text."""
+    if same_tokens(a, b):
+        return
+    try:
+        b.task.parse(a.task.example(), max_len=b.model_config.max_len - 2)
+    except ValueError as e:
+        raise ValueError(f"the models read different vocabularies ({a.task.src_vocab.size} and "
+                         f"{b.task.src_vocab.size} source tokens), and B cannot read A's sources: "
+                         f"{e}") from None
+
+
+def _as_text_for(b: Checkpoint, a: Checkpoint, batch: Batch) -> Batch:
+    """A's batch as B's task reads it: each source and target through text (ValueError, one
+    line, for a token B does not have)."""
+    ta, tb = a.task, b.task
+    sources = [ta.format_source(row) for row in batch.src.tolist()]
+    targets = [ta.format(row) for row in batch.labels.tolist()]
+    vocab = tb.vocab
+    src_rows, tgt_rows = [], []
+    for source, target in zip(sources, targets):
+        try:
+            src_rows.append(tb.parse(source, max_len=b.model_config.max_len - 2))
+            ids, _ = vocab.encode(vocab.split(target), unknown="unk")
+        except ValueError as e:
+            raise ValueError(f"B cannot read A's example {source!r} -> {target!r}: {e}") from None
+        tgt_rows.append([vocab.sos, *ids, vocab.eos])
+    return Batch(_padded(src_rows, tb.src_vocab.pad), _padded(tgt_rows, vocab.pad),
+                 torch.tensor([tb.source_length(r) for r in src_rows]))
+
+
+def _padded(rows: list[list[int]], pad: int) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
                    names: tuple[str, str] = ("A", "B")) -> Comparison:
     """Compare two loaded checkpoints on the same n examples of A's task: fresh sources drawn
-    from its lengths (capped so both models can hold them), or its held-out pairs."""
+    from its lengths (capped so both models can hold them), or its held-out pairs. Models of
+    other vocabularies get the same examples as text (same_tokens), and agree where they write
+    the same text."""
     check_comparable(a, b)
     longest = min(a.task.max_len, a.model_config.max_len - 2, b.model_config.max_len - 2)
     shortest = min(a.task.min_len, longest)
@@ -149,15 +207,22 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
         batch = Batch(batch.src[keep], batch.tgt[keep], batch.lengths[keep],
                       None if batch.alignment is None else batch.alignment[keep])
     n = len(batch)
-    gen_a, gen_b = (_decode(m, batch) for m in (a, b))  # (n, ~T + 2)
-    width = max(gen_a.shape[1], gen_b.shape[1])
-    eos, pad = a.task.vocab.eos, a.task.vocab.pad
-    agreement = float((padded_to(gen_a, width, eos=eos, pad=pad)
-                       == padded_to(gen_b, width, eos=eos, pad=pad)).all(dim=1).float().mean())
+    shared = same_tokens(a, b)
+    batch_b = batch if shared else _as_text_for(b, a, batch)
+    gen_a, gen_b = _decode(a, batch), _decode(b, batch_b)  # (n, ~T + 2)
+    if shared:
+        width = max(gen_a.shape[1], gen_b.shape[1])
+        eos, pad = a.task.vocab.eos, a.task.vocab.pad
+        agreement = float((padded_to(gen_a, width, eos=eos, pad=pad)
+                           == padded_to(gen_b, width, eos=eos, pad=pad)).all(dim=1).float().mean())
+    else:  # the same text, each ended by its own EOS
+        said = [[(ckpt.task.format(row), ckpt.task.vocab.eos in row) for row in gen.tolist()]
+                for ckpt, gen in ((a, gen_a), (b, gen_b))]
+        agreement = sum(x == y for x, y in zip(*said)) / max(1, n)
     weights, unmatched = weight_distances(a.model, b.model)
     return Comparison(
-        a=_report(names[0], a, batch, gen_a),
-        b=_report(names[1], b, batch, gen_b),
+        a=_report(names[0], a, batch, gen_a, batch.lengths),
+        b=_report(names[1], b, batch_b, gen_b, batch.lengths),
         config_diff=config_differences(a, b),
         n=n,
         seed=seed,
@@ -177,11 +242,13 @@ def decode_both(a: Checkpoint, b: Checkpoint, source: str) -> dict[str, str | No
     (an expected output is None when the task cannot tell). Raises core.tasks.TaskInputError
     for text the task cannot parse, ValueError for models of different vocabularies."""
     check_comparable(a, b)
-    ids = a.task.parse(source, max_len=min(a.model_config.max_len, b.model_config.max_len) - 2)
-    example = Batch(torch.tensor([ids]), torch.zeros(1, 1, dtype=torch.long), torch.tensor([len(ids)]))
-    out: dict[str, str | None] = {"source": a.task.format(ids)}
+    limit = min(a.model_config.max_len, b.model_config.max_len) - 2
+    ids = a.task.parse(source, max_len=limit)
+    out: dict[str, str | None] = {"source": a.task.format_source(ids)}
     for side, ckpt in (("a", a), ("b", b)):
+        mine = ids if ckpt is a or same_tokens(a, b) else ckpt.task.parse(source, max_len=limit)
+        example = Batch(torch.tensor([mine]), torch.zeros(1, 1, dtype=torch.long), torch.tensor([len(mine)]))
         out[side] = ckpt.task.format(_decode(ckpt, example)[0].tolist())
-        expected = ckpt.task.expected_output(ids)
+        expected = ckpt.task.expected_output(mine)
         out[f"expected_{side}"] = None if expected is None else ckpt.task.format(expected)
     return out

@@ -14,7 +14,10 @@ from minitx.core.data.task import DATA_TASK, EXPECTATIONS
 from minitx.core.data.tasks import TASKS, get_task
 
 NORMS = ("post", "pre")
-NORM_KINDS = ("layer", "rms")
+NORM_KINDS = ("layer", "rms", "std")
+# Each norm's eps when ModelConfig.norm_eps does not say: torch's LayerNorm default, minitx's
+# RMSNorm, and the Annotated Transformer's LayerNorm (eps added to the unbiased std).
+NORM_EPS = {"layer": 1e-5, "rms": 1e-6, "std": 1e-6}
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
 ATTENTIONS = ("explicit", "fused")
@@ -84,7 +87,7 @@ LEGACY_BUG_FIELDS = {"scale_attention": (True, "no-scale"), "swap_cross_attentio
 class ModelConfig(_DictMixin):
     """The encoder-decoder's shape. Defaults are the reference model (docs/model.md): 235,981 params."""
 
-    vocab_size: int = 13  # source and target share the task's vocabulary
+    vocab_size: int = 13  # the target's vocabulary (and the source's, unless src_vocab_size says)
     pad_id: int = 10  # embedding rows for PAD stay zero (padding_idx)
     sos_id: int = 11  # the first decoder input; the task's vocabulary decides all three ids
     eos_id: int = 12
@@ -108,6 +111,14 @@ class ModelConfig(_DictMixin):
     # A deliberate defect of the model itself (a core.bugs preset that patches the model, e.g.
     # "no-scale"), so a checkpoint of a broken model rebuilds broken; empty means none.
     bug: str = ""
+    # The options of models trained by other code (`minitx import`, docs/import.md). Each one's
+    # default is what minitx computed before it existed, and a config at the default does not
+    # write it (to_dict), so files of minitx's own models read as they did.
+    src_vocab_size: int = 0  # rows of the source embedding; 0: vocab_size (one shared vocabulary)
+    src_pad_id: int = -1  # the source's PAD id (its padding mask); -1: pad_id
+    final_norms: bool = False  # a norm after each stack on a post-norm model too (pre-norm always has them)
+    norm_eps: float = 0.0  # every norm's eps; 0: the kind's default (NORM_EPS)
+    log_softmax: bool = False  # the output layer returns log-probabilities, not logits
 
     def __post_init__(self) -> None:
         _positive_int(self, "vocab_size", "d_model", "n_heads", "d_ff", "max_len")
@@ -149,6 +160,52 @@ class ModelConfig(_DictMixin):
         _choice(self, "attention", ATTENTIONS)
         _require(self.bug == "" or self.bug in MODEL_BUGS, "bug",
                  f"must be one of {', '.join(MODEL_BUGS)} (or empty); got {self.bug!r}")
+        _require(isinstance(self.src_vocab_size, int) and not isinstance(self.src_vocab_size, bool)
+                 and self.src_vocab_size >= 0, "src_vocab_size",
+                 f"must be a positive integer (or 0: vocab_size), got {self.src_vocab_size!r}")
+        _require(isinstance(self.src_pad_id, int) and not isinstance(self.src_pad_id, bool)
+                 and -1 <= self.src_pad_id < self.source_vocab_size
+                 and 0 <= self.source_pad_id < self.source_vocab_size, "src_pad_id",
+                 f"must be a token id below the source's {self.source_vocab_size} tokens (or -1: "
+                 f"pad_id), got {self.src_pad_id!r}")
+        for name in ("final_norms", "log_softmax"):
+            _require(isinstance(getattr(self, name), bool), name, f"must be true or false, got "
+                     f"{getattr(self, name)!r}")
+        _require(isinstance(self.norm_eps, (int, float)) and not isinstance(self.norm_eps, bool)
+                 and math.isfinite(self.norm_eps) and 0 <= self.norm_eps <= 0.1, "norm_eps",
+                 f"must be a number in (0, 0.1] (or 0: the norm's default), got {self.norm_eps!r}")
+
+    # -- the import options, resolved --------------------------------------------------------
+    @property
+    def source_vocab_size(self) -> int:
+        """Rows of the source embedding."""
+        return self.src_vocab_size or self.vocab_size
+
+    @property
+    def source_pad_id(self) -> int:
+        """The source's PAD id: its embedding row stays zero, and its positions are masked."""
+        return self.pad_id if self.src_pad_id == -1 else self.src_pad_id
+
+    @property
+    def separate_vocabularies(self) -> bool:
+        return self.source_vocab_size != self.vocab_size or self.source_pad_id != self.pad_id
+
+    @property
+    def with_final_norms(self) -> bool:
+        """A norm after the last layer of each stack: always with pre-norm, with post-norm when asked."""
+        return self.final_norms or self.norm == "pre"
+
+    @property
+    def norm_epsilon(self) -> float:
+        return self.norm_eps or NORM_EPS[self.norm_kind]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, but the import options only when they differ from their defaults."""
+        data = super().to_dict()
+        for name in IMPORT_FIELDS:
+            if data[name] == _DEFAULTS[name]:
+                del data[name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -165,6 +222,9 @@ class ModelConfig(_DictMixin):
     def d_k(self) -> int:
         return self.d_model // self.n_heads
 
+
+IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log_softmax")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
 LEGACY_LENGTH_FIELDS = {"min_len": "min_source_len", "max_len": "max_source_len"}
@@ -313,31 +373,8 @@ def reference_recipe() -> Recipe:
 
 def fast_recipe() -> Recipe:
     """minitx's default: the same 235,981-parameter model, trained to 99.9% exact match on its
-    held-out evaluation in a fraction of the reference's time (benchmarks/process_time_to_accuracy.py
-    measures the ratio). Changes:
-    - no dropout: the data is endless, so there is nothing to overfit, and dropout slows learning;
-    - fused attention in training (weights are still computed explicitly whenever shown);
-    - one source length per batch: no padding, so no compute spent on PAD positions;
-    - a 50-step warmup and a cosine decay instead of 1e-3 flat (with batches of 64, lr 2e-3:
-      3e-3 was faster on some seeds but stalled near 97% on others);
-    - the decay ends at 1% of lr, not 10%: with one length per batch, the last steps at 10%
-      kept pulling the model towards each batch's length and runs ended at 98.6-99.3% on fresh
-      sequences (seeds 0-2). 1% rather than 0 so a resumed run still learns;
-    - batches of 32 and lr 3e-3: a step of 32 costs ~0.6 of a step of 64 on a CPU (lr 2e-3 over
-      1200 steps of 32 was as safe but slower);
-    - source lengths drawn in proportion to their square (length_power 2), because exact match
-      fails first on the longest sources: drawn uniformly, 1000 steps left length 10 at 98.2%
-      and lengths 4-9 at 100% (seed 0), drawn this way 900 steps gave 100% at every length
-      (docs/training.md has both commands), so the decay is over 900 steps, not 1000. In
-      proportion to L or L^1.5 instead, two and one of five runs (seeds 0-4) saved models that
-      scored 99.7% on 1,000 fresh sequences; a decay over 800 or 750 steps stopped 50-100 steps sooner but one
-      run of five scored 99.7% (800) and two only 99.8% (750);
-    - stopping at the first evaluation (every 50 steps, 2,000 held-out sequences) with 99.9%
-      exact match, a point above the 99.8% the saved model should reach on fresh sequences: a
-      stop on a noisy estimate saves models just below the mark. At 99.8% on 500 sequences, two
-      runs of three saved models that scored 99.4% and 99.7% on another 1,000; at 99.9% on
-      1,000, one of five (99.7%); at 99.9% on 2,000, none of five (seeds 0-4 stopped at steps
-      750-800 and scored 99.9-100%)."""
+    held-out evaluation in a fraction of the reference's time. What each setting changes, why,
+    and what else was tried: docs/training.md, "The default (fast) recipe"."""
     return Recipe(
         "fast",
         ModelConfig(dropout=0.0, attention="fused"),

@@ -32,6 +32,9 @@ MODEL_OPTIONS = {
     "position_encoding": "position_encoding",
     "kv_heads": "kv_heads",
     "attention": "attention",
+    "final_norms": "final_norms",
+    "norm_eps": "norm_eps",
+    "log_softmax": "log_softmax",
 }
 # Options that set something other than one field of the same name.
 COMBINED_OPTIONS = ("layers", "lengths")
@@ -74,7 +77,7 @@ def parse_lengths(text: str) -> tuple[int, int]:
     return lo, hi
 
 
-def _blame(field: str) -> str:
+def option_for_field(field: str) -> str:
     """The option that sets a config field (core's errors name fields)."""
     by_field = {f: o for o, f in MODEL_OPTIONS.items()}
     by_field.update({"n_encoder_layers": "layers", "n_decoder_layers": "layers",
@@ -155,7 +158,7 @@ def configs_from_options(
         model_cfg = model_cfg.replace(**model_changes)
     except (ValueError, TypeError) as e:  # core's messages read "field: message"
         field, _, message = str(e).partition(": ")
-        raise OptionError(_blame(field), message or str(e)) from None
+        raise OptionError(option_for_field(field), message or str(e)) from None
     if model_cfg.max_len < longest + 2:
         raise OptionError("positions", f"a table of {model_cfg.max_len} positions cannot hold sources "
                                        f"of {longest} tokens plus SOS and EOS")

@@ -2,6 +2,7 @@
 
 import gc
 import os
+from pathlib import Path
 
 # One intra-op thread for the whole suite: the models are tiny, so threads gain little, and on a
 # shared 2-core machine spinning threads made training steps ten to a hundred times slower.
@@ -15,6 +16,29 @@ import torch  # noqa: E402
 from minitx.core.config import ModelConfig, TrainConfig  # noqa: E402
 
 torch.set_num_threads(1)
+
+# The second tier: what proves the whole more than any behaviour, and takes minutes (the
+# reference recipe trained end to end, the wheel built and installed, every benchmark's smoke
+# run, reference-size models). The README's test command runs the first; .ci/run runs both.
+SECOND_TIER_FOLDERS = ("packaging", "benchmarks")
+TIERS = ("tier 1: every behaviour, in minutes (pytest -q)",
+         "tier 2: end to end, the wheel, the benchmarks (pytest -q -m slow)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if Path(str(item.fspath)).parent.name in SECOND_TIER_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_report_header(config):
+    tier = TIERS[1] if "slow" in (config.getoption("markexpr") or "").replace("not slow", "") else TIERS[0]
+    return [f"minitx tests, {tier}"]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for line in pytest_report_header(config):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)

@@ -73,6 +73,10 @@ class _Tokeniser:
                                                    dtype=torch.int32)
                     self.tokens.extend(chr(c) for c in new.tolist())
                     ids = self.table[codepoints]
+                elif self.vocab.unk is None:  # an imported vocabulary without UNK
+                    at = int(missing.nonzero()[0])
+                    raise _Unreadable(int(torch.searchsorted(lengths.cumsum(0), at, right=True)),
+                                      chr(int(codepoints[at])))
                 else:
                     self.unknown += int(missing.sum())
                     ids[missing] = self.vocab.unk
@@ -88,9 +92,13 @@ class _Tokeniser:
                     self.ids[word] = len(self.tokens)
                     self.tokens.append(word)
                 ids = self._lookup(flat)
-            elif self.vocab.unk is None:  # the digits vocabulary has no UNK to read them as
+            elif self.vocab.unk is None:  # the digits vocabulary (or an imported one) has no UNK
                 at = int(missing[0])
-                raise _Unreadable(int(torch.searchsorted(lengths.cumsum(0), at, right=True)), flat[at])
+                if lengths is None:  # joined texts: the separators before it count the texts
+                    text = int((ids[:at] == -2).sum())
+                else:
+                    text = int(torch.searchsorted(lengths.cumsum(0), at, right=True))
+                raise _Unreadable(text, flat[at])
             else:
                 self.unknown += len(missing)
                 ids[missing] = self.vocab.unk
@@ -187,23 +195,30 @@ class Loaded:
     unknown: int  # tokens read as UNK (fixed vocabulary)
 
 
-def load(path: str | os.PathLike, level: str, vocab: Vocab | None = None) -> Loaded:
+def load(path: str | os.PathLike, level: str, vocab: Vocab | None = None,
+         src_vocab: Vocab | None = None) -> Loaded:
     """Read and tokenise a whole file. Without `vocab`, ids are provisional (see Loaded.tokens
-    and `renumber`); with it, they are the vocabulary's and unknown tokens are UNK."""
+    and `renumber`); with it, they are the vocabulary's and unknown tokens are UNK (a
+    vocabulary without UNK refuses them). `src_vocab` reads the sources in a vocabulary of their
+    own (an imported model's); by default `vocab` reads both sides."""
     path = Path(path)
     digest = hashlib.sha256()
     tokeniser = _Tokeniser(level, vocab)
+    source_tokeniser = tokeniser if src_vocab is None else _Tokeniser(level, src_vocab)
     sides = {"source": ([], []), "target": ([], [])}  # side -> (id chunks, length chunks)
     lines = []
     for numbers, sources, targets in read_chunks(path, digest):
-        for (chunks, lengths), texts in zip(sides.values(), (sources, targets)):
+        for (chunks, lengths), texts, reader in zip(sides.values(), (sources, targets),
+                                                    (source_tokeniser, tokeniser)):
             try:
-                ids, counts = tokeniser.encode(texts)
+                ids, counts = reader.encode(texts)
             except _Unreadable as e:
                 shown = e.token if len(e.token) <= 12 else e.token[:12] + "…"
+                known = "digits 0-9 only" if level == "digits" else "and it has no <unk> token"
                 raise DataError(f"{path}, line {int(numbers[e.index])}: {shown!r} is not a token of "
-                                "this model (digits 0-9 only)") from None
-            chunks.append(ids if tokeniser.size >= 2**15 else ids.to(torch.int16))  # half the memory
+                                f"this model ({known})") from None
+            chunks.append(ids if max(tokeniser.size, source_tokeniser.size) >= 2**15
+                          else ids.to(torch.int16))  # half the memory
             lengths.append(counts)
         lines.append(numbers)
     size = path.stat().st_size
@@ -211,12 +226,13 @@ def load(path: str | os.PathLike, level: str, vocab: Vocab | None = None) -> Loa
         if size == 0:
             raise DataError(f"{path} is empty: a data file holds one source/target pair per line")
         raise DataError(f"{path} holds no pairs (only blank lines or a header)")
-    if tokeniser.size >= 2**15:  # the ids outgrew int16 part way: one dtype for every chunk
+    if max(tokeniser.size, source_tokeniser.size) >= 2**15:  # outgrew int16 part way: one dtype
         for chunks, _ in sides.values():
             chunks[:] = [c.to(torch.int32) for c in chunks]
     data = PairData(Side.from_chunks(*sides["source"]), Side.from_chunks(*sides["target"]), torch.cat(lines))
     provenance = Provenance(path.name, str(path), size, digest.hexdigest(), file_format(path), len(data))
-    return Loaded(data, provenance, tokeniser.tokens, tokeniser.unknown)
+    unknown = tokeniser.unknown + (source_tokeniser.unknown if source_tokeniser is not tokeniser else 0)
+    return Loaded(data, provenance, tokeniser.tokens, unknown)
 
 
 def count_tokens(data: PairData, pairs: torch.Tensor, n_tokens: int) -> torch.Tensor:

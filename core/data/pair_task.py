@@ -58,17 +58,28 @@ class PairSet:
     def line(self, i: int) -> int:
         return int(self.data.lines[self.index[i]])
 
-    def batch(self, which: torch.Tensor, vocab: Vocab) -> Batch:
-        """Pairs at positions `which` (B,) of this set -> a Batch (SOS target EOS, PAD after)."""
+    def batch(self, which: torch.Tensor, vocab: Vocab, src_vocab: Vocab | None = None,
+              wrap: bool = False) -> Batch:
+        """Pairs at positions `which` (B,) of this set -> a Batch (SOS target EOS, PAD after).
+        The sources are in `src_vocab` (default: `vocab`), and with `wrap` fed as SOS source EOS
+        in it; `lengths` counts the source's own tokens either way."""
         pairs = self.index[which]
-        src = self.data.source.rows(pairs, vocab.pad)  # (B, S)
+        src_vocab = src_vocab or vocab
+        src = self.data.source.rows(pairs, src_vocab.pad)  # (B, S)
+        lengths = self.data.source.lengths[pairs]  # (B,)
         body = self.data.target.rows(pairs, vocab.pad)  # (B, T)
         B, T = body.shape
+        if wrap:
+            wrapped = torch.full((B, src.shape[1] + 2), src_vocab.pad, dtype=torch.long)  # (B, S + 2)
+            wrapped[:, 0] = src_vocab.sos
+            wrapped[:, 1:-1] = src
+            wrapped[torch.arange(B), lengths + 1] = src_vocab.eos
+            src = wrapped
         tgt = torch.full((B, T + 2), vocab.pad, dtype=torch.long)
         tgt[:, 0] = vocab.sos
         tgt[:, 1 : T + 1] = body
         tgt[torch.arange(B), self.data.target.lengths[pairs] + 1] = vocab.eos
-        return Batch(src=src, tgt=tgt, lengths=self.data.source.lengths[pairs])
+        return Batch(src=src, tgt=tgt, lengths=lengths)
 
     def fitting(self, positions: int) -> tuple[PairSet, int]:
         """The pairs whose source and target fit `positions` (plus SOS/EOS), and how many did not."""
@@ -101,13 +112,13 @@ class PairsTask(Task):
     def batch(self, batch_size, generator, min_len=None, max_len=None, length_power=0.0) -> Batch:
         """batch_size held-out pairs drawn from `generator` (all of them, shuffled, when fewer)."""
         order = torch.randperm(len(self.heldout), generator=generator)[:batch_size]
-        return self.heldout.batch(order, self.vocab)
+        return self.pairs_batch(self.heldout, order)
 
     def evaluation_batches(self, n, seed, batch_size=500, min_len=None, max_len=None):
         """The first n held-out pairs in file order (the seed changes nothing: they are fixed)."""
         count = min(n, len(self.heldout))
         for start in range(0, count, batch_size):
-            yield self.heldout.batch(torch.arange(start, min(count, start + batch_size)), self.vocab)
+            yield self.pairs_batch(self.heldout, torch.arange(start, min(count, start + batch_size)))
 
     def relabel(self, batch: Batch) -> Batch:
         return batch  # a pair's target is the data's
@@ -142,11 +153,11 @@ class PairsTask(Task):
 
     def example(self) -> str:
         """The first held-out pair's source (never one the model trained on)."""
-        return self.format(self.example_batch().src[0])
+        return self.format_source(self.example_batch().src[0])
 
     def example_batch(self) -> Batch:
         """The first held-out pair (never one the model trained on), as a batch of one."""
-        return self.heldout.batch(torch.tensor([0]), self.vocab)
+        return self.pairs_batch(self.heldout, torch.tensor([0]))
 
     # -- building ----------------------------------------------------------------------------
     @classmethod
@@ -200,6 +211,8 @@ class PairsTask(Task):
         )
 
     def heldout_lines(self) -> list[int] | None:
+        if self.heldout is None:
+            return None
         return self.heldout.data.lines[self.heldout.index].tolist()
 
     def notes(self) -> list[str]:
@@ -241,11 +254,11 @@ class PairsTask(Task):
         if data.get("expect", "") not in EXPECTATIONS:
             raise ValueError("the data task's expected alignment is not diagonal or anti-diagonal")
         provenance, counts = data.get("provenance"), data.get("counts")
-        _check_provenance(provenance)
+        check_provenance(provenance)
         if not isinstance(counts, dict) or not all(isinstance(k, str) and len(k) < 40 and isinstance(v, int)
                                                     and v >= 0 for k, v in counts.items()):
             raise ValueError("the data task's counts are not named non-negative integers")
-        heldout = _stored_pairs(data.get("heldout"), vocab)
+        heldout = stored_pairs(data.get("heldout"), vocab)
         return cls(vocab, heldout, None, provenance, counts, data.get("expect", ""), ints["min_len"],
                    ints["max_len"], ints["max_target_len"])
 
@@ -256,7 +269,7 @@ class PairsTask(Task):
             raise ValueError(f"the data task's pairs are longer than the model's {positions} positions")
 
 
-def _check_provenance(provenance) -> None:
+def check_provenance(provenance) -> None:
     if not isinstance(provenance, dict) or not isinstance(provenance.get("data"), dict):
         raise ValueError("the data task has no provenance of its data file")
     for key in ("data", "valid"):
@@ -278,8 +291,9 @@ def _check_provenance(provenance) -> None:
         raise ValueError("the data task's tokenisation is not char or word")
 
 
-def _stored_pairs(stored, vocab: Vocab) -> PairSet:
-    """Held-out pairs kept in a checkpoint (ids) -> a PairSet, after checking every id."""
+def stored_pairs(stored, vocab: Vocab, src_vocab: Vocab | None = None) -> PairSet:
+    """Held-out pairs kept in a checkpoint (ids) -> a PairSet, after checking every id (the
+    sources' against `src_vocab`, by default `vocab`)."""
     if not isinstance(stored, dict) or set(stored) != {"source", "target", "lines"}:
         raise ValueError("the data task's held-out pairs are missing or malformed")
     sources, targets, lines = stored["source"], stored["target"], stored["lines"]
@@ -288,8 +302,8 @@ def _stored_pairs(stored, vocab: Vocab) -> PairSet:
     if not 1 <= len(sources) <= STORED_HELDOUT or len(targets) != len(sources) or len(lines) != len(sources):
         raise ValueError(f"the data task must keep 1 to {STORED_HELDOUT} held-out pairs, each with a "
                          "source, a target and a line")
-    allowed = set(vocab.real_ids()) | {vocab.unk}
-    for rows in (sources, targets):
+    for rows, side in ((sources, src_vocab or vocab), (targets, vocab)):
+        allowed = set(side.real_ids()) | {side.unk}
         for row in rows:
             if not isinstance(row, list) or not 1 <= len(row) <= MAX_STORED_TOKENS:
                 raise ValueError("a stored held-out pair is not a list of 1 or more token ids")
@@ -311,18 +325,20 @@ class FilePairs:
     skipped: int  # pairs too long for the model's positions
     unknown: int  # tokens read as UNK
 
-    def batches(self, vocab: Vocab, batch_size: int = 500):
+    def batches(self, task: Task, batch_size: int = 500):
+        """The pairs in batches, as `task` feeds them to its model."""
         for start in range(0, len(self.pairs), batch_size):
-            yield self.pairs.batch(torch.arange(start, min(len(self.pairs), start + batch_size)), vocab)
+            yield task.pairs_batch(self.pairs, torch.arange(start, min(len(self.pairs), start + batch_size)))
 
     def lines(self) -> list[int]:
         return self.pairs.data.lines[self.pairs.index].tolist()
 
 
-def read_for_model(path: str, vocab: Vocab, positions: int) -> FilePairs:
-    """Every pair of `path` in the model's vocabulary (unknown tokens as UNK), without those
-    longer than its positions. DataError when none is left."""
-    loaded = files.load(path, vocab.level, vocab)
+def read_for_model(path: str, task: Task, positions: int) -> FilePairs:
+    """Every pair of `path` in the vocabularies of the model's task (unknown tokens as UNK),
+    without those longer than its positions. DataError when none is left."""
+    separate = task.src_vocab if task.src_vocab != task.vocab else None
+    loaded = files.load(path, task.vocab.level, task.vocab, separate)
     pairs, skipped = PairSet.whole(loaded.data).fitting(positions)
     if not len(pairs):
         raise DataError(f"{path}: no pair fits the model's {positions} positions")

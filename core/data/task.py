@@ -40,12 +40,27 @@ class Task:
     heldout = None  # a data file's held-out pairs (core.data.pair_task.PairSet); None: fresh sequences
     train = None  # the pairs a model learns from, when they are a fixed set
     provenance: dict = {}  # where a data file's pairs came from (read-only here)
+    wraps_source = False  # sources are fed as SOS source EOS (an imported model's pipeline did so)
 
     def __init__(self, min_len: int = 4, max_len: int = 10) -> None:
         if not 1 <= min_len <= max_len:
             raise ValueError(f"lengths: need 1 <= min_len <= max_len, got {min_len}-{max_len}")
         self.min_len = min_len
         self.max_len = max_len
+
+    @property
+    def src_vocab(self) -> Vocab:
+        """The vocabulary sources are read and shown in: the task's one vocabulary, unless the
+        task has one of its own for sources (an imported model)."""
+        return self.vocab
+
+    def model_fields(self) -> dict[str, int]:
+        """The ModelConfig fields the task's vocabularies decide (the source ones at their
+        defaults when both sides share one vocabulary)."""
+        fields: dict[str, int] = {**self.vocab.model_fields(), "src_vocab_size": 0, "src_pad_id": -1}
+        if self.src_vocab != self.vocab:
+            fields.update(src_vocab_size=self.src_vocab.size, src_pad_id=self.src_vocab.pad)
+        return fields
 
     # -- the task itself -------------------------------------------------------------------
     def transform(self, digits: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -82,6 +97,10 @@ class Task:
         tgt[:, 1 : S + 1] = out
         tgt[torch.arange(B), lengths + 1] = self.vocab.eos
         return Batch(src=src, tgt=tgt, lengths=lengths)
+
+    def pairs_batch(self, pairs, which: torch.Tensor) -> Batch:
+        """Pairs at positions `which` of a core.data.pair_task.PairSet, as this task feeds them."""
+        return pairs.batch(which, self.vocab)
 
     def relabel(self, batch: Batch) -> Batch:
         """`batch`'s sources with this task's targets (to score a model of this task on
@@ -120,9 +139,23 @@ class Task:
         return self.vocab.encode_text(text, self.max_len if max_len is None else max_len)
 
     def format(self, ids, strip_special: bool = True) -> str:
-        """ids -> text ('5 1 4 1 3'; char level joined). With strip_special, stops at EOS and
-        drops SOS and PAD."""
+        """Output ids -> text ('5 1 4 1 3'; char level joined). With strip_special, stops at EOS
+        and drops SOS and PAD."""
         return self.vocab.join(self.vocab.decode(ids, strip_special))
+
+    def format_source(self, ids) -> str:
+        """Source ids (as fed: wrapped in SOS ... EOS where the task wraps) -> the text a person
+        would type for them."""
+        return self.src_vocab.text(ids)
+
+    def source_length(self, ids) -> int:
+        """How many of the fed source ids are the source's own tokens (not its wrapping): the
+        length min_len, max_len and a batch's `lengths` count."""
+        return len(ids)
+
+    def source_labels(self, ids) -> list[str]:
+        """A label per source position as fed, the wrapping start and end tokens included."""
+        return self.src_vocab.labels(ids)
 
     def example(self) -> str:
         """A source to show first, as text a person could have typed."""

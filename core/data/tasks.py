@@ -1,10 +1,12 @@
-"""Every task by name: the built-in ones (reverse, copy, sort, dates) and the task of a data file
-of pairs ("data"), and how a task is rebuilt from a checkpoint or made from a TrainConfig."""
+"""Every task by name: the built-in ones (reverse, copy, sort, dates), the task of a data file
+of pairs ("data") and an imported model's ("imported"), and how a task is rebuilt from a
+checkpoint or made from a TrainConfig."""
 
 from __future__ import annotations
 
 from minitx.core.data.dates import DatesTask
 from minitx.core.data.digits import CopyTask, ReverseTask, SortTask
+from minitx.core.data.imported_task import IMPORTED_TASK, ImportedTask
 from minitx.core.data.pair_task import PairsTask
 from minitx.core.data.task import DATA_TASK, Task
 from minitx.core.data.vocab import Vocab
@@ -18,11 +20,20 @@ def get_task(name: str, min_len: int = 4, max_len: int = 10) -> Task:
     return TASKS[name](min_len=min_len, max_len=max_len)
 
 
-def task_from_dict(data: dict, vocab: Vocab | None = None) -> Task:
+def task_from_dict(data: dict, vocab: Vocab | None = None, src_vocab: Vocab | None = None) -> Task:
     """A task from a checkpoint's metadata, with the file's vocabulary (None: a file written
-    before vocabularies were stored, which holds a digit task). ValueError if they disagree."""
+    before vocabularies were stored, which holds a digit task) and its source vocabulary (only
+    an imported model has one). ValueError if they disagree."""
     if not isinstance(data, dict):
         raise ValueError("the task is not an object")
+    if data.get("name") == IMPORTED_TASK:
+        if vocab is None or src_vocab is None:
+            raise ValueError("an imported model's task needs its source and target vocabularies, "
+                             "and the file lacks one")
+        return ImportedTask.from_dict(data, vocab, src_vocab)
+    if src_vocab is not None:
+        raise ValueError(f"the {str(data.get('name'))[:40]!r} task reads one vocabulary, and the file "
+                         "has a second one (src_vocab)")
     if data.get("name") == DATA_TASK:
         if vocab is None:
             raise ValueError("a data task needs its vocabulary, and the file has none")

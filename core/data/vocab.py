@@ -8,12 +8,16 @@ checkpoint decodes with no data file at hand). Three tokenisations ("levels"):
 - `char`: every Unicode character is a token, space included;
 - `word`: the text split on whitespace.
 
-One vocabulary serves both sides of a pair: the model's source and target embeddings and its
-output layer share one id space, so a token that appears on both sides (a copied name, a digit)
-has one id, and copying tasks need no mapping between two vocabularies.
+One vocabulary serves both sides of a pair for minitx's own models: the model's source and
+target embeddings and its output layer share one id space, so a token that appears on both
+sides (a copied name, a digit) has one id, and copying tasks need no mapping between two
+vocabularies. An imported model (docs/import.md) keeps the two vocabularies it was trained with:
+the task's `src_vocab` and `vocab`.
 
 Specials are known by id (pad/sos/eos/unk), not by spelling: a word "<pad>" in a data file is an
-ordinary word (which the vocabulary then leaves out: it becomes UNK).
+ordinary word (which the vocabulary then leaves out: it becomes UNK). minitx spells them as
+RESERVED_TOKENS; an imported vocabulary keeps its own spellings ("<blank>", "<s>", "</s>"), and
+may have no unknown token at all (then unknown tokens are refused, never read as UNK).
 """
 
 from __future__ import annotations
@@ -43,11 +47,11 @@ class UnknownTokens(TaskInputError):
 
 @dataclass(frozen=True, eq=False)
 class Vocab:
-    tokens: tuple[str, ...]  # id -> token (specials spelled as in RESERVED_TOKENS)
+    tokens: tuple[str, ...]  # id -> token (minitx spells its specials as RESERVED_TOKENS)
     pad: int
     sos: int
     eos: int
-    unk: int | None  # None: the digit vocabulary has no unknown token
+    unk: int | None  # None: no unknown token (the digit vocabulary, some imported ones)
     level: str
     _ids: dict[str, int] = field(init=False, repr=False, compare=False)
 
@@ -156,7 +160,8 @@ class Vocab:
     def _unknown_error(self, missing: list[str]) -> UnknownTokens:
         distinct = list(dict.fromkeys(missing))
         what = {"char": "character", "word": "word", "digits": "token"}[self.level]
-        special = next((t for t in distinct if t in RESERVED_TOKENS), None)
+        spelled = {self.tokens[i] for i in self.specials} | set(RESERVED_TOKENS)
+        special = next((t for t in distinct if t in spelled), None)
         holds = "digits 0-9 only" if self.level == "digits" else f"ordinary {what}s only"
         if special is not None:
             return UnknownTokens(f"{special} is a special token; the source holds {holds}", distinct)
@@ -200,17 +205,14 @@ class Vocab:
         specials = [v for v in ids.values() if v is not None]
         if len(set(specials)) != len(specials):
             raise ValueError("the vocabulary gives two specials the same id")
-        if ids["unk"] is None and level != "digits":
-            raise ValueError(f"a {level} vocabulary needs an unk id")
         for i, token in enumerate(tokens):
             if not isinstance(token, str) or not token:
                 raise ValueError(f"vocabulary token {i} is not a non-empty string")
-            if i in specials:
-                expected = RESERVED_TOKENS[("pad", "sos", "eos", "unk").index(
-                    next(k for k, v in ids.items() if v == i))]
-                if token != expected:
-                    raise ValueError(f"vocabulary token {i} must be {expected}")
-            elif not _valid_token(token, level):
+            if i in specials:  # any spelling (an imported vocabulary keeps its own), one word
+                if not valid_token(token, "word"):
+                    raise ValueError(f"vocabulary token {i} is not a valid special token (one word "
+                                     f"of at most {MAX_TOKEN_CHARS} characters)")
+            elif not valid_token(token, level):
                 raise ValueError(f"vocabulary token {i} is not a valid {level} token")
         if len(set(tokens)) != len(tokens):
             raise ValueError("the vocabulary lists a token twice")
@@ -220,7 +222,9 @@ class Vocab:
         return vocab
 
 
-def _valid_token(token: str, level: str) -> bool:
+def valid_token(token: str, level: str) -> bool:
+    """Whether an ordinary token can be one of a `level` vocabulary: one character, or one word
+    (no whitespace) of at most MAX_TOKEN_CHARS."""
     if level == "char":
         return len(token) == 1
     if len(token) > MAX_TOKEN_CHARS:
@@ -248,7 +252,7 @@ def build_vocab(counts: dict[str, int], level: str, max_tokens: int = 50_000) ->
     on nothing but the set of tokens. Beyond max_tokens, the most frequent are kept. Returns the
     vocabulary and how many distinct tokens were left out (they read as UNK)."""
     usable = {t: n for t, n in counts.items()
-              if n > 0 and t not in RESERVED_TOKENS and _valid_token(t, level)}
+              if n > 0 and t not in RESERVED_TOKENS and valid_token(t, level)}
     kept = sorted(usable, key=lambda t: (-usable[t], t))[:max_tokens]
     left_out = len(counts) - len(kept)
     tokens = RESERVED_TOKENS + tuple(sorted(kept))

@@ -1,7 +1,11 @@
-"""Every check the doctor can run: each measures a model's behaviour (or a fresh model of the
-same config) and returns a CheckResult with the number, its threshold, pass/fail, and for a
-failure the likely cause. Nothing here reads a bug preset, a file name or a config flag to
-decide. docs/checks.md lists them with their thresholds; core/doctor/diagnosis.py runs them.
+"""The doctor's code checks: does minitx's forward pass with this config have a classic bug?
+Each measures a fresh model of the same config, or this model's own modules on fixed inputs,
+and returns a CheckResult with the number, its threshold, pass/fail, and for a failure the
+likely cause. A passing code check says the code is fine now; whether the weights were trained
+under a bug is the weight checks' question (core/doctor/trained_checks.py,
+core/doctor/counterfactuals.py, core/doctor/history_checks.py). Nothing here reads a bug preset,
+a file name or a config flag to decide. docs/checks.md lists every check with its threshold;
+core/doctor/diagnosis.py runs them.
 """
 
 from __future__ import annotations
@@ -36,7 +40,22 @@ CAUSES = {
     "it reads a source as a set",
     "position-leak": "something besides the position encoding depends on position (a causal or "
     "stale mask in the encoder?)",
+    "no-warmup": "no learning-rate warmup: the loss jumped above where it started while the "
+    "learning rate was at its peak from step 1",
+    "no-warmup-failing": "no learning-rate warmup: the learning rate was at its peak from step 1 and "
+    "the model fails its task (try a warmup, or a lower learning rate)",
+    "diverged": "training diverged (the loss rose back up): the learning rate is too high",
+    "too-few-steps": "training stopped while the loss was still falling: too few steps, or a "
+    "learning rate too low to finish in them",
+    "saw-answer": "the model saw the answer in training (loss near zero, generation fails): the "
+    "target not shifted right, or the causal mask missing",
+    "ignores-source": "the decoder ignores its source: the model has learned nothing from it",
 }
+
+# The two kinds of evidence, reported apart: does minitx's forward pass with this config have
+# a bug (code), and were these weights trained under one (weights: counterfactual runs of the
+# trained weights, their symptoms, and the run's own history).
+CODE, WEIGHTS = "code", "weights"
 
 SEED = 20240  # every probe batch and fresh model is drawn from fixed seeds: reruns agree
 
@@ -50,6 +69,8 @@ class CheckResult:
     passed: bool | None  # None: skipped (see detail)
     cause: str = ""  # for a failure: the likely cause (a CAUSES text)
     detail: str = ""  # secondary numbers, or why the check was skipped
+    kind: str = CODE  # which evidence it is: CODE or WEIGHTS
+    figure: str = ""  # a failure's numbers in words, for the evidence of its cause (else detail)
 
     @property
     def status(self) -> str:
@@ -59,14 +80,15 @@ class CheckResult:
         return {**asdict(self), "status": self.status}
 
 
-def check_result(name, description, value, threshold, passed, cause_key="", detail=""):
+def check_result(name, description, value, threshold, passed, cause_key="", detail="", kind=CODE,
+                 figure=""):
     cause = CAUSES[cause_key] if (passed is False and cause_key) else ""
     return CheckResult(name, description, None if value is None else float(value), threshold,
-                       passed, cause, detail)
+                       passed, cause, detail, kind, figure)
 
 
-def skipped(name: str, description: str, threshold: str, why: str) -> CheckResult:
-    return CheckResult(name, description, None, threshold, None, "", why)
+def skipped(name: str, description: str, threshold: str, why: str, kind: str = CODE) -> CheckResult:
+    return CheckResult(name, description, None, threshold, None, "", why, kind)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,10 +116,11 @@ def _mean_loss(logits: torch.Tensor, labels: torch.Tensor, pad: int) -> float:
                                  ignore_index=pad))
 
 
-def _other_tokens(task: Task, tokens: torch.Tensor) -> torch.Tensor:
-    """Each id replaced by the next ordinary token of the vocabulary (specials by some ordinary
-    token): a different, valid input at every position (digit tasks: d -> d + 1 mod 10)."""
-    real = torch.tensor(task.vocab.real_ids(), device=tokens.device)
+def _other_tokens(task: Task, tokens: torch.Tensor, side: str = "tgt") -> torch.Tensor:
+    """Each id replaced by the next ordinary token of the `side`'s vocabulary (specials by some
+    ordinary token): a different, valid input at every position (digit tasks: d -> d + 1 mod 10)."""
+    vocab = task.src_vocab if side == "src" else task.vocab
+    real = torch.tensor(vocab.real_ids(), device=tokens.device)
     return real[torch.searchsorted(real, tokens.contiguous(), right=True) % len(real)]
 
 
@@ -261,7 +284,9 @@ def check_permutation(model: Seq2Seq) -> CheckResult:
     "none"); the second, the model as it is, unless it has no position encoding at all."""
     length = min(8, model.cfg.max_len)
     cfg = model.cfg
-    ordinary = [i for i in range(cfg.vocab_size) if i not in (cfg.pad_id, cfg.sos_id, cfg.eos_id)]
+    # source ids (an imported model's source vocabulary is its own; its specials may sit anywhere)
+    specials = (cfg.source_pad_id, cfg.sos_id, cfg.eos_id)
+    ordinary = [i for i in range(cfg.source_vocab_size) if i not in specials]
     digits = [3, 1, 4, 0, 5, 9, 2, 6][:length]  # the digit tasks' ids; any vocabulary's otherwise
     src = torch.tensor([[ordinary[d % len(ordinary)] for d in digits]], device=model.device)  # (1, S)
     order = torch.randperm(length, generator=torch.Generator().manual_seed(SEED)).to(model.device)
@@ -330,8 +355,8 @@ def check_future_leakage_gradients(model: Seq2Seq, task: Task) -> CheckResult:
 def check_source_dependence(model: Seq2Seq, task: Task) -> CheckResult:
     """Same decoder input, different source: the logits must change."""
     batch = probe_batch(task, 16)
-    pad = task.vocab.pad
-    other = _other_tokens(task, batch.src).masked_fill(batch.src == pad, pad)  # same lengths, other tokens
+    pad = task.src_vocab.pad
+    other = _other_tokens(task, batch.src, "src").masked_fill(batch.src == pad, pad)  # same lengths
     device = model.device
     tgt_in = batch.decoder_input.to(device)
     with eval_mode(model), torch.no_grad():

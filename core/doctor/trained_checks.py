@@ -1,6 +1,7 @@
-"""The doctor's checks for a trained model: held-out accuracy, the task's alignment, and the
-symptoms a trained bug leaves (copying the decoder input, copying the source). The doctor runs
-them only on a model that looks trained (core/doctor/diagnosis.py); the rest are core/doctor/code_checks.py.
+"""Weight checks on the model as it runs: held-out accuracy (is it below its task's bar?), the
+task's alignment, and the symptoms a trained bug leaves (copying the decoder input, copying the
+source, saturated attention). The counterfactual runs are core/doctor/counterfactuals.py, the
+run's history core/doctor/history_checks.py, the code checks core/doctor/code_checks.py.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import torch
 from minitx.core.data.batch import Batch
 from minitx.core.data.digits import CopyTask
 from minitx.core.data.task import Task
-from minitx.core.doctor.code_checks import SEED, CheckResult, check_result, probe_batch, skipped
+from minitx.core.doctor.code_checks import SEED, WEIGHTS, CheckResult, check_result, probe_batch, skipped
 from minitx.core.interp.alignment import head_sharpness, scores_from_cross
 from minitx.core.interp.decode import accuracy_by_length, exact_match, greedy_decode, padded_to
 from minitx.core.model.transformer import Seq2Seq, eval_mode
+
+TASK_BAR = 0.9  # held-out exact match below this fails the task: the model always gets a verdict
 
 # ---------------------------------------------------------------------------------------------
 # Checks on a trained model (generalisation, and the symptoms of trained bugs)
@@ -32,7 +35,8 @@ def check_accuracy(model: Seq2Seq, task: Task, n: int = 200) -> CheckResult:
     if by_length[worst] == max(by_length.values()):
         detail = f"{by_length[worst]:.0%} at every length"
     description = f"held-out exact match of greedy decoding on {len(batch)} {task.evaluated_on}"
-    return check_result("accuracy", description, acc, ">= 0.9", acc >= 0.9, "undertrained", detail)
+    return check_result("accuracy", description, acc, f">= {TASK_BAR}", acc >= TASK_BAR, "undertrained",
+                        detail, WEIGHTS)
 
 
 def check_copies_decoder_input(model: Seq2Seq, task: Task) -> CheckResult:
@@ -46,7 +50,8 @@ def check_copies_decoder_input(model: Seq2Seq, task: Task) -> CheckResult:
     real = torch.isin(tgt_in, torch.tensor(task.vocab.real_ids(), device=device))  # not SOS/PAD/UNK
     rate = float((predicted == tgt_in)[real].float().mean())
     return check_result("copies-decoder-input", "the prediction at position i is not simply decoder "
-                   "input i", rate, "< 0.5", rate < 0.5, "no-shift")
+                        "input i", rate, "< 0.5", rate < 0.5, "no-shift", kind=WEIGHTS,
+                        figure=f"{rate:.0%} of teacher-forced predictions repeat their decoder input token")
 
 
 def check_copies_source(model: Seq2Seq, task: Task) -> CheckResult:
@@ -54,7 +59,9 @@ def check_copies_source(model: Seq2Seq, task: Task) -> CheckResult:
     their source (meaningless for the copy task)."""
     name, description = "copies-source", "greedy outputs are not plain copies of the source"
     if isinstance(task, CopyTask):
-        return skipped(name, description, "< 0.5", "the task is copying")
+        return skipped(name, description, "< 0.5", "the task is copying", WEIGHTS)
+    if task.src_vocab != task.vocab or task.wraps_source:  # an imported model: ids do not match up
+        return skipped(name, description, "< 0.5", "sources and outputs are fed in different ids", WEIGHTS)
     batch = probe_batch(task, 100, seed=SEED + 4)
     eos, pad = model.cfg.eos_id, model.cfg.pad_id
     B, S = batch.src.shape
@@ -64,11 +71,12 @@ def check_copies_source(model: Seq2Seq, task: Task) -> CheckResult:
     differs = (padded_to(copies, width, eos=eos, pad=pad)
                != padded_to(batch.labels, width, eos=eos, pad=pad)).any(dim=1)  # palindromes say nothing
     if not bool(differs.any()):
-        return skipped(name, description, "< 0.5", "every target is its source")
+        return skipped(name, description, "< 0.5", "every target is its source", WEIGHTS)
     cap = task.decode_cap(S, model.cfg.max_len)
     generated = greedy_decode(model, batch.src.to(model.device), max_new_tokens=cap).cpu()
     rate = float(exact_match(generated, copies, eos=eos, pad=pad)[differs].float().mean())
-    return check_result(name, description, rate, "< 0.5", rate < 0.5, "no-reverse")
+    return check_result(name, description, rate, "< 0.5", rate < 0.5, "no-reverse", kind=WEIGHTS,
+                        figure=f"{rate:.0%} of greedy outputs are the source unchanged")
 
 
 def _cross_alignment(model: Seq2Seq, batch: Batch, expected: torch.Tensor):
@@ -99,11 +107,11 @@ def check_alignment(model: Seq2Seq, task: Task) -> CheckResult:
         return skipped(name, description, threshold,
                        "no expected pattern for a data file (train with --expect diagonal or "
                        f"anti-diagonal to score one); sharpest head L{layer + 1} H{head + 1}: mean max "
-                       f"weight {float(sharp.max()):.2f}, all heads {float(sharp.mean()):.2f}")
+                       f"weight {float(sharp.max()):.2f}, all heads {float(sharp.mean()):.2f}", WEIGHTS)
     score = _cross_alignment(model, batch, expected)
     if score is None:
         return check_result(name, description, 0.0, threshold, False, "swap-cross",
-                       "cross-attention does not attend over the source positions")
+                            "cross-attention does not attend over the source positions", WEIGHTS)
     detail, cause = "", "undertrained"
     if task.exact_lengths and not isinstance(task, CopyTask):  # a digit task: is it a copy instead?
         diagonal = _cross_alignment(model, batch, CopyTask(task.min_len, task.max_len).alignment(
@@ -113,4 +121,37 @@ def check_alignment(model: Seq2Seq, task: Task) -> CheckResult:
             cause = "no-reverse"
     if cause == "undertrained" and score < 1.5 / task.max_len:
         cause = "unused-cross"  # about uniform: a symptom of several bugs, not one cause
-    return check_result(name, description, score, threshold, score >= ALIGNMENT_THRESHOLD, cause, detail)
+    return check_result(name, description, score, threshold, score >= ALIGNMENT_THRESHOLD, cause, detail,
+                        WEIGHTS)
+
+
+SATURATED = 0.999  # a row that puts more than this on one key is saturated
+SATURATED_SHARE = 0.1  # healthy trained models: at most 0.07 of the rows of any one block
+
+
+def check_saturated_attention(model: Seq2Seq, task: Task) -> CheckResult:
+    """On the task's own examples, the share of attention rows (over at least 4 source keys:
+    encoder self-attention and cross-attention) that put more than 0.999 on one key, averaged
+    over the blocks. Unscaled scores are sqrt(d_k) times too large and saturate the softmax;
+    trained healthy attention is sharp where it must be, but rarely that sharp."""
+    name = "saturated-attention"
+    description = "on its own data, few attention rows put everything on one key"
+    batch = probe_batch(task, 64, seed=SEED + 6)
+    device, pad = model.device, model.cfg.pad_id
+    src = batch.src.to(device)  # (B, S)
+    with eval_mode(model), torch.no_grad():
+        _, maps = model(src, batch.decoder_input.to(device), return_attention=True)
+    keys = (src != pad).sum(dim=1)  # (B,) source keys of each row
+    shares = []
+    for weights, queries in ([(w, src != pad) for w in maps.encoder_self]
+                             + [(w, batch.labels.to(device) != pad) for w in maps.cross]):
+        if weights.shape[-1] != src.shape[1]:  # cross-attention that is not over the source
+            continue
+        rows = (queries & (keys >= 4)[:, None])[:, None].expand(weights.shape[:-1])  # (B, h, Tq)
+        if bool(rows.any()):
+            shares.append(float((weights.max(dim=-1).values > SATURATED)[rows].float().mean()))
+    if not shares:
+        return skipped(name, description, f"< {SATURATED_SHARE:g}", "no source of 4 or more tokens", WEIGHTS)
+    share = sum(shares) / len(shares)
+    return check_result(name, description, share, f"< {SATURATED_SHARE:g}", share < SATURATED_SHARE,
+                        "no-scale", f"{len(shares)} blocks; the most saturated {max(shares):.2f}", WEIGHTS)

@@ -52,7 +52,7 @@ import fnmatch
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -206,12 +206,12 @@ class WeightMapping:
             return json.dumps(value, ensure_ascii=False)
 
         lines = []
-        for field, value in self.to_dict().items():
+        for name, value in self.to_dict().items():
             if isinstance(value, dict):
                 items = [f"    {compact(k)}: {compact(v)}" for k, v in value.items()]
-                lines.append(f"  {compact(field)}: {{\n" + ",\n".join(items) + "\n  }")
+                lines.append(f"  {compact(name)}: {{\n" + ",\n".join(items) + "\n  }")
             else:
-                lines.append(f"  {compact(field)}: {compact(value)}")
+                lines.append(f"  {compact(name)}: {compact(value)}")
         return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
@@ -306,6 +306,7 @@ class MappedState:
     missing: list[tuple[str, str]]  # (minitx name, file key) for file keys the file lacks
     unexpected: list[str]  # the file's keys that no entry, same_as or ignore accounts for
     layers: dict[str, int]  # layers per stack among the names produced
+    sources: dict[str, str] = field(default_factory=dict)  # minitx name -> the file's key (for messages)
 
     def require_complete(self, source: str) -> None:
         """ImportFileError when anything is missing or unexpected, naming the first of each."""
@@ -345,6 +346,7 @@ def apply_mapping(mapping: WeightMapping, state: dict[str, torch.Tensor], *,
     keys = {k[len(prefix):]: k for k in state if k.startswith(prefix)}
     layers = layers if layers is not None else count_layers(mapping, keys)
     tensors: dict[str, torch.Tensor] = {}
+    sources: dict[str, str] = {}
     missing: list[tuple[str, str]] = []
     used: set[str] = set()
     produced: set[str] = set()
@@ -364,6 +366,7 @@ def apply_mapping(mapping: WeightMapping, state: dict[str, torch.Tensor], *,
             except ValueError as e:
                 raise ImportFileError(f"{source}: {key!r} (for {entry.target!r}): {e}") from None
         tensors[entry.target] = t.contiguous()
+        sources[entry.target] = key
     for copy, original in mapping.same_as:
         if copy not in keys:
             continue
@@ -375,7 +378,27 @@ def apply_mapping(mapping: WeightMapping, state: dict[str, torch.Tensor], *,
                                       f"minitx loads in its place; map it on its own instead")
     ignored = {k for k in state if any(fnmatch.fnmatchcase(k, p) for p in mapping.ignore)}
     unexpected = [k for k in state if k not in used and k not in ignored]
-    return MappedState(tensors, missing, unexpected, _layers_of(tensors, missing))
+    return MappedState(tensors, missing, unexpected, _layers_of(tensors, missing), sources)
+
+
+def available_rows(mapping: WeightMapping, state: dict[str, torch.Tensor], target: str) -> int | None:
+    """How many rows the tensor for minitx's `target` (a name without {i}) has before its
+    "rows" op cuts it (a positional table's length, which the importer chooses max_len within);
+    None when the mapping does not give `target` or the file lacks its key. An op that does not
+    fit is left for apply_mapping to report."""
+    entry = next((e for e in mapping.entries if e.target == target), None)
+    key = None if entry is None else mapping.prefix + entry.source
+    if key not in state:
+        return None
+    t = state[key]
+    for op in entry.ops:
+        if op.name == "rows":
+            break
+        try:
+            t = op.apply(t, {})
+        except ValueError:
+            return None
+    return int(t.shape[0]) if t.dim() else None
 
 
 def _expanded(mapping: WeightMapping, layers: dict[str, int]):

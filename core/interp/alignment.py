@@ -11,6 +11,7 @@ import torch
 
 from minitx.core.data.batch import Batch
 from minitx.core.data.task import Task
+from minitx.core.interp.decode import greedy_decode
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 
 
@@ -77,3 +78,16 @@ def head_scores(model: Seq2Seq, task: Task, n: int = 256, seed: int = 4321) -> t
     if scores is not None:
         return "alignment", scores
     return "sharpness", head_sharpness(model, batch)
+
+
+def example_sharpness(model: Seq2Seq, task: Task) -> torch.Tensor:
+    """(layers, heads) head_sharpness on the task's example source alone, teacher-forced on the
+    model's own greedy output: what can be shown per head for a task with no examples to draw
+    (an imported model without pairs)."""
+    ids = task.parse(task.example(), max_len=model.cfg.max_len - 2)
+    src = torch.tensor([ids])  # (1, S)
+    cfg = model.cfg
+    out = greedy_decode(model, src.to(model.device), task.decode_cap(len(ids), cfg.max_len))[0].tolist()
+    out = out[: out.index(cfg.eos_id)] if cfg.eos_id in out else out[: cfg.max_len - 2]
+    tgt = torch.tensor([[cfg.sos_id, *out, cfg.eos_id]])  # (1, T + 2)
+    return head_sharpness(model, Batch(src, tgt, torch.tensor([task.source_length(ids)])))

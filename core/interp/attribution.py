@@ -166,7 +166,8 @@ def _cross_outputs_with_clean_inputs(patcher: Patcher, corrupted: Recording, lay
     block = model.decoder[layer].cross_attn
     reads_decoder = model.decoder[layer].cross_reads_decoder  # a bug preset: keys from the decoder
     keys_from = patcher.decoder_input if reads_decoder else patcher.source("clean")
-    mask = padding_mask_or_none(keys_from, model.cfg.pad_id)  # (B, 1, 1, Tk) or None
+    pad = model.cfg.pad_id if reads_decoder else model.cfg.source_pad_id  # a source has its own PAD
+    mask = padding_mask_or_none(keys_from, pad)  # (B, 1, 1, Tk) or None
     clean = patcher.recording
     inputs = {("clean", side): clean.read[("cross", layer, side)][:, 0] for side in SIDES}
     inputs |= {("corrupted", side): corrupted.read[("cross", layer, side)][:, 0].detach() for side in SIDES}

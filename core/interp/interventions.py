@@ -374,7 +374,7 @@ def head_means(model: Seq2Seq, task, n: int = MEAN_SEQUENCES, seed: int = MEAN_S
     """(kind, layer) -> (h, d_k): each head's output averaged over every real (non-padding) query
     position of n fresh sources of the task, teacher-forced on their correct outputs."""
     batch = task.batch(n, torch.Generator().manual_seed(seed))
-    device, pad = model.device, model.cfg.pad_id
+    device, pad, src_pad = model.device, model.cfg.pad_id, model.cfg.source_pad_id
     src, tgt_in = batch.src.to(device), batch.decoder_input.to(device)
     record = Recording()
     with eval_mode(model), Interventions(record=record).applied(model):
@@ -382,7 +382,7 @@ def head_means(model: Seq2Seq, task, n: int = MEAN_SEQUENCES, seed: int = MEAN_S
     means = {}
     for (kind, layer) in record.outputs:
         out = record.head_outputs(kind, layer)  # (B, h, T, k)
-        real = (src if kind == "enc" else tgt_in) != pad  # (B, T)
+        real = src != src_pad if kind == "enc" else tgt_in != pad  # (B, T)
         weight = real[:, None, :, None].to(out.dtype)
         means[(kind, layer)] = (out * weight).sum(dim=(0, 2)) / weight.sum(dim=(0, 2))  # (h, k)
     return means

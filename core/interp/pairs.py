@@ -54,12 +54,15 @@ def typed_pair(task, clean: list[int], corrupted: list[int], eos: int) -> Pair:
     return pair
 
 
-def _examples(batch: Batch, eos: int) -> list[tuple[list[int], list[int]]]:
-    """A batch -> (source, answer with EOS) per example, padding dropped."""
+def _examples(batch: Batch, eos: int, src_pad: int) -> list[tuple[list[int], list[int]]]:
+    """A batch -> (source as fed, answer with EOS) per example, padding dropped (a source's
+    padding follows it; an imported model's source also holds its start and end tokens)."""
     out = []
-    for src, length, labels in zip(batch.src.tolist(), batch.lengths.tolist(), batch.labels.tolist()):
+    for src, labels in zip(batch.src.tolist(), batch.labels.tolist()):
         answer = labels[: labels.index(eos) + 1] if eos in labels else labels
-        out.append((src[:length], answer))
+        while src and src[-1] == src_pad:
+            src.pop()
+        out.append((src, answer))
     return out
 
 
@@ -68,7 +71,8 @@ def draw_pairs(task, n: int, seed: int, eos: int, min_len: int | None = None,
     """Up to n pairs from one seeded draw of the task's examples (see the module docstring).
     ValueError when no two examples share a source and answer length with different answers."""
     generator = torch.Generator().manual_seed(seed)
-    examples = _examples(task.batch(max(POOL_FACTOR * n, MIN_POOL), generator, min_len, max_len), eos)
+    examples = _examples(task.batch(max(POOL_FACTOR * n, MIN_POOL), generator, min_len, max_len), eos,
+                         task.src_vocab.pad)
     groups: dict[tuple[int, int], list[tuple[list[int], list[int]]]] = {}
     for source, answer in examples:
         groups.setdefault((len(source), len(answer)), []).append((source, answer))
@@ -103,21 +107,24 @@ class PairBatch:
     steps: torch.Tensor  # (B, T) bool: where the answers differ (the steps the metric reads)
 
     @classmethod
-    def of(cls, pairs: list[Pair], pad: int, sos: int) -> PairBatch:
+    def of(cls, pairs: list[Pair], pad: int, sos: int, src_pad: int | None = None) -> PairBatch:
+        """`pad` pads the answers (and the sources, unless the model's source has its own PAD)."""
         if not pairs:
             raise ValueError("no pairs to patch")
         S = max(len(p.clean) for p in pairs)
         T = max(len(p.clean_answer) for p in pairs)
 
-        def rows(lists, width):
-            return torch.tensor([list(x) + [pad] * (width - len(x)) for x in lists])
+        def rows(lists, width, fill=pad):
+            return torch.tensor([list(x) + [fill] * (width - len(x)) for x in lists])
 
+        source_pad = pad if src_pad is None else src_pad
         clean_answer = rows([p.clean_answer for p in pairs], T)
         corrupted_answer = rows([p.corrupted_answer for p in pairs], T)
         decoder_input = torch.cat([torch.full((len(pairs), 1), sos), clean_answer[:, :-1]], dim=1)
         steps = (clean_answer != corrupted_answer) & (clean_answer != pad) & (corrupted_answer != pad)
-        return cls(tuple(pairs), rows([p.clean for p in pairs], S), rows([p.corrupted for p in pairs], S),
-                   decoder_input, clean_answer, corrupted_answer, steps)
+        return cls(tuple(pairs), rows([p.clean for p in pairs], S, source_pad),
+                   rows([p.corrupted for p in pairs], S, source_pad), decoder_input, clean_answer,
+                   corrupted_answer, steps)
 
     def __len__(self) -> int:
         return len(self.pairs)

@@ -74,7 +74,7 @@ class Patcher:
         self.clean, self.corrupted = first.clean, first.corrupted  # the first pair (all, with one)
         self.clean_answer, self.corrupted_answer, self.steps = first.clean_answer, first.corrupted_answer, \
             first.steps
-        self.batch = PairBatch.of(self.pairs, cfg.pad_id, cfg.sos_id)
+        self.batch = PairBatch.of(self.pairs, cfg.pad_id, cfg.sos_id, cfg.source_pad_id)
         if not bool(self.batch.steps.any()):
             raise ValueError("the clean and corrupted sources have the same answer: "
                              "there is no difference to recover")

@@ -131,18 +131,22 @@ def head_roles(model: Seq2Seq, task, n: int = ROLE_SEQUENCES, seed: int = ROLE_S
         _, maps = model(src.to(model.device), dec_in.to(model.device), return_attention=True)
     B, S = src.shape
     T = dec_in.shape[1]
-    src_real = src != cfg.pad_id  # (B, S)
+    src_real = src != cfg.source_pad_id  # (B, S)
     dec_real = labels != cfg.pad_id  # (B, T): up to the EOS step
-    n_src = src_real.sum(1)  # (B,)
+    # A source fed wrapped in start and end tokens (an imported model) counts positions from its
+    # own first token: the patterns name the same tokens as for an unwrapped source.
+    wrap = 1 if task.wraps_source else 0
+    n_src = src_real.sum(1) - 2 * wrap  # (B,) the source's own tokens
     n_dec = dec_real.sum(1)
-    i_s, j_s = torch.arange(S)[:, None], torch.arange(S)[None, :]
+    i_s, j_s = torch.arange(S)[:, None] - wrap, torch.arange(S)[None, :] - wrap
     i_t, j_t = torch.arange(T)[:, None], torch.arange(T)[None, :]
     expected = task.expected_alignment(batch)  # (B, T_out, S) or None
 
     def targets(kind: str) -> dict:
         if kind == "enc":
             allowed = src_real[:, None, :] & src_real[:, :, None]  # (B, S, S)
-            i, j, count, rows = i_s, j_s, n_src[:, None, None], src_real
+            own = (i_s[:, 0] >= 0)[None] & (i_s[:, 0][None] < n_src[:, None])  # (B, S): not the wrapping
+            i, j, count, rows = i_s, j_s, n_src[:, None, None], src_real & own
             same = (src[:, :, None] == src[:, None, :]) & allowed
             groups = n_src
         elif kind == "self":
@@ -154,6 +158,8 @@ def head_roles(model: Seq2Seq, task, n: int = ROLE_SEQUENCES, seed: int = ROLE_S
             allowed = src_real[:, None, :].expand(B, T, S) & dec_real[:, :, None]  # (B, T, S)
             i, j, count, rows = torch.arange(T)[:, None], j_s, n_src[:, None, None], dec_real
             same = (labels[:, :, None] == src[:, None, :]) & allowed
+            if task.src_vocab != task.vocab:  # ids of two vocabularies: no token is "the same"
+                same = torch.zeros_like(same)
             groups = n_src
         out = {"allowed": allowed, "rows": rows, "same": same, "groups": groups,
                "diagonal": (j == i)[None] & allowed, "first": (j == 0)[None] & allowed,

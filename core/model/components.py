@@ -1,10 +1,11 @@
 """The swappable parts of a layer: norms, feed-forward blocks and position encodings.
 
 Each ModelConfig switch chooses one of them (docs/components.md has the formulas and what each
-swap changes): `norm_kind` LayerNorm or RMSNorm, `activation` a ReLU/GELU MLP or SwiGLU,
+swap changes): `norm_kind` LayerNorm, RMSNorm or the Annotated Transformer's std-based
+LayerNorm (docs/import.md), `activation` a ReLU/GELU MLP or SwiGLU,
 `position_encoding` sinusoids, learned tables, rotary (RoPE) or nothing. Grouped-query attention
 (`kv_heads`) lives with attention in core/model/transformer.py. The functional forms here (rms_norm,
-swiglu, rotary_angles, rotate_pairs) are shared with the KV-cache decoder, core/model/kv_cache.py.
+std_norm, swiglu, rotary_angles, rotate_pairs) are shared with the KV-cache decoder, core/model/kv_cache.py.
 
 Shapes: B batch, T length, d d_model, f d_ff, k d_k.
 """
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minitx.core.config import MODERN_COMPONENTS, ModelConfig
+from minitx.core.config import MODERN_COMPONENTS, NORM_EPS, ModelConfig
 
 # The named swaps (the lab's variants): name -> the ModelConfig fields it sets, which are also
 # the option names of `minitx train`. "gqa" assumes the reference's 4 heads.
@@ -35,7 +36,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "modern": dict(MODERN_COMPONENTS),
 }
 
-RMS_EPS = 1e-6
+RMS_EPS = NORM_EPS["rms"]
 
 # ---------------------------------------------------------------------------------------------
 # Norms
@@ -62,9 +63,36 @@ class RMSNorm(nn.Module):
         return rms_norm(x, self.weight, self.eps)
 
 
+def std_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    """weight * (x - mean) / (std + eps) + bias over the last axis, with the unbiased std (it
+    divides by d - 1) and eps added to the std, not under a square root: the Annotated
+    Transformer's LayerNorm, which no torch LayerNorm computes (docs/import.md)."""
+    centred = x - x.mean(dim=-1, keepdim=True)
+    return weight * centred / (x.std(dim=-1, keepdim=True) + eps) + bias
+
+
+class StdNorm(nn.Module):
+    """2d parameters, named weight and bias as LayerNorm's (the original calls them a_2, b_2)."""
+
+    def __init__(self, d_model: int, eps: float = NORM_EPS["std"]) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., d) -> (..., d)
+        return std_norm(x, self.weight, self.bias, self.eps)
+
+
 def norm_layer(cfg: ModelConfig) -> nn.Module:
-    """The norm that stands wherever the model normalises: LayerNorm or RMSNorm."""
-    return RMSNorm(cfg.d_model) if cfg.norm_kind == "rms" else nn.LayerNorm(cfg.d_model)
+    """The norm that stands wherever the model normalises: LayerNorm, RMSNorm or StdNorm, with
+    the config's eps."""
+    eps = cfg.norm_epsilon
+    if cfg.norm_kind == "rms":
+        return RMSNorm(cfg.d_model, eps)
+    if cfg.norm_kind == "std":
+        return StdNorm(cfg.d_model, eps)
+    return nn.LayerNorm(cfg.d_model, eps=eps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,9 +177,36 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return x * cos + turned * sin
 
 
+def option_labels(cfg: ModelConfig) -> list[str]:
+    """The choices a model's numbers depend on that its shapes do not show, in a few words each
+    (the app's header and inspect for an imported model): norm placement, norm kind and eps,
+    final norms on post-norm, log-softmax, separate vocabularies."""
+    kind = {"layer": "LayerNorm", "rms": "RMSNorm", "std": "std LayerNorm"}[cfg.norm_kind]
+    labels = [f"{cfg.norm}-norm" + (" + final norms" if cfg.final_norms and cfg.norm == "post" else ""),
+              f"{kind} eps {cfg.norm_epsilon:g}", cfg.activation]
+    if cfg.log_softmax:
+        labels.append("log-softmax")
+    if cfg.separate_vocabularies:
+        labels.append(f"{cfg.source_vocab_size}/{cfg.vocab_size} tokens")
+    return labels
+
+
+def short_option_labels(cfg: ModelConfig) -> str:
+    """option_labels in a title bar's room: 'pre stdLN 1e-6 log-softmax', 'post+final LN 1e-5'."""
+    kind = {"layer": "LN", "rms": "RMS", "std": "stdLN"}[cfg.norm_kind]
+    eps = f"{cfg.norm_epsilon:.0e}".replace("e-0", "e-")
+    norm = cfg.norm + ("+final" if cfg.final_norms and cfg.norm == "post" else "")
+    return " ".join([norm, kind, eps] + (["log-softmax"] if cfg.log_softmax else []))
+
+
 def components(cfg: ModelConfig) -> dict[str, str]:
     """What each part of this config is, in words (inspect's and the lab's descriptions)."""
-    norm = {"layer": "LayerNorm", "rms": "RMSNorm (weight only)"}[cfg.norm_kind]
+    norm = {"layer": "LayerNorm", "rms": "RMSNorm (weight only)",
+            "std": "LayerNorm with the unbiased std, eps added to the std"}[cfg.norm_kind]
+    if cfg.norm_eps:
+        norm += f", eps {cfg.norm_eps:g}"
+    if cfg.final_norms and cfg.norm == "post":
+        norm += ", and a final norm after each stack"
     ff = {"relu": "ReLU MLP: W2 relu(W1 x)", "gelu": "GELU MLP: W2 gelu(W1 x)",
           "swiglu": "SwiGLU: W2(silu(W1 x) * W3 x)"}[cfg.activation]
     positions = {"sinusoidal": "sinusoidal table added to the embeddings (no parameters)",
@@ -162,5 +217,12 @@ def components(cfg: ModelConfig) -> dict[str, str]:
         attention = f"multi-head: {cfg.n_heads} heads, each its own K and V"
     else:
         attention = f"grouped-query: {cfg.n_heads} query heads share {cfg.kv_heads} K/V"
-    return {"norm": f"{cfg.norm}-norm, {norm}", "positions": positions, "feed-forward": ff,
-            "attention": attention}
+    described = {"norm": f"{cfg.norm}-norm, {norm}", "positions": positions, "feed-forward": ff,
+                 "attention": attention}
+    if cfg.separate_vocabularies:
+        described["vocabularies"] = (f"separate: {cfg.source_vocab_size} source tokens (PAD "
+                                     f"{cfg.source_pad_id}), {cfg.vocab_size} target tokens "
+                                     f"(PAD {cfg.pad_id})")
+    if cfg.log_softmax:
+        described["output"] = "log-probabilities (log-softmax after the output layer)"
+    return described

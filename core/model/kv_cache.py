@@ -1,21 +1,22 @@
 """Incremental decoding with a KV cache: one new position per step, earlier keys/values reused.
 
-Why this is not the nn.Modules of core/model/transformer.py: a cached step at batch 1 is a few dozen tiny
-ops, and going through the modules (a call per Linear and LayerNorm, (B, 1, d) views, a mask
-rebuilt every step) cost more than the arithmetic. Here a step is flat functional code on the
-decoder's weights (Q, K and V stacked once per decode), on (B, d) rows, with the source mask
-built once: 0.34 ms per token at batch 1 became 0.18 ms (benchmarks/decode_speed.py). The modules
-stay the one definition of the model; tests/core/test_incremental.py holds this file to them for
-every configuration (post/pre-norm, LayerNorm/RMSNorm, relu/gelu/SwiGLU, every position encoding,
-grouped-query attention, unscaled attention, padded sources, swapped cross).
+Why this is not the nn.Modules of core/model/transformer.py: a cached step at batch 1 is a few dozen
+tiny ops, and going through the modules (a call per Linear and LayerNorm, (B, 1, d) views, a mask
+rebuilt every step) costs more than the arithmetic (docs/performance.md has the figures). Here a
+step is flat functional code on the decoder's weights (Q, K and V stacked once per decode), on
+(B, d) rows, with the source mask built once. The modules stay the one definition of the model;
+tests/core/test_incremental.py holds this file to them for every configuration (post/pre-norm,
+LayerNorm/RMSNorm/the std norm, final norms after a post-norm stack, relu/gelu/SwiGLU, every
+position encoding, grouped-query attention, unscaled attention, padded sources, separate source
+vocabularies, a log-softmax output, swapped cross).
 
-The variants act here as they do in the modules, through the same functions (core/model/components.py):
-RoPE turns the new query and key by the position being fed (the cached length), keys are cached
-turned and values never are; grouped-query attention caches g K/V heads, not h, and shares them
-out (shared_heads) only when attending.
+The variants act here as they do in the modules, through the same functions
+(core/model/components.py): RoPE turns the new query and key by the position being fed (the cached
+length), keys are cached turned and values never are; grouped-query attention caches g K/V heads,
+not h, and shares them out (shared_heads) only when attending.
 
-Inference only: no dropout, and the weights must not change during one decode (the cached keys
-and values, and the stacked projections, are computed from the weights at its start).
+Inference only: no dropout, and the weights must not change during one decode (the cached keys and
+values, and the stacked projections, are computed from the weights at its start).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from torch import nn
 from minitx.core.model.attention import additive_mask, attention, shared_heads
 from minitx.core.model.components import (
     RMSNorm,
+    StdNorm,
     SwiGLUFeedForward,
     rms_norm,
     rotary_angles,
     rotate_pairs,
+    std_norm,
     swiglu,
 )
 from minitx.core.model.hooks import HeadHook, StreamEdit, head_hook, stream_hook
@@ -58,17 +61,22 @@ class _Linear(NamedTuple):
 
 
 class _Norm(NamedTuple):
+    kind: str  # "layer", "rms" or "std", as ModelConfig.norm_kind
     weight: torch.Tensor
     bias: torch.Tensor | None  # None: RMSNorm
     eps: float
 
     @classmethod
-    def of(cls, norm: nn.LayerNorm | RMSNorm) -> _Norm:
-        return cls(norm.weight, norm.bias if isinstance(norm, nn.LayerNorm) else None, norm.eps)
+    def of(cls, norm: nn.LayerNorm | RMSNorm | StdNorm) -> _Norm:
+        if isinstance(norm, RMSNorm):
+            return cls("rms", norm.weight, None, norm.eps)
+        return cls("std" if isinstance(norm, StdNorm) else "layer", norm.weight, norm.bias, norm.eps)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # (B, d) -> (B, d)
-        if self.bias is None:
+        if self.kind == "rms":
             return rms_norm(x, self.weight, self.eps)
+        if self.kind == "std":
+            return std_norm(x, self.weight, self.bias, self.eps)
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
 
 
@@ -145,7 +153,8 @@ class IncrementalDecoder:
         self._rope = cfg.position_encoding == "rope"
         self._rotary: tuple[torch.Tensor, torch.Tensor] | None = None  # (cos, sin) (n, k), grown as needed
         self._layers = [_LayerState.of(layer) for layer in model.decoder]
-        self._final_norm = _Norm.of(model.decoder_norm) if self._pre_norm else None
+        self._final_norm = _Norm.of(model.decoder_norm) if cfg.with_final_norms else None
+        self._log_softmax = cfg.log_softmax
         self._output = _Linear.of(model.output)
         self._src_mask = src_mask  # bool, for attention weights
         self._src_bias = None if src_mask is None else additive_mask(src_mask, memory.dtype)  # for SDPA
@@ -170,7 +179,8 @@ class IncrementalDecoder:
         self.position += 1
         if self._final_norm is not None:
             y = self._final_norm(y)
-        return self._output(y)  # (B, V)
+        logits = self._output(y)  # (B, V)
+        return logits.log_softmax(dim=-1) if self._log_softmax else logits
 
     def _rotary_at(self, position: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin (1, k) of one position. The table is computed for 64 positions at a time,

@@ -216,7 +216,7 @@ class Seq2Seq(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
-        self.src_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
+        self.src_embed = nn.Embedding(cfg.source_vocab_size, d, padding_idx=cfg.source_pad_id)
         self.tgt_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
         if cfg.position_encoding == "sinusoidal":  # a buffer: saved and moved, never trained
             self.register_buffer("positional", sinusoidal_table(cfg.max_len, d))  # (max_len, d)
@@ -226,9 +226,9 @@ class Seq2Seq(nn.Module):
         self.embed_drop = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
-        pre = cfg.norm == "pre"
-        self.encoder_norm = norm_layer(cfg) if pre else nn.Identity()
-        self.decoder_norm = norm_layer(cfg) if pre else nn.Identity()
+        final = cfg.with_final_norms  # pre-norm always; post-norm as torch.nn.Transformer has them
+        self.encoder_norm = norm_layer(cfg) if final else nn.Identity()
+        self.decoder_norm = norm_layer(cfg) if final else nn.Identity()
         self.output = nn.Linear(d, cfg.vocab_size)  # the decoder stream -> next-token logits
         # Decoder self-attention hides later positions; the no-causal-mask variant lets it see them.
         self.causal = cfg.bug != "no-causal-mask"
@@ -239,7 +239,7 @@ class Seq2Seq(nn.Module):
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
         with torch.no_grad():  # xavier overwrote the PAD rows; keep them zero as padding_idx says
-            self.src_embed.weight[self.cfg.pad_id].zero_()
+            self.src_embed.weight[self.cfg.source_pad_id].zero_()
             self.tgt_embed.weight[self.cfg.pad_id].zero_()
 
     def position_table(self, side: str) -> torch.Tensor | None:
@@ -276,7 +276,7 @@ class Seq2Seq(nn.Module):
 
     def encode(self, src: torch.Tensor, maps: AttentionMaps | None = None):
         """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S), None if nothing is padded."""
-        src_mask = padding_mask_or_none(src, self.cfg.pad_id)
+        src_mask = padding_mask_or_none(src, self.cfg.source_pad_id)
         x = self.embed(src, "src")
         rotary = self.rotary(src.shape[1], src.device)
         for layer in self.encoder:
@@ -305,9 +305,11 @@ class Seq2Seq(nn.Module):
         return self.stream_logits(y)
 
     def stream_logits(self, y: torch.Tensor) -> torch.Tensor:
-        """(..., d) decoder stream -> (..., V) logits: the final norm (pre-norm) and the output
-        layer. On a stream leaving an earlier layer this is the logit lens."""
-        return self.output(self.decoder_norm(y))
+        """(..., d) decoder stream -> (..., V) logits: the final norm (if the model has one) and
+        the output layer (then log-softmax, for a model whose output layer ends in one). On a
+        stream leaving an earlier layer this is the logit lens."""
+        logits = self.output(self.decoder_norm(y))
+        return logits.log_softmax(dim=-1) if self.cfg.log_softmax else logits
 
     @property
     def device(self) -> torch.device:
@@ -323,10 +325,9 @@ class Seq2Seq(nn.Module):
 
 
 def set_training(model: nn.Module, training: bool) -> None:
-    """model.train(training) without nn.Module.train's recursion through __setattr__: about
-    1.5 ms a switch for the reference model on this project's CPU, which training pays twice at
-    every probe snapshot and evaluation. Same effect: every module's `training` flag (no module
-    here overrides train())."""
+    """model.train(training) without nn.Module.train's recursion through __setattr__, which
+    training pays twice at every probe snapshot and evaluation (docs/performance.md). Same
+    effect: every module's `training` flag (no module here overrides train())."""
     for module in model.modules():
         module.__dict__["training"] = training
 

@@ -75,7 +75,7 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
     device, cfg = model.device, model.cfg
     correct, lengths, kept = [], [], []
     unknown, seen, wrong = 0, 0, 0
-    unk = task.vocab.unk
+    src_unk, unk = task.src_vocab.unk, task.vocab.unk
     forced = teacher_forced and model.causal and not failures
     batches = iter(batches)
     complete = True
@@ -88,12 +88,15 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
             ok = exact_match(generated, batch.labels, eos=cfg.eos_id, pad=cfg.pad_id)
         correct.append(ok)
         lengths.append(batch.lengths)
+        if src_unk is not None:
+            unknown += int((batch.src == src_unk).sum())
         if unk is not None:
-            unknown += int((batch.src == unk).sum() + (batch.labels == unk).sum())
+            unknown += int((batch.labels == unk).sum())
         for b in (~ok).nonzero().flatten().tolist():
             if len(kept) >= failures:
                 break
-            source = batch.src[b, : int(batch.lengths[b])].tolist()
+            row = batch.src[b]
+            source = row[row != task.src_vocab.pad].tolist()  # as fed, start and end tokens included
             found = failure_of(source, generated[b].tolist(), batch.labels[b].tolist(), cfg.eos_id,
                                cfg.pad_id, lines[seen + b] if lines else None)
             if found is not None:

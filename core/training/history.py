@@ -46,7 +46,7 @@ class HistoryError(ValueError):
     """A history that cannot be read; str(e) is one sentence."""
 
 
-def keep_indices(steps: list[int], limit: int) -> list[int]:
+def keep_indices(steps, limit: int) -> list[int]:
     """Indices of at most `limit` of `steps` (increasing), spread evenly over the step range: for
     each of `limit` evenly spaced step targets the nearest real step. First and last always stay."""
     n = len(steps)
@@ -165,17 +165,22 @@ class History:
     def snapshot_steps(self) -> list[int]:
         return list(self.snapshots.steps) if self.snapshots else []
 
-    def series(self, name: str) -> tuple[list[int], list[float]]:
+    def series(self, name: str, at_most: int | None = None) -> tuple[list[int], list[float]]:
         """(steps, values) of one series of SERIES, of equal length even while the training
-        thread appends (the app draws a live run's history)."""
+        thread appends (the app draws a live run's history); with `at_most`, no more points than
+        that, chosen by keep_indices (a chart of a long run needs no more than it can draw)."""
         if name == "accuracy":
-            steps, values = list(self.eval_steps), list(self.accuracy)
+            steps, values = self.eval_steps, self.accuracy
         elif name in self.values:
-            steps, values = list(self.steps), list(self.values[name])
+            steps, values = self.steps, self.values[name]
         else:
             raise KeyError(f"no series {name!r}; the series are {', '.join(SERIES)}")
         n = min(len(steps), len(values))
-        return steps[:n], values[:n]
+        steps, values = steps[:n], values[:n]  # copies (of arrays: cheap), taken together
+        if at_most is not None and n > at_most:
+            keep = keep_indices(steps, at_most)
+            return [steps[i] for i in keep], [values[i] for i in keep]
+        return list(steps), list(values)
 
     def seconds_at(self, steps: list[int]) -> list[float]:
         """Training seconds at each step (interpolated between recorded steps): for an x axis of

@@ -1,16 +1,12 @@
 """Adam for the Trainer: torch's fused Adam kernel, called directly, on one flat buffer.
 
-torch.optim.Adam(fused=True) runs the same kernel, but its methods are wrapped to keep
-torch.compile out of them, and the first call of any of them imports torch._dynamo (and sympy):
-1.5 to 2.5 s of every training process, more than the whole start-up otherwise (cProfile of
-`minitx train --steps 1` on this project's 2-core machine).
+torch.optim.Adam(fused=True) runs the same kernel, but its first call imports torch._dynamo,
+seconds of every training process (docs/performance.md, "Why the code is shaped as it is").
 
-The parameters (88 tensors in the reference model), their gradients and both Adam moments each
-live in one flat buffer, the tensors being views into it. On a CPU every kernel over a list of
-tensors still loops over them one by one, so the gradient norm and Adam over 88 small tensors cost
-about 1.5 ms a step; over one buffer they cost 0.3 ms (benchmarks/optimizer_step.py). Adam's
-update is elementwise, so the flat step is bit for bit torch.optim.Adam(fused=True)'s
-(tests/core/test_optim.py checks it).
+The parameters, their gradients and both Adam moments each live in one flat buffer, the tensors
+being views into it: on a CPU a kernel over a list of tensors loops over them one by one, so one
+buffer is a fraction of the cost. Adam's update is elementwise, so the flat step is bit for bit
+torch.optim.Adam(fused=True)'s (tests/core/test_optim.py checks it).
 
 What a caller sees stays torch.optim's: `state[param]` = step, exp_avg, exp_avg_sq (views) once a
 step was taken, `param_groups[0]["lr"]`. Code that swaps a parameter's storage or drops

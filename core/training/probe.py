@@ -28,7 +28,10 @@ def probe_example(task: Task, text: str = "") -> Batch:
     task's own example (Task.example_batch: six digits that repeat none of their neighbours, a
     fixed date, the first held-out pair)."""
     if text:
-        ids = task.parse(text)
+        try:
+            ids = task.parse(text)
+        except ValueError as e:  # the setting to blame, in the words of a config's error
+            raise ValueError(f"probe_source: {e}") from None
         if task.expected_output(ids) is None:
             raise ValueError(f"probe_source: the {task.name} task cannot tell the output of a typed "
                              "source; leave it empty for the task's own example")

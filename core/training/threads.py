@@ -2,11 +2,11 @@
 
 torch starts one intra-op thread per core, and its OpenMP threads spin while they wait for the
 next parallel region. On a machine where another process holds a core, the thread that shares
-that core runs in slices, every parallel region waits for it, and training collapses (measured
-on 2 cores with one kept busy: `minitx train --steps 20` took 36 s on 2 threads and 8 s on 1).
-The models here are small, so one thread fewer than the cores costs little when the machine is
-idle (docs/performance.md has the measurements). The rule: every usable core but one, so the rest
-of the machine (the app's UI thread, another process) keeps a core; at least 1.
+that core runs in slices, every parallel region waits for it, and training collapses. The models
+here are small, so one thread fewer than the cores costs little when the machine is idle
+(docs/performance.md, "Threads on a busy machine", has the measurements). The rule: every usable
+core but one, so the rest of the machine (the app's UI thread, another process) keeps a core; at
+least 1.
 
 Two ways in, because torch reads its settings once, when it is first imported:
 - prepare_environment() before torch loads (the `minitx` and `minitx-tui` entry points call it

@@ -78,7 +78,7 @@ def planned_run(model_cfg: ModelConfig, train_cfg: TrainConfig):
     model_cfg, train_cfg = apply_bug(model_cfg, train_cfg)
     task = task_for_config(train_cfg, model_cfg.max_len)  # reads a data file, if any
     # The vocabulary is the task's: a data file's decides the model's size and special ids.
-    model_cfg = model_cfg.replace(**task.vocab.model_fields())
+    model_cfg = model_cfg.replace(**task.model_fields())
     bug = bug_preset(train_cfg.bug)
     if bug.data_task and task.vocab != get_task(bug.data_task).vocab:
         raise ValueError(f"bug: {train_cfg.bug} changes the digit tasks' data, not {task.name}'s")

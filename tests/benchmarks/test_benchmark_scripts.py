@@ -28,6 +28,7 @@ SMOKE_RUNS = {
     "precision_compile.py": (["--smoke", "--threads", "1"], "loss on one batch"),
     "optimizer_step.py": (["--smoke", "--threads", "1"], "ratio flat buffer / per tensor"),
     "circuit_speed.py": (["--smoke", "--threads", "1"], "ratio attribution / exact patching"),
+    "doctor_time.py": (["--smoke", "--threads", "1"], "x the decode"),
 }
 
 

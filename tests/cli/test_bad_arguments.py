@@ -73,3 +73,24 @@ def test_a_missing_metrics_file_exits_2():
 def test_list_of_a_folder_that_is_not_one_exits_2(folder):
     run = run_cli("list", folder)
     assert run.exit_code == 2 and folder in assert_one_line_error(run)
+
+
+def test_a_bad_value_from_the_environment_names_the_variable_not_the_option():
+    run = run_cli("train", "--quiet", env={"MINITX_TRAIN_STEPS": "abc"})
+    message = assert_one_line_error(run)
+    assert run.exit_code == 2 and "MINITX_TRAIN_STEPS" in message and "'abc'" in message
+
+
+def test_a_checkpoint_alone_where_a_source_belongs_says_what_is_missing():
+    run = run_cli("lens", "dates")
+    message = assert_one_line_error(run)
+    assert run.exit_code == 2 and "'dates' is a checkpoint" in message and "SOURCE" in message
+
+
+def test_a_setting_core_refuses_in_a_run_names_its_option(tmp_path):
+    pairs = tmp_path / "rev.tsv"
+    pairs.write_text("ab\tba\n" * 300)
+    run = run_cli("train", "--data", str(pairs), "--steps", "1", "--probe-source", "hello", "-q",
+                  "--out", str(tmp_path / "r.safetensors"))
+    message = assert_one_line_error(run)
+    assert run.exit_code == 2 and "--probe-source" in message and "probe_source" not in message

@@ -7,6 +7,7 @@ import click
 
 from minitx.core import checkpoint, config
 from minitx.core.data.tasks import TASKS
+from minitx.core.importing.importer import LAYOUTS
 from minitx.core.interp.interventions import ABLATIONS
 from minitx.tui.cli.main import main
 
@@ -15,12 +16,12 @@ CORE_LISTS = {
     "--position-encoding": config.POSITION_ENCODINGS, "--attention": config.ATTENTIONS,
     "--tokens": config.TOKENISATIONS, "--expect": [e for e in config.EXPECTATIONS if e],
     "--schedule": config.SCHEDULES, "--device": config.DEVICES, "--ablate-kind": ABLATIONS,
-    "--dtype": list(checkpoint.FLOAT_DTYPES), "--task": list(TASKS), "--recipe": list(config.RECIPES),
-    "--bug": ["none", *config.BUGS],
+    "--ablation": ABLATIONS, "--dtype": list(checkpoint.FLOAT_DTYPES), "--task": list(TASKS),
+    "--recipe": list(config.RECIPES), "--bug": ["none", *config.BUGS], "--layout": list(LAYOUTS),
 }
 # Choices that are the command line's own: how to print or draw, not what a model is.
 CLI_ONLY = {("curves", "--chart"), ("curves", "--x"), ("curves", "--scale"), ("curves", "--format"),
-            ("export", "--format"), ("heads", "--kind")}
+            ("export", "--format"), ("heads", "--kind"), ("patch", "--method")}
 
 
 def choice_options():

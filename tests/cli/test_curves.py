@@ -106,10 +106,13 @@ def test_a_resumed_metrics_file_that_went_back_to_its_last_save_keeps_the_later_
 
 
 def _plotted_rows(chart: list[str]) -> list[str]:
-    """The rows between a chart's top and bottom border."""
-    top = next(i for i, line in enumerate(chart) if "┌" in line)
+    """The rows of a chart's plot: those above its x axis with the y axis (│ or ┤) in its column."""
     bottom = next(i for i, line in enumerate(chart) if "└" in line)
-    return chart[top + 1:bottom]
+    column = chart[bottom].index("└")
+    top = bottom
+    while top > 0 and len(chart[top - 1]) > column and chart[top - 1][column] in "│┤":
+        top -= 1
+    return chart[top:bottom]
 
 
 @pytest.mark.parametrize("height", [3, 8, 30])  # 30: taller than the 24-line terminal pytest has
@@ -127,9 +130,10 @@ def test_axis_labels_never_repeat_and_lines_end_without_spaces(two_runs):
     assert run.exit_code == 0, run.stderr
     lines = run.stdout.splitlines()
     assert all(line == line.rstrip() for line in lines)
-    starts = [i for i, line in enumerate(lines) if "┌" in line] + [len(lines)]
-    for top, end in zip(starts, starts[1:]):
-        labels = [row.split("┤")[0].strip() for row in _plotted_rows(lines[top:end]) if "┤" in row]
+    ends = [i + 1 for i, line in enumerate(lines) if "└" in line]
+    assert len(ends) == 2
+    for start, end in zip([0] + ends, ends):
+        labels = [row.split("┤")[0].strip() for row in _plotted_rows(lines[start:end]) if "┤" in row]
         assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
 
 
@@ -141,3 +145,54 @@ def test_tick_labels_take_the_figures_that_keep_them_apart():
     assert tick_labels([1500, 2000, 2500]) == ["1.5k", "2k", "2.5k"]
     assert linear_ticks(2.006, 2.9, 4) == [2.2, 2.4, 2.6, 2.8]  # not [2.5] alone
     assert len(log_ticks(2.006, 2.9)) >= 2
+
+
+def _run_with_rough_evaluations(path, name: str = "rough.jsonl"):
+    """100 steps; evaluations at 20 and 60 stopped early (rough, and higher than the others)."""
+    rows = [{"kind": "step", "step": s, "loss": 3.0 / s, "lr": 1e-3, "grad_norm": 1.0} for s in range(1, 101)]
+    rows += [{"kind": "eval", "step": 20, "accuracy": 0.9, "n": 50, "complete": False},
+             {"kind": "eval", "step": 40, "accuracy": 0.5, "n": 500, "complete": True},
+             {"kind": "eval", "step": 60, "accuracy": 1.0, "n": 100, "complete": False},
+             {"kind": "eval", "step": 100, "accuracy": 0.7, "n": 500, "complete": True}]
+    file = path / name
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return file
+
+
+def test_the_headline_never_calls_a_rough_evaluation_best_and_the_chart_marks_rough_ones(tmp_path):
+    file = _run_with_rough_evaluations(tmp_path)
+    run = run_cli("curves", str(file), "--chart", "accuracy", env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.stderr
+    headline = " ".join(run.stdout.split("\n\n")[0].split())
+    assert "exact match 70.0% at 100" in headline and "best 70.0% at 100" in headline
+    assert "100.0%" not in headline and "90.0%" not in headline
+    assert "○ stopped early (rough)" in run.stdout and run.stdout.count("○") == 3  # two, and the legend's
+
+
+def test_a_headline_whose_last_evaluation_stopped_early_says_so(tmp_path):
+    rows = [{"kind": "step", "step": 1, "loss": 3.0, "lr": 1e-3, "grad_norm": 1.0},
+            {"kind": "eval", "step": 1, "accuracy": 1.0, "n": 100, "complete": False}]
+    file = tmp_path / "early.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = run_cli("curves", str(file), env={"COLUMNS": "80"})
+    headline = " ".join(run.stdout.split("\n\n")[0].split())
+    assert "stopped early after 100 examples" in headline and "no complete evaluation" in headline
+    assert "100.0%" not in headline
+
+
+def test_a_long_headline_breaks_between_fields_instead_of_being_cut_at_80_columns(tmp_path):
+    file = _run_with_rough_evaluations(tmp_path, "a-run-with-a-rather-long-descriptive-name.jsonl")
+    run = run_cli("curves", str(file), env={"COLUMNS": "80"})
+    lines = run.stdout.split("\n\n")[0].splitlines()
+    assert len(lines) == 2 and all(len(line) <= 80 for line in lines)
+    assert "best 70.0% at 100" in lines[1] and "…" not in run.stdout.split("\n\n")[0]
+
+
+def test_the_x_axis_spans_the_whole_run_labelled_once_from_its_first_step_to_its_last(tmp_path):
+    file = _run_with_rough_evaluations(tmp_path)
+    run = run_cli("curves", str(file), env={"COLUMNS": "80"})  # loss, then accuracy (from step 20)
+    tick_rows = [line for line in run.stdout.splitlines() if line.lstrip().startswith("step ")]
+    assert len(tick_rows) == 2
+    for row in tick_rows:
+        assert row.split()[:2] == ["step", "1"] and row.split()[-1] == "100"
+        assert row.count("step") == 1

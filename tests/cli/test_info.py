@@ -122,4 +122,27 @@ def test_list_at_80_columns_keeps_every_name_and_bug_whole():
         assert name in run.stdout
         bug = name.removeprefix("reverse-")
         if bug != name:
-            assert f"bug:{bug}" in run.stdout
+            assert f"bug: {bug}" in run.stdout
+
+
+def test_list_of_a_folder_keeps_every_row_on_one_line_and_says_what_cannot_be_read(tmp_path):
+    (tmp_path / "broken.safetensors").write_bytes(b"nope")
+    run = run_cli("list", str(tmp_path), env={"COLUMNS": "80"})
+    lines = run.stdout.splitlines()
+    rows = [line for line in lines if line.startswith(" reverse-no-causal-mask")]
+    assert rows and "bug: no-causal-mask" in rows[0]  # the note whole, on its row
+    assert any(line.startswith("unreadable broken.safetensors:") for line in lines)
+    assert all(len(line) <= 80 for line in lines)
+
+
+def test_inspect_never_calls_a_rough_evaluation_best_and_counts_the_rough_ones():
+    from minitx.core.training.history import History
+    from minitx.tui.cli.commands.info import describe_history
+
+    history = History()
+    for step in range(1, 101):
+        history.record_step(step, 1.0, 1e-3, 1.0, 100.0, step * 0.1)
+    history.record_eval(50, 1.0, n=100, complete=False)  # stopped early: its 100% is no measurement
+    history.record_eval(100, 0.8, n=500, complete=True)
+    line = describe_history(history)
+    assert "2 evaluations (best 80.0% at step 100, 1 stopped early)" in line and "100.0%" not in line

@@ -27,7 +27,9 @@ def test_the_lab_prints_one_row_per_variant_with_every_measurement():
     header = next(line for line in lines[split:] if "variant" in line).split()
     assert "7" in header and "8" in header  # a column per length beyond training
     assert all(len(line) <= 80 for line in lines)
-    assert run.stderr.count("seed ") == 4  # a progress line per run
+    finished = [line for line in run.stderr.splitlines() if line.startswith("[")]
+    assert [line.split(":")[0] for line in finished] == [
+        "[1/4] seed 0 baseline", "[2/4] seed 0 rope+gqa", "[3/4] seed 1 baseline", "[4/4] seed 1 rope+gqa"]
 
 
 def test_the_lab_json_has_every_run_and_the_plan():

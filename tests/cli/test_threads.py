@@ -18,18 +18,21 @@ from tests.cli.conftest import TINY, run_cli
 SMALL_LAB = ["--d-model", "16", "--heads", "2", "--layers", "1", "--lengths", "3-5",
              "--beyond", "7-8", "--steps", "2", "--eval-every", "2", "--eval-size", "10",
              "--seeds", "0", "--quiet"]
-# The cheapest run of every command that takes --threads (a test below checks none is missing).
+# Every command that takes --threads (a test below checks none is missing), run on a checkpoint
+# that is not there: the thread count must be set before any torch work, so even a run that then
+# fails on its input has set it.
+MISSING = "no-such-model.safetensors"
 COMMANDS = {
-    "circuit": ["circuit", "reverse", "--pairs", "2", "--n", "5"],
-    "compare": ["compare", "reverse", "reverse", "--n", "10"],
-    "decode": ["decode", "reverse", "1 2 3"],
-    "doctor": ["doctor", "reverse", "--quick"],
-    "eval": ["eval", "reverse", "--n", "10"],
-    "heads": ["heads", "reverse", "--n", "10"],
-    "lab": ["lab", "baseline", *SMALL_LAB],
-    "lens": ["lens", "reverse", "1 2 3"],
-    "patch": ["patch", "reverse", "--clean", "1 2 3", "--corrupt", "4 5 6"],
-    "train": ["train", *TINY, "--steps", "2"],
+    "circuit": ["circuit", MISSING],
+    "compare": ["compare", MISSING, "reverse"],
+    "decode": ["decode", MISSING, "1 2 3"],
+    "doctor": ["doctor", MISSING, "--quick"],
+    "eval": ["eval", MISSING],
+    "heads": ["heads", MISSING],
+    "lab": ["lab", "no-such-variant", *SMALL_LAB],
+    "lens": ["lens", MISSING, "1 2 3"],
+    "patch": ["patch", MISSING],
+    "train": ["train", "--resume", MISSING],
 }
 
 
@@ -48,9 +51,14 @@ def test_every_command_with_a_threads_option_has_a_run_here():
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_a_command_without_threads_runs_torch_on_the_default(name, default_of_two, tmp_path):
-    args = COMMANDS[name] + (["--out", str(tmp_path / "t.safetensors")] if name == "train" else [])
-    run = run_cli(*args)
+def test_a_command_without_threads_sets_torch_to_the_default_before_any_work(name, default_of_two):
+    run = run_cli(*COMMANDS[name])
+    assert run.exit_code == 2, run.stderr  # the input's fault, after the threads were set
+    assert torch.get_num_threads() == 2
+
+
+def test_a_whole_run_keeps_the_default_it_set(default_of_two, tmp_path):
+    run = run_cli("train", *TINY, "--steps", "2", "--out", str(tmp_path / "t.safetensors"))
     assert run.exit_code == 0, run.stderr
     assert torch.get_num_threads() == 2
 

@@ -399,7 +399,8 @@ def test_every_config_field_can_be_set_from_the_command_line():
     help_text = run_cli("train", "--help").stdout
     for name in option_names():  # every name core turns into configs has its option
         assert f"--{name.replace('_', '-')}" in help_text, name
-    via_bug, from_task = {"bug"}, {"vocab_size", "pad_id", "sos_id", "eos_id"}  # the vocabulary's
+    via_bug = {"bug"}
+    from_task = {"vocab_size", "pad_id", "sos_id", "eos_id", "src_vocab_size", "src_pad_id"}  # vocabularies
     model_fields = set(MODEL_OPTIONS.values()) | via_bug | from_task
     assert {f.name for f in dataclasses.fields(ModelConfig)} <= model_fields
 

@@ -1,5 +1,5 @@
-"""The doctor's checks on fresh models: each passes on a healthy model and fails, with the
-right cause, on a model broken in the way it is meant to catch."""
+"""The doctor's code checks on fresh models: each passes on a healthy model and fails, with the
+right cause, on a model broken in the way it is meant to catch; and how failures become causes."""
 
 import json
 
@@ -23,7 +23,16 @@ from minitx.core.doctor.code_checks import (
     check_rows_sum_to_one,
     check_source_dependence,
 )
-from minitx.core.doctor.diagnosis import diagnose, format_number, fresh_model, looks_trained, run_doctor
+from minitx.core.doctor.diagnosis import (
+    NO_PROBLEMS,
+    WEIGHT_CHECKS,
+    diagnose,
+    diagnose_model,
+    format_number,
+    fresh_model,
+    looks_trained,
+    run_doctor,
+)
 from minitx.core.model.components import VARIANTS
 from minitx.core.model.transformer import Seq2Seq
 
@@ -41,13 +50,27 @@ def fresh(**changes) -> Seq2Seq:
     return Seq2Seq(TINY.replace(**changes))
 
 
-def test_a_fresh_healthy_model_passes_every_check_and_skips_the_trained_ones(task):
-    results = run_doctor(fresh(), task, quick=True)
+def test_a_fresh_healthy_model_passes_every_code_check_and_skips_the_weight_checks(task):
+    results = run_doctor(fresh(), task, quick=True, trained=False)
     by_status = {r.name: r.status for r in results}
     assert "fail" not in by_status.values()
-    assert by_status["accuracy"] == by_status["alignment"] == "skip"
+    assert by_status["accuracy"] == by_status["alignment"] == by_status["trained-without-mask"] == "skip"
+    assert all("fresh model" in r.detail for r in results if r.kind == "weights")
     assert by_status["overfit-one-batch"] == "skip"  # quick mode
     assert looks_trained(fresh(), task)[0] is False
+    assert diagnose(results).verdict == NO_PROBLEMS
+
+
+def test_an_untrained_model_checked_as_trained_fails_its_task_and_is_told_it_learned_nothing(task):
+    # "Looks untrained" explains a failure, never hides it: the weight checks run all the same.
+    model = fresh()
+    results = run_doctor(model, task, quick=True)
+    assert {r.name: r.status for r in results}["accuracy"] == "fail"
+    diagnosis = diagnose_model(results, model, task)
+    assert diagnosis.fails_task is True and diagnosis.verdict != NO_PROBLEMS
+    assert "it learned nothing from its source" in diagnosis.verdict
+    assert "does not depend on the source" in diagnosis.verdict and "unsure" in diagnosis.verdict
+    assert diagnosis.likely  # a cause, or what to look at in order
 
 
 def test_initial_loss_of_the_default_model_is_about_3_3():
@@ -107,7 +130,7 @@ def test_unscaled_attention_disagrees_and_is_named_as_missing_scaling():
 
 @pytest.mark.parametrize("changes", VARIANTS.values(), ids=VARIANTS.keys())
 def test_every_component_variant_passes_every_check_of_a_fresh_model(task, changes):
-    results = run_doctor(fresh(n_heads=4, **changes), task, quick=True)  # 4 heads: gqa shares K/V
+    results = run_doctor(fresh(n_heads=4, **changes), task, quick=True, trained=False)  # gqa shares K/V
     assert [r.name for r in results if r.passed is False] == []
 
 
@@ -179,39 +202,77 @@ def test_the_doctor_leaves_the_model_and_the_global_rng_untouched(task):
 
 
 def test_results_are_plain_records_that_print_and_serialise(task):
-    results = run_doctor(fresh(bug="no-causal-mask"), task, quick=True)
+    results = run_doctor(fresh(bug="no-causal-mask"), task, quick=True, trained=False)
     rows = [r.to_dict() for r in results]
     json.dumps(rows)
     assert {row["status"] for row in rows} == {"pass", "fail", "skip"}
+    assert {row["kind"] for row in rows} == {"code", "weights"}
     assert all(row["cause"] == "" for row in rows if row["status"] != "fail")
-    assert diagnose(results) == [CAUSES["no-causal-mask"]]
+    diagnosis = diagnose(results)
+    assert diagnosis.texts == [CAUSES["no-causal-mask"]]
+    assert diagnosis.causes[0].kinds == ["code"]  # a fresh model: the code is all there is to blame
+    json.dumps(diagnosis.to_dict())
     assert [format_number(x) for x in (None, 0.0, 3.2712, 1.2e-8)] == ["-", "0", "3.271", "1.20e-08"]
 
 
 def test_the_callback_sees_every_result_as_it_is_measured(task):
     seen = []
     results = run_doctor(fresh(), task, quick=True, callback=seen.append)
-    assert seen == results and len(results) == 13
+    assert seen == results
+    weight_rows = [r.name for r in results if r.kind == "weights"]
+    assert weight_rows == [name for name, _ in WEIGHT_CHECKS]  # every weight check, in its order
 
 
 def test_a_fresh_model_from_configs_shows_model_bugs_but_not_training_bugs():
     cfg = TrainConfig(min_source_len=4, max_source_len=6, bug="no-causal-mask")
     model, task = fresh_model(TINY, cfg)
-    assert diagnose(run_doctor(model, task, quick=True)) == [CAUSES["no-causal-mask"]]
+    assert diagnose(run_doctor(model, task, quick=True, trained=False)).texts == [CAUSES["no-causal-mask"]]
     model, task = fresh_model(TINY, cfg.replace(bug="no-shift"))  # only changes training
-    assert diagnose(run_doctor(model, task, quick=True)) == []
+    assert diagnose(run_doctor(model, task, quick=True, trained=False)).texts == []
 
 
-def _outcome(name: str, passed: bool, cause_key: str = "") -> CheckResult:
+def _outcome(name: str, passed: bool, cause_key: str = "", kind: str = "code", value: float = 1.0):
     cause = CAUSES[cause_key] if cause_key and not passed else ""
-    return CheckResult(name, name, 1.0, "-", passed, cause)
+    return CheckResult(name, name, value, "-", passed, cause, kind=kind)
 
 
-def test_a_cause_whose_own_check_passed_is_never_blamed():
-    # A stalled overfit suggests missing scaling; the saturation check measured the scaling fine.
+def test_a_cause_only_suggested_is_not_blamed_when_its_own_checks_ran_and_showed_nothing():
+    # A stalled overfit suggests missing scaling; the code and the weights measured it fine.
     results = [_outcome("source-dependence", False, "swap-cross"),
                _outcome("overfit-one-batch", False, "no-scale"),
-               _outcome("attention-saturation", True)]
-    assert diagnose(results) == [CAUSES["swap-cross"]]
-    unmeasured = [_outcome("overfit-one-batch", False, "no-scale")]  # saturation did not run
-    assert diagnose(unmeasured) == [CAUSES["no-scale"]]
+               _outcome("attention-saturation", True),
+               _outcome("trained-unscaled", True, kind="weights")]
+    assert diagnose(results).texts == [CAUSES["swap-cross"]]
+    unmeasured = [_outcome("overfit-one-batch", False, "no-scale")]  # nothing of its own ran
+    assert diagnose(unmeasured).texts == [CAUSES["no-scale"]]
+
+
+def test_a_weight_check_names_its_bug_even_when_the_code_check_of_that_bug_passes():
+    # The user's situation: the code is correct now, the weights were trained without the mask.
+    results = [_outcome("future-leakage-values", True), _outcome("future-leakage-gradients", True),
+               _outcome("accuracy", False, "undertrained", "weights", 0.0),
+               _outcome("trained-without-mask", False, "no-causal-mask", "weights")]
+    diagnosis = diagnose(results)
+    assert diagnosis.texts == [CAUSES["no-causal-mask"]]  # the state "not learned" is its consequence
+    assert diagnosis.causes[0].kinds == ["weights"] and diagnosis.fails_task is True
+
+
+def test_the_strongest_counterfactual_comes_first_and_symptoms_follow_their_counterfactual():
+    results = [_outcome("accuracy", False, "undertrained", "weights", 0.0),
+               _outcome("trained-on-copies", False, "no-reverse", "weights", 0.4),
+               _outcome("trained-without-mask", False, "no-causal-mask", "weights", 0.9),
+               # a symptom of no-shift, but the weights did no better fed the labels unshifted
+               _outcome("trained-unshifted", True, kind="weights"),
+               _outcome("copies-decoder-input", False, "no-shift", "weights")]
+    assert diagnose(results).texts == [CAUSES["no-causal-mask"], CAUSES["no-reverse"]]
+
+
+def test_a_failing_model_with_no_cause_found_gets_a_verdict_with_causes_to_look_at_in_order():
+    results = [_outcome("accuracy", False, "undertrained", "weights", 0.2),
+               _outcome("source-use", True, kind="weights")]
+    diagnosis = diagnose(results, steps=40, loss=1.6)
+    assert diagnosis.causes == [] and diagnosis.fails_task is True
+    assert diagnosis.verdict.startswith("fails its task: exact match 20%")
+    assert "training loss 1.6 after 40 steps" in diagnosis.verdict
+    assert "no check singles out" in diagnosis.verdict
+    assert diagnosis.suspects[0] == CAUSES["too-few-steps"]

@@ -1,6 +1,8 @@
 """The cached one-position-at-a-time decoder (core/model/kv_cache.py) against the modules' full
 forward pass: same logits and same attention rows, for every configuration it supports."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 from core_helpers import fit
@@ -14,6 +16,7 @@ from minitx.core.model.kv_cache import IncrementalDecoder
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq
 
 EOS, PAD = DIGITS.eos, DIGITS.pad  # the digit tasks' ids
+SRC_PAD = 15  # a separate source vocabulary's PAD: an id the digit targets do not have
 
 SRC = torch.tensor([[3, 1, 4, 1, 5], [2, 7, PAD, PAD, PAD]])  # the second row is padded
 PREFIX = torch.tensor([[11, 5, 1, 4, 1], [11, 7, 2, EOS, PAD]])  # decoder inputs, SOS first
@@ -24,7 +27,20 @@ CONFIGS = {
     "unscaled attention": {"bug": "no-scale"},
     "swapped cross-attention": {"bug": "swap-cross"},
     "swapped cross-attention, rope, gqa": {"bug": "swap-cross", "position_encoding": "rope", "kv_heads": 2},
+    # The options of imported models (docs/import.md)
+    "post-norm with final norms (nn.Transformer)": {"final_norms": True, "activation": "relu"},
+    "pre-norm std norm, log-softmax (Annotated)": {"norm": "pre", "norm_kind": "std", "activation": "relu",
+                                                   "log_softmax": True},
+    "post-norm std norm with final norms": {"norm_kind": "std", "final_norms": True},
+    "layer norm eps 1e-2": {"norm_eps": 1e-2, "final_norms": True},
+    "rms norm eps 1e-2": {"norm": "pre", "norm_kind": "rms", "norm_eps": 1e-2},
+    "separate source vocabulary": {"src_vocab_size": 17, "src_pad_id": SRC_PAD},
 }
+
+
+def source_for(model, src: torch.Tensor) -> torch.Tensor:
+    """The digit sources with the model's own source PAD id (another one when it has its own)."""
+    return src.masked_fill(src == PAD, model.cfg.source_pad_id)
 
 
 def fresh(**overrides) -> Seq2Seq:
@@ -43,9 +59,10 @@ def step_through(model, src, prefix, maps=None):
 @pytest.mark.parametrize("overrides", CONFIGS.values(), ids=CONFIGS.keys())
 def test_stepped_logits_equal_the_full_forward_pass(overrides):
     model = fresh(**overrides)
+    src = source_for(model, SRC)
     with torch.no_grad():
-        full = model(SRC, PREFIX)  # (B, T, V)
-    stepped = step_through(model, SRC, PREFIX)
+        full = model(src, PREFIX)  # (B, T, V)
+    stepped = step_through(model, src, PREFIX)
     # Rows after a sequence's EOS see PAD inputs the full pass masks out; nothing reads them.
     real = PREFIX != PAD
     assert torch.allclose(stepped[real], full[real], atol=1e-5)
@@ -73,6 +90,7 @@ def test_stepped_attention_rows_equal_the_full_forward_maps(overrides):
 def test_cached_greedy_decoding_gives_the_tokens_of_recomputation(overrides):
     model = fresh(**overrides, dropout=0.0)
     batch = get_task("reverse", 3, 7).batch(32, torch.Generator().manual_seed(1))
+    batch = replace(batch, src=source_for(model, batch.src))
     fit(model, batch, steps=30, lr=3e-3)  # so the argmax is not a near-tie of fresh logits
     cached = greedy_decode(model, batch.src, max_new_tokens=12)
     recomputed = greedy_decode(model, batch.src, max_new_tokens=12, use_cache=False)

@@ -88,11 +88,10 @@ def test_a_vocabulary_round_trips_through_its_dict_and_equal_means_the_same_ids(
     ({"level": "bytes"}, "level"),
     ({"tokens": ["<pad>", "<sos>", "<eos>"]}, "4 to"),
     ({"pad": 99}, "pad id"),
-    ({"unk": None}, "needs an unk"),
     ({"sos": 0}, "same id"),
     ({"tokens": ["<pad>", "<sos>", "<eos>", "<unk>", "ab"]}, "not a valid char token"),
     ({"tokens": ["<pad>", "<sos>", "<eos>", "<unk>", "a", "a"]}, "twice"),
-    ({"tokens": ["<PAD>", "<sos>", "<eos>", "<unk>", "a"]}, "must be <pad>"),
+    ({"tokens": ["<p d>", "<sos>", "<eos>", "<unk>", "a"]}, "not a valid special"),
     ({"extra": 1}, "unknown field"),
 ])
 def test_a_files_vocabulary_is_checked_with_one_line_errors(change, fragment):
@@ -100,3 +99,15 @@ def test_a_files_vocabulary_is_checked_with_one_line_errors(change, fragment):
     with pytest.raises(ValueError, match=fragment) as info:
         Vocab.from_dict(data)
     assert "\n" not in str(info.value)
+
+
+def test_an_imported_vocabulary_keeps_its_special_spellings_and_may_have_no_unknown_token():
+    data = {"level": "word", "tokens": ["<s>", "</s>", "<blank>", "3", "1"], "pad": 2, "sos": 0,
+            "eos": 1, "unk": None}
+    vocab = Vocab.from_dict(data)
+    assert vocab.labels([0, 3, 1, 2]) == ["<s>", "3", "</s>", "<blank>"]
+    assert vocab.encode_text("3 1 3") == [3, 4, 3]
+    with pytest.raises(TaskInputError, match="unknown word"):
+        vocab.encode_text("3 7")  # no <unk> to read it as: refused
+    with pytest.raises(TaskInputError, match="<s> is a special token"):
+        vocab.encode_text("<s> 3")

@@ -16,8 +16,8 @@ the files a user of that code would hand to `minitx import`.
   decoder then sees the token it must predict: a low training loss, a model that cannot
   decode), for the doctor to name.
 - Files: the state_dict as .pt (torch.save(model.state_dict())) and .safetensors, the two
-  vocabularies (one token per line, line number = id), and the whole model pickled
-  (torch.save(model)), which an importer must refuse.
+  vocabularies (one token per line, line number = id), the whole model pickled
+  (torch.save(model)), which an importer must refuse, and held-out pairs (TSV).
 """
 
 from __future__ import annotations
@@ -278,6 +278,16 @@ def write_vocab(tokens: tuple[str, ...], path: Path) -> Path:
     return path
 
 
+def write_pairs(task: str, path: Path, n: int = 200, seed: int = 77,
+                lengths: tuple[int, int] = (3, 5)) -> Path:
+    """n held-out pairs of the toy task as a TSV file (source<TAB>target, digits spaced): the
+    examples a user gives `minitx import --pairs` or `minitx eval --data`."""
+    sources = random_sources(n, torch.Generator().manual_seed(seed), *lengths)
+    path.write_text("".join(f"{' '.join(s)}\t{' '.join(transform(task, s))}\n" for s in sources),
+                    encoding="utf-8")
+    return path
+
+
 @dataclass(frozen=True)
 class ReferenceFiles:
     pt: Path
@@ -285,6 +295,7 @@ class ReferenceFiles:
     src_vocab: Path
     tgt_vocab: Path
     pickled: Path
+    pairs: Path
 
 
 def write_files(trained: Trained, folder: Path) -> ReferenceFiles:
@@ -296,4 +307,5 @@ def write_files(trained: Trained, folder: Path) -> ReferenceFiles:
         src_vocab=write_vocab(trained.src_vocab, folder / f"{stem}.src.vocab"),
         tgt_vocab=write_vocab(trained.tgt_vocab, folder / f"{stem}.tgt.vocab"),
         pickled=save_pickled_model(trained.model, folder / f"{stem}.model.pt"),
+        pairs=write_pairs(trained.task, folder / f"{stem}.pairs.tsv"),
     )

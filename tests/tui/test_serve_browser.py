@@ -200,3 +200,31 @@ def test_the_page_works_with_every_other_host_unreachable(browser, served):
             "[...document.fonts].some(f => f.family.includes('Roboto Mono') && f.status == 'loaded')")
     finally:
         tab.close()
+
+
+def test_the_export_key_downloads_the_screen_and_its_numbers_without_opening_a_window(browser, served,
+                                                                                      tmp_path):
+    import zipfile
+
+    tab = Tab(browser, served.url)
+    try:
+        tab.wait_for("✓ correct")
+        tab.press("a")  # every head at once: the numbers are each head's grid
+        tab.wait_for("all heads")
+        with tab.page.expect_download(timeout=TIMEOUT * 1000) as started:
+            tab.press("E")
+        download = started.value
+        path = tmp_path / download.suggested_filename
+        download.save_as(path)
+        tab.wait_for("downloading")
+        assert tab.context.pages == [tab.page]  # a link of the page, no popup or blank tab
+    finally:
+        tab.close()
+    assert path.name.startswith("minitx-explore-cross-all-heads-") and path.suffix == ".zip"
+    archive = zipfile.ZipFile(path)
+    (numbers,) = [n for n in archive.namelist() if n.endswith(".csv")]
+    lines = archive.read(numbers).decode().splitlines()
+    assert lines[0] == "kind,layer,head,alignment,row,row_token,column,column_token,weight"
+    assert {line.split(",")[1] + line.split(",")[2] for line in lines[1:]} == {
+        f"{layer}{head}" for layer in (1, 2) for head in (1, 2, 3, 4)}
+    assert any(n.endswith(".svg") for n in archive.namelist())

@@ -77,7 +77,17 @@ async def test_knocking_a_head_out_remeasures_faithfulness_in_a_worker_and_r_bri
 
 
 @pytest.mark.asyncio
-async def test_closing_the_view_while_it_searches_cancels_the_search(quick):
+async def test_closing_the_view_while_it_searches_cancels_the_search(quick, monkeypatch):
+    import time
+
+    from minitx.core.interp import circuit
+
+    def endless_search(model, task, pairs, accuracy_n, progress):  # a search that outlasts any test
+        while True:
+            progress("patching heads", 0, 1)  # where a real search would stop, once cancelled
+            time.sleep(0.01)
+
+    monkeypatch.setattr(circuit, "find_circuit", endless_search)
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)

@@ -1,8 +1,9 @@
-"""The doctor is reachable from the app: d runs the model checks (docs/checks.md) on the explored model."""
+"""The doctor is reachable from the app: d runs the checks of docs/checks.md on the explored model,
+code checks and weight checks under their own headings, and the dialog fits 80x24: the report
+scrolls inside it with the keys its footer names, and the footer stays on screen."""
 
 import pytest
-from textual.widgets import DataTable, Static
-from tui_helpers import model_ready, wait_for
+from tui_helpers import model_ready, screen_lines, wait_for
 
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.doctor import DoctorScreen
@@ -15,27 +16,58 @@ async def finished_doctor(pilot) -> DoctorScreen:
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, DoctorScreen), "the doctor")
     screen = pilot.app.screen
     await wait_for(pilot, lambda: screen.finished, "the doctor to finish", timeout=120)
+    await pilot.pause()
     return screen
 
 
+def dialog_lines(app) -> list[str]:
+    """The screen's lines inside the doctor dialog's border."""
+    lines = screen_lines(app)
+    top = next(i for i, line in enumerate(lines) if "doctor" in line and "╭" in line)
+    bottom = next(i for i in range(top + 1, len(lines)) if "╰" in lines[i])
+    return [line.strip().strip("│").strip() for line in lines[top + 1:bottom]]
+
+
 @pytest.mark.asyncio
-async def test_d_runs_the_doctor_on_the_explored_model_and_lists_every_check():
+async def test_d_runs_the_doctor_on_the_explored_model_and_lists_every_check_by_kind():
     app = create_app(["reverse"])
     async with app.run_test(size=(100, 32)) as pilot:
         screen = await finished_doctor(pilot)
-        table = screen.query_one(DataTable)
-        rows = [table.get_row_at(i) for i in range(table.row_count)]
-        names = [row[0] for row in rows]
-        assert "future-leakage-values" in names and "accuracy" in names
-        assert all("FAIL" not in str(row[3]) for row in rows)
+        results = screen.results[0]
+        assert {"future-leakage-values", "accuracy", "trained-without-mask", "source-use"} <= set(results)
+        assert {r.kind for r in results.values()} == {"code", "weights"}
+        assert not [name for name, r in results.items() if r.passed is False]
+        assert screen.diagnoses[0].verdict == "no problems found"
+        lines = dialog_lines(app)
+        assert lines[1].startswith("code checks: does minitx's forward pass with this config have a bug?")
+        assert "esc closes" in lines[-1]
+        await pilot.press("end")
+        await pilot.pause()
+        text = "\n".join(dialog_lines(app))
+        assert "weight checks: were these weights trained under a bug?" in text
+        assert "reverse: no problems found" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, DoctorScreen)
 
 
 @pytest.mark.asyncio
-async def test_the_doctor_names_the_cause_for_a_model_that_copies_its_input():
+async def test_at_80x24_the_doctor_fits_scrolls_and_keeps_its_footer_with_the_cause_at_the_end():
     app = create_app(["reverse-no-shift"])
-    async with app.run_test(size=(100, 32)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         screen = await finished_doctor(pilot)
-        causes = str(screen.query_one("#doctor-causes", Static).render())
-        assert "shifted right" in causes
+        lines = dialog_lines(app)
+        header = next(line for line in lines if "measured" in line)
+        for word in ("check", "measured", "threshold", "note"):  # whole, none cut at the edge
+            assert f" {word}" in f" {header} "
+        rows = [line for line in lines if line.split()[:1] in (["pass"], ["FAIL"], ["skip"])]
+        assert rows and all(line.split()[1] in screen.results[0] for line in rows)  # names whole
+        assert "↑↓ PgUp PgDn scroll" in lines[-1] and "esc closes" in lines[-1]
+        assert not any("likely cause" in line for line in lines)  # the end is further down
+        await pilot.press("end")
+        await pilot.pause()
+        lines = dialog_lines(app)
+        text = " ".join(" ".join(lines).split())
+        assert "likely cause" in text and "target not shifted right" in text
+        assert "weights: trained-unshifted:" in text  # the kind of evidence and the check behind it
+        assert "↑↓ PgUp PgDn scroll" in lines[-1]  # the footer is still there
+        assert screen.diagnoses[0].causes[0].key == "no-shift"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-import re
 import time
 
 # Where the tests save checkpoints, and how long anything may take on a busy 2-core machine.
@@ -53,23 +51,14 @@ def fill_form(screen, **values: str) -> None:
 
 
 def notifications(app) -> list[str]:
-    return [n.message for n in app._notifications]
+    """What the app has notified so far, in order (tests/tui/conftest.py records each notify)."""
+    return list(getattr(app, "notified", []))
 
 
 def screen_lines(app) -> list[str]:
-    """The screen as text, line by line (from Textual's own screenshot): what a person sees."""
-    svg = app.export_screenshot()
-    rows: dict[float, list[tuple[float, str]]] = {}
-    for x, y, content in re.findall(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)" '
-                                    r'textLength="[\d.]+"[^>]*>(.*?)</text>', svg):
-        rows.setdefault(float(y), []).append((float(x), html.unescape(content).replace("\xa0", " ")))
-    lines = []
-    for y in sorted(rows):
-        line = ""
-        for x, content in sorted(rows[y]):
-            line = line.ljust(round(x / 12.2)) + content
-        lines.append(line.rstrip())
-    return lines
+    """The screen as text, line by line: the strips the app's compositor draws (what a person
+    sees), every layer and dialog included."""
+    return [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
 
 
 def screen_text(app) -> str:

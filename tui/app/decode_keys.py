@@ -103,8 +103,9 @@ class DecodeKeys(ExplainedKeys):
     # -- the source ------------------------------------------------------------------------------
     @one_line_errors
     def set_source(self, text: str) -> bool:
-        """Parse `text` once for every session and restart them on it; an unusable source is an
-        inline message and leaves the decodes as they were."""
+        """Parse `text` for every session (each model's task reads it in its own vocabulary, and
+        wraps it as its code did) and restart them on it; an unusable source is an inline
+        message and leaves the decodes as they were."""
         from minitx.core.data.vocab import TaskInputError
 
         sessions, bar = self.sessions(), self.query_one(SourceBar)
@@ -112,13 +113,13 @@ class DecodeKeys(ExplainedKeys):
             return False
         try:
             longest = min(s.longest_source for s in sessions)
-            ids = sessions[0].record.task.parse(text, max_len=longest)
+            ids = [session.record.task.parse(text, max_len=longest) for session in sessions]
         except TaskInputError as e:
             bar.show_error(str(e))
             return False
         bar.show_error("")
-        for session in sessions:
-            session.set_source(ids)
+        for session, source in zip(sessions, ids):
+            session.set_source(source)
         self.position = 0
         self.refresh_view()
         return True
@@ -126,7 +127,7 @@ class DecodeKeys(ExplainedKeys):
     def shown_source(self) -> str | None:
         """The source the sessions decode (None before the first)."""
         shown = next((s for s in self.sessions() if s.stepper), None)
-        return shown.record.task.format(shown.stepper.src_ids) if shown else None
+        return shown.record.task.format_source(shown.stepper.src_ids) if shown else None
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter decodes the whole source at once; a source that cannot be used keeps the box

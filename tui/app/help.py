@@ -18,7 +18,8 @@ from textual.widgets import Label, Static
 
 WIDTH = 76  # characters a help line may take inside the 80-column dialog
 DOCS = "More in docs/: model, training, curves, components, interventions, checks"
-TEXTUAL_OWN = {b.key for b in App.BINDINGS}  # Textual's own (ctrl+q, the command palette): not ours to list
+# Textual's own (ctrl+q, the command palette): not ours to list
+TEXTUAL_OWN = {b.key for b in App.BINDINGS} | {App.COMMAND_PALETTE_BINDING}
 
 
 def _working(screen: Screen, of_app: bool):
@@ -43,9 +44,10 @@ def key_entries(screen: Screen) -> list[tuple[str, str]]:
 
 
 def anywhere(screen: Screen) -> Text:
-    """The app's own keys, which work on every screen, in one line: 'o open · d doctor · ...'."""
+    """The app's own keys, which work on every screen, in one line: 'o open · d doctor · ...';
+    with those kept off the footer that have a tooltip (E export)."""
     shown = dict.fromkeys(f"{key} {binding.description}" for key, binding in _working(screen, of_app=True)
-                          if binding.show)
+                          if binding.show or binding.tooltip)
     return Text("Anywhere: " + " · ".join(shown), style="dim")
 
 

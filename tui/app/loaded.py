@@ -35,10 +35,17 @@ class LoadedModel:
     resumable: bool = False  # the file holds the training state a run can continue from
     steps: int | None = None  # training steps behind it
     history: object = None  # core.history.History of the run (None: the file has none)
+    loss: float | None = None  # the training summary's final loss, when the file says (the doctor reads it)
     measure: str = "alignment"  # what `scores` are: "alignment", or "sharpness" (no pattern expected)
 
     @property
     def summary(self) -> str:
+        if self.task.name == "imported":  # its layout and the options its shapes do not show
+            from minitx.core.model.components import short_option_labels
+
+            layout = self.task.origin.get("layout") or "mapping"
+            return (f"{self.name} · {layout}: {short_option_labels(self.model.cfg)} · "
+                    f"{short_count(self.params)} params · {self.device}")
         task = "" if self.task.name in self.name else f" · {self.task.name}"
         return f"{self.name}{task} · {self.norm}-norm · {short_count(self.params)} params · {self.device}"
 
@@ -47,11 +54,14 @@ def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = Non
                    **facts) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources);
     `facts` are LoadedModel's training fields (train_config, resumable, steps, history)."""
-    from minitx.core.interp.alignment import head_scores
+    from minitx.core.interp.alignment import example_sharpness, head_scores
     from minitx.core.model.transformer import eval_mode, parameter_breakdown
 
     with eval_mode(model):  # the model may be a live run's: leave its mode as it was
-        measure, scores = head_scores(model, task, n=128)  # sharpness where no pattern is known
+        try:
+            measure, scores = head_scores(model, task, n=128)  # sharpness where no pattern is known
+        except ValueError:  # no examples to draw (an imported model without pairs): its example
+            measure, scores = "sharpness", example_sharpness(model, task)
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
                        model.device.type, scores.tolist(), cfg.n_decoder_layers, cfg.n_heads, path,
@@ -76,11 +86,12 @@ def load_checkpoint_record(name_or_path: str):
 
     path = checkpoints.resolve(name_or_path)
     ckpt = checkpoints.load(path)
-    steps = ckpt.summary.get("steps")
+    steps, loss = ckpt.summary.get("steps"), ckpt.summary.get("loss")
     return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path),
                                 train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
                                 steps=steps if isinstance(steps, int) else None,
-                                history=ckpt.history)
+                                history=ckpt.history,
+                                loss=float(loss) if isinstance(loss, (int, float)) else None)
 
 
 def saved_train_config(ckpt) -> TrainConfig | None:

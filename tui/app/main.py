@@ -20,6 +20,7 @@ from textual.filter import Monochrome, NoColor
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.tui.app.exports import EXPORT_BINDING, EXPORT_FOLDER, export_view
 from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.key_reasons import refusal
 from minitx.tui.app.loaded import LoadedModel, load_named, open_error
@@ -50,6 +51,7 @@ class MinitxApp(App):
         Binding("d", "doctor", "doctor", tooltip="the doctor: check the model for the classic bugs"),
         Binding("c", "compare", "compare", tooltip="Compare: two models side by side"),
         Binding("question_mark", "help", "help", key_display="?", tooltip="this help"),
+        EXPORT_BINDING,
         Binding("q", "quit", "quit", tooltip="quit (a run not saved: asks first)"),
         # Textual only hints at ctrl+q on ctrl+c; here it quits like q (asking if a run would be
         # lost). In the source box ctrl+c still copies.
@@ -68,6 +70,7 @@ class MinitxApp(App):
         self.status = f"loading {self.initial}…"
         self.loading_name = self.initial
         self.save_dir = Path.cwd()  # where the train screen saves checkpoints
+        self.export_dir = Path.cwd() / EXPORT_FOLDER  # where E saves a screen and its numbers
         self.train_screen: TrainScreen | None = None  # set once Train is shown: it may hold a run
         self.run_status = ""  # '● run 2 · 34%': what the other screens' title bars say of a run
         # Published whenever current, loading or status change; screens redraw from the app.
@@ -175,9 +178,8 @@ class MinitxApp(App):
             from minitx.core.training.threads import set_threads
 
             set_threads()  # the UI thread's own count: explore and compare run torch here
-            # torch, the app and the first model are here for good: move them out of the
-            # collector's reach. Otherwise every full collection walks them all, a pause of
-            # 70-220 ms that froze keys and training alike.
+            # torch, the app and the first model are here for good: out of the collector's
+            # reach, so a full collection does not walk them all (a pause of keys and training).
             gc.freeze()
         self.current, self.loading = message.record, False
         self.status = message.record.summary
@@ -262,6 +264,13 @@ class MinitxApp(App):
 
         if not isinstance(self.screen, DoctorScreen):
             self.push_screen(DoctorScreen(records, labels))
+
+    def action_export_view(self) -> None:
+        export_view(self)
+
+    def on_delivery_failed(self, event) -> None:
+        """A browser's download of an export (tui/app/exports.py) that did not go through."""
+        self.notify(f"the download failed: {event.exception}", severity="error", markup=False, timeout=10)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
     from minitx.core.compare import Comparison
     from minitx.core.config import Recipe
     from minitx.core.doctor.code_checks import CheckResult
+    from minitx.core.doctor.diagnosis import Diagnosis
     from minitx.core.interp.circuit import Circuit, CircuitResult
     from minitx.core.interp.importance import Importance
     from minitx.core.interp.patching import PatchingResult
@@ -234,7 +235,7 @@ class CheckDone(Message):
 
 @dataclass
 class DoctorFinished(Message):
-    causes: list[list[str]] = field(default_factory=list)  # per model, the likely causes of its failures
+    diagnoses: list[Diagnosis] = field(default_factory=list)  # per model
     error: str = ""
 
 

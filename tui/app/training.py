@@ -170,5 +170,6 @@ class TrainingRun:
         # the source the run's history snapshots (the form's probe, or the task's own example)
         result = probe(trainer.model, task, trainer.probe_batch)
         return LiveProbe(rows=result.cross_attention[best[0], best[1]].tolist(),
-                         targets=task.vocab.labels(result.target), source=task.vocab.labels(result.src),
-                         source_text=task.format(result.src), scores=scores, best=best, measure=measure)
+                         targets=task.vocab.labels(result.target), source=task.source_labels(result.src),
+                         source_text=task.format_source(result.src), scores=scores, best=best,
+                         measure=measure)

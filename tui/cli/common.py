@@ -120,9 +120,9 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 
 
 class BadArgument(click.ClickException):
-    """A checkpoint, file or folder named on the command line that cannot be found or read.
-    Like a bad option it is a usage error (exit code 2), but its message is the whole story, so
-    no pointer to --help follows it."""
+    """What a person gave cannot be used: a checkpoint, file or folder that cannot be found or
+    read, a source, a data file, a value core refuses. Like a bad option it is a usage error
+    (exit code 2), but its message is the whole story, so no pointer to --help follows it."""
 
     exit_code = 2
 

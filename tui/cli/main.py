@@ -13,6 +13,7 @@ import sys
 import click
 
 from minitx.core.training.threads import prepare_environment
+from minitx.tui.cli.common import BadArgument
 
 prepare_environment()  # before anything imports torch: it reads these settings once, at import
 
@@ -27,10 +28,39 @@ def _one_line(text: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
 
 
+# The rule of every command's exit status: 2 when the input is to blame (an option, a source, a
+# data file, a checkpoint or path named on the command line), 1 when the work failed on its own.
+INPUT_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+def _core_error(e: Exception, module: str, name: str) -> bool:
+    """Whether `e` is minitx.core's `name` (looked up only if core was imported: if it was not,
+    it cannot have been raised)."""
+    found = sys.modules.get(module)
+    return found is not None and isinstance(e, getattr(found, name))
+
+
+def input_is_to_blame(e: Exception) -> bool:
+    """Exit 2 for `e`: core's checks of what a person gave (ValueError: options, sources, data
+    files; CheckpointError: a file that cannot be used), or a path that is missing or not ours
+    to read. A checkpoint that fails while being written is the work failing: 1."""
+    if _core_error(e, "minitx.core.checkpoint", "CheckpointWriteError"):
+        return False
+    return isinstance(e, INPUT_ERRORS) or _core_error(e, "minitx.core.checkpoint", "CheckpointError")
+
+
+def _message(e: Exception) -> str:
+    """What a person reads: an OSError names its file in words ('cannot open x.tsv: No such file
+    or directory'), never as '[Errno 2] ...'."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"cannot open {e.filename}: {e.strerror}" if e.filename else e.strerror
+    return str(e)
+
+
 def _expected_errors() -> tuple[type[BaseException], ...]:
-    """Errors that mean 'the input was wrong', each with a message meant for a person. The core
-    types are only looked up if core was imported: if it was not, they cannot have been raised."""
-    kinds: list[type[BaseException]] = [ValueError, OSError]
+    """Errors that mean the work failed in a way the message explains (a full disk, a diverged
+    run): one line, exit 1."""
+    kinds: list[type[BaseException]] = [OSError]
     checkpoint = sys.modules.get("minitx.core.checkpoint")
     train = sys.modules.get("minitx.core.training.trainer")
     if checkpoint is not None:
@@ -47,12 +77,6 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):  # not a real file (e.g. under CliRunner)
         pass
-
-
-class BadInputFile(click.ClickException):
-    """A data file that cannot be used (its message names the file and line): exit code 2."""
-
-    exit_code = 2
 
 
 class OneLineErrors:
@@ -72,11 +96,10 @@ class OneLineErrors:
         except Exception as e:
             if os.environ.get("MINITX_DEBUG"):
                 raise
-            data = sys.modules.get("minitx.core.data.pair_files")
-            if data is not None and isinstance(e, data.DataError):
-                raise BadInputFile(_one_line(str(e))) from None  # like a bad option: exit 2
+            if input_is_to_blame(e):
+                raise BadArgument(_one_line(_message(e))) from None  # like a bad option: exit 2
             if isinstance(e, _expected_errors()):
-                raise click.ClickException(_one_line(str(e))) from None
+                raise click.ClickException(_one_line(_message(e))) from None
             raise click.ClickException(
                 f"unexpected {type(e).__name__}: {_one_line(str(e))} (MINITX_DEBUG=1 shows details)"
             ) from None
@@ -89,6 +112,7 @@ class OneLineErrors:
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.UsageError as e:
+            _blame_the_variable(e)
             command = e.ctx.command_path if e.ctx else "minitx"
             click.echo(f"Error: {_one_line(e.format_message())} (see '{command} --help')", err=True)
             sys.exit(e.exit_code)
@@ -99,6 +123,18 @@ class OneLineErrors:
             click.echo("Aborted.", err=True)
             sys.exit(EXIT_INTERRUPTED)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _blame_the_variable(e: click.UsageError) -> None:
+    """A bad value that came from MINITX_<COMMAND>_<OPTION> names the variable, not the option
+    nobody typed."""
+    from click.core import ParameterSource
+
+    param = getattr(e, "param", None)
+    if param is None or e.ctx is None or not getattr(param, "envvar", None):
+        return
+    if e.ctx.get_parameter_source(param.name) == ParameterSource.ENVIRONMENT:
+        e.param_hint = f"{param.envvar} (the environment's {max(param.opts, key=len)})"
 
 
 class MinitxGroup(OneLineErrors, click.Group):

@@ -57,7 +57,16 @@ MODEL_OPTIONS = [
     click.option("--norm", type=core_choice("config", "NORMS"),
                  help=f"Norm placement: after each residual sum, or before each sublayer. {FROM_RECIPE}"),
     click.option("--norm-kind", type=core_choice("config", "NORM_KINDS"),
-                 help=f"LayerNorm, or RMSNorm (no mean subtraction, no bias). {FROM_RECIPE}"),
+                 help="LayerNorm, RMSNorm (no mean subtraction, no bias), or std: the Annotated "
+                      f"Transformer's LayerNorm (eps added to the unbiased std). {FROM_RECIPE}"),
+    click.option("--norm-eps", type=click.FloatRange(0, 0.1), metavar="EPS",
+                 help="Every norm's eps (0: the kind's own, 1e-5 for LayerNorm, 1e-6 otherwise). "
+                      f"{FROM_RECIPE}"),
+    click.option("--final-norms/--no-final-norms", "final_norms", default=None,
+                 help="A norm after each stack of a post-norm model too, as torch.nn.Transformer "
+                      f"has (pre-norm always has them). {FROM_RECIPE}"),
+    click.option("--log-softmax/--no-log-softmax", "log_softmax", default=None,
+                 help=f"The output layer returns log-probabilities instead of logits. {FROM_RECIPE}"),
     click.option("--activation", type=core_choice("config", "ACTIVATIONS"),
                  help="Feed-forward block: a ReLU or GELU MLP, or gated SwiGLU (a third linear). "
                       "[default: the recipe's; with --norm, relu for post-norm, gelu for pre]"),

@@ -57,8 +57,12 @@ def short_label(label: str) -> str:
 
 
 def _fit(label: str, width: int) -> str:
-    label = label.strip("<>") if len(label) > width else label  # <sos> -> sos
-    return label[:width].center(width)
+    """A column label in `width` cells: a special token too wide loses its brackets (<sos> as
+    sos), and a label still too wide is cut with …, so it never runs into the next one."""
+    label = label.strip("<>") if len(label) > width else label
+    if len(label) > width:
+        label = label[: width - 1] + "…" if width > 1 else label[:1]
+    return label.center(width)
 
 
 @dataclass(frozen=True)

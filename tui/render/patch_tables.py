@@ -1,4 +1,5 @@
-"""Activation patching as Rich renderables: the same tables in `minitx patch` and in the app."""
+"""Activation patching as Rich renderables, and as plain data: the same tables (and the same
+JSON) in `minitx patch` and in the app."""
 
 from __future__ import annotations
 
@@ -25,8 +26,19 @@ def fraction_text(value: float) -> Text:
     return Text(f"{value:+.2f}", style=style)
 
 
-def _token(ids: list[int], position: int, vocab) -> str:
-    return vocab.label(ids[position]) if position < len(ids) else ""
+def patching_data(result, estimate=None, agreed=None) -> dict:
+    """A sweep (core.patching.PatchingResult, or None), its attribution estimate and their
+    agreement as plain data: what `minitx patch --json` prints and the app's export key saves."""
+    data = result.to_dict() if result is not None else {}
+    if estimate is not None:
+        data["attribution"] = {**estimate.to_dict(), "stream_all": estimate.stream_all}
+    if agreed is not None:
+        data["agreement"] = {k: a.to_dict() for k, a in agreed.items()}
+    return data
+
+
+def _token(labels: list[str], position: int) -> str:
+    return labels[position] if position < len(labels) else ""
 
 
 def block_table(values: dict[str, float], n_heads: int) -> Table:
@@ -50,9 +62,9 @@ def heads_table(result, n_heads: int) -> Table:
     return block_table(result.heads, n_heads)
 
 
-def streams_table(result, vocab, streams=None, stream_all=None) -> Table:
-    """One row per position (the source token, the output produced there), one column per
-    stream, so any length fits 80 columns; the last row patches every position at once.
+def streams_table(result, task, streams=None, stream_all=None) -> Table:
+    """One row per position (the source token fed there, the output produced there), one column
+    per stream, so any length fits 80 columns; the last row patches every position at once.
     `streams`/`stream_all` (default: the result's) may be an estimate's."""
     streams = result.streams if streams is None else streams
     stream_all = result.stream_all if stream_all is None else stream_all
@@ -66,32 +78,33 @@ def streams_table(result, vocab, streams=None, stream_all=None) -> Table:
     table = Table(box=None, padding=(0, 1), header_style="bold")
     for header in ("pos", "source", *encoder, "output", *decoder):
         table.add_column(header.replace(".resid", ""), justify="right")
-    for position in range(len(result.clean_answer)):
-        table.add_row(str(position), _token(result.clean, position, vocab),
-                      *(fraction(n, position) for n in encoder), _token(result.clean_answer, position, vocab),
-                      *(fraction(n, position) for n in decoder))
+    source, answer = task.source_labels(result.clean), task.vocab.labels(result.clean_answer)
+    for position in range(max(len(source), len(answer))):
+        table.add_row(str(position), _token(source, position), *(fraction(n, position) for n in encoder),
+                      _token(answer, position), *(fraction(n, position) for n in decoder))
     table.add_row("all", "", *(fraction_text(stream_all[n]) for n in encoder), "",
                   *(fraction_text(stream_all[n]) for n in decoder), style="bold")
     return table
 
 
-def _runs(result, vocab) -> list[Text]:
+def _runs(result, task) -> list[Text]:
+    """Sources through the task's source vocabulary, answers through its target one."""
     return [
-        Text(f"clean     {vocab.text(result.clean)}  ->  {vocab.text(result.clean_answer)}   "
+        Text(f"clean     {task.format_source(result.clean)}  ->  {task.format(result.clean_answer)}   "
              f"logit difference {result.clean_difference:+.2f}"),
-        Text(f"corrupted {vocab.text(result.corrupted)}  ->  {vocab.text(result.corrupted_answer)}   "
-             f"logit difference {result.corrupted_difference:+.2f}"),
+        Text(f"corrupted {task.format_source(result.corrupted)}  ->  {task.format(result.corrupted_answer)}"
+             f"   logit difference {result.corrupted_difference:+.2f}"),
         Text(f"recovered fraction (0 corrupted, 1 clean), measured at steps {steps_text(result.steps)}"),
     ]
 
 
-def patching_report(result, n_heads: int, vocab, attribution=None, agreements=None) -> Group:
+def patching_report(result, n_heads: int, task, attribution=None, agreements=None) -> Group:
     """core.patching.PatchingResult -> the two runs, then the heads', the cross-attention
-    inputs' and the streams' tables (tokens through the model's vocabulary); with an
+    inputs' and the streams' tables (tokens through the task's vocabularies); with an
     attribution of the same pair and its agreements (core/interp/attribution.py), the
     estimate beside them."""
     parts = [
-        *_runs(result, vocab),
+        *_runs(result, task),
         Text(),
         Text("each head's output, all positions", style="bold"),
         heads_table(result, n_heads),
@@ -100,7 +113,7 @@ def patching_report(result, n_heads: int, vocab, attribution=None, agreements=No
         parts += [Text(), Text("what each cross-attention head reads (K/V: from the encoder, Q: its query)",
                                style="bold"), block_table(result.inputs, n_heads)]
     parts += [Text(), Text("the residual stream leaving each layer, one position at a time", style="bold"),
-              streams_table(result, vocab)]
+              streams_table(result, task)]
     if attribution is not None:
         parts += [Text(), *estimate_parts(attribution, agreements, n_heads)]
     return Group(*parts)
@@ -141,11 +154,11 @@ def agreement_lines(agreements: dict, attribution) -> list[Text]:
     return lines
 
 
-def attribution_report(attribution, pair_result, n_heads: int, vocab) -> Group:
+def attribution_report(attribution, pair_result, n_heads: int, task) -> Group:
     """The estimate alone (`minitx patch --method attribution`): the runs, then the estimated
     tables for heads, cross-attention inputs (QK fix) and streams."""
     return Group(
-        *_runs(pair_result, vocab),
+        *_runs(pair_result, task),
         Text(),
         Text("each head's output, estimated (one corrupted forward and one backward)", style="bold"),
         block_table(attribution.heads, n_heads),
@@ -154,5 +167,5 @@ def attribution_report(attribution, pair_result, n_heads: int, vocab) -> Group:
         block_table(attribution.inputs_qk, n_heads),
         Text(),
         Text("the residual stream leaving each layer, one position at a time, estimated", style="bold"),
-        streams_table(pair_result, vocab, attribution.streams, attribution.stream_all),
+        streams_table(pair_result, task, attribution.streams, attribution.stream_all),
     )

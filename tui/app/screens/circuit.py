@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.messages import CircuitFound, CircuitMeasured, CircuitProgress
 from minitx.tui.app.widgets.topk import bar
 
@@ -36,6 +37,7 @@ class CircuitScreen(ModalScreen[None]):
         Binding("down", "move(1, 0)", "kind", show=False),
         Binding("k,space", "toggle", "in/out"),
         Binding("r", "reset", "found circuit"),
+        EXPORT_BINDING,
     ]
     DEFAULT_CSS = """
     #circuit-box { width: 80; max-width: 100%; height: auto; max-height: 100%; }
@@ -187,6 +189,19 @@ class CircuitScreen(ModalScreen[None]):
         score = result.head_scores.get(str(head), 0.0)
         self.query_one("#circuit-head", Static).update(
             f"[b]{head}[/b] {inside} · patched alone it recovers {score:+.2f}")
+
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this view: `minitx circuit --json`'s,
+        and the circuit on screen (heads knocked in or out) with what was measured of it."""
+        from minitx.tui.app.exports import json_numbers
+
+        if self.result is None:
+            return None
+        faithfulness, accuracy = self.figures.get(self.circuit, (None, None))
+        shown = {"heads": sorted(str(h) for h in self.circuit.heads),
+                 "edges": sorted(str(e) for e in self.circuit.edges),
+                 "faithfulness": faithfulness, "accuracy": accuracy}
+        return json_numbers("circuit", {"model": self.model_name, **self.result.to_dict(), "shown": shown})
 
     def _status(self, text: str) -> None:
         status = self.query_one("#circuit-status", Static)

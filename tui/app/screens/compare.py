@@ -131,6 +131,18 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.query_one("#pair-grids").display = not shown
         self.refresh_bindings()
 
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this screen (tui/app/exports.py): A's
+        and B's curves, or their grids, |A−B| and the summary."""
+        from minitx.tui.app.exports import curves_numbers, pair_numbers
+
+        if self.charts_shown():
+            return curves_numbers(self.curve_chart(), "compare")
+        if not self.models:
+            return None
+        return pair_numbers({side: p.session for side, p in self.panels.items()}, self.comparison,
+                            self.position)
+
     def _show_curves(self, a, b) -> None:
         """A's and B's histories, overlaid: A in the first colour, B in the second, always."""
         self.curve_chart().show_runs([(f"A {a.name}", a.history), (f"B {b.name}", b.history)],
@@ -349,20 +361,27 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
 
     def _draw_diff(self) -> None:
         box = self.query_one("#diff-box")
-        sessions = [p.session for p in self.panels.values()]
-        if not all(s.has_selected_head and s.view_mode == "grid" for s in sessions):
+        panels = list(self.panels.values())
+        if not all(p.session.has_selected_head and p.session.view_mode == "grid" for p in panels):
             box.display = False  # one model lacks the head chosen, or no grids are shown
             return
-        a, b = (p.grid for p in self.panels.values())
+        a, b = (p.grid for p in panels)
         n = max(len(a.row_labels), len(b.row_labels))
         pairs = [(a.row_labels[i] if i < len(a.row_labels) else "",
                   b.row_labels[i] if i < len(b.row_labels) else "") for i in range(n)]
-        columns = a.columns
+        ends = [p.session.record.task.vocab.tokens[p.session.record.task.vocab.eos] for p in panels]
+        pairs = [(x, x) if (x, y) == tuple(ends) else (x, y) for x, y in pairs]  # </s> = <eos>
+        # Source positions line up by the source's own tokens: a model whose code wrapped its
+        # sources (an imported one) has a start and an end column the other may lack.
+        spans = [_own_columns(p.session) for p in panels]
+        rows_a, rows_b = ([row[start:stop] for row in grid.rows]
+                          for grid, (start, stop) in zip((a, b), spans))
+        columns = a.columns[spans[0][0]:spans[0][1]]
         cell = self._diff_cell(len(columns))
         box.display = cell > 0
         if cell:
             box.styles.width = max(16, 11 + cell * len(columns))  # label 7, edges, scrollbar
-            self.query_one("#diff", DiffGrid).show(difference(a.rows, b.rows), pairs, columns, cell)
+            self.query_one("#diff", DiffGrid).show(difference(rows_a, rows_b), pairs, columns, cell)
 
     def _diff_cell(self, columns: int) -> int:
         """Characters per |A−B| column: A's and B's grids get room first (label, three or four
@@ -383,3 +402,12 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             if self.summary_loading else ""
         a = self.panels["A"].session
         self.query_one("#summary", CompareSummary).show(self.comparison, a.layer_index, a.head_index, note)
+
+
+def _own_columns(session) -> tuple[int, int]:
+    """(start, stop) of the columns of a session's grid that hold the source's own tokens: all of
+    them, or all but the start and end tokens of a wrapped source."""
+    ids = session.stepper.src_ids if session.stepper is not None else []
+    own = session.record.task.source_length(ids)
+    start = 1 if own < len(ids) else 0
+    return start, start + own

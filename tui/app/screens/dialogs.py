@@ -225,8 +225,9 @@ class FailuresScreen(ModalScreen[object]):
             summary.update(f"✗ {message.error}")
             return
         shown = f" (the first {len(message.failures)})" if message.wrong > len(message.failures) else ""
-        summary.update(f"{message.wrong} of {message.n} {task.evaluated_on} wrong{shown}")
-        options = [Option(f"{task.format(f.source):<20} → {task.format(f.output):<20} "
+        summary.update(f"{message.wrong} of {task.evaluation_count(message.n)} {task.evaluated_on} "
+                       f"wrong{shown}")
+        options = [Option(f"{task.format_source(f.source):<20} → {task.format(f.output):<20} "
                           f"wrong from step {f.first_wrong + 1}", id=f"failure-{i}")
                    for i, f in enumerate(message.failures)]
         listing.add_options(options or [Option("none: every sequence is right", disabled=True)])

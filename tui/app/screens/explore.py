@@ -228,7 +228,8 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         # Keep the source on screen for a model of the same tokens; never leave the old model's
         # decode: a source the new model cannot take falls back to the last good one, then to
         # the task's own example (a date for dates, a held-out pair for a data file).
-        same_tokens = session.record is not None and session.record.task.vocab == app.current.task.vocab
+        same_tokens = (session.record is not None
+                       and session.record.task.src_vocab == app.current.task.src_vocab)
         shown = self.shown_source()
         session.set_model(app.current)
         self._draw_title()
@@ -243,6 +244,13 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     def draw_extras(self) -> None:
         self._draw_title()
+
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this screen (tui/app/exports.py)."""
+        from minitx.tui.app.exports import session_numbers, timeline_numbers
+
+        return timeline_numbers(self.timeline(), "explore") if self.timeline_shown() \
+            else session_numbers(self.session)
 
     def _draw_title(self) -> None:
         """The model, and what is done to it: the heads knocked out, teacher forcing."""
@@ -331,7 +339,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def _open_failure(self, failure) -> None:
         """Decode a failure's source and stop at its first wrong step."""
-        text = self.session.record.task.format(failure.source)
+        text = self.session.record.task.format_source(failure.source)
         if self.set_source(text):
             self.query_one(SourceBar).show_source(text)
             self.position = failure.first_wrong + 1

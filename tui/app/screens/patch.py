@@ -11,6 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.messages import PatchProgress, PatchReady
 from minitx.tui.app.widgets.topk import bar
 
@@ -23,7 +24,7 @@ def suggested_corruption(clean: list[int], vocab) -> list[int]:
 
 
 class PatchScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape", "dismiss(None)", "close")]
+    BINDINGS = [Binding("escape", "dismiss(None)", "close"), EXPORT_BINDING]
 
     def __init__(self, model, task, clean: list[int]) -> None:
         super().__init__()
@@ -35,9 +36,9 @@ class PatchScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         task = self.decoded[1]
         with Vertical(id="patch-box", classes="dialog"):
-            yield Label(f"clean: {task.format(self.clean)} (the source on screen) · corrupted:")
-            yield Input(task.format(suggested_corruption(self.clean, task.vocab)), id="patch-source",
-                        compact=True)
+            yield Label(f"clean: {task.format_source(self.clean)} (the source on screen) · corrupted:")
+            corrupted = suggested_corruption(self.clean, task.src_vocab)
+            yield Input(task.format_source(corrupted), id="patch-source", compact=True)
             yield Static("", id="patch-status", markup=False)
             with VerticalScroll(id="patch-result"):
                 yield Static("", id="patch-report")
@@ -90,9 +91,18 @@ class PatchScreen(ModalScreen[None]):
         self._status("")
         model, task = self.decoded
         self.query_one("#patch-report", Static).update(patching_report(message.result, model.cfg.n_heads,
-                                                                       task.vocab, self.estimate,
+                                                                       task, self.estimate,
                                                                        self.agreements))
         self.query_one("#patch-result").focus()
+
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this dialog: `minitx patch --json`'s."""
+        from minitx.tui.app.exports import json_numbers
+        from minitx.tui.render.patch_tables import patching_data
+
+        if self.result is None:
+            return None
+        return json_numbers("patching", patching_data(self.result, self.estimate, self.agreements))
 
     def _status(self, text: str) -> None:
         status = self.query_one("#patch-status", Static)

@@ -157,6 +157,18 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
     def timeline_shown(self) -> bool:
         return self.views.timeline_shown
 
+    def export_numbers(self):
+        """The numbers beside the picture when E exports this screen (tui/app/exports.py): the
+        run's curves, or the probe's attention shown."""
+        from minitx.tui.app.exports import curves_numbers, grid_numbers, timeline_numbers
+
+        views = self.views
+        if views.charts_shown:
+            return curves_numbers(views.chart, "train")
+        if views.timeline_shown:
+            return timeline_numbers(views.timeline, "train")
+        return grid_numbers(views.query_one("#probe"), "train-probe")
+
     def action_switch_view(self) -> None:
         self.views.switch()
         self.refresh_bindings()

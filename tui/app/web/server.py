@@ -11,6 +11,9 @@ browser tab and relays its terminal over a websocket, with these changes.
 - A tab's handler waits for its app to exit once the tab has gone (the app is saving a run),
   and stopping the server closes every tab's app as closing the tab does.
 - It prints two lines once the port listens, instead of a banner and a log line per request.
+- A file the app delivers (the export key: tui/app/exports.py) downloads through a link of the
+  page, not a new window (textual-serve's page opens one, which a popup blocker may stop), and
+  its address answers under the same rules as the page.
 """
 
 from __future__ import annotations
@@ -66,6 +69,21 @@ window.addEventListener("load", () => setTimeout(() => {{
   const keys = document.querySelector(".xterm-helper-textarea");
   if (keys) keys.focus();
 }}));
+// A file the app delivers (the export key) is a download of this page: textual.js opens it in a
+// new window, which a popup blocker may stop and which flashes a blank tab.
+const openWindow = window.open.bind(window);
+window.open = (url, target, features) => {{
+  if (typeof url === "string" && new URL(url, location.href).pathname.startsWith("/download/")) {{
+    const link = document.createElement("a");
+    link.href = url;
+    link.download = "";
+    document.body.append(link);
+    link.click();
+    link.remove();
+    return null;
+  }}
+  return openWindow(url, target, features);
+}};
 </script>
 </head>
 <body>
@@ -174,6 +192,12 @@ class MinitxServer(Server):
             font_size=int(font_size) if font_size.isdigit() else 16,
         )
         return web.Response(text=page, content_type="text/html")
+
+    async def handle_download(self, request: web.Request) -> web.StreamResponse:
+        """A file an app delivers (the export key): asked for by its page, under the same rules."""
+        if (refused := self.refusal(request)) is not None:
+            raise web.HTTPForbidden(text=refused)
+        return await super().handle_download(request)
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
         """One tab: its app's terminal both ways, until the tab goes; then the app is told to

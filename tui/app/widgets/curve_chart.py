@@ -27,6 +27,7 @@ class CurveChart(Widget):
         self.smoothed = False
         self.x_axis = "step"
         self.note = "no curves yet"
+        self.x_end: int | None = None  # a live run: the axis reaches its planned last step
 
     def show_runs(self, runs, note: str = "no curves yet") -> None:
         """(label, History or None) per run, each in its place's colour; a run without a history
@@ -70,9 +71,9 @@ class CurveChart(Widget):
             return Text(self.note, style="italic dim")
         curves = [curve_of(label, history, self.chart, self.x_axis, self.smoothed)
                   for label, history in self.runs]
-        # The border title names the chart (describe()): a heading line only for the legend.
+        # The border title names the chart (describe()): the heading line is the legend alone.
         text = chart_text(curves, self.chart, self.size.width, self.size.height, log=self.log_scale,
-                          x_axis=self.x_axis, title="", heading=len(curves) > 1)
+                          x_axis=self.x_axis, title="", x_end=self.x_end)
         text.no_wrap = True
         text.overflow = "crop"
         return text

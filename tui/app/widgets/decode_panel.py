@@ -145,7 +145,7 @@ class DecodePanel(Vertical):
         progress = f"{right}/{s.position} right" if v.teacher else \
             f"step {s.position}/{length}" if length else f"step {s.position}"
         parts = [self.verdict(), progress]
-        if len(s.src_ids) > task.max_len:
+        if task.source_length(s.src_ids) > task.max_len:
             parts.append(Text(f"longer than trained ({task.max_len})", style="yellow"))
         level = task.vocab.level
         shown = [r.text + ("*" if r.forced else "") for r in s.results[: s.position]] or ["·"]
@@ -210,7 +210,7 @@ class DecodePanel(Vertical):
                       if layer >= count else f"no H{head + 1}: {v.record.heads} heads only")
         elif v.kind == "cross":
             rows = s.cross_attention_grid(layer, head).tolist()
-            grid.show(rows, v.record.task.vocab.labels(s.src_ids), rows_labels, current_row, hint,
+            grid.show(rows, v.record.task.source_labels(s.src_ids), rows_labels, current_row, hint,
                       "" if self.label else "rows: tokens generated · columns: source tokens")
         elif v.kind == "self":
             inputs = ["<sos>"] + rows_labels[:-1] if rows_labels else ["<sos>"]
@@ -218,7 +218,7 @@ class DecodePanel(Vertical):
             grid.show(rows, inputs, rows_labels, current_row, hint,
                       "rows: outputs · columns: inputs (· future)", causal=True)
         else:
-            tokens = v.record.task.vocab.labels(s.src_ids)
+            tokens = v.record.task.source_labels(s.src_ids)
             grid.show(s.encoder_attention_grid(layer, head).tolist(), tokens, tokens, None, "",
                       "rows: queries · columns: keys (source tokens)")
 

@@ -75,9 +75,9 @@ class Timeline(Vertical):
         self.frames = [a.tolist() for a in snaps.attention]  # (L, h, T, S) each
         self.scores = _scores(snaps, task) if task is not None else []
         label = task.vocab.label if task is not None else str  # ids, when no task says more
-        self.source = [label(i) for i in snaps.source]
+        self.source = task.source_labels(snaps.source) if task is not None else [str(i) for i in snaps.source]
         self.target = [label(i) for i in snaps.target]
-        self.source_text = task.format(snaps.source) if task is not None else " ".join(self.source)
+        self.source_text = task.format_source(snaps.source) if task is not None else " ".join(self.source)
         self.last_step = history.last_step or self.steps[-1]
         if self.scores:
             final = self.scores[-1]

@@ -71,6 +71,7 @@ class TrainViews(ContentSwitcher):
     # -- a run -------------------------------------------------------------------------------------
     def new_run(self) -> None:
         """A run is starting: no curves yet, and the live probe in place of the last timeline."""
+        self.chart.x_end = None
         self.chart.show_runs([], note="starting…")
         self.query_one(f"#{CURVES}").border_subtitle = ""
         self.show_timeline(None)
@@ -78,7 +79,9 @@ class TrainViews(ContentSwitcher):
     def run_started(self, label: str, history) -> None:
         self.chart.show_runs([(label, history)])  # the run's own History, drawn as it grows
 
+
     def progress(self, message: Progress) -> None:
+        self.chart.x_end = message.total  # while it trains, the x axis spans the run as planned
         now = time.monotonic()
         if now - self.chart_drawn >= CHART_INTERVAL or message.step == message.total:
             # Without layout: the chart's size is fixed by the screen, and a layout pass of the
@@ -99,6 +102,7 @@ class TrainViews(ContentSwitcher):
                                                             note="best head in brackets")
 
     def run_ended(self, history, task) -> None:
+        self.chart.x_end = None  # the run as it ran (--until may have ended it early)
         self.chart.refresh()
         self.show_timeline(history, task)
 

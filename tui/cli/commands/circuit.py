@@ -11,14 +11,14 @@ import click
 from minitx.tui.cli.common import (
     apply_threads,
     console,
+    core_choice,
     device_option,
     echo_json,
     json_option,
     load_checkpoint_arg,
     threads_option,
 )
-
-STAGES = ("patching heads", "path patching", "pruning heads", "pruning edges", "exact match")
+from minitx.tui.cli.progress import Progress
 
 
 @click.command("circuit", short_help="The circuit: heads and edges that keep the answer.")
@@ -31,7 +31,8 @@ STAGES = ("patching heads", "path patching", "pruning heads", "pruning edges", "
               help="Which pairs are drawn.")
 @click.option("--n", "n", type=click.IntRange(min=1), default=200, show_default=True,
               help="Sequences the circuit alone decodes for its exact match.")
-@click.option("--ablation", type=click.Choice(["mean", "zero"]), default="mean", show_default=True,
+@click.option("--ablation", type=core_choice("interp.interventions", "ABLATIONS"), default="mean",
+              show_default=True,
               help="What a head outside the circuit outputs: its mean over 256 fresh sources, or 0.")
 @click.option("--svg", "svg", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also draw the circuit as SVG: heads by layer and kind, kept edges between them.")
@@ -75,10 +76,10 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as
         raise click.UsageError(str(e)) from None
     out = console()
     try:
-        if out.is_terminal and not as_json:
-            result = _with_progress(out, model, task, pairs, keep, n, ablation)
-        else:
-            result = find_circuit(model, task, pairs, keep=keep, accuracy_n=n, ablation=ablation)
+        with Progress("circuit", enabled=not as_json, console=out) as progress:
+            progress.stage("finding the circuit")
+            result = find_circuit(model, task, pairs, keep=keep, accuracy_n=n, ablation=ablation,
+                                  progress=lambda stage, done, total: progress.update(done, total, stage))
     except ValueError as e:  # pairs the model cannot tell apart
         raise click.UsageError(str(e)) from None
     if svg is not None:
@@ -89,22 +90,6 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as
                    "lengths": [lo, hi], "svg": svg, **result.to_dict()})
         return
     _report(out, checkpoint, pairs, seed, result, svg)
-
-
-def _with_progress(out, model, task, pairs, keep, n, ablation):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from minitx.core.interp.circuit import find_circuit
-
-    with Progress(TextColumn("[bold]{task.description:<15}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                  console=out, transient=True) as bar:
-        bar_id = bar.add_task(STAGES[0], total=None)
-
-        def progress(stage: str, done: int, total: int) -> None:
-            bar.update(bar_id, description=stage, completed=done, total=total)
-
-        return find_circuit(model, task, pairs, keep=keep, accuracy_n=n, progress=progress,
-                            ablation=ablation)
 
 
 def _report(out, checkpoint, pairs, seed, result, svg) -> None:

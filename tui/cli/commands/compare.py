@@ -18,6 +18,7 @@ from minitx.tui.cli.common import (
     shown_value,
     threads_option,
 )
+from minitx.tui.cli.progress import Progress
 
 WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them all)
 
@@ -62,10 +63,8 @@ def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, device, 
             decoded = decode_both(ckpt_a, ckpt_b, source)
             decoded["agree"] = decoded["a"] == decoded["b"]
         out = console()
-        if out.is_terminal and not as_json:
-            with out.status(f"decoding {n} fresh sequences with both models…"):
-                result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=names)
-        else:
+        with Progress("compare", enabled=not as_json, console=out) as progress:
+            progress.stage(f"decoding {n} fresh sequences with both models")
             result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=names)
     if as_json:
         data = result.to_dict()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from pathlib import Path
@@ -22,7 +21,7 @@ CHART_NAMES = ["loss", "accuracy", "lr", "grad_norm"]
               help="Vertical scale of the loss and grad norm charts.")
 @click.option("--smooth", is_flag=True, help="Draw a moving average (weight 0.9) instead of raw steps.")
 @click.option("--height", type=click.IntRange(min=2, max=200), default=9, show_default=True,
-              help="Plotted rows per chart (its title and axes take 5 more lines).")
+              help="Plotted rows per chart (its legend and axes take 3 or 4 more lines).")
 @click.option("--format", "fmt", type=click.Choice(["chart", "csv", "json"]), default="chart",
               show_default=True, help="Draw charts, or export every recorded point.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
@@ -96,51 +95,52 @@ def _label(run: str, taken: list[str]) -> str:
 
 def _charts(loaded, charts, x_axis, log, smooth, height, out) -> str:
     from rich.console import Console, Group
+    from rich.text import Text
 
     from minitx.tui.cli.common import console
-    from minitx.tui.render.charts import chart_height, chart_text, curve_of
+    from minitx.tui.render.charts import chart_text, curve_of
 
     terminal = console() if out is None else Console(file=io.StringIO(), width=100, color_system=None)
     width = max(40, terminal.width)
-    parts = [_summary(label, history) for label, _, history in loaded]
+    parts = [_summary(label, history, width) for label, _, history in loaded]
     for chart in charts:
         curves = [curve_of(label, history, chart, x_axis, smooth) for label, _, history in loaded]
-        parts.append(chart_text(curves, chart, width, chart_height(height), log=log, x_axis=x_axis))
+        parts += [Text(""), chart_text(curves, chart, width, log=log, x_axis=x_axis, plot_rows=height)]
     recorder = Console(file=io.StringIO(), width=width, record=True,
                        color_system=terminal.color_system, no_color=terminal.no_color)
     recorder.print(Group(*parts), crop=True)
     text = recorder.export_text(styles=terminal.color_system is not None)
-    return "\n".join(line.rstrip(" ") for line in text.split("\n"))  # plotext pads every line
+    return "\n".join(line.rstrip(" ") for line in text.split("\n"))
 
 
-def _summary(label: str, history):
-    """One line per run: 'a · steps 1-120 · loss 1.245 · exact match 42.0% (best 42.0% at 100)'."""
-    from rich.text import Text
+def _summary(label: str, history, width: int):
+    """A run in a line or two, broken between fields: 'a · steps 1-120 · loss 1.245 · exact
+    match 42.0% at 120 · best 42.0% at 100'. Best is the best complete evaluation: one that
+    stopped early (train --until) measured too few examples to count."""
+    from minitx.tui.cli.common import field_lines
 
     steps, losses = history.series("loss")
-    evals, accuracy = history.series("accuracy")
+    evaluations = history.evaluations()
     parts = [label]
     if steps:
         parts.append(f"steps {steps[0]}-{steps[-1]} · loss {losses[-1]:.4g}")
-    if evals:
-        best = max(range(len(evals)), key=lambda i: accuracy[i])
-        parts.append(f"exact match {accuracy[-1]:.1%} (best {accuracy[best]:.1%} at {evals[best]})")
-    return Text(" · ".join(parts), no_wrap=True, overflow="ellipsis")
+    if evaluations:
+        step, accuracy, n, complete = evaluations[-1]
+        if complete:
+            parts.append(f"exact match {accuracy:.1%} at {step}")
+        else:
+            examples = f" after {n:,} examples" if n else ""
+            parts.append(f"last evaluation (step {step}) stopped early{examples}")
+        best = history.best_accuracy()
+        parts.append(f"best {best[1]:.1%} at {best[0]}" if best else "no complete evaluation")
+    return field_lines(parts, width)
 
 
 def _csv(loaded) -> str:
     """One row per recorded point: run, series, step, training seconds at that step, value."""
-    from minitx.core.training.history import SERIES
+    from minitx.tui.render.csv_files import curves_csv
 
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["run", "series", "step", "seconds", "value"])
-    for label, _, history in loaded:
-        for name in SERIES:
-            steps, values = history.series(name)
-            for step, seconds, value in zip(steps, history.seconds_at(steps), values):
-                writer.writerow([label, name, step, f"{seconds:.6g}", f"{value:.8g}"])
-    return buffer.getvalue()
+    return curves_csv([(label, history) for label, _, history in loaded])
 
 
 def _json(loaded) -> str:

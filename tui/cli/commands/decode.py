@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
+from click.core import ParameterSource
 
 from minitx.tui.cli.common import (
     BadArgument,
@@ -35,10 +36,12 @@ def looks_like_source(text: str) -> bool:
     return stripped.replace(" ", "").isdigit() or any(c.isspace() for c in stripped)
 
 
-def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict:
+def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_kind: bool = False) -> dict:
     """Decode one source with core's Stepper (under `interventions`, e.g. an ablation) and record
     everything as plain data: the prediction, each step's top-k, log-probability and entropy, and
-    cross-attention as [layer][head][step][source]."""
+    cross-attention as [layer][head][step][source]. every_kind: also decoder self-attention as
+    [layer][head][step][decoder input] (zero after the step) with "decoder_inputs", and encoder
+    self-attention as [layer][head][source][source]."""
     from minitx.core.interp.decode import Stepper
 
     task, vocab = ckpt.task, ckpt.task.vocab
@@ -55,15 +58,15 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict
         [[r.cross_attention[layer, head].tolist() for r in results] for head in range(heads)]
         for layer in range(layers)
     ]
-    return {
-        "source": task.format(ids),
-        "source_tokens": vocab.labels(ids),  # one visible label per token (space as ␣)
+    trace = {
+        "source": task.format_source(ids),
+        "source_tokens": task.source_labels(ids),  # one visible label per token fed (space as ␣)
         "prediction": prediction,
         "expected": expected,
         "correct": None if expected is None else (prediction == expected and bool(results)
                                                   and results[-1].is_end),
         "finished": bool(results) and results[-1].is_end,  # False: stopped at the length cap
-        "within_training_lengths": task.min_len <= len(ids) <= task.max_len,
+        "within_training_lengths": task.min_len <= task.source_length(ids) <= task.max_len,
         "ablated": [str(h) for h in stepper.interventions.ablated],
         "steps": [
             {
@@ -78,6 +81,14 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None) -> dict
         ],
         "cross_attention": cross,
     }
+    if every_kind:
+        trace["decoder_inputs"] = [vocab.label(ckpt.model_config.sos_id)] + [r.text for r in results[:-1]]
+        trace["self_attention"] = [[stepper.self_attention_grid(layer, head).tolist()
+                                    for head in range(heads)] for layer in range(layers)]
+        trace["encoder_attention"] = [[stepper.encoder_attention_grid(layer, head).tolist()
+                                       for head in range(stepper.encoder_attention.shape[1])]
+                                      for layer in range(stepper.encoder_attention.shape[0])]
+    return trace
 
 
 def _sources(args: list[str]) -> list[str]:
@@ -104,14 +115,14 @@ def _sources(args: list[str]) -> list[str]:
     "--numbers",
     "-n",
     is_flag=True,
-    help="Print the weights in the cells (always on when colour is unavailable).",
+    help="Print the weights in the cells (without colour the cells are shades).",
 )
 @click.option(
     "--top-k",
     type=click.IntRange(min=1, max=50),
     default=5,
     show_default=True,
-    help="Most likely next tokens recorded per step (JSON output).",
+    help="Most likely next tokens per step: listed under each output when given, and in --json.",
 )
 @click.option(
     "--json",
@@ -133,13 +144,14 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
       minitx decode reverse "3 1 4 1 5"               # prints 5 1 4 1 3
       minitx decode "3 1 4 1 5" --attention --numbers
       minitx decode sort 31415 27182 --json
+      minitx decode reverse 31415 --top-k 3           # each step's 3 likeliest
       minitx decode dates "Tuesday, 1 December 2026"  # prints 2026-12-01
       printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy  # a source per line
       minitx decode reverse 31415 --ablate cross:L2   # without L2 cross-attention
 
     A source is digits (with or without spaces) for the digit tasks, text for dates and for a
     model of your own pairs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
-    --attention prints the weights as numbers.
+    --attention draws the weights as shades (░▒▓█); --numbers prints them.
     """
     apply_threads(threads)
     args = list(args)
@@ -178,8 +190,13 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
         which = f"{capped[0]!r}" if len(capped) == 1 else f"{len(capped)} sources"
         click.echo(f"note: {which} reached the length cap without an <eos>: the output was cut there",
                    err=True)
+    listed = click.get_current_context().get_parameter_source("top_k") != ParameterSource.DEFAULT
     for trace in traces:
         click.echo(trace["prediction"])
+        if listed:  # --top-k asked for: each step's likeliest tokens under the output
+            for number, step in enumerate(trace["steps"], 1):
+                likely = " · ".join(f"{t['text']} {t['p']:.2f}" for t in step["top_k"])
+                click.echo(f"  step {number}: {likely}")
 
 
 def _load(name: str | None, device: str, alone: bool):

@@ -1,6 +1,6 @@
 """`minitx doctor [CKPT]`: the checks of docs/checks.md, with the likely cause of each failure.
 
-All measuring is core.diagnostics'; this file picks the model, shows progress and prints.
+All measuring and judging is core/doctor's; this file picks the model, shows progress and prints.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import click
 
 from minitx.tui.cli import model_options
 from minitx.tui.cli.common import apply_threads, console, device_option, echo_json, threads_option
+from minitx.tui.cli.progress import Progress
 from minitx.tui.render.colors import STATUS_MARKUP
 
 EXIT_FAILED = 1  # a check failed
 EXIT_CANNOT_RUN = 2  # bad checkpoint or options (the same code as a usage error)
+MARKS = {"pass": "✓", "fail": "✗", "skip": "-"}  # each check done so far, on the progress line
 
 
 class CannotRun(click.ClickException):
@@ -37,19 +39,23 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
     """Check CKPT (or, without CKPT, a fresh model built from the options) for classic bugs.
 
     Each check prints its measured number, its threshold and pass/fail; a failure also names
-    the likely cause (docs/checks.md lists every check and cause). The doctor decides from
-    measurements only: it never reads a bug preset from the file's metadata or name. Checks
-    for a trained model (accuracy, alignment, copying) are skipped for a model that looks
-    untrained.
+    the likely cause (docs/checks.md lists every check and cause). Two kinds of evidence are
+    reported apart: code checks (does minitx's forward pass with this config have the bug?)
+    and weight checks (were these weights trained under one? the trained weights run under
+    each classic bug's variant of the forward pass, their symptoms, and the run's history when
+    the file has one). The doctor decides from measurements only: it never reads a bug preset
+    from the file's metadata or name. A model below its task's bar always gets a verdict.
 
     Without CKPT, --recipe and the model options (--d-model, --heads, --layers, --norm,
     --bug, ...; the same as `minitx train`'s) describe the fresh model; with CKPT they are
-    refused.
+    refused. A fresh model gets the code checks only: it has no trained weights. The history
+    checks read the run's history from the file; without one (a model from other code) they
+    say they were skipped.
 
     \b
     Exit codes:
       0  every check that ran passed
-      1  at least one check failed
+      1  at least one check failed (a cause named, or the model fails its task)
       2  the checks could not run (bad checkpoint or options)
 
     \b
@@ -76,24 +82,28 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise click.UsageError(f"{flags}: model options only apply without CKPT (a fresh model)")
     with _exit_2_on_error():
-        model, task, subject = _subject(ckpt, device, fresh)
+        model, task, subject, record = _subject(ckpt, device, fresh)
 
-    from minitx.core.doctor.diagnosis import diagnose, run_doctor
+    from minitx.core.doctor.diagnosis import diagnose_model, run_doctor
 
     report = None if as_json else _Report(subject, explain)
-    with _Progress(report.out if report else None) as progress:
+    marks: list[str] = []
+    with Progress("doctor", enabled=not as_json, console=report.out if report else None) as progress:
+        progress.stage("running the first check")
 
         def on_result(result) -> None:
-            progress.update(result)
+            marks.append(MARKS[result.status])
+            progress.update(len(marks), description=f"checks done {''.join(marks)} (last {result.name})")
             if report is not None:
                 report.row(result)
 
         with _exit_2_on_error():  # a model whose forward pass crashes: exit 1 means "a check failed"
-            results = run_doctor(model, task, quick=quick, callback=on_result)
-    causes = diagnose(results)
-    failed = any(r.passed is False for r in results)
+            results = run_doctor(model, task, quick=quick, trained=ckpt is not None, record=record,
+                                 callback=on_result)
+            diagnosis = diagnose_model(results, model, task, record)
+    failed = any(r.passed is False for r in results) or bool(diagnosis.causes) or bool(diagnosis.fails_task)
     if report is not None:
-        report.summary(results, causes)
+        report.summary(results, diagnosis)
     else:
         echo_json(
             {
@@ -101,7 +111,7 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
                 "quick": quick,
                 "passed": not failed,
                 "checks": [_jsonable(r.to_dict()) for r in results],
-                "causes": causes,
+                **diagnosis.to_dict(),
             }
         )
     sys.exit(EXIT_FAILED if failed else 0)
@@ -125,7 +135,9 @@ def _exit_2_on_error():
 
 
 def _subject(ckpt, device: str, fresh: dict):
-    """(model, task, description) of the checkpoint, or of a fresh model from the options."""
+    """(model, task, description, run record) of the checkpoint, or of a fresh model from the
+    options (its record is empty: nothing was trained)."""
+    from minitx.core.doctor.history_checks import RunRecord
     from minitx.core.training.trainer import resolve_device
 
     if ckpt is not None:
@@ -141,6 +153,7 @@ def _subject(ckpt, device: str, fresh: dict):
                 "examples": checkpoint.task.evaluated_on,
                 "model_config": checkpoint.model_config.to_dict(),
             },
+            RunRecord.of(checkpoint.history, checkpoint.summary),
         )
     from minitx.core.doctor.diagnosis import fresh_model
 
@@ -156,6 +169,7 @@ def _subject(ckpt, device: str, fresh: dict):
             "examples": task.evaluated_on,
             "model_config": model.cfg.to_dict(),
         },
+        RunRecord(),
     )
 
 
@@ -167,43 +181,17 @@ def _jsonable(data: dict) -> dict:
     return data
 
 
-class _Progress:
-    """A Rich status line while the checks run: on the report's console when that is a
-    terminal (the result lines print above it), else on stderr when that is one."""
-
-    MARKS = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "skip": "[dim]-[/]"}
-
-    def __init__(self, out) -> None:
-        self.status = None
-        self.marks: list[str] = []
-        for candidate in (out, console(file=sys.stderr)):
-            if candidate is not None and candidate.is_terminal:
-                self.status = candidate.status("doctor: running the first check…")
-                break
-
-    def __enter__(self):
-        if self.status is not None:
-            self.status.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.status is not None:
-            self.status.stop()
-
-    def update(self, result) -> None:
-        if self.status is None:
-            return
-        self.marks.append(self.MARKS[result.status])
-        done = f"{len(self.marks)} checks done {' '.join(self.marks)}"
-        self.status.update(f"doctor: {done} · last {result.name}; running the next…")
-
-
 NAME_WIDTH = 26  # the longest check name, future-leakage-gradients, and a gap
+KIND_HEADINGS = {
+    "code": "code checks: does minitx's forward pass with this config have a bug?",
+    "weights": "weight checks: were these weights trained under a bug?",
+}
 THRESHOLD_WIDTH = 12  # "< 1e-05, and > 1e-03 with positions" in three lines, the rest in one
 
 
 class _Report:
-    """One line per check as it finishes (the cause under a failure), then a summary."""
+    """One line per check as it finishes (what a failure points at under it), code checks and
+    weight checks under their own headings, then the verdict and the causes with their evidence."""
 
     def __init__(self, subject: dict, explain: bool) -> None:
         self.out = console()
@@ -225,6 +213,7 @@ class _Report:
         header = (f"{'result':<7}{'check':<{NAME_WIDTH}}{'measured':>9} "
                   f"{'threshold':<{THRESHOLD_WIDTH + 1}}note")
         self.out.print(f"[bold]{header}[/]")
+        self.kind = ""
 
     def row(self, r) -> None:
         from rich.markup import escape
@@ -232,6 +221,10 @@ class _Report:
         from rich.table import Table
 
         from minitx.core.doctor.diagnosis import format_number
+
+        if r.kind != self.kind:  # the two kinds of evidence, each under its own heading
+            self.kind = r.kind
+            self.out.print(f"[bold]{KIND_HEADINGS[r.kind]}[/]", highlight=False)
 
         line = Table.grid(padding=(0, 1))
         for width, justify in ((6, "left"), (NAME_WIDTH - 1, "left"), (9, "right")):
@@ -246,9 +239,9 @@ class _Report:
             f"[dim]{escape(r.detail)}[/]",
         )
         self.out.print(line, highlight=False)
-        if r.passed is False and r.cause:
+        if r.passed is False and r.cause:  # what it points at; the summary names the causes
             self.out.print(
-                Padding(f"[red]likely cause: {escape(r.cause)}[/]", (0, 0, 0, 7), expand=False),
+                Padding(f"[red]points at: {escape(r.cause)}[/]", (0, 0, 0, 7), expand=False),
                 highlight=False,
             )
         if self.explain:
@@ -257,14 +250,24 @@ class _Report:
                 highlight=False,
             )
 
-    def summary(self, results, causes: list[str]) -> None:
+    def summary(self, results, diagnosis) -> None:
+        from rich.markup import escape
         from rich.padding import Padding
+
+        from minitx.core.doctor.diagnosis import NO_PROBLEMS
 
         counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
         self.out.print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
-        if not causes:
-            self.out.print("[green]no problems found[/]")
+        if diagnosis.verdict == NO_PROBLEMS:
+            self.out.print(f"[green]{NO_PROBLEMS}[/]")
             return
-        self.out.print("[bold]likely cause[/], most specific first:")
-        for i, cause in enumerate(causes, 1):
-            self.out.print(Padding(f"{i}. {cause}", (0, 0, 0, 2), expand=False), highlight=False)
+        self.out.print(f"[bold]verdict[/]: {escape(diagnosis.verdict)}", highlight=False)
+        if diagnosis.causes:
+            self.out.print("[bold]likely cause[/], most specific first:")
+        elif diagnosis.suspects:
+            self.out.print("[bold]likely causes, in order[/]:")
+        for i, cause in enumerate(diagnosis.likely, 1):
+            self.out.print(Padding(f"{i}. {escape(cause)}", (0, 0, 0, 2), expand=False), highlight=False)
+            for e in diagnosis.causes[i - 1].evidence if diagnosis.causes else ():
+                self.out.print(Padding(f"[dim]{e.kind:<8}{escape(e.check)}: {escape(e.figure)}[/]",
+                                       (0, 0, 0, 5), expand=False), highlight=False)

@@ -19,6 +19,9 @@ from minitx.tui.cli.common import (
     sample_options,
     threads_option,
 )
+from minitx.tui.cli.progress import Progress
+
+EVAL_BATCH = 500  # examples decoded at once
 
 
 @click.command("eval", short_help="Exact-match accuracy: fresh sequences, held-out pairs or a file.")
@@ -67,8 +70,10 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
                 raise click.UsageError("--lengths and --data: a file's pairs have their own lengths")
             from minitx.core.data.pair_task import read_for_model
 
-            pairs = read_for_model(data, task.vocab, positions)
-            result = score(checkpoint.model, task, pairs.batches(task.vocab), show_failures, pairs.lines())
+            pairs = read_for_model(data, task, positions)
+            with Progress("eval", enabled=not as_json) as progress:
+                result = score(checkpoint.model, task, progress.track(pairs.batches(task), "decoding"),
+                               show_failures, pairs.lines())
             what = f"{pairs.provenance.file}: {result.n:,} pairs"
             if pairs.skipped:
                 what += f" ({pairs.skipped:,} skipped: longer than the model's positions allow)"
@@ -84,8 +89,11 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
                     param_hint="--lengths")
             bounds = (lo, hi) if task.exact_lengths else (None, None)
             lines = task.heldout_lines()
-            batches = task.evaluation_batches(n, seed, 500, *bounds)
-            result = score(checkpoint.model, task, batches, show_failures, lines)
+            batches = task.evaluation_batches(n, seed, EVAL_BATCH, *bounds)
+            with Progress("eval", enabled=not as_json) as progress:
+                batches = progress.track(batches, f"decoding {n:,} examples, batches of {EVAL_BATCH}",
+                                         -(-n // EVAL_BATCH))
+                result = score(checkpoint.model, task, batches, show_failures, lines)
             if task.heldout is not None:
                 what = (f"{result.n:,} held-out pairs of {task.provenance['data']['file']} (kept in the "
                         "checkpoint)")
@@ -152,7 +160,7 @@ def _length_rows(result) -> list[tuple[str, float, int, int]]:
 
 def _failure_data(failure, task) -> dict:
     """A failure's ids, step and line, and the same as text."""
-    return {**failure.to_dict(), "source_text": task.format(failure.source),
+    return {**failure.to_dict(), "source_text": task.format_source(failure.source),
             "expected_text": task.format(failure.expected), "output_text": task.format(failure.output)}
 
 
@@ -165,7 +173,7 @@ def _print_failures(failures, wrong: int, task) -> None:
     click.echo(f"first {len(failures)} of {wrong} wrong outputs ([ ] marks the first wrong token):")
     for f in failures:
         where = f"line {f.line}: " if f.line is not None else ""
-        click.echo(f"  {where}{task.format(f.source)}  wrong from step {f.first_wrong + 1}")
+        click.echo(f"  {where}{task.format_source(f.source)}  wrong from step {f.first_wrong + 1}")
         click.echo(f"    got      {_marked(f.output, f.first_wrong, task.vocab)}")
         click.echo(f"    expected {_marked(f.expected, f.first_wrong, task.vocab)}")
 

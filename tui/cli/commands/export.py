@@ -1,4 +1,5 @@
-"""`minitx export`: an inference-only copy of a checkpoint, or one decoding trace as a file."""
+"""`minitx export`: an inference-only copy of a checkpoint, or one decoding trace as a file (JSON,
+CSV, an SVG picture, or one HTML page that needs no network: tui/render/trace_html.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from minitx.tui.cli.common import ablate_options, core_choice, interventions_for
 
 # Metadata worth keeping in a shared file: how it was trained (not the state to resume it).
 KEEP_METADATA = ("train_config",)
+TRACE_FORMATS = ["json", "csv", "svg", "html"]
 
 
-@click.command("export", short_help="Inference-only copy, or a trace as json/csv/svg.")
+@click.command("export", short_help="Inference-only copy, or a trace as json/csv/svg/html.")
 @click.argument("ckpt", required=False)
 @click.option(
     "--out",
@@ -38,7 +40,7 @@ KEEP_METADATA = ("train_config",)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["json", "csv", "svg"]),
+    type=click.Choice(TRACE_FORMATS),
     default=None,
     help="Trace format. [default: from --out's suffix, else json]",
 )
@@ -57,10 +59,14 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
       minitx export run.safetensors --out small.safetensors --dtype float16
       minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
       minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
+      minitx export reverse --trace "3 1 4 1 5" --format html --out trace.html
       minitx export reverse --trace 31415 --ablate cross:L2.H1 --out ablated.svg
       minitx export dates --trace "1 dec 26" --format svg --out dates.svg
 
-    --ablate applies to --trace exports: a checkpoint keeps every head.
+    --ablate applies to --trace exports: a checkpoint keeps every head. An html trace is one
+    file with every layer and head of cross, decoder self- and encoder self-attention (buttons
+    switch them, a cell's weight shows on hover) and each step's output and top-k; it fetches
+    nothing, so it opens offline.
     """
     from minitx.core.checkpoint import save_checkpoint, write_atomic
 
@@ -90,12 +96,15 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
     from minitx.tui.cli.commands.decode import trace_of
 
     fmt = fmt or (Path(out).suffix.lstrip(".").lower() if out else "json")
-    if fmt not in ("json", "csv", "svg"):
-        raise click.UsageError(f"cannot tell the format from {out!r}: give --format json|csv|svg")
+    if fmt not in TRACE_FORMATS:
+        raise click.UsageError(f"cannot tell the format from {out!r}: give --format "
+                               f"{'|'.join(TRACE_FORMATS)}")
     interventions = interventions_for(checkpoint, ablate, ablate_kind)
-    trace = trace_of(checkpoint, trace_source, interventions=interventions)
+    trace = trace_of(checkpoint, trace_source, interventions=interventions, every_kind=fmt == "html")
     title = f"minitx · {Path(str(checkpoint.path)).name} · {checkpoint.task.name}"
-    text = {"json": _json, "csv": _csv, "svg": _svg}[fmt](trace, title, numbers)
+    if fmt == "html":
+        trace.update(_head_scores(checkpoint, interventions))
+    text = {"json": _json, "csv": _csv, "svg": _svg, "html": _html}[fmt](trace, title, numbers)
     if out is None:
         click.echo(text, nl=not text.endswith("\n"))
         return
@@ -140,3 +149,20 @@ def _svg(trace: dict, title: str, numbers: bool) -> str:
     recorder = Console(record=True, width=100, file=io.StringIO(), color_system="truecolor")
     recorder.print(trace_renderable(trace, numbers, title))
     return recorder.export_svg(title=title)
+
+
+def _html(trace: dict, title: str, numbers: bool) -> str:
+    from minitx.tui.render.trace_html import trace_html
+
+    return trace_html(trace, title)
+
+
+def _head_scores(checkpoint, interventions) -> dict:
+    """The cross-attention heads' alignment (or sharpness) on the task's examples, and the best
+    head: the page opens on it, as the app does."""
+    from minitx.core.interp.alignment import best_head, head_scores
+
+    with interventions.applied(checkpoint.model):
+        measure, scores = head_scores(checkpoint.model, checkpoint.task, n=128)
+    return {"measure": measure, "scores": [[round(float(v), 4) for v in row] for row in scores.tolist()],
+            "best": list(best_head(scores))}

@@ -17,6 +17,7 @@ from minitx.tui.cli.common import (
     sample_options,
     threads_option,
 )
+from minitx.tui.cli.progress import Progress
 
 
 @click.command("heads", short_help="Per-head importance: each head ablated alone.")
@@ -65,18 +66,10 @@ def heads_cmd(ckpt, n, seed, kind, lengths, roles, device, threads, as_json) -> 
         raise click.BadParameter(f"this model takes sources of at most "
                                  f"{checkpoint.model_config.max_len - 2} tokens", param_hint="--lengths")
     out = console()
-    total = len(all_heads(checkpoint.model))
-    if out.is_terminal and not as_json:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        with Progress(TextColumn("[bold]ablating heads"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                      console=out, transient=True) as bar:
-            task_id = bar.add_task("heads", total=total)
-            result = head_importance(checkpoint.model, task, n=n, seed=seed, kind=kind, min_len=lo,
-                                     max_len=hi,
-                                     progress=lambda done, _: bar.update(task_id, completed=done))
-    else:
-        result = head_importance(checkpoint.model, task, n=n, seed=seed, kind=kind, min_len=lo, max_len=hi)
+    with Progress("heads", enabled=not as_json, console=out) as progress:
+        progress.stage(f"ablating each head on {n} sequences", len(all_heads(checkpoint.model)))
+        result = head_importance(checkpoint.model, task, n=n, seed=seed, kind=kind, min_len=lo, max_len=hi,
+                                 progress=lambda done, total: progress.update(done, total))
     if as_json:
         echo_json({"checkpoint": str(checkpoint.path), "task": task.name, "lengths": [lo, hi],
                    **result.to_dict()})
@@ -91,7 +84,9 @@ def heads_cmd(ckpt, n, seed, kind, lengths, roles, device, threads, as_json) -> 
 def _roles(checkpoint, n, seed, as_json) -> None:
     from minitx.core.interp.roles import ROLE_FLOOR, head_roles
 
-    table = head_roles(checkpoint.model, checkpoint.task, n=n, seed=seed)
+    with Progress("heads", enabled=not as_json, console=console()) as progress:
+        progress.stage(f"scoring every head's attention on {n} sequences")
+        table = head_roles(checkpoint.model, checkpoint.task, n=n, seed=seed)
     if as_json:
         echo_json({"checkpoint": str(checkpoint.path), "task": checkpoint.task.name, **table.to_dict()})
         return

@@ -24,7 +24,12 @@ def inspect_data(ckpt) -> dict:
     from minitx.core.model.transformer import block_parameters, parameter_breakdown
 
     meta, task, vocab = ckpt.metadata, ckpt.task, ckpt.task.vocab
-    measure, scores = head_scores(ckpt.model, task)  # 256 of the task's examples
+    try:
+        measure, scores = head_scores(ckpt.model, task)  # 256 of the task's examples
+    except ValueError as e:  # an imported model without example pairs: nothing to measure on
+        measure, scores, no_scores = "none", [], str(e)
+    else:
+        no_scores = ""
     try:  # informational only: a file without it (or with a broken one) is still inspectable
         train_cfg = json.loads(meta["train_config"])
     except (KeyError, ValueError, TypeError, RecursionError):
@@ -45,8 +50,10 @@ def inspect_data(ckpt) -> dict:
             **({"heldout_pairs_kept": len(task.heldout)} if task.heldout is not None else {}),
         },
         "vocabulary": list(vocab.tokens),
-        "vocab": {"level": vocab.level, "size": vocab.size,
-                  "specials": {k: getattr(vocab, k) for k in ("pad", "sos", "eos", "unk")}},
+        "vocab": _vocab_facts(vocab),
+        **({"src_vocabulary": list(task.src_vocab.tokens), "src_vocab": _vocab_facts(task.src_vocab)}
+           if task.src_vocab is not vocab else {}),
+        **({"imported": _imported_facts(task, ckpt.model_config)} if task.name == "imported" else {}),
         "model_config": ckpt.model_config.to_dict(),
         "train_config": train_cfg,
         "parameters": parameter_breakdown(ckpt.model),
@@ -56,10 +63,25 @@ def inspect_data(ckpt) -> dict:
             "expected": task.alignment_name,
             "measure": measure,  # "alignment", or "sharpness" when no pattern is expected
             "scores": [[round(float(s), 4) for s in row] for row in scores],
+            **({"unavailable": no_scores} if no_scores else {}),
         },
         "training": ckpt.summary,
         "history": ckpt.history.to_dict() if ckpt.history is not None else None,
     }
+
+
+def _vocab_facts(vocab) -> dict:
+    return {"level": vocab.level, "size": vocab.size,
+            "specials": {k: getattr(vocab, k) for k in ("pad", "sos", "eos", "unk")}}
+
+
+def _imported_facts(task, cfg) -> dict:
+    """Where an imported model came from, how its sources are fed, and its options in words."""
+    from minitx.core.model.components import option_labels
+
+    pairs = (None if task.heldout is None
+             else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
+    return {**task.origin, "source_wrapping": task.wrapping(), "options": option_labels(cfg), "pairs": pairs}
 
 
 def describe_history(history) -> str:
@@ -70,10 +92,12 @@ def describe_history(history) -> str:
     steps = list(history.steps)
     if steps:
         parts.append(f"{len(steps)} points of steps {steps[0]}-{steps[-1]}")
-    evals, accuracy = history.series("accuracy")
-    if evals:
-        best = max(range(len(evals)), key=lambda i: accuracy[i])
-        parts.append(f"{len(evals)} evaluations (best {accuracy[best]:.1%} at step {evals[best]})")
+    evaluations = history.evaluations()
+    if evaluations:  # best: of the complete ones; one that stopped early (--until) measured too few
+        best, rough = history.best_accuracy(), sum(not complete for *_, complete in evaluations)
+        notes = ([f"best {best[1]:.1%} at step {best[0]}"] if best else []) + (
+            [f"{rough} stopped early"] if rough else [])
+        parts.append(f"{len(evaluations)} evaluations" + (f" ({', '.join(notes)})" if notes else ""))
     if history.snapshot_steps:
         parts.append(f"{len(history.snapshot_steps)} attention snapshots")
     return "history: " + ", ".join(parts) + " · draw it: minitx curves FILE"
@@ -113,9 +137,15 @@ def inspect_cmd(ckpt, as_json) -> None:
     about = [Text.assemble("task ", (task["name"], "bold"), f": {task['description']}"),
              f"source lengths {task['min_len']}-{task['max_len']}", pattern]
     out.print(field_lines(about, out.width), highlight=False)
-    if "provenance" in task:
+    if "imported" in info:
+        out.print(_imported(info["imported"]), highlight=False)
+    elif "provenance" in task:
         out.print(_provenance(task), highlight=False)
-    out.print(_vocabulary(checkpoint.task.vocab), highlight=False)
+    if "src_vocab" in info:
+        out.print(_vocabulary(checkpoint.task.src_vocab, "source vocabulary"), highlight=False)
+        out.print(_vocabulary(checkpoint.task.vocab, "target vocabulary"), highlight=False)
+    else:
+        out.print(_vocabulary(checkpoint.task.vocab), highlight=False)
     params = Table(title="parameters", title_justify="left")
     params.add_column("component")
     params.add_column("count", justify="right")
@@ -127,7 +157,10 @@ def inspect_cmd(ckpt, as_json) -> None:
     out.print(params)
     out.print(_blocks_table(info["blocks"], info["components"]))
     out.print(f"positions: {info['components']['positions']}")
-    out.print(_alignment_table(info["alignment"]))
+    if info["alignment"].get("unavailable"):
+        out.print(f"no per-head scores: {info['alignment']['unavailable']}", highlight=False, markup=False)
+    else:
+        out.print(_alignment_table(info["alignment"]))
     from rich.columns import Columns
 
     panels = [_key_values("model", info["model_config"])]
@@ -164,18 +197,32 @@ def _blocks_table(blocks: dict, parts: dict):
 SHOWN_TOKENS = 300  # a word vocabulary can hold 50,000: --json lists them all
 
 
-def _vocabulary(vocab):
+def _vocabulary(vocab, name: str = "vocabulary"):
     """'vocabulary 0:0 1:1 ...' for the digits; else the size and every token's label."""
     from rich.markup import escape
 
     if vocab.level == "digits":
-        return "vocabulary " + " ".join(f"{i}:{t}" for i, t in enumerate(vocab.tokens))
+        return f"{name} " + " ".join(f"{i}:{t}" for i, t in enumerate(vocab.tokens))
     real = vocab.real_ids()
     what = {"char": "characters", "word": "words"}[vocab.level]
     shown = " ".join(vocab.label(i) for i in real[:SHOWN_TOKENS])
     more = f" … and {len(real) - SHOWN_TOKENS:,} more (--json lists them)" if len(real) > SHOWN_TOKENS else ""
     specials = " ".join(f"{i}:{vocab.tokens[i]}" for i in vocab.specials)
-    return escape(f"vocabulary: {len(real):,} {what} (␣ is a space) and {specials}: {shown}{more}")
+    return escape(f"{name}: {len(real):,} {what} (␣ is a space) and {specials}: {shown}{more}")
+
+
+def _imported(facts: dict) -> str:
+    """Where an imported model came from, its options and how its sources are fed."""
+    from rich.markup import escape
+
+    weights = facts["weights"]
+    pairs = (f"; {facts['pairs']['kept']:,} example pairs of {facts['pairs']['file']}" if facts["pairs"]
+             else "; no example pairs (import with --pairs FILE for eval, heads, doctor)")
+    return escape(f"imported from {weights['file']} ({weights['format']}, {weights['size']:,} bytes, sha256 "
+                  f"{weights['sha256'][:16]}…) with the {facts['mapping']} mapping; vocabularies "
+                  f"{facts['src_vocab']['file']} (source) and {facts['tgt_vocab']['file']} (target); "
+                  f"options: {', '.join(facts['options'])}; sources fed {facts['source_wrapping']}; "
+                  f"positions: {facts['positions']}{pairs}")
 
 
 def _provenance(task: dict) -> str:
@@ -215,8 +262,8 @@ def _alignment_table(alignment: dict):
         f"task expects ({alignment['expected']}); 1 is a perfect head, uniform attention scores ~1/length"
     )
     if alignment["measure"] == "sharpness":
-        heading = ("[bold]sharpness[/] per layer/head (no alignment score: this data file names no "
-                   "expected pattern; train with --expect diagonal or anti-diagonal for one): each "
+        heading = ("[bold]sharpness[/] per layer/head (no alignment score: the task names no "
+                   "expected pattern; a data file's does with --expect diagonal or anti-diagonal): each "
                    "head's largest weight over the source, averaged over outputs; 1 looks at one "
                    "position, uniform attention ~1/length")
     return Group(heading, table)
@@ -266,28 +313,40 @@ def list_cmd(folder, as_json) -> None:
         )
         return
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from minitx import checkpoints as bundled
 
-    # No vertical rules, and one word per note: at 80 columns every name and note fits whole.
+    # No vertical rules, the bundled models first and FOLDER's files after a gap, every row on
+    # one line: at 80 columns each name and note reads whole (a very long file name is cut).
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("name", no_wrap=True)
+    table.add_column("name", no_wrap=True, overflow="ellipsis")
     table.add_column("task", no_wrap=True)
     for column in ("size", "accuracy", "steps"):
         table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("note", overflow="fold")
+    table.add_column("note", no_wrap=True)
+    section, unreadable = True, []
     for x in listings:
         is_bundled = x.path.parent == bundled.BUNDLED_DIR and x.name == x.path.stem
+        if not is_bundled and section:
+            table.add_section()
+            section = False
         name = x.name if is_bundled else x.path.name  # the folder is already on the command line
-        if x.error:
-            table.add_row(name, "", "", "", "", f"[red]unreadable: {x.error}[/]")
+        if x.error:  # under the table, on lines of their own: a row would squeeze every column
+            unreadable.append(f"[red]unreadable[/] {escape(name)}: {escape(x.error)}")
             continue
         acc = f"{x.accuracy:.1%}" if x.accuracy is not None else "?"
-        note = " ".join(n for n in ("bundled" if is_bundled else "", f"bug:{x.bug}" if x.bug else "") if n)
+        note = f"bug: {x.bug}" if x.bug else ""
         steps = str(x.steps) if x.steps is not None else "?"
         table.add_row(name, x.task, f"{x.size_bytes / 1024:.0f} KB", acc, steps, note)
     if not listings:
         click.echo("no checkpoints found")
         return
-    console().print(table)
+    table.caption = f"first the bundled checkpoints (open one by its name), then the files of {folder}" \
+        if folder else "bundled checkpoints: open one by its name"
+    table.caption_justify = "left"
+    out = console()
+    out.print(table)
+    for line in unreadable:
+        out.print(line)

@@ -16,6 +16,7 @@ from minitx.tui.cli.common import (
     task_names,
     threads_option,
 )
+from minitx.tui.cli.progress import Progress
 
 EXIT_INTERRUPTED = 130
 
@@ -54,7 +55,7 @@ def _seeds(text: str) -> list[int]:
               help="Held-out exact match that counts as learned.")
 @device_option
 @threads_option
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines, only the table.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress, only the table.")
 @click.option("--json", "as_json", is_flag=True, help="Print every run as JSON.")
 @model_options.apply(model_options.MODEL_OPTIONS)
 def lab_cmd(variants, recipe, task, lengths, beyond, seeds, steps, eval_every, eval_size, target,
@@ -115,13 +116,16 @@ def lab_cmd(variants, recipe, task, lengths, beyond, seeds, steps, eval_every, e
             raise click.UsageError(f"{name}: {e}") from None
     total = len(names) * len(seed_list)
     runs = []
-    status = _Status(len(names), plan.steps, enabled=not quiet)
     try:
-        with status:
-            for run in run_lab(plan, names, seed_list, progress=status.update):
+        with Progress("lab", enabled=not (quiet or as_json)) as progress:
+            progress.stage(f"seed {seed_list[0]} ({len(names)} variants in turn)", plan.steps)
+
+            def advanced(seed: int, step: int) -> None:
+                progress.update(step, plan.steps, f"seed {seed} ({len(names)} variants in turn)")
+
+            for run in run_lab(plan, names, seed_list, progress=advanced):
                 runs.append(run)
-                if not quiet:
-                    status.print(_finished(run, len(runs), total, plan))
+                progress.print(_finished(run, len(runs), total, plan))
     except KeyboardInterrupt:
         click.echo(f"interrupted: {len(runs)} of {total} runs finished (a seed's runs finish "
                    "together)", err=True)
@@ -129,34 +133,6 @@ def lab_cmd(variants, recipe, task, lengths, beyond, seeds, steps, eval_every, e
             _report(plan, summarise(plan, runs), as_json)
         sys.exit(EXIT_INTERRUPTED)
     _report(plan, summarise(plan, runs), as_json)
-
-
-class _Status:
-    """Progress on stderr: a live line on a terminal (the variants of a seed train in turn, so
-    minutes pass between finished runs), and a line per finished run."""
-
-    def __init__(self, variants: int, steps: int, enabled: bool) -> None:
-        self.variants, self.steps, self.enabled = variants, steps, enabled
-        self.out = console(sys.stderr)
-        self.live = None
-
-    def __enter__(self):
-        if self.enabled and self.out.is_terminal:
-            self.live = self.out.status("starting…")
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.live is not None:
-            self.live.__exit__(*exc)
-
-    def update(self, seed: int, step: int) -> None:
-        if self.live is not None:
-            self.live.update(f"seed {seed}: step {step} of {self.steps}, {self.variants} variants "
-                             "in turn")
-
-    def print(self, line: str) -> None:
-        self.out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _finished(run, done: int, total: int, plan) -> str:

@@ -16,6 +16,7 @@ from minitx.tui.cli.common import (
     load_checkpoint_arg,
     threads_option,
 )
+from minitx.tui.cli.progress import Progress
 
 
 def _parse(ckpt, text: str, flag: str) -> list[int]:
@@ -85,30 +86,31 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
         patcher = Patcher.of_pairs(model, [pair])
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    result = sweep(patcher) if method != "attribution" else None
-    estimate = attribute(patcher) if method != "exact" else None
+    with Progress("patch", enabled=not as_json, console=console()) as progress:
+        result = estimate = None
+        if method != "attribution":
+            progress.stage("patching one activation at a time")
+            result = sweep(patcher, progress=lambda done, total: progress.update(done, total))
+        if method != "exact":
+            progress.stage("attribution: one forward and one backward")
+            estimate = attribute(patcher)
     agreed = agreements(result, estimate) if result is not None and estimate is not None else None
+    from minitx.tui.render.patch_tables import attribution_report, patching_data, patching_report
+
     if as_json:
         data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method}
-        if result is not None:
-            data.update(result.to_dict())
-        else:
+        if result is None:  # the pair, as a sweep would have said it
             data.update({k: getattr(patcher, k) for k in ("clean", "corrupted", "clean_answer",
                                                           "corrupted_answer", "steps", "clean_difference",
                                                           "corrupted_difference")})
-        if estimate is not None:
-            data["attribution"] = {**estimate.to_dict(), "stream_all": estimate.stream_all}
-        if agreed is not None:
-            data["agreement"] = {k: a.to_dict() for k, a in agreed.items()}
-        echo_json(data)
+        echo_json({**data, **patching_data(result, estimate, agreed)})
         return
-    from minitx.tui.render.patch_tables import attribution_report, patching_report
 
     n_heads = checkpoint.model_config.n_heads
     if result is None:
-        console().print(attribution_report(estimate, _pair_view(patcher), n_heads, task.vocab))
+        console().print(attribution_report(estimate, _pair_view(patcher), n_heads, task))
     else:
-        console().print(patching_report(result, n_heads, task.vocab, estimate, agreed))
+        console().print(patching_report(result, n_heads, task, estimate, agreed))
 
 
 def _pair_view(patcher):
@@ -117,6 +119,17 @@ def _pair_view(patcher):
 
     return PatchingResult(patcher.clean, patcher.corrupted, patcher.clean_answer, patcher.corrupted_answer,
                           patcher.steps, patcher.clean_difference, patcher.corrupted_difference)
+
+
+def _names_a_checkpoint(text: str) -> bool:
+    from minitx import checkpoints
+    from minitx.core.checkpoint import CheckpointError
+
+    try:
+        checkpoints.resolve(text)
+    except (CheckpointError, OSError):
+        return False
+    return True
 
 
 @click.command("lens", short_help="The logit lens: what each decoder layer would predict.")
@@ -142,6 +155,9 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
     if len(args) > 2:
         raise click.UsageError("give one checkpoint and one source, e.g. minitx lens reverse \"3 1 4 1 5\"")
     name, text = (None, args[0]) if len(args) == 1 else args
+    if name is None and _names_a_checkpoint(text):  # `minitx lens dates`: the model, no source
+        raise click.UsageError(f"{text!r} is a checkpoint: give a source to decode after it, e.g. "
+                               f"minitx lens {text} SOURCE")
     checkpoint = load_checkpoint_arg(name, device)
     ids = _parse(checkpoint, text, "SOURCE")
     from minitx.core.interp.lens import logit_lens
@@ -151,7 +167,7 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
     lens = logit_lens(checkpoint.model, ids, interventions=interventions_for(checkpoint, ablate, ablate_kind))
     tops = lens.top(top_k)  # [layer][step] -> [(token, p)]
     if as_json:
-        echo_json({"checkpoint": str(checkpoint.path), "source": task.format(ids),
+        echo_json({"checkpoint": str(checkpoint.path), "source": task.format_source(ids),
                    "decoder_input": vocab.labels(lens.decoder_input),
                    "layers": [[[{"token": vocab.label(t), "p": p} for t, p in step] for step in layer]
                               for layer in tops]})
@@ -169,6 +185,6 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
         cells = ["  ".join(f"{shown(t)} {p:.2f}" for t, p in layer[step]) for layer in tops]
         table.add_row(str(step + 1), shown(fed), *cells)
     out = console()
-    out.print(f"source {task.format(ids)}: each decoder layer's top {top_k} at every step")
+    out.print(f"source {task.format_source(ids)}: each decoder layer's top {top_k} at every step")
     table.caption, table.caption_justify = "fed: the decoder's input at that step", "left"
     out.print(table)

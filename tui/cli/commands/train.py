@@ -123,6 +123,7 @@ def _prepare(opts):
     """(trainer, where it saves) from the options, before any training: every problem with
     the options, the files or the saved run is a usage error (exit 2)."""
     from minitx.core.checkpoint import CheckpointError, check_writable
+    from minitx.core.options import option_for_field
     from minitx.core.training.trainer import Trainer
 
     try:
@@ -149,6 +150,10 @@ def _prepare(opts):
     except (CheckpointError, ValueError) as e:
         if isinstance(e, click.ClickException):
             raise
+        field, _, message = str(e).partition(": ")
+        if message and field in config_fields():  # a setting core refused: name its option
+            raise click.BadParameter(message, param_hint=f"--{option_for_field(field).replace('_', '-')}") \
+                from None
         raise BadArgument(str(e)) from None
     if trainer.done:
         raise click.UsageError(
@@ -157,6 +162,14 @@ def _prepare(opts):
         )
     _warn_if_shadowed(out_path)
     return trainer, out_path
+
+
+def config_fields() -> set[str]:
+    import dataclasses
+
+    from minitx.core.config import ModelConfig, TrainConfig
+
+    return {f.name for cfg in (ModelConfig, TrainConfig) for f in dataclasses.fields(cfg)}
 
 
 def _refuse_to_overwrite(path: Path, opts) -> None:

@@ -1,0 +1,132 @@
+"""Every command works on an imported model (the checkpoints of tests/importing/conftest.py's
+`imported`, made by `minitx import` from the reference models and their held-out pairs): decode
+(sources wrapped and labelled as the model's code fed them), inspect (the imported options),
+eval (kept pairs and --data), heads, patch, lens, compare with a minitx model, doctor, export,
+and --ablate; and the doctor on a model trained without the causal mask."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+from reference_models import toy
+
+from minitx.tui.cli.main import main
+
+LAYOUTS = (toy.TUTORIAL, toy.ANNOTATED)
+
+
+def run(*args: str):
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result
+
+
+def ok_json(*args: str) -> dict:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_decode_wraps_the_typed_source_and_labels_its_start_and_end(imported, layout):
+    trace = ok_json("decode", imported[layout], "3 1 4 1")["results"][0]
+    spec = toy.LAYOUTS[layout]
+    assert trace["source"] == "3 1 4 1" and trace["prediction"] == "1 4 1 3"
+    assert trace["source_tokens"] == [spec.bos, "3", "1", "4", "1", spec.eos]
+    assert trace["steps"][-1]["text"] == spec.eos
+    assert len(trace["cross_attention"][0][0][0]) == 6  # a weight for every position fed
+    assert trace["within_training_lengths"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_inspect_reports_the_imported_options_wrapping_and_both_vocabularies(imported, layout):
+    info = ok_json("inspect", imported[layout])
+    facts = info["imported"]
+    assert facts["layout"] == layout and facts["weights"]["format"] == "torch"
+    assert facts["source_wrapping"].startswith(toy.LAYOUTS[layout].bos)
+    assert facts["pairs"]["kept"] == 200 and facts["positions"].startswith("the file's table")
+    expected = {toy.TUTORIAL: ["post-norm + final norms", "LayerNorm eps 1e-05", "relu"],
+                toy.ANNOTATED: ["pre-norm", "std LayerNorm eps 1e-06", "relu", "log-softmax"]}[layout]
+    assert facts["options"][: len(expected)] == expected
+    assert info["src_vocabulary"] == list(toy.vocabulary(layout, "reverse", "src"))
+    assert info["vocabulary"] == list(toy.vocabulary(layout, "reverse", "tgt"))
+    text = " ".join(run("inspect", imported[layout]).stdout.split())  # lines wrap at 80 columns
+    assert "source vocabulary" in text and "target vocabulary" in text and "sources fed" in text
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_eval_measures_the_kept_pairs_and_a_pairs_file(imported, layout, tutorial_files):
+    kept = ok_json("eval", imported[layout])
+    assert kept["n"] == 200 and kept["accuracy"] >= 0.9
+    assert set(kept["by_length"]) == {"3", "4", "5"}  # the sources' own tokens, not the wrapping
+    pairs = tutorial_files.pairs.parent / "more.tsv"
+    toy.write_pairs("reverse", pairs, n=60, seed=5)
+    given = ok_json("eval", imported[layout], "--data", str(pairs), "--failures", "3")
+    assert given["n"] == 60 and given["accuracy"] >= 0.9
+    for failure in given["failures"]:
+        assert failure["source_text"].replace(" ", "").isdigit()  # the source, as typed
+
+
+def test_heads_patch_lens_and_ablation_run_on_an_imported_model(imported):
+    path = imported[toy.ANNOTATED]
+    heads = ok_json("heads", path, "--n", "64")
+    assert len(heads["heads"]) == 6 and heads["baseline"]["accuracy"] >= 0.9
+    patch = ok_json("patch", path, "--method", "exact")  # a pair drawn from the kept pairs
+    clean = patch["clean"]
+    spec = toy.LAYOUTS[toy.ANNOTATED]
+    src_vocab = toy.vocabulary(toy.ANNOTATED, "reverse", "src")
+    assert clean[0] == src_vocab.index(spec.bos) and clean[-1] == src_vocab.index(spec.eos)  # wrapped, whole
+    assert len(patch["streams"]["enc:L1.resid"]) == len(clean)  # every source position fed
+    typed = run("patch", path, "--clean", "3 1 4 1", "--corrupt", "2 7 5 8")
+    assert typed.exit_code != 0 and "cannot tell the answer for a typed source" in typed.output
+    lens = ok_json("lens", path, "3 1 4")
+    assert lens["decoder_input"][0] == "<s>" and lens["layers"][0][0][0]["token"] == "4"
+    ablated = ok_json("eval", path, "--ablate", "cross", "--ablate-kind", "mean")
+    assert ablated["accuracy"] < 0.5 and ablated["ablated"] == ["cross:L1.H1", "cross:L1.H2"]
+
+
+def test_compare_an_imported_model_with_one_minitx_trained_on_the_same_task(imported):
+    data = ok_json("compare", imported[toy.TUTORIAL], "reverse", "--n", "100", "--source", "3 1 4 1 5")
+    assert data["a"]["task"] == "imported" and data["b"]["task"] == "reverse"
+    assert data["a"]["accuracy"] >= 0.9 and data["agreement"] > 0.5  # the same answers, as text
+    assert data["decode"]["a"] == data["decode"]["b"] == "5 1 4 1 3"
+    both = ok_json("compare", imported[toy.TUTORIAL], imported[toy.ANNOTATED], "--n", "100")
+    assert both["agreement"] >= 0.85 and {"model.norm", "model.norm_kind"} <= {
+        d["field"] for d in both["config_diff"]}
+
+
+def test_export_keeps_an_imported_model_and_its_trace_labels_the_wrapping(imported, tmp_path):
+    out = tmp_path / "small.safetensors"
+    assert run("export", imported[toy.TUTORIAL], "--out", str(out), "--dtype", "float16").exit_code == 0
+    assert ok_json("decode", str(out), "3 1 4 1")["results"][0]["prediction"] == "1 4 1 3"
+    trace = run("export", imported[toy.TUTORIAL], "--trace", "3 1 4", "--format", "csv").stdout
+    tokens = {row["source_token"] for row in csv.DictReader(io.StringIO(trace))}
+    assert tokens == {"<bos>", "3", "1", "4", "<eos>"}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_doctor_passes_a_healthy_imported_model(imported, layout):
+    result = run("doctor", imported[layout], "--quick", "--json")
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0, [c for c in report["checks"] if c["passed"] is False]
+    assert report["task"] == "imported"
+
+
+def test_the_doctor_names_the_missing_causal_mask_of_a_model_trained_without_it(imported):
+    result = run("doctor", imported["no-causal-mask"], "--quick", "--json")
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1
+    assert report["causes"] and "causal mask" in report["causes"][0]
+
+
+def test_head_roles_count_a_wrapped_source_from_its_own_first_token(imported):
+    """A reverse model's cross-attention reads the mirrored source token: with the start token at
+    position 0, that is anti-diagonal over the source's own tokens, not over the positions fed."""
+    roles = ok_json("heads", imported[toy.ANNOTATED], "--roles")
+    strongest = {h["head"]: h["strongest"] for h in roles["heads"]}
+    assert "anti-diagonal" in {strongest["cross:L1.H1"], strongest["cross:L1.H2"]}
+    cross = next(h for h in roles["heads"] if h["head"] == "cross:L1.H1")
+    assert cross["scores"]["identity"] is None  # source and target ids are two vocabularies

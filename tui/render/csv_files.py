@@ -1,0 +1,39 @@
+"""The numbers behind a picture as CSV text, one way for the command line and the app: a run's
+curves (`minitx curves --format csv`, and the app's export key on a chart), an attention grid
+as a matrix, and a table of rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+
+def rows_csv(header: list[str], rows) -> str:
+    """A header line, then one line per row."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def matrix_csv(weights, row_labels: list[str], columns: list[str], corner: str) -> str:
+    """A grid as it is drawn: the column labels across the top, a row's label first on its line;
+    `corner` names the two axes ('output\\source')."""
+    return rows_csv([corner, *columns],
+                    ([label, *(f"{w:.6f}" for w in row)] for label, row in zip(row_labels, weights)))
+
+
+def curves_csv(runs) -> str:
+    """One row per recorded point of (label, History) runs: run, series, step, training seconds at
+    that step, value."""
+    from minitx.core.training.history import SERIES
+
+    def points():
+        for label, history in runs:
+            for name in SERIES:
+                steps, values = history.series(name)
+                for step, seconds, value in zip(steps, history.seconds_at(steps), values):
+                    yield [label, name, step, f"{seconds:.6g}", f"{value:.8g}"]
+
+    return rows_csv(["run", "series", "step", "seconds", "value"], points())
