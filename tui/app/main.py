@@ -10,6 +10,7 @@ import asyncio
 import gc
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from minitx.tui.app.screens.dialogs import (
 from minitx.tui.app.screens.explore import ExploreScreen
 from minitx.tui.app.screens.patch import PatchScreen
 from minitx.tui.app.screens.train import TrainScreen
+from minitx.tui.app.widgets.keybar import Said
 from minitx.tui.render.colors import colour_depth
 from minitx.tui.render.numbers import short_path
 
@@ -76,7 +78,9 @@ class MinitxApp(App):
         # Published whenever current, loading or status change; screens redraw from the app.
         self.model_changed: Signal[MinitxApp] = Signal(self, "model-changed")
         self.run_changed: Signal[MinitxApp] = Signal(self, "run-changed")
-        # A message was added or cleared: the footers show them (tui/app/widgets/keybar.py).
+        # The messages shown, and a signal when one is added or they are cleared: the footers
+        # show them (tui/app/widgets/keybar.py).
+        self.said: list[Said] = []
         self.messages_changed: Signal[MinitxApp] = Signal(self, "messages-changed")
         # With 16 colours or none the pictures draw shade characters instead of colour.
         self.colour_depth = colour_depth(self.no_color, self.console.color_system)
@@ -88,11 +92,15 @@ class MinitxApp(App):
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = True) -> None:
+        """Textual's notification (a toast on a dialog), and a line of the footers meanwhile."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
-        self.call_later(self.messages_changed.publish, self)  # once the notification is added
+        seconds = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
+        self.said.append(Said(str(message), severity, markup, time.monotonic() + seconds))
+        self.messages_changed.publish(self)
 
     def clear_notifications(self) -> None:
         super().clear_notifications()
+        self.said.clear()
         self.messages_changed.publish(self)
 
     @property

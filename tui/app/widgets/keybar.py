@@ -11,12 +11,35 @@ it taller.
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual.widget import Widget
 
 MESSAGES_SHOWN = 2  # the newest messages shown at once
 SEVERITY = {"error": ("✗ ", "bold red"), "warning": ("! ", "bold yellow"), "information": ("", "bold")}
 KEYBAR_SCREEN = "-keybar-messages"  # the class of a screen whose messages the footer shows
+
+
+@dataclass(frozen=True)
+class Said:
+    """A message the app showed (its notify), until when it shows."""
+
+    text: str
+    severity: str
+    markup: bool
+    until: float  # time.monotonic()
+
+    @property
+    def time_left(self) -> float:
+        return self.until - time.monotonic()
+
+
+def shown_messages(said: list[Said]) -> list[Said]:
+    """The newest messages still showing, oldest first (what has expired leaves the list)."""
+    said[:] = [s for s in said if s.time_left > 0]
+    return said[-MESSAGES_SHOWN:]
 
 
 class KeyBar(Widget):
@@ -57,15 +80,15 @@ class KeyBar(Widget):
             self._expiry = self.set_timer(max(0.05, min(left) + 0.05), lambda: self._messages_changed(None))
         self._redraw()
 
-    def messages(self) -> list:
-        """The newest unexpired notifications (Textual's Notification), oldest first."""
-        return [n for n in self.app._notifications if not n.has_expired][-MESSAGES_SHOWN:]
+    def messages(self) -> list[Said]:
+        """The newest messages of the app still showing (MinitxApp.said), oldest first."""
+        return shown_messages(getattr(self.app, "said", []))
 
     def message_lines(self, width: int) -> list[Text]:
         lines: list[Text] = []
         for note in self.messages():
             mark, style = SEVERITY.get(note.severity, SEVERITY["information"])
-            text = Text(mark) + (Text.from_markup(note.message) if note.markup else Text(note.message))
+            text = Text(mark) + (Text.from_markup(note.text) if note.markup else Text(note.text))
             text.stylize(style)
             lines.extend(text.wrap(self.app.console, width))
         return lines
