@@ -262,7 +262,7 @@ async def test_footer_shows_every_explore_key_at_80x24():
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         bar = app.screen.query_one(KeyBar)
-        shown = bar.render().plain
+        shown = bar.keys_text()
         for words in ("→/n step", "←/b back", "⏎/r run", "x reset", "[/] layer", ",/. head",
                       "s attn", "a heads", "l lens", "m rank", "p pos", "k ablate",
                       "K restore", "g teacher", "f force", "w wrong", "P patch", "# nums", "i source",

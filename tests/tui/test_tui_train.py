@@ -94,7 +94,7 @@ async def test_start_pause_resume_stop_a_tiny_run_draws_its_curves_and_hands_ove
         assert any("stopped" in m for m in notifications(app))
         await pilot.pause(0.3)
         assert app.current.name == "reverse"  # nothing replaces the explored model unasked
-        assert "u explore run" in screen.query_one("KeyBar").render().plain
+        assert "u explore run" in screen.query_one("KeyBar").keys_text()
         await pilot.press("u")
         await wait_for(pilot, lambda: app.current.name.startswith("run 1 · reverse"), "the hand-over")
         assert app.current.model is screen.trainer.model
@@ -276,7 +276,7 @@ async def test_space_types_in_a_text_field_and_enter_there_starts_the_run():
         assert steps.value == "20 " and screen.state == "idle"
         await pilot.press("backspace", "enter")
         assert screen.state in ("running", "finished")
-        assert "space start/pause" in screen.query_one("KeyBar").render().plain
+        assert "space start/pause" in screen.query_one("KeyBar").keys_text()
         await wait_for(pilot, lambda: screen.state == "finished", "the run")
 
 
