@@ -29,8 +29,10 @@ def differences(config_diff, width: int) -> Text:
         a, b = (" · ".join(d[i] for d in shown) for i in (1, 2))
         if len(names) < LABEL and len(a) < COLUMN and LABEL + COLUMN + len(b) <= width:
             break
-    else:  # not even one fits whole: the first, cut at each column's end
-        names, a, b = differs[0][0][: LABEL - 1], differs[0][1][: COLUMN - 1], differs[0][2]
+    else:  # not even one fits whole: the first, cut at each column's end, and how many more
+        more = f" +{len(differs) - 1}" if len(differs) > 1 else ""
+        names = differs[0][0][: LABEL - 1 - len(more)] + more
+        a, b = differs[0][1][: COLUMN - 1], differs[0][2]
     return Text.assemble(names.ljust(LABEL), (a.ljust(COLUMN), "bold"),
                          (b[: max(1, width - LABEL - COLUMN)], "bold"))
 
