@@ -95,6 +95,10 @@ class ImportedTask(PairsTask):
         vocab = self.src_vocab
         return vocab.join([vocab.tokens[i] for i in vocab.real_ids()[:5]])
 
+    def expected_output(self, src_ids):
+        """A kept pair's target for its source (fed wrapped or not, as the model's code fed it)."""
+        return super().expected_output(src_ids[1:-1] if self.wraps_source else src_ids)
+
     def decode_cap(self, src_len: int, positions: int) -> int:
         fed = src_len if self.wraps_source else src_len + 2
         longest = self.max_target_len + 2 if self.heldout is not None else 0

@@ -94,6 +94,7 @@ class PairsTask(Task):
     name = DATA_TASK
     exact_lengths = False
     evaluated_on = "held-out pairs"
+    _answers: dict | None = None  # held-out source -> its target, once asked (expected_output)
 
     def __init__(self, vocab: Vocab, heldout: PairSet, train: PairSet | None, provenance: dict,
                  counts: dict, expect: str = "", min_len: int = 1, max_len: int = 1,
@@ -106,7 +107,6 @@ class PairsTask(Task):
         self.alignment_name = expect
         self.max_target_len = max_target_len
         self.description = f"pairs from {provenance.get('data', {}).get('file', 'a data file')}"
-        self._answers: dict | None = None  # held-out source -> its target, once asked
 
     # -- what the rest of minitx asks of a task ----------------------------------------------
     def batch(self, batch_size, generator, min_len=None, max_len=None, length_power=0.0) -> Batch:
@@ -126,6 +126,8 @@ class PairsTask(Task):
     def expected_output(self, src_ids):
         """A held-out pair's target when `src_ids` is the source of one (a checkpoint keeps them),
         else None: other text has no known answer. A source held out with two targets has none."""
+        if self.heldout is None:
+            return None
         if self._answers is None:
             answers: dict[tuple[int, ...], list[int] | None] = {}
             data = self.heldout.data
