@@ -32,9 +32,10 @@ MINITX = str(Path(sys.executable).with_name("minitx"))
 class Figure:
     page: str  # relative to the repository
     pattern: str  # finds the figure on the page; group 1 is the figure as printed there
-    command: list[str]  # minitx's arguments ({tmp}: a scratch folder)
-    read: Callable[[str], str]  # the command's stdout -> the figure, printed as the page prints it
+    command: list[str]  # minitx's arguments ({tmp}: a scratch folder, also the working folder)
+    read: Callable[[str], str]  # the command's output -> the figure, printed as the page prints it
     slow: bool = False  # trains for a while (skipped with --fast)
+    also: tuple[tuple[str, ...], ...] = ()  # more commands whose output follows the first's
 
     def documented(self) -> list[str]:
         return re.findall(self.pattern, (ROOT / self.page).read_text())
@@ -56,6 +57,12 @@ def searched(pattern: str) -> Callable[[str], str]:
     return read
 
 
+def step_of(out: str) -> str:
+    """The step a run stopped at its target, with a thousands comma as the pages print it."""
+    found = re.search(r"exact match at step (\d+)", out)
+    return f"{int(found.group(1)):,}" if found else "(not in the output)"
+
+
 def alignment_range(layer: int) -> Callable[[str], str]:
     def read(out: str) -> str:
         scores = json.loads(out)["alignment"]["scores"][layer]
@@ -65,15 +72,66 @@ def alignment_range(layer: int) -> Callable[[str], str]:
 
 def lab_params(variant: str) -> Callable[[str], str]:
     def read(out: str) -> str:
-        rows = {row["variant"]: row for row in json.loads(out)["rows"]}
+        rows = {row["variant"]: row for row in json.loads(out)["variants"]}
         return f"{rows[variant]['params']:,}"
     return read
+
+
+def check(name: str, field: str = "detail", form: str = "{}") -> Callable[[str], str]:
+    """A reader of one check of `minitx doctor --json`: its detail, or its value formatted."""
+    def read(out: str) -> str:
+        found = {c["name"]: c for c in json.loads(out)["checks"]}[name]
+        return form.format(found[field])
+    return read
+
+
+def summary(out: str) -> str:
+    """`20 passed, 0 failed, 4 skipped` from `minitx doctor --json`."""
+    statuses = [c["status"] for c in json.loads(out)["checks"]]
+    return ", ".join(f"{statuses.count(s)} {word}" for s, word in
+                     (("pass", "passed"), ("fail", "failed"), ("skip", "skipped")))
+
+
+def step_range(out: str) -> str:
+    """The first and last step the runs stopped at, as `750-800` (one step: `800`)."""
+    steps = sorted(int(s.replace(",", "")) for s in re.findall(r"exact match at step ([\d,]+)", out))
+    return f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}-{steps[-1]:,}"
+
+
+def checked_list(out: str) -> str:
+    """`100.0%, 99.7%, 99.9%, 100.0% and 100.0%`: each evaluation's exact match, in order."""
+    found = re.findall(r"exact match (\S+) \(", out)
+    return ", ".join(found[:-1]) + " and " + found[-1]
+
+
+def log_table(out: str) -> str:
+    """The rows of the training log's table: step, loss and the evaluation as the log prints them."""
+    rows = []
+    for step, loss, acc in re.findall(r"step +(\d+) +loss (\S+) .*?(?:acc (.*))?$", out, re.M):
+        rows.append(f"| {int(step):,} | {loss} | {acc} |")
+    return "\n".join(rows)
+
+
+def names_tsv(tmp: str) -> None:
+    """The worked example's data file, written by the page's own generator in the scratch folder."""
+    page = (ROOT / "docs/data.md").read_text()
+    script = re.search(r"python3 - <<'EOF'\n(.*?)\nEOF", page, re.S).group(1)
+    subprocess.run([sys.executable, "-c", script], cwd=tmp, check=True)
+    (Path(tmp) / "data").mkdir()
 
 
 TINY = ["train", "--d-model", "32", "--layers", "1", "--steps", "300", "--threads", "1", "--log-every", "300",
         "--out", "{tmp}/tiny.safetensors", "--force"]
 SWAPS = ["lab", "baseline", "rms", "learned", "rope", "swiglu", "gqa", "mqa", "modern", "--steps", "1",
          "--seeds", "0", "--eval-size", "10", "--eval-every", "1", "-q", "--threads", "1", "--json"]
+NAMES = ["train", "--data", "names.tsv", "--threads", "1", "--out", "names.safetensors"]
+UNTIL = ["train", "--until", "99%", "--steps", "3000", "--threads", "1"]
+STOPS = [("train", "--seed", str(seed), "--threads", "1", "--out", f"{{tmp}}/seed{seed}.safetensors")
+         for seed in range(5)]
+CHECKS = [("eval", f"{{tmp}}/seed{seed}.safetensors", "--n", "1000", "--lengths", "4-10", "--seed", "98765")
+          for seed in range(5)]  # the STOPS' models, so after them
+LOG = ["train", "--seed", "0", "--log-every", "100", "--threads", "1", "--out", "{tmp}/log.safetensors"]
+NO_MASK = ["doctor", "reverse-no-causal-mask", "--quick", "--json"]
 FIGURES = [
     Figure("README.md", r"--seed 0 +# exact match (\S+) \(1000/1000\)",
            ["eval", "reverse", "--n", "1000", "--seed", "0", "--json"], accuracy_of),
@@ -116,22 +174,65 @@ FIGURES = [
     Figure("README.md", r"`rms` ([\d,]+),", SWAPS, lab_params("rms"), slow=True),
     Figure("README.md", r"`swiglu` ([\d,]+),", SWAPS, lab_params("swiglu"), slow=True),
     Figure("README.md", r"`modern` ([\d,]+)\.", SWAPS, lab_params("modern"), slow=True),
+    Figure("README.md", r"held out 250 of the 5,000 pairs and stopped at step ([\d,]+), at", NAMES,
+           step_of, slow=True),
+    Figure("README.md", r"and stopped at step [\d,]+, at (\S+), after", NAMES,
+           searched(r"reached (\S+) exact match at step"), slow=True),
+    Figure("README.md", r"minitx eval names.safetensors +# (\S+ \(\d+/\d+\)) held-out pairs",
+           ["eval", "names.safetensors"], searched(r"exact match (\S+ \(\d+/\d+\))"), slow=True),
+    Figure("README.md", r"The last one stopped at step ([\d,]+) with", UNTIL,
+           step_of, slow=True),
+    Figure("README.md", r"The last one stopped at step [\d,]+ with (\S+) exact match", UNTIL,
+           searched(r"final exact match (\S+) on"), slow=True),
+    Figure("docs/data.md", r"minitx doctor dates --quick +# ([^\n]+)",
+           ["doctor", "dates", "--quick", "--json"],
+           lambda out: f"{summary(out)}; alignment {check('alignment', 'value', '{:.3f}')(out)}"),
+    Figure("docs/data.md", r"# reached ([^\n]+)\n# final exact match \S+ on 250", NAMES,
+           searched(r"reached ([^\n]+)"), slow=True),
+    Figure("docs/data.md", r"# final exact match (\S+ on 250 held-out pairs · loss \S+)", NAMES,
+           searched(r"final exact match (\S+ on \d+ held-out pairs · loss \S+)"), slow=True),
+    Figure("docs/data.md", r"# (data: exact match \S+ \(\d+/\d+\))\n", ["eval", "names.safetensors"],
+           searched(r"(data: exact match \S+ \(\d+/\d+\))"), slow=True),
+    Figure("docs/data.md", r"\"Kalo Mira\" \"Suvi Tonemi\"\n# ([^\n]+)\n",
+           ["decode", "names.safetensors", "Kalo Mira", "Suvi Tonemi"], lambda out: out.splitlines()[0],
+           slow=True),
+    Figure("docs/data.md", r"minitx doctor names.safetensors --quick +# ([^:\n]+)",
+           ["doctor", "names.safetensors", "--quick"], searched(r"(\d+ passed, \d+ failed, \d+ skipped)"),
+           slow=True),
+    Figure("docs/data.md", r"\| a folder \| `([^`]+)` \|", ["eval", "reverse", "--data", "data/"],
+           searched(r"Error: ([^\n]+)")),
+    Figure("docs/training.md", r"runs stopped at steps (\S+) \(seeds 0-4\)", STOPS[0], step_range, slow=True,
+           also=STOPS[1:]),
+    Figure("docs/training.md", r"98765`: (\S+, \S+, \S+, \S+ and \S+)\.", CHECKS[0], checked_list, slow=True,
+           also=CHECKS[1:]),
+    Figure("docs/training.md", r"(?s)--log-every 100 --threads 1` \(\d+ s.*?\|---:\|---:\|---:\|\n(.*?)\n\n",
+           LOG, log_table, slow=True),
+    Figure("docs/checks.md",
+           r"`minitx doctor reverse-no-shift --quick`: (\d+ passed, \d+\s+failed, \d+ skipped)",
+           ["doctor", "reverse-no-shift", "--quick"], searched(r"(\d+ passed, \d+ failed, \d+ skipped)")),
+    Figure("docs/checks.md", r"`future-leakage-values` (\S+) and", NO_MASK,
+           check("future-leakage-values", "value", "{:.2f}")),
+    Figure("docs/checks.md", r"`trained-without-mask` (0% -> \S+ \(loss \S+\s+-> \S+);", NO_MASK,
+           lambda out: check("trained-without-mask")(out).removeprefix("exact ").replace("; loss", " (loss")),
 ]
 
 
 def run(figure: Figure, tmp: str, outputs: dict) -> str:
     """The figure from the command's output (each command runs once, for all its figures)."""
-    key = tuple(figure.command)
-    if key not in outputs:
-        argv = [MINITX, *(a.replace("{tmp}", tmp) for a in figure.command)]
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, timeout=3600)
-        if done.returncode not in (0, 1):  # the doctor exits 1 for a model that fails a check
-            why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode
-            outputs[key] = None, f"(failed: {why})"
-        else:
-            outputs[key] = done.stdout, ""
-    out, failed = outputs[key]
-    return failed or figure.read(out)
+    texts = []
+    for command in (figure.command, *figure.also):
+        key = tuple(command)
+        if key not in outputs:
+            argv = [MINITX, *(a.replace("{tmp}", tmp) for a in command)]
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, timeout=3600)
+            # the doctor exits 1 for a model that fails a check; an error is a figure when it is
+            # the one the page shows (the error messages' table), so stderr follows stdout
+            outputs[key] = done.stdout + done.stderr
+        texts.append(outputs[key])
+    try:
+        return figure.read("\n".join(texts))
+    except (ValueError, KeyError, IndexError, AttributeError) as error:
+        return f"(not read: {error!r}; output began {texts[0][:200]!r})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,10 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     changed = 0
     outputs: dict[tuple, tuple] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        names_tsv(tmp)
         for figure in FIGURES:
             if (args.only and figure.page != args.only) or (args.fast and figure.slow):
                 continue
-            shown = figure.documented()
+            shown = [" ".join(text.split()) for text in figure.documented()]  # as if unwrapped
             now = run(figure, tmp, outputs)
             same = shown == [now]
             changed += not same

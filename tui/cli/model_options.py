@@ -87,10 +87,10 @@ TASK_OPTIONS = [
                  help=f"Seed for initialisation and data. {FROM_RECIPE}"),
     click.option("--bug", type=LazyChoice(lambda: ["none", *bug_names()]),
                  help="Build or train with a deliberate classic bug, to see what it looks like."),
-    click.option("--data", type=click.Path(dir_okay=False),
+    click.option("--data", type=click.Path(),
                  help="Train on your own pairs: a .tsv (source<TAB>target), .csv or .jsonl file "
                       "(docs/data.md). 5% (at least 100 pairs) is held out unless --valid is given."),
-    click.option("--valid", type=click.Path(dir_okay=False),
+    click.option("--valid", type=click.Path(),
                  help="Held-out pairs to measure accuracy on, instead of holding out part of --data."),
     click.option("--tokens", type=core_choice("config", "TOKENISATIONS"),
                  help="How --data text becomes tokens: every character, or whitespace-separated "

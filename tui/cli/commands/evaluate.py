@@ -34,7 +34,7 @@ EVAL_BATCH = 500  # examples decoded at once
     help="Source lengths of the digit tasks, e.g. 4-10 or 12-16. [default: the lengths it was "
          "trained on]",
 )
-@click.option("--data", type=click.Path(dir_okay=False),
+@click.option("--data", type=click.Path(),
               help="Evaluate on every pair of this file (.tsv, .csv, .jsonl) instead.")
 @click.option("--failures", "show_failures", type=click.IntRange(min=0), default=0, metavar="N",
               help="Also list up to N wrong outputs, each with the step where it first goes wrong.")
