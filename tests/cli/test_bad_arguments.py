@@ -96,7 +96,8 @@ def test_a_setting_core_refuses_in_a_run_names_its_option(tmp_path):
     assert run.exit_code == 2 and "--probe-source" in message and "probe_source" not in message
 
 
-@pytest.mark.parametrize("args", [["train", "--data", "{}", "--steps", "1"], ["eval", "reverse", "--data", "{}"],
+@pytest.mark.parametrize("args", [["train", "--data", "{}", "--steps", "1"],
+                                  ["eval", "reverse", "--data", "{}"],
                                   ["train", "--data", "{}", "--valid", "{}", "--steps", "1"]],
                          ids=["train --data", "eval --data", "train --valid"])
 def test_a_folder_given_as_a_data_file_exits_2_naming_it_as_the_data_docs_say(args, tmp_path):

@@ -32,7 +32,8 @@ def test_the_tool_reads_a_figure_from_a_commands_output():
 
 def test_the_readers_of_training_logs_give_the_pages_forms():
     log = ("step      1  loss 3.1538  grad 5.936  lr 6.00e-05  1,817 ex/s\n"
-           "step    800  loss 6.9e-04  grad 0.020  lr 1.30e-04  3,407 ex/s  acc <99.9% (stopped after 1,800)\n"
+           "step    800  loss 6.9e-04  grad 0.020  lr 1.30e-04  3,407 ex/s"
+           "  acc <99.9% (stopped after 1,800)\n"
            "reached 99.9% exact match at step 1850 (--until 99.9%; --steps allowed 900)\n")
     assert doc_figures.log_table(log) == ("| 1 | 3.1538 |  |\n"
                                           "| 800 | 6.9e-04 | <99.9% (stopped after 1,800) |")
