@@ -95,11 +95,14 @@ class PairsTask(Task):
     exact_lengths = False
     evaluated_on = "held-out pairs"
     _answers: dict | None = None  # held-out source -> its target, once asked (expected_output)
+    # Ids some training source held (None: not known, as in a checkpoint from before they were kept).
+    source_tokens: frozenset[int] | None = None
 
     def __init__(self, vocab: Vocab, heldout: PairSet, train: PairSet | None, provenance: dict,
                  counts: dict, expect: str = "", min_len: int = 1, max_len: int = 1,
-                 max_target_len: int = 1) -> None:
+                 max_target_len: int = 1, source_tokens: frozenset[int] | None = None) -> None:
         super().__init__(min_len, max_len)
+        self.source_tokens = source_tokens
         self.vocab = vocab
         self.heldout, self.train = heldout, train
         self.provenance, self.counts = provenance, counts
@@ -149,6 +152,12 @@ class PairsTask(Task):
         out_len = (batch.labels == self.vocab.eos).int().argmax(dim=1)[:, None, None]  # before EOS
         target = i if self.expect == "diagonal" else n - 1 - i
         return (j == target) & (i < out_len) & (j < n)
+
+    def unseen_source_tokens(self, ids) -> list[int]:
+        if self.source_tokens is None:
+            return []
+        specials = self.vocab.specials
+        return [i for i in dict.fromkeys(ids) if i not in self.source_tokens and i not in specials]
 
     def decode_cap(self, src_len: int, positions: int) -> int:
         return min(positions - 1, self.max_target_len + 2)
@@ -201,6 +210,8 @@ class PairsTask(Task):
         unknown = sum(int((side.rows(heldout.index, vocab.pad) == vocab.unk).sum())
                       for side in (heldout.data.source, heldout.data.target)) if len(heldout) else 0
         lengths = train.source_lengths()
+        # (N, S) padded training sources -> the ids they hold
+        seen = set(torch.unique(train.data.source.rows(train.index, vocab.pad)).tolist()) - {vocab.pad}
         return cls(
             vocab, heldout, train,
             provenance={"data": loaded.provenance.to_dict(), "valid": valid_info, "tokens": level,
@@ -209,7 +220,7 @@ class PairsTask(Task):
                     "skipped_too_long": train_too_long + heldout_too_long,
                     "unknown_heldout_tokens": unknown, "tokens_left_out": left_out},
             expect=expect, min_len=int(lengths.min()), max_len=int(lengths.max()),
-            max_target_len=int(train.target_lengths().max()),
+            max_target_len=int(train.target_lengths().max()), source_tokens=frozenset(seen),
         )
 
     def heldout_lines(self) -> list[int] | None:
@@ -239,13 +250,14 @@ class PairsTask(Task):
             "heldout": {"source": [data.source.row(int(i)) for i in shown],
                         "target": [data.target.row(int(i)) for i in shown],
                         "lines": data.lines[shown].tolist()},
+            **({} if self.source_tokens is None else {"source_tokens": sorted(self.source_tokens)}),
         }
 
     @classmethod
     def from_dict(cls, data: dict, vocab: Vocab) -> PairsTask:
         """From a checkpoint: every field checked; ValueError (one line) otherwise."""
         allowed = {"name", "min_len", "max_len", "max_target_len", "expect", "provenance", "counts",
-                   "heldout"}
+                   "heldout", "source_tokens"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise ValueError(f"the data task has an unknown field {unknown[0][:40]!r}")
@@ -262,7 +274,7 @@ class PairsTask(Task):
             raise ValueError("the data task's counts are not named non-negative integers")
         heldout = stored_pairs(data.get("heldout"), vocab)
         return cls(vocab, heldout, None, provenance, counts, data.get("expect", ""), ints["min_len"],
-                   ints["max_len"], ints["max_target_len"])
+                   ints["max_len"], ints["max_target_len"], stored_source_tokens(data, vocab))
 
     def check_positions(self, positions: int) -> None:
         """ValueError when the stored pairs do not fit a model of `positions`."""
@@ -291,6 +303,17 @@ def check_provenance(provenance) -> None:
             raise ValueError(f"the data task's {key} file sha256 is not 64 hex digits")
     if provenance.get("tokens") not in ("char", "word"):
         raise ValueError("the data task's tokenisation is not char or word")
+
+
+def stored_source_tokens(data: dict, vocab: Vocab) -> frozenset[int] | None:
+    """The training sources' ids a checkpoint keeps (None when it predates them)."""
+    if "source_tokens" not in data:
+        return None
+    stored, real = data["source_tokens"], set(vocab.real_ids())
+    if not isinstance(stored, list) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                               and i in real for i in stored):
+        raise ValueError("the data task's source_tokens are not ids of its vocabulary")
+    return frozenset(stored)
 
 
 def stored_pairs(stored, vocab: Vocab, src_vocab: Vocab | None = None) -> PairSet:

@@ -138,6 +138,11 @@ class Task:
         sentence, for anything the vocabulary cannot read or longer than max_len tokens."""
         return self.vocab.encode_text(text, self.max_len if max_len is None else max_len)
 
+    def unseen_source_tokens(self, ids) -> list[int]:
+        """The ids of `ids` (a parsed source) that no training source held: the vocabulary reads
+        them (a target had them) but the encoder never met them. Generated tasks draw every digit."""
+        return []
+
     def format(self, ids, strip_special: bool = True) -> str:
         """Output ids -> text ('5 1 4 1 3'; char level joined). With strip_special, stops at EOS
         and drops SOS and PAD."""

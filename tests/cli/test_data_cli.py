@@ -161,3 +161,13 @@ def test_a_digit_model_is_evaluated_on_a_file_of_digit_pairs_and_refuses_other_t
     run = run_cli("eval", "reverse", "--data", str(bad))
     message = assert_one_line_error(run)
     assert run.exit_code == 2 and "letters.tsv, line 2: 'x' is not a token" in message
+
+
+def test_decode_notes_a_source_character_the_training_sources_never_held(trained):
+    run = run_cli("decode", trained["ckpt"], "aBc")  # B occurs in targets only
+    assert run.exit_code == 0
+    note = [line for line in run.stderr.splitlines() if "only in targets" in line]
+    assert len(note) == 1 and "'B'" in note[0] and "'aBc'" in note[0]
+    assert "only in targets" not in run_cli("decode", trained["ckpt"], "abc").stderr
+    data = json.loads(run_cli("decode", trained["ckpt"], "aBc", "abc", "--json").stdout)
+    assert [r["unseen_in_training_sources"] for r in data["results"]] == [["B"], []]

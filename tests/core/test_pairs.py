@@ -1,10 +1,13 @@
 """A data file's task: hold-out, too-long pairs, vocabulary from training only, shuffled epochs
 with length buckets, the checkpoint round trip, and resuming bit-exactly (or refusing to)."""
 
+import json
 import random
 
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from minitx.core.checkpoint import CheckpointError, load_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
@@ -176,3 +179,38 @@ def test_a_pair_set_batch_holds_sos_target_eos_then_padding(tmp_path):
     assert batch.tgt.tolist() == [[v.sos, ids["c"], ids["d"], ids["e"], v.eos],
                                   [v.sos, ids["c"], v.eos, v.pad, v.pad]]
     assert batch.lengths.tolist() == [2, 3]
+
+
+def test_a_source_token_met_only_in_targets_is_named_and_old_checkpoints_name_none(tmp_path):
+    path = tmp_path / "p.tsv"  # lower case -> upper case: A-F occur only in targets
+    words = ("abc", "bad", "fed", "cafe") * 60
+    path.write_text("".join(f"{w}\t{w.upper()}\n" for w in words), encoding="utf-8")
+    trainer = Trainer(TINY, TrainConfig(data=str(path), task="data", steps=1, batch_size=8, eval_every=0))
+    saved = trainer.save(tmp_path / "run.safetensors")
+    kept = load_checkpoint(saved).task
+    for task in (trainer.task, kept):
+        ids = task.parse("aBcA")
+        assert [task.vocab.label(i) for i in task.unseen_source_tokens(ids)] == ["B", "A"]
+        assert task.unseen_source_tokens(task.parse("face")) == []
+    with safe_open(str(saved), framework="pt") as f:  # a file from before sources were kept
+        metadata, tensors = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    stored = json.loads(metadata["task"])
+    del stored["source_tokens"]
+    metadata["task"] = json.dumps(stored)
+    save_file(tensors, str(tmp_path / "old.safetensors"), metadata=metadata)
+    old = load_checkpoint(tmp_path / "old.safetensors").task
+    assert old.unseen_source_tokens(old.parse("ABC")) == []  # nothing known: nothing claimed
+
+
+def test_stored_source_tokens_outside_the_vocabulary_are_refused_naming_the_field(tmp_path):
+    path = pairs_file(tmp_path / "p.tsv", n=300)
+    saved = Trainer(TINY, TrainConfig(data=str(path), task="data", steps=1, batch_size=8,
+                                      eval_every=0)).save(tmp_path / "run.safetensors")
+    with safe_open(str(saved), framework="pt") as f:
+        metadata, tensors = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    stored = json.loads(metadata["task"])
+    stored["source_tokens"] = [10_000]
+    metadata["task"] = json.dumps(stored)
+    save_file(tensors, str(tmp_path / "bad.safetensors"), metadata=metadata)
+    with pytest.raises(CheckpointError, match="source_tokens"):
+        load_checkpoint(tmp_path / "bad.safetensors")

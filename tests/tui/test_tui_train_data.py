@@ -8,12 +8,19 @@ from __future__ import annotations
 import pytest
 import torch
 from textual.widgets import Input
-from tui_helpers import fill_form, notifications, on_train_screen, reverse_checkpoint, screen_lines, wait_for
 
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.dialogs import ChoiceDialog
 from minitx.tui.app.screens.explore import ExploreScreen
 from minitx.tui.app.widgets.choice import ChoiceField
+from tests.tui.tui_helpers import (
+    fill_form,
+    notifications,
+    on_train_screen,
+    reverse_checkpoint,
+    screen_lines,
+    wait_for,
+)
 
 
 def names_file(path, n=300):
@@ -194,3 +201,16 @@ async def test_a_long_reason_for_a_refused_source_shows_whole_at_80x24(data_run)
         await pilot.pause()
         text = " ".join(line.strip() for line in screen_lines(app))
         assert "unknown characters for this model:" in text and "`minitx inspect` lists them)" in text
+
+
+@pytest.mark.asyncio
+async def test_a_typed_source_with_a_character_met_only_in_targets_decodes_with_a_warning(data_run):
+    app = create_app([data_run[0]])  # names.tsv: "Lee0, Ana" has its comma in targets only
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.model_ready and app.screen.stepper is not None, "the model")
+        assert app.screen.set_source("Ana Lee")
+        assert not [n for n in notifications(app) if "only in targets" in n]
+        assert app.screen.set_source("Lee, Ana")  # decoded all the same, and the reason said
+        warned = [n for n in notifications(app) if "only in targets" in n]
+        assert len(warned) == 1 and "','" in warned[0]
+        assert app.screen.shown_source() == "Lee, Ana"

@@ -120,6 +120,12 @@ class DecodeKeys(ExplainedKeys):
         bar.show_error("")
         for session, source in zip(sessions, ids):
             session.set_source(source)
+            task = session.record.task
+            unseen = [task.vocab.label(i) for i in task.unseen_source_tokens(source)]
+            if unseen:  # readable, yet the encoder never met it: say so, and decode anyway
+                self.notify(f"{session.record.name}: {', '.join(map(repr, unseen[:5]))} occurred in "
+                            "training only in targets, never in a source", severity="warning",
+                            markup=False)
         self.position = 0
         self.refresh_view()
         return True

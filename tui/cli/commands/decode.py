@@ -67,6 +67,8 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_k
                                                   and results[-1].is_end),
         "finished": bool(results) and results[-1].is_end,  # False: stopped at the length cap
         "within_training_lengths": task.min_len <= task.source_length(ids) <= task.max_len,
+        # tokens the vocabulary reads (a target had them) that no training source held
+        "unseen_in_training_sources": [vocab.label(i) for i in task.unseen_source_tokens(ids)],
         "ablated": [str(h) for h in stepper.interventions.ablated],
         "steps": [
             {
@@ -185,6 +187,13 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
             "the model was trained on",
             err=True,
         )
+    unseen = [t for t in traces if t["unseen_in_training_sources"]]
+    if unseen:
+        tokens = list(dict.fromkeys(x for t in unseen for x in t["unseen_in_training_sources"]))
+        which = f"{unseen[0]['source']!r} has" if len(unseen) == 1 else f"{len(unseen)} sources have"
+        click.echo(f"note: {which} {', '.join(map(repr, tokens[:5]))}{' …' if len(tokens) > 5 else ''}, "
+                   "seen in training only in targets: the encoder never met "
+                   f"{'it' if len(tokens) == 1 else 'them'}", err=True)
     capped = [t["source"] for t in traces if not t["finished"]]
     if capped:
         which = f"{capped[0]!r}" if len(capped) == 1 else f"{len(capped)} sources"
