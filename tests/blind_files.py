@@ -1,6 +1,6 @@
 """Checkpoints as a user brings them to the doctor: every label minitx left of a bug removed.
 
-A plain module (tests/ is on the path through its conftest), shared by the core, command-line
+A module of the tests package, shared by the core, command-line
 and app tests of the doctor. A diagnosis is tested blind: the doctor must find the bug from the
 weights alone, as it must for a file written by the user's own code.
 """

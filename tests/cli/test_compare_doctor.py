@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from blind_files import mentions, strip_bug_hints
 
 from minitx import checkpoints
 from minitx.core.doctor.code_checks import CAUSES
+from tests.blind_files import mentions, strip_bug_hints
 from tests.cli.conftest import TINY, assert_one_line_error, run_cli
 
 BUNDLED = set(checkpoints.bundled_names())

@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-from blind_files import mentions, strip_bug_hints
 
 from minitx.checkpoints import BUNDLED_DIR
 from minitx.core.checkpoint import load_checkpoint
@@ -17,6 +16,7 @@ from minitx.core.doctor.diagnosis import NO_PROBLEMS, diagnose_model, run_doctor
 from minitx.core.doctor.history_checks import RunRecord
 from minitx.core.model.components import VARIANTS
 from minitx.core.training.trainer import Trainer
+from tests.blind_files import mentions, strip_bug_hints
 
 # Small enough to train in a second or two, big enough to learn reversal of 4-6 digits in 500
 # steps with the fast recipe's schedule (one length per batch, cosine decay).

@@ -5,7 +5,6 @@ import random
 
 import pytest
 import torch
-from blind_files import mentions, strip_bug_hints
 
 from minitx.core.checkpoint import load_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
@@ -17,6 +16,7 @@ from minitx.core.doctor.history_checks import RunRecord
 from minitx.core.doctor.trained_checks import check_alignment, check_copies_source
 from minitx.core.model.transformer import Seq2Seq
 from minitx.core.training.trainer import Trainer
+from tests.blind_files import mentions, strip_bug_hints
 
 SMALL = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1)
 

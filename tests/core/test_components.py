@@ -5,7 +5,6 @@ the property that defines it."""
 import pytest
 import torch
 import torch.nn.functional as F
-from core_helpers import fit
 
 from minitx.core.config import ModelConfig
 from minitx.core.data.tasks import get_task
@@ -14,6 +13,7 @@ from minitx.core.interp.decode import Stepper
 from minitx.core.model.attention import attention
 from minitx.core.model.components import VARIANTS, RMSNorm, rms_norm, rotary_angles, rotate_pairs
 from minitx.core.model.transformer import MultiHeadAttention, Seq2Seq, parameter_breakdown
+from tests.core.core_helpers import fit
 
 
 def batch_of(n=8, seed=0):

@@ -5,7 +5,6 @@ from dataclasses import replace
 
 import pytest
 import torch
-from core_helpers import fit
 
 from minitx.core.config import ModelConfig
 from minitx.core.data.tasks import get_task
@@ -14,6 +13,7 @@ from minitx.core.interp.decode import greedy_decode
 from minitx.core.model.components import VARIANTS
 from minitx.core.model.kv_cache import IncrementalDecoder
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq
+from tests.core.core_helpers import fit
 
 EOS, PAD = DIGITS.eos, DIGITS.pad  # the digit tasks' ids
 SRC_PAD = 15  # a separate source vocabulary's PAD: an id the digit targets do not have

@@ -3,7 +3,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from core_helpers import fit
 
 from minitx.core.config import ModelConfig
 from minitx.core.data.tasks import get_task
@@ -11,6 +10,7 @@ from minitx.core.data.vocab import DIGITS
 from minitx.core.model.attention import attention, masked_fill_value, padding_mask
 from minitx.core.model.components import sinusoidal_table
 from minitx.core.model.transformer import EncoderLayer, Seq2Seq, parameter_breakdown
+from tests.core.core_helpers import fit
 
 PAD = DIGITS.pad  # the digit tasks' padding id
 

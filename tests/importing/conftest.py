@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from reference_models import toy
-from reference_models.fixtures import (  # noqa: F401
+
+from minitx.tui.cli.main import main
+from tests.reference_models import toy
+from tests.reference_models.fixtures import (  # noqa: F401
     annotated_files,
     annotated_no_causal_mask,
     annotated_no_causal_mask_files,
@@ -16,8 +18,6 @@ from reference_models.fixtures import (  # noqa: F401
     tutorial_files,
     tutorial_reverse,
 )
-
-from minitx.tui.cli.main import main
 
 
 def import_args(files: toy.ReferenceFiles, layout: str, out: Path, weights: Path | None = None,

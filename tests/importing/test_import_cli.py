@@ -8,10 +8,10 @@ import json
 
 import pytest
 import torch
-from reference_models import toy
 
 from minitx.core.checkpoint import load_checkpoint
 from minitx.core.importing.mapping import builtin_mapping, parse_mapping
+from tests.reference_models import toy
 
 from .conftest import import_args, run_import
 

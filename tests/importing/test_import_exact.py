@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from reference_models import toy
 
 from minitx.core.checkpoint import load_checkpoint, save_checkpoint
 from minitx.core.importing.importer import ImportSettings, import_model
 from minitx.core.interp.decode import greedy_decode
 from minitx.core.model.kv_cache import IncrementalDecoder
+from tests.reference_models import toy
 
 LAYOUTS = (toy.TUTORIAL, toy.ANNOTATED)
 SETTINGS = ImportSettings(heads=toy.Shape().heads, tokens="word")

@@ -12,9 +12,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from reference_models import toy
 
 from minitx.tui.cli.main import main
+from tests.reference_models import toy
 
 LAYOUTS = (toy.TUTORIAL, toy.ANNOTATED)
 

@@ -8,13 +8,13 @@ import json
 
 import pytest
 import torch
-from reference_models import toy
 from safetensors import safe_open
 from safetensors.torch import save_file
 
 from minitx.core.checkpoint import CheckpointError, load_checkpoint
 from minitx.core.data.imported_task import NO_PAIRS, ImportedTask
 from minitx.core.data.vocab import Vocab
+from tests.reference_models import toy
 
 from .conftest import import_args, run_import
 

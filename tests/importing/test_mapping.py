@@ -11,7 +11,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from reference_models import toy
 
 from minitx.core.config import ModelConfig
 from minitx.core.importing.errors import ImportFileError
@@ -23,6 +22,7 @@ from minitx.core.importing.mapping import (
     read_mapping,
 )
 from minitx.core.model.transformer import Seq2Seq
+from tests.reference_models import toy
 
 SHAPE = toy.Shape(d_model=16, heads=2, d_ff=24, encoder_layers=2, decoder_layers=3)
 LAYERS = {toy.TUTORIAL: (2, 3), toy.ANNOTATED: (2, 2)}  # the Annotated Transformer has one N

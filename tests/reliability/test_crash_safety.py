@@ -109,6 +109,7 @@ def saved_steps(lines: list[str]) -> list[int]:
     return [int(line.split()[2]) for line in lines if line.startswith("saved ")]
 
 
+@pytest.mark.slow  # tier 2: fifteen kills of a saving process take ~20 s
 def test_sigkill_at_random_moments_never_loses_the_checkpoint_and_resume_is_bit_exact(
         tmp_path, zygote):
     # 100 saves with two slow fsyncs each take >= 4 s, more than 15 kills at most 0.15 s apart

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-import sys
 import time
 import unicodedata
-from pathlib import Path
 
 import pytest
 from textual import events
@@ -25,15 +23,12 @@ from textual.screen import ModalScreen
 from textual.widgets import Input
 from textual.worker import WorkerState
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))  # tui_helpers
-
-from tui_helpers import fill_form, model_ready, on_train_screen, wait_for  # noqa: E402
-
-from minitx.tui.app.help import HelpScreen  # noqa: E402
-from minitx.tui.app.main import create_app  # noqa: E402
-from minitx.tui.app.screens.dialogs import ChoiceDialog, OpenCheckpointScreen  # noqa: E402
-from minitx.tui.app.screens.explore import ExploreScreen  # noqa: E402
+from minitx.tui.app.help import HelpScreen
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens.dialogs import ChoiceDialog, OpenCheckpointScreen
+from minitx.tui.app.screens.explore import ExploreScreen
 from tests.reliability.corpus import hostile_files, marker_path  # noqa: E402
+from tests.tui.tui_helpers import fill_form, model_ready, on_train_screen, wait_for
 
 SAMPLE_EVERY = 7  # the open dialog gets every 7th hostile file (rule-based, not picked)
 STORM_SEED = 20261129

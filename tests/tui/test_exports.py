@@ -10,9 +10,7 @@ import io
 import json
 
 import pytest
-from test_tui_curves import two_runs  # noqa: F401 - two tiny runs with history
 from textual.widgets import Input
-from tui_helpers import model_ready, notifications, on_train_screen, reverse_checkpoint, wait_for
 
 from minitx.tui.app.exports import save
 from minitx.tui.app.help import help_text
@@ -21,6 +19,8 @@ from minitx.tui.app.screens import compare as compare_screen
 from minitx.tui.app.screens import explore as explore_screen
 from minitx.tui.app.screens.doctor import DoctorScreen
 from minitx.tui.app.screens.patch import PatchScreen
+from tests.tui.test_tui_curves import two_runs  # noqa: F401 - two tiny runs with history
+from tests.tui.tui_helpers import model_ready, notifications, on_train_screen, reverse_checkpoint, wait_for
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ async def test_the_patching_and_doctor_dialogs_save_what_they_measured(in_folder
 
 @pytest.mark.asyncio
 async def test_a_finished_run_on_train_saves_its_curves(in_folder):
-    from tui_helpers import fill_form
+    from tests.tui.tui_helpers import fill_form
 
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:

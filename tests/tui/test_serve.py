@@ -17,10 +17,10 @@ import urllib.request
 
 import aiohttp
 import pytest
-from served import MINITX, Served, Terminal, app_environment, free_port
 
 from minitx.tui.app.web.server import is_loopback
 from minitx.tui.cli.commands.serve import app_command
+from tests.tui.served import MINITX, Served, Terminal, app_environment, free_port
 
 TIMEOUT = 60.0
 CHECKPOINT = "reverse-run1.safetensors"

@@ -16,7 +16,12 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from served import Served, Terminal
+
+from tests.tui.served import Served, Terminal
+
+# Tier 2 (pytest -m slow): a real browser end to end; tests/tui/test_serve.py holds the same
+# behaviours over the served app's own websocket in tier 1.
+pytestmark = pytest.mark.slow
 
 CHROMIUM = os.environ.get("MINITX_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 TIMEOUT = 60.0  # seconds for anything the app does, on a busy 2-core machine

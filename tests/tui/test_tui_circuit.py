@@ -4,11 +4,11 @@ kept edges, and a head knocked in or out is re-measured in a worker while the ke
 from __future__ import annotations
 
 import pytest
-from tui_helpers import model_ready, reverse_checkpoint, screen_lines, wait_for
 
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens import circuit as circuit_screen
 from minitx.tui.app.screens.circuit import CircuitScreen
+from tests.tui.tui_helpers import model_ready, reverse_checkpoint, screen_lines, wait_for
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import re
 
 import pytest
 from textual.widgets import Input, Static
-from tui_helpers import notifications, screen_lines, wait_for
 
 from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.main import create_app
@@ -15,6 +14,7 @@ from minitx.tui.app.screens.compare import CompareScreen
 from minitx.tui.app.screens.dialogs import OpenCheckpointScreen
 from minitx.tui.app.widgets.diffgrid import DiffGrid
 from minitx.tui.app.widgets.keybar import KeyBar
+from tests.tui.tui_helpers import notifications, screen_lines, wait_for
 
 EOS = 12
 REVERSED = [5, 1, 4, 1, 3, EOS]  # "3 1 4 1 5" reversed, then <eos>

@@ -7,14 +7,6 @@ from __future__ import annotations
 import pytest
 import torch
 from textual.widgets import Input
-from tui_helpers import (
-    fill_form,
-    model_ready,
-    on_train_screen,
-    reverse_checkpoint,
-    screen_text,
-    wait_for,
-)
 
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.training.trainer import Trainer
@@ -25,6 +17,14 @@ from minitx.tui.app.widgets.curve_chart import CurveChart
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.timeline import Timeline
+from tests.tui.tui_helpers import (
+    fill_form,
+    model_ready,
+    on_train_screen,
+    reverse_checkpoint,
+    screen_text,
+    wait_for,
+)
 
 TINY_MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                          dropout=0.0, max_len=12)

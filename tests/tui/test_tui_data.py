@@ -8,11 +8,11 @@ import random
 import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Static
-from tui_helpers import fill_form, model_ready, notifications, on_train_screen, wait_for
 
 from minitx.tui.app.main import create_app
 from minitx.tui.app.widgets.attention import AttentionGrid
 from minitx.tui.app.widgets.choice import ChoiceField
+from tests.tui.tui_helpers import fill_form, model_ready, notifications, on_train_screen, wait_for
 
 
 class GridApp(App):

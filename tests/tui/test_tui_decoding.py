@@ -8,11 +8,11 @@ import re
 import pytest
 from rich.text import Text
 from textual.widgets import Input, Static
-from tui_helpers import model_ready, screen_lines, tiny_trainer, wait_for
 
 from minitx.tui.app.main import create_app
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.output_line import Tokens, elide, fit
+from tests.tui.tui_helpers import model_ready, screen_lines, tiny_trainer, wait_for
 
 LONG = " ".join("1234567890" * 5)  # 50 tokens: more than even 1-character cells fit at 80 columns
 

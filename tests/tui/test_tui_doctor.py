@@ -3,10 +3,10 @@ code checks and weight checks under their own headings, and the dialog fits 80x2
 scrolls inside it with the keys its footer names, and the footer stays on screen."""
 
 import pytest
-from tui_helpers import model_ready, screen_lines, wait_for
 
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.doctor import DoctorScreen
+from tests.tui.tui_helpers import model_ready, screen_lines, wait_for
 
 
 async def finished_doctor(pilot) -> DoctorScreen:

@@ -8,12 +8,19 @@ import sys
 
 import pytest
 from textual.widgets import Input, Static
-from tui_helpers import model_ready, notifications, reverse_checkpoint, screen_text, tiny_trainer, wait_for
 
 from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.dialogs import OpenCheckpointScreen
 from minitx.tui.app.widgets.keybar import KeyBar
+from tests.tui.tui_helpers import (
+    model_ready,
+    notifications,
+    reverse_checkpoint,
+    screen_text,
+    tiny_trainer,
+    wait_for,
+)
 
 
 async def type_source(pilot, text: str, keystrokes: bool = False) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from reference_models import toy
-from reference_models.fixtures import tutorial_files, tutorial_reverse  # noqa: F401
 from textual.widgets import Input
-from tui_helpers import model_ready, screen_text, wait_for
 
 from minitx.tui.app.main import create_app
 from minitx.tui.cli.main import main
+from tests.reference_models import toy
+from tests.reference_models.fixtures import tutorial_files, tutorial_reverse  # noqa: F401
+from tests.tui.tui_helpers import model_ready, screen_text, wait_for
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,10 @@ seeded measurements, nothing focused, workers awaited). Regenerate with
 
 from __future__ import annotations
 
-from tui_helpers import model_ready, reverse_checkpoint, wait_for
-
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens import compare as compare_screen
 from minitx.tui.app.screens import explore as explore_screen
+from tests.tui.tui_helpers import model_ready, reverse_checkpoint, wait_for
 
 SIZE = (80, 24)
 

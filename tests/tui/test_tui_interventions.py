@@ -4,9 +4,7 @@ a token, failures, positions, the encoder's attention, and B as A without some h
 from __future__ import annotations
 
 import pytest
-from test_tui_curves import footer, two_runs  # noqa: F401 - two_runs: two tiny runs with history
 from textual.widgets import Input, OptionList
-from tui_helpers import model_ready, reverse_checkpoint, wait_for
 
 from minitx.core.interp.interventions import Head
 from minitx.tui.app.main import create_app
@@ -14,6 +12,8 @@ from minitx.tui.app.screens import compare as compare_screen
 from minitx.tui.app.screens import explore as explore_screen
 from minitx.tui.app.screens.dialogs import FailuresScreen, ForceTokenScreen
 from minitx.tui.app.screens.patch import PatchScreen
+from tests.tui.test_tui_curves import footer, two_runs  # noqa: F401 - two_runs: two tiny runs with history
+from tests.tui.tui_helpers import model_ready, reverse_checkpoint, wait_for
 
 REVERSED = [5, 1, 4, 1, 3, 12]  # "3 1 4 1 5" reversed, then <eos>
 

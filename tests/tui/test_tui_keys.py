@@ -8,7 +8,6 @@ import pytest
 import torch
 from textual.actions import parse
 from textual.binding import Binding
-from tui_helpers import model_ready, notifications, on_train_screen, reverse_checkpoint, wait_for
 
 from minitx.tui.app.help import help_text
 from minitx.tui.app.key_reasons import bound_keys
@@ -18,6 +17,7 @@ from minitx.tui.app.screens import explore as explore_screen
 from minitx.tui.app.widgets.importance import RANKING_FIRST_ROW
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.timeline import Timeline
+from tests.tui.tui_helpers import model_ready, notifications, on_train_screen, reverse_checkpoint, wait_for
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,17 @@ import signal
 
 import pytest
 from textual.widgets import Static
-from tui_helpers import fill_form, model_ready, notifications, on_train_screen, tiny_trainer, wait_for
 
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.dialogs import ChoiceDialog
+from tests.tui.tui_helpers import (
+    fill_form,
+    model_ready,
+    notifications,
+    on_train_screen,
+    tiny_trainer,
+    wait_for,
+)
 
 
 def app_saving_to(folder):

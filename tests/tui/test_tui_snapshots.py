@@ -7,9 +7,8 @@ Regenerate with `pytest tests/tui --snapshot-update` after a deliberate change.
 
 from __future__ import annotations
 
-from tui_helpers import fill_form, model_ready, on_train_screen, reverse_checkpoint
-
 from minitx.tui.app.main import create_app
+from tests.tui.tui_helpers import fill_form, model_ready, on_train_screen, reverse_checkpoint
 
 
 def test_explore_shows_the_anti_diagonal_of_the_best_head_at_100x32(snap_compare):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from textual.app import App, ComposeResult
-from tui_helpers import model_ready, screen_lines, wait_for
 
 from minitx.tui.app.main import create_app
 from minitx.tui.app.widgets.compare_summary import COLUMN, LABEL, differences
@@ -16,6 +15,7 @@ from minitx.tui.app.widgets.titlebar import TitleBar
 from minitx.tui.app.widgets.topk import TopKBars
 from minitx.tui.render.grid import fit
 from minitx.tui.render.numbers import short_count
+from tests.tui.tui_helpers import model_ready, screen_lines, wait_for
 
 
 def test_parameter_counts_read_in_thousands_millions_and_billions():

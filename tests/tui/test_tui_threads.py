@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tui_helpers import model_ready, reverse_checkpoint
 
 import minitx.core.training.threads as threads
 from minitx.tui.app.main import create_app
+from tests.tui.tui_helpers import model_ready, reverse_checkpoint
 
 
 @pytest.mark.asyncio

@@ -7,7 +7,14 @@ import time
 
 import pytest
 from textual.widgets import Input, Static
-from tui_helpers import (
+
+from minitx.tui.app.help import HelpScreen
+from minitx.tui.app.main import create_app
+from minitx.tui.app.screens.dialogs import ChoiceDialog
+from minitx.tui.app.screens.explore import ExploreScreen
+from minitx.tui.app.widgets.curve_chart import CurveChart
+from minitx.tui.app.widgets.train_form import FIELDS
+from tests.tui.tui_helpers import (
     fill_form,
     model_ready,
     notifications,
@@ -16,13 +23,6 @@ from tui_helpers import (
     screen_text,
     wait_for,
 )
-
-from minitx.tui.app.help import HelpScreen
-from minitx.tui.app.main import create_app
-from minitx.tui.app.screens.dialogs import ChoiceDialog
-from minitx.tui.app.screens.explore import ExploreScreen
-from minitx.tui.app.widgets.curve_chart import CurveChart
-from minitx.tui.app.widgets.train_form import FIELDS
 
 
 @pytest.mark.asyncio

@@ -10,9 +10,9 @@ import pytest
 from textual import events
 from textual.keys import _character_to_key
 from textual.widgets import Input
-from tui_helpers import model_ready, notifications, on_train_screen, reverse_checkpoint, wait_for
 
 from minitx.tui.app.main import create_app
+from tests.tui.tui_helpers import model_ready, notifications, on_train_screen, reverse_checkpoint, wait_for
 
 PRINTABLE = "".join(c for c in string.printable if c.isprintable())  # the 95 of ASCII, space too
 
