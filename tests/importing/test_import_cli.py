@@ -11,9 +11,8 @@ import torch
 
 from minitx.core.checkpoint import load_checkpoint
 from minitx.core.importing.mapping import builtin_mapping, parse_mapping
+from tests.importing.conftest import import_args, run_import
 from tests.reference_models import toy
-
-from .conftest import import_args, run_import
 
 
 def one_line_error(result) -> str:

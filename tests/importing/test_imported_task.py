@@ -14,9 +14,8 @@ from safetensors.torch import save_file
 from minitx.core.checkpoint import CheckpointError, load_checkpoint
 from minitx.core.data.imported_task import NO_PAIRS, ImportedTask
 from minitx.core.data.vocab import Vocab
+from tests.importing.conftest import import_args, run_import
 from tests.reference_models import toy
-
-from .conftest import import_args, run_import
 
 SRC = Vocab(("<unk>", "<pad>", "<bos>", "<eos>", "7", "3", "1"), pad=1, sos=2, eos=3, unk=0, level="word")
 TGT = Vocab(("<s>", "</s>", "<blank>", "1", "3", "7", "9"), pad=2, sos=0, eos=1, unk=None, level="word")

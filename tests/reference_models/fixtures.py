@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import toy
+from tests.reference_models import toy
 
 
 @pytest.fixture(scope="session")

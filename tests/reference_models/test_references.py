@@ -11,9 +11,9 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from . import annotated_transformer as annotated
-from . import nn_transformer_tutorial as tutorial
-from . import toy
+from tests.reference_models import annotated_transformer as annotated
+from tests.reference_models import nn_transformer_tutorial as tutorial
+from tests.reference_models import toy
 
 
 def test_the_tutorial_model_is_torch_nn_transformer_under_the_tutorials_names(tutorial_reverse):

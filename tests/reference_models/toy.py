@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from . import annotated_transformer as annotated
-from . import nn_transformer_tutorial as tutorial
+from tests.reference_models import annotated_transformer as annotated
+from tests.reference_models import nn_transformer_tutorial as tutorial
 
 TASKS = ("reverse", "copy")
 DIGITS = tuple("0123456789")

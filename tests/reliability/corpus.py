@@ -33,9 +33,14 @@ from safetensors.torch import save as safetensors_bytes
 from minitx.core.checkpoint import read_raw
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.training.trainer import Trainer
-
-from .corpus_tweaks import changed_tensors, header_tweaks, history_tweaks, metadata_tweaks, tensor_tweaks
-from .corpus_vocab import data_task_cases, unresumable_data_cases, vocab_cases
+from tests.reliability.corpus_tweaks import (
+    changed_tensors,
+    header_tweaks,
+    history_tweaks,
+    metadata_tweaks,
+    tensor_tweaks,
+)
+from tests.reliability.corpus_vocab import data_task_cases, unresumable_data_cases, vocab_cases
 
 SEED = 20261129
 MARKER = "PICKLE_CODE_RAN"

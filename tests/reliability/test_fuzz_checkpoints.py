@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from minitx.core.interp.decode import greedy_decode
 from minitx.core.training.trainer import Trainer, TrainingDiverged
-
-from .corpus import join, split, valid_checkpoint
+from tests.reliability.corpus import join, split, valid_checkpoint
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -22,8 +22,7 @@ from minitx.core.checkpoint import CheckpointError, _expected_shapes, load_check
 from minitx.core.config import ModelConfig
 from minitx.core.model.transformer import Seq2Seq
 from minitx.core.training.trainer import Trainer
-
-from .corpus import (
+from tests.reliability.corpus import (
     damaged_files,
     hostile_files,
     marker_path,

@@ -16,6 +16,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
 
+from minitx.tui.app.widgets.keybar import packed_keys
+
 WIDTH = 76  # characters a help line may take inside the 80-column dialog
 DOCS = "More in docs/: model, training, curves, components, interventions, checks"
 # Textual's own (ctrl+q, the command palette): not ours to list
@@ -53,16 +55,7 @@ def anywhere(screen: Screen) -> Text:
 
 def packed(entries: list[tuple[str, str]], width: int = WIDTH) -> list[Text]:
     """The entries as 'KEY what it does', separated by three spaces, in lines of at most `width`."""
-    lines: list[Text] = [Text()]
-    for keys, what in entries:
-        piece = Text.assemble((keys, "bold reverse"), f" {what}")
-        gap = "   " if lines[-1].cell_len else ""
-        if gap and lines[-1].cell_len + len(gap) + piece.cell_len > width:
-            lines.append(Text())
-            gap = ""
-        lines[-1].append(gap)
-        lines[-1].append_text(piece)
-    return lines
+    return packed_keys(entries, width, gap="   ")
 
 
 def help_text(screen: Screen) -> Text:

@@ -22,6 +22,21 @@ SEVERITY = {"error": ("✗ ", "bold red"), "warning": ("! ", "bold yellow"), "in
 KEYBAR_SCREEN = "-keybar-messages"  # the class of a screen whose messages the footer shows
 
 
+def packed_keys(entries: list[tuple[str, str]], width: int, gap: str) -> list[Text]:
+    """The entries as 'KEY what it does' (the key reversed), `gap` between two entries and never
+    at a line's end, in lines of at most `width` cells: the footer's and the help's layout."""
+    lines: list[Text] = [Text()]
+    for keys, what in entries:
+        piece = Text.assemble((keys, "bold reverse"), f" {what}")
+        between = gap if lines[-1].cell_len else ""
+        if between and lines[-1].cell_len + len(between) + piece.cell_len > width:
+            lines.append(Text())
+            between = ""
+        lines[-1].append(between)
+        lines[-1].append_text(piece)
+    return lines
+
+
 @dataclass(frozen=True)
 class Said:
     """A message the app showed (its notify), until when it shows."""
@@ -109,16 +124,7 @@ class KeyBar(Widget):
         return list(seen.values())
 
     def key_lines(self, width: int) -> list[Text]:
-        lines: list[Text] = [Text()]
-        for key, description in self.items():
-            piece = Text.assemble((key, "bold reverse"), f" {description}")
-            gap = "  " if lines[-1].cell_len else ""  # between keys only, never at a line's end
-            if gap and lines[-1].cell_len + len(gap) + piece.cell_len > width:
-                lines.append(Text())
-                gap = ""
-            lines[-1].append(gap)
-            lines[-1].append_text(piece)
-        return lines
+        return packed_keys(list(self.items()), width, gap="  ")
 
     def keys_text(self) -> str:
         """The keys as the footer lists them, without the messages that may cover some now."""
