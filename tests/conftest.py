@@ -19,8 +19,9 @@ torch.set_num_threads(1)
 
 # The second tier: what proves the whole more than any behaviour, and takes minutes (the
 # reference recipe trained end to end, the wheel built and installed, every benchmark's smoke
-# run, reference-size models, minitx serve in a real browser, SIGKILL at random moments). The
-# README's test command runs the first; .ci/run runs both.
+# run, reference-size models, minitx serve in a real browser, SIGKILL at random moments, a storm
+# of keys, the doctor on both models of Compare). The README's test command runs the first;
+# .ci/run runs both.
 SECOND_TIER_FOLDERS = ("packaging", "benchmarks")
 TIERS = ("tier 1: every behaviour, in minutes (pytest -q)",
          "tier 2: end to end, the wheel, the benchmarks, a browser (pytest -q -m slow)")

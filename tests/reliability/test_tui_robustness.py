@@ -193,6 +193,7 @@ async def close_modals(pilot) -> None:
     assert not isinstance(pilot.app.screen, ModalScreen)
 
 
+@pytest.mark.slow  # tier 2: hundreds of keys during a run; the keys one by one are tier 1's
 @pytest.mark.asyncio
 async def test_a_seeded_storm_of_keys_pastes_and_resizes_during_training_leaves_the_app_responsive(
         tmp_path, monkeypatch):

@@ -319,6 +319,7 @@ def test_compare_a_reverser_with_a_no_shift_model_mid_decode_at_80x24(snap_compa
                         run_before=run_before)
 
 
+@pytest.mark.slow  # tier 2: the full doctor twice (~15 s); tier 1 runs it on one model in Explore
 @pytest.mark.asyncio
 async def test_d_in_compare_runs_the_doctor_on_both_models(quick_summary):
     from minitx.tui.app.screens.doctor import DoctorScreen
