@@ -176,7 +176,7 @@ class HeadsOverview(Widget):
                     out.append(roles)
             out.append(Text())
         out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
-        out.append(Text("under each: its strongest role" if self.roles is not None
+        out.append(Text("under each: its strongest role (· none clear)" if self.roles is not None
                         else "each head's role: measuring…", style="dim"))
         text = Text("\n").join(out)
         text.no_wrap = True
