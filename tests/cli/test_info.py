@@ -146,3 +146,15 @@ def test_inspect_never_calls_a_rough_evaluation_best_and_counts_the_rough_ones()
     history.record_eval(100, 0.8, n=500, complete=True)
     line = describe_history(history)
     assert "2 evaluations (best 80.0% at step 100, 1 stopped early)" in line and "100.0%" not in line
+
+
+def test_list_at_80_columns_cuts_a_long_file_name_and_keeps_every_other_column_whole(tmp_path):
+    long = "a-rather-long-name-for-one-of-my-runs-of-reverse.safetensors"
+    shutil.copy(checkpoints.BUNDLED_DIR / "reverse-no-causal-mask.safetensors", tmp_path / long)
+    run = run_cli("list", str(tmp_path), env={"COLUMNS": "80"})
+    lines = run.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    row = next(line for line in lines if line.startswith(" a-rather-long"))
+    assert "…" in row and row.split()[1:] == ["reverse", "947", "KB", "0.0%", "3000", "bug:",
+                                              "no-causal-mask"]
+    assert any(str(tmp_path) in line for line in lines)  # the caption names the folder whole

@@ -326,7 +326,7 @@ def list_cmd(folder, as_json) -> None:
     for column in ("size", "accuracy", "steps"):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("note", no_wrap=True)
-    section, unreadable = True, []
+    section, unreadable, rows = True, [], []
     for x in listings:
         is_bundled = x.path.parent == bundled.BUNDLED_DIR and x.name == x.path.stem
         if not is_bundled and section:
@@ -339,14 +339,21 @@ def list_cmd(folder, as_json) -> None:
         acc = f"{x.accuracy:.1%}" if x.accuracy is not None else "?"
         note = f"bug: {x.bug}" if x.bug else ""
         steps = str(x.steps) if x.steps is not None else "?"
-        table.add_row(name, x.task, f"{x.size_bytes / 1024:.0f} KB", acc, steps, note)
+        rows.append((name, x.task, f"{x.size_bytes / 1024:.0f} KB", acc, steps, note))
+    out = console()
+    # Too narrow a terminal cuts the names only: every other column keeps its widest cell.
+    others = 0
+    for column, cells in list(zip(table.columns, zip(*rows)))[1:]:
+        column.min_width = max(len(column.header), *map(len, cells))
+        others += column.min_width + 2  # and the gap before it
+    table.columns[0].max_width = max(8, out.width - others - 2)
+    for row in rows:
+        table.add_row(*row)
     if not listings:
         click.echo("no checkpoints found")
         return
-    table.caption = f"first the bundled checkpoints (open one by its name), then the files of {folder}" \
-        if folder else "bundled checkpoints: open one by its name"
-    table.caption_justify = "left"
-    out = console()
     out.print(table)
+    out.print(f"first the bundled checkpoints (open one by its name), then the files of {escape(folder)}"
+              if folder else "bundled checkpoints: open one by its name")
     for line in unreadable:
         out.print(line)
