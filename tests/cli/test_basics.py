@@ -95,10 +95,12 @@ def fake_app(monkeypatch):
     return _FakeApp
 
 
-def test_tui_subcommand_opens_the_app_on_the_given_checkpoints(fake_app):
-    assert run_cli("tui", "reverse", "x.safetensors").exit_code == 0
+def test_tui_subcommand_opens_the_app_on_the_given_checkpoints(fake_app, tmp_path):
+    mine = tmp_path / "x.safetensors"
+    mine.touch()  # a file: the app opens it (a name that is nothing is refused before the app)
+    assert run_cli("tui", "reverse", str(mine)).exit_code == 0
     assert run_cli("tui").exit_code == 0
-    assert fake_app.opened == [["reverse", "x.safetensors"], None]
+    assert fake_app.opened == [["reverse", str(mine)], None]
 
 
 def test_minitx_tui_entry_point_opens_the_app(fake_app, monkeypatch):

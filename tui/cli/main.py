@@ -206,7 +206,7 @@ def _may_open(name: str) -> bool:
     return Path(name).exists() or (Path(folder) / f"{name}.safetensors").is_file()
 
 
-@main.command("tui")
+@main.command("tui", short_help="The terminal app: explore one checkpoint or compare two.")
 @click.argument("ckpt", nargs=-1)
 def tui_cmd(ckpt: tuple[str, ...]) -> int:
     """Open the terminal app, optionally on one checkpoint (explore it) or two (compare them).
