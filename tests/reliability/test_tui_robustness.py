@@ -326,7 +326,8 @@ async def test_stepping_while_a_new_model_loads_steps_the_old_one_then_shows_the
         assert steps >= 3  # the keys really ran during the load
         await wait_for(pilot, lambda: app.model_ready and app.current is not old, "sort")
         assert app.current.task.name == "sort"
-        assert explore.stepper.model is app.current.model
+        # The screen hears of the new model through a signal, delivered on its next message.
+        await wait_for(pilot, lambda: explore.stepper.model is app.current.model, "the redecode on sort")
         await press(pilot, "x", "n")
         assert explore.stepper.position == 1
         assert not unexpected(seen), unexpected(seen)

@@ -317,7 +317,8 @@ async def test_open_lists_checkpoints_in_a_folder_and_loads_the_chosen_one(tmp_p
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.model_ready and app.current.name == "tiny.safetensors",
                        "the tiny model")
-        assert app.screen.stepper.model is app.current.model
+        # The screen hears of the new model through a signal, delivered on its next message.
+        await wait_for(pilot, lambda: app.screen.stepper.model is app.current.model, "the redecode")
 
 
 @pytest.mark.asyncio
