@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -25,18 +24,7 @@ from minitx.core.interp.decode import (
     next_tokens,
 )
 from minitx.core.model.transformer import Seq2Seq, eval_mode
-
-
-@dataclass(frozen=True)
-class Failure:
-    source: list[int]
-    expected: list[int]  # the task's output, then EOS
-    output: list[int]  # what the model produced (up to and including EOS, if it emitted one)
-    first_wrong: int  # 0-based step of the first wrong token
-    line: int | None = None  # the data file's line, when the pair came from one
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+from minitx.core.training.results import EvalResult, Failure
 
 
 def trimmed(ids: list[int], eos: int, pad: int) -> list[int]:
@@ -51,17 +39,6 @@ def failure_of(source: list[int], generated: list[int], labels: list[int], eos: 
     step = first_wrong_step(output, expected, eos)
     return None if step is None else Failure(source, expected, output, step, line)
 
-
-@dataclass(frozen=True)
-class EvalResult:
-    accuracy: float
-    n: int
-    by_length: dict[int, float] = field(default_factory=dict)  # source length -> accuracy
-    count_by_length: dict[int, int] = field(default_factory=dict)  # source length -> examples
-    failures: list[Failure] = field(default_factory=list)  # the first ones, in order
-    unknown: int = 0  # source and target tokens read as <unk>
-    wrong: int = 0  # examples whose output is not exactly right
-    complete: bool = True  # False: scoring stopped early (max_wrong), so `n` is fewer than asked
 
 
 def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 0,

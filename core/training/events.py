@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from minitx.core.training.evaluation import EvalResult
-    from minitx.core.training.trainer import StepStats, Trainer
+from minitx.core.training.results import EvalResult, StepStats
+
+if TYPE_CHECKING:  # the class that calls these hooks, named in their signatures only
+    from minitx.core.training.trainer import Trainer
 
 
 class RunListener:

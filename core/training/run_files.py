@@ -5,17 +5,14 @@ same name whichever started it. It imports nothing heavy: the app names runs bef
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # nothing heavy at import: the app names runs before torch has loaded
-    from minitx.core.config import TrainConfig
 
 MAX_RUNS = 10_000  # run numbers tried before a folder counts as full
 
 
-def run_name(train_cfg: TrainConfig) -> str:
-    """A run's name: its task, or its data file's name (the task is then "data")."""
-    return Path(train_cfg.data).stem if train_cfg.data else train_cfg.task
+def run_name(task: str, data: str = "") -> str:
+    """A run's name, from its TrainConfig's task and data: the data file's name when it has one
+    (the task is then "data"), else the task."""
+    return Path(data).stem if data else task
 
 
 def run_path(folder: str | Path, name: str, number: int) -> Path:

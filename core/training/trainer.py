@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -30,11 +29,12 @@ from minitx.core.data.task import DATA_TASK
 from minitx.core.data.tasks import get_task, task_for_config
 from minitx.core.model.transformer import Seq2Seq, set_training
 from minitx.core.training.bug_presets import apply_bug, bug_preset
-from minitx.core.training.evaluation import EvalResult, evaluate
+from minitx.core.training.evaluation import evaluate
 from minitx.core.training.events import RunListener
 from minitx.core.training.history import History, snapshot_due
 from minitx.core.training.optim import FusedAdam
 from minitx.core.training.probe import probe, probe_example
+from minitx.core.training.results import EvalResult, StepStats
 from minitx.core.training.resume import check_optim_state, check_same_data, restart_from, resumed_config
 
 EARLY_STOP_BATCH = 100  # sequences per batch of an evaluation that may stop early (--until)
@@ -52,22 +52,6 @@ def resolve_device(name: str) -> torch.device:
         raise ValueError("device: cuda was asked for but no CUDA GPU is available")
     return torch.device(name)
 
-
-@dataclass(frozen=True)
-class StepStats:
-    step: int
-    loss: float
-    grad_norm: float
-    lr: float
-    examples_per_s: float
-    seconds: float  # wall-clock training time so far (evaluation excluded)
-    accuracy: float | None = None  # held-out exact match, on evaluation steps only
-    eval_n: int | None = None  # examples that evaluation measured
-    eval_complete: bool = True  # False: it stopped early, once --until was out of reach
-
-    def to_dict(self) -> dict:
-        """The step's own numbers (an evaluation is reported on its own)."""
-        return {k: getattr(self, k) for k in ("step", "loss", "grad_norm", "lr", "examples_per_s", "seconds")}
 
 
 def planned_run(model_cfg: ModelConfig, train_cfg: TrainConfig):

@@ -136,8 +136,7 @@ def test_the_progress_bar_keeps_step_loss_accuracy_and_eta_within_80_columns(mon
 
     from rich.console import Console
 
-    from minitx.core.training.evaluation import EvalResult
-    from minitx.core.training.trainer import StepStats
+    from minitx.core.training.results import EvalResult, StepStats
     from minitx.tui.cli import common, train_progress
     from minitx.tui.cli.output import QuietWhenClosed
 

@@ -6,7 +6,8 @@ import torch
 from minitx.core.checkpoint import CheckpointError
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.training.events import RunListener
-from minitx.core.training.trainer import StepStats, Trainer, TrainingDiverged, resolve_device
+from minitx.core.training.results import StepStats
+from minitx.core.training.trainer import Trainer, TrainingDiverged, resolve_device
 
 
 def test_step_reports_loss_grad_norm_lr_and_speed(tiny_model_cfg, tiny_train_cfg):

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from minitx.core.training.results import Failure
+
 if TYPE_CHECKING:  # the app paints before torch loads: these are only the fields' types
     from minitx.checkpoints import Listing
     from minitx.core.checkpoint import Checkpoint
@@ -25,7 +27,6 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
     from minitx.core.interp.circuit import Circuit, CircuitResult
     from minitx.core.interp.importance import Importance
     from minitx.core.interp.patching import PatchingResult
-    from minitx.core.training.evaluation import Failure
     from minitx.tui.app.loaded import LoadedModel
     from minitx.tui.app.widgets.choice import ChoiceField
 

@@ -45,7 +45,8 @@ class TrainingRun:
                  resume_from: str | None = None) -> None:
         self.number, self.model_cfg, self.train_cfg, self.path = number, model_cfg, train_cfg, path
         self.post, self.resume_from = post, resume_from
-        self.name = f"run {number} · {'resumed ' if resume_from else ''}{run_name(train_cfg)}"
+        name = run_name(train_cfg.task, train_cfg.data)
+        self.name = f"run {number} · {'resumed ' if resume_from else ''}{name}"
         self.trainer = None  # set by the worker; read only when no step is running
         self.first_step = 0  # where it started (a resumed run: the saved step)
         self.saved_step: int | None = None  # the step the last save wrote

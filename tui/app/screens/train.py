@@ -105,7 +105,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             return run.path
         configs = self.form_configs
         if configs is not None:
-            name = run_name(configs[1])
+            name = run_name(configs[1].task, configs[1].data)
         else:  # a form that does not validate yet: what its task or data field says
             values = self.form.values()
             data = (values.get("data") or "").strip()
@@ -246,7 +246,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         if configs is None:
             return
         start = self.form.start
-        name = run_name(configs[1])
+        name = run_name(configs[1].task, configs[1].data)
         number = self.next_number(name)
         self.losses, self.last, self.progress_messages = [], None, 0
         self.ended_record = None

@@ -141,8 +141,8 @@ def _prepare(opts):
         else:
             model_cfg, train_cfg = model_options.configs(*model_options.recipe_configs(opts["recipe"]), opts)
             trainer = Trainer(model_cfg, train_cfg)
-            out_path = Path(opts["out"]) if opts["out"] else \
-                run_path(".", run_name(trainer.cfg), next_run_number(".", run_name(trainer.cfg)))
+            name = run_name(trainer.cfg.task, trainer.cfg.data)
+            out_path = Path(opts["out"]) if opts["out"] else run_path(".", name, next_run_number(".", name))
         check_writable(out_path)  # fail before training, not after minutes of it
         _refuse_to_overwrite(out_path, opts)
         if opts["metrics"]:
