@@ -15,6 +15,10 @@ import torch  # noqa: E402
 
 from minitx.core.config import ModelConfig, TrainConfig  # noqa: E402
 
+# The reference models of other codes (tests/reference_models/fixtures.py), for the folders that
+# import them (importing/, reference_models/).
+pytest_plugins = ["tests.reference_models.fixtures"]
+
 torch.set_num_threads(1)
 
 # The second tier: what proves the whole more than any behaviour, and takes minutes (the

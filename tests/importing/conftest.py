@@ -1,5 +1,5 @@
-"""The reference models' fixtures (tests/reference_models/fixtures.py), shared with this folder,
-and the minitx checkpoints `minitx import` makes of them."""
+"""The minitx checkpoints `minitx import` makes of the reference models (their fixtures come from
+tests/reference_models/fixtures.py, through tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,6 @@ from click.testing import CliRunner
 
 from minitx.tui.cli.main import main
 from tests.reference_models import toy
-from tests.reference_models.fixtures import (  # noqa: F401
-    annotated_files,
-    annotated_no_causal_mask,
-    annotated_no_causal_mask_files,
-    annotated_reverse,
-    tutorial_files,
-    tutorial_reverse,
-)
 
 
 def import_args(files: toy.ReferenceFiles, layout: str, out: Path, weights: Path | None = None,
