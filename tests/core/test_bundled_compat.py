@@ -1,6 +1,11 @@
-"""Every bundled checkpoint computes bit for bit what it computed before the model options of
-imported models (separate source vocabularies, final norms on post-norm, the std norm, norm_eps,
-log-softmax output) existed: the options default to the old behaviour.
+"""Every bundled checkpoint computes what it computed before the model options of imported
+models (separate source vocabularies, final norms on post-norm, the std norm, norm_eps,
+log-softmax output, and the Hugging Face families' components) existed: the options default to
+the old behaviour.
+
+Within float rounding, not bit for bit: the golden logits were computed on another CPU, and
+another processor's kernels round differently (up to ~5e-6 here, on logits of size ~10). A
+changed computation moves them by far more than TOLERANCE.
 
 tests/core/data/bundled_logits.safetensors holds, for each bundled file, the teacher-forced
 logits of its task's example batch (the modules) and the logits of stepping the same decoder
@@ -19,6 +24,7 @@ from minitx import checkpoints
 from minitx.core.model.kv_cache import IncrementalDecoder
 
 GOLDEN = Path(__file__).parent / "data" / "bundled_logits.safetensors"
+TOLERANCE = 1e-4
 
 
 def logits_of(name: str) -> dict[str, torch.Tensor]:
@@ -34,11 +40,11 @@ def logits_of(name: str) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("name", checkpoints.bundled_names())
-def test_a_bundled_checkpoint_computes_exactly_what_it_computed_before_the_import_options(name):
+def test_a_bundled_checkpoint_computes_what_it_computed_before_the_model_options(name):
     golden = load_file(str(GOLDEN))
     now = logits_of(name)
     for key, value in now.items():
-        assert torch.equal(value, golden[key]), key
+        assert (value - golden[key]).abs().max() <= TOLERANCE, key
 
 
 if __name__ == "__main__":
