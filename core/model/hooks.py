@@ -7,6 +7,9 @@ in cached decoding (core/model/kv_cache.py), so one intervention behaves identic
   concatenated and projected;
 - a stream hook after every encoder and decoder layer: it may read or replace the residual
   stream (B, T, d) that leaves the layer;
+- an embedding hook on each token embedding table (the source's and the target's): it may read
+  or replace the looked-up token vectors (B, T, d) before they are scaled and positions are added,
+  which makes them the input of gradient-based attribution (core/interp);
 - the head hook's input parts: `query_input` may give each query head its own input (B, h, T, d)
   for the query projection, `key_value_input` the same for the key and value projections (what
   path patching replaces); they act in full forwards (the KV cache refuses them).
@@ -48,7 +51,7 @@ class HeadHook:
         return self.query_input is not None or self.key_value_input is not None
 
 
-# id(module) -> its hook: attention blocks map to HeadHook, layers to a StreamEdit.
+# id(module) -> its hook: attention blocks map to HeadHook, layers and embedding tables to a StreamEdit.
 _ACTIVE: ContextVar[dict[int, object] | None] = ContextVar("minitx_hooks", default=None)
 
 
@@ -62,6 +65,12 @@ def stream_hook(layer: nn.Module) -> StreamEdit | None:
     """The hook on the residual stream leaving this layer, or None."""
     active = _ACTIVE.get()
     return active.get(id(layer)) if active else None  # type: ignore[return-value]
+
+
+def embedding_hook(table: nn.Module) -> StreamEdit | None:
+    """The hook on the token vectors this embedding table looks up, or None."""
+    active = _ACTIVE.get()
+    return active.get(id(table)) if active else None  # type: ignore[return-value]
 
 
 def current_hooks() -> dict[int, object] | None:

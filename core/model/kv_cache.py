@@ -39,7 +39,7 @@ from minitx.core.model.components import (
     std_norm,
     swiglu,
 )
-from minitx.core.model.hooks import HeadHook, StreamEdit, head_hook, stream_hook
+from minitx.core.model.hooks import HeadHook, StreamEdit, embedding_hook, head_hook, stream_hook
 from minitx.core.model.transformer import AttentionMaps, DecoderLayer, Seq2Seq
 
 
@@ -141,6 +141,9 @@ class IncrementalDecoder:
     def __init__(self, model: Seq2Seq, memory: torch.Tensor, src_mask: torch.Tensor | None) -> None:
         """memory (B, S, d) and src_mask (B, 1, 1, S) or None, as model.encode() returns them."""
         cfg = model.cfg
+        if embedding_hook(model.tgt_embed) is not None:
+            raise ValueError("a hook on the target's token vectors acts in full forwards only, not in "
+                             "cached decoding")
         self.model = model
         self.position = 0  # decoder positions fed so far
         self._heads, self._kv_heads, self._d, self._d_k = cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_k

@@ -26,7 +26,7 @@ from minitx.core.model.components import (
     rotate_pairs,
     sinusoidal_table,
 )
-from minitx.core.model.hooks import head_hook, stream_hook
+from minitx.core.model.hooks import embedding_hook, head_hook, stream_hook
 
 Rotary = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, k): rotary_angles() of a stream
 
@@ -263,7 +263,10 @@ class Seq2Seq(nn.Module):
         T = tokens.shape[1]
         self.check_length(offset + T)
         table = self.src_embed if side == "src" else self.tgt_embed
-        x = table(tokens) * math.sqrt(self.cfg.d_model)
+        x = table(tokens)  # (B, T, d): the token vectors, what gradient attribution differentiates
+        if (hook := embedding_hook(table)) is not None:
+            x = hook(x, offset)
+        x = x * math.sqrt(self.cfg.d_model)
         positions = self.position_table(side)
         if positions is not None:
             x = x + positions[offset : offset + T]
