@@ -70,6 +70,14 @@ class Checkpoint:
     train_state: dict[str, torch.Tensor] = field(default_factory=dict)  # "train." tensors
     dtype: str = "float32"
     history: History | None = None  # None: a file from before histories, or an export
+    source_files: list[Path] = field(default_factory=list)  # a folder's weight files (path: the folder)
+
+    @property
+    def size_bytes(self) -> int:
+        """The size of what was read: the file, or a folder's weight files."""
+        if self.source_files:
+            return sum(p.stat().st_size for p in self.source_files)
+        return self.path.stat().st_size if self.path is not None else 0
 
     @property
     def resumable(self) -> bool:
