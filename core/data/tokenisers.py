@@ -109,11 +109,29 @@ def _only(settings, allowed: set[str]) -> dict:
     return settings
 
 
+class _Pieces:
+    """A vocabulary's view of a tokeniser's pieces, from its table of id -> piece (`_by_id`)."""
+
+    _by_id: dict[int, str]
+
+    @cached_property
+    def size(self) -> int:
+        """One more than the highest id (the ids may have holes)."""
+        return max(self._by_id, default=-1) + 1
+
+    def pieces(self) -> list[str | None]:
+        """id -> piece (None: no piece has the id)."""
+        table: list[str | None] = [None] * self.size
+        for i, piece in self._by_id.items():
+            table[i] = piece
+        return table
+
+
 # ---------------------------------------------------------------------------------------------
 # tokenizer.json
 
 
-class JsonTokeniser:
+class JsonTokeniser(_Pieces):
     """A tokenizer.json, with the pipeline transformers' class gives it.
 
     settings: pipeline (PIPELINES), specials (the named and extra special tokens: special, so
@@ -216,20 +234,9 @@ class JsonTokeniser:
 
     # -- what a vocabulary asks -------------------------------------------------------------
     @cached_property
-    def _vocab(self) -> dict[str, int]:
-        return self._tokenizer.get_vocab(with_added_tokens=True)  # 60 ms for 58,000 pieces: once
-
-    @cached_property
-    def size(self) -> int:
-        """One more than the highest id (the vocabulary may have holes)."""
-        return max(self._vocab.values(), default=-1) + 1
-
-    def pieces(self) -> list[str | None]:
-        """id -> piece (None: no piece has the id)."""
-        table: list[str | None] = [None] * self.size
-        for piece, i in self._vocab.items():
-            table[i] = piece
-        return table
+    def _by_id(self) -> dict[int, str]:
+        vocab = self._tokenizer.get_vocab(with_added_tokens=True)  # 60 ms for 58,000 pieces: once
+        return {i: piece for piece, i in vocab.items()}
 
     @cached_property
     def special_ids(self) -> frozenset[int]:
@@ -270,7 +277,7 @@ def _charsmap(node: dict) -> bytes:
 # Marian: source.spm / target.spm + vocab.json
 
 
-class MarianTokeniser:
+class MarianTokeniser(_Pieces):
     """One side of a Marian tokeniser.
 
     settings: side ("source" or "target"), encode_with and decode_with (the .spm files that cut
@@ -325,21 +332,11 @@ class MarianTokeniser:
 
     # -- what a vocabulary asks -------------------------------------------------------------
     @cached_property
-    def size(self) -> int:
-        return max([*self.vocab.values(), *(a[0] for a in self.added.values())], default=-1) + 1
-
-    @cached_property
-    def _pieces(self) -> dict[int, str]:
+    def _by_id(self) -> dict[int, str]:
         """id -> piece: vocab.json reversed (its last piece for an id wins, as a dict comprehension
         over it does in transformers), then the added tokens over it."""
         table = {i: piece for piece, i in self.vocab.items()}
         table.update({a[0]: text for text, a in self.added.items()})
-        return table
-
-    def pieces(self) -> list[str | None]:
-        table: list[str | None] = [None] * self.size
-        for i, piece in self._pieces.items():
-            table[i] = piece
         return table
 
     @cached_property
@@ -400,7 +397,7 @@ class MarianTokeniser:
     def decode(self, ids: Sequence[int]) -> str:
         """`tokenizer.decode(ids, skip_special_tokens=True)`; an id neither vocab.json nor the
         joining model has is dropped (transformers would raise)."""
-        skip, table, join = self.special_ids, self._pieces, self._join
+        skip, table, join = self.special_ids, self._by_id, self._join
         pieces = []
         for i in ids:
             if i in skip or i < 0:

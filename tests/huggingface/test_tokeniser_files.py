@@ -4,6 +4,7 @@ folder or file refused in one line naming the file (and its line, key or piece).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import warnings
@@ -134,13 +135,16 @@ def _rewrite(path, change_tensors=None, change_vocab=None):
     save_file(tensors, str(path), metadata=metadata)
 
 
+GARBAGE = b"not a tokeniser \x00\x01"
+
+
 def _garbage(name):
+    """Bytes no library reads, and the vocabulary's size and sha256 made to match them."""
     def change(tensors):
-        tensors[f"tokenizer.{name}"] = torch.frombuffer(bytearray(b"not a tokeniser \x00\x01"), dtype=torch.uint8)
+        tensors[f"tokenizer.{name}"] = torch.frombuffer(bytearray(GARBAGE), dtype=torch.uint8)
 
     def facts(vocab):
-        vocab["files"][name] = {"size": 18, "sha256": __import__("hashlib").sha256(
-            b"not a tokeniser \x00\x01").hexdigest()}
+        vocab["files"][name] = {"size": len(GARBAGE), "sha256": hashlib.sha256(GARBAGE).hexdigest()}
     return change, facts
 
 
@@ -182,7 +186,8 @@ def test_a_checkpoint_whose_tokeniser_files_are_wrong_is_refused_naming_the_tens
 def test_a_checkpoint_with_a_tokeniser_file_no_vocabulary_reads_is_refused(tiny_folders, tmp_path):
     path = tmp_path / "model.safetensors"
     _checkpoint(tiny_folders["t5"], path)
-    _rewrite(path, change_tensors=lambda t: t.update({"tokenizer.extra.bin": torch.zeros(3, dtype=torch.uint8)}))
+    extra = {"tokenizer.extra.bin": torch.zeros(3, dtype=torch.uint8)}
+    _rewrite(path, change_tensors=lambda t: t.update(extra))
     with pytest.raises(CheckpointError, match="holds an unexpected tensor 'tokenizer.extra.bin'"):
         load_checkpoint(path)
 
@@ -213,11 +218,13 @@ BAD_FOLDERS = [
                                        "vocab.json"]),
     ("bart", _write("tokenizer_config.json", '{\n  "tokenizer_class": "RobertaTokenizer",\n  oops\n}'),
      ["tokenizer_config.json line 3: not valid JSON"]),
-    ("marian", _write("vocab.json", '{"</s>": 0,\n"<unk>": 1\n"x": 2}'), ["vocab.json line 3: not valid JSON"]),
+    ("marian", _write("vocab.json", '{"</s>": 0,\n"<unk>": 1\n"x": 2}'),
+     ["vocab.json line 3: not valid JSON"]),
     ("t5", _write("tokenizer.json", '{"version": "1.0",\n "model": {"type": "Unigram"}}'),
      ["tokenizer.json is not a tokeniser the tokenizers library reads"]),
     ("marian", _write("source.spm", "no protobuf here"), ["source.spm is not a sentencepiece model"]),
-    ("marian", _vocab_of_another_model, ["vocab.json does not match source.spm: it lacks source.spm's piece"]),
+    ("marian", _vocab_of_another_model,
+     ["vocab.json does not match source.spm: it lacks source.spm's piece"]),
     ("marian", _two_pieces_one_id, ["vocab.json gives pieces '<unk>' and '▁twice' the same id 1"]),
     ("bart", lambda folder, config: config.update(eos_token_id=7),
      ["config.json: eos_token_id is 7, but the tokeniser's eos token '</s>' is id 2"]),

@@ -9,6 +9,7 @@ import re
 import unicodedata
 
 import pytest
+import torch
 
 from minitx.core.data import pair_ids
 from minitx.core.data.pair_task import PairSet
@@ -175,7 +176,7 @@ def test_a_file_of_pairs_reads_sources_as_typed_and_targets_as_labels_with_unkno
         assert data.source.row(n) == ids and data.target.row(n) == labels[:-1]
         unknown += ids.count(target.unk) + labels.count(target.unk)
     assert loaded.unknown == unknown and (unknown > 0) == (tiny.family != "bart")  # byte-level has none
-    batch = PairSet.whole(data).batch(__import__("torch").arange(len(pairs)), target, source)
+    batch = PairSet.whole(data).batch(torch.arange(len(pairs)), target, source)
     for n, (_, t) in enumerate(pairs):  # the decoder is fed the labels shifted right, as transformers does
         labels = reference(text_target=t)["input_ids"]
         assert batch.labels[n, : len(labels)].tolist() == labels
