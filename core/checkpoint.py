@@ -8,7 +8,8 @@ Layout of a file:
                                                        bytes (core/data/subword.py), one per name
   metadata  format, format_version, minitx_version, model_config, task, vocab, training
             (summary), and with training state: train_config, trainer; an imported model's
-            file also has src_vocab, its source vocabulary (docs/import.md)
+            file also has src_vocab, its source vocabulary (docs/import.md), and a Hugging Face
+            model's its generation settings, generation (core/data/generation.py)
 
 A subword vocabulary's metadata names its files with their sizes and sha256; the bytes are
 tensors, so a 2 MB tokenizer.json never swells the JSON header. Both sides of a model read
@@ -38,6 +39,7 @@ from safetensors.torch import save as safetensors_bytes
 
 from minitx import __version__
 from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.data.generation import Generation
 from minitx.core.data.subword import vocab_from_dict
 from minitx.core.data.task import Task
 from minitx.core.data.tasks import task_from_dict
@@ -117,7 +119,7 @@ def save_checkpoint(
         # safetensors refuses tensors that share memory
         f"model.{name}": t.detach().to("cpu", FLOAT_DTYPES[dtype]).clone(
             memory_format=torch.contiguous_format)
-        for name, t in model.state_dict().items()
+        for name, t in model.own_state_dict().items()  # a tied table once
     }
     for name, t in tensors.items():  # never replace a good file with one no loader accepts
         if not bool(torch.isfinite(t).all()):
@@ -144,6 +146,9 @@ def save_checkpoint(
     }
     if task.src_vocab is not task.vocab:  # a source vocabulary of its own (an imported model)
         metadata["src_vocab"] = json.dumps(task.src_vocab.to_dict())
+    cfg = model.cfg
+    if model.generation != Generation.minitx(cfg.sos_id, cfg.eos_id, cfg.pad_id):  # a folder's own
+        metadata["generation"] = json.dumps(model.generation.to_dict())
     return write_atomic(Path(path), safetensors_bytes(tensors, metadata=metadata))
 
 
@@ -304,9 +309,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     dtype = _check_weights(weights, cfg, path)
     history = _history(tensors, cfg, summary, path)
 
+    generation = _generation(metadata, cfg, path)
     model = Seq2Seq(cfg)
-    model.load_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
+    model.load_own_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
     model.to(device).eval()
+    if generation is not None:
+        model.generation = generation
     return Checkpoint(model, cfg, task, summary, metadata, path, train_state, dtype, history)
 
 
@@ -322,6 +330,16 @@ def _history(tensors: dict[str, torch.Tensor], cfg: ModelConfig, summary: dict, 
                                     cfg.vocab_size, last)
     except HistoryError as e:
         raise CheckpointError(f"{path} has an invalid history: {e}") from None
+
+
+def _generation(metadata: dict[str, str], cfg: ModelConfig, path: Path) -> Generation | None:
+    """The file's generation settings (a Hugging Face model's), checked; None: minitx's rule."""
+    if "generation" not in metadata:
+        return None
+    try:
+        return Generation.from_dict(_json_field(metadata, "generation", path), cfg.vocab_size)
+    except ValueError as e:
+        raise CheckpointError(f"{path} has invalid generation settings: {e}") from None
 
 
 def _vocab(metadata: dict[str, str], path: Path, key: str = "vocab",
@@ -392,7 +410,7 @@ def _check_weights(weights: dict[str, torch.Tensor], cfg: ModelConfig, path: Pat
 def _expected_shapes(cfg: ModelConfig):
     """Yield (state_dict name, shape) for cfg, lazily, layer by layer."""
     with torch.device("meta"):
-        one = Seq2Seq(cfg.replace(n_encoder_layers=1, n_decoder_layers=1)).state_dict()
+        one = Seq2Seq(cfg.replace(n_encoder_layers=1, n_decoder_layers=1)).own_state_dict()
     layers = {"encoder": cfg.n_encoder_layers, "decoder": cfg.n_decoder_layers}
     for stack, count in layers.items():
         per_layer = [(k[len(stack) + 3 :], tuple(t.shape)) for k, t in one.items()

@@ -91,10 +91,8 @@ def test_marian_with_a_vocabulary_per_side_reads_and_decodes_each_with_its_own(t
 
 
 def _checkpoint(tiny, path):
-    """A tiny random model of the folder's tokeniser, saved. ModelConfig as it stands wants three
-    different pad, start and end ids, so the start token here is an ordinary piece: which id it
-    is plays no part in storing the tokeniser."""
-    source, target = read_tokenisers(tiny.path, tiny.config, start_id=5)
+    """A tiny random model of the folder's tokeniser (its start token PAD or EOS), saved."""
+    source, target = read_tokenisers(tiny.path, tiny.config)
     task = ImportedTask(target, source, False, {"layout": "huggingface"}, max_len=30)
     cfg = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, max_len=32,
                       **task.model_fields())
@@ -115,6 +113,7 @@ def test_a_checkpoint_keeps_the_tokeniser_and_reads_back_the_same_ids_and_text(t
         assert stored[f"tokenizer.{name}"].numpy().tobytes() == (tiny.path / name).read_bytes()
     assert len(header) < 20_000 and "Äpfel" not in header  # the pieces are in the bytes, not the header
     loaded = load_checkpoint(path)
+    assert loaded.model_config.sos_id == tiny.info.decoder_start
     for mine, back in ((source, loaded.task.src_vocab), (target, loaded.task.vocab)):
         assert back == mine and back.side == mine.side
         for text in SENTENCES:
