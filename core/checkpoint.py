@@ -431,8 +431,8 @@ def _expected_shapes(cfg: ModelConfig):
             yield k, tuple(t.shape)
 
 
-def describe_size(path: Path) -> str:
-    size = path.stat().st_size
+def describe_size(size: int) -> str:
+    """A byte count as a person reads it: 812 B, 70.2 KB, 298.5 MB."""
     if size < 1024:
         return f"{size} B"
     units = ["KB", "MB", "GB"]

@@ -47,9 +47,9 @@ def resolve_model_id(text: str) -> Path:
     repo = cache / f"models--{owner}--{name}"
     model = f"{owner}/{name}"
     if not repo.is_dir():
-        raise NotInCache(f"{model} is not in the Hugging Face cache ({cache}); on a machine with the "
-                         f"network, download it with `hf download {model}` (huggingface_hub), then copy "
-                         f"{repo} here, or give the model's folder")
+        raise NotInCache(f"{model} is not in the Hugging Face cache {cache} (HF_HUB_CACHE or HF_HOME move "
+                         f"it); download it with `hf download {model}` where there is a network and copy it "
+                         "here, or give the model's folder")
     commit = revision
     ref = repo / "refs" / revision
     if ref.is_file():

@@ -1,7 +1,8 @@
 """Tiny Hugging Face model folders, made offline with transformers' own config and model classes
-and save_pretrained: random weights of each family's shape, every parameter perturbed so that no
-bias is zero and no norm is the identity (a mapping that mixed two such tensors up would go
-unnoticed otherwise). Nothing is downloaded.
+and save_pretrained: random weights of each family's shape, every parameter drawn afresh so that
+no bias is zero and no norm is the identity (a mapping that mixed two such tensors up would go
+unnoticed otherwise), and a tokeniser trained for the folder (tests/huggingface/tiny_tokenisers.py).
+Nothing is downloaded.
 
 FAMILIES names what each folder is like:
 - marian: opus-mt's layout (post-norm, SiLU "swish", scaled embeddings, sinusoids in halves, tied
@@ -14,25 +15,33 @@ FAMILIES names what each folder is like:
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import torch
 
+from tests.huggingface.tiny_tokenisers import DEFAULT_SIZES, SPECIAL_IDS, save_tokeniser
+
 FAMILIES = ("marian", "t5", "flan-t5", "bart")
-VOCAB = 96  # pieces: a tokeniser made for a folder has exactly this many
 
 
-def special_ids(family: str, vocab_size: int = VOCAB) -> dict[str, int]:
+def tokeniser_family(family: str) -> str:
+    return "t5" if family == "flan-t5" else family
+
+
+def vocab_size(family: str) -> int:
+    """The folder's pieces: its tokeniser's size, the model's table rows."""
+    return DEFAULT_SIZES[tokeniser_family(family)]
+
+
+def special_ids(family: str) -> dict[str, int]:
     """pad, eos, unk, the decoder's start and (BART) bos, as each family numbers them."""
-    if family == "marian":
-        return {"eos": 0, "unk": 1, "pad": vocab_size - 1, "start": vocab_size - 1}
-    if family in ("t5", "flan-t5"):
-        return {"pad": 0, "eos": 1, "unk": 2, "start": 0}
-    return {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "start": 2}
+    ids = SPECIAL_IDS[tokeniser_family(family)](vocab_size(family))
+    return {"start": ids.pop("decoder_start"), **{k: v for k, v in ids.items() if v is not None}}
 
 
-def hf_model(family: str, vocab_size: int = VOCAB, layers: int = 2, d_model: int = 32, heads: int = 4,
-             d_ff: int = 48, positions: int = 64):
+def hf_model(family: str, layers: int = 2, d_model: int = 32, heads: int = 4, d_ff: int = 48,
+             positions: int = 64):
     """A transformers model of the family's shape (random weights)."""
     from transformers import (
         BartConfig,
@@ -43,9 +52,9 @@ def hf_model(family: str, vocab_size: int = VOCAB, layers: int = 2, d_model: int
         T5ForConditionalGeneration,
     )
 
-    ids = special_ids(family, vocab_size)
+    ids, vocab = special_ids(family), vocab_size(family)
     if family == "marian":
-        config = MarianConfig(vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=d_model,
+        config = MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
                               encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads,
                               decoder_attention_heads=heads, encoder_ffn_dim=d_ff, decoder_ffn_dim=d_ff,
                               max_position_embeddings=positions, activation_function="swish",
@@ -55,14 +64,14 @@ def hf_model(family: str, vocab_size: int = VOCAB, layers: int = 2, d_model: int
         return MarianMTModel(config)
     if family in ("t5", "flan-t5"):
         v11 = family == "flan-t5"
-        config = T5Config(vocab_size=vocab_size, d_model=d_model, d_kv=d_model // heads if not v11 else 6,
+        config = T5Config(vocab_size=vocab, d_model=d_model, d_kv=d_model // heads if not v11 else 6,
                           d_ff=d_ff, num_layers=layers, num_decoder_layers=layers, num_heads=heads,
                           relative_attention_num_buckets=8, relative_attention_max_distance=20,
                           feed_forward_proj="gated-gelu" if v11 else "relu", tie_word_embeddings=not v11,
                           pad_token_id=ids["pad"], eos_token_id=ids["eos"],
                           decoder_start_token_id=ids["start"])
         return T5ForConditionalGeneration(config)
-    config = BartConfig(vocab_size=vocab_size, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+    config = BartConfig(vocab_size=vocab, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
                         encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=d_ff,
                         decoder_ffn_dim=d_ff, max_position_embeddings=positions, activation_function="gelu",
                         pad_token_id=ids["pad"], eos_token_id=ids["eos"], bos_token_id=ids["bos"],
@@ -71,12 +80,11 @@ def hf_model(family: str, vocab_size: int = VOCAB, layers: int = 2, d_model: int
     return BartForConditionalGeneration(config)
 
 
-def save_model(folder: Path, family: str, seed: int = 0, vocab_size: int = VOCAB, eos_boost: float = 3.0,
-               **shape) -> Path:
-    """Save a perturbed random model of `family` into `folder` (save_pretrained's own files, plus
-    the generation settings a real folder of the family has). Returns the folder."""
+def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0, **shape) -> Path:
+    """Save a random model of `family` into `folder` (save_pretrained's own files, the generation
+    settings a real folder of the family has, and its tokeniser). Returns the folder."""
     torch.manual_seed(seed)
-    model = hf_model(family, vocab_size, **shape).eval()
+    model = hf_model(family, **shape).eval()
     with torch.no_grad():  # weights that make every token, position and head matter
         for name, p in model.named_parameters():
             if p.dim() == 2 and p.shape[1] > 16:  # projections and tables: unit-variance outputs
@@ -87,7 +95,7 @@ def save_model(folder: Path, family: str, seed: int = 0, vocab_size: int = VOCAB
                 p.normal_(0, 0.1 if p.dim() == 1 else 1.0)
         if hasattr(model, "final_logits_bias"):
             model.final_logits_bias.normal_(0, 0.1)
-        ids = special_ids(family, vocab_size)
+        ids = special_ids(family)
         # EOS's row of the output table, longer: outputs end at different steps, not only at the cap
         model.get_output_embeddings().weight[ids["eos"]] *= eos_boost
     if family == "marian":  # opus-mt's: PAD is never produced, EOS forced at the last position
@@ -100,6 +108,9 @@ def save_model(folder: Path, family: str, seed: int = 0, vocab_size: int = VOCAB
     model.save_pretrained(folder)
     if family == "flan-t5":  # a real Flan-T5 keeps its own lm_head (transformers 5 would tie it)
         _untie_lm_head(folder, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MarianTokenizer recommends sacremoses, which it does not use
+        save_tokeniser(folder, tokeniser_family(family), vocab_size(family))
     return folder
 
 
