@@ -115,8 +115,8 @@ def _break(case: str, folder: Path) -> str:
 
 
 CASES = ["an encoder-only model", "an unknown activation", "no tokeniser", "a pickled object in the weights",
-         "a shard that is missing", "a config with fewer layers than the weights", "a config of another width",
-         "config.json that is not JSON"]
+         "a shard that is missing", "a config with fewer layers than the weights",
+         "a config of another width", "config.json that is not JSON"]
 
 
 @pytest.mark.parametrize("case", CASES)
