@@ -40,10 +40,10 @@ class LoadedModel:
 
     @property
     def summary(self) -> str:
-        if self.task.name == "imported":  # its layout and the options its shapes do not show
+        if self.task.name in ("imported", "huggingface"):  # its layout (family) and the options
             from minitx.core.model.components import short_option_labels
 
-            layout = self.task.origin.get("layout") or "mapping"
+            layout = self.task.origin.get("layout") or self.task.origin.get("family") or "mapping"
             return (f"{self.name} · {layout}: {short_option_labels(self.model.cfg)} · "
                     f"{short_count(self.params)} params · {self.device}")
         task = "" if self.task.name in self.name else f" · {self.task.name}"
@@ -75,19 +75,23 @@ def shown_name(path: Path) -> str:
     return path.stem if path.resolve().parent == checkpoints.BUNDLED_DIR else path.name
 
 
-def load_named(name_or_path: str) -> LoadedModel:
-    """resolve + load + describe; raises core.checkpoint.CheckpointError with one sentence."""
-    return load_checkpoint_record(name_or_path)[1]
+def load_named(name_or_path: str, progress=None) -> LoadedModel:
+    """resolve + load + describe; raises core.checkpoint.CheckpointError with one sentence.
+    progress(what, fraction): how the reading of a large folder goes."""
+    return load_checkpoint_record(name_or_path, progress)[1]
 
 
-def load_checkpoint_record(name_or_path: str):
-    """(Checkpoint, LoadedModel) for a bundled name or a path; CheckpointError with one sentence."""
+def load_checkpoint_record(name_or_path: str, progress=None):
+    """(Checkpoint, LoadedModel) for a bundled name, a path, a Hugging Face folder or model id;
+    CheckpointError with one sentence."""
     from minitx import checkpoints
+    from minitx.core.importing.hf_cache import looks_like_model_id
 
     path = checkpoints.resolve(name_or_path)
-    ckpt = checkpoints.load(path)
+    ckpt = checkpoints.load(name_or_path, progress=progress)
+    name = str(name_or_path) if looks_like_model_id(str(name_or_path)) else shown_name(path)
     steps, loss = ckpt.summary.get("steps"), ckpt.summary.get("loss")
-    return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path),
+    return ckpt, describe_model(ckpt.model, ckpt.task, name, str(path),
                                 train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
                                 steps=steps if isinstance(steps, int) else None,
                                 history=ckpt.history,

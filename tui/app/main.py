@@ -161,8 +161,12 @@ class MinitxApp(App):
 
         set_threads()  # before the app's first torch work: threads started later take it
         self.post_message(LoadProgress(f"loading {name}…"))
+
+        def progress(what: str, fraction: float) -> None:  # a large folder's reading, step by step
+            self.post_message(LoadProgress(f"loading {name}: {what} {fraction:.0%}…"))
+
         try:
-            record = load_named(name)
+            record = load_named(name, progress)
         except CheckpointError as e:
             record, error = None, str(e)
         if get_current_worker().is_cancelled:

@@ -166,13 +166,16 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     def _scrollable(self) -> bool:
         box = self.panel.grid_box
         return self.session.view_mode == "importance" and self.session.importance is not None \
-            or box.max_scroll_y > 0
+            or box.max_scroll_y > 0 or self.session.view_mode == "grid" and self.panel.grid.rows_cropped
 
     @one_line_errors
     def action_scroll_view(self, lines: int) -> None:
         """↑ ↓: in the ranking, the head on the row above or below (k then knocks it out); in any
         other view taller than its box, a line up or down."""
         session, box = self.session, self.panel.grid_box
+        if session.view_mode == "grid" and self.panel.grid.rows_cropped:
+            self.panel.grid.scroll_rows(lines)  # the column labels stay on top
+            return
         if session.view_mode != "importance" or session.importance is None:
             box.scroll_relative(y=lines, animate=False)
             return
