@@ -54,14 +54,11 @@ def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = Non
                    **facts) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources);
     `facts` are LoadedModel's training fields (train_config, resumable, steps, history)."""
-    from minitx.core.interp.alignment import example_sharpness, head_scores
+    from minitx.core.interp.alignment import shown_head_scores
     from minitx.core.model.transformer import eval_mode, parameter_breakdown
 
     with eval_mode(model):  # the model may be a live run's: leave its mode as it was
-        try:
-            measure, scores = head_scores(model, task, n=128)  # sharpness where no pattern is known
-        except ValueError:  # no examples to draw (an imported model without pairs): its example
-            measure, scores = "sharpness", example_sharpness(model, task)
+        measure, scores = shown_head_scores(model, task)
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
                        model.device.type, scores.tolist(), cfg.n_decoder_layers, cfg.n_heads, path,
