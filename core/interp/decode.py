@@ -265,11 +265,15 @@ class Stepper:
         return [self.model.generation.start] + [r.token for r in results]
 
     def cross_attention_grid(self, layer: int, head: int) -> torch.Tensor:
-        """(steps shown, S): row i is the query that produced output token i."""
+        """(steps shown, S): row i is the query that produced output token i. (A model whose
+        cross-attention reads the decoder, the swap-cross bug, has rows that grow a position a
+        step: they are zero-padded to the widest.)"""
         rows = [r.cross_attention[layer, head] for r in self.results[: self.position]]
-        if not rows:
-            return torch.zeros(0, len(self.src_ids))
-        return torch.stack(rows)
+        width = max([len(self.src_ids)] + [len(row) for row in rows])
+        grid = torch.zeros(len(rows), width)
+        for i, row in enumerate(rows):
+            grid[i, : len(row)] = row
+        return grid
 
     def self_attention_grid(self, layer: int, head: int) -> torch.Tensor:
         """(steps shown, steps shown): row i over decoder inputs 0..i (SOS, out_0..), zero above."""
