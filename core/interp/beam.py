@@ -261,6 +261,25 @@ class BeamSearch(Replay):
         steps = self.steps[: self.position]
         return [self.nodes[i] for s in steps for i in s.candidates if not self.nodes[i].void]
 
+    def leaves(self) -> list[Node]:
+        """The real nodes of the steps shown that have no child shown (pruned, finished, or the
+        ones running now), in depth-first order, children by rank: each is a row of the tree,
+        and a row shares its prefix with the one above up to where they branch."""
+        nodes = self.shown_nodes()
+        children: dict[int, list[Node]] = {}
+        for n in nodes:
+            children.setdefault(n.parent, []).append(n)
+        out: list[Node] = []
+        stack = sorted(children.get(-1, []), key=lambda n: -n.rank)
+        while stack:
+            node = stack.pop()
+            below = children.get(node.id)
+            if below:
+                stack += sorted(below, key=lambda n: -n.rank)
+            else:
+                out.append(node)
+        return out
+
     @property
     def pool(self) -> tuple[int, ...]:
         """The finished pool after the steps shown, best first."""

@@ -84,7 +84,8 @@ def nbest_lines(hypotheses, greedy, task) -> list[str]:
 
 def search_check_lines(check, task, source_labels: list[str]) -> list[str]:
     """The search check as lines: every output scored, the case and why, and repetition."""
-    lines = [f"search check (Stahlberg & Byrne 2019; score = log p / length^{check.length_penalty:g}):"]
+    lines = [f"search check (Stahlberg & Byrne 2019; score = log p / length^{check.length_penalty:g}):",
+             f"  {'':<8} {'score':>9} {'log p':>9}  output"]
     lines += [_row(s.name, s.output.score, s.output.logp, output_text(task, s.output.tokens))
               for s in check.scored]
     lines.append(f"  case: {check.case}")
@@ -108,10 +109,10 @@ def repetition_text(rep, task, source_labels: list[str]) -> str:
     return f"{what}; cross-attention moves over the source (positions {moved}): it follows the source"
 
 
-def greedy_note(name: str, beams: int) -> str:
-    """The line every greedy view shows for a model whose own settings search with a beam."""
-    return (f"{name}'s generation settings search with a beam of {beams}: its own generate() "
-            f"returns the beam's output, not greedy's (minitx decode --beams default, or b in Explore)")
+def greedy_note(name: str, beams: int, see: str) -> str:
+    """The line every greedy view shows for a model whose own settings search with a beam; `see`
+    says how to see that search there."""
+    return f"this is greedy; {name}'s own generate() searches with a beam of {beams} ({see})"
 
 
 def lines_text(lines: list[str]) -> Text:

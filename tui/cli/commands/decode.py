@@ -164,6 +164,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
       minitx decode dates "Tuesday, 1 December 2026"  # prints 2026-12-01
       printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy  # a source per line
       minitx decode reverse 31415 --ablate cross:L2   # without L2 cross-attention
+      minitx decode reverse 31415 --beams 4 --search-check  # the n-best, greedy beside
 
     A source is digits (with or without spaces) for the digit tasks, text for dates and for a
     model of your own pairs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
@@ -181,7 +182,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
 
     own_beams = ckpt.model.generation.num_beams
     if beams == "default" and own_beams == 1:
-        click.echo(f"note: {ckpt.path.stem}'s generation settings decode greedily (num_beams 1): "
+        click.echo(f"note: {_name(ckpt)}'s generation settings decode greedily (num_beams 1): "
                    "greedy decoding it is", err=True)
         beams = None
     elif beams == "default":
@@ -227,7 +228,8 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
     if own_beams > 1:  # its own generate() would search: say so in every greedy view
         from minitx.tui.render.beam_tables import greedy_note
 
-        click.echo(f"note: {greedy_note(ckpt.path.stem, own_beams)}", err=True)
+        see = "--beams default shows that search"
+        click.echo(f"note: {greedy_note(_name(ckpt), own_beams, see)}", err=True)
     capped = [t["source"] for t in traces if not t["finished"]]
     if capped:
         which = f"{capped[0]!r}" if len(capped) == 1 else f"{len(capped)} sources"
@@ -283,7 +285,7 @@ def _beam_options_alone(beams, length_penalty, nbest, early_stopping, search_che
                                       ("--search-check", search_check or None)) if value is not None]
     if beams is not None and attention:
         raise click.UsageError("--attention draws greedy decoding's grids: a beam hypothesis's grid is "
-                               "in the app's beam view (b in Explore)")
+                               "in the app's beam view (B in Explore)")
     return given
 
 
@@ -302,3 +304,8 @@ def _beam_settings(beams: int, length_penalty, nbest, early_stopping, ckpt) -> d
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--length-penalty") from None
     return {"beams": beams, "length_penalty": penalty, "early_stopping": stop, "nbest": nbest or beams}
+
+
+def _name(ckpt) -> str:
+    """What a note calls the model: its file's name."""
+    return ckpt.path.stem if ckpt.path is not None else "the model"
