@@ -81,6 +81,6 @@ def test_a_model_whose_settings_search_with_a_beam_says_so_when_greedy_and_beams
     path = save_checkpoint(tmp_path / "searching.safetensors", model, ckpt.task)
     greedy = run_cli("decode", str(path), "3 1 4 1 5")
     assert greedy.stdout.strip() == "5 1 4 1 3"
-    assert "searches with a beam of 3" in greedy.stderr and "--beams default" in greedy.stderr
+    assert "uses a beam of 3" in greedy.stderr and "--beams default" in greedy.stderr
     searched = run_cli("decode", str(path), "3 1 4 1 5", "--beams", "default")
     assert searched.stdout.splitlines()[0].endswith("beam 3 · length penalty 0.5 · early stopping never")

@@ -72,3 +72,28 @@ async def test_shift_b_shows_the_search_as_a_tree_at_80x24_and_the_keys_step_and
         assert screen.query_one("#beam-grid").display and screen.query_one("#beam-grid").rows
         await pilot.press("escape")
         assert not isinstance(app.screen, BeamScreen)
+
+
+@pytest.mark.asyncio
+async def test_a_model_whose_own_settings_search_says_so_over_greedy_and_teacher_forcing_refuses_the_beam(
+        tmp_path):
+    import dataclasses
+
+    from minitx.core.checkpoint import save_checkpoint
+    from tests.tui.tui_helpers import notifications
+
+    ckpt = checkpoints.load("reverse")
+    ckpt.model.generation = dataclasses.replace(ckpt.model.generation, num_beams=3)
+    path = save_checkpoint(tmp_path / "searching.safetensors", ckpt.model, ckpt.task)
+    app = create_app([str(path)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await pilot.pause()
+        assert "this is greedy: the model's own generate() uses a beam of 3 (B shows it)" in \
+            "\n".join(screen_lines(app))
+        await pilot.press("g", "B")
+        assert not isinstance(app.screen, BeamScreen)
+        assert "teacher forcing cannot apply to it (g turns it off)" in notifications(app)[-1]
+        await pilot.press("g", "B")
+        await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen), "the beam view")
+        assert "searching.safetensors · beam 3 ·" in "\n".join(screen_lines(app))

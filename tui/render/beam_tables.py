@@ -109,10 +109,10 @@ def repetition_text(rep, task, source_labels: list[str]) -> str:
     return f"{what}; cross-attention moves over the source (positions {moved}): it follows the source"
 
 
-def greedy_note(name: str, beams: int, see: str) -> str:
+def greedy_note(beams: int, see: str) -> str:
     """The line every greedy view shows for a model whose own settings search with a beam; `see`
     says how to see that search there."""
-    return f"this is greedy; {name}'s own generate() searches with a beam of {beams} ({see})"
+    return f"this is greedy: the model's own generate() uses a beam of {beams} ({see})"
 
 
 def lines_text(lines: list[str]) -> Text:

@@ -16,13 +16,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.geometry import Region
 from textual.screen import Screen
-from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, TimelineKeys
 from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
+from minitx.tui.app.widgets.beam_note import BeamNote
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.importance import RANKING_FIRST_ROW
 from minitx.tui.app.widgets.keybar import KeyBar
@@ -80,7 +80,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     def compose(self) -> ComposeResult:
         yield TitleBar("Explore")
         yield SourceBar()
-        yield Static("", id="explore-beam-note", markup=False)  # a model whose generate() searches
+        yield BeamNote()
         yield DecodePanel(id="explore-panel")
         yield Timeline(id="explore-timeline")
         yield KeyBar()
@@ -223,7 +223,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
             panel.show_status(app.status)
             return
         panel.main.loading = False
-        self._note_beams(app.current)
+        self.query_one(BeamNote).follow(app.current)
         if session.record is app.current:
             self._draw_title()
             return
@@ -247,16 +247,6 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
                 bar.show_source(text)
                 break
         self.action_run()  # the whole decode at first sight; x resets and → steps from there
-
-    def _note_beams(self, record) -> None:
-        """One line over the greedy decode of a model whose own settings search with a beam."""
-        from minitx.tui.render.beam_tables import greedy_note
-
-        beams = record.model.generation.num_beams
-        note = self.query_one("#explore-beam-note", Static)
-        note.display = beams > 1
-        if beams > 1:
-            note.update(greedy_note(record.name, beams, "B shows it"))
 
     def draw_extras(self) -> None:
         self._draw_title()
@@ -348,26 +338,17 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     @one_line_errors
     def action_beam(self) -> None:
-        """The beam view of the source on screen: the model's own beam when its settings search,
-        else 4; the heads knocked out stay out. Teacher forcing and forced tokens change what
-        greedy decoding is fed, which a search of the model's own choices cannot take."""
-        session = self.session
-        if session.stepper is None:
-            return
-        if session.teacher or session.forced:
-            undo = "g turns teacher forcing off" if session.teacher else "i, Enter decodes afresh"
-            self.notify(f"the beam searches the model's own choices: "
-                        f"{'teacher forcing' if session.teacher else 'a forced token'} cannot apply to it "
-                        f"({undo})", severity="warning", timeout=5)
-            return
-        from minitx.tui.app.beam_session import BeamSession
-        from minitx.tui.app.screens.beam import DEFAULT_BEAMS, BeamScreen
-
-        own = session.record.model.generation.num_beams
-        beam = BeamSession(session.record, session.stepper.src_ids, beams=own if own > 1 else DEFAULT_BEAMS,
-                           ablated=session.ablated)
-        beam.run()  # the whole search at first sight, as Explore's decode; x resets, → steps
-        self.app.push_screen(BeamScreen(beam, layer=session.layer_index, head=session.head_index))
+        """The beam view of the source on screen (the heads knocked out stay out). Teacher forcing
+        and a forced token change what greedy decoding is fed: a search of the model's own
+        choices cannot take them."""
+        s = self.session
+        if s.teacher or s.forced:
+            what, undo = ("teacher forcing", "g turns it off") if s.teacher else \
+                ("a forced token", "i, Enter decodes afresh")
+            self.notify(f"the beam searches the model's own choices: {what} cannot apply to it ({undo})",
+                        severity="warning", timeout=5)
+        elif s.stepper is not None:
+            self.app.show_beam(s.record, s.stepper.src_ids, s.ablated, (s.layer_index, s.head_index))
 
     @one_line_errors
     def action_circuit(self) -> None:

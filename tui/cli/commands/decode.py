@@ -229,7 +229,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
         from minitx.tui.render.beam_tables import greedy_note
 
         see = "--beams default shows that search"
-        click.echo(f"note: {greedy_note(_name(ckpt), own_beams, see)}", err=True)
+        click.echo(f"note: {greedy_note(own_beams, see)}", err=True)
     capped = [t["source"] for t in traces if not t["finished"]]
     if capped:
         which = f"{capped[0]!r}" if len(capped) == 1 else f"{len(capped)} sources"
