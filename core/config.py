@@ -199,8 +199,6 @@ class ModelConfig(_DictMixin):
         _require(not self.tie_embeddings or self.source_vocab_size == self.vocab_size, "tie_embeddings",
                  f"one token table for both sides needs one vocabulary size, not {self.source_vocab_size} "
                  f"and {self.vocab_size}")
-        _require(not self.scale_output or self.tie_output, "scale_output",
-                 "the output is rescaled only where it shares the token table (tie_output)")
 
     # -- the import options, resolved --------------------------------------------------------
     @property

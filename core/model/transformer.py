@@ -248,18 +248,21 @@ class Seq2Seq(nn.Module):
         self.encoder_norm = norm_layer(cfg) if final else nn.Identity()
         self.decoder_norm = norm_layer(cfg) if final else nn.Identity()
         self.output = nn.Linear(d, cfg.vocab_size, bias=cfg.bias)  # the decoder stream -> logits
-        # Tied tables are one Parameter under several names (the modules stay apart, so a hook on
-        # the source's table never touches the target's); files keep it once (tied_names).
-        if cfg.tie_embeddings:
-            self.tgt_embed.weight = self.src_embed.weight
-        if cfg.tie_output:
-            self.output.weight = self.tgt_embed.weight
+        self._tie()
         # Decoder self-attention hides later positions; the no-causal-mask variant lets it see them.
         self.causal = cfg.bug != "no-causal-mask"
         # How outputs are generated (core/data/generation.py): minitx's rule, or a folder's settings
         # (set by whoever loads the model: the checkpoint, the Hugging Face reader).
         self.generation = Generation.minitx(cfg.sos_id, cfg.eos_id, cfg.pad_id)
         self.reset_parameters()
+
+    def _tie(self) -> None:
+        """Tied tables are one Parameter under several names (the modules stay apart, so a hook on
+        the source's table never touches the target's); files keep it once (tied_names)."""
+        if self.cfg.tie_embeddings:
+            self.tgt_embed.weight = self.src_embed.weight
+        if self.cfg.tie_output:
+            self.output.weight = self.tgt_embed.weight
 
     def tied_names(self) -> dict[str, str]:
         """state_dict names that are another name's tensor (the tied tables): alias -> owner.
@@ -274,10 +277,15 @@ class Seq2Seq(nn.Module):
         tied = self.tied_names()
         return {k: t for k, t in self.state_dict().items() if k not in tied}
 
-    def load_own_state_dict(self, weights: dict[str, torch.Tensor]) -> None:
-        """load_state_dict() of what own_state_dict() gave (strict: every other name present)."""
+    def load_own_state_dict(self, weights: dict[str, torch.Tensor], assign: bool = False) -> None:
+        """load_state_dict() of what own_state_dict() gave (strict: every other name present).
+        assign: the tensors become the weights themselves, no copy (a model built on the meta
+        device, which allocates and initialises nothing: how a large folder loads in the time and
+        memory its file takes)."""
         aliases = {alias: weights[owner] for alias, owner in self.tied_names().items()}
-        self.load_state_dict({**weights, **aliases})
+        self.load_state_dict({**weights, **aliases}, assign=assign)
+        if assign:
+            self._tie()
 
     def reset_parameters(self) -> None:
         for p in self.parameters():
