@@ -106,7 +106,7 @@ def repetition_text(rep, task, source_labels: list[str]) -> str:
         return f"{what}; cross-attention stays on source token '{token}' (position {position + 1}) " \
                "throughout: the model lost its place"
     moved = " ".join(str(p + 1) for p in rep.attended)
-    return f"{what}; cross-attention moves over the source (positions {moved}): it follows the source"
+    return f"{what}; cross-attention moves over the source (positions {moved})"
 
 
 def greedy_note(beams: int, see: str) -> str:

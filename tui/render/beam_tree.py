@@ -64,7 +64,11 @@ def beam_tree(search, rows: list, *, vocab, eos: tuple[int, ...], greedy: list[i
         style = STATE_STYLES[state]
         out.append("\n")
         out.append("▸ " if node.id == selected else "  ", style="bold reverse" if node.id == selected else "")
-        for j in range(first, shown):
+        if len(path) <= first:  # it ended before the steps shown: say where
+            gone = f" ◂ {label[-1]} at step {len(path)}"
+            out.append(f"{gone:<{sum(w + 1 for w in widths[first:])}}"[: sum(w + 1 for w in widths[first:])],
+                       style=style)
+        for j in range(first if len(path) > first else shown, shown):
             if j >= len(path):
                 out.append(" " * (widths[j] + 1))
             elif j < branch:
@@ -125,7 +129,7 @@ def _shared(a: list[int], b: list[int]) -> int:
 
 def _first_column(widths: list[int], room: int) -> int:
     """The first step column shown: the latest steps that fit in `room` cells."""
-    first, used = len(widths), 2  # '… ' when cut
+    first, used = len(widths), 0
     while first > 0 and used + widths[first - 1] + 1 <= room:
         first -= 1
         used += widths[first] + 1

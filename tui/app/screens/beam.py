@@ -100,6 +100,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         self.query_one("#beam-box").border_title = \
             f"{s.record.name} · {settings_line(search.beams, search.length_penalty, search.early_stopping)}"
         self.redraw()
+        self.call_after_refresh(self.show_selected)
 
     # -- keys --------------------------------------------------------------------------------
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
@@ -132,10 +133,14 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
     def action_choose(self, rows: int) -> None:
         self.session.choose(rows)
         self.redraw()
+        self.show_selected()
+
+    def show_selected(self) -> None:
+        """Scroll the tree so the chosen hypothesis's row is in view."""
         ids = [n.id for n in self.session.rows()]
-        if self.session.selected in ids:
-            row = TREE_TOP + ids.index(self.session.selected)
-            self.query_one("#beam-body").scroll_to_region(Region(0, row, 1, 1), animate=False)
+        if self.session.selected in ids and self.session.view == "tree":
+            row = TREE_TOP + ids.index(self.session.selected)  # with the step numbers over it if they fit
+            self.query_one("#beam-body").scroll_to_region(Region(0, 0, 1, row + 1), animate=False)
 
     def action_view(self, view: str) -> None:
         s = self.session
@@ -234,8 +239,11 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         if s.selected is None:
             return Text("")
         node = s.search.nodes[s.selected]
-        out = Text(f"▸ {output_text(task, s.search.tokens(node.id))}", style="bold")
-        out.append(f" · {node.state} at step {node.step + 1} · sum {node.total:.3f} · score {node.score:.3f}")
+        text = output_text(task, s.search.tokens(node.id))
+        rest = f" · {node.state} at step {node.step + 1} · sum {node.total:.3f} · score {node.score:.3f}"
+        room = max(8, (self.query_one("#beam-detail").size.width or 76) - 2 - len(rest))
+        out = Text(f"▸ {text if len(text) <= room else text[: room - 1] + '…'}", style="bold")
+        out.append(rest)
         ranked = s.reranked()
         if s.what_if != s.search.length_penalty and ranked:
             winner = ranked[0]
@@ -251,8 +259,8 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         from minitx.tui.render.beam_tree import beam_tree
 
         s = self.session
-        box = self.query_one("#beam-body")
-        width = max(40, (box.size.width or 78) - 1)
+        box = self.query_one("#beam-body", VerticalScroll)
+        width = max(40, (box.scrollable_content_region.width or 74) - 2)  # room for the scrollbar
         what_if = None if s.what_if == s.search.length_penalty else s.what_if
         tree = beam_tree(s.search, s.rows(), vocab=s.record.task.vocab, eos=s.record.model.generation.eos,
                          greedy=s.greedy, width=width, selected=s.selected, what_if=what_if,
