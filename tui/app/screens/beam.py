@@ -100,7 +100,6 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         self.query_one("#beam-box").border_title = \
             f"{s.record.name} · {settings_line(search.beams, search.length_penalty, search.early_stopping)}"
         self.redraw()
-        self.call_after_refresh(self.show_selected)
 
     # -- keys --------------------------------------------------------------------------------
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
@@ -133,14 +132,17 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
     def action_choose(self, rows: int) -> None:
         self.session.choose(rows)
         self.redraw()
-        self.show_selected()
 
     def show_selected(self) -> None:
         """Scroll the tree so the chosen hypothesis's row is in view."""
         ids = [n.id for n in self.session.rows()]
         if self.session.selected in ids and self.session.view == "tree":
-            row = TREE_TOP + ids.index(self.session.selected)  # with the step numbers over it if they fit
-            self.query_one("#beam-body").scroll_to_region(Region(0, 0, 1, row + 1), animate=False)
+            row = TREE_TOP + ids.index(self.session.selected)
+            body = self.query_one("#beam-body", VerticalScroll)
+            if row < body.scrollable_content_region.height:  # the step numbers stay in view too
+                body.scroll_home(animate=False)
+            else:
+                body.scroll_to_region(Region(0, row, 1, 1), animate=False)
 
     def action_view(self, view: str) -> None:
         s = self.session
@@ -217,6 +219,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         self.query_one("#beam-detail", Static).update(self._detail(output_text))
         width = max(20, self.query_one("#beam-keys").size.width or 76)
         self.query_one("#beam-keys", Static).update(Text("\n").join(packed_keys(KEYS[s.view], width, "  ")))
+        self.call_after_refresh(self.show_selected)  # once the tree has its new height
 
     def _greedy_line(self) -> Text:
         s = self.session
