@@ -99,8 +99,10 @@ def search_check(model: Seq2Seq, src_ids: list[int], *, beams: int, length_penal
     if better:
         top = max(better, key=lambda s: s.output.score)
         errors.append(SEARCH)
-        findings.append(f"{top.name} finds {_quoted(label, top.output)} scoring {top.output.score:.4f}, "
-                        f"above beam {beams}'s {beam.score:.4f}: beam {beams} missed it")
+        found = "the empty output scores" if top.name == "empty" else \
+            f"{top.name} finds {_quoted(label, top.output)} scoring"
+        findings.append(f"{found} {top.output.score:.4f}, above beam {beams}'s {beam.score:.4f}: "
+                        f"beam {beams} missed it")
     best = max(scored, key=lambda s: s.output.score).output
     if expected is not None:
         right = scores["expected"]

@@ -53,6 +53,8 @@ async def test_shift_b_shows_the_search_as_a_tree_at_80x24_and_the_keys_step_and
         await pilot.press("B")
         await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen), "the beam view")
         screen = app.screen
+        await wait_for(pilot, lambda: screen.session.search.finished and not screen.playing, "the search")
+        await pilot.pause()
         lines = screen_lines(app)
         assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
         shown = "\n".join(lines)
@@ -65,7 +67,9 @@ async def test_shift_b_shows_the_search_as_a_tree_at_80x24_and_the_keys_step_and
         assert ranked["✓1"].startswith("▸       └3 ■")  # the winner branches off it at step 4
         await pilot.press("x", "right")
         assert screen.session.position == 1 and "step 1 · searching" in "\n".join(screen_lines(app))
-        await pilot.press("enter", *["minus"] * 4)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.session.search.finished, "the search")
+        await pilot.press(*["minus"] * 4)
         shown = "\n".join(screen_lines(app))
         assert "length penalty 0 (the search ran with 1): '0 2 3' would win" in shown
         await pilot.press("g")

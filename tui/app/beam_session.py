@@ -60,22 +60,28 @@ class BeamSession:
         return self.search.position
 
     def step(self) -> bool:
+        following = self._following()
         moved = self.search.step() is not None
-        self._keep_selection()
+        self._keep_selection(following)
         return moved
 
     def back(self) -> bool:
+        following = self._following()
         moved = self.search.back()
-        self._keep_selection()
+        self._keep_selection(following)
         return moved
 
     def run(self) -> None:
+        following = self._following()
         self.search.run()
-        self._keep_selection()
+        self._keep_selection(following)
 
     def reset(self) -> None:
         self.search.reset()
-        self._keep_selection()
+        self._keep_selection(True)
+
+    def _following(self) -> bool:
+        return self.selected is None or self.selected == self.best()
 
     # -- the rows --------------------------------------------------------------------------------
     def rows(self) -> list:
@@ -84,10 +90,11 @@ class BeamSession:
         leaves = self.search.leaves()
         return [n for n in leaves if n.state != "pruned"] if self.hide_pruned else leaves
 
-    def _keep_selection(self) -> None:
-        """After a move the selection stays on its row if shown, else goes to the best row."""
+    def _keep_selection(self, following: bool = False) -> None:
+        """After a move the selection stays on its row if shown, else (or when it was on the
+        best row before the move) goes to the best row."""
         rows = self.rows()
-        if self.selected not in {n.id for n in rows}:
+        if following or self.selected not in {n.id for n in rows}:
             best = self.best()
             self.selected = best if best in {n.id for n in rows} else (rows[0].id if rows else None)
 

@@ -259,13 +259,12 @@ class MinitxApp(App):
 
     def show_beam(self, record, src_ids: list[int], ablated, head: tuple[int, int]) -> None:
         """The beam view of a LoadedModel on one source: its own beam when its settings search,
-        else 4, run to its end at first sight (x resets, → steps); `head` the grid's (layer, head)."""
+        else 4 (the view runs it to its end at first sight); `head` the grid's (layer, head)."""
         from minitx.tui.app.beam_session import BeamSession
 
         if not isinstance(self.screen, BeamScreen):
             own = record.model.generation.num_beams
             session = BeamSession(record, src_ids, beams=own if own > 1 else DEFAULT_BEAMS, ablated=ablated)
-            session.run()
             self.push_screen(BeamScreen(session, layer=head[0], head=head[1]))
 
     def show_circuit(self, record) -> None:

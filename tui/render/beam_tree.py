@@ -34,10 +34,15 @@ def fate(search, node) -> str:
 
 
 def beam_tree(search, rows: list, *, vocab, eos: tuple[int, ...], greedy: list[int], width: int,
-              selected: int | None = None, what_if: float | None = None, parting: int | None = None) -> Text:
+              selected: int | None = None, what_if: float | None = None, parting: int | None = None,
+              window: tuple[int, int] | None = None) -> Text:
     """The tree of `rows` (core Nodes of search.leaves()) at the search's position, in `width`
-    cells, with greedy's row on top."""
+    cells, with greedy's row on top; `window` (first, count): only those rows are drawn (a long
+    search has hundreds; what is not drawn costs nothing)."""
     shown = search.position
+    start, count = window or (0, len(rows))
+    before = search.tokens(rows[start - 1].id) if 0 < start <= len(rows) else []
+    rows = rows[start : start + count]
     paths = [search.tokens(n.id) for n in rows]
     greedy_shown = greedy[:shown]
     labels = [[cell_label(vocab, t, eos) for t in path] for path in [greedy_shown, *paths]]
@@ -56,8 +61,8 @@ def beam_tree(search, rows: list, *, vocab, eos: tuple[int, ...], greedy: list[i
         out.append(cell, style=("bold reverse " if j == parting else "") + GREEDY_STYLE)
     out.append(f"{'':>16}  greedy", style=GREEDY_STYLE)
 
-    previous: list[int] = []
-    for i, (node, path, label) in enumerate(zip(rows, paths, labels[1:])):
+    previous = before  # the row above the first drawn: where that one branches
+    for i, (node, path, label) in enumerate(zip(rows, paths, labels[1:]), start):
         branch = _shared(previous, path)
         previous = path
         state = fate(search, node)

@@ -16,7 +16,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.geometry import Region
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -68,17 +67,21 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
     ]
     DEFAULT_CSS = """
     #beam-box { width: 100%; height: 100%; }
-    #beam-status, #beam-greedy, #beam-detail, #beam-keys { height: auto; }
+    #beam-status { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    #beam-greedy, #beam-detail, #beam-keys { height: auto; }
     #beam-body { height: 1fr; }
     #beam-tree { width: auto; height: auto; }
     """
 
-    def __init__(self, session, *, layer: int = 0, head: int = 0) -> None:
+    def __init__(self, session, *, layer: int = 0, head: int = 0, play: bool = True) -> None:
         super().__init__()
         self.session = session  # a BeamSession (tui/app/beam_session.py)
         self.grid_layer, self.grid_head = layer, head
         self.hypothesis_step = 0  # in the grid and lens views: the chosen hypothesis's step shown
         self.checking = False
+        self.top = 0  # the first tree row drawn: a window around the chosen one, as tall as the box
+        self.playing = False  # the search steps on by itself (B and Enter), a step per frame
+        self.play_at_first = play
 
     def compose(self) -> ComposeResult:
         with Vertical(id="beam-box", classes="dialog"):
@@ -99,7 +102,10 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         search = s.search
         self.query_one("#beam-box").border_title = \
             f"{s.record.name} · {settings_line(search.beams, search.length_penalty, search.early_stopping)}"
-        self.redraw()
+        if self.play_at_first:
+            self.action_run()  # the whole search at first sight, drawn as it goes (x resets, → steps)
+        else:
+            self.redraw()
 
     # -- keys --------------------------------------------------------------------------------
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
@@ -111,6 +117,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         return None
 
     def action_step(self, steps: int) -> None:
+        self.playing = False
         s = self.session
         if s.view in ("grid", "lens"):
             last = len(s.stepper().results) - 1
@@ -122,10 +129,22 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         self.redraw()
 
     def action_run(self) -> None:
-        self.session.run()
+        """Step the search to its end, a step per frame: the tree grows as it is searched and
+        every key still works (any step key stops it)."""
+        self.playing = True
+        self._play()
+
+    def _play(self) -> None:
+        if not self.playing or not self.is_attached:
+            return
+        if self.session.view != "tree" or not self.session.step():
+            self.playing = False
         self.redraw()
+        if self.playing:
+            self.set_timer(0.001, self._play)
 
     def action_reset(self) -> None:
+        self.playing = False
         self.session.reset()
         self.redraw()
 
@@ -133,18 +152,17 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         self.session.choose(rows)
         self.redraw()
 
-    def show_selected(self) -> None:
-        """Scroll the tree so the chosen hypothesis's row is in view."""
-        ids = [n.id for n in self.session.rows()]
-        if self.session.selected in ids and self.session.view == "tree":
-            row = TREE_TOP + ids.index(self.session.selected)
-            body = self.query_one("#beam-body", VerticalScroll)
-            if row < body.scrollable_content_region.height:  # the step numbers stay in view too
-                body.scroll_home(animate=False)
-            else:
-                body.scroll_to_region(Region(0, row, 1, 1), animate=False)
+    def _window(self, rows: list) -> tuple[int, int]:
+        """(first row, rows) of the tree drawn: as many as the box holds under the step numbers
+        and greedy's row, moved only as far as it takes to keep the chosen row in it."""
+        room = max(1, (self.query_one("#beam-body").size.height or 16) - TREE_TOP)
+        ids = [n.id for n in rows]
+        at = ids.index(self.session.selected) if self.session.selected in ids else 0
+        self.top = min(max(0, len(rows) - room), max(at - room + 1, min(self.top, at)))
+        return self.top, room
 
     def action_view(self, view: str) -> None:
+        self.playing = False
         s = self.session
         if view in ("grid", "lens") and s.selected is None:
             self.notify("step the search (→) first: there is no hypothesis to look at yet", timeout=3)
@@ -208,9 +226,13 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
 
         s = self.session
         search, task = s.search, s.record.task
-        state = f"stopped: {self._why_stopped()}" if search.finished else "searching"
+        state = f"stopped: {self._why_stopped()}" if search.finished else \
+            "searching…" if self.playing else "searching"
+        rows = len(s.rows())
+        shown = f" · rows {self.top + 1}-{min(rows, self.top + self._window(s.rows())[1])} of {rows}" \
+            if s.view == "tree" and rows > self._window(s.rows())[1] else ""
         self.query_one("#beam-status", Static).update(
-            f"source {task.format_source(s.src_ids)} · step {s.position} · {state}")
+            f"step {s.position} · {state}{shown} · source {task.format_source(s.src_ids)}")
         self.query_one("#beam-greedy", Static).update(self._greedy_line())
         for view, widget in (("tree", "#beam-tree"), ("grid", "#beam-grid"), ("lens", "#beam-lens"),
                              ("check", "#beam-check")):
@@ -219,7 +241,6 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         self.query_one("#beam-detail", Static).update(self._detail(output_text))
         width = max(20, self.query_one("#beam-keys").size.width or 76)
         self.query_one("#beam-keys", Static).update(Text("\n").join(packed_keys(KEYS[s.view], width, "  ")))
-        self.call_after_refresh(self.show_selected)  # once the tree has its new height
 
     def _greedy_line(self) -> Text:
         s = self.session
@@ -263,11 +284,12 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
 
         s = self.session
         box = self.query_one("#beam-body", VerticalScroll)
-        width = max(40, (box.scrollable_content_region.width or 74) - 2)  # room for the scrollbar
+        width = max(40, box.scrollable_content_region.width or 76)
         what_if = None if s.what_if == s.search.length_penalty else s.what_if
-        tree = beam_tree(s.search, s.rows(), vocab=s.record.task.vocab, eos=s.record.model.generation.eos,
+        rows = s.rows()
+        tree = beam_tree(s.search, rows, vocab=s.record.task.vocab, eos=s.record.model.generation.eos,
                          greedy=s.greedy, width=width, selected=s.selected, what_if=what_if,
-                         parting=s.parting())
+                         parting=s.parting(), window=self._window(rows))
         self.query_one("#beam-tree", Static).update(tree)
 
     def _draw_grid(self) -> None:
