@@ -35,6 +35,14 @@ class HuggingFaceTask(ImportedTask):
         family = origin.get("family") or "Hugging Face"
         self.description = f"{model}, a {family} model from Hugging Face"
 
+    def model_fields(self) -> dict[str, int]:
+        """A source table of its own only where the two sides' ids differ in number or padding
+        (one tokeniser read for both sides is one id space)."""
+        fields = super().model_fields()
+        if self.src_vocab.size == self.vocab.size and self.src_vocab.pad == self.vocab.pad:
+            fields.update(src_vocab_size=0, src_pad_id=-1)
+        return fields
+
     def example(self) -> str:
         if self.heldout is not None:
             return super().example()

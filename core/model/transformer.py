@@ -223,18 +223,36 @@ class AttentionMaps:
     cross: list[torch.Tensor] = field(default_factory=list)  # (B, h, T, S)
 
 
+def on_meta() -> bool:
+    """Whether tensors are being made on the meta device: a model built for its shapes, or to
+    take a file's tensors as its weights. There a few ops (normal_, arange) run through torch's
+    reference implementations, whose first use imports torch._dynamo: seconds of every load, so
+    the model skips them (their values are never read)."""
+    return torch.empty(0).device.type == "meta"
+
+
+def token_table(rows: int, d: int, padding_idx: int | None) -> nn.Embedding:
+    """nn.Embedding(rows, d) (reset_parameters gives it its values); on the meta device without
+    nn.Embedding's own normal_ init. Elsewhere exactly as before, so seeded models draw the same
+    weights."""
+    if on_meta():
+        return nn.Embedding(rows, d, padding_idx=padding_idx, _weight=torch.empty(rows, d))
+    return nn.Embedding(rows, d, padding_idx=padding_idx)
+
+
 class Seq2Seq(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
-        self.src_embed = nn.Embedding(cfg.source_vocab_size, d, padding_idx=cfg.source_pad_id)
-        self.tgt_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
+        self.src_embed = token_table(cfg.source_vocab_size, d, cfg.source_pad_id)
+        self.tgt_embed = token_table(cfg.vocab_size, d, cfg.pad_id)
         if cfg.position_encoding == "sinusoidal":  # a buffer: saved and moved, never trained
-            self.register_buffer("positional", sinusoidal_table(cfg.max_len, d))  # (max_len, d)
+            table = torch.empty(cfg.max_len, d) if on_meta() else sinusoidal_table(cfg.max_len, d)
+            self.register_buffer("positional", table)  # (max_len, d)
         elif cfg.position_encoding == "learned":  # one table per side: their positions differ
-            self.src_positions = nn.Embedding(cfg.max_len, d)
-            self.tgt_positions = nn.Embedding(cfg.max_len, d)
+            self.src_positions = token_table(cfg.max_len, d, None)
+            self.tgt_positions = token_table(cfg.max_len, d, None)
         elif cfg.position_encoding == "relative":  # one bias table per stack, shared by its layers
             self.src_position_bias = RelativePositionBias(cfg, bidirectional=True)
             self.tgt_position_bias = RelativePositionBias(cfg, bidirectional=False)
