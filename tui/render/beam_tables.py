@@ -4,8 +4,6 @@ so both say the same."""
 
 from __future__ import annotations
 
-from rich.text import Text
-
 
 def first_difference(a, b) -> int | None:
     """The 0-based step where two outputs first differ (a missing token counts), or None."""
@@ -114,6 +112,3 @@ def greedy_note(beams: int, see: str) -> str:
     says how to see that search there."""
     return f"this is greedy: the model's own generate() uses a beam of {beams} ({see})"
 
-
-def lines_text(lines: list[str]) -> Text:
-    return Text("\n".join(lines))

@@ -222,7 +222,6 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
 
     def redraw(self) -> None:
         from minitx.tui.app.widgets.keybar import packed_keys
-        from minitx.tui.render.beam_tables import output_text
 
         s = self.session
         search, task = s.search, s.record.task
@@ -238,7 +237,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
                              ("check", "#beam-check")):
             self.query_one(widget).display = view == s.view
         getattr(self, f"_draw_{s.view}")()
-        self.query_one("#beam-detail", Static).update(self._detail(output_text))
+        self.query_one("#beam-detail", Static).update(self._detail())
         width = max(20, self.query_one("#beam-keys").size.width or 76)
         self.query_one("#beam-keys", Static).update(Text("\n").join(packed_keys(KEYS[s.view], width, "  ")))
 
@@ -257,7 +256,9 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         line.append(f"{theirs} rather than {ours}")
         return line
 
-    def _detail(self, output_text) -> Text:
+    def _detail(self) -> Text:
+        from minitx.tui.render.beam_tables import output_text
+
         s = self.session
         task = s.record.task
         if s.selected is None:
