@@ -301,8 +301,8 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         labels = [r.text for r in stepper.results]
         self.query_one("#beam-body").border_title = None
         grid.show(rows, s.record.task.source_labels(s.src_ids), labels, self.hypothesis_step, "",
-                  f"cross-attention L{self.grid_layer + 1} H{self.grid_head + 1} of the chosen hypothesis · "
-                  "rows: its tokens · columns: source")
+                  f"cross-attention L{self.grid_layer + 1} H{self.grid_head + 1} · rows: the chosen "
+                  "hypothesis · columns: source")
 
     def _draw_lens(self) -> None:
         s = self.session
