@@ -182,6 +182,9 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
 
     own_beams = ckpt.model.generation.num_beams
     if beams == "default" and own_beams == 1:
+        if beam_options:
+            raise click.UsageError(f"{_name(ckpt)}'s generation settings decode greedily (num_beams 1): "
+                                   f"give {beam_options[0]} with --beams K")
         click.echo(f"note: {_name(ckpt)}'s generation settings decode greedily (num_beams 1): "
                    "greedy decoding it is", err=True)
         beams = None
