@@ -50,9 +50,7 @@ INTERVENTION_BINDINGS = [
     Binding("P", "patch", "patch", tooltip="patch this source into a corrupted one"),
     # In the help; the footer is full at 80x24.
     Binding("C", "circuit", "circuit", show=False, tooltip="the circuit: what carries the answer"),
-    Binding("B", "beam", "beam", show=False,
-            tooltip="beam search of this source, as a tree beside greedy (+/- the length penalty, S the "
-                    "search check)"),
+    Binding("B", "beam", "beam", show=False, tooltip="beam search: the search as a tree beside greedy"),
     # A view taller than its box (the ranking of 24 heads, 48 heads at once); in the ranking ↑ ↓
     # choose the head, so k knocks out the one on the row.
     Binding("up", "scroll_view(-1)", "scroll", show=False, tooltip=SCROLL_TIP),
