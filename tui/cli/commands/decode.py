@@ -164,7 +164,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
       minitx decode dates "Tuesday, 1 December 2026"  # prints 2026-12-01
       printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy  # a source per line
       minitx decode reverse 31415 --ablate cross:L2   # without L2 cross-attention
-      minitx decode reverse 31415 --beams 4 --search-check  # the n-best, greedy beside
+      minitx decode reverse 31415 --beams 4 --search-check  # n-best, greedy
 
     A source is digits (with or without spaces) for the digit tasks, text for dates and for a
     model of your own pairs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
