@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 EARLY_STOPPING = (True, False, "never")  # beam search's stopping rule, as transformers names it
+EARLY_STOPPING_NAMES = {"true": True, "false": False, "never": "never"}  # as a person types them
 MAX_RULE_TOKENS = 100_000  # ids listed in one rule (bad words and the like); a file claiming more is refused
 
 
@@ -50,15 +51,7 @@ class Generation:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"generation: {name} must be a non-negative integer, got {value!r}")
-        if not isinstance(self.num_beams, int) or isinstance(self.num_beams, bool) or self.num_beams < 1:
-            raise ValueError(f"generation: num_beams must be a positive integer, got {self.num_beams!r}")
-        if not isinstance(self.length_penalty, (int, float)) or isinstance(self.length_penalty, bool) \
-                or not math.isfinite(self.length_penalty):
-            raise ValueError(f"generation: length_penalty must be a number, got {self.length_penalty!r}")
-        if self.early_stopping not in EARLY_STOPPING or isinstance(self.early_stopping, int) and \
-                not isinstance(self.early_stopping, bool):
-            raise ValueError(f"generation: early_stopping must be true, false or \"never\", got "
-                             f"{self.early_stopping!r}")
+        check_beam_settings(self.num_beams, self.length_penalty, self.early_stopping)
         if not self.eos:
             raise ValueError("generation: an output needs an end token (eos)")
 
@@ -173,6 +166,18 @@ class Generation:
         if any(not w for w in values["bad_words"]):
             raise ValueError("the generation settings' bad_words holds an empty word")
         return cls(**values)
+
+
+def check_beam_settings(num_beams: object, length_penalty: object, early_stopping: object) -> None:
+    """ValueError (one line) unless beam search can run under these settings."""
+    if not isinstance(num_beams, int) or isinstance(num_beams, bool) or num_beams < 1:
+        raise ValueError(f"num_beams must be a positive integer, got {num_beams!r}")
+    if not isinstance(length_penalty, (int, float)) or isinstance(length_penalty, bool) \
+            or not math.isfinite(length_penalty):
+        raise ValueError(f"the length penalty must be a finite number, got {length_penalty!r}")
+    if early_stopping not in EARLY_STOPPING or (isinstance(early_stopping, int)
+                                                and not isinstance(early_stopping, bool)):
+        raise ValueError(f'early stopping must be true, false or "never", got {early_stopping!r}')
 
 
 def _only(scores: torch.Tensor, token: int) -> torch.Tensor:

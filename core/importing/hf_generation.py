@@ -9,11 +9,10 @@ minitx's greedy and beam outputs are then generate()'s under the settings it doe
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
-from minitx.core.data.generation import EARLY_STOPPING, Generation
+from minitx.core.data.generation import Generation, check_beam_settings
 from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.hf_weights import read_json
 
@@ -73,12 +72,11 @@ def read_generation(folder: Path, config: dict[str, Any], vocab_size: int) -> tu
     if words is not None and (not isinstance(words, list)
                               or not all(isinstance(w, list) and w for w in words)):
         raise ImportFileError(f"{source}: bad_words_ids must be a list of token id lists")
-    early = get("early_stopping", False)
-    if early not in EARLY_STOPPING or (isinstance(early, int) and not isinstance(early, bool)):
-        raise ImportFileError(f"{source}: early_stopping must be true, false or \"never\", not {early!r}")
-    penalty = get("length_penalty", 1.0)
-    if not isinstance(penalty, (int, float)) or isinstance(penalty, bool) or not math.isfinite(penalty):
-        raise ImportFileError(f"{source}: length_penalty must be a number, not {penalty!r}")
+    early, penalty = get("early_stopping", False), get("length_penalty", 1.0)
+    try:
+        check_beam_settings(count("num_beams", 1) or 1, penalty, early)
+    except ValueError as e:
+        raise ImportFileError(f"{source}: {e}") from None
     max_length = count("max_length")
     if not max_length:
         positions = config.get("max_position_embeddings")

@@ -32,12 +32,11 @@ Shapes: K beams, C candidates per step, V the vocabulary, L = 1 + cap positions.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
-from minitx.core.data.generation import EARLY_STOPPING
+from minitx.core.data.generation import check_beam_settings
 from minitx.core.data.task import output_cap
 from minitx.core.interp.decode import decoder_for
 from minitx.core.interp.interventions import Interventions
@@ -315,14 +314,7 @@ class BeamSearch(Replay):
 
 def check_settings(beams, length_penalty, early_stopping) -> None:
     """ValueError (one line) for settings transformers would refuse."""
-    if not isinstance(beams, int) or isinstance(beams, bool) or beams < 1:
-        raise ValueError(f"beams must be a positive integer, got {beams!r}")
-    if not isinstance(length_penalty, (int, float)) or isinstance(length_penalty, bool) \
-            or not math.isfinite(length_penalty):
-        raise ValueError(f"the length penalty must be a finite number, got {length_penalty!r}")
-    if early_stopping not in EARLY_STOPPING or (isinstance(early_stopping, int)
-                                                and not isinstance(early_stopping, bool)):
-        raise ValueError(f'early stopping must be true, false or "never", got {early_stopping!r}')
+    check_beam_settings(beams, length_penalty, early_stopping)
 
 
 def beam_search(model: Seq2Seq, src_ids: list[int], *, nbest: int = 1, **settings) -> list[Hypothesis]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from minitx.core import checkpoint, config
+from minitx.core.data.generation import EARLY_STOPPING_NAMES
 from minitx.core.data.tasks import TASKS
 from minitx.core.importing.importer import LAYOUTS
 from minitx.core.interp.interventions import ABLATIONS
@@ -18,6 +19,7 @@ CORE_LISTS = {
     "--schedule": config.SCHEDULES, "--device": config.DEVICES, "--ablate-kind": ABLATIONS,
     "--ablation": ABLATIONS, "--dtype": list(checkpoint.FLOAT_DTYPES), "--task": list(TASKS),
     "--recipe": list(config.RECIPES), "--bug": ["none", *config.BUGS], "--layout": list(LAYOUTS),
+    "--early-stopping": list(EARLY_STOPPING_NAMES),
 }
 # Choices that are the command line's own: how to print or draw, not what a model is.
 CLI_ONLY = {("curves", "--chart"), ("curves", "--x"), ("curves", "--scale"), ("curves", "--format"),

@@ -339,10 +339,10 @@ async def test_opening_a_second_checkpoint_while_the_first_loads_the_last_one_wi
 
     real = minitx.tui.app.main.load_named
 
-    def slow_for_sort(name):  # the first open is slower than the second
+    def slow_for_sort(name, progress=None):  # the first open is slower than the second
         if name == "sort":
             time.sleep(1.5)
-        return real(name)
+        return real(name, progress)
 
     monkeypatch.setattr(minitx.tui.app.main, "load_named", slow_for_sort)
     app = create_app(["reverse"])

@@ -134,11 +134,12 @@ class AttentionGrid(Widget):
                            depth=depth, current=self.current, causal=self.causal, shown=shown,
                            shown_rows=rows)
         if len(rows) < len(self.rows):
-            lines.append(Text(f"rows {rows.start + 1}-{rows.stop} of {len(self.rows)} · ↑ ↓", style="bold"))
+            lines.append(Text(f"rows {rows.start + 1}-{rows.stop} of {len(self.rows)} · ↑ ↓ scroll",
+                              style="bold"))
         if cropped or self.zoom:
             zoom = " · z all" if self.zoom else " · z wide"
-            lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · < >{zoom}",
-                              style="bold"))
+            lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · < > scroll"
+                              f"{zoom}", style="bold"))
         if self.hint:
             lines.append(Text(self.hint, style="italic dim"))
         if not self.compact:

@@ -11,6 +11,7 @@ from minitx.tui.cli.common import (
     BadArgument,
     ablate_options,
     apply_threads,
+    core_choice,
     device_option,
     echo_json,
     interventions_for,
@@ -139,7 +140,7 @@ def _sources(args: list[str]) -> list[str]:
               help="With --beams: a finished output scores log p / length^A (default: the model's, 1).")
 @click.option("--nbest", type=click.IntRange(min=1), default=None,
               help="With --beams: how many outputs to list (default: all K).")
-@click.option("--early-stopping", type=click.Choice(["true", "false", "never"]), default=None,
+@click.option("--early-stopping", type=core_choice("data.generation", "EARLY_STOPPING_NAMES"), default=None,
               help="With --beams: stop once K outputs finished (true), when no running one can win "
                    "by the current length (false), or by the longest allowed (never).")
 @click.option("--search-check", is_flag=True,
@@ -298,9 +299,10 @@ def _beam_settings(beams: int, length_penalty, nbest, early_stopping, ckpt) -> d
     if nbest is not None and nbest > beams:
         raise click.BadParameter(f"{nbest} outputs asked of a beam of {beams}: --nbest is at most "
                                  "--beams", param_hint="--nbest")
+    from minitx.core.data.generation import EARLY_STOPPING_NAMES
     from minitx.core.interp.beam import check_settings
 
-    stop = {"true": True, "false": False, "never": "never"}.get(early_stopping, own.early_stopping)
+    stop = EARLY_STOPPING_NAMES.get(early_stopping, own.early_stopping)
     penalty = own.length_penalty if length_penalty is None else length_penalty
     try:
         check_settings(beams, penalty, stop)
