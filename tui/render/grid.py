@@ -25,28 +25,43 @@ PANEL_EDGES = 4  # a Rich panel's borders and padding, around each grid the CLI 
 
 def cell_text(value: float, numbers: bool, width: int = CELL, depth: str = FULL) -> Text:
     """One grid cell: a block of colour (or of shade characters where colours are few), or the
-    value printed on it (in cells too narrow for ".97", the tenths digit: 7 is 0.7-0.8)."""
+    value printed on it (in cells too narrow for ".97", the tenths digit: 7 is 0.7-0.8). A
+    negative value (an attribution against the token) is coloured by its size and marked '-'."""
+    negative = value < 0
+    value = -value if negative else value
     if not numbers:
-        label = ""
+        label = "-" if negative else ""
+    elif negative:  # the sign takes a cell: "-.3", "-3" (tenths), "-"
+        label = ("-1" if value >= 0.95 else "-" + f"{value:.1f}"[1:]) if width >= CELL \
+            else f"-{min(9, int(value * 10))}" if width == 2 else "-"
     elif width >= CELL:
         label = "1.0" if value >= 0.995 else f"{value:.2f}"[1:]  # ".97" fits in three cells
     else:
         label = str(min(9, int(value * 10)))
     if depth != FULL:
-        return Text(label.center(width), style="bold" if value >= 0.5 else "") if numbers \
-            else Text(shade(value, width))
+        if numbers:
+            return Text(label.center(width), style="bold" if value >= 0.5 else "")
+        shades = shade(value, width)
+        if negative:  # the mark in the middle of the shades
+            middle = (width - 1) // 2
+            shades = shades[:middle] + "-" + shades[middle + 1:]
+        return Text(shades)
     return Text(label.center(width), Style(bgcolor=viridis_hex(value), color=text_colour_on(value)))
 
 
-def legend(depth: str = FULL, width: int = 80, compact_numbers: bool = False) -> Text:
-    """'0.0 ▇▇▇▇▇▇▇▇ 1.0 weight': what a colour (or a shade) means, shorter where narrow."""
-    steps, cell, tail = (9, 2, " 1.0 weight") if width >= 33 else (5, 2, " 1.0") if width >= 18 \
+def legend(depth: str = FULL, width: int = 80, compact_numbers: bool = False, unit: str = "weight",
+           signed: bool = False) -> Text:
+    """'0.0 ▇▇▇▇▇▇▇▇ 1.0 weight': what a colour (or a shade) means, shorter where narrow. unit:
+    what the values are; signed: a '-' in a cell marks a negative value (said where it fits)."""
+    steps, cell, tail = (9, 2, f" 1.0 {unit}") if width >= 33 else (5, 2, " 1.0") if width >= 18 \
         else (5, 1, " 1")
     text = Text("0.0 " if width >= 18 else "0 ", style="dim")
     for i in range(steps):
         text.append_text(cell_text(i / (steps - 1), False, cell, depth))
     text.append(tail, style="dim")
-    if compact_numbers and width >= 52:
+    if signed and width >= 33 + len(unit) + 14:
+        text.append(" · - negative", style="dim")
+    if compact_numbers and width >= 52 + (14 if signed else 0):
         text.append(" · numbers: tenths", style="dim")
     return text
 
