@@ -61,9 +61,9 @@ class Decode:
     self_attention: torch.Tensor  # (T, layers, heads, T): each step's row over decoder inputs (0 after)
 
     @classmethod
-    def of_stepper(cls, stepper: Stepper) -> Decode:
-        """The steps a Stepper shows (results up to its position)."""
-        results = stepper.results[: stepper.position]
+    def of_stepper(cls, stepper: Stepper, steps: int | None = None) -> Decode:
+        """The first `steps` steps a Stepper recorded (default: those it shows, up to its position)."""
+        results = stepper.results[: stepper.position if steps is None else steps]
         S, T = len(stepper.src_ids), len(results)
         model = stepper.model
         layers, heads = len(model.decoder), model.cfg.n_heads

@@ -15,10 +15,10 @@ from textual import work
 from textual.binding import Binding
 from textual.widgets import Input
 
-from minitx.tui.app.decode_session import KINDS, DecodeSession
+from minitx.tui.app.decode_session import KINDS, METHOD_NAMES, DecodeSession
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.key_reasons import ExplainedKeys
-from minitx.tui.app.messages import RolesReady
+from minitx.tui.app.messages import AttributionReady, RolesReady
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.source_bar import SourceBar, SourceInput
 
@@ -54,8 +54,19 @@ SOURCE_BINDINGS = [
 ]
 
 
-# What # prints numbers in: one head's grid and the positions; why not in the other views.
-NUMBERS_VIEWS = ("grid", "positions")
+# Which source tokens each output depends on (core/interp/source_attribution.py): y puts the
+# step's attribution row under its attention row and changes the method; Y the whole matrix
+# beside the head's cross-attention. In the help: Explore's footer is full at 80x24.
+ATTRIBUTION_BINDINGS = [
+    Binding("y", "attribution", "attrib", show=False,
+            tooltip="attribution under the step's row: ig → ixg → occlusion → rollout → off"),
+    Binding("Y", "view('attribution')", "attrib matrix", show=False,
+            tooltip="attribution of every step beside the head's cross-attention (y: method)"),
+]
+
+# What # prints numbers in: one head's grid, the positions, the attribution beside a grid; why
+# not in the other views.
+NUMBERS_VIEWS = ("grid", "positions", "attribution")
 NO_NUMBERS = {"heads": "# prints the weights in one head's grid: a goes back to it",
               "lens": "the lens shows its probabilities already: l goes back to the grid",
               "importance": "the ranking is numbers already: m goes back to the grid"}
@@ -232,6 +243,8 @@ class DecodeKeys(ExplainedKeys):
     def action_view(self, view: str) -> None:
         for session in self.sessions():
             session.set_view("grid" if session.view_mode == view else view)
+            if session.view_mode == "attribution" and session.attribution_method is None:
+                session.next_method(with_off=False)
             if session.view_mode == "heads" and not session.roles_asked:
                 session.roles_asked = True  # once per model: about 0.1-0.5 s in a worker
                 self._measure_roles(session.record)
@@ -248,6 +261,53 @@ class DecodeKeys(ExplainedKeys):
             if session.record is message.record:
                 session.roles = message.roles
         self.refresh_view()
+
+    @one_line_errors
+    def action_attribution(self) -> None:
+        """y: the attribution row on (the first method), the next method, then off; in the matrix
+        view the methods only (the view itself needs one: Y leaves it)."""
+        sessions = self.sessions()
+        for session in sessions:
+            session.next_method(with_off=session.view_mode != "attribution")
+        if sessions:
+            method = sessions[0].attribution_method
+            said = f"attribution: {METHOD_NAMES[method]}" if method else "attribution row off"
+            self.notify(said, timeout=2)
+        self.refresh_view()
+
+    def _start_attributions(self) -> None:
+        """A worker for each attribution on screen not computed yet (each key once)."""
+        for session in self.sessions():
+            job = session.attribution_wanted()
+            if job is not None:
+                self._attribute(job)
+
+    @work(thread=True, group="attribution", exit_on_error=False)
+    def _attribute(self, job) -> None:
+        self.post_message(AttributionReady(job, job.run()))
+
+    def on_attribution_ready(self, message: AttributionReady) -> None:
+        for session in self.sessions():
+            if session.record is message.job.record:
+                session.attribution_done(message.job, message.result)
+        self.refresh_view()
+
+    def attribution_failed(self, event) -> bool:
+        """A worker's attribution failed: say so in one line (True: the event was that)."""
+        from textual.worker import WorkerState
+
+        if event.worker.group != "attribution" or event.state != WorkerState.ERROR:
+            return False
+        event.stop()
+        for session in self.sessions():
+            session.attributions_asked.clear()  # a later key may try again
+            session.attribution_method = None
+            if session.view_mode == "attribution":
+                session.set_view("grid")
+        error = event.worker.error
+        self.notify(f"cannot attribute: {error}", severity="error", markup=False, timeout=10)
+        self.refresh_view()
+        return True
 
     @one_line_errors
     def action_kind(self) -> None:
@@ -313,4 +373,5 @@ class DecodeKeys(ExplainedKeys):
         for panel in panels:
             panel.redraw()
         self.draw_extras()
+        self._start_attributions()
         self.refresh_bindings()  # what works depends on the view (# on a grid, < > on a wide one)

@@ -113,9 +113,12 @@ def fit(row_labels: list[str], columns: int, width: int) -> Layout:
 
 def grid_lines(rows, columns: list[str], row_labels: list[str], layout: Layout, *, numbers: bool = False,
                depth: str = FULL, current: int | None = None, causal: bool = False,
-               shown: range | None = None) -> list[Text]:
+               shown: range | None = None, under_current: tuple[str, list[float], str] | None = None,
+               ) -> list[Text]:
     """The header of column labels, then one line per row: its label (the current row's reversed
-    and marked), its cells (a causal grid's future as '·'). `shown`: the columns in view."""
+    and marked), its cells (a causal grid's future as '·'). `shown`: the columns in view.
+    under_current: (label, values, mark) of a row drawn right under the current one, in the same
+    columns and palette (Explore's attribution row under the step's attention row)."""
     shown = shown if shown is not None else range(len(columns))
     gap = " " * layout.gap
     header = Text(" " * layout.label_width)
@@ -124,21 +127,35 @@ def grid_lines(rows, columns: list[str], row_labels: list[str], layout: Layout, 
     lines = [header]
     for i, (row, label) in enumerate(zip(rows, row_labels, strict=False)):
         is_current = i == current
-        line = Text()
-        label = short_label(label) if layout.short else label
-        label = label if len(label) < layout.label_width else label[: layout.label_width - 2] + "…"
-        line.append(label.rjust(layout.label_width - 1), style="bold reverse" if is_current else "")
-        line.append(" ")
-        for j in shown:
-            if causal and j > i:
-                line.append("·".center(layout.cell), style="dim")
-            else:
-                line.append_text(cell_text(row[j], numbers, layout.cell, depth))
-            line.append(gap)
-        if is_current:
-            line.append(layout.mark, style="bold")
-        lines.append(line)
+        lines.append(row_line(row, label, layout, numbers=numbers, depth=depth, shown=shown,
+                              style="bold reverse" if is_current else "",
+                              mark=layout.mark if is_current else "", future=i + 1 if causal else None))
+        if is_current and under_current is not None:
+            label, values, mark = under_current
+            lines.append(row_line(values, label, layout, numbers=numbers, depth=depth, shown=shown,
+                                  style="italic", mark=mark))
     return lines
+
+
+def row_line(row, label: str, layout: Layout, *, numbers: bool, depth: str, shown: range, style: str = "",
+             mark: str = "", future: int | None = None) -> Text:
+    """One grid row: its label right-aligned (cut with … where long), its cells, then `mark`;
+    columns from `future` on are drawn '·' (what a causal row may not see)."""
+    gap = " " * layout.gap
+    line = Text()
+    label = short_label(label) if layout.short else label
+    label = label if len(label) < layout.label_width else label[: layout.label_width - 2] + "…"
+    line.append(label.rjust(layout.label_width - 1), style=style)
+    line.append(" ")
+    for j in shown:
+        if future is not None and j >= future:
+            line.append("·".center(layout.cell), style="dim")
+        else:
+            line.append_text(cell_text(row[j], numbers, layout.cell, depth))
+        line.append(gap)
+    if mark:
+        line.append(mark, style="bold")
+    return line
 
 
 def console_depth(console) -> str:

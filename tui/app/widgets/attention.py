@@ -40,14 +40,22 @@ class AttentionGrid(Widget):
         self.first_column = 0  # the first column shown when not every column fits
         self.follow_step = True  # keep the current row's strongest weight in view (until scrolled)
         self.compact = compact  # no blank line above the legend (the Train screen's probe)
+        self.under: tuple[str, list[float], str] | None = None  # (label, values, mark) under the current row
+        self.note = ""  # what the row under the current one is, under the grid
+        self.unit, self.signed = "weight", False  # what the legend says a colour is
 
-    def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False) -> None:
+    def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False, *,
+             under: tuple[str, list[float], str] | None = None, note: str = "", unit: str = "weight",
+             signed: bool = False) -> None:
+        """under: a row drawn right under the current one (the step's attribution); note: a line
+        under the grid saying what it is; unit, signed: the legend's words (tui/render/grid.py)."""
         if columns != self.columns:
             self.first_column = 0  # another source: start from its first token
         if columns != self.columns or current != self.current:
             self.follow_step = True  # a new step: show what it attends to
         self.rows, self.columns, self.row_labels = rows, columns, row_labels
         self.current, self.hint, self.axes, self.causal = current, hint, axes, causal
+        self.under, self.note, self.unit, self.signed = under, note, unit, signed
         redraw(self)
 
     def scroll_columns(self, pages: int) -> None:
@@ -84,7 +92,10 @@ class AttentionGrid(Widget):
         layout = self.cell_layout()
         shown = self._window(layout.visible)
         lines = grid_lines(self.rows, self.columns, self.row_labels, layout, numbers=self.numbers,
-                           depth=depth, current=self.current, causal=self.causal, shown=shown)
+                           depth=depth, current=self.current, causal=self.causal, shown=shown,
+                           under_current=self.under)
+        if self.note:
+            lines.append(Text(self.note, style="italic"))
         if len(shown) < len(self.columns):
             lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · "
                               "< > scroll", style="bold"))
@@ -92,7 +103,8 @@ class AttentionGrid(Widget):
             lines.append(Text(self.hint, style="italic dim"))
         if not self.compact:
             lines.append(Text())
-        lines.append(legend(depth, self.size.width or 80, self.numbers and layout.cell < CELL))
+        lines.append(legend(depth, self.size.width or 80, self.numbers and layout.cell < CELL, self.unit,
+                            self.signed))
         if self.axes:
             lines.append(Text(self.axes, style="dim"))
         text = Text("\n").join(lines)
