@@ -81,7 +81,7 @@ class DecodeKeys(ExplainedKeys):
     def decode_why_not(self, action: str, parameters: tuple) -> str | None:
         """Why a decoding key does nothing now, or None (tui/app/key_reasons.py)."""
         panels = self.decode_panels()
-        if action == "scroll_columns" and not any(p.grid.cropped for p in panels):
+        if action == "scroll_columns" and not any(p.scroll_grid.cropped for p in panels):
             return "every column fits: < > scroll only a grid too wide to show"
         if action == "numbers" and panels:
             views = [p.session.view_mode for p in panels]
@@ -356,7 +356,8 @@ class DecodeKeys(ExplainedKeys):
     @one_line_errors
     def action_scroll_columns(self, pages: int) -> None:
         for panel in self.decode_panels():
-            panel.grid.scroll_columns(pages)
+            panel.scroll_grid.scroll_columns(pages)
+            panel.redraw()  # a grid beside it shows the same columns
 
     @one_line_errors
     def action_numbers(self) -> None:

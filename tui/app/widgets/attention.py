@@ -43,6 +43,7 @@ class AttentionGrid(Widget):
         self.under: tuple[str, list[float], str] | None = None  # (label, values, mark) under the current row
         self.note = ""  # what the row under the current one is, under the grid
         self.unit, self.signed = "weight", False  # what the legend says a colour is
+        self.window_of: AttentionGrid | None = None  # a grid beside this one whose columns it shows
 
     def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False, *,
              under: tuple[str, list[float], str] | None = None, note: str = "", unit: str = "weight",
@@ -78,6 +79,9 @@ class AttentionGrid(Widget):
     def _window(self, visible: int) -> range:
         """The columns shown: from `offset`, moved so that the current row's strongest weight
         is in view (stepping never hides what the new token attends to)."""
+        if self.window_of is not None and self.window_of.columns == self.columns:
+            # the same source tokens as the grid beside it (whose width may differ by a cell)
+            return self.window_of._window(self.window_of.cell_layout().visible)
         count = len(self.columns)
         row = self.rows[self.current] if self.current is not None and self.current < len(self.rows) else []
         if self.follow_step and row:

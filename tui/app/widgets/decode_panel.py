@@ -66,6 +66,8 @@ class DecodePanel(Vertical):
     def on_mount(self) -> None:
         for view, widget in self._widgets().items():
             widget.display = view == "grid"
+        matrix = self.query_one(".attribution-matrix", AttentionGrid)
+        matrix.window_of = self.query_one(".attribution-head", AttentionGrid)
         if self.with_side:
             self.query_one(".topk-box").border_title = "next token"
             self.query_one(".scores-box").border_title = "all heads · alignment"
@@ -87,6 +89,14 @@ class DecodePanel(Vertical):
     @property
     def grid_box(self) -> VerticalScroll:
         return self.query_one(".grid-box", VerticalScroll)
+
+    @property
+    def scroll_grid(self) -> AttentionGrid:
+        """The grid whose columns < > move: the one grid, or in the attribution view the head's
+        (the attribution beside it shows the same columns)."""
+        if self.session.view_mode == "attribution":
+            return self.query_one(".attribution-head", AttentionGrid)
+        return self.grid
 
     @property
     def topk(self) -> TopKBars:
@@ -219,7 +229,7 @@ class DecodePanel(Vertical):
             under, note = self._attribution_row(current_row)
             grid.show(rows, v.record.task.source_labels(s.src_ids), rows_labels, current_row, hint,
                       "" if self.label else "rows: tokens generated · columns: source tokens",
-                      under=under, note=note)
+                      under=under, note=note, unit="weight, share" if under else "weight")
         elif v.kind == "self":
             inputs = ["<sos>"] + rows_labels[:-1] if rows_labels else ["<sos>"]
             rows = s.self_attention_grid(layer, head).tolist()
@@ -318,7 +328,7 @@ class DecodePanel(Vertical):
         hint = "" if v.target else self.step_hint
         if v.layer_index < len(v.record.model.decoder) and v.head_index < v.record.heads:
             head_grid.show(s.cross_attention_grid(layer, head).tolist(), columns, outputs, current, hint,
-                           f"L{layer + 1} H{head + 1}: looks at")
+                           f"L{layer + 1} H{head + 1} looks at")
         else:
             head_grid.show([], [], [], hint=f"no L{layer + 1} H{head + 1} in this model")
         result = v.attribution
@@ -327,5 +337,5 @@ class DecodePanel(Vertical):
             matrix.show([], columns, [], hint=f"{name}: measuring…", unit="share", signed=signed)
             return
         shares = result.shares()[: s.position].tolist()
-        axes = f"{name}: depends on" + ("; - against" if signed else "")
+        axes = name + (" (- against)" if signed else "")
         matrix.show(shares, columns, outputs, current, "", axes, unit="share", signed=signed)
