@@ -15,7 +15,7 @@ from textual import work
 from textual.binding import Binding
 from textual.widgets import Input
 
-from minitx.tui.app.decode_session import KINDS, METHOD_NAMES, DecodeSession
+from minitx.tui.app.decode_session import KINDS, DecodeSession
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.key_reasons import ExplainedKeys
 from minitx.tui.app.messages import AttributionReady, RolesReady
@@ -63,6 +63,8 @@ ATTRIBUTION_BINDINGS = [
     Binding("Y", "view('attribution')", "attrib matrix", show=False,
             tooltip="attribution of every step beside the head's cross-attention (y: method)"),
 ]
+
+IN_A_WORKER = ("ig",)  # the attribution methods that cost many backward passes: off the screen's thread
 
 # What # prints numbers in: one head's grid, the positions, the attribution beside a grid; why
 # not in the other views.
@@ -269,18 +271,26 @@ class DecodeKeys(ExplainedKeys):
         sessions = self.sessions()
         for session in sessions:
             session.next_method(with_off=session.view_mode != "attribution")
-        if sessions:
-            method = sessions[0].attribution_method
-            said = f"attribution: {METHOD_NAMES[method]}" if method else "attribution row off"
-            self.notify(said, timeout=2)
+        if sessions and sessions[0].attribution_method is None:  # a method names itself on its row
+            self.notify("attribution row off (y: on again)", timeout=2)
         self.refresh_view()
 
     def _start_attributions(self) -> None:
-        """A worker for each attribution on screen not computed yet (each key once)."""
+        """Each attribution on screen not computed yet (each key once), before the panels draw:
+        here when it costs about a decode (ixg, occlusion, the rollout: its row is on the key's
+        first frame), in a worker when it costs many (ig: 32 backward passes)."""
         for session in self.sessions():
             job = session.attribution_wanted()
-            if job is not None:
+            if job is None:
+                continue
+            if job.key[0] in IN_A_WORKER:
                 self._attribute(job)
+                continue
+            try:
+                session.attribution_done(job, job.run())
+            except Exception as e:  # one line, the row goes: the app goes on
+                self._attribution_error(e)
+                return
 
     @work(thread=True, group="attribution", exit_on_error=False)
     def _attribute(self, job) -> None:
@@ -299,15 +309,17 @@ class DecodeKeys(ExplainedKeys):
         if event.worker.group != "attribution" or event.state != WorkerState.ERROR:
             return False
         event.stop()
+        self._attribution_error(event.worker.error)
+        self.refresh_view()
+        return True
+
+    def _attribution_error(self, error: BaseException) -> None:
         for session in self.sessions():
             session.attributions_asked.clear()  # a later key may try again
             session.attribution_method = None
             if session.view_mode == "attribution":
                 session.set_view("grid")
-        error = event.worker.error
         self.notify(f"cannot attribute: {error}", severity="error", markup=False, timeout=10)
-        self.refresh_view()
-        return True
 
     @one_line_errors
     def action_kind(self) -> None:
@@ -370,9 +382,9 @@ class DecodeKeys(ExplainedKeys):
         panels = self.decode_panels()
         if not panels:
             return
+        self._start_attributions()  # before drawing: a cheap one is on this frame already
         self.query_one(SourceBar).show_selection(self.show_selection())
         for panel in panels:
             panel.redraw()
         self.draw_extras()
-        self._start_attributions()
         self.refresh_bindings()  # what works depends on the view (# on a grid, < > on a wide one)
