@@ -57,7 +57,9 @@ class Decode:
 
     src: list[int]  # (S,) as fed
     tokens: list[int]  # (T,) output at each step, EOS included when it was reached
-    cross: torch.Tensor  # (T, layers, heads, S): each step's cross-attention row
+    # (T, layers, heads, S): each step's cross-attention row; None for a model whose cross-attention
+    # reads the decoder instead of the source (the swap-cross variant): it has no row over the source
+    cross: torch.Tensor | None
     self_attention: torch.Tensor  # (T, layers, heads, T): each step's row over decoder inputs (0 after)
 
     @classmethod
@@ -67,12 +69,22 @@ class Decode:
         S, T = len(stepper.src_ids), len(results)
         model = stepper.model
         layers, heads = len(model.decoder), model.cfg.n_heads
-        cross = torch.stack([r.cross_attention for r in results]) if results \
-            else torch.zeros(0, layers, heads, S)
+        over_source = not reads_decoder(model)
+        cross = (torch.stack([r.cross_attention for r in results]) if results
+                 else torch.zeros(0, layers, heads, S)) if over_source else None
         own = torch.zeros(T, layers, heads, T)
         for i, r in enumerate(results):
             own[i, :, :, : i + 1] = r.self_attention
         return cls(list(stepper.src_ids), [r.token for r in results], cross, own)
+
+
+def reads_decoder(model: Seq2Seq) -> bool:
+    """Its cross-attention reads the decoder, not the source (the swap-cross variant)."""
+    return any(layer.cross_reads_decoder for layer in model.decoder)
+
+
+NO_SOURCE_ATTENTION = ("this model's cross-attention reads the decoder, not the source (the swap-cross "
+                       "variant): it has no attention over the source to show or compare")
 
 
 def greedy(model: Seq2Seq, task: Task, src: list[int], interventions: Interventions | None = None) -> Decode:
@@ -214,7 +226,10 @@ def _gradients(f: SourceFunction, points: torch.Tensor) -> torch.Tensor:
         steps = torch.arange(start, min(T, start + per))  # (k,)
         rows = points.repeat(len(steps), 1, 1).detach().requires_grad_(True)  # (k*n, S, d)
         values = f.at_steps(rows, steps.repeat_interleave(n))  # (k*n,)
-        (grad,) = torch.autograd.grad(values.sum(), rows)
+        # None: the output does not depend on the source at all (a cross-attention that reads
+        # the decoder): every gradient, and so every attribution, is 0
+        (grad,) = torch.autograd.grad(values.sum(), rows, allow_unused=True)
+        grad = torch.zeros_like(rows) if grad is None else grad
         out.append(grad.view(len(steps), n, S, d))
     return torch.cat(out)
 
@@ -306,6 +321,8 @@ def rollout(cross: torch.Tensor, self_attention: torch.Tensor) -> torch.Tensor:
 
 def attention_rows(decode: Decode, view: str) -> torch.Tensor:
     """(T, S) the rows of one attention view (a name from attention_views) of a decode."""
+    if decode.cross is None:
+        raise ValueError(NO_SOURCE_ATTENTION)
     if view == ROLLOUT:
         return rollout(decode.cross, decode.self_attention)
     layer_head = view.removeprefix("cross:L").split(".H")
@@ -408,12 +425,14 @@ class AgreementTable:
     steps: int
     rows: list[AgreementRow]  # each attention view against the method
     reference: AgreementRow  # the method against occlusion
-    expected: AgreementRow | None = None  # the method against where the task says the answer is
+    # where the task says each output comes from: how often the argmax of the method's row, of
+    # occlusion's and of the attention rollout's is there (empty when the task cannot tell)
+    expected: dict[str, AgreementRow] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"method": self.method, "sources": self.sources, "steps": self.steps,
                 "rows": [r.to_dict() for r in self.rows], "reference": self.reference.to_dict(),
-                "expected": self.expected.to_dict() if self.expected is not None else None}
+                "expected": {name: row.to_dict() for name, row in self.expected.items()}}
 
 
 class _Tally:
@@ -472,14 +491,18 @@ def agreement(model: Seq2Seq, task: Task, examples: list[Example], method: str, 
               progress=None) -> AgreementTable:
     """For each attention view (every cross head, each layer's mean, the rollout): on how many
     steps of the examples' greedy decodes its argmax is the attribution's, and the mean rank
-    correlation of the two rows; the reference row is the method against occlusion, the expected
-    row the method against the task's alignment (where examples have one). The argmax of an
-    attribution is its most positive entry (what most supports the token)."""
+    correlation of the two rows; the reference row is the method against occlusion. Where the
+    examples say where each output comes from, how often the argmax of the method's rows, of
+    occlusion's and of the rollout's is there. The argmax of an attribution is its most positive
+    entry (what most supports the token)."""
     if method == "attention":
         raise ValueError("agreement compares attention with an attribution method: ig, ixg or occlusion")
+    if reads_decoder(model):
+        raise ValueError(NO_SOURCE_ATTENTION)
     views = attention_views(model)
     tallies = {view: _Tally() for view in views}
-    reference, expected = _Tally(), _Tally()
+    reference = _Tally()
+    expected = {name: _Tally() for name in dict.fromkeys((method, "occlusion", ROLLOUT))}
     steps = 0
     for done, example in enumerate(examples, 1):
         decode = greedy(model, task, example.src)
@@ -491,10 +514,12 @@ def agreement(model: Seq2Seq, task: Task, examples: list[Example], method: str, 
                 tallies[view].add(attention_rows(decode, view), scores)
             reference.add(occluded, scores)
             if example.expected is not None:
-                expected.add_expected(example.expected, scores)
+                rows = {method: scores, "occlusion": occluded, ROLLOUT: attention_rows(decode, ROLLOUT)}
+                for name, tally in expected.items():
+                    tally.add_expected(example.expected, rows[name])
             steps += len(decode.tokens)
         if progress is not None:
             progress(done, len(examples))
     return AgreementTable(method, len(examples), steps, [tallies[v].row(v) for v in views],
                           reference.row("occlusion"),
-                          expected.row("expected", ranked=False) if expected.count else None)
+                          {name: t.row(name, ranked=False) for name, t in expected.items() if t.count})

@@ -70,9 +70,9 @@ def test_the_agreement_table_has_every_head_the_reference_and_the_task(capsys):
     data = json.loads(ok("reverse", "--agreement", "--method", "occlusion", "--n", "4", "--json").stdout)
     names = [row["name"] for row in data["rows"]]
     assert len(names) == 8 + 2 + 1 and "cross:L2.H4" in names and names[-1] == "rollout"
-    assert data["reference"]["argmax"] == 1.0 and data["expected"]["steps"] > 0
+    assert data["reference"]["argmax"] == 1.0 and data["expected"]["occlusion"]["steps"] > 0
     text = ok("reverse", "--agreement", "--method", "occlusion", "--n", "4").stdout
-    assert "argmax L2" in text and "rank ρ L1" in text and "where the task says" in text
+    assert "argmax L2" in text and "rank ρ L1" in text and "attention rollout" in text and "task" in text
 
 
 @pytest.mark.parametrize(("args", "says"), [

@@ -226,7 +226,9 @@ def test_the_agreement_table_counts_what_a_direct_count_does(reverse):
     examples = task_examples(reverse.task, 6, seed=7)
     table = agreement(reverse.model, reverse.task, examples, "occlusion")
     hits, count = mirrored_hits(reverse.model, reverse.task, examples, "occlusion")
-    assert table.expected.steps == count and abs(table.expected.argmax - hits / count) < 1e-12
+    assert set(table.expected) == {"occlusion", "rollout"}  # the method is occlusion itself
+    assert table.expected["occlusion"].steps == count
+    assert abs(table.expected["occlusion"].argmax - hits / count) < 1e-12
     names = [row.name for row in table.rows]
     assert names[:2] == ["cross:L1.H1", "cross:L1.H2"] and names[-3:] == ["cross:L1", "cross:L2", "rollout"]
     assert len(names) == 2 * 4 + 2 + 1
@@ -234,3 +236,19 @@ def test_the_agreement_table_counts_what_a_direct_count_does(reverse):
     layer2 = next(r for r in table.rows if r.name == "cross:L2")
     layer1 = next(r for r in table.rows if r.name == "cross:L1")
     assert layer2.argmax > layer1.argmax  # the heads that do the copying agree more
+
+
+def test_a_cross_attention_that_reads_the_decoder_leaves_nothing_to_attribute_and_no_attention_to_show():
+    """The swap-cross variant: no path from the source to the output, so every attribution is
+    exactly 0, and its cross-attention rows are over decoder positions, not the source."""
+    from minitx.core.data.tasks import get_task
+
+    model = tiny(bug="swap-cross")
+    decode = tiny_decode(model)
+    assert decode.cross is None
+    for method in ("ig", "ixg", "occlusion"):
+        assert torch.count_nonzero(attribute(model, decode, method).scores) == 0
+    with pytest.raises(ValueError, match="reads the decoder, not the source"):
+        attribute(model, decode, "attention")
+    with pytest.raises(ValueError, match="reads the decoder, not the source"):
+        agreement(model, get_task("reverse"), [], "ig")

@@ -72,6 +72,8 @@ def attribution_renderable(data: dict, numbers: bool, width: int = 100, depth: s
     header.append(data["prediction"] + "\n")
     header.append("method      ", style="dim")
     header.append(data["description"])
+    if all(v == 0 for step in data["steps"] for v in step["attribution"]) and data["method"] != "attention":
+        header.append("\nevery attribution is 0: the output does not depend on the source", style="bold")
     gap = largest_gap(data)
     if gap is not None:
         header.append(f"\ncompleteness gap at most {gap:.2g} (sum of a row minus the change from the "
@@ -122,19 +124,31 @@ def agreement_table(table: dict, n_heads: int) -> Group:
         for layer in sorted(means):
             cells = [_cell(heads[(layer, h + 1)][key], form) for h in range(n_heads)]
             grid.add_row(f"{measure} L{layer}", *cells, _cell(means[layer][key], form))
+    method = table["method"]
+    expected = table.get("expected") or {}
     reference = Table(box=None, padding=(0, 1), header_style="bold")
-    reference.add_column(f"{table['method']} against")
+    reference.add_column(f"against {method}")
     reference.add_column("argmax", justify="right")
     reference.add_column("rank ρ", justify="right")
-    reference.add_column("steps", justify="right")
-    itself = "occlusion (itself)" if table["method"] == "occlusion" else "occlusion (reference)"
-    for name, row in (("attention rollout", rollout), (itself, table["reference"]),
-                      ("where the task says", table.get("expected"))):
-        if row is not None:
-            reference.add_row(name, _cell(row["argmax"], "{:.0%}"), _cell(row["rank"], "{:+.2f}"),
-                              str(row["steps"]))
-    note = Text("argmax: the steps where the two rows' largest entries are at the same source position; "
-                "rank ρ: Spearman's correlation of the two rows, averaged over the steps", style="dim")
+    if expected:
+        reference.add_column("task", justify="right")
+    rows = [("attention rollout", "rollout", rollout)]
+    if method != "occlusion":
+        rows.append(("occlusion (reference)", "occlusion", table["reference"]))
+    rows.append((f"{method} itself", method, None))
+    for name, key, row in rows:
+        if row is None and key not in expected:
+            continue
+        cells = [_cell(row["argmax"], "{:.0%}"), _cell(row["rank"], "{:+.2f}")] if row else ["", ""]
+        if expected:
+            cells.append(_cell(expected[key]["argmax"], "{:.0%}") if key in expected else "")
+        reference.add_row(name, *cells)
+    task_steps = next(iter(expected.values()))["steps"] if expected else 0
+    note = Text("argmax: the share of steps where the two rows' largest entries are at the same source "
+                "position; rank ρ: Spearman's correlation of the two rows, averaged over the steps"
+                + (f"; task: the share of the {task_steps} steps the task expects an output of (not <eos>) "
+                   "where the row's largest entry is where the task says that output comes from"
+                   if expected else ""), style="dim")
     return Group(grid, Text(""), reference, note)
 
 

@@ -71,7 +71,7 @@ def attribute_cmd(args, method, target, ig_steps, occlude_with, view, numbers, a
     Examples:
       minitx attribute reverse "3 1 4 1 5"
       minitx attribute reverse 31415 --method occlusion --numbers
-      minitx attribute reverse 31415 --target 9          # why 5 rather than 9, step by step
+      minitx attribute reverse 31415 --target 9   # why this token, not 9
       minitx attribute dates "1 December 2026" --json
       minitx attribute reverse 31415 --method attention --attention L2.H1
       printf '3 1 4\\n2 7 1 8\\n' | minitx attribute copy - --csv copy.csv
