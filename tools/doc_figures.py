@@ -77,6 +77,19 @@ def lab_params(variant: str) -> Callable[[str], str]:
     return read
 
 
+def agreement_range(layer: int) -> Callable[[str], str]:
+    """`attribute --agreement --json`: the range of one layer's heads' argmax agreement."""
+    def read(out: str) -> str:
+        rows = [r["argmax"] for r in json.loads(out)["rows"] if r["name"].startswith(f"cross:L{layer}.H")]
+        return f"{100 * min(rows):.0f}-{100 * max(rows):.0f}%"
+    return read
+
+
+def at_task(method: str) -> Callable[[str], str]:
+    """`attribute --agreement --json`: how often a row's argmax is where the task says."""
+    return lambda out: f"{json.loads(out)['expected'][method]['argmax']:.0%}"
+
+
 def check(name: str, field: str = "detail", form: str = "{}") -> Callable[[str], str]:
     """A reader of one check of `minitx doctor --json`: its detail, or its value formatted."""
     def read(out: str) -> str:
@@ -132,6 +145,7 @@ CHECKS = [("eval", f"{{tmp}}/seed{seed}.safetensors", "--n", "1000", "--lengths"
           for seed in range(5)]  # the STOPS' models, so after them
 LOG = ["train", "--seed", "0", "--log-every", "100", "--threads", "1", "--out", "{tmp}/log.safetensors"]
 NO_MASK = ["doctor", "reverse-no-causal-mask", "--quick", "--json"]
+AGREEMENT = ["attribute", "reverse", "--agreement", "--threads", "1", "--json", "--method"]
 FIGURES = [
     Figure("README.md", r"--seed 0 +# exact match (\S+) \(1000/1000\)",
            ["eval", "reverse", "--n", "1000", "--seed", "0", "--json"], accuracy_of),
@@ -214,6 +228,13 @@ FIGURES = [
            check("future-leakage-values", "value", "{:.2f}")),
     Figure("docs/checks.md", r"`trained-without-mask` (0% -> \S+ \(loss \S+\s+-> \S+);", NO_MASK,
            lambda out: check("trained-without-mask")(out).removeprefix("exact ").replace("; loss", " (loss")),
+    Figure("README.md", r"points where ig's attribution does on\s+(\S+) of the steps", [*AGREEMENT, "ig"],
+           agreement_range(2)),
+    Figure("README.md", r"mirrored source position on (\S+) of the digit\s+steps", [*AGREEMENT, "ig"],
+           at_task("ig")),
+    Figure("README.md", r"input x gradient finds it on only (\S+) \(", [*AGREEMENT, "ixg"], at_task("ixg")),
+    Figure("docs/interventions.md", r"its largest entry is the mirrored position on (\S+) of the digit steps",
+           [*AGREEMENT, "ixg"], at_task("ixg")),
 ]
 
 
