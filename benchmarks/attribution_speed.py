@@ -28,19 +28,13 @@ from pathlib import Path
 
 import torch
 from _options import add_run_options, apply_run_options
+from tui_latency import percentile
 
 from minitx.checkpoints import load
 from minitx.core.interp.source_attribution import METHODS, attribute, greedy
 
 SOURCE = "3 1 4 1 5 9 2 6 5 3"
 MINITX = str(Path(sys.executable).with_name("minitx"))
-
-
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    k = (len(values) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
 def in_process(repeats: int, device: str) -> None:
