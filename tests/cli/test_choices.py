@@ -9,6 +9,7 @@ from minitx.core import checkpoint, config
 from minitx.core.data.tasks import TASKS
 from minitx.core.importing.importer import LAYOUTS
 from minitx.core.interp.interventions import ABLATIONS
+from minitx.core.interp.source_attribution import FILLERS, METHODS
 from minitx.tui.cli.main import main
 
 CORE_LISTS = {
@@ -18,6 +19,7 @@ CORE_LISTS = {
     "--schedule": config.SCHEDULES, "--device": config.DEVICES, "--ablate-kind": ABLATIONS,
     "--ablation": ABLATIONS, "--dtype": list(checkpoint.FLOAT_DTYPES), "--task": list(TASKS),
     "--recipe": list(config.RECIPES), "--bug": ["none", *config.BUGS], "--layout": list(LAYOUTS),
+    "--method": METHODS, "--occlude-with": FILLERS,  # attribute's (patch's --method is its own)
 }
 # Choices that are the command line's own: how to print or draw, not what a model is.
 CLI_ONLY = {("curves", "--chart"), ("curves", "--x"), ("curves", "--scale"), ("curves", "--format"),
