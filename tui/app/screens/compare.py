@@ -37,8 +37,9 @@ SUMMARY_NAME = 32  # characters of B's name in the summary's header (80 columns)
 VIEW_BINDINGS = [  # Explore's, on both panels; in the help (the footer keeps to two lines at 80x24)
     Binding("s", "kind", "attn", show=False, tooltip="attention: cross → decoder self → encoder self"),
     Binding("a", "view('heads')", "heads", show=False, tooltip="every head of that kind, in both models"),
-    *(Binding(b.key, b.action, b.description, show=False, tooltip=f"{b.tooltip}, in both models")
-      for b in ATTRIBUTION_BINDINGS),
+    *(Binding(b.key, b.action, b.description, show=False, tooltip=tip) for b, tip in zip(
+        ATTRIBUTION_BINDINGS, ("both models' attribution under the step's row (again: method)",
+                               "both models' attribution beside the head's cross-attention"))),
 ]
 
 
