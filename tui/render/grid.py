@@ -53,13 +53,14 @@ def legend(depth: str = FULL, width: int = 80, compact_numbers: bool = False, un
            signed: bool = False) -> Text:
     """'0.0 ▇▇▇▇▇▇▇▇ 1.0 weight': what a colour (or a shade) means, shorter where narrow. unit:
     what the values are; signed: a '-' in a cell marks a negative value (said where it fits)."""
-    steps, cell, tail = (9, 2, f" 1.0 {unit}") if width >= 33 else (5, 2, " 1.0") if width >= 18 \
-        else (5, 1, " 1")
+    # "0.0 " and nine two-character cells, then " 1.0 weight": 33 characters for the unit "weight"
+    steps, cell, tail = (9, 2, f" 1.0 {unit}") if width >= 27 + len(unit) else (5, 2, " 1.0") \
+        if width >= 18 else (5, 1, " 1")
     text = Text("0.0 " if width >= 18 else "0 ", style="dim")
     for i in range(steps):
         text.append_text(cell_text(i / (steps - 1), False, cell, depth))
     text.append(tail, style="dim")
-    if signed and width >= 33 + len(unit) + 14:
+    if signed and width >= 27 + len(unit) + len(" · - negative"):
         text.append(" · - negative", style="dim")
     if compact_numbers and width >= 52 + (14 if signed else 0):
         text.append(" · numbers: tenths", style="dim")
