@@ -320,7 +320,7 @@ class DecodePanel(Vertical):
         matrix = self.query_one(".attribution-matrix", AttentionGrid)
         name = METHOD_NAMES[v.attribution_method or "ig"]
         layer, head = v.layer_index, v.head_index
-        box_title = f"cross-attention L{layer + 1} H{head + 1} · attribution: {name}"
+        box_title = f"cross-attention L{layer + 1} H{head + 1} · {name} attribution"
         self.grid_box.border_title = box_title if not self.label else self._title(box_title)
         outputs = [r.text for r in s.results[: s.position]]
         columns = task.source_labels(s.src_ids)
