@@ -1,7 +1,10 @@
 """Bundled checkpoint files and finding checkpoints by name or path.
 
 `resolve("reverse")` is the bundled model; anything with a path separator or a .safetensors
-suffix is taken as a path. Everything else about the file format belongs to core.checkpoint.
+suffix is taken as a path; a Hugging Face model folder (one with a config.json) opens as a model
+too, and a model id such as `Helsinki-NLP/opus-mt-en-de` is looked up in the local Hugging Face
+cache (core/importing/hf_cache.py, no network). Everything else about the file format belongs
+to core.checkpoint, and about folders to core.importing.huggingface.
 """
 
 from __future__ import annotations
@@ -9,7 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from minitx.core.checkpoint import CheckpointError, load_checkpoint, read_raw
+from minitx import __version__
+from minitx.core.checkpoint import (
+    FORMAT,
+    FORMAT_VERSION,
+    Checkpoint,
+    CheckpointError,
+    load_checkpoint,
+    read_raw,
+)
+from minitx.core.importing.hf_cache import NotInCache, looks_like_model_id, resolve_model_id
 
 BUNDLED_DIR = Path(__file__).resolve().parent
 DEFAULT = "reverse"
@@ -32,15 +44,48 @@ def resolve(name_or_path: str | Path | None = None) -> Path:
     bundled = BUNDLED_DIR / f"{text}{SUFFIX}"
     if "/" not in text and not text.endswith(SUFFIX) and bundled.exists():
         return bundled
+    if looks_like_model_id(text):
+        try:
+            return resolve_model_id(text)
+        except NotInCache as e:
+            raise CheckpointError(str(e)) from None
     if "/" in text or text.endswith(SUFFIX):
         raise CheckpointError(f"no such file: {text}")
     names = ", ".join(bundled_names()) or "none"
     raise CheckpointError(f"unknown checkpoint {text!r}: not a file, and not a bundled model ({names})")
 
 
-def load(name_or_path: str | Path | None = None, device: str = "cpu"):
-    """resolve() then core.checkpoint.load_checkpoint()."""
-    return load_checkpoint(resolve(name_or_path), device=device)
+def load(name_or_path: str | Path | None = None, device: str = "cpu", progress=None) -> Checkpoint:
+    """resolve() then core.checkpoint.load_checkpoint(), or for a Hugging Face folder (or model
+    id) open_folder(); progress(what, fraction) hears how a folder's reading goes."""
+    path = resolve(name_or_path)
+    if path.is_dir():
+        model_id = str(name_or_path) if looks_like_model_id(str(name_or_path or "")) else ""
+        return open_folder_checkpoint(path, device, progress, model_id)
+    return load_checkpoint(path, device=device)
+
+
+def open_folder_checkpoint(folder: Path, device: str = "cpu", progress=None,
+                           model_id: str = "") -> Checkpoint:
+    """A Hugging Face model folder as a Checkpoint, as if `minitx import` had converted it; any
+    problem a CheckpointError naming the file."""
+    # Here, not at the top: the tokenisers' libraries load only when a folder is opened, not on
+    # every command's start.
+    from minitx.core.importing.errors import ImportFileError
+    from minitx.core.importing.huggingface import is_folder, open_folder
+
+    if not is_folder(folder):
+        raise CheckpointError(f"{folder} is a folder, but not a model's: it has no config.json (a Hugging "
+                              "Face model folder has one; a minitx checkpoint is a .safetensors file)")
+    try:
+        opened = open_folder(folder, progress, model_id)
+    except ImportFileError as e:
+        raise CheckpointError(str(e)) from None
+    model = opened.model.to(device)
+    metadata = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "minitx_version": __version__,
+                "source": "huggingface"}
+    summary = {**opened.summary, **({"notes": opened.notes} if opened.notes else {})}
+    return Checkpoint(model, model.cfg, opened.task, summary, metadata, folder, source_files=opened.files)
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,16 @@ Layout of a file:
   tensors   model.<parameter or buffer name>          the weights (float32/float16/bfloat16)
             train.<...>                                optional resumable training state
             history.<...>                              optional run history (core/training/history.py)
+            tokenizer.<file name>                      a subword vocabulary's tokeniser files, as uint8
+                                                       bytes (core/data/subword.py), one per name
   metadata  format, format_version, minitx_version, model_config, task, vocab, training
             (summary), and with training state: train_config, trainer; an imported model's
-            file also has src_vocab, its source vocabulary (docs/import.md)
+            file also has src_vocab, its source vocabulary (docs/import.md), and a Hugging Face
+            model's its generation settings, generation (core/data/generation.py)
+
+A subword vocabulary's metadata names its files with their sizes and sha256; the bytes are
+tensors, so a 2 MB tokenizer.json never swells the JSON header. Both sides of a model read
+files of one folder, so a file both name (vocab.json, tokenizer.json) is stored once.
 
 A file without `vocab` (written before vocabularies were stored) holds a digit task and reads
 the digits vocabulary; a data task keeps its provenance and held-out pairs in `task`.
@@ -32,8 +39,11 @@ from safetensors.torch import save as safetensors_bytes
 
 from minitx import __version__
 from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.data.generation import Generation
+from minitx.core.data.subword import vocab_from_dict
 from minitx.core.data.task import Task
 from minitx.core.data.tasks import task_from_dict
+from minitx.core.data.tokenisers import TokeniserFileError
 from minitx.core.data.vocab import Vocab
 from minitx.core.model.transformer import Seq2Seq
 from minitx.core.training.history import History, HistoryError
@@ -42,6 +52,7 @@ FORMAT = "minitx-checkpoint"
 FORMAT_VERSION = 1
 MAX_HEADER_BYTES = 16 * 1024 * 1024  # a real header is a few KB; refuse to parse a giant one
 FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+TOKENISER_PREFIX = "tokenizer."  # tensors holding a subword vocabulary's files
 
 
 class CheckpointError(Exception):
@@ -68,6 +79,14 @@ class Checkpoint:
     train_state: dict[str, torch.Tensor] = field(default_factory=dict)  # "train." tensors
     dtype: str = "float32"
     history: History | None = None  # None: a file from before histories, or an export
+    source_files: list[Path] = field(default_factory=list)  # a folder's weight files (path: the folder)
+
+    @property
+    def size_bytes(self) -> int:
+        """The size of what was read: the file, or a folder's weight files."""
+        if self.source_files:
+            return sum(p.stat().st_size for p in self.source_files)
+        return self.path.stat().st_size if self.path is not None else 0
 
     @property
     def resumable(self) -> bool:
@@ -108,7 +127,7 @@ def save_checkpoint(
         # safetensors refuses tensors that share memory
         f"model.{name}": t.detach().to("cpu", FLOAT_DTYPES[dtype]).clone(
             memory_format=torch.contiguous_format)
-        for name, t in model.state_dict().items()
+        for name, t in model.own_state_dict().items()  # a tied table once
     }
     for name, t in tensors.items():  # never replace a good file with one no loader accepts
         if not bool(torch.isfinite(t).all()):
@@ -120,6 +139,9 @@ def save_checkpoint(
         tensors[f"train.{name}"] = t.detach().cpu().contiguous()
     for name, t in (history.to_tensors() if history is not None else {}).items():
         tensors[f"history.{name}"] = t
+    for name, data in _tokeniser_files(task, path).items():
+        tensors[TOKENISER_PREFIX + name] = (torch.frombuffer(bytearray(data), dtype=torch.uint8) if data
+                                            else torch.zeros(0, dtype=torch.uint8))
     metadata = {
         "format": FORMAT,
         "format_version": str(FORMAT_VERSION),
@@ -132,7 +154,21 @@ def save_checkpoint(
     }
     if task.src_vocab is not task.vocab:  # a source vocabulary of its own (an imported model)
         metadata["src_vocab"] = json.dumps(task.src_vocab.to_dict())
+    cfg = model.cfg
+    if model.generation != Generation.minitx(cfg.sos_id, cfg.eos_id, cfg.pad_id):  # a folder's own
+        metadata["generation"] = json.dumps(model.generation.to_dict())
     return write_atomic(Path(path), safetensors_bytes(tensors, metadata=metadata))
+
+
+def _tokeniser_files(task: Task, path) -> dict[str, bytes]:
+    """Both vocabularies' files by name, each once."""
+    files: dict[str, bytes] = {}
+    for vocab in (task.vocab, task.src_vocab):
+        for name, data in vocab.files().items():
+            if files.setdefault(name, data) != data:
+                raise CheckpointError(f"not saving {path}: the two vocabularies read different files "
+                                      f"named {name}")
+    return files
 
 
 def check_writable(path: Path) -> Path:
@@ -251,8 +287,14 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise CheckpointError(f"{path} has invalid metadata: {e}") from None
+    files = {k[len(TOKENISER_PREFIX):]: _bytes(t, k, path) for k, t in tensors.items()
+             if k.startswith(TOKENISER_PREFIX)}
+    vocab, src_vocab = _vocab(metadata, path, files=files), _vocab(metadata, path, "src_vocab", files)
+    unread = sorted(set(files) - {name for v in (vocab, src_vocab) if v is not None for name in v.files()})
+    if unread:
+        raise CheckpointError(f"{path} holds an unexpected tensor {TOKENISER_PREFIX + unread[0]!r}")
     try:
-        task = task_from_dict(task_info, _vocab(metadata, path), _vocab(metadata, path, "src_vocab"))
+        task = task_from_dict(task_info, vocab, src_vocab)
         task.check_positions(cfg.max_len)
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise CheckpointError(f"{path} has invalid metadata: {e}") from None
@@ -268,15 +310,19 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
 
     weights = {_renamed(k[len("model.") :]): t for k, t in tensors.items() if k.startswith("model.")}
     train_state = {_renamed(k[len("train.") :]): t for k, t in tensors.items() if k.startswith("train.")}
-    unknown = sorted(k for k in tensors if not k.startswith(("model.", "train.", "history.")))
+    known = ("model.", "train.", "history.", TOKENISER_PREFIX)
+    unknown = sorted(k for k in tensors if not k.startswith(known))
     if unknown:
         raise CheckpointError(f"{path} holds an unexpected tensor {unknown[0]!r}")
     dtype = _check_weights(weights, cfg, path)
     history = _history(tensors, cfg, summary, path)
 
+    generation = _generation(metadata, cfg, path)
     model = Seq2Seq(cfg)
-    model.load_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
+    model.load_own_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
     model.to(device).eval()
+    if generation is not None:
+        model.generation = generation
     return Checkpoint(model, cfg, task, summary, metadata, path, train_state, dtype, history)
 
 
@@ -294,17 +340,37 @@ def _history(tensors: dict[str, torch.Tensor], cfg: ModelConfig, summary: dict, 
         raise CheckpointError(f"{path} has an invalid history: {e}") from None
 
 
-def _vocab(metadata: dict[str, str], path: Path, key: str = "vocab") -> Vocab | None:
-    """The file's vocabulary (or its source vocabulary: key "src_vocab"), checked; None when the
-    file has none (a file from before vocabularies were stored; any file but an import's for
-    src_vocab)."""
+def _generation(metadata: dict[str, str], cfg: ModelConfig, path: Path) -> Generation | None:
+    """The file's generation settings (a Hugging Face model's), checked; None: minitx's rule."""
+    if "generation" not in metadata:
+        return None
+    try:
+        return Generation.from_dict(_json_field(metadata, "generation", path), cfg.vocab_size)
+    except ValueError as e:
+        raise CheckpointError(f"{path} has invalid generation settings: {e}") from None
+
+
+def _vocab(metadata: dict[str, str], path: Path, key: str = "vocab",
+           files: dict[str, bytes] | None = None) -> Vocab | None:
+    """The file's vocabulary (or its source vocabulary: key "src_vocab"), checked, a subword one
+    with its tokeniser's `files`; None when the file has none (a file from before vocabularies
+    were stored; any file but an import's for src_vocab)."""
     if key not in metadata:
         return None
     what = "source vocabulary" if key == "src_vocab" else "vocabulary"
     try:
-        return Vocab.from_dict(_json_field(metadata, key, path))
+        return vocab_from_dict(_json_field(metadata, key, path), files)
+    except TokeniserFileError as e:
+        tensor = TOKENISER_PREFIX + e.file
+        raise CheckpointError(f"{path}: tensor {tensor!r} {e.reason}") from None
     except ValueError as e:
         raise CheckpointError(f"{path} has an invalid {what}: {e}") from None
+
+
+def _bytes(t: torch.Tensor, key: str, path: Path) -> bytes:
+    if t.dtype != torch.uint8 or t.dim() != 1:
+        raise CheckpointError(f"{path}: tensor {key!r} is not a file's bytes (uint8, one dimension)")
+    return t.numpy().tobytes()
 
 
 # Parameter names that minitx 0.1 wrote and a later name replaced (the output layer was called
@@ -352,7 +418,7 @@ def _check_weights(weights: dict[str, torch.Tensor], cfg: ModelConfig, path: Pat
 def _expected_shapes(cfg: ModelConfig):
     """Yield (state_dict name, shape) for cfg, lazily, layer by layer."""
     with torch.device("meta"):
-        one = Seq2Seq(cfg.replace(n_encoder_layers=1, n_decoder_layers=1)).state_dict()
+        one = Seq2Seq(cfg.replace(n_encoder_layers=1, n_decoder_layers=1)).own_state_dict()
     layers = {"encoder": cfg.n_encoder_layers, "decoder": cfg.n_decoder_layers}
     for stack, count in layers.items():
         per_layer = [(k[len(stack) + 3 :], tuple(t.shape)) for k, t in one.items()
@@ -365,8 +431,8 @@ def _expected_shapes(cfg: ModelConfig):
             yield k, tuple(t.shape)
 
 
-def describe_size(path: Path) -> str:
-    size = path.stat().st_size
+def describe_size(size: int) -> str:
+    """A byte count as a person reads it: 812 B, 70.2 KB, 298.5 MB."""
     if size < 1024:
         return f"{size} B"
     units = ["KB", "MB", "GB"]

@@ -18,8 +18,12 @@ NORM_KINDS = ("layer", "rms", "std")
 # Each norm's eps when ModelConfig.norm_eps does not say: torch's LayerNorm default, minitx's
 # RMSNorm, and the Annotated Transformer's LayerNorm (eps added to the unbiased std).
 NORM_EPS = {"layer": 1e-5, "rms": 1e-6, "std": 1e-6}
-ACTIVATIONS = ("relu", "gelu", "swiglu")
-POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
+# relu, gelu (exact, erf) and silu MLPs; gelu-tanh: GELU's tanh approximation (T5's gelu_new);
+# gated: swiglu W2(silu(W1 x) * W3 x), geglu the same with the tanh GELU (T5 v1.1's gated-gelu).
+ACTIVATIONS = ("relu", "gelu", "swiglu", "silu", "gelu-tanh", "geglu")
+GATED_ACTIVATIONS = ("swiglu", "geglu")
+# relative: T5's bucketed relative position bias, added to self-attention scores per head.
+POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none", "relative")
 ATTENTIONS = ("explicit", "fused")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("flat", "cosine")
@@ -119,13 +123,27 @@ class ModelConfig(_DictMixin):
     final_norms: bool = False  # a norm after each stack on a post-norm model too (pre-norm always has them)
     norm_eps: float = 0.0  # every norm's eps; 0: the kind's default (NORM_EPS)
     log_softmax: bool = False  # the output layer returns log-probabilities, not logits
+    # The components of the Hugging Face families (docs/huggingface.md), as the import options:
+    # each default is what minitx computed before, and a config at the default omits it.
+    d_head: int = 0  # width of one head's Q/K/V; 0: d_model / n_heads (T5 v1.1 may differ)
+    bias: bool = True  # every linear layer has a bias (T5's have none)
+    scale_scores: bool = True  # scores divided by sqrt(d_k) (T5 folds that into its initialisation)
+    embed_scale: bool = True  # token vectors times sqrt(d_model) (Marian yes, T5 no, BART as set)
+    embedding_norm: bool = False  # a LayerNorm on embeddings + positions, one per stack (BART)
+    relative_buckets: int = 32  # T5's relative position bias ("relative"): buckets per direction
+    relative_max_distance: int = 128  # ... and the distance from which all share the last bucket
+    tie_embeddings: bool = False  # the source and target token tables are one table
+    tie_output: bool = False  # the output layer's weight is the target token table
+    scale_output: bool = False  # the decoder stream times d_model^-0.5 before the output (T5 v1.0)
 
     def __post_init__(self) -> None:
         _positive_int(self, "vocab_size", "d_model", "n_heads", "d_ff", "max_len")
         _positive_int(self, "n_encoder_layers", "n_decoder_layers")
         _require(self.d_model % 2 == 0, "d_model", f"must be even, got {self.d_model}")
+        _require(isinstance(self.d_head, int) and not isinstance(self.d_head, bool) and self.d_head >= 0,
+                 "d_head", f"must be a positive integer (or 0: d_model / n_heads), got {self.d_head!r}")
         _require(
-            self.d_model % self.n_heads == 0,
+            bool(self.d_head) or self.d_model % self.n_heads == 0,
             "d_model",
             f"{self.d_model} is not divisible by n_heads={self.n_heads}",
         )
@@ -136,8 +154,8 @@ class ModelConfig(_DictMixin):
                 name,
                 f"must be a token id below vocab_size={self.vocab_size}, got {value!r}",
             )
-        _require(len({self.pad_id, self.sos_id, self.eos_id}) == 3, "sos_id",
-                 "pad_id, sos_id and eos_id must be three different tokens")
+        # The decoder's start token may be PAD (T5, Marian) or EOS (BART), as Hugging Face's are.
+        _require(self.pad_id != self.eos_id, "eos_id", "pad_id and eos_id must be different tokens")
         _require(
             isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0,
             "dropout",
@@ -168,12 +186,19 @@ class ModelConfig(_DictMixin):
                  and 0 <= self.source_pad_id < self.source_vocab_size, "src_pad_id",
                  f"must be a token id below the source's {self.source_vocab_size} tokens (or -1: "
                  f"pad_id), got {self.src_pad_id!r}")
-        for name in ("final_norms", "log_softmax"):
+        for name in ("final_norms", "log_softmax", "bias", "scale_scores", "embed_scale", "embedding_norm",
+                     "tie_embeddings", "tie_output", "scale_output"):
             _require(isinstance(getattr(self, name), bool), name, f"must be true or false, got "
                      f"{getattr(self, name)!r}")
         _require(isinstance(self.norm_eps, (int, float)) and not isinstance(self.norm_eps, bool)
                  and math.isfinite(self.norm_eps) and 0 <= self.norm_eps <= 0.1, "norm_eps",
                  f"must be a number in (0, 0.1] (or 0: the norm's default), got {self.norm_eps!r}")
+        _positive_int(self, "relative_buckets", "relative_max_distance")
+        _require(self.position_encoding != "relative" or self.relative_buckets >= 4, "relative_buckets",
+                 f"relative positions need at least 4 buckets, got {self.relative_buckets}")
+        _require(not self.tie_embeddings or self.source_vocab_size == self.vocab_size, "tie_embeddings",
+                 f"one token table for both sides needs one vocabulary size, not {self.source_vocab_size} "
+                 f"and {self.vocab_size}")
 
     # -- the import options, resolved --------------------------------------------------------
     @property
@@ -220,10 +245,18 @@ class ModelConfig(_DictMixin):
 
     @property
     def d_k(self) -> int:
-        return self.d_model // self.n_heads
+        """One head's query/key/value width."""
+        return self.d_head or self.d_model // self.n_heads
+
+    @property
+    def attention_width(self) -> int:
+        """The width of all query heads side by side: d_model, unless d_head says otherwise."""
+        return self.n_heads * self.d_k
 
 
-IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log_softmax")
+IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log_softmax", "d_head", "bias",
+                 "scale_scores", "embed_scale", "embedding_norm", "relative_buckets", "relative_max_distance",
+                 "tie_embeddings", "tie_output", "scale_output")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)

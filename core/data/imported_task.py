@@ -104,6 +104,12 @@ class ImportedTask(PairsTask):
         longest = self.max_target_len + 2 if self.heldout is not None else 0
         return min(positions - 1, max(fed + EXTRA_NEW_TOKENS, longest))
 
+    def with_pairs(self, heldout: PairSet, provenance: dict, counts: dict, min_len: int, max_len: int,
+                   max_target_len: int) -> ImportedTask:
+        """This task with `heldout` as its example pairs (read from a file given at import)."""
+        return ImportedTask(self.vocab, self.src_vocab, self.wraps_source, self.origin, heldout, provenance,
+                            counts, min_len, max_len, max_target_len)
+
     # -- text ------------------------------------------------------------------------------
     def parse(self, text: str, max_len: int | None = None) -> list[int]:
         """Typed text in the source vocabulary (at most `max_len` tokens of it), wrapped in its

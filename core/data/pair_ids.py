@@ -1,6 +1,11 @@
 """A data file's text as ids: flat arrays per side (2 bytes a token for vocabularies under
 32,768), never Python lists per pair, so a million pairs fit in memory close to their text.
 
+A Hugging Face model's file is read with its own tokeniser (level "subword", core/data/subword.py):
+a source vocabulary reads the sources as typed text becomes ids, a target vocabulary the targets
+as the labels transformers trains on, less their final end token; pieces the tokeniser does not
+know are its <unk>, and counted.
+
 Reading a training file gives provisional ids (each new token the next number); once the
 hold-out is drawn, `count_tokens` counts the training side and `renumber` turns the ids into the
 vocabulary's, in place. A file read for a trained model (eval --data) uses its vocabulary at once.
@@ -19,6 +24,7 @@ from pathlib import Path
 import torch
 
 from minitx.core.data.pair_files import DataError, Provenance, file_format, read_chunks
+from minitx.core.data.subword import SUBWORD
 from minitx.core.data.vocab import RESERVED_TOKENS, Vocab, build_vocab
 
 MAX_CODEPOINT = 0x110000
@@ -41,7 +47,10 @@ class _Tokeniser:
         self.level, self.vocab = level, vocab
         self.unknown = 0
         self.tokens: list[str] = []  # provisional id -> token (growing mode)
-        if level == "char":  # a table over every code point: one lookup per chunk, not per char
+        if level == SUBWORD:  # a model's tokeniser: nothing to grow, nothing to look up here
+            if vocab is None:
+                raise ValueError("a subword data file is read with a model's tokeniser")
+        elif level == "char":  # a table over every code point: one lookup per chunk, not per char
             self.table = torch.full((MAX_CODEPOINT,), -1, dtype=torch.int32)
             if vocab is not None:
                 for i in vocab.real_ids():
@@ -57,6 +66,12 @@ class _Tokeniser:
 
     def encode(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (flat int32 ids of the texts one after another, (texts,) token counts)."""
+        if self.level == SUBWORD:
+            rows = self.vocab.row_ids(texts)
+            ids = _int32(array.array("i", itertools.chain.from_iterable(rows)))
+            if self.vocab.unk is not None:
+                self.unknown += int((ids == self.vocab.unk).sum())
+            return ids, torch.tensor([len(r) for r in rows], dtype=torch.int32)
         if self.level == "char":
             lengths = torch.tensor([len(t) for t in texts], dtype=torch.int32)
             with warnings.catch_warnings():  # read-only bytes, only ever read: no copy needed
@@ -110,8 +125,7 @@ class _Tokeniser:
 
     def _lookup(self, words: list[str]) -> torch.Tensor:
         get = self.ids.get
-        ids = array.array("i", [get(w, -1) for w in words])
-        return torch.frombuffer(ids, dtype=torch.int32).clone() if ids else torch.zeros(0, dtype=torch.int32)
+        return _int32(array.array("i", [get(w, -1) for w in words]))
 
     def _words(self, texts: list[str]) -> tuple[list[str], torch.Tensor | None]:
         """All the texts' words in one list, and how many each has; or, joined by separators
@@ -123,6 +137,13 @@ class _Tokeniser:
         words = [split(t) for t in texts]
         return list(itertools.chain.from_iterable(words)), torch.tensor([len(w) for w in words],
                                                                          dtype=torch.int32)
+
+
+def _int32(values: array.array) -> torch.Tensor:
+    """An array of C ints as an int32 tensor of its own."""
+    if not values:
+        return torch.zeros(0, dtype=torch.int32)
+    return torch.frombuffer(values, dtype=torch.int32).clone()
 
 
 @dataclass
@@ -202,6 +223,9 @@ def load(path: str | os.PathLike, level: str, vocab: Vocab | None = None,
     vocabulary without UNK refuses them). `src_vocab` reads the sources in a vocabulary of their
     own (an imported model's); by default `vocab` reads both sides."""
     path = Path(path)
+    sides = (getattr(src_vocab, "side", None), getattr(vocab, "side", None))
+    if level == SUBWORD and sides != ("source", "target"):
+        raise ValueError("a subword data file is read with a source and a target vocabulary")
     digest = hashlib.sha256()
     tokeniser = _Tokeniser(level, vocab)
     source_tokeniser = tokeniser if src_vocab is None else _Tokeniser(level, src_vocab)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from minitx.core.data.dates import DatesTask
 from minitx.core.data.digits import CopyTask, ReverseTask, SortTask
+from minitx.core.data.hf_task import HF_TASK, HuggingFaceTask
 from minitx.core.data.imported_task import IMPORTED_TASK, ImportedTask
 from minitx.core.data.pair_task import PairsTask
 from minitx.core.data.task import DATA_TASK, Task
@@ -26,11 +27,12 @@ def task_from_dict(data: dict, vocab: Vocab | None = None, src_vocab: Vocab | No
     an imported model has one). ValueError if they disagree."""
     if not isinstance(data, dict):
         raise ValueError("the task is not an object")
-    if data.get("name") == IMPORTED_TASK:
+    if data.get("name") in (IMPORTED_TASK, HF_TASK):
         if vocab is None or src_vocab is None:
             raise ValueError("an imported model's task needs its source and target vocabularies, "
                              "and the file lacks one")
-        return ImportedTask.from_dict(data, vocab, src_vocab)
+        task_class = HuggingFaceTask if data["name"] == HF_TASK else ImportedTask
+        return task_class.from_dict(data, vocab, src_vocab)
     if src_vocab is not None:
         raise ValueError(f"the {str(data.get('name'))[:40]!r} task reads one vocabulary, and the file "
                          "has a second one (src_vocab)")

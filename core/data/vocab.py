@@ -73,7 +73,8 @@ class Vocab:
 
     @property
     def specials(self) -> tuple[int, ...]:
-        return tuple(i for i in (self.pad, self.sos, self.eos, self.unk) if i is not None)
+        """The special ids, each once (a subword vocabulary's start token may be its padding)."""
+        return tuple(dict.fromkeys(i for i in (self.pad, self.sos, self.eos, self.unk) if i is not None))
 
     def model_fields(self) -> dict[str, int]:
         """The ModelConfig fields this vocabulary decides."""
@@ -152,7 +153,7 @@ class Vocab:
         token = self.tokens[i]
         if i in self.specials:
             return token
-        return "".join(_visible(c) for c in token)
+        return "".join(visible_char(c) for c in token)
 
     def labels(self, ids: Iterable[int]) -> list[str]:
         return [self.label(int(i)) for i in ids]
@@ -176,6 +177,11 @@ class Vocab:
                              distinct)
 
     # -- files -----------------------------------------------------------------------------
+    def files(self) -> dict[str, bytes]:
+        """Files the vocabulary is read from, by name, stored beside a checkpoint's weights: none
+        here (the tokens are in to_dict); a subword vocabulary's tokeniser files."""
+        return {}
+
     def to_dict(self) -> dict:
         return {"level": self.level, "tokens": list(self.tokens), "pad": self.pad, "sos": self.sos,
                 "eos": self.eos, "unk": self.unk}
@@ -232,7 +238,8 @@ def valid_token(token: str, level: str) -> bool:
     return not any(c.isspace() for c in token)  # words and digits hold no whitespace
 
 
-def _visible(c: str) -> str:
+def visible_char(c: str) -> str:
+    """A character in one cell: space as ␣; control, invisible and wide characters escaped."""
     if c == " ":
         return "␣"
     category = unicodedata.category(c)

@@ -204,15 +204,15 @@ def import_model(weights: str | os.PathLike, src_vocab: str | os.PathLike, tgt_v
     origin = {
         "layout": layout,
         "mapping": f"built-in {layout}" if layout else Path(mapping).name,
-        "weights": {**_file_facts(weights), "format": file_kind(weights)},
-        "src_vocab": _file_facts(src_file.path),
-        "tgt_vocab": _file_facts(tgt_file.path),
+        "weights": {**file_facts(weights), "format": file_kind(weights)},
+        "src_vocab": file_facts(src_file.path),
+        "tgt_vocab": file_facts(tgt_file.path),
         "specials": {"src": _spellings(source), "tgt": _spellings(target)},
         "positions": _positions_origin(model),
     }
     task = ImportedTask(target, source, wraps, origin, max_len=task.max_len)
     if pairs:
-        task, pair_notes = _with_pairs(task, Path(pairs), positions)
+        task, pair_notes = with_pairs(task, Path(pairs), positions)
         notes += pair_notes
     summary = {"imported": {"layout": layout or "mapping", "file": weights.name}}
     return Imported(model, task, summary, notes)
@@ -376,7 +376,8 @@ def _spellings(vocab: Vocab) -> dict[str, str | None]:
 # Origin and pairs
 
 
-def _file_facts(path: Path) -> dict[str, Any]:
+def file_facts(path: Path) -> dict[str, Any]:
+    """The file's name, size and sha256: what says which file a model came from."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:
@@ -398,7 +399,7 @@ def _positions_origin(model: Seq2Seq) -> str:
             else "the file's own table (not the standard sinusoids)")
 
 
-def _with_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[ImportedTask, list[str]]:
+def with_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[ImportedTask, list[str]]:
     """The task with the pairs of `path` (the first STORED_HELDOUT that fit) as its examples."""
     separate = task.src_vocab if task.src_vocab != task.vocab else None
     loaded = pair_ids.load(path, task.vocab.level, task.vocab, separate)
@@ -411,9 +412,8 @@ def _with_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[Importe
     provenance = {"data": loaded.provenance.to_dict(), "valid": None, "tokens": task.vocab.level}
     counts = {"read": len(everything), "heldout": len(kept), "skipped_too_long": too_long,
               "unknown_heldout_tokens": loaded.unknown}
-    with_pairs = ImportedTask(task.vocab, task.src_vocab, task.wraps_source, task.origin, kept, provenance,
-                              counts, int(lengths.min()), int(lengths.max()),
-                              int(kept.target_lengths().max()))
+    with_pairs = task.with_pairs(kept, provenance, counts, int(lengths.min()), int(lengths.max()),
+                                 int(kept.target_lengths().max()))
     notes = []
     if too_long:
         notes.append(f"skipped {too_long:,} pairs longer than the model's {positions} positions")

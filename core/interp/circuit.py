@@ -118,16 +118,18 @@ class CircuitRunner:
     @torch.no_grad()
     def greedy(self, circuit: Circuit, src: torch.Tensor, steps: int) -> torch.Tensor:
         """(B, S) -> (B, steps) tokens the circuit alone generates, fed its own outputs (full
-        forwards: a left-out edge has no cached form); PAD after each EOS."""
-        cfg = self.model.cfg
+        forwards: a left-out edge has no cached form); PAD after each EOS. Each step chooses as
+        greedy decoding does, under the model's generation settings."""
+        rules = self.model.generation
         B = src.shape[0]
-        tokens = torch.full((B, 1), cfg.sos_id, dtype=torch.long, device=src.device)
+        steps = rules.cap(steps, self.model.cfg.max_len)
+        tokens = torch.full((B, 1), rules.start, dtype=torch.long, device=src.device)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
         for _ in range(steps):
-            nxt = self.logits(circuit, src, tokens)[:, -1].argmax(-1)  # (B,)
-            nxt = nxt.masked_fill(done, cfg.pad_id)
+            scores = rules.process(self.logits(circuit, src, tokens)[:, -1], tokens, max_length=steps + 1)
+            nxt = scores.argmax(-1).masked_fill(done, rules.pad)  # (B,)
             tokens = torch.cat([tokens, nxt[:, None]], dim=1)
-            done |= nxt == cfg.eos_id
+            done |= rules.ends(nxt)
             if bool(done.all()):
                 break
         return tokens[:, 1:]

@@ -13,36 +13,29 @@ import torch
 from minitx.core.data.task import output_cap
 from minitx.core.data.vocab import Vocab
 from minitx.core.interp.interventions import Interventions, Recording
+from minitx.core.interp.replay import Replay
 from minitx.core.model.hooks import current_hooks, hooks_restored
 from minitx.core.model.kv_cache import IncrementalDecoder
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
 
 
-def emittable(logits: torch.Tensor, cfg) -> torch.Tensor:
-    """(..., V) logits with PAD and SOS ruled out: a generated token is never either (a PAD would
-    read as padding to the next full forward, so cached and uncached decoding would part)."""
-    ruled_out = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
-    ruled_out[[cfg.pad_id, cfg.sos_id]] = True
-    return logits.masked_fill(ruled_out, float("-inf"))
-
-
-def next_tokens(logits: torch.Tensor, cfg) -> torch.Tensor:
-    """(..., V) logits -> (...) the greedy choice: the most likely token that may be generated."""
-    return emittable(logits, cfg).argmax(dim=-1)
-
-
 def greedy_decode(
     model: Seq2Seq, src: torch.Tensor, max_new_tokens: int | None = None, use_cache: bool = True
 ) -> torch.Tensor:
-    """src (B, S) -> generated ids (B, n) without SOS; PAD after each sequence's EOS.
+    """src (B, S) -> generated ids (B, n) without the start token; the generation's PAD after
+    each sequence's end.
 
-    Encodes once; stops when every sequence has emitted EOS or after max_new_tokens.
+    Encodes once; stops when every sequence has ended or after max_new_tokens (the model's
+    generation settings may cap it further, as a Hugging Face folder's max_length does). Each
+    step takes the argmax of the scores under those settings (model.generation): exactly
+    transformers' generate(num_beams=1, do_sample=False) for a folder's model.
     """
     with eval_mode(model):
         # inference_mode skips autograd's bookkeeping per op (~15% of a batch-1 step); the clone
         # outside it hands back an ordinary tensor that any later computation may use.
         with torch.inference_mode():
-            cap = max_new_tokens or output_cap(src.shape[1], model.cfg.max_len)
+            cap = model.generation.cap(max_new_tokens or output_cap(src.shape[1], model.cfg.max_len),
+                                       model.cfg.max_len)
             generated = _greedy_tokens(model, src, cap, use_cache)
         with torch.no_grad():
             return generated.clone()
@@ -73,6 +66,10 @@ class FullForwardDecoder:
             maps.cross += [w[:, :, -1:] for w in full.cross]  # (B, h, 1, S)
         return logits
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep the rows `rows` (N,) of what was fed, in that order (IncrementalDecoder.select)."""
+        self.fed = [tokens.index_select(0, rows) for tokens in self.fed]
+
 
 def decoder_for(model: Seq2Seq, memory: torch.Tensor, src_mask: torch.Tensor | None):
     """The stepping decoder for this model: the KV cache (core/model/kv_cache.py), or the full
@@ -84,10 +81,10 @@ def decoder_for(model: Seq2Seq, memory: torch.Tensor, src_mask: torch.Tensor | N
 
 def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
     B = src.shape[0]
-    pad, eos = model.cfg.pad_id, model.cfg.eos_id
+    rules = model.generation
     memory, src_mask = model.encode(src)  # src_mask None when nothing is padded
-    tokens = torch.full((B, 1 + cap), pad, dtype=torch.long, device=src.device)  # (B, 1 + cap)
-    tokens[:, 0] = model.cfg.sos_id
+    tokens = torch.full((B, 1 + cap), rules.pad, dtype=torch.long, device=src.device)  # (B, 1 + cap)
+    tokens[:, 0] = rules.start
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     incremental = decoder_for(model, memory, src_mask) if use_cache else None
     t = 0
@@ -96,10 +93,11 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
             logits = incremental.step(tokens[:, t])  # (B, V)
         else:
             logits = model.decode(tokens[:, : t + 1], memory, src_mask)[:, -1]  # (B, V)
-        next_token = next_tokens(logits, model.cfg).masked_fill(done, pad)  # (B,)
+        scores = rules.process(logits, tokens[:, : t + 1], max_length=cap + 1)  # (B, V)
+        next_token = scores.argmax(dim=-1).masked_fill(done, rules.pad)  # (B,)
         t += 1
         tokens[:, t] = next_token
-        done |= next_token == eos
+        done |= rules.ends(next_token)
         if bool(done.all()):
             break
     return tokens[:, 1 : t + 1]
@@ -163,7 +161,7 @@ class StepResult:
         return float(-(lp.exp() * lp).sum()) if lp is not None else float("nan")
 
 
-class Stepper:
+class Stepper(Replay):
     """Greedy decoding of one source, one token per `step()`, with a KV cache.
 
     `results[:position]` is what is currently shown; `back()` moves the position, and stepping
@@ -186,7 +184,8 @@ class Stepper:
         self.src_ids = list(src_ids)
         self.top_k = top_k
         self.teacher = list(teacher) if teacher is not None else None
-        self.cap = len(self.teacher) if self.teacher else cap or output_cap(len(src_ids), model.cfg.max_len)
+        self.cap = len(self.teacher) if self.teacher else \
+            model.generation.cap(cap or output_cap(len(src_ids), model.cfg.max_len), model.cfg.max_len)
         self.forced = dict(forced or {})
         self._lens_record = Recording(heads=False)  # each step's residual streams: the logit lens
         self.interventions = interventions or Interventions()
@@ -201,7 +200,7 @@ class Stepper:
         with eval_mode(self.model), torch.no_grad(), self._hooks.applied(self.model):
             src = torch.tensor([self.src_ids], device=self.model.device)  # (1, S)
             self._decoder = decoder_for(self.model, *self.model.encode(src, maps))
-        self._last_token = torch.tensor([self.model.cfg.sos_id], device=self.model.device)  # (1,)
+        self._last_token = torch.tensor([self.model.generation.start], device=self.model.device)  # (1,)
         return torch.stack([w[0] for w in maps.encoder_self]).cpu()
 
     @property
@@ -220,27 +219,8 @@ class Stepper:
     def current(self) -> StepResult | None:
         return self.results[self.position - 1] if self.position else None
 
-    def step(self) -> StepResult | None:
-        """Advance one token; returns its result, or None when already finished."""
-        if self.finished:
-            return None
-        if self.position < len(self.results):  # replay what was already computed
-            self.position += 1
-            return self.results[self.position - 1]
-        result = self._compute_next()
-        self.results.append(result)
-        self.position += 1
-        return result
-
-    def back(self) -> bool:
-        """Step back one token; False at the start."""
-        if self.position == 0:
-            return False
-        self.position -= 1
-        return True
-
-    def reset(self) -> None:
-        self.position = 0
+    def _records(self) -> list[StepResult]:
+        return self.results
 
     def run(self) -> list[StepResult]:
         while self.step() is not None:
@@ -257,21 +237,29 @@ class Stepper:
             raise ValueError(f"token {token} is not in the vocabulary")
         self.forced[index] = token
         kept = self.results[:index] + [replace(self.results[index], token=token, text=self.vocab.label(token),
-                                               is_end=token == self.model.cfg.eos_id)]
+                                               is_end=token in self.model.generation.eos)]
         self._start()
         with torch.no_grad():
-            for fed in [self.model.cfg.sos_id] + [r.token for r in kept[:-1]]:  # the cache up to this step
+            for fed in self.decoder_input(kept[:-1]):  # the cache up to this step
                 self._decoder.step(torch.tensor([fed], device=self.model.device))
         self._lens_record.clear()
         self.results, self._last_token = kept, torch.tensor([token], device=self.model.device)
         return kept[-1]
 
+    def decoder_input(self, results: list[StepResult]) -> list[int]:
+        """The start token, then the tokens of `results`: what the decoder has been fed."""
+        return [self.model.generation.start] + [r.token for r in results]
+
     def cross_attention_grid(self, layer: int, head: int) -> torch.Tensor:
-        """(steps shown, S): row i is the query that produced output token i."""
+        """(steps shown, S): row i is the query that produced output token i. (A model whose
+        cross-attention reads the decoder, the swap-cross bug, has rows that grow a position a
+        step: they are zero-padded to the widest.)"""
         rows = [r.cross_attention[layer, head] for r in self.results[: self.position]]
-        if not rows:
-            return torch.zeros(0, len(self.src_ids))
-        return torch.stack(rows)
+        width = max([len(self.src_ids)] + [len(row) for row in rows])
+        grid = torch.zeros(len(rows), width)
+        for i, row in enumerate(rows):
+            grid[i, : len(row)] = row
+        return grid
 
     def self_attention_grid(self, layer: int, head: int) -> torch.Tensor:
         """(steps shown, steps shown): row i over decoder inputs 0..i (SOS, out_0..), zero above."""
@@ -296,8 +284,11 @@ class Stepper:
             lens = self.model.stream_logits(torch.stack(streams)).log_softmax(dim=-1)  # (L, 1, 1, V)
             lens = lens[:, 0, -1].cpu()  # (L, V)
         log_probs = logits.log_softmax(dim=-1)[0]  # (V,): the model's whole distribution
-        probs = emittable(log_probs, self.model.cfg).exp()  # PAD and SOS at 0: never a choice
-        top = probs.topk(min(self.top_k, probs.numel() - 2))
+        rules = self.model.generation
+        prefix = torch.tensor([self.decoder_input(self.results[:index])], device=logits.device)  # (1, t)
+        # What may be chosen here (minitx: never PAD or SOS; a folder's settings may force a token)
+        probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1)[0].exp()
+        top = probs.topk(min(self.top_k, int((probs > 0).sum()) or 1))
         predicted = int(top.indices[0])
         token = self.forced.get(index, predicted)  # forced over teacher over the model's choice
         if index not in self.forced and self.teacher is not None and index < len(self.teacher):
@@ -310,7 +301,7 @@ class Stepper:
             top_k=[(int(i), float(p)) for p, i in zip(top.values, top.indices)],
             cross_attention=torch.stack([w[0, :, -1] for w in maps.cross]).cpu(),  # (L, h, S)
             self_attention=torch.stack([w[0, :, -1] for w in maps.decoder_self]).cpu(),
-            is_end=token == self.model.cfg.eos_id,
+            is_end=token in rules.eos,
             log_probs=log_probs.cpu(),
             lens=lens,
             predicted=predicted,

@@ -78,8 +78,11 @@ def attention(
     need_weights: bool = False,
     edit_weights: WeightsEdit | None = None,
     offset: int = 0,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(q k^T / divisor) v over the key axis; the divisor is sqrt(d_k) unless given.
+    """softmax(q k^T / divisor + bias) v over the key axis; the divisor is sqrt(d_k) unless given,
+    bias (broadcastable to (B, h, Tq, Tk)) is added to the scores when given (T5's relative
+    positions).
 
     q (B, h, Tq, k), k/v (B, g, Tk, k) with g dividing h (shared_heads), mask broadcastable to
     (B, h, Tq, Tk), True = allowed; causal (self-attention, Tq == Tk) also hides from query i
@@ -91,13 +94,15 @@ def attention(
     """
     k, v = shared_heads(k, q.shape[1]), shared_heads(v, q.shape[1])  # (B, h, Tk, k)
     if fused and not need_weights and edit_weights is None:
-        bias, is_causal = None, causal
-        if mask is not None:  # padding as well: one additive bias carries both
+        score_bias, is_causal = bias, causal
+        if mask is not None or (causal and bias is not None):  # one additive bias carries them all
             if causal:
-                mask, is_causal = mask & causal_mask(q.shape[-2], q.device), False
-            bias = additive_mask(mask, q.dtype)
+                tril = causal_mask(q.shape[-2], q.device)
+                mask, is_causal = (tril if mask is None else mask & tril), False
+            masked = additive_mask(mask, q.dtype)
+            score_bias = masked if bias is None else masked + bias
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=is_causal,
+            q, k, v, attn_mask=score_bias, dropout_p=dropout, is_causal=is_causal,
             scale=None if divisor is None else 1.0 / divisor,
         )
         return out, None
@@ -106,6 +111,8 @@ def attention(
         mask = tril if mask is None else mask & tril
     divisor = math.sqrt(q.shape[-1]) if divisor is None else divisor
     scores = q @ k.transpose(-2, -1) / divisor  # (B, h, Tq, Tk)
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         scores = scores.masked_fill(~mask, masked_fill_value(q.dtype))
     weights = scores.softmax(dim=-1)

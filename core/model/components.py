@@ -2,10 +2,11 @@
 
 Each ModelConfig switch chooses one of them (docs/components.md has the formulas and what each
 swap changes): `norm_kind` LayerNorm, RMSNorm or the Annotated Transformer's std-based
-LayerNorm (docs/import.md), `activation` a ReLU/GELU MLP or SwiGLU,
-`position_encoding` sinusoids, learned tables, rotary (RoPE) or nothing. Grouped-query attention
-(`kv_heads`) lives with attention in core/model/transformer.py. The functional forms here (rms_norm,
-std_norm, swiglu, rotary_angles, rotate_pairs) are shared with the KV-cache decoder, core/model/kv_cache.py.
+LayerNorm (docs/import.md), `activation` a ReLU/GELU/SiLU MLP or a gated block (SwiGLU, GEGLU),
+`position_encoding` sinusoids, learned tables, rotary (RoPE), T5's relative position bias or
+nothing. Grouped-query attention (`kv_heads`) lives with attention in core/model/transformer.py.
+The functional forms here (rms_norm, std_norm, activation_function, gated, rotary_angles,
+rotate_pairs) are shared with the KV-cache decoder, core/model/kv_cache.py.
 
 Shapes: B batch, T length, d d_model, f d_ff, k d_k.
 """
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minitx.core.config import MODERN_COMPONENTS, NORM_EPS, ModelConfig
+from minitx.core.config import GATED_ACTIVATIONS, MODERN_COMPONENTS, NORM_EPS, ModelConfig
 
 # The named swaps (the lab's variants): name -> the ModelConfig fields it sets, which are also
 # the option names of `minitx train`. "gqa" assumes the reference's 4 heads.
@@ -99,18 +100,34 @@ def norm_layer(cfg: ModelConfig) -> nn.Module:
 # Feed-forward blocks
 
 
+def activation_function(name: str):
+    """The elementwise function of a plain MLP or of a gated block's gate, by ModelConfig name:
+    relu; gelu exact (erf); gelu-tanh and geglu's gate GELU's tanh approximation, which is T5's
+    gelu_new formula; silu (Marian's "swish") and swiglu's gate x * sigmoid(x)."""
+    if name == "relu":
+        return F.relu
+    if name == "gelu":
+        return F.gelu
+    if name in ("gelu-tanh", "geglu"):
+        return _gelu_tanh
+    return F.silu
+
+
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
 class FeedForward(nn.Sequential):
     """Linear -> activation -> dropout -> linear. A Sequential so parameter names stay ff.0 / ff.3
     (checkpoints depend on them); dropout is skipped outside training because at batch 1 every
     module call is a noticeable share of encoding or an uncached decoding step."""
 
     def __init__(self, cfg: ModelConfig) -> None:
-        activation = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
         super().__init__(
-            nn.Linear(cfg.d_model, cfg.d_ff),
-            activation,
+            nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias),
+            _Activation(cfg.activation),
             nn.Dropout(cfg.dropout),
-            nn.Linear(cfg.d_ff, cfg.d_model),
+            nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
@@ -119,29 +136,45 @@ class FeedForward(nn.Sequential):
         return outer(drop(hidden) if self.training else hidden)
 
 
-def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """silu(W1 x) * W3 x: the gate decides, per hidden unit, how much of W3 x passes."""
-    return F.silu(gate) * up
+class _Activation(nn.Module):
+    """activation_function(name) as a module (no parameters), so FeedForward stays a Sequential."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name, self.function = name, activation_function(name)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.function(x)
+
+    def extra_repr(self) -> str:
+        return self.name
 
 
-class SwiGLUFeedForward(nn.Module):
-    """W2(silu(W1 x) * W3 x): W1 and W3 d -> f, W2 f -> d, all with bias (3fd + 2f + d
-    parameters, half as many again as the two-linear block of the same d_ff)."""
+def gated(gate: torch.Tensor, up: torch.Tensor, activation: str) -> torch.Tensor:
+    """act(W1 x) * W3 x: the gate decides, per hidden unit, how much of W3 x passes (swiglu: silu,
+    geglu: the tanh GELU)."""
+    return activation_function(activation)(gate) * up
+
+
+class GatedFeedForward(nn.Module):
+    """W2(act(W1 x) * W3 x): W1 and W3 d -> f, W2 f -> d (3fd + 2f + d parameters with biases, half
+    as many again as the two-linear block of the same d_ff). SwiGLU, and T5 v1.1's gated GELU."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff)  # the gate
-        self.w3 = nn.Linear(cfg.d_model, cfg.d_ff)  # what the gate lets through
-        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.activation = cfg.activation
+        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)  # the gate
+        self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)  # what the gate lets through
+        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
-        hidden = swiglu(self.w1(x), self.w3(x))  # (B, T, f)
+        hidden = gated(self.w1(x), self.w3(x), self.activation)  # (B, T, f)
         return self.w2(self.drop(hidden) if self.training else hidden)
 
 
 def feed_forward(cfg: ModelConfig) -> nn.Module:
-    return SwiGLUFeedForward(cfg) if cfg.activation == "swiglu" else FeedForward(cfg)
+    return GatedFeedForward(cfg) if cfg.activation in GATED_ACTIVATIONS else FeedForward(cfg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,6 +210,48 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return x * cos + turned * sin
 
 
+def relative_buckets(relative: torch.Tensor, bidirectional: bool, buckets: int, max_distance: int
+                     ) -> torch.Tensor:
+    """Key position minus query position (any shape, int64) -> T5's bucket of each, in
+    [0, buckets). Bidirectional (the encoder): half the buckets for keys after the query; causal
+    (the decoder): only keys at or before it count. Of each half, the first half are exact
+    distances 0, 1, ..., the rest logarithmically wider bins up to max_distance, and every distance
+    beyond shares the last bucket (Raffel et al. 2020; Mesh TensorFlow's formula)."""
+    bucket = torch.zeros_like(relative)
+    if bidirectional:
+        buckets //= 2
+        bucket += (relative > 0).long() * buckets
+        distance = relative.abs()
+    else:
+        distance = -torch.clamp(relative, max=0)
+    exact = buckets // 2
+    far = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
+                   * (buckets - exact)).long()
+    far = torch.clamp(far, max=buckets - 1)
+    return bucket + torch.where(distance < exact, distance, far)
+
+
+class RelativePositionBias(nn.Module):
+    """One learned scalar per head and bucket (buckets x h parameters), added to every
+    self-attention score of its stack: computed once and shared by all the stack's layers, as
+    T5 does in its first layer."""
+
+    def __init__(self, cfg: ModelConfig, bidirectional: bool) -> None:
+        super().__init__()
+        self.bidirectional = bidirectional
+        self.buckets, self.max_distance = cfg.relative_buckets, cfg.relative_max_distance
+        self.weight = nn.Parameter(torch.zeros(cfg.relative_buckets, cfg.n_heads))
+
+    def forward(self, queries: int, keys: int, offset: int = 0) -> torch.Tensor:
+        """-> (1, h, queries, keys): the bias of query positions offset .. offset + queries - 1
+        over key positions 0 .. keys - 1."""
+        device = self.weight.device
+        relative = (torch.arange(keys, device=device)[None, :]
+                    - torch.arange(offset, offset + queries, device=device)[:, None])  # (Tq, Tk)
+        bucket = relative_buckets(relative, self.bidirectional, self.buckets, self.max_distance)
+        return F.embedding(bucket, self.weight).permute(2, 0, 1)[None]  # (1, h, Tq, Tk)
+
+
 def option_labels(cfg: ModelConfig) -> list[str]:
     """The choices a model's numbers depend on that its shapes do not show, in a few words each
     (the app's header and inspect for an imported model): norm placement, norm kind and eps,
@@ -188,7 +263,17 @@ def option_labels(cfg: ModelConfig) -> list[str]:
         labels.append("log-softmax")
     if cfg.separate_vocabularies:
         labels.append(f"{cfg.source_vocab_size}/{cfg.vocab_size} tokens")
+    labels += [text for flag, text in _hf_options(cfg) if flag]
     return labels
+
+
+def _hf_options(cfg: ModelConfig) -> list[tuple[bool, str]]:
+    """The Hugging Face families' options that differ from minitx's own, each as a short label."""
+    return [(cfg.position_encoding == "relative", "relative positions"),
+            (not cfg.bias, "no biases"), (not cfg.scale_scores, "unscaled scores"),
+            (not cfg.embed_scale, "unscaled embeddings"), (cfg.embedding_norm, "embedding norm"),
+            (cfg.tie_embeddings or cfg.tie_output, "tied embeddings"),
+            (cfg.scale_output, "output scaled")]
 
 
 def short_option_labels(cfg: ModelConfig) -> str:
@@ -208,17 +293,38 @@ def components(cfg: ModelConfig) -> dict[str, str]:
     if cfg.final_norms and cfg.norm == "post":
         norm += ", and a final norm after each stack"
     ff = {"relu": "ReLU MLP: W2 relu(W1 x)", "gelu": "GELU MLP: W2 gelu(W1 x)",
-          "swiglu": "SwiGLU: W2(silu(W1 x) * W3 x)"}[cfg.activation]
+          "silu": "SiLU MLP: W2 silu(W1 x)", "gelu-tanh": "GELU (tanh approximation) MLP: W2 gelu(W1 x)",
+          "swiglu": "SwiGLU: W2(silu(W1 x) * W3 x)",
+          "geglu": "GEGLU: W2(gelu(W1 x) * W3 x), GELU's tanh approximation"}[cfg.activation]
+    if not cfg.bias:
+        ff += ", no biases"
     positions = {"sinusoidal": "sinusoidal table added to the embeddings (no parameters)",
                  "learned": f"learned tables, {cfg.max_len} positions per side",
                  "rope": "rotary, on self-attention queries and keys (no parameters)",
-                 "none": "none: attention sees a set, not a sequence"}[cfg.position_encoding]
+                 "none": "none: attention sees a set, not a sequence",
+                 "relative": f"relative position bias on self-attention scores, {cfg.relative_buckets} "
+                             f"buckets up to distance {cfg.relative_max_distance}, one per stack"
+                 }[cfg.position_encoding]
     if cfg.kv_heads == cfg.n_heads:
         attention = f"multi-head: {cfg.n_heads} heads, each its own K and V"
     else:
         attention = f"grouped-query: {cfg.n_heads} query heads share {cfg.kv_heads} K/V"
+    if not cfg.scale_scores:
+        attention += "; scores not divided by sqrt(d_k)"
+    if cfg.d_head:
+        attention += f"; heads {cfg.d_k} wide ({cfg.attention_width} together)"
     described = {"norm": f"{cfg.norm}-norm, {norm}", "positions": positions, "feed-forward": ff,
                  "attention": attention}
+    embedding = ([] if cfg.embed_scale else ["token vectors not scaled by sqrt(d_model)"]) + \
+        (["a norm after embeddings and positions"] if cfg.embedding_norm else [])
+    tied = ("one table for source, target and output" if cfg.tie_embeddings and cfg.tie_output else
+            "source and target share one table" if cfg.tie_embeddings else
+            "the output layer shares the target's table" if cfg.tie_output else "")
+    if tied:
+        embedding.append(tied + (", the decoder stream scaled by d_model^-0.5 before it"
+                                 if cfg.scale_output else ""))
+    if embedding:
+        described["embeddings"] = "; ".join(embedding)
     if cfg.separate_vocabularies:
         described["vocabularies"] = (f"separate: {cfg.source_vocab_size} source tokens (PAD "
                                      f"{cfg.source_pad_id}), {cfg.vocab_size} target tokens "

@@ -30,14 +30,15 @@ from torch import nn
 
 from minitx.core.model.attention import additive_mask, attention, shared_heads
 from minitx.core.model.components import (
+    GatedFeedForward,
     RMSNorm,
     StdNorm,
-    SwiGLUFeedForward,
+    activation_function,
+    gated,
     rms_norm,
     rotary_angles,
     rotate_pairs,
     std_norm,
-    swiglu,
 )
 from minitx.core.model.hooks import HeadHook, StreamEdit, embedding_hook, head_hook, stream_hook
 from minitx.core.model.transformer import AttentionMaps, DecoderLayer, Seq2Seq
@@ -45,7 +46,7 @@ from minitx.core.model.transformer import AttentionMaps, DecoderLayer, Seq2Seq
 
 class _Linear(NamedTuple):
     weight_t: torch.Tensor  # (d_in, d_out): transposed once, so a step is a single addmm
-    bias: torch.Tensor  # (d_out,)
+    bias: torch.Tensor | None  # (d_out,), or None: a model without biases (T5)
 
     @classmethod
     def of(cls, *linears: nn.Linear) -> _Linear:
@@ -54,9 +55,12 @@ class _Linear(NamedTuple):
         if len(linears) == 1:
             return cls(linears[0].weight.t(), linears[0].bias)
         weight = torch.cat([lin.weight for lin in linears])  # (sum d_out, d_in)
-        return cls(weight.t(), torch.cat([lin.bias for lin in linears]))
+        biased = linears[0].bias is not None
+        return cls(weight.t(), torch.cat([lin.bias for lin in linears]) if biased else None)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # (B, d_in) -> (B, d_out)
+        if self.bias is None:
+            return x @ self.weight_t
         return torch.addmm(self.bias, x, self.weight_t)
 
 
@@ -84,7 +88,7 @@ class _Norm(NamedTuple):
 class _LayerState:
     """One decoder layer's weights for this decode, and what it has cached so far."""
 
-    self_qkv: _Linear  # Q, K and V of self-attention stacked: d -> d + 2 g k
+    self_qkv: _Linear  # Q, K and V of self-attention stacked: d -> h k + 2 g k
     self_out: _Linear
     cross_q: _Linear
     cross_kv: _Linear  # K and V of cross-attention stacked: d -> 2 g k
@@ -106,15 +110,15 @@ class _LayerState:
         if any(hook is not None and hook.edits_inputs for hook in (head_hook(sa), head_hook(ca))):
             raise ValueError("a head's own query or key/value input acts in full forwards only, "
                              "not in cached decoding")
-        gated = isinstance(ff, SwiGLUFeedForward)
+        is_gated = isinstance(ff, GatedFeedForward)
         return cls(
             self_qkv=_Linear.of(sa.q_proj, sa.k_proj, sa.v_proj),
             self_out=_Linear.of(sa.out_proj),
             cross_q=_Linear.of(ca.q_proj),
             cross_kv=_Linear.of(ca.k_proj, ca.v_proj),
             cross_out=_Linear.of(ca.out_proj),
-            ff_in=_Linear.of(ff.w1, ff.w3) if gated else _Linear.of(ff[0]),
-            ff_out=_Linear.of(ff.w2 if gated else ff[-1]),
+            ff_in=_Linear.of(ff.w1, ff.w3) if is_gated else _Linear.of(ff[0]),
+            ff_out=_Linear.of(ff.w2 if is_gated else ff[-1]),
             norms=tuple(_Norm.of(r.norm) for r in (layer.self_res, layer.cross_res, layer.ff_res)),
             cross_reads_decoder=layer.cross_reads_decoder,
             self_hook=head_hook(sa),
@@ -146,13 +150,19 @@ class IncrementalDecoder:
                              "cached decoding")
         self.model = model
         self.position = 0  # decoder positions fed so far
-        self._heads, self._kv_heads, self._d, self._d_k = cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_k
+        self._heads, self._kv_heads, self._d_k = cfg.n_heads, cfg.kv_heads, cfg.d_k
+        self._width = cfg.attention_width  # h k: the query heads side by side
         self._divisor = model.decoder[0].self_attn.score_divisor  # None: sqrt(d_k)
         self._pre_norm = cfg.norm == "pre"
-        self._activation = {"relu": F.relu, "gelu": F.gelu, "swiglu": _swiglu}[cfg.activation]
+        self._activation = _gated(cfg.activation) if isinstance(model.decoder[0].ff, GatedFeedForward) \
+            else activation_function(cfg.activation)
         # Token embedding scaled once: (E * sqrt(d))[token] is exactly E[token] * sqrt(d).
-        self._embedding = model.tgt_embed.weight * cfg.d_model**0.5  # (V, d)
+        self._embedding = model.tgt_embed.weight * cfg.d_model**0.5 if cfg.embed_scale \
+            else model.tgt_embed.weight  # (V, d)
         self._positional = model.position_table("tgt")  # (max_len, d), or None
+        self._embed_norm = _Norm.of(model.tgt_embed_norm) if cfg.embedding_norm else None
+        self._relative = cfg.position_encoding == "relative"
+        self._scale_output = cfg.d_model**-0.5 if cfg.scale_output else None
         self._rope = cfg.position_encoding == "rope"
         self._rotary: tuple[torch.Tensor, torch.Tensor] | None = None  # (cos, sin) (n, k), grown as needed
         self._layers = [_LayerState.of(layer) for layer in model.decoder]
@@ -174,16 +184,32 @@ class IncrementalDecoder:
         y = F.embedding(tokens, self._embedding)  # (B, d)
         if self._positional is not None:
             y = y + self._positional[self.position]
+        if self._embed_norm is not None:
+            y = self._embed_norm(y)
         rotary = self._rotary_at(self.position, y.device) if self._rope else None
+        # T5: this position's query over every key so far, (1, h, 1, position + 1), for all layers
+        bias = self.model.position_bias("tgt", 1, self.position + 1, self.position) if self._relative \
+            else None
         for state in self._layers:
-            y = self._layer_step(state, y, maps, rotary)
+            y = self._layer_step(state, y, maps, rotary, bias)
             if state.stream_hook is not None:
                 y = state.stream_hook(y[:, None], self.position)[:, 0]  # (B, d) as (B, 1, d)
         self.position += 1
         if self._final_norm is not None:
             y = self._final_norm(y)
+        if self._scale_output is not None:
+            y = y * self._scale_output
         logits = self._output(y)  # (B, V)
         return logits.log_softmax(dim=-1) if self._log_softmax else logits
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep the cached rows `rows` (N,) in that order: beam search's reorder, each kept
+        hypothesis continuing its parent's keys and values. The rows are one source's hypotheses,
+        so the memory's cross keys and values (the same in every row) stay."""
+        for state in self._layers:
+            state.self_keys_values = state.self_keys_values.index_select(1, rows)  # (2, N, g, t, k)
+            if state.cross_reads_decoder:
+                state.cross_keys_values = state.cross_keys_values.index_select(1, rows)
 
     def _rotary_at(self, position: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin (1, k) of one position. The table is computed for 64 positions at a time,
@@ -195,19 +221,20 @@ class IncrementalDecoder:
         return cos[position : position + 1], sin[position : position + 1]
 
     def _layer_step(self, state: _LayerState, y: torch.Tensor, maps: AttentionMaps | None,
-                    rotary: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+                    rotary: tuple[torch.Tensor, torch.Tensor] | None,
+                    bias: torch.Tensor | None) -> torch.Tensor:
         B, h, g = y.shape[0], self._heads, self._kv_heads
         self_norm, cross_norm, ff_norm = state.norms
 
         x = self_norm(y) if self._pre_norm else y
-        qkv = state.self_qkv(x)  # (B, d + 2 g k): Q, then K and V
-        q = qkv[:, : self._d].view(B, h, 1, -1)  # (B, h, 1, k)
-        new_kv = qkv[:, self._d :].view(B, 2, g, 1, -1)  # (B, 2, g, 1, k)
+        qkv = state.self_qkv(x)  # (B, h k + 2 g k): Q, then K and V
+        q = qkv[:, : self._width].view(B, h, 1, -1)  # (B, h, 1, k)
+        new_kv = qkv[:, self._width :].view(B, 2, g, 1, -1)  # (B, 2, g, 1, k)
         if rotary is not None:  # this position's turn, for the query and the key it caches
             q = rotate_pairs(q, *rotary)
             new_kv = torch.stack((rotate_pairs(new_kv[:, 0], *rotary), new_kv[:, 1]), dim=1)
         kv = state.self_keys_values = _appended(state.self_keys_values, new_kv)  # (2, B, g, t + 1, k)
-        a, self_w = self._attend(q, kv[0], kv[1], None, None, maps, state.self_hook)  # (B, d)
+        a, self_w = self._attend(q, kv[0], kv[1], None, bias, maps, state.self_hook, bias)  # (B, h k)
         y = self._residual(y, state.self_out(a), self_norm)
 
         x = cross_norm(y) if self._pre_norm else y
@@ -215,11 +242,11 @@ class IncrementalDecoder:
         if state.cross_reads_decoder:  # a bug preset: keys/values from the decoder positions so far
             new_kv = state.cross_kv(x).view(B, 2, g, 1, -1)  # (B, 2, g, 1, k)
             kv = state.cross_keys_values = _appended(state.cross_keys_values, new_kv)
-            a, cross_w = self._attend(q, kv[0], kv[1], None, None, maps, state.cross_hook)
+            a, cross_w = self._attend(q, kv[0], kv[1], None, None, maps, state.cross_hook, None)
         else:
             kv = state.cross_keys_values
             a, cross_w = self._attend(q, kv[0], kv[1], self._src_mask, self._src_bias, maps,
-                                      state.cross_hook)
+                                      state.cross_hook, None)
         y = self._residual(y, state.cross_out(a), cross_norm)
 
         x = ff_norm(y) if self._pre_norm else y
@@ -238,25 +265,28 @@ class IncrementalDecoder:
         bias: torch.Tensor | None,
         maps: AttentionMaps | None,
         hook: HeadHook | None,
+        score_bias: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """q (B, h, 1, k) over k/v (B, g, Tk, k) -> (B, d), and the weights (B, h, 1, Tk) when
-        maps are wanted (the explicit path; otherwise the fused kernel with the prepared bias).
-        Every query head's output (B, h, 1, k) and weights exist here, before the heads merge;
-        a hook edits them exactly as in the modules' forward."""
+        """q (B, h, 1, k) over k/v (B, g, Tk, k) -> (B, h k), and the weights (B, h, 1, Tk) when
+        maps are wanted (the explicit path; otherwise the fused kernel with the prepared bias:
+        the source mask's, or the relative positions' score_bias, never both). Every query head's
+        output (B, h, 1, k) and weights exist here, before the heads merge; a hook edits them
+        exactly as in the modules' forward."""
         if hook is not None:
             out, weights = attention(q, k, v, mask, divisor=self._divisor, need_weights=True,
-                                     edit_weights=hook.weights, offset=self.position)
+                                     edit_weights=hook.weights, offset=self.position, bias=score_bias)
             if hook.output is not None:
                 out = hook.output(out, self.position)  # (B, h, 1, k)
         elif maps is not None:
-            out, weights = attention(q, k, v, mask, divisor=self._divisor, need_weights=True)
+            out, weights = attention(q, k, v, mask, divisor=self._divisor, need_weights=True,
+                                     bias=score_bias)
         else:
             scale = None if self._divisor is None else 1.0 / self._divisor
             heads = q.shape[1]
             out = F.scaled_dot_product_attention(q, shared_heads(k, heads), shared_heads(v, heads),
                                                  attn_mask=bias, scale=scale)
             weights = None
-        return out.reshape(q.shape[0], self._d), weights
+        return out.reshape(q.shape[0], self._width), weights
 
     def _residual(self, y: torch.Tensor, sublayer_out: torch.Tensor, norm: _Norm) -> torch.Tensor:
         """Post-norm LN(y + f), pre-norm y + f; sublayer_out is fresh, so it takes the sum in place."""
@@ -264,7 +294,12 @@ class IncrementalDecoder:
         return out if self._pre_norm else norm(out)
 
 
-def _swiglu(hidden: torch.Tensor) -> torch.Tensor:
-    """(B, 2f): W1 x and W3 x side by side (one stacked matmul) -> silu(W1 x) * W3 x (B, f)."""
-    gate, up = hidden.chunk(2, dim=-1)
-    return swiglu(gate, up)
+def _gated(activation: str):
+    """A gated block's step: (B, 2f), W1 x and W3 x side by side (one stacked matmul) ->
+    act(W1 x) * W3 x (B, f)."""
+
+    def step(hidden: torch.Tensor) -> torch.Tensor:
+        gate, up = hidden.chunk(2, dim=-1)
+        return gated(gate, up, activation)
+
+    return step

@@ -4,7 +4,7 @@ Attention itself, with its masks, is core/model/attention.py; the swappable part
 feed-forward blocks, position encodings) are core/model/components.py.
 
 Shapes: B batch, S source length, T target length, h heads, g K/V heads (h with multi-head
-attention, fewer with grouped-query attention), d d_model, k d_k = d / h.
+attention, fewer with grouped-query attention), d d_model, k d_k = d / h (or the config's d_head).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import torch
 from torch import nn
 
 from minitx.core.config import ModelConfig
+from minitx.core.data.generation import Generation
 from minitx.core.model.attention import attention, padding_mask_or_none
 from minitx.core.model.components import (
+    RelativePositionBias,
     feed_forward,
     norm_layer,
     rotary_angles,
@@ -35,28 +37,35 @@ def project_per_head(linear: nn.Linear, x: torch.Tensor, slices: int) -> torch.T
     slice of `linear`'s output, the slice j // (h / slices) (K/V slices are shared by groups)."""
     B, h, T, d = x.shape
     weight = linear.weight.view(slices, -1, d)  # (slices, k, d)
+    if slices < h:
+        weight = weight.repeat_interleave(h // slices, 0)
+    out = torch.einsum("bhtd,hkd->bhtk", x, weight)
+    if linear.bias is None:
+        return out
     bias = linear.bias.view(slices, -1)  # (slices, k)
     if slices < h:
-        weight, bias = weight.repeat_interleave(h // slices, 0), bias.repeat_interleave(h // slices, 0)
-    return torch.einsum("bhtd,hkd->bhtk", x, weight) + bias[None, :, None, :]
+        bias = bias.repeat_interleave(h // slices, 0)
+    return out + bias[None, :, None, :]
 
 
 class MultiHeadAttention(nn.Module):
     """Q and output d x d, K and V d -> g * d_k, all with bias: 4d^2 + 4d parameters with one
-    K/V head per query head (g = h), fewer with grouped-query attention (g < h)."""
+    K/V head per query head (g = h), fewer with grouped-query attention (g < h). Without biases
+    (T5) 4d^2; with d_head set, the heads together are h * d_head wide instead of d."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        d, kv_width = cfg.d_model, cfg.kv_heads * cfg.d_k
+        d, width, kv_width = cfg.d_model, cfg.attention_width, cfg.kv_heads * cfg.d_k
         self.n_heads, self.kv_heads = cfg.n_heads, cfg.kv_heads
         self.dropout = cfg.dropout
         self.fused = cfg.attention == "fused"
-        # None: sqrt(d_k). The no-scale variant divides by 1 (the classic missing scaling).
-        self.score_divisor: float | None = 1.0 if cfg.bug == "no-scale" else None
-        self.q_proj = nn.Linear(d, d)
-        self.k_proj = nn.Linear(d, kv_width)
-        self.v_proj = nn.Linear(d, kv_width)
-        self.out_proj = nn.Linear(d, d)
+        # None: sqrt(d_k). The no-scale variant divides by 1 (the classic missing scaling); so does
+        # a T5 model, whose initialisation took the scaling in instead.
+        self.score_divisor: float | None = 1.0 if cfg.bug == "no-scale" or not cfg.scale_scores else None
+        self.q_proj = nn.Linear(d, width, bias=cfg.bias)
+        self.k_proj = nn.Linear(d, kv_width, bias=cfg.bias)
+        self.v_proj = nn.Linear(d, kv_width, bias=cfg.bias)
+        self.out_proj = nn.Linear(width, d, bias=cfg.bias)
 
     def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
         """(B, T, heads * k) -> (B, heads, T, k); heads defaults to the query heads."""
@@ -96,6 +105,7 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         causal: bool = False,
         rotary: Rotary | None = None,  # the queries' positions (self-attention of a rope model)
+        bias: torch.Tensor | None = None,  # (1, h, Tq, Tk) added to the scores: relative positions
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         k, v = keys_values
         hook = head_hook(self)  # an intervention's (core/interp/interventions.py), usually None
@@ -112,11 +122,12 @@ class MultiHeadAttention(nn.Module):
             fused=self.fused or not self.training,
             need_weights=need_weights,
             edit_weights=hook.weights if hook is not None else None,
+            bias=bias,
         )
         if hook is not None and hook.output is not None:
             out = hook.output(out, 0)  # (B, h, Tq, k): the per-head outputs, before out_proj
         B, h, Tq, dk = out.shape
-        out = out.transpose(1, 2).reshape(B, Tq, h * dk)  # (B, Tq, d)
+        out = out.transpose(1, 2).reshape(B, Tq, h * dk)  # (B, Tq, h k)
         return self.out_proj(out), weights
 
 
@@ -150,10 +161,11 @@ class EncoderLayer(nn.Module):
         self.attn_res = Residual(cfg)
         self.ff_res = Residual(cfg)
 
-    def forward(self, x, mask, need_weights=False, rotary: Rotary | None = None):
+    def forward(self, x, mask, need_weights=False, rotary: Rotary | None = None,
+                position_bias: torch.Tensor | None = None):
         h = self.attn_res.input(x)
         a, weights = self.self_attn(h, self.self_attn.keys_values(h, rotary), mask, need_weights,
-                                    rotary=rotary)
+                                    rotary=rotary, bias=position_bias)
         x = self.attn_res.output(x, a)
         x = self.ff_res.output(x, self.ff(self.ff_res.input(x)))
         return x, weights
@@ -179,15 +191,15 @@ class DecoderLayer(nn.Module):
         return self.cross_attn.keys_values(memory), src_mask, False
 
     def forward(self, y, memory, src_mask, tgt_mask, causal=False, need_weights=False,
-                rotary: Rotary | None = None):
+                rotary: Rotary | None = None, position_bias: torch.Tensor | None = None):
         """y (B, T, d) decoder stream; memory (B, S, d); tgt_mask: padding of the decoder input
         (or None), causal: hide later positions too; rotary: the decoder positions' angles, for
         self-attention only (source and target positions share no coordinate, so cross-attention
-        is never rotated). (Decoding one position at a time against cached keys/values is
-        core/model/kv_cache.py.)"""
+        is never rotated), as is position_bias (1, h, T, T), T5's relative positions. (Decoding
+        one position at a time against cached keys/values is core/model/kv_cache.py.)"""
         h = self.self_res.input(y)
         a, self_w = self.self_attn(h, self.self_attn.keys_values(h, rotary), tgt_mask, need_weights,
-                                   causal, rotary)
+                                   causal, rotary, position_bias)
         y = self.self_res.output(y, a)
 
         h = self.cross_res.input(y)
@@ -211,28 +223,87 @@ class AttentionMaps:
     cross: list[torch.Tensor] = field(default_factory=list)  # (B, h, T, S)
 
 
+def on_meta() -> bool:
+    """Whether tensors are being made on the meta device: a model built for its shapes, or to
+    take a file's tensors as its weights. There a few ops (normal_, arange) run through torch's
+    reference implementations, whose first use imports torch._dynamo: seconds of every load, so
+    the model skips them (their values are never read)."""
+    return torch.empty(0).device.type == "meta"
+
+
+def token_table(rows: int, d: int, padding_idx: int | None) -> nn.Embedding:
+    """nn.Embedding(rows, d) (reset_parameters gives it its values); on the meta device without
+    nn.Embedding's own normal_ init. Elsewhere exactly as before, so seeded models draw the same
+    weights."""
+    if on_meta():
+        return nn.Embedding(rows, d, padding_idx=padding_idx, _weight=torch.empty(rows, d))
+    return nn.Embedding(rows, d, padding_idx=padding_idx)
+
+
 class Seq2Seq(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
-        self.src_embed = nn.Embedding(cfg.source_vocab_size, d, padding_idx=cfg.source_pad_id)
-        self.tgt_embed = nn.Embedding(cfg.vocab_size, d, padding_idx=cfg.pad_id)
+        self.src_embed = token_table(cfg.source_vocab_size, d, cfg.source_pad_id)
+        self.tgt_embed = token_table(cfg.vocab_size, d, cfg.pad_id)
         if cfg.position_encoding == "sinusoidal":  # a buffer: saved and moved, never trained
-            self.register_buffer("positional", sinusoidal_table(cfg.max_len, d))  # (max_len, d)
+            table = torch.empty(cfg.max_len, d) if on_meta() else sinusoidal_table(cfg.max_len, d)
+            self.register_buffer("positional", table)  # (max_len, d)
         elif cfg.position_encoding == "learned":  # one table per side: their positions differ
-            self.src_positions = nn.Embedding(cfg.max_len, d)
-            self.tgt_positions = nn.Embedding(cfg.max_len, d)
+            self.src_positions = token_table(cfg.max_len, d, None)
+            self.tgt_positions = token_table(cfg.max_len, d, None)
+        elif cfg.position_encoding == "relative":  # one bias table per stack, shared by its layers
+            self.src_position_bias = RelativePositionBias(cfg, bidirectional=True)
+            self.tgt_position_bias = RelativePositionBias(cfg, bidirectional=False)
+        if cfg.embedding_norm:
+            self.src_embed_norm = norm_layer(cfg)
+            self.tgt_embed_norm = norm_layer(cfg)
         self.embed_drop = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         final = cfg.with_final_norms  # pre-norm always; post-norm as torch.nn.Transformer has them
         self.encoder_norm = norm_layer(cfg) if final else nn.Identity()
         self.decoder_norm = norm_layer(cfg) if final else nn.Identity()
-        self.output = nn.Linear(d, cfg.vocab_size)  # the decoder stream -> next-token logits
+        self.output = nn.Linear(d, cfg.vocab_size, bias=cfg.bias)  # the decoder stream -> logits
+        self._tie()
         # Decoder self-attention hides later positions; the no-causal-mask variant lets it see them.
         self.causal = cfg.bug != "no-causal-mask"
+        # How outputs are generated (core/data/generation.py): minitx's rule, or a folder's settings
+        # (set by whoever loads the model: the checkpoint, the Hugging Face reader).
+        self.generation = Generation.minitx(cfg.sos_id, cfg.eos_id, cfg.pad_id)
         self.reset_parameters()
+
+    def _tie(self) -> None:
+        """Tied tables are one Parameter under several names (the modules stay apart, so a hook on
+        the source's table never touches the target's); files keep it once (tied_names)."""
+        if self.cfg.tie_embeddings:
+            self.tgt_embed.weight = self.src_embed.weight
+        if self.cfg.tie_output:
+            self.output.weight = self.tgt_embed.weight
+
+    def tied_names(self) -> dict[str, str]:
+        """state_dict names that are another name's tensor (the tied tables): alias -> owner.
+        A checkpoint stores only the owners; loading gives each alias its owner's tensor."""
+        tied = {"tgt_embed.weight": "src_embed.weight"} if self.cfg.tie_embeddings else {}
+        if self.cfg.tie_output:
+            tied["output.weight"] = tied.get("tgt_embed.weight", "tgt_embed.weight")
+        return tied
+
+    def own_state_dict(self) -> dict[str, torch.Tensor]:
+        """state_dict() without the aliases of tied tables: what a file holds."""
+        tied = self.tied_names()
+        return {k: t for k, t in self.state_dict().items() if k not in tied}
+
+    def load_own_state_dict(self, weights: dict[str, torch.Tensor], assign: bool = False) -> None:
+        """load_state_dict() of what own_state_dict() gave (strict: every other name present).
+        assign: the tensors become the weights themselves, no copy (a model built on the meta
+        device, which allocates and initialises nothing: how a large folder loads in the time and
+        memory its file takes)."""
+        aliases = {alias: weights[owner] for alias, owner in self.tied_names().items()}
+        self.load_state_dict({**weights, **aliases}, assign=assign)
+        if assign:
+            self._tie()
 
     def reset_parameters(self) -> None:
         for p in self.parameters():
@@ -259,18 +330,30 @@ class Seq2Seq(nn.Module):
         return rotary_angles(torch.arange(offset, offset + length, device=device), self.cfg.d_k)
 
     def embed(self, tokens: torch.Tensor, side: str, offset: int = 0) -> torch.Tensor:
-        """(B, T) -> (B, T, d): token * sqrt(d) + position (positions offset.. offset+T-1)."""
+        """(B, T) -> (B, T, d): token * sqrt(d) + position (positions offset.. offset+T-1), the
+        token unscaled where the config says, then the embedding norm where there is one."""
         T = tokens.shape[1]
         self.check_length(offset + T)
         table = self.src_embed if side == "src" else self.tgt_embed
         x = table(tokens)  # (B, T, d): the token vectors, what gradient attribution differentiates
         if (hook := embedding_hook(table)) is not None:
             x = hook(x, offset)
-        x = x * math.sqrt(self.cfg.d_model)
+        if self.cfg.embed_scale:
+            x = x * math.sqrt(self.cfg.d_model)
         positions = self.position_table(side)
         if positions is not None:
             x = x + positions[offset : offset + T]
+        if self.cfg.embedding_norm:
+            x = (self.src_embed_norm if side == "src" else self.tgt_embed_norm)(x)
         return self.embed_drop(x) if self.training else x
+
+    def position_bias(self, side: str, queries: int, keys: int, offset: int = 0) -> torch.Tensor | None:
+        """(1, h, queries, keys) added to the `side` stack's self-attention scores (T5's relative
+        positions; query positions from offset), or None for every other position encoding."""
+        if self.cfg.position_encoding != "relative":
+            return None
+        table = self.src_position_bias if side == "src" else self.tgt_position_bias
+        return table(queries, keys, offset)
 
     def check_length(self, length: int) -> None:
         """Raise a clear ValueError when `length` positions exceed the positional table."""
@@ -281,9 +364,11 @@ class Seq2Seq(nn.Module):
         """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S), None if nothing is padded."""
         src_mask = padding_mask_or_none(src, self.cfg.source_pad_id)
         x = self.embed(src, "src")
-        rotary = self.rotary(src.shape[1], src.device)
+        S = src.shape[1]
+        rotary = self.rotary(S, src.device)
+        bias = self.position_bias("src", S, S)  # (1, h, S, S) or None
         for layer in self.encoder:
-            x, w = layer(x, src_mask, need_weights=maps is not None, rotary=rotary)
+            x, w = layer(x, src_mask, need_weights=maps is not None, rotary=rotary, position_bias=bias)
             if (hook := stream_hook(layer)) is not None:
                 x = hook(x, 0)  # (B, S, d)
             if maps is not None:
@@ -292,13 +377,18 @@ class Seq2Seq(nn.Module):
 
     def decode(self, tgt_in, memory, src_mask, maps: AttentionMaps | None = None):
         """(B, T) decoder input -> logits (B, T, V)."""
-        tgt_mask = padding_mask_or_none(tgt_in, self.cfg.pad_id)  # causal masking comes on top
+        # Padding only ever follows a target's end, so a causal decoder's real positions never see
+        # it: only a decoder that sees later positions masks it. (A Hugging Face model's output
+        # may hold PAD mid-sequence, which its own code never masks either.)
+        tgt_mask = None if self.causal else target_padding_mask(tgt_in, self.cfg.pad_id)
         y = self.embed(tgt_in, "tgt")
-        rotary = self.rotary(tgt_in.shape[1], tgt_in.device)
+        T = tgt_in.shape[1]
+        rotary = self.rotary(T, tgt_in.device)
+        bias = self.position_bias("tgt", T, T)  # (1, h, T, T) or None
         for layer in self.decoder:
             y, self_w, cross_w = layer(
                 y, memory, src_mask, tgt_mask, causal=self.causal, need_weights=maps is not None,
-                rotary=rotary,
+                rotary=rotary, position_bias=bias,
             )
             if (hook := stream_hook(layer)) is not None:
                 y = hook(y, 0)  # (B, T, d)
@@ -311,7 +401,10 @@ class Seq2Seq(nn.Module):
         """(..., d) decoder stream -> (..., V) logits: the final norm (if the model has one) and
         the output layer (then log-softmax, for a model whose output layer ends in one). On a
         stream leaving an earlier layer this is the logit lens."""
-        logits = self.output(self.decoder_norm(y))
+        y = self.decoder_norm(y)
+        if self.cfg.scale_output:  # T5 v1.0: its output layer is the token table, rescaled
+            y = y * self.cfg.d_model**-0.5
+        logits = self.output(y)
         return logits.log_softmax(dim=-1) if self.cfg.log_softmax else logits
 
     @property
@@ -325,6 +418,14 @@ class Seq2Seq(nn.Module):
         memory, src_mask = self.encode(src, maps)
         logits = self.decode(tgt_in, memory, src_mask, maps)
         return (logits, maps) if return_attention else logits
+
+
+def target_padding_mask(tgt_in: torch.Tensor, pad_id: int) -> torch.Tensor | None:
+    """padding_mask_or_none() of a decoder input, whose first position is always the start
+    token, never padding, even where the start token is PAD itself (T5, Marian)."""
+    mask = tgt_in != pad_id  # (B, T)
+    mask[:, 0] = True
+    return None if bool(mask.all()) else mask[:, None, None, :]
 
 
 def set_training(model: nn.Module, training: bool) -> None:
@@ -350,9 +451,13 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 
 # top-level module -> its row in the parameter table
-_GROUPS = {"src_embed": "embeddings", "tgt_embed": "embeddings", "src_positions": "learned positions",
-           "tgt_positions": "learned positions", "encoder": "encoder layers", "decoder": "decoder layers",
-           "encoder_norm": "final norms", "decoder_norm": "final norms", "output": "output"}
+_GROUPS = {"src_embed": "embeddings", "tgt_embed": "embeddings", "src_embed_norm": "embeddings",
+           "tgt_embed_norm": "embeddings", "src_positions": "learned positions",
+           "tgt_positions": "learned positions", "src_position_bias": "relative positions",
+           "tgt_position_bias": "relative positions", "encoder": "encoder layers",
+           "decoder": "decoder layers", "encoder_norm": "final norms", "decoder_norm": "final norms",
+           "output": "output"}
+_OPTIONAL_GROUPS = ("learned positions", "relative positions", "final norms")
 
 
 def parameter_breakdown(model: Seq2Seq) -> dict[str, int]:
@@ -361,7 +466,7 @@ def parameter_breakdown(model: Seq2Seq) -> dict[str, int]:
     groups = dict.fromkeys(dict.fromkeys(_GROUPS.values()), 0)
     for name, p in model.named_parameters():
         groups[_GROUPS[name.split(".")[0]]] += p.numel()
-    groups = {k: v for k, v in groups.items() if v or k not in ("learned positions", "final norms")}
+    groups = {k: v for k, v in groups.items() if v or k not in _OPTIONAL_GROUPS}
     groups["total"] = sum(groups.values())
     return groups
 

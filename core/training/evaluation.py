@@ -21,7 +21,6 @@ from minitx.core.interp.decode import (
     exact_match,
     first_wrong_step,
     greedy_decode,
-    next_tokens,
 )
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.results import EvalResult, Failure
@@ -53,7 +52,9 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
     correct, lengths, kept = [], [], []
     unknown, seen, wrong = 0, 0, 0
     src_unk, unk = task.src_vocab.unk, task.vocab.unk
-    forced = teacher_forced and model.causal and not failures
+    # One forward pass gives greedy's verdicts only where no rule depends on the step or the
+    # prefix (a Hugging Face folder's forced tokens, min_length, repeated n-grams).
+    forced = teacher_forced and model.causal and not failures and model.generation.context_free
     batches = iter(batches)
     complete = True
     for batch in batches:
@@ -106,10 +107,12 @@ def teacher_forced_exact_match(model: Seq2Seq, batch: Batch, cap: int) -> torch.
     """(B,) bool: every target token up to EOS predicted (argmax) from the target before it,
     and the target within the `cap` tokens greedy decoding may write."""
     device, pad = model.device, model.cfg.pad_id
+    cap = model.generation.cap(cap, model.cfg.max_len)  # as greedy decoding caps it
     with eval_mode(model), torch.inference_mode():
         logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
         labels = batch.labels.to(device)  # (B, T): the target, EOS, then PAD
-        right = (next_tokens(logits, model.cfg) == labels) | (labels == pad)  # (B, T): greedy's choice
+        chosen = model.generation.emittable(logits).argmax(dim=-1)  # (B, T): greedy's choice
+        right = (chosen == labels) | (labels == pad)
         fits = (labels != pad).sum(dim=1) <= cap  # (B,)
         return (right.all(dim=1) & fits).cpu()
 

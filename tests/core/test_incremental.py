@@ -35,6 +35,19 @@ CONFIGS = {
     "layer norm eps 1e-2": {"norm_eps": 1e-2, "final_norms": True},
     "rms norm eps 1e-2": {"norm": "pre", "norm_kind": "rms", "norm_eps": 1e-2},
     "separate source vocabulary": {"src_vocab_size": 17, "src_pad_id": SRC_PAD},
+    # The Hugging Face families' components (docs/huggingface.md)
+    "T5 v1.0: relative positions, no biases, unscaled, tied output rescaled": {
+        "norm": "pre", "norm_kind": "rms", "activation": "relu", "position_encoding": "relative",
+        "bias": False, "scale_scores": False, "embed_scale": False, "relative_buckets": 8,
+        "relative_max_distance": 16, "tie_embeddings": True, "tie_output": True, "scale_output": True},
+    "T5 v1.1: gated GELU, heads narrower than d_model / h": {
+        "norm": "pre", "norm_kind": "rms", "activation": "geglu", "position_encoding": "relative",
+        "bias": False, "scale_scores": False, "embed_scale": False, "d_head": 8, "n_heads": 6},
+    "BART: learned positions, embedding norm, gelu, tied": {
+        "position_encoding": "learned", "embedding_norm": True, "activation": "gelu", "embed_scale": False,
+        "tie_embeddings": True, "tie_output": True},
+    "Marian: silu, scaled embeddings": {"activation": "silu"},
+    "gelu tanh": {"activation": "gelu-tanh"},
 }
 
 

@@ -39,6 +39,8 @@ DECODE_BINDINGS = [
             tooltip="scroll a grid too wide to show"),
     Binding("greater_than_sign", "scroll_columns(1)", "columns", key_display=">", show=False,
             tooltip="scroll a grid too wide to show"),
+    Binding("z", "zoom", "zoom", show=False,
+            tooltip="zoom: wide cells, each source piece whole (again: all)"),
 ]
 # Changing the model on screen: Explore acts on its panel, Compare on B (`intervened_panels`).
 ABLATION_BINDINGS = [
@@ -59,9 +61,9 @@ SOURCE_BINDINGS = [
 # beside the head's cross-attention. In the help: Explore's footer is full at 80x24.
 ATTRIBUTION_BINDINGS = [
     Binding("y", "attribution", "attrib", show=False,
-            tooltip="attribution under the step's row: ig → ixg → occlusion → rollout → off"),
+            tooltip="attribution row (again: the next method)"),
     Binding("Y", "view('attribution')", "attrib matrix", show=False,
-            tooltip="attribution of every step beside the head's cross-attention (y: method)"),
+            tooltip="every step's, beside the head"),
 ]
 
 IN_A_WORKER = ("ig",)  # the attribution methods that cost many backward passes: off the screen's thread
@@ -85,6 +87,8 @@ class DecodeKeys(ExplainedKeys):
         panels = self.decode_panels()
         if action == "scroll_columns" and not any(p.scroll_grid.cropped for p in panels):
             return "every column fits: < > scroll only a grid too wide to show"
+        if action == "zoom" and panels and all(p.session.view_mode != "grid" for p in panels):
+            return "z zooms one head's grid: s or a goes back to it"
         if action == "numbers" and panels:
             views = [p.session.view_mode for p in panels]
             if not set(views) & set(NUMBERS_VIEWS):
@@ -366,6 +370,10 @@ class DecodeKeys(ExplainedKeys):
         self.refresh_view()
 
     @one_line_errors
+    def action_zoom(self) -> None:
+        for panel in self.decode_panels():
+            panel.grid.toggle_zoom()
+
     def action_scroll_columns(self, pages: int) -> None:
         for panel in self.decode_panels():
             panel.scroll_grid.scroll_columns(pages)

@@ -123,7 +123,7 @@ def session_grid(session, layer: int | None = None, head: int | None = None):
     if kind == "cross":
         return s.cross_attention_grid(layer, head).tolist(), outputs, tokens
     if kind == "self":
-        inputs = ["<sos>"] + outputs[:-1]
+        inputs = s.vocab.labels(s.decoder_input([]))[:1] + outputs[:-1]  # the start token, then outputs
         return s.self_attention_grid(layer, head).tolist(), outputs, inputs
     return s.encoder_attention_grid(layer, head).tolist(), tokens, tokens
 
@@ -196,14 +196,12 @@ def _attribution(session, prefix: str) -> Numbers | None:
 
 
 def _lens(session, prefix: str) -> Numbers | None:
-    from minitx.core.interp.decode import emittable
-
     s, vocab = session.stepper, session.record.task.vocab
     r = s.current
     if r is None:
         return None
-    fed = "<sos>" if r.index == 0 else vocab.label(s.results[r.index - 1].token)
-    probabilities = emittable(r.lens, session.record.model.cfg).exp()  # (layers, V)
+    fed = vocab.label(s.decoder_input(s.results)[r.index])
+    probabilities = session.record.model.generation.emittable(r.lens).exp()  # (layers, V)
     lines = []
     for layer, row in enumerate(probabilities.tolist()):
         ranked = sorted(((p, i) for i, p in enumerate(row) if p > 0), reverse=True)

@@ -38,8 +38,8 @@ VIEW_BINDINGS = [  # Explore's, on both panels; in the help (the footer keeps to
     Binding("s", "kind", "attn", show=False, tooltip="attention: cross → decoder self → encoder self"),
     Binding("a", "view('heads')", "heads", show=False, tooltip="every head of that kind, in both models"),
     *(Binding(b.key, b.action, b.description, show=False, tooltip=tip) for b, tip in zip(
-        ATTRIBUTION_BINDINGS, ("both models' attribution under the step's row (again: method)",
-                               "both models' attribution beside the head's cross-attention"))),
+        ATTRIBUTION_BINDINGS, ("attribution rows, both models (again: method)",
+                               "every step's, beside the head"))),
 ]
 
 

@@ -231,7 +231,7 @@ class DecodePanel(Vertical):
                       "" if self.label else "rows: tokens generated · columns: source tokens",
                       under=under, note=note, unit="weight, share" if under else "weight")
         elif v.kind == "self":
-            inputs = ["<sos>"] + rows_labels[:-1] if rows_labels else ["<sos>"]
+            inputs = s.vocab.labels(s.decoder_input([])) + rows_labels[:-1]  # the start, then outputs
             rows = s.self_attention_grid(layer, head).tolist()
             grid.show(rows, inputs, rows_labels, current_row, hint,
                       "rows: outputs · columns: inputs (· future)", causal=True)
@@ -273,8 +273,6 @@ class DecodePanel(Vertical):
         self.heads.show(grids, scores, (v.layer_index, v.head_index), v.off_heads(), note, v.roles_grid())
 
     def _draw_lens(self) -> None:
-        from minitx.core.interp.decode import emittable
-
         v = self.session
         s, lens, vocab = v.stepper, self.query_one(".lens", LensTable), v.record.task.vocab
         self.grid_box.border_title = "logit lens · each decoder layer's guess"
@@ -282,8 +280,8 @@ class DecodePanel(Vertical):
         if r is None:
             lens.show([])
             return
-        fed = "<sos>" if r.index == 0 else vocab.label(s.results[r.index - 1].token)
-        top = emittable(r.lens, v.record.model.cfg).exp().topk(3, dim=-1)  # (layers, 3) of the emittable
+        fed = vocab.label(s.decoder_input(s.results)[r.index])
+        top = v.record.model.generation.emittable(r.lens).exp().topk(3, dim=-1)  # (layers, 3) emittable
         layers = [[(vocab.label(int(i)), float(p)) for p, i in zip(ps, idx)]
                   for ps, idx in zip(top.values, top.indices)]
         lens.show(layers, f"step {s.position}: fed {fed}, output {r.text}")

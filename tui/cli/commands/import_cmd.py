@@ -1,5 +1,6 @@
-"""`minitx import`: a Transformer trained by other code (its state_dict and vocabularies) -> a
-minitx checkpoint that every command and the app can open (docs/import.md)."""
+"""`minitx import`: a Transformer trained by other code (its state_dict and vocabularies, or a
+Hugging Face model folder) -> a minitx checkpoint that every command and the app can open
+(docs/import.md, docs/huggingface.md)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import click
 from minitx.tui.cli.common import BadArgument, core_choice, echo_json, json_option
 
 
-@click.command("import", short_help="Bring your own model: a state_dict of nn.Transformer or the Annotated "
-                                    "Transformer.")
-@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.command("import", short_help="Bring your own model: a Hugging Face folder, or a state_dict of "
+                                    "nn.Transformer or the Annotated Transformer.")
+@click.argument("file", required=False)
 @click.option("--layout", type=core_choice("importing.importer", "LAYOUTS"),
               help="Whose code trained it: PyTorch's nn.Transformer tutorial (Seq2SeqTransformer) or "
                    "Harvard NLP's Annotated Transformer (EncoderDecoder).")
@@ -63,8 +64,14 @@ def import_cmd(file, layout, mapping, src_vocab, tgt_vocab, out, heads, tokens, 
     what they cannot (the heads, the tokenisation) comes from options or --config. Everything is
     checked before --out is written: a bad file is one line naming its key or line, exit 2.
 
+    FILE may also be a Hugging Face model folder (Marian/opus-mt, T5, Flan-T5, BART) or a model
+    id in your Hugging Face cache: it is converted once, weights, tokenisers and generation
+    settings, into a file that computes exactly what the folder does (only --out, --pairs and
+    --json apply; every command also opens the folder itself).
+
     \b
     Examples:
+      minitx import Helsinki-NLP/opus-mt-en-de --out en-de.safetensors
       minitx import model.pt --layout nn-transformer --heads 8 --tokens word \\
           --src-vocab de.vocab --tgt-vocab en.vocab --out mine.safetensors
       minitx import model.safetensors --layout annotated --heads 8 \\
@@ -77,6 +84,20 @@ def import_cmd(file, layout, mapping, src_vocab, tgt_vocab, out, heads, tokens, 
     """
     from minitx.core.importing.errors import ImportFileError
 
+    if file is not None and not print_mapping and _is_model_folder(file):
+        given = {"--layout": layout, "--mapping": mapping, "--src-vocab": src_vocab, "--tgt-vocab": tgt_vocab,
+                 "--heads": heads, "--tokens": tokens, "--specials": specials, "--src-specials": src_specials,
+                 "--norm": norm, "--norm-kind": norm_kind, "--norm-eps": norm_eps, "--activation": activation,
+                 "--final-norms": final_norms, "--log-softmax": log_softmax, "--wrap-source": wrap_source,
+                 "--positions": positions, "--config": config_file}
+        extra = next((flag for flag, value in given.items() if value is not None), None)
+        if extra is not None:
+            raise click.UsageError(f"{extra} does not apply to a Hugging Face folder: its config.json and "
+                                   "tokeniser files say all of it")
+        if out is None:
+            raise click.UsageError("missing --out: minitx import FOLDER --out X.safetensors")
+        _import_folder(file, out, pairs, as_json)
+        return
     if print_mapping:
         if layout is None:
             raise click.UsageError("--print-mapping prints a built-in mapping: give --layout")
@@ -132,4 +153,57 @@ def import_cmd(file, layout, mapping, src_vocab, tgt_vocab, out, heads, tokens, 
                f"{cfg.n_heads} heads, d_ff {cfg.d_ff}, {params:,} parameters; "
                f"{task.src_vocab.size} source and {task.vocab.size} target tokens; sources fed "
                f"{task.wrapping()}")
+    click.echo(f"wrote {out_path} · next: minitx inspect {out_path}")
+
+
+def _is_model_folder(text: str) -> bool:
+    """A folder, or a model id for the Hugging Face cache (owner/name, nothing of that name here)."""
+    from pathlib import Path
+
+    from minitx.core.importing.hf_cache import looks_like_model_id
+
+    return Path(text).expanduser().is_dir() or looks_like_model_id(text)
+
+
+def _import_folder(name: str, out: str, pairs: str | None, as_json: bool) -> None:
+    """A Hugging Face folder (or cached model id) -> a minitx checkpoint at `out`."""
+    from pathlib import Path
+
+    from minitx import checkpoints
+    from minitx.core.checkpoint import CheckpointError, check_writable, save_checkpoint
+    from minitx.core.data.pair_files import DataError
+    from minitx.core.importing.errors import ImportFileError
+    from minitx.core.importing.hf_cache import looks_like_model_id
+    from minitx.core.importing.huggingface import open_folder
+    from minitx.core.importing.importer import with_pairs
+    from minitx.core.model.transformer import parameter_breakdown
+
+    out_path = Path(out)
+    try:
+        check_writable(out_path)
+        folder = checkpoints.resolve(name)
+        if not folder.is_dir():
+            raise ImportFileError(f"{name} is a file; a Hugging Face model is a folder with a config.json")
+        opened = open_folder(folder, model_id=name if looks_like_model_id(name) else "", hashes=True)
+        task, notes = opened.task, list(opened.notes)
+        if pairs:
+            task, pair_notes = with_pairs(task, Path(pairs), opened.model.cfg.max_len)
+            notes += pair_notes
+        summary = {**opened.summary, **({"notes": opened.notes} if opened.notes else {})}
+        save_checkpoint(out_path, opened.model, task, summary)
+    except (ImportFileError, DataError, CheckpointError) as e:
+        raise BadArgument(str(e)) from None
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    cfg = opened.model.cfg
+    if as_json:
+        echo_json({"checkpoint": str(out_path), "family": task.origin["family"],
+                   "model_config": cfg.to_dict(),
+                   "pairs_kept": len(task.heldout) if task.heldout else 0, "origin": task.origin,
+                   "generation": opened.model.generation.to_dict()})
+        return
+    params = parameter_breakdown(opened.model)["total"]
+    click.echo(f"imported {name} ({task.origin['family']}): {cfg.n_encoder_layers}+{cfg.n_decoder_layers} "
+               f"layers, d_model {cfg.d_model}, {cfg.n_heads} heads, d_ff {cfg.d_ff}, {params:,} parameters; "
+               f"{task.vocab.size:,} target pieces")
     click.echo(f"wrote {out_path} · next: minitx inspect {out_path}")

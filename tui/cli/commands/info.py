@@ -36,8 +36,8 @@ def inspect_data(ckpt) -> dict:
         train_cfg = None
     return {
         "path": str(ckpt.path),
-        "file_size_bytes": ckpt.path.stat().st_size,
-        "file_size": describe_size(ckpt.path),
+        "file_size_bytes": ckpt.size_bytes,
+        "file_size": describe_size(ckpt.size_bytes),
         "dtype": ckpt.dtype,
         "format_version": meta.get("format_version"),
         "minitx_version": meta.get("minitx_version"),
@@ -54,6 +54,7 @@ def inspect_data(ckpt) -> dict:
         **({"src_vocabulary": list(task.src_vocab.tokens), "src_vocab": _vocab_facts(task.src_vocab)}
            if task.src_vocab is not vocab else {}),
         **({"imported": _imported_facts(task, ckpt.model_config)} if task.name == "imported" else {}),
+        **({"huggingface": _hf_facts(ckpt)} if task.name == "huggingface" else {}),
         "model_config": ckpt.model_config.to_dict(),
         "train_config": train_cfg,
         "parameters": parameter_breakdown(ckpt.model),
@@ -82,6 +83,18 @@ def _imported_facts(task, cfg) -> dict:
     pairs = (None if task.heldout is None
              else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
     return {**task.origin, "source_wrapping": task.wrapping(), "options": option_labels(cfg), "pairs": pairs}
+
+
+def _hf_facts(ckpt) -> dict:
+    """Where a Hugging Face model came from, its options in words and its generation settings."""
+    from minitx.core.model.components import option_labels
+
+    task = ckpt.task
+    pairs = (None if task.heldout is None
+             else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
+    return {**task.origin, "options": option_labels(ckpt.model_config),
+            "generation": ckpt.model.generation.to_dict(), "notes": ckpt.summary.get("notes", []),
+            "pairs": pairs}
 
 
 def describe_history(history) -> str:
@@ -135,13 +148,18 @@ def inspect_cmd(ckpt, as_json) -> None:
     pattern = (f"a trained model's cross-attention is {task['expected_alignment']}"
                if task["expected_alignment"] else "no expected cross-attention pattern")
     about = [Text.assemble("task ", (task["name"], "bold"), f": {task['description']}"),
-             f"source lengths {task['min_len']}-{task['max_len']}", pattern]
+             *([] if "huggingface" in info else [f"source lengths {task['min_len']}-{task['max_len']}"]),
+             pattern]
     out.print(field_lines(about, out.width), highlight=False)
     if "imported" in info:
         out.print(_imported(info["imported"]), highlight=False)
+    elif "huggingface" in info:
+        out.print(_huggingface(info["huggingface"]), highlight=False)
     elif "provenance" in task:
         out.print(_provenance(task), highlight=False)
-    if "src_vocab" in info:
+    if "src_vocab" in info and checkpoint.task.src_vocab.tokens == checkpoint.task.vocab.tokens:
+        out.print(_vocabulary(checkpoint.task.vocab, "vocabulary (both sides)"), highlight=False)
+    elif "src_vocab" in info:
         out.print(_vocabulary(checkpoint.task.src_vocab, "source vocabulary"), highlight=False)
         out.print(_vocabulary(checkpoint.task.vocab, "target vocabulary"), highlight=False)
     else:
@@ -204,11 +222,12 @@ def _vocabulary(vocab, name: str = "vocabulary"):
     if vocab.level == "digits":
         return f"{name} " + " ".join(f"{i}:{t}" for i, t in enumerate(vocab.tokens))
     real = vocab.real_ids()
-    what = {"char": "characters", "word": "words"}[vocab.level]
+    what = {"char": "characters", "word": "words", "subword": "pieces"}[vocab.level]
     shown = " ".join(vocab.label(i) for i in real[:SHOWN_TOKENS])
     more = f" … and {len(real) - SHOWN_TOKENS:,} more (--json lists them)" if len(real) > SHOWN_TOKENS else ""
     specials = " ".join(f"{i}:{vocab.tokens[i]}" for i in vocab.specials)
-    return escape(f"{name}: {len(real):,} {what} (␣ is a space) and {specials}: {shown}{more}")
+    legend = {"char": " (␣ is a space)", "subword": " (· starts a word)"}.get(vocab.level, "")
+    return escape(f"{name}: {len(real):,} {what}{legend} and {specials}: {shown}{more}")
 
 
 def _imported(facts: dict) -> str:
@@ -223,6 +242,23 @@ def _imported(facts: dict) -> str:
                   f"{facts['src_vocab']['file']} (source) and {facts['tgt_vocab']['file']} (target); "
                   f"options: {', '.join(facts['options'])}; sources fed {facts['source_wrapping']}; "
                   f"positions: {facts['positions']}{pairs}")
+
+
+def _huggingface(facts: dict) -> str:
+    """Where a Hugging Face model came from, its options and how it generates."""
+    from rich.markup import escape
+
+    g = facts["generation"]
+    files = ", ".join(f"{name} ({f['size']:,} bytes)" for name, f in facts["files"].items())
+    where = f"{facts['model_id']} ({facts['folder']})" if facts.get("model_id") else facts["folder"]
+    generation = (f"decoder starts at {g['start']}, ends at {'/'.join(map(str, g['eos']))}, at most "
+                  f"{g['max_new_tokens'] or g['max_length'] - 1} new tokens"
+                  + (f", a beam of {g['num_beams']} in generate()" if g["num_beams"] > 1 else ""))
+    pairs = (f"; {facts['pairs']['kept']:,} example pairs of {facts['pairs']['file']}" if facts["pairs"]
+             else "; no example pairs (give --pairs FILE to measure)")
+    notes = "".join(f"; note: {n}" for n in facts["notes"])
+    return escape(f"Hugging Face {facts['family']} model from {where}: {files}; options: "
+                  f"{', '.join(facts['options'])}; {generation}{pairs}{notes}")
 
 
 def _provenance(task: dict) -> str:

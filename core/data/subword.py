@@ -1,0 +1,263 @@
+"""A subword vocabulary: a Hugging Face model's own tokeniser (core/data/tokenisers.py) as a minitx
+Vocab, with ids identical to transformers' tokeniser of the same folder.
+
+One vocabulary per side of the model ("source" or "target"): Marian cuts sources with source.spm
+and targets with target.spm, T5 and BART use one tokeniser for both. What each side gives:
+- `encode_text(text)`: on the source side `tokenizer(text)["input_ids"]`, on the target side
+  `tokenizer(text_target=text)["input_ids"]` (the labels transformers trains on); either way
+  with the tokeniser's own special tokens (T5 and Marian append </s>, BART wraps in <s> … </s>).
+- `row_ids(texts)`: texts as a data file's rows hold them (core/data/pair_ids.py): a source as
+  encode_text gives it, a target as its labels without the final end token, which a Batch adds
+  (for BART the row starts with <s>: the decoder is fed </s> <s> …, as transformers shifts it).
+- `text(ids)`: `tokenizer.decode(ids, skip_special_tokens=True)`.
+- `label(i)`: the piece readable in one line of one-cell characters: a space the piece stands
+  for (sentencepiece's "▁", byte-level BPE's "Ġ") as WORD_START, byte-level pieces as the text
+  they stand for (a piece holding part of a UTF-8 character shows those bytes as \\xNN), special
+  tokens as spelled.
+
+The specials are roles, not distinct tokens: `sos` is the decoder's start token (Marian and T5
+start from <pad>, BART from </s>), so sos may be pad or eos. Ids beyond the tokeniser's own
+(T5's embedding has 28 rows more than its 32,100 pieces) have no piece: decoding drops them and
+they are labelled "?ID".
+
+In a checkpoint the tokeniser's files travel as bytes beside the weights (`files()`), and
+`to_dict()` names them with their sizes and sha256; `vocab_from_dict` checks all of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from minitx.core.data.tokenisers import TOKENISERS, TokeniserFileError
+from minitx.core.data.vocab import (
+    MAX_INPUT_CHARS,
+    MAX_TOKENS,
+    TaskInputError,
+    UnknownTokens,
+    Vocab,
+    visible_char,
+)
+
+SUBWORD = "subword"
+SIDES = ("source", "target")
+WORD_START = "·"  # how a space a piece stands for is shown: visible, but quieter than ␣ or ▁
+MAX_FILE_BYTES = 256 * 1024 * 1024  # a real tokenizer.json is a few MB
+MAX_FILES = 8
+BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # sentencepiece's byte-fallback pieces
+
+
+def _byte_table() -> dict[str, int]:
+    """Byte-level BPE's printable stand-in for each byte (GPT-2's bytes_to_unicode), inverted."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    stand_in = {b: chr(b) for b in printable}
+    extra = iter(range(256, 512))
+    for b in range(256):
+        if b not in stand_in:
+            stand_in[b] = chr(next(extra))
+    return {c: b for b, c in stand_in.items()}
+
+
+BYTE_OF = _byte_table()
+
+
+def piece_label(piece: str, style: str, marker: str | None, byte_fallback: bool = False) -> str:
+    """A piece as the text it stands for, in one-cell characters (see the module's docstring)."""
+    if style == "bytes" and all(c in BYTE_OF for c in piece):
+        text = bytes(BYTE_OF[c] for c in piece).decode("utf-8", errors="backslashreplace")
+    elif byte_fallback and (byte := BYTE_PIECE.fullmatch(piece)):
+        return f"\\x{byte.group(1).lower()}"
+    elif style == "metaspace" and marker:
+        text = piece.replace(marker, " ")
+    else:
+        text = piece
+    return "".join(WORD_START if c == " " else "\\xb7" if c == WORD_START else visible_char(c) for c in text)
+
+
+@dataclass(frozen=True, eq=False)
+class SubwordVocab(Vocab):
+    """A side of a Hugging Face tokeniser as a Vocab (level "subword"); build with `make`."""
+
+    tokeniser: object = field(default=None, repr=False)  # a core.data.tokenisers tokeniser
+    side: str = "target"
+
+    @classmethod
+    def make(cls, tokeniser, side: str, pad: int, sos: int, eos: int, unk: int | None,
+             size: int | None = None) -> SubwordVocab:
+        """The vocabulary of `tokeniser` on `side`, `size` ids long (the model's embedding rows;
+        default the tokeniser's own). ValueError (one line) when an id does not fit."""
+        size = tokeniser.size if size is None else size
+        if side not in SIDES:
+            raise ValueError(f"a subword vocabulary's side is source or target, not {side!r}")
+        if not 1 <= size <= MAX_TOKENS or tokeniser.size > size:
+            raise ValueError(f"the tokeniser has {tokeniser.size:,} ids; a vocabulary of {size:,} cannot "
+                             "hold them")
+        for name, i in (("pad", pad), ("sos", sos), ("eos", eos), ("unk", unk)):
+            if (i is not None or name != "unk") and not (isinstance(i, int) and 0 <= i < size):
+                raise ValueError(f"the vocabulary's {name} id {i} is not an id below {size:,}")
+        pieces = tokeniser.pieces()
+        tokens = tuple(p if p is not None else "" for p in pieces) + ("",) * (size - len(pieces))
+        return cls(tokens, pad, sos, eos, unk, SUBWORD, tokeniser, side)
+
+    def __post_init__(self) -> None:
+        ids: dict[str, int] = {}
+        for i, piece in enumerate(self.tokens):
+            if piece:
+                ids.setdefault(piece, i)
+        object.__setattr__(self, "_ids", ids)
+        object.__setattr__(self, "_labels", {})
+        skipped = set(self.tokeniser.special_ids) | set(self.specials)
+        object.__setattr__(self, "_special", frozenset(skipped))
+        object.__setattr__(self, "_real", [i for i, p in enumerate(self.tokens) if p and i not in skipped])
+        facts = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                 for name, data in self.tokeniser.files.items()}
+        object.__setattr__(self, "_facts", facts)  # once: equality compares to_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.side, self.pad, self.sos, self.eos, self.unk,
+                     tuple(sorted((k, v["sha256"]) for k, v in self._facts.items()))))
+
+    # -- what every Vocab gives ------------------------------------------------------------
+    def real_ids(self) -> list[int]:
+        """Ids of ordinary pieces: not a special token of the tokeniser, not a role, not a hole."""
+        return list(self._real)
+
+    def encode_text(self, text: str, max_len: int | None = None) -> list[int]:
+        """Typed text -> the ids transformers' tokeniser gives it (see the module's docstring),
+        or TaskInputError with one sentence for a person."""
+        what = self.side
+        if not isinstance(text, str):
+            raise TaskInputError(f"the {what} must be text")
+        if len(text) > MAX_INPUT_CHARS:
+            raise TaskInputError(f"the {what} is {len(text):,} characters long; that is far too long")
+        if not text.strip():
+            raise TaskInputError(f"the {what} is empty: type some text")
+        ids = self.tokeniser.encode([text])[0]
+        if max_len is not None and len(ids) > max_len:
+            raise TaskInputError(f"the {what} has {len(ids)} tokens; this model takes at most {max_len}")
+        return ids
+
+    def row_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Texts as a data file's rows hold them: sources as encode_text gives them, targets as
+        their labels without the final end token (a Batch adds it)."""
+        rows = self.tokeniser.encode(texts)
+        if self.side == "target":
+            rows = [r[:-1] if r and r[-1] == self.eos else r for r in rows]
+        return rows
+
+    def split(self, text: str) -> list[str]:
+        """Text -> the pieces of its row (row_ids), spelled as the vocabulary spells them."""
+        return [self.tokens[i] for i in self.row_ids([text])[0]]
+
+    def join(self, tokens: Sequence[str]) -> str:
+        """Pieces -> text, as transformers' convert_tokens_to_string joins them."""
+        return self.tokeniser.join([t for t in tokens if t])
+
+    def encode(self, tokens: Iterable[str], unknown: str = "error") -> tuple[list[int], int]:
+        """Pieces (any piece, special tokens included) -> ids, and how many were unknown."""
+        ids, missing = [], []
+        for token in tokens:
+            i = self._ids.get(token)
+            if i is None:
+                missing.append(token)
+                i = self.unk
+            ids.append(i)
+        if missing and (unknown == "error" or self.unk is None):
+            shown = ", ".join(repr(t[:12]) for t in dict.fromkeys(missing))
+            raise UnknownTokens(f"not pieces of this tokeniser: {shown}", list(dict.fromkeys(missing)))
+        return ids, len(missing)
+
+    def decode(self, ids: Iterable[int], strip_special: bool = True) -> list[str]:
+        """Ids -> pieces. With strip_special: a leading start token dropped (it may be the end
+        token, as BART's is), stopping at the end token, every special token and every id
+        without a piece dropped, as transformers' decode drops them."""
+        out = []
+        for n, i in enumerate(int(x) for x in ids):
+            if not strip_special:
+                out.append(self.tokens[i] or f"?{i}" if 0 <= i < self.size else f"?{i}")
+                continue
+            if n == 0 and i == self.sos:
+                continue
+            if i == self.eos:
+                break
+            if 0 <= i < self.size and self.tokens[i] and i not in self._special:
+                out.append(self.tokens[i])
+        return out
+
+    def text(self, ids: Iterable[int]) -> str:
+        """`tokenizer.decode(ids, skip_special_tokens=True)`: every special token skipped (the
+        end token too, wherever it is)."""
+        return self.tokeniser.decode([int(i) for i in ids if 0 <= int(i) < self.size])
+
+    def label(self, i: int) -> str:
+        """A piece in one line of one-cell characters (computed once per id, when first asked)."""
+        label = self._labels.get(i)
+        if label is None:
+            if not 0 <= i < self.size or not self.tokens[i]:
+                label = f"?{i}"
+            elif i in self._special:
+                label = "".join(visible_char(c) for c in self.tokens[i])
+            else:
+                t = self.tokeniser
+                label = piece_label(self.tokens[i], t.pieces_style, t.marker, t.byte_fallback) or "?"
+            self._labels[i] = label
+        return label
+
+    def labels(self, ids: Iterable[int]) -> list[str]:
+        return [self.label(int(i)) for i in ids]
+
+    # -- files -----------------------------------------------------------------------------
+    def files(self) -> dict[str, bytes]:
+        """The tokeniser's files by name: a checkpoint stores them beside the weights."""
+        return dict(self.tokeniser.files)
+
+    def to_dict(self) -> dict:
+        return {"level": SUBWORD, "kind": self.tokeniser.kind, "side": self.side, "size": self.size,
+                "pad": self.pad, "sos": self.sos, "eos": self.eos, "unk": self.unk,
+                "files": {name: dict(fact) for name, fact in self._facts.items()},
+                "settings": self.tokeniser.settings}
+
+    @classmethod
+    def from_dict(cls, data, files: dict[str, bytes] | None = None) -> SubwordVocab:
+        """From a checkpoint's metadata and the files' bytes: every field, size and sha256
+        checked. ValueError (one line) if not; TokeniserFileError for a file at fault."""
+        files = files or {}
+        if not isinstance(data, dict):
+            raise ValueError("the vocabulary is not an object")
+        fields = {"level", "kind", "side", "size", "pad", "sos", "eos", "unk", "files", "settings"}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise ValueError(f"the vocabulary has an unknown field {unknown[0][:40]!r}")
+        kind = data.get("kind")
+        if kind not in TOKENISERS:
+            raise ValueError(f"the vocabulary's tokeniser kind must be one of {', '.join(TOKENISERS)}")
+        facts = data.get("files")
+        if not isinstance(facts, dict) or not 1 <= len(facts) <= MAX_FILES:
+            raise ValueError("the vocabulary does not list its tokeniser's files")
+        found = {}
+        for name, fact in facts.items():
+            if not isinstance(fact, dict) or set(fact) != {"size", "sha256"}:
+                raise ValueError(f"the vocabulary's entry for file {name[:60]!r} is not its size and sha256")
+            if name not in files:
+                raise TokeniserFileError(name, "is missing: the vocabulary lists it")
+            if len(files[name]) != fact["size"] or hashlib.sha256(files[name]).hexdigest() != fact["sha256"]:
+                raise TokeniserFileError(name, "does not match the size and sha256 the vocabulary gives")
+            found[name] = files[name]
+        tokeniser = TOKENISERS[kind](found, data.get("settings"))
+        if set(tokeniser.files) != set(found):
+            raise ValueError("the vocabulary lists files its tokeniser does not read")
+        size = data.get("size")
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise ValueError("the vocabulary's size is not a number")
+        return cls.make(tokeniser, data.get("side"), data.get("pad"), data.get("sos"), data.get("eos"),
+                        data.get("unk"), size)
+
+
+def vocab_from_dict(data, files: dict[str, bytes] | None = None) -> Vocab:
+    """Any vocabulary from a checkpoint's metadata: a subword one with its files' bytes."""
+    if isinstance(data, dict) and data.get("level") == SUBWORD:
+        return SubwordVocab.from_dict(data, files)
+    return Vocab.from_dict(data)

@@ -1,0 +1,133 @@
+"""A Hugging Face folder opens wherever a checkpoint does (a path, or a model id in the local
+cache), `minitx import` converts it into a file that computes the same, and every folder that
+cannot be used gets one line naming the file and what is wrong, exit 2, with nothing written."""
+
+import json
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from minitx import checkpoints
+from minitx.core.interp.decode import greedy_decode
+from tests.cli.conftest import assert_one_line_error, run_cli
+from tests.huggingface.tiny_folders import load_reference, save_model
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory) -> Path:
+    return save_model(tmp_path_factory.mktemp("hf") / "marian", "marian")
+
+
+@pytest.fixture
+def broken(marian, tmp_path) -> Path:
+    """A copy of the tiny Marian folder, for a test to break."""
+    return Path(shutil.copytree(marian, tmp_path / "copy"))
+
+
+def test_decode_of_a_folder_prints_what_transformers_generates_and_decodes(marian):
+    from transformers import AutoTokenizer
+
+    text = "Zoë eats 3 cakes in Zürich."
+    run = run_cli("decode", str(marian), text)
+    assert run.exit_code == 0, run.stderr
+    tokenizer = AutoTokenizer.from_pretrained(marian)
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    generated = load_reference(marian).generate(ids, num_beams=1, do_sample=False)
+    assert run.stdout.strip() == tokenizer.decode(generated[0], skip_special_tokens=True).strip()
+
+
+def test_a_model_id_opens_from_the_cache_its_environment_names(marian, tmp_path):
+    repo = tmp_path / "hub" / "models--Helsinki-NLP--opus-mt-tiny"
+    shutil.copytree(marian, repo / "snapshots" / "abc123")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    by_id = run_cli("decode", "Helsinki-NLP/opus-mt-tiny", "Hello world", env=env)
+    by_path = run_cli("decode", str(marian), "Hello world")
+    assert by_id.exit_code == 0, by_id.stderr
+    assert by_id.stdout == by_path.stdout
+    missing = run_cli("decode", "Helsinki-NLP/opus-mt-en-xx", "Hello", env=env)
+    line = assert_one_line_error(missing)
+    assert missing.exit_code == 2 and str(tmp_path / "hub") in line and "hf download" in line
+
+
+def test_import_writes_a_file_that_decodes_exactly_as_the_folder_and_keeps_its_settings(marian, tmp_path):
+    out = tmp_path / "en-de.safetensors"
+    run = run_cli("import", str(marian), "--out", str(out))
+    assert run.exit_code == 0, run.stderr
+    folder, converted = checkpoints.load(marian), checkpoints.load(out)
+    assert converted.model.generation == folder.model.generation
+    text = "Grüße aus Köln"
+    assert converted.task.src_vocab.encode_text(text) == folder.task.src_vocab.encode_text(text)
+    src = torch.tensor([folder.task.parse("We eat cake in Malmö.")])
+    assert torch.equal(greedy_decode(converted.model, src), greedy_decode(folder.model, src))
+    with torch.no_grad():
+        tgt = torch.tensor([[folder.model.generation.start, 5, 6, 7]])
+        assert torch.equal(converted.model(src, tgt), folder.model(src, tgt))
+    # the tied table is stored once, not three times
+    assert out.stat().st_size < 1.5 * (marian / "model.safetensors").stat().st_size + 3e6
+
+
+def _break(case: str, folder: Path) -> str:
+    """Break the folder as `case` says; returns what its one-line error must name."""
+    config = json.loads((folder / "config.json").read_text())
+    if case == "an encoder-only model":
+        config["model_type"] = "bert"
+        (folder / "config.json").write_text(json.dumps(config))
+        return "bert"
+    if case == "an unknown activation":
+        config["activation_function"] = "sigmoid-ish"
+        (folder / "config.json").write_text(json.dumps(config))
+        return "activation_function"
+    if case == "no tokeniser":
+        for name in ("source.spm", "target.spm", "vocab.json"):
+            (folder / name).unlink()
+        return "source.spm"
+    if case == "a pickled object in the weights":
+        (folder / "model.safetensors").unlink()
+        (folder / "pytorch_model.bin").write_bytes(pickle.dumps(Path("x"), protocol=2))
+        return "pytorch_model.bin"
+    if case == "a shard that is missing":
+        from safetensors.torch import load_file, save_file
+
+        weights = load_file(str(folder / "model.safetensors"))
+        (folder / "model.safetensors").unlink()
+        moved = "model.encoder.layers.0.fc1.weight"  # into the second shard, which is missing
+        first = {k: t for k, t in weights.items() if k != moved}
+        save_file(first, str(folder / "model-00001-of-00002.safetensors"))
+        index = {"weight_map": {k: f"model-0000{1 + (k == moved)}-of-00002.safetensors" for k in weights}}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+        return "model-00002-of-00002.safetensors"
+    if case == "a config with fewer layers than the weights":
+        config["encoder_layers"] = 1
+        (folder / "config.json").write_text(json.dumps(config))
+        return "encoder.layers.1"
+    if case == "a config of another width":
+        config["d_model"] = 64
+        (folder / "config.json").write_text(json.dumps(config))
+        return "shape"
+    assert case == "config.json that is not JSON"
+    (folder / "config.json").write_text('{"model_type": "marian",\n  "d_model": 32,,\n}')
+    return "config.json line 2"
+
+
+CASES = ["an encoder-only model", "an unknown activation", "no tokeniser", "a pickled object in the weights",
+         "a shard that is missing", "a config with fewer layers than the weights",
+         "a config of another width", "config.json that is not JSON"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_folder_that_cannot_be_used_is_one_line_naming_the_file_exit_2_and_nothing_written(
+        case, broken, tmp_path):
+    named = _break(case, broken)
+    out = tmp_path / "out.safetensors"
+    run = run_cli("import", str(broken), "--out", str(out))
+    line = assert_one_line_error(run)
+    assert run.exit_code == 2
+    assert named in line, line
+    assert not out.exists()
+    decode = run_cli("decode", str(broken), "Hello")  # every command that opens it says the same
+    assert decode.exit_code == 2 and assert_one_line_error(decode) == line

@@ -1,0 +1,135 @@
+"""Tiny Hugging Face model folders, made offline with transformers' own config and model classes
+and save_pretrained: random weights of each family's shape, every parameter drawn afresh so that
+no bias is zero and no norm is the identity (a mapping that mixed two such tensors up would go
+unnoticed otherwise), and a tokeniser trained for the folder (tests/huggingface/tiny_tokenisers.py).
+Nothing is downloaded.
+
+FAMILIES names what each folder is like:
+- marian: opus-mt's layout (post-norm, SiLU "swish", scaled embeddings, sinusoids in halves, tied
+  tables, final_logits_bias), and its generation settings (bad word PAD, forced EOS);
+- t5: T5 v1.0 (ReLU, tied output rescaled by d_model^-0.5, relative position bias);
+- flan-t5: T5 v1.1 / Flan-T5 (gated GELU, its own lm_head, heads narrower than d_model / h);
+- bart: BART (learned positions with their offset of 2, layernorm_embedding, GELU, forced BOS).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import torch
+
+from tests.huggingface.tiny_tokenisers import DEFAULT_SIZES, SPECIAL_IDS, save_tokeniser
+
+FAMILIES = ("marian", "t5", "flan-t5", "bart")
+
+
+def tokeniser_family(family: str) -> str:
+    return "t5" if family == "flan-t5" else family
+
+
+def vocab_size(family: str) -> int:
+    """The folder's pieces: its tokeniser's size, the model's table rows."""
+    return DEFAULT_SIZES[tokeniser_family(family)]
+
+
+def special_ids(family: str) -> dict[str, int]:
+    """pad, eos, unk, the decoder's start and (BART) bos, as each family numbers them."""
+    ids = SPECIAL_IDS[tokeniser_family(family)](vocab_size(family))
+    return {"start": ids.pop("decoder_start"), **{k: v for k, v in ids.items() if v is not None}}
+
+
+def hf_model(family: str, layers: int = 2, d_model: int = 32, heads: int = 4, d_ff: int = 48,
+             positions: int = 64):
+    """A transformers model of the family's shape (random weights)."""
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        MarianConfig,
+        MarianMTModel,
+        T5Config,
+        T5ForConditionalGeneration,
+    )
+
+    ids, vocab = special_ids(family), vocab_size(family)
+    if family == "marian":
+        config = MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
+                              encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads,
+                              decoder_attention_heads=heads, encoder_ffn_dim=d_ff, decoder_ffn_dim=d_ff,
+                              max_position_embeddings=positions, activation_function="swish",
+                              scale_embedding=True, pad_token_id=ids["pad"], eos_token_id=ids["eos"],
+                              decoder_start_token_id=ids["start"], bos_token_id=ids["eos"],
+                              forced_eos_token_id=ids["eos"])
+        return MarianMTModel(config)
+    if family in ("t5", "flan-t5"):
+        v11 = family == "flan-t5"
+        config = T5Config(vocab_size=vocab, d_model=d_model, d_kv=d_model // heads if not v11 else 6,
+                          d_ff=d_ff, num_layers=layers, num_decoder_layers=layers, num_heads=heads,
+                          relative_attention_num_buckets=8, relative_attention_max_distance=20,
+                          feed_forward_proj="gated-gelu" if v11 else "relu", tie_word_embeddings=not v11,
+                          pad_token_id=ids["pad"], eos_token_id=ids["eos"],
+                          decoder_start_token_id=ids["start"])
+        return T5ForConditionalGeneration(config)
+    config = BartConfig(vocab_size=vocab, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+                        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=d_ff,
+                        decoder_ffn_dim=d_ff, max_position_embeddings=positions, activation_function="gelu",
+                        pad_token_id=ids["pad"], eos_token_id=ids["eos"], bos_token_id=ids["bos"],
+                        decoder_start_token_id=ids["start"], forced_bos_token_id=ids["bos"],
+                        forced_eos_token_id=ids["eos"])
+    return BartForConditionalGeneration(config)
+
+
+def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0, **shape) -> Path:
+    """Save a random model of `family` into `folder` (save_pretrained's own files, the generation
+    settings a real folder of the family has, and its tokeniser). Returns the folder."""
+    torch.manual_seed(seed)
+    model = hf_model(family, **shape).eval()
+    with torch.no_grad():  # weights that make every token, position and head matter
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and p.shape[1] > 16:  # projections and tables: unit-variance outputs
+                p.normal_(0, p.shape[1] ** -0.5 if "embed" not in name and "shared" not in name else 1.0)
+            elif "norm" in name and name.endswith("weight"):
+                p.normal_(1.0, 0.1)
+            else:  # biases, norms' biases, T5's relative position bias (buckets x heads)
+                p.normal_(0, 0.1 if p.dim() == 1 else 1.0)
+        if hasattr(model, "final_logits_bias"):
+            model.final_logits_bias.normal_(0, 0.1)
+        ids = special_ids(family)
+        # EOS's row of the output table, longer: outputs end at different steps, not only at the cap
+        model.get_output_embeddings().weight[ids["eos"]] *= eos_boost
+    if family == "marian":  # opus-mt's: PAD is never produced, EOS forced at the last position
+        model.generation_config.bad_words_ids = [[ids["pad"]]]
+        model.generation_config.max_length = 24
+    if family == "bart":  # bart-large-cnn's: the output starts with <s>
+        model.generation_config.max_length = 24
+        model.generation_config.forced_bos_token_id = ids["bos"]
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    if family == "flan-t5":  # a real Flan-T5 keeps its own lm_head (transformers 5 would tie it)
+        _untie_lm_head(folder, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MarianTokenizer recommends sacremoses, which it does not use
+        save_tokeniser(folder, tokeniser_family(family), vocab_size(family))
+    return folder
+
+
+def _untie_lm_head(folder: Path, seed: int) -> None:
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(folder / "model.safetensors"))
+    generator = torch.Generator().manual_seed(seed + 1)
+    shared = weights["shared.weight"]
+    weights["lm_head.weight"] = torch.randn(shared.shape, generator=generator) * shared.std()
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((folder / "config.json").read_text())
+    config["tie_word_embeddings"] = False
+    config.pop("scale_decoder_outputs", None)
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def load_reference(folder: Path):
+    """The folder as transformers loads it: the reference minitx is held to."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    return AutoModelForSeq2SeqLM.from_pretrained(folder).eval()

@@ -1,0 +1,236 @@
+"""Tiny Hugging Face tokenisers trained in the test, saved as real folders are.
+
+`save_tokeniser(folder, family, vocab_size)` trains a tokeniser of the family on CORPUS (a few
+hundred short English/German sentence pairs with accents, digits and punctuation), wraps it in
+transformers' own class for the family and writes it with `save_pretrained`, so the folder holds
+what a real one holds:
+
+- "marian": sentencepiece's trainer makes source.spm (English) and target.spm (German); vocab.json
+  is </s> 0, <unk> 1, the source pieces, the target pieces the source lacks, <pad> last, as an
+  opus-mt folder's is (no tokenizer.json). When the two models' pieces outnumber the size asked,
+  the last target-only pieces are left out of vocab.json: the target side then reads them as <unk>,
+  as MarianTokenizer reads any piece vocab.json lacks. Written by MarianTokenizer. With
+  `separate_vocabs`, vocab.json holds the source pieces and target_vocab.json the target ones
+  (each </s> 0, <unk> 1, …, <pad> last, `vocab_size` ids; config.json's decoder_vocab_size).
+- "t5": the tokenizers library's Unigram trainer (T5's layout: <pad> 0, </s> 1, <unk> 2, the
+  pieces, then `extra_ids` sentinels <extra_id_N> last, in reverse order). Written by T5TokenizerFast.
+- "bart": the tokenizers library's byte-level BPE trainer (<s> 0, <pad> 1, </s> 2, <unk> 3, the
+  pieces, <mask> last with lstrip, as facebook/bart-*'s is). Written by BartTokenizerFast.
+
+`vocab_size` is the tokeniser's whole size, which a model's config.json `vocab_size` must equal;
+SPECIAL_IDS says where each family's specials are. Nothing downloads anything.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+FAMILIES = ("marian", "t5", "bart")
+DEFAULT_SIZES = {"marian": 300, "t5": 300, "bart": 400}
+T5_EXTRA_IDS = 10  # real T5 folders have 100 sentinels; ten keep a tiny vocabulary mostly pieces
+SIZE_RANGES = {"marian": (150, 500), "t5": (120, 700), "bart": (262, 1300)}  # what CORPUS trains
+
+NAMES = ["Anna", "José", "Zoë", "Jürgen", "François", "Søren", "Chloé", "Björn", "Renée", "Ömer",
+         "Máire", "Luís", "Agnès", "Håkon", "Élodie", "Grégoire", "Małgorzata", "Tomás"]
+CITIES = ["München", "Zürich", "Köln", "Genève", "Malmö", "Düsseldorf", "Besançon", "Göteborg",
+          "Bruxelles", "Kraków", "Tübingen", "Örebro", "Nürnberg", "Lübeck"]
+ITEMS = [("apples", "Äpfel"), ("books", "Bücher"), ("chairs", "Stühle"), ("keys", "Schlüssel"),
+         ("cups of coffee", "Tassen Kaffee"), ("cakes", "Kuchen"), ("birds", "Vögel"),
+         ("shoes", "Schuhe"), ("tickets", "Fahrkarten"), ("bottles of water", "Flaschen Wasser"),
+         ("letters", "Briefe"), ("flowers", "Blumen"), ("pencils", "Bleistifte"), ("towels", "Handtücher")]
+DAYS = [("Monday", "Montag"), ("Tuesday", "Dienstag"), ("Wednesday", "Mittwoch"), ("Thursday", "Donnerstag"),
+        ("Friday", "Freitag"), ("Saturday", "Samstag"), ("Sunday", "Sonntag")]
+TEMPLATES = [
+    ("{name} has {n} {item}.", "{name} hat {n} {item_de}."),
+    ("{name} lives in {city}.", "{name} wohnt in {city}."),
+    ("On {day}, {name} drives to {city}.", "Am {day_de} fährt {name} nach {city}."),
+    ("The train leaves at {h}:{m}.", "Der Zug fährt um {h}:{m} ab."),
+    ("Is it true that {name} is {age} years old?", "Stimmt es, dass {name} {age} Jahre alt ist?"),
+    ("{name} bought {n} {item} for {price} euros!", "{name} kaufte {n} {item_de} für {price} Euro!"),
+    ("We met {name} in {city} in {year}.", "Wir trafen {name} {year} in {city}."),
+    ("Why doesn't {name} eat the cake?", "Warum isst {name} den Kuchen nicht?"),
+    ("The café in {city} opens at {h} o'clock.", "Das Café in {city} öffnet um {h} Uhr."),
+    ("{name}'s brother is {age}; he was born in {year}.",
+     "{name}s Bruder ist {age}; er wurde {year} geboren."),
+    ("Please give me {n} {item}, not {n2}.", "Bitte gib mir {n} {item_de}, nicht {n2}."),
+    ("The weather in {city} is nice today.", "Das Wetter in {city} ist heute schön."),
+    ("My phone number is {phone}.", "Meine Telefonnummer ist {phone}."),
+    ("\"Good morning,\" says {name}.", "„Guten Morgen“, sagt {name}."),
+    ("Room {n} is on the {floor} floor.", "Zimmer {n} ist im {floor_de} Stock."),
+    ("It costs {price} € (about {n} %).", "Es kostet {price} € (etwa {n} %)."),
+]
+FLOORS = [("first", "ersten"), ("second", "zweiten"), ("third", "dritten"), ("fourth", "vierten")]
+
+
+def corpus(count: int = 600, seed: int = 0) -> list[tuple[str, str]]:
+    """(English, German) pairs, the same every time."""
+    rng = random.Random(seed)
+    pairs = []
+    for i in range(count):
+        en, de = TEMPLATES[i % len(TEMPLATES)]
+        item, item_de = rng.choice(ITEMS)
+        day, day_de = rng.choice(DAYS)
+        floor, floor_de = rng.choice(FLOORS)
+        fill = dict(name=rng.choice(NAMES), city=rng.choice(CITIES), item=item, item_de=item_de, day=day,
+                    day_de=day_de, floor=floor, floor_de=floor_de, n=rng.randint(2, 99), n2=rng.randint(2, 9),
+                    h=rng.randint(1, 23), m=f"{rng.randint(0, 59):02d}", age=rng.randint(3, 90),
+                    year=rng.randint(1900, 2030), price=f"{rng.randint(1, 500)},{rng.randint(0, 99):02d}",
+                    phone=f"0{rng.randint(30, 899)} {rng.randint(100000, 9999999)}")
+        pairs.append((en.format(**fill), de.format(**fill)))
+    return pairs
+
+
+CORPUS = corpus()
+
+
+@dataclass(frozen=True)
+class TokeniserInfo:
+    """What a model's config.json must say for the tokeniser `save_tokeniser` wrote."""
+
+    family: str
+    vocab_size: int
+    pad: int
+    eos: int
+    unk: int
+    decoder_start: int  # config.json's decoder_start_token_id
+    bos: int | None = None  # BART's <s> (its forced_bos_token_id); None for the others
+    files: tuple[str, ...] = ()
+
+
+SPECIAL_IDS = {  # family -> where the specials are, for a tokeniser of `size` ids
+    "marian": lambda size: dict(pad=size - 1, eos=0, unk=1, decoder_start=size - 1, bos=None),
+    "t5": lambda size: dict(pad=0, eos=1, unk=2, decoder_start=0, bos=None),
+    "bart": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
+}
+
+
+def save_tokeniser(folder, family: str, vocab_size: int | None = None,
+                   separate_vocabs: bool = False) -> TokeniserInfo:
+    """Train a `family` tokeniser of exactly `vocab_size` ids (default DEFAULT_SIZES) and save it
+    into `folder` (created if missing) with transformers' own class. ValueError for a size the
+    corpus cannot train. `separate_vocabs`: a Marian tokeniser with a vocabulary per side."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")
+    if separate_vocabs and family != "marian":
+        raise ValueError("only a Marian tokeniser keeps separate vocabularies")
+    size = DEFAULT_SIZES[family] if vocab_size is None else vocab_size
+    low, high = SIZE_RANGES[family]
+    if not low <= size <= high:
+        raise ValueError(f"a tiny {family} tokeniser has {low} to {high} ids, not {size}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if separate_vocabs:
+        tokenizer = _marian_separate(size)
+    else:
+        tokenizer = {"marian": _marian, "t5": _t5, "bart": _bart}[family](size)
+        assert len(tokenizer) == size, (family, len(tokenizer), size)
+    files = tokenizer.save_pretrained(str(folder))
+    return TokeniserInfo(family, size, files=tuple(sorted(Path(f).name for f in files)),
+                         **SPECIAL_IDS[family](size))
+
+
+def _texts() -> list[str]:
+    return [text for pair in CORPUS for text in pair]
+
+
+def _t5(size: int):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import T5TokenizerFast
+
+    trained = Tokenizer(models.Unigram())
+    trained.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")])
+    trainer = trainers.UnigramTrainer(vocab_size=size - T5_EXTRA_IDS, unk_token="<unk>", show_progress=False,
+                                      special_tokens=["<pad>", "</s>", "<unk>"])
+    trained.train_from_iterator(_texts(), trainer)
+    pieces = [tuple(p) for p in json.loads(trained.to_str())["model"]["vocab"]]
+    if len(pieces) != size - T5_EXTRA_IDS:
+        raise ValueError(f"the corpus trains {len(pieces)} T5 pieces, not {size - T5_EXTRA_IDS}")
+    sentinels = [(f"<extra_id_{i}>", 0.0) for i in reversed(range(T5_EXTRA_IDS))]
+    return T5TokenizerFast(vocab=pieces + sentinels, extra_ids=T5_EXTRA_IDS)
+
+
+def _bart(size: int):
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
+    from transformers import BartTokenizerFast
+
+    trained = Tokenizer(models.BPE())
+    trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=size - 1, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trained.train_from_iterator(_texts(), trainer)
+    model = json.loads(trained.to_str())["model"]
+    if len(model["vocab"]) != size - 1:
+        raise ValueError(f"the corpus trains {len(model['vocab'])} BPE pieces, not {size - 1}")
+    return BartTokenizerFast(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
+                             mask_token=AddedToken("<mask>", lstrip=True, rstrip=False, normalized=False,
+                                                   special=True))
+
+
+def _spm(texts: list[str], size: int) -> bytes:
+    import sentencepiece
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=size, model_type="unigram",
+        character_coverage=1.0, hard_vocab_limit=False, minloglevel=2, num_threads=1)
+    return model.getvalue()
+
+
+def _ordinary(model: bytes) -> list[str]:
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_proto=model)
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+            if not (sp.is_control(i) or sp.is_unknown(i))]
+
+
+def _marian(size: int):
+    wanted = size - 3  # </s>, <unk>, <pad>
+    per_side = max(100, wanted * 2 // 3)
+    for _ in range(8):  # the two models share pieces: grow them until they cover `wanted`
+        source = _spm([en for en, _ in CORPUS], per_side)
+        target = _spm([de for _, de in CORPUS], per_side)
+        pieces = list(dict.fromkeys(_ordinary(source) + _ordinary(target)))
+        if len(pieces) >= wanted:
+            break
+        per_side += wanted - len(pieces)
+    else:
+        raise ValueError(f"the corpus trains {len(pieces)} Marian pieces, not {wanted}")
+    return _marian_files(source, target, _marian_vocab(pieces[:wanted]))
+
+
+def _marian_vocab(pieces: list[str]) -> dict[str, int]:
+    return {"</s>": 0, "<unk>": 1, **{p: i + 2 for i, p in enumerate(pieces)}, "<pad>": len(pieces) + 2}
+
+
+def _marian_files(source: bytes, target: bytes, vocab: dict, target_vocab: dict | None = None):
+    from transformers import MarianTokenizer
+
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        (scratch / "source.spm").write_bytes(source)
+        (scratch / "target.spm").write_bytes(target)
+        for name, pieces in (("vocab.json", vocab), ("target_vocab.json", target_vocab)):
+            if pieces is not None:
+                (scratch / name).write_text(json.dumps(pieces, ensure_ascii=False), encoding="utf-8")
+        separate = {} if target_vocab is None else {"target_vocab_file": str(scratch / "target_vocab.json"),
+                                                    "separate_vocabs": True}
+        return MarianTokenizer(source_spm=str(scratch / "source.spm"), target_spm=str(scratch / "target.spm"),
+                               vocab=str(scratch / "vocab.json"), source_lang="en", target_lang="de",
+                               **separate)
+
+
+def _marian_separate(size: int):
+    """Each side's pieces in a vocabulary of its own, both `size` ids long."""
+    source = _spm([en for en, _ in CORPUS], size)  # its <unk>, <s>, </s> make room for </s>, <unk>, <pad>
+    target = _spm([de for _, de in CORPUS], size)
+    vocabs = [_marian_vocab(_ordinary(model)) for model in (source, target)]
+    if any(len(v) != size for v in vocabs):
+        raise ValueError(f"the corpus trains {[len(v) for v in vocabs]} Marian pieces a side, not {size}")
+    return _marian_files(source, target, *vocabs)

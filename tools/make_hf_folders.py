@@ -1,0 +1,57 @@
+"""Make tiny Hugging Face model folders, one per family, to try what docs/huggingface.md shows
+without downloading anything: random weights of each family's shape saved by transformers' own
+save_pretrained, with a tokeniser trained on the spot (transformers is a test dependency:
+`./setup.sh` installs it).
+
+    .venv/bin/python tools/make_hf_folders.py hf-tiny        # hf-tiny/marian, t5, flan-t5, bart
+    .venv/bin/python tools/make_hf_folders.py hf-tiny --cache  # also as model ids in a cache folder
+
+With --cache, the folders are laid out as the Hugging Face cache keeps downloads
+(hf-tiny/hub/models--tiny--marian/snapshots/...), so `HF_HUB_CACHE=hf-tiny/hub minitx decode
+tiny/marian "..."` opens them by model id, as a real cache's Helsinki-NLP/opus-mt-en-de.
+The models are untrained: what they say is noise; how minitx shows it is the point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+# The builders live with the tests that hold minitx to transformers on the same folders.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from tests.huggingface.tiny_folders import FAMILIES, save_model  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="the folder to make them in")
+    parser.add_argument("--cache", action="store_true", help="also lay them out as a Hugging Face cache")
+    args = parser.parse_args()
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    for family in FAMILIES:
+        folder = args.out / family
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            save_model(folder, family)
+        print(f"{folder}: a tiny {family} model")
+        if args.cache:
+            repo = args.out / "hub" / f"models--tiny--{family}"
+            snapshot = repo / "snapshots" / ("0" * 40)
+            shutil.rmtree(repo, ignore_errors=True)
+            shutil.copytree(folder, snapshot)
+            (repo / "refs").mkdir(parents=True)
+            (repo / "refs" / "main").write_text("0" * 40)
+            print(f"  and as the model id tiny/{family} in {args.out / 'hub'}")
+
+
+if __name__ == "__main__":
+    main()
