@@ -87,7 +87,7 @@ def agreement_range(layer: int) -> Callable[[str], str]:
 
 def at_task(method: str) -> Callable[[str], str]:
     """`attribute --agreement --json`: how often a row's argmax is where the task says."""
-    return lambda out: f"{json.loads(out)['expected'][method]['argmax']:.0%}"
+    return lambda out: f"{json.loads(out)['expected'][method]['argmax']:.1%}"
 
 
 def check(name: str, field: str = "detail", form: str = "{}") -> Callable[[str], str]:
