@@ -77,6 +77,19 @@ def lab_params(variant: str) -> Callable[[str], str]:
     return read
 
 
+def agreement_range(layer: int) -> Callable[[str], str]:
+    """`attribute --agreement --json`: the range of one layer's heads' argmax agreement."""
+    def read(out: str) -> str:
+        rows = [r["argmax"] for r in json.loads(out)["rows"] if r["name"].startswith(f"cross:L{layer}.H")]
+        return f"{100 * min(rows):.0f}-{100 * max(rows):.0f}%"
+    return read
+
+
+def at_task(method: str) -> Callable[[str], str]:
+    """`attribute --agreement --json`: how often a row's argmax is where the task says."""
+    return lambda out: f"{json.loads(out)['expected'][method]['argmax']:.1%}"
+
+
 def check(name: str, field: str = "detail", form: str = "{}") -> Callable[[str], str]:
     """A reader of one check of `minitx doctor --json`: its detail, or its value formatted."""
     def read(out: str) -> str:
@@ -135,6 +148,7 @@ NO_MASK = ["doctor", "reverse-no-causal-mask", "--quick", "--json"]
 BEAM = ["decode", "sort", "2 0 3", "--beams", "4", "--threads", "1"]
 EMPTY_WINS = ["decode", "reverse-swap-cross", "2 9 4 3", "--beams", "4", "--length-penalty", "0",
               "--search-check", "--threads", "1"]
+AGREEMENT = ["attribute", "reverse", "--agreement", "--threads", "1", "--json", "--method"]
 FIGURES = [
     Figure("README.md", r"--seed 0 +# exact match (\S+) \(1000/1000\)",
            ["eval", "reverse", "--n", "1000", "--seed", "0", "--json"], accuracy_of),
@@ -223,6 +237,13 @@ FIGURES = [
            searched(r"case: ([^\n]+)")),
     Figure("docs/beam.md", r"beam 64 +(-\d\.\d{4}) +-\d\.\d{4}  \(empty", EMPTY_WINS,
            searched(r"beam 64 +(-\d\.\d{4})")),
+    Figure("README.md", r"points where ig's attribution does on\s+(\S+) of the steps", [*AGREEMENT, "ig"],
+           agreement_range(2)),
+    Figure("README.md", r"mirrored source position on (\S+) of the digit\s+steps", [*AGREEMENT, "ig"],
+           at_task("ig")),
+    Figure("README.md", r"input x gradient finds it on only (\S+) \(", [*AGREEMENT, "ixg"], at_task("ixg")),
+    Figure("docs/interventions.md", r"its largest entry is the mirrored position on (\S+) of the digit steps",
+           [*AGREEMENT, "ixg"], at_task("ixg")),
 ]
 
 

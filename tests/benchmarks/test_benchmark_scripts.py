@@ -30,6 +30,7 @@ SMOKE_RUNS = {
     "optimizer_step.py": (["--smoke", "--threads", "1"], "ratio flat buffer / per tensor"),
     "circuit_speed.py": (["--smoke", "--threads", "1"], "ratio attribution / exact patching"),
     "doctor_time.py": (["--smoke", "--threads", "1"], "x the decode"),
+    "attribution_speed.py": (["--smoke", "--threads", "1"], "ig (32 steps) / occlusion"),
 }
 
 

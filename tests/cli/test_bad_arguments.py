@@ -20,6 +20,7 @@ WITH_A_CHECKPOINT = {
     "patch": ["patch", "{}", "--clean", "1 2 3", "--corrupt", "3 2 1"],
     "circuit": ["circuit", "{}", "--pairs", "2", "--n", "5"],
     "lens": ["lens", "{}", "1 2 3"],
+    "attribute": ["attribute", "{}", "1 2 3"],
     "curves": ["curves", "{}"],
     "train --resume": ["train", "--resume", "{}", "--steps", "1"],
     # --host: were the checkpoint let through, the host is refused (exit 2) before it would serve

@@ -10,6 +10,7 @@ from minitx.core.data.generation import EARLY_STOPPING_NAMES
 from minitx.core.data.tasks import TASKS
 from minitx.core.importing.importer import LAYOUTS
 from minitx.core.interp.interventions import ABLATIONS
+from minitx.core.interp.source_attribution import FILLERS, METHODS
 from minitx.tui.cli.main import main
 
 CORE_LISTS = {
@@ -20,6 +21,7 @@ CORE_LISTS = {
     "--ablation": ABLATIONS, "--dtype": list(checkpoint.FLOAT_DTYPES), "--task": list(TASKS),
     "--recipe": list(config.RECIPES), "--bug": ["none", *config.BUGS], "--layout": list(LAYOUTS),
     "--early-stopping": list(EARLY_STOPPING_NAMES),
+    "--method": METHODS, "--occlude-with": FILLERS,  # attribute's (patch's --method is its own)
 }
 # Choices that are the command line's own: how to print or draw, not what a model is.
 CLI_ONLY = {("curves", "--chart"), ("curves", "--x"), ("curves", "--scale"), ("curves", "--format"),

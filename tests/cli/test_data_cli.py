@@ -171,3 +171,14 @@ def test_decode_notes_a_source_character_the_training_sources_never_held(trained
     assert "only in targets" not in run_cli("decode", trained["ckpt"], "abc").stderr
     data = json.loads(run_cli("decode", trained["ckpt"], "aBc", "abc", "--json").stdout)
     assert [r["unseen_in_training_sources"] for r in data["results"]] == [["B"], []]
+
+
+def test_attribute_labels_a_data_models_characters_and_agrees_on_its_held_out_pairs(trained):
+    run = run_cli("attribute", trained["ckpt"], "abc", "--method", "occlusion", "--target", "A", "--json")
+    result = json.loads(run.stdout)["results"][0]
+    assert result["source_tokens"] == ["a", "b", "c"]
+    assert [s["text"] for s in result["steps"]] == ["A", "B", "C", "<eos>"]
+    assert result["target"] == "A" and result["steps"][0]["attribution"] == [0.0, 0.0, 0.0]  # A against A
+    data = json.loads(run_cli("attribute", trained["ckpt"], "--agreement", "--method", "occlusion",
+                              "--n", "20", "--json").stdout)
+    assert data["sources"] == 20 and data["expected"]["occlusion"]["argmax"] >= 0.9  # --expect diagonal

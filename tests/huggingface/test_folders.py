@@ -39,6 +39,26 @@ def test_decode_of_a_folder_prints_what_transformers_generates_and_decodes(maria
     assert run.stdout.strip() == tokenizer.decode(generated[0], skip_special_tokens=True).strip()
 
 
+def test_attribute_labels_a_folders_columns_with_its_tokenisers_pieces(marian):
+    """Source attribution on a folder whose source and target tables are one tied table: a column
+    per piece the tokeniser gives (its end token included), and ig's rows add up to their change."""
+    from transformers import AutoTokenizer
+
+    text = "Zoë eats 3 cakes."
+    run = run_cli("attribute", str(marian), text, "--json", "--ig-steps", "256")
+    assert run.exit_code == 0, run.stderr
+    result = json.loads(run.stdout)["results"][0]
+    pieces = AutoTokenizer.from_pretrained(marian).convert_ids_to_tokens(
+        AutoTokenizer.from_pretrained(marian)(text).input_ids)
+    def bare(piece: str) -> str:  # the word-start mark, as sentencepiece writes it and as minitx shows it
+        return piece.replace("▁", "").replace("·", "")
+
+    assert [bare(p) for p in result["source_tokens"]] == [bare(p) for p in pieces]
+    for step in result["steps"]:
+        assert len(step["attribution"]) == len(pieces)
+        assert abs(step["delta"]) <= 0.01 * max(1.0, abs(step["change"]))
+
+
 def test_a_model_id_opens_from_the_cache_its_environment_names(marian, tmp_path):
     repo = tmp_path / "hub" / "models--Helsinki-NLP--opus-mt-tiny"
     shutil.copytree(marian, repo / "snapshots" / "abc123")

@@ -130,3 +130,19 @@ def test_head_roles_count_a_wrapped_source_from_its_own_first_token(imported):
     assert "anti-diagonal" in {strongest["cross:L1.H1"], strongest["cross:L1.H2"]}
     cross = next(h for h in roles["heads"] if h["head"] == "cross:L1.H1")
     assert cross["scores"]["identity"] is None  # source and target ids are two vocabularies
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_attribute_reads_the_wrapped_source_in_its_own_vocabulary(imported, layout):
+    """Attribution's columns are the ids fed, start and end included; occlusion finds the token
+    each reversed output copies one column to the right of the mirror (the start token is first)."""
+    spec = toy.LAYOUTS[layout]
+    result = ok_json("attribute", imported[layout], "3 1 4 1 2", "--method", "occlusion")["results"][0]
+    assert result["source_tokens"] == [spec.bos, "3", "1", "4", "1", "2", spec.eos]
+    assert result["prediction"] == "2 1 4 1 3"
+    for step in result["steps"][:5]:
+        assert len(step["attribution"]) == 7
+        peak = max(range(7), key=step["attribution"].__getitem__)
+        assert peak == 5 - step["index"], (step["text"], step["attribution"])
+    ig = ok_json("attribute", imported[layout], "3 1 4 1 2", "--target", spec.eos)["results"][0]
+    assert ig["target"] == spec.eos and all(len(s["attribution"]) == 7 for s in ig["steps"])

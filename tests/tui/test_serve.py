@@ -202,33 +202,42 @@ def app_left(group: int) -> bool:
 
 
 # -- the export key through the browser -------------------------------------------------------
-@pytest.mark.asyncio
-async def test_the_export_key_downloads_the_picture_and_numbers_as_one_zip_through_the_page(served):
+async def downloaded_export(tab, session, served):
+    """Press E and fetch the zip the page is offered: (its name, the archive)."""
     import io
     import zipfile
 
+    await tab.keys("E")
+    end, key = time.monotonic() + TIMEOUT, None
+    while key is None:  # the page is told a file is ready, and its address
+        assert time.monotonic() < end, f"no download offered; the screen:\n{tab.terminal.text}"
+        message = await tab.websocket.receive(timeout=TIMEOUT)
+        if message.type == aiohttp.WSMsgType.BINARY:
+            tab.terminal.feed(message.data)
+        elif message.type == aiohttp.WSMsgType.TEXT and message.data.startswith('["deliver_file_start"'):
+            key = json.loads(message.data)[1]
+    await tab.wait_for("downloading")  # and the app says so on screen
+    address = f"{served.url}download/{key}"
+    async with session.get(address, headers={"Host": "attacker.example"}) as refused:
+        assert refused.status == 403  # the download answers under the page's rules
+    async with session.get(address) as response:
+        assert response.status == 200
+        assert "attachment" in response.headers["Content-Disposition"]
+        name = response.headers["Content-Disposition"].split("filename=")[1]
+        return name, zipfile.ZipFile(io.BytesIO(await response.read()))
+
+
+@pytest.mark.asyncio
+async def test_the_export_key_downloads_the_picture_and_numbers_as_one_zip_through_the_page(served):
     async with aiohttp.ClientSession() as session:
         websocket = await session.ws_connect(f"{served.url}ws?width=100&height=30",
                                              origin=served.url.rstrip("/"))
         tab = Socket(websocket)
         await tab.wait_for("✓ correct")
-        await tab.keys("E")
-        end, key = time.monotonic() + TIMEOUT, None
-        while key is None or "downloading" not in tab.terminal.text:  # the page is told a file is
-            assert time.monotonic() < end, f"no download offered; the screen:\n{tab.terminal.text}"
-            message = await websocket.receive(timeout=TIMEOUT)
-            if message.type == aiohttp.WSMsgType.BINARY:
-                tab.terminal.feed(message.data)
-            elif message.type == aiohttp.WSMsgType.TEXT and message.data.startswith('["deliver_file_start"'):
-                key = json.loads(message.data)[1]  # ready, and its address; the app says so on screen
-        address = f"{served.url}download/{key}"
-        async with session.get(address, headers={"Host": "attacker.example"}) as refused:
-            assert refused.status == 403  # the download answers under the page's rules
-        async with session.get(address) as response:
-            assert response.status == 200
-            assert "attachment" in response.headers["Content-Disposition"]
-            name = response.headers["Content-Disposition"].split("filename=")[1]
-            archive = zipfile.ZipFile(io.BytesIO(await response.read()))
+        name, archive = await downloaded_export(tab, session, served)
+        await tab.keys("Y")  # the attribution matrix beside the head, as in a terminal
+        await tab.wait_for("ig (- against)")
+        attribution_name, attribution = await downloaded_export(tab, session, served)
         await websocket.close()
     assert name.startswith("minitx-explore-cross-L2-H2-") and name.endswith(".zip")
     names = sorted(archive.namelist())
@@ -237,4 +246,8 @@ async def test_the_export_key_downloads_the_picture_and_numbers_as_one_zip_throu
     csv_text = archive.read(names[0]).decode()
     assert csv_text.startswith("output\\source,3,1,4,1,5\n5,")  # the grid on screen, row by row
     assert "<svg" in archive.read(names[1]).decode()
+    assert attribution_name.startswith("minitx-explore-attribution-ig-")
+    numbers = json.loads(attribution.read(sorted(attribution.namelist())[0]).decode())
+    assert numbers["method"] == "ig"
+    assert [s["text"] for s in numbers["steps"]] == ["5", "1", "4", "1", "3", "<eos>"]
     assert not (served.folder / "minitx-exports").exists()  # in a browser nothing is left on the server

@@ -45,6 +45,14 @@ async def test_the_header_shows_the_imported_options_and_the_grid_labels_the_wra
         header = lines[4].split()  # the cross-attention grid's column labels
         assert header[1:7] == ["bos", "3", "1", "4", "1", "eos"]
         assert app.screen.session.stepper.src_ids == app.current.task.parse("3 1 4 1")
+        await pilot.press("Y")  # the attribution over the wrapped source, in its own vocabulary
+        session = app.screen.session
+        await wait_for(pilot, lambda: session.attribution is not None, "the attribution")
+        await pilot.pause()
+        matrix = app.screen.panel.query_one(".attribution-matrix")
+        assert matrix.columns == ["<bos>", "3", "1", "4", "1", "<eos>"]
+        peaks = [max(range(6), key=row.__getitem__) for row in matrix.rows[:4]]
+        assert peaks == [4, 3, 2, 1]  # each output digit on the source token it reverses
 
 
 @pytest.mark.asyncio

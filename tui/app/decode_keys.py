@@ -18,7 +18,7 @@ from textual.widgets import Input
 from minitx.tui.app.decode_session import KINDS, DecodeSession
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.key_reasons import ExplainedKeys
-from minitx.tui.app.messages import RolesReady
+from minitx.tui.app.messages import AttributionReady, RolesReady
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.source_bar import SourceBar, SourceInput
 
@@ -56,8 +56,21 @@ SOURCE_BINDINGS = [
 ]
 
 
-# What # prints numbers in: one head's grid and the positions; why not in the other views.
-NUMBERS_VIEWS = ("grid", "positions")
+# Which source tokens each output depends on (core/interp/source_attribution.py): y puts the
+# step's attribution row under its attention row and changes the method; Y the whole matrix
+# beside the head's cross-attention. In the help: Explore's footer is full at 80x24.
+ATTRIBUTION_BINDINGS = [
+    Binding("y", "attribution", "attrib", show=False,
+            tooltip="attribution row (again: the next method)"),
+    Binding("Y", "view('attribution')", "attrib matrix", show=False,
+            tooltip="every step's, beside the head"),
+]
+
+IN_A_WORKER = ("ig",)  # the attribution methods that cost many backward passes: off the screen's thread
+
+# What # prints numbers in: one head's grid, the positions, the attribution beside a grid; why
+# not in the other views.
+NUMBERS_VIEWS = ("grid", "positions", "attribution")
 NO_NUMBERS = {"heads": "# prints the weights in one head's grid: a goes back to it",
               "lens": "the lens shows its probabilities already: l goes back to the grid",
               "importance": "the ranking is numbers already: m goes back to the grid"}
@@ -72,7 +85,7 @@ class DecodeKeys(ExplainedKeys):
     def decode_why_not(self, action: str, parameters: tuple) -> str | None:
         """Why a decoding key does nothing now, or None (tui/app/key_reasons.py)."""
         panels = self.decode_panels()
-        if action == "scroll_columns" and not any(p.grid.cropped for p in panels):
+        if action == "scroll_columns" and not any(p.scroll_grid.cropped for p in panels):
             return "every column fits: < > scroll only a grid too wide to show"
         if action == "zoom" and panels and all(p.session.view_mode != "grid" for p in panels):
             return "z zooms one head's grid: s or a goes back to it"
@@ -236,6 +249,8 @@ class DecodeKeys(ExplainedKeys):
     def action_view(self, view: str) -> None:
         for session in self.sessions():
             session.set_view("grid" if session.view_mode == view else view)
+            if session.view_mode == "attribution" and session.attribution_method is None:
+                session.next_method(with_off=False)
             if session.view_mode == "heads" and not session.roles_asked:
                 session.roles_asked = True  # once per model: about 0.1-0.5 s in a worker
                 self._measure_roles(session.record)
@@ -252,6 +267,63 @@ class DecodeKeys(ExplainedKeys):
             if session.record is message.record:
                 session.roles = message.roles
         self.refresh_view()
+
+    @one_line_errors
+    def action_attribution(self) -> None:
+        """y: the attribution row on (the first method), the next method, then off; in the matrix
+        view the methods only (the view itself needs one: Y leaves it)."""
+        sessions = self.sessions()
+        for session in sessions:
+            session.next_method(with_off=session.view_mode != "attribution")
+        if sessions and sessions[0].attribution_method is None:  # a method names itself on its row
+            self.notify("attribution row off (y: on again)", timeout=2)
+        self.refresh_view()
+
+    def _start_attributions(self) -> None:
+        """Each attribution on screen not computed yet (each key once), before the panels draw:
+        here when it costs about a decode (ixg, occlusion, the rollout: its row is on the key's
+        first frame), in a worker when it costs many (ig: 32 backward passes)."""
+        for session in self.sessions():
+            job = session.attribution_wanted()
+            if job is None:
+                continue
+            if job.key[0] in IN_A_WORKER:
+                self._attribute(job)
+                continue
+            try:
+                session.attribution_done(job, job.run())
+            except Exception as e:  # one line, the row goes: the app goes on
+                self._attribution_error(e)
+                return
+
+    @work(thread=True, group="attribution", exit_on_error=False)
+    def _attribute(self, job) -> None:
+        self.post_message(AttributionReady(job, job.run()))
+
+    def on_attribution_ready(self, message: AttributionReady) -> None:
+        for session in self.sessions():
+            if session.record is message.job.record:
+                session.attribution_done(message.job, message.result)
+        self.refresh_view()
+
+    def attribution_failed(self, event) -> bool:
+        """A worker's attribution failed: say so in one line (True: the event was that)."""
+        from textual.worker import WorkerState
+
+        if event.worker.group != "attribution" or event.state != WorkerState.ERROR:
+            return False
+        event.stop()
+        self._attribution_error(event.worker.error)
+        self.refresh_view()
+        return True
+
+    def _attribution_error(self, error: BaseException) -> None:
+        for session in self.sessions():
+            session.attributions_asked.clear()  # a later key may try again
+            session.attribution_method = None
+            if session.view_mode == "attribution":
+                session.set_view("grid")
+        self.notify(f"cannot attribute: {error}", severity="error", markup=False, timeout=10)
 
     @one_line_errors
     def action_kind(self) -> None:
@@ -304,7 +376,8 @@ class DecodeKeys(ExplainedKeys):
 
     def action_scroll_columns(self, pages: int) -> None:
         for panel in self.decode_panels():
-            panel.grid.scroll_columns(pages)
+            panel.scroll_grid.scroll_columns(pages)
+            panel.redraw()  # a grid beside it shows the same columns
 
     @one_line_errors
     def action_numbers(self) -> None:
@@ -317,6 +390,7 @@ class DecodeKeys(ExplainedKeys):
         panels = self.decode_panels()
         if not panels:
             return
+        self._start_attributions()  # before drawing: a cheap one is on this frame already
         self.query_one(SourceBar).show_selection(self.show_selection())
         for panel in panels:
             panel.redraw()

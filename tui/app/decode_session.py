@@ -9,6 +9,7 @@ at module level: the app paints before torch loads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -16,9 +17,15 @@ if TYPE_CHECKING:
     from minitx.tui.app.loaded import LoadedModel
 
 KINDS = ("cross", "self", "enc")  # the attention a grid shows; s cycles through them
-VIEWS = ("grid", "heads", "lens", "importance", "positions")  # "grid" is where every other returns
+# "grid" is where every other view returns
+VIEWS = ("grid", "heads", "lens", "importance", "positions", "attribution")
 KIND_TITLES = {"cross": "cross-attention", "self": "decoder self-attention",
                "enc": "encoder self-attention"}
+# The attribution methods y cycles through (core/interp/source_attribution.py's; "attention" is
+# the rollout, the one attention row that is not a head's), and how the app names each.
+ATTRIBUTION_METHODS = ("ig", "ixg", "occlusion", "attention")
+METHOD_NAMES = {"ig": "ig", "ixg": "ixg", "occlusion": "occlusion", "attention": "rollout"}
+ROW_LABELS = {"ig": "ig", "ixg": "ixg", "occlusion": "occl", "attention": "roll"}  # fit <eos>'s room
 
 
 class DecodeSession:
@@ -36,6 +43,9 @@ class DecodeSession:
         self.importance_progress = (0, 0)
         self.roles: dict[str, str] | None = None  # each head's strongest role, once measured
         self.roles_asked = False  # a worker measures them
+        self.attribution_method: str | None = None  # None: no attribution row (y shows one)
+        self.attributions: dict[tuple, object] = {}  # attribution_key -> core SourceAttribution
+        self.attributions_asked: set[tuple] = set()  # keys a worker is computing
 
     # -- what is shown ---------------------------------------------------------------------------
     @property
@@ -136,6 +146,7 @@ class DecodeSession:
         self.kind, self.ablated, self.forced, self.teacher = "cross", frozenset(), {}, False
         self.importance, self.importance_progress = None, (0, 0)
         self.roles, self.roles_asked = None, False
+        self.attributions, self.attributions_asked = {}, set()
         self.layer_index, self.head_index = best_head(record.scores)
 
     def set_source(self, ids: list[int]) -> None:
@@ -207,3 +218,72 @@ class DecodeSession:
         self.stepper.force(token)
         self.forced = dict(self.stepper.forced)
         self.run_to_end()
+
+    # -- attribution -----------------------------------------------------------------------------
+    @property
+    def attribution_shown(self) -> bool:
+        """A method is chosen and a decode is there: its row (or its matrix) is on screen."""
+        return self.attribution_method is not None and self.stepper is not None
+
+    def attribution_key(self) -> tuple | None:
+        """What the attribution on screen depends on: the method, the source, every token the decode
+        recorded (stepping back keeps them) and the heads knocked out."""
+        if not self.attribution_shown or not self.stepper.results:
+            return None
+        tokens = tuple(r.token for r in self.stepper.results)
+        return self.attribution_method, tuple(self.stepper.src_ids), tokens, self.ablated
+
+    @property
+    def attribution(self):
+        """The core SourceAttribution of the decode on screen, once computed (None before)."""
+        key = self.attribution_key()
+        return self.attributions.get(key) if key is not None else None
+
+    def attribution_wanted(self) -> AttributionJob | None:
+        """The attribution on screen when it is neither computed nor being computed (None
+        otherwise): what a worker computes. The decode is copied here, on the screen's thread."""
+        key = self.attribution_key()
+        if key is None or key in self.attributions or key in self.attributions_asked:
+            return None
+        from minitx.core.interp.source_attribution import Decode
+
+        self.attributions_asked.add(key)
+        return AttributionJob(self.record, key, Decode.of_stepper(self.stepper, len(self.stepper.results)))
+
+    def attribution_done(self, job: AttributionJob, result) -> None:
+        """Keep a worker's result, if it is of this session's model."""
+        self.attributions_asked.discard(job.key)
+        if job.record is self.record:
+            self.attributions[job.key] = result
+
+    def attribution_row(self) -> list[float] | None:
+        """The current step's shares (|a| / sum |a|, signed), or None before it is computed."""
+        result = self.attribution
+        index = self.position - 1
+        if result is None or not 0 <= index < result.scores.shape[0]:
+            return None
+        return result.shares()[index].tolist()
+
+    def next_method(self, with_off: bool) -> None:
+        """y: the next attribution method; with_off, after the last one the row goes."""
+        cycle = ((None,) if with_off else ()) + ATTRIBUTION_METHODS
+        at = cycle.index(self.attribution_method) if self.attribution_method in cycle else -1
+        self.attribution_method = cycle[(at + 1) % len(cycle)]
+
+
+@dataclass(frozen=True)
+class AttributionJob:
+    """One attribution a worker computes: of `decode` by `record`'s model, as `key` says (the
+    method, and the heads knocked out)."""
+
+    record: LoadedModel
+    key: tuple
+    decode: object  # core Decode
+
+    def run(self):
+        """The core SourceAttribution (ig takes about 0.1 s on a bundled model)."""
+        from minitx.core.interp.interventions import Interventions
+        from minitx.core.interp.source_attribution import attribute
+
+        method, ablated = self.key[0], self.key[3]
+        return attribute(self.record.model, self.decode, method, interventions=Interventions(zero=ablated))

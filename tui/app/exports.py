@@ -148,6 +148,8 @@ def session_numbers(session, prefix: str = "explore") -> Numbers | None:
                                                         **session.importance.to_dict()})
     if view == "positions":
         return _positions(session, prefix)
+    if view == "attribution":
+        return _attribution(session, prefix)
     return None
 
 
@@ -164,6 +166,33 @@ def _all_heads(session) -> str:
     header = ["kind", "layer", "head", session.record.measure if scores else "score", "row", "row_token",
               "column", "column_token", "weight"]
     return rows_csv(header, lines)
+
+
+def attribution_numbers(session) -> dict | None:
+    """The attribution of the steps a session shows (tui/render/attribution_tables.py's data, the
+    rows cut at the step shown), and the selected head's cross-attention beside it; None until
+    it is computed."""
+    from minitx.tui.render.attribution_tables import attribution_data
+
+    result = session.attribution
+    if result is None:
+        return None
+    s, task = session.stepper, session.record.task
+    data = attribution_data(result, task, task.format_source(s.src_ids))
+    data["steps"] = data["steps"][: s.position]
+    data["prediction"] = task.format([r.token for r in s.results[: s.position]])
+    layer, head = session.layer_index, session.head_index
+    if layer < session.layer_count("cross") and head < session.record.heads:  # Compare: B may lack it
+        data["cross_attention"] = {"layer": layer + 1, "head": head + 1,
+                                   "weights": s.cross_attention_grid(layer, head).tolist()}
+    return data
+
+
+def _attribution(session, prefix: str) -> Numbers | None:
+    data = attribution_numbers(session)
+    if data is None:
+        return None  # still being measured: the picture says so
+    return json_numbers(f"{prefix}-attribution-{data['method']}", {"model": session.record.name, **data})
 
 
 def _lens(session, prefix: str) -> Numbers | None:
@@ -230,6 +259,8 @@ def pair_numbers(sessions: dict, comparison, step: int) -> Numbers | None:
     for side, session in sessions.items():
         weights, rows, columns = session_grid(session)
         sides[side] = {"model": session.record.name, "output": rows, "columns": columns, "weights": weights}
+        if session.attribution_shown and (attributed := attribution_numbers(session)) is not None:
+            sides[side]["attribution"] = attributed
     a, b = sides["A"]["weights"], sides["B"]["weights"]
     difference = [[abs(x - y) for x, y in zip(ra, rb)] for ra, rb in zip(a, b)]
     first = sessions["A"]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
     from minitx.core.interp.importance import Importance
     from minitx.core.interp.patching import PatchingResult
     from minitx.core.interp.search_check import SearchCheck
+    from minitx.tui.app.decode_session import AttributionJob
     from minitx.tui.app.loaded import LoadedModel
     from minitx.tui.app.widgets.choice import ChoiceField
 
@@ -113,6 +114,15 @@ class RolesReady(Message):
 
     record: LoadedModel
     roles: dict[str, str]
+
+
+@dataclass
+class AttributionReady(Message):
+    """A decode's source attribution (tui/app/decode_session.py's AttributionJob, and the core
+    SourceAttribution it computed)."""
+
+    job: AttributionJob
+    result: object
 
 
 @dataclass

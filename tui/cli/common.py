@@ -269,3 +269,63 @@ def ablated_name(name: str, interventions, n_heads: int | None = None) -> str:
     from minitx.core.interp.interventions import without_heads
 
     return without_heads(name, interventions.ablated, n_heads, "zero" if interventions.zero else "mean")
+
+
+# -- checkpoint and sources, as `decode` takes them ----------------------------------------------
+def looks_like_source(text: str) -> bool:
+    """Sources are digits (and spaces); a checkpoint name or path has other characters. Text
+    with spaces that is not a file is a (possibly mistyped) source, so its error is about
+    tokens, not about an unknown checkpoint."""
+    from pathlib import Path
+
+    stripped = text.strip()
+    if not stripped:
+        return True  # an empty source, whose error should say so
+    try:
+        if Path(stripped).exists():
+            return False
+    except OSError:  # e.g. a name too long for a file: certainly not a checkpoint
+        return True
+    return stripped.replace(" ", "").isdigit() or any(c.isspace() for c in stripped)
+
+
+def checkpoint_and_sources(args, device: str) -> tuple:
+    """`[CKPT] SOURCE...` -> (the checkpoint, the source arguments left): the first argument is
+    the checkpoint unless it looks like a source (then the bundled reverse model decodes)."""
+    args = list(args)
+    name = None
+    if args and args[0] != "-" and not looks_like_source(args[0]):
+        name = args.pop(0)
+    return load_sources_checkpoint(name, device, alone=not args), args
+
+
+def source_texts(args: list[str], example: str) -> list[str]:
+    """Sources from the arguments; "-" (or none, when piped) reads one per line from stdin.
+    `example`: the command line a person could type instead."""
+    if not args or args == ["-"]:
+        if not args and sys.stdin.isatty():
+            raise click.UsageError(f"give a source, e.g. {example}")
+        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
+        if not lines:
+            raise click.UsageError("no sources on stdin (one per line)")
+        return lines
+    return args
+
+
+def load_sources_checkpoint(name: str | None, device: str, alone: bool):
+    """The checkpoint; when its name is the only argument and names nothing, say that it is not
+    a source either (`decode "3,1,4"` is more likely a mistyped source than a checkpoint)."""
+    try:
+        return load_checkpoint_arg(name, device)
+    except BadArgument:
+        if not (alone and name is not None and "/" not in name and not name.endswith(".safetensors")):
+            raise
+        from minitx.core.data.tasks import get_task
+        from minitx.core.data.vocab import TaskInputError
+
+        try:
+            get_task("reverse").parse(name)
+        except TaskInputError as why:
+            raise click.BadParameter(f"{name!r} is neither a checkpoint (see minitx list) nor a "
+                                     f"source: {why}", param_hint="[CKPT] SOURCE") from None
+        raise

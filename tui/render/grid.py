@@ -26,28 +26,44 @@ PANEL_EDGES = 4  # a Rich panel's borders and padding, around each grid the CLI 
 
 def cell_text(value: float, numbers: bool, width: int = CELL, depth: str = FULL) -> Text:
     """One grid cell: a block of colour (or of shade characters where colours are few), or the
-    value printed on it (in cells too narrow for ".97", the tenths digit: 7 is 0.7-0.8)."""
+    value printed on it (in cells too narrow for ".97", the tenths digit: 7 is 0.7-0.8). A
+    negative value (an attribution against the token) is coloured by its size and marked '-'."""
+    negative = value < 0
+    value = -value if negative else value
     if not numbers:
-        label = ""
+        label = "-" if negative else ""
+    elif negative:  # the sign takes a cell: "-.3", "-3" (tenths), "-"
+        label = ("-1" if value >= 0.95 else "-" + f"{value:.1f}"[1:]) if width >= CELL \
+            else f"-{min(9, int(value * 10))}" if width == 2 else "-"
     elif width >= CELL:
         label = "1.0" if value >= 0.995 else f"{value:.2f}"[1:]  # ".97" fits in three cells
     else:
         label = str(min(9, int(value * 10)))
     if depth != FULL:
-        return Text(label.center(width), style="bold" if value >= 0.5 else "") if numbers \
-            else Text(shade(value, width))
+        if numbers:
+            return Text(label.center(width), style="bold" if value >= 0.5 else "")
+        shades = shade(value, width)
+        if negative:  # the mark in the middle of the shades
+            middle = (width - 1) // 2
+            shades = shades[:middle] + "-" + shades[middle + 1:]
+        return Text(shades)
     return Text(label.center(width), Style(bgcolor=viridis_hex(value), color=text_colour_on(value)))
 
 
-def legend(depth: str = FULL, width: int = 80, compact_numbers: bool = False) -> Text:
-    """'0.0 ▇▇▇▇▇▇▇▇ 1.0 weight': what a colour (or a shade) means, shorter where narrow."""
-    steps, cell, tail = (9, 2, " 1.0 weight") if width >= 33 else (5, 2, " 1.0") if width >= 18 \
-        else (5, 1, " 1")
+def legend(depth: str = FULL, width: int = 80, compact_numbers: bool = False, unit: str = "weight",
+           signed: bool = False) -> Text:
+    """'0.0 ▇▇▇▇▇▇▇▇ 1.0 weight': what a colour (or a shade) means, shorter where narrow. unit:
+    what the values are; signed: a '-' in a cell marks a negative value (said where it fits)."""
+    # "0.0 " and nine two-character cells, then " 1.0 weight": 33 characters for the unit "weight"
+    steps, cell, tail = (9, 2, f" 1.0 {unit}") if width >= 27 + len(unit) else (5, 2, " 1.0") \
+        if width >= 18 else (5, 1, " 1")
     text = Text("0.0 " if width >= 18 else "0 ", style="dim")
     for i in range(steps):
         text.append_text(cell_text(i / (steps - 1), False, cell, depth))
     text.append(tail, style="dim")
-    if compact_numbers and width >= 52:
+    if signed and width >= 27 + len(unit) + len(" · - negative"):
+        text.append(" · - negative", style="dim")
+    if compact_numbers and width >= 52 + (14 if signed else 0):
         text.append(" · numbers: tenths", style="dim")
     return text
 
@@ -108,10 +124,13 @@ def fit(row_labels: list[str], columns: int, width: int, column_labels: list[str
 
 def grid_lines(rows, columns: list[str], row_labels: list[str], layout: Layout, *, numbers: bool = False,
                depth: str = FULL, current: int | None = None, causal: bool = False,
-               shown: range | None = None, shown_rows: range | None = None) -> list[Text]:
+               shown: range | None = None, shown_rows: range | None = None,
+               under_current: tuple[str, list[float], str] | None = None) -> list[Text]:
     """The header of column labels, then one line per row: its label (the current row's reversed
     and marked), its cells (a causal grid's future as '·'). `shown`: the columns in view,
-    `shown_rows` the rows."""
+    `shown_rows` the rows. under_current: (label, values, mark) of a row drawn right under the
+    current one, in the same columns and palette (Explore's attribution row under the step's
+    attention row)."""
     shown = shown if shown is not None else range(len(columns))
     shown_rows = shown_rows if shown_rows is not None else range(len(rows))
     gap = " " * layout.gap
@@ -123,21 +142,35 @@ def grid_lines(rows, columns: list[str], row_labels: list[str], layout: Layout, 
         if i not in shown_rows:
             continue
         is_current = i == current
-        line = Text()
-        label = short_label(label) if layout.short else label
-        label = label if len(label) < layout.label_width else label[: layout.label_width - 2] + "…"
-        line.append(label.rjust(layout.label_width - 1), style="bold reverse" if is_current else "")
-        line.append(" ")
-        for j in shown:
-            if causal and j > i:
-                line.append("·".center(layout.cell), style="dim")
-            else:
-                line.append_text(cell_text(row[j], numbers, layout.cell, depth))
-            line.append(gap)
-        if is_current:
-            line.append(layout.mark, style="bold")
-        lines.append(line)
+        lines.append(row_line(row, label, layout, numbers=numbers, depth=depth, shown=shown,
+                              style="bold reverse" if is_current else "",
+                              mark=layout.mark if is_current else "", future=i + 1 if causal else None))
+        if is_current and under_current is not None:
+            label, values, mark = under_current
+            lines.append(row_line(values, label, layout, numbers=numbers, depth=depth, shown=shown,
+                                  style="italic", mark=mark))
     return lines
+
+
+def row_line(row, label: str, layout: Layout, *, numbers: bool, depth: str, shown: range, style: str = "",
+             mark: str = "", future: int | None = None) -> Text:
+    """One grid row: its label right-aligned (cut with … where long), its cells, then `mark`;
+    columns from `future` on are drawn '·' (what a causal row may not see)."""
+    gap = " " * layout.gap
+    line = Text()
+    label = short_label(label) if layout.short else label
+    label = label if len(label) < layout.label_width else label[: layout.label_width - 2] + "…"
+    line.append(label.rjust(layout.label_width - 1), style=style)
+    line.append(" ")
+    for j in shown:
+        if future is not None and j >= future:
+            line.append("·".center(layout.cell), style="dim")
+        else:
+            line.append_text(cell_text(row[j], numbers, layout.cell, depth))
+        line.append(gap)
+    if mark:
+        line.append(mark, style="bold")
+    return line
 
 
 def console_depth(console) -> str:

@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.chart_keys import CHART_ACTIONS, CHART_BINDINGS, ChartKeys
-from minitx.tui.app.decode_keys import DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
+from minitx.tui.app.decode_keys import ATTRIBUTION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.loaded import open_error
 from minitx.tui.app.messages import PairFailed, PairLoaded, SummaryReady
@@ -37,6 +37,9 @@ SUMMARY_NAME = 32  # characters of B's name in the summary's header (80 columns)
 VIEW_BINDINGS = [  # Explore's, on both panels; in the help (the footer keeps to two lines at 80x24)
     Binding("s", "kind", "attn", show=False, tooltip="attention: cross → decoder self → encoder self"),
     Binding("a", "view('heads')", "heads", show=False, tooltip="every head of that kind, in both models"),
+    *(Binding(b.key, b.action, b.description, show=False, tooltip=tip) for b, tip in zip(
+        ATTRIBUTION_BINDINGS, ("attribution rows, both models (again: method)",
+                               "every step's, beside the head"))),
 ]
 
 
@@ -216,6 +219,8 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             self.post_message(SummaryReady(result))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if self.attribution_failed(event):  # DecodeKeys: one line, and the row goes
+            return
         if event.worker.group == "measure" and event.state == WorkerState.ERROR:
             event.stop()
             self.summary_loading = False

@@ -19,7 +19,13 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, TimelineKeys
-from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
+from minitx.tui.app.decode_keys import (
+    ABLATION_BINDINGS,
+    ATTRIBUTION_BINDINGS,
+    DECODE_BINDINGS,
+    SOURCE_BINDINGS,
+    DecodeKeys,
+)
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
 from minitx.tui.app.widgets.beam_note import BeamNote
@@ -68,6 +74,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         *DECODE_BINDINGS,
         Binding("s", "kind", "attn", tooltip="attention: cross → decoder self → encoder self"),
         Binding("a", "view('heads')", "heads", tooltip="every head of that kind, with its score"),
+        *ATTRIBUTION_BINDINGS,
         *INTERVENTION_BINDINGS,
         *TIMELINE_BINDINGS,  # after p's positions: on the replay, p plays (or says why not)
         *SOURCE_BINDINGS,
@@ -108,7 +115,8 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     @staticmethod
     def _intervention_actions() -> set[str]:
-        return {b.action.split("(")[0] for b in INTERVENTION_BINDINGS} | {"view", "kind", "scroll_view"}
+        return {b.action.split("(")[0] for b in (*INTERVENTION_BINDINGS, *ATTRIBUTION_BINDINGS)} \
+            | {"view", "kind", "scroll_view"}
 
     @one_line_errors
     def action_toggle_timeline(self) -> None:
@@ -395,6 +403,8 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
             self.post_message(ImportanceReady(record, result))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if self.attribution_failed(event):  # DecodeKeys: one line, and the row goes
+            return
         if event.worker.group == "importance" and event.state == WorkerState.ERROR:
             event.stop()  # not a failed load: say what failed, and keep the table's view usable
             error = event.worker.error

@@ -46,8 +46,16 @@ class AttentionGrid(Widget):
         self.zoom = False  # wide cells: each column label whole, a window of the columns
         self.first_row: int | None = None  # the first row shown when scrolled (None: follow the step)
         self._shown_rows = range(0)  # the rows of the last drawing
+        self.under: tuple[str, list[float], str] | None = None  # (label, values, mark) under the current row
+        self.note = ""  # what the row under the current one is, under the grid
+        self.unit, self.signed = "weight", False  # what the legend says a colour is
+        self.window_of: AttentionGrid | None = None  # a grid beside this one whose columns it shows
 
-    def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False) -> None:
+    def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False, *,
+             under: tuple[str, list[float], str] | None = None, note: str = "", unit: str = "weight",
+             signed: bool = False) -> None:
+        """under: a row drawn right under the current one (the step's attribution); note: a line
+        under the grid saying what it is; unit, signed: the legend's words (tui/render/grid.py)."""
         if columns != self.columns:
             self.first_column = 0  # another source: start from its first token
         if columns != self.columns or current != self.current:
@@ -55,6 +63,7 @@ class AttentionGrid(Widget):
             self.first_row = None  # ... and its row
         self.rows, self.columns, self.row_labels = rows, columns, row_labels
         self.current, self.hint, self.axes, self.causal = current, hint, axes, causal
+        self.under, self.note, self.unit, self.signed = under, note, unit, signed
         redraw(self)
 
     def scroll_columns(self, pages: int) -> None:
@@ -114,6 +123,9 @@ class AttentionGrid(Widget):
     def _window(self, visible: int) -> range:
         """The columns shown: from `offset`, moved so that the current row's strongest weight
         is in view (stepping never hides what the new token attends to)."""
+        if self.window_of is not None and self.window_of.columns == self.columns:
+            # the same source tokens as the grid beside it (whose width may differ by a cell)
+            return self.window_of._window(self.window_of.cell_layout().visible)
         count = len(self.columns)
         row = self.rows[self.current] if self.current is not None and self.current < len(self.rows) else []
         if self.follow_step and row:
@@ -129,10 +141,13 @@ class AttentionGrid(Widget):
         shown = self._window(layout.visible)
         cropped = len(shown) < len(self.columns)
         extra = cropped + bool(self.hint) + (not self.compact) + 1 + bool(self.axes)  # lines below
+        extra += bool(self.under) + bool(self.note)  # the row under the current one, and its note
         rows = self._rows_window(extra)
         lines = grid_lines(self.rows, self.columns, self.row_labels, layout, numbers=self.numbers,
                            depth=depth, current=self.current, causal=self.causal, shown=shown,
-                           shown_rows=rows)
+                           shown_rows=rows, under_current=self.under)
+        if self.note:
+            lines.append(Text(self.note, style="italic"))
         if len(rows) < len(self.rows):
             lines.append(Text(f"rows {rows.start + 1}-{rows.stop} of {len(self.rows)} · ↑ ↓ scroll",
                               style="bold"))
@@ -144,7 +159,8 @@ class AttentionGrid(Widget):
             lines.append(Text(self.hint, style="italic dim"))
         if not self.compact:
             lines.append(Text())
-        lines.append(legend(depth, self.size.width or 80, self.numbers and layout.cell < CELL))
+        lines.append(legend(depth, self.size.width or 80, self.numbers and layout.cell < CELL, self.unit,
+                            self.signed))
         if self.axes:
             lines.append(Text(self.axes, style="dim"))
         text = Text("\n").join(lines)

@@ -17,7 +17,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 
-from minitx.tui.app.decode_session import KIND_TITLES, DecodeSession
+from minitx.tui.app.decode_session import KIND_TITLES, METHOD_NAMES, ROW_LABELS, DecodeSession
 from minitx.tui.app.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
 from minitx.tui.app.widgets.importance import ImportanceTable
 from minitx.tui.app.widgets.lens_view import LensTable
@@ -53,6 +53,9 @@ class DecodePanel(Vertical):
                 yield LensTable(classes="lens")
                 yield ImportanceTable(classes="importance")
                 yield PositionsView(classes="positions")
+                with Horizontal(classes="attribution"):  # the head's cross-attention, the attribution
+                    yield AttentionGrid(classes="attribution-head", compact=bool(self.label))
+                    yield AttentionGrid(classes="attribution-matrix", compact=bool(self.label))
             if self.with_side:
                 with Vertical(classes="side"):
                     with Vertical(classes="topk-box"):
@@ -63,6 +66,8 @@ class DecodePanel(Vertical):
     def on_mount(self) -> None:
         for view, widget in self._widgets().items():
             widget.display = view == "grid"
+        matrix = self.query_one(".attribution-matrix", AttentionGrid)
+        matrix.window_of = self.query_one(".attribution-head", AttentionGrid)
         if self.with_side:
             self.query_one(".topk-box").border_title = "next token"
             self.query_one(".scores-box").border_title = "all heads · alignment"
@@ -86,6 +91,14 @@ class DecodePanel(Vertical):
         return self.query_one(".grid-box", VerticalScroll)
 
     @property
+    def scroll_grid(self) -> AttentionGrid:
+        """The grid whose columns < > move: the one grid, or in the attribution view the head's
+        (the attribution beside it shows the same columns)."""
+        if self.session.view_mode == "attribution":
+            return self.query_one(".attribution-head", AttentionGrid)
+        return self.grid
+
+    @property
     def topk(self) -> TopKBars:
         return self.query_one(".topk", TopKBars)
 
@@ -95,7 +108,8 @@ class DecodePanel(Vertical):
 
     def _widgets(self) -> dict:
         return {"grid": self.grid, "heads": self.heads, "lens": self.query_one(".lens"),
-                "importance": self.query_one(".importance"), "positions": self.query_one(".positions")}
+                "importance": self.query_one(".importance"), "positions": self.query_one(".positions"),
+                "attribution": self.query_one(".attribution")}
 
     def show_status(self, text: str) -> None:
         """Say what is happening where the output goes (before a model is there)."""
@@ -194,6 +208,8 @@ class DecodePanel(Vertical):
         for view, widget in self._widgets().items():
             widget.display = view == v.view_mode
         self.grid.numbers = v.numbers
+        for grid in self.query(".attribution AttentionGrid").results(AttentionGrid):
+            grid.numbers = v.numbers
         getattr(self, f"_draw_{v.view_mode}")()
 
     def _draw_grid(self) -> None:
@@ -210,8 +226,10 @@ class DecodePanel(Vertical):
                       if layer >= count else f"no H{head + 1}: {v.record.heads} heads only")
         elif v.kind == "cross":
             rows = s.cross_attention_grid(layer, head).tolist()
+            under, note = self._attribution_row(current_row)
             grid.show(rows, v.record.task.source_labels(s.src_ids), rows_labels, current_row, hint,
-                      "" if self.label else "rows: tokens generated · columns: source tokens")
+                      "" if self.label else "rows: tokens generated · columns: source tokens",
+                      under=under, note=note, unit="weight, share" if under else "weight")
         elif v.kind == "self":
             inputs = s.vocab.labels(s.decoder_input([])) + rows_labels[:-1]  # the start, then outputs
             rows = s.self_attention_grid(layer, head).tolist()
@@ -221,6 +239,25 @@ class DecodePanel(Vertical):
             tokens = v.record.task.source_labels(s.src_ids)
             grid.show(s.encoder_attention_grid(layer, head).tolist(), tokens, tokens, None, "",
                       "rows: queries · columns: keys (source tokens)")
+        if v.attribution_shown and v.kind != "cross" and v.has_selected_head:
+            grid.note = f"{METHOD_NAMES[v.attribution_method]}: its row goes under cross-attention (s)"
+
+    def _attribution_row(self, current_row: int | None) -> tuple[tuple | None, str]:
+        """(label, shares, mark) of the current step's attribution, drawn under its attention row,
+        and the line that says what it is; (None, "") with no method chosen."""
+        v = self.session
+        if not v.attribution_shown:
+            return None, ""
+        name = METHOD_NAMES[v.attribution_method]
+        if current_row is None:
+            return None, f"{name}: step to a token (→) for its row"
+        row = v.attribution_row()
+        if row is None:
+            return None, f"{name}: measuring…"
+        token = v.stepper.results[current_row].text
+        against = "" if v.attribution_method == "attention" else "; - against"
+        note = f"{name}: what {token!r} depends on{against}"
+        return (ROW_LABELS[v.attribution_method], row, "◂ " + name), note
 
     def _draw_heads(self) -> None:
         v = self.session
@@ -271,3 +308,32 @@ class DecodePanel(Vertical):
             view.show(None, [], kind)
         else:
             view.show(table.tolist(), position_similarity(table).tolist(), kind, v.numbers)
+
+    def _draw_attribution(self) -> None:
+        """The selected head's cross-attention beside the attribution of every step shown, in one
+        palette: where the head looks, and what the output depends on."""
+        v = self.session
+        s, task = v.stepper, v.record.task
+        head_grid = self.query_one(".attribution-head", AttentionGrid)
+        matrix = self.query_one(".attribution-matrix", AttentionGrid)
+        name = METHOD_NAMES[v.attribution_method or "ig"]
+        layer, head = v.layer_index, v.head_index
+        box_title = f"cross-attention L{layer + 1} H{head + 1} · {name} attribution"
+        self.grid_box.border_title = box_title if not self.label else self._title(box_title)
+        outputs = [r.text for r in s.results[: s.position]]
+        columns = task.source_labels(s.src_ids)
+        current = s.position - 1 if s.position and s.position == v.target else None
+        hint = "" if v.target else self.step_hint
+        if v.layer_index < len(v.record.model.decoder) and v.head_index < v.record.heads:
+            head_grid.show(s.cross_attention_grid(layer, head).tolist(), columns, outputs, current, hint,
+                           f"L{layer + 1} H{head + 1} looks at")
+        else:
+            head_grid.show([], [], [], hint=f"no L{layer + 1} H{head + 1} in this model")
+        result = v.attribution
+        signed = v.attribution_method != "attention"
+        if result is None:
+            matrix.show([], columns, [], hint=f"{name}: measuring…", unit="share", signed=signed)
+            return
+        shares = result.shares()[: s.position].tolist()
+        axes = name + (" (- against)" if signed else "")
+        matrix.show(shares, columns, outputs, current, "", axes, unit="share", signed=signed)

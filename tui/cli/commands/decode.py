@@ -2,39 +2,22 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 from click.core import ParameterSource
 
 from minitx.tui.cli.common import (
-    BadArgument,
     ablate_options,
     apply_threads,
+    checkpoint_and_sources,
     core_choice,
     device_option,
     echo_json,
     interventions_for,
-    load_checkpoint_arg,
+    source_texts,
     threads_option,
 )
 
-
-def looks_like_source(text: str) -> bool:
-    """Sources are digits (and spaces); a checkpoint name or path has other characters. Text
-    with spaces that is not a file is a (possibly mistyped) source, so its error is about
-    tokens, not about an unknown checkpoint."""
-    from pathlib import Path
-
-    stripped = text.strip()
-    if not stripped:
-        return True  # an empty source, whose error should say so
-    try:
-        if Path(stripped).exists():
-            return False
-    except OSError:  # e.g. a name too long for a file: certainly not a checkpoint
-        return True
-    return stripped.replace(" ", "").isdigit() or any(c.isspace() for c in stripped)
+EXAMPLE = 'minitx decode reverse "3 1 4 1 5"'  # what to type when no source is given
 
 
 def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_kind: bool = False) -> dict:
@@ -94,16 +77,7 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_k
     return trace
 
 
-def _sources(args: list[str]) -> list[str]:
-    """Sources from the arguments; "-" (or none, when piped) reads one per line from stdin."""
-    if not args or args == ["-"]:
-        if not args and sys.stdin.isatty():
-            raise click.UsageError('give a source, e.g. minitx decode reverse "3 1 4 1 5"')
-        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
-        if not lines:
-            raise click.UsageError("no sources on stdin (one per line)")
-        return lines
-    return args
+
 
 
 @click.command("decode", short_help="Predict outputs; show top-k and attention.")
@@ -173,11 +147,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
     """
     apply_threads(threads)
     beam_options = _beam_options_alone(beams, length_penalty, nbest, early_stopping, search_check, attention)
-    args = list(args)
-    name = None
-    if args and args[0] != "-" and not looks_like_source(args[0]):
-        name = args.pop(0)
-    ckpt = _load(name, device, alone=not args)
+    ckpt, args = checkpoint_and_sources(args, device)
     interventions = interventions_for(ckpt, ablate, ablate_kind)
     from minitx.core.data.vocab import TaskInputError
 
@@ -197,10 +167,12 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
         settings = _beam_settings(beams, length_penalty, nbest, early_stopping, ckpt)
         from minitx.tui.cli.beam_output import decode_with_beams
 
-        decode_with_beams(ckpt, _sources(args), settings, top_k, interventions, search_check, as_json)
+        decode_with_beams(ckpt, source_texts(args, EXAMPLE), settings, top_k, interventions, search_check,
+                          as_json)
         return
     try:
-        traces = [trace_of(ckpt, text, top_k, interventions) for text in _sources(args)]
+        texts = source_texts(args, EXAMPLE)
+        traces = [trace_of(ckpt, text, top_k, interventions) for text in texts]
     except TaskInputError as e:
         raise click.BadParameter(str(e), param_hint="SOURCE") from None
     if as_json:
@@ -246,25 +218,6 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
             for number, step in enumerate(trace["steps"], 1):
                 likely = " · ".join(f"{t['text']} {t['p']:.2f}" for t in step["top_k"])
                 click.echo(f"  step {number}: {likely}")
-
-
-def _load(name: str | None, device: str, alone: bool):
-    """The checkpoint; when its name is the only argument and names nothing, say that it is not
-    a source either (`decode "3,1,4"` is more likely a mistyped source than a checkpoint)."""
-    try:
-        return load_checkpoint_arg(name, device)
-    except BadArgument:
-        if not (alone and name is not None and "/" not in name and not name.endswith(".safetensors")):
-            raise
-        from minitx.core.data.tasks import get_task
-        from minitx.core.data.vocab import TaskInputError
-
-        try:
-            get_task("reverse").parse(name)
-        except TaskInputError as why:
-            raise click.BadParameter(f"{name!r} is neither a checkpoint (see minitx list) nor a "
-                                     f"source: {why}", param_hint="[CKPT] SOURCE") from None
-        raise
 
 
 def beams_value(value: str | None) -> int | str | None:

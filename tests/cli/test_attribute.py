@@ -1,0 +1,87 @@
+"""`minitx attribute`: a grid per source in the attention grid's shading, JSON with every step's
+attribution (ig's delta and change), CSV and SVG files, sources from stdin, the agreement table,
+and one line with exit 2 for what it cannot use."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from tests.cli.conftest import assert_one_line_error, run_cli
+
+
+def ok(*args: str, input: str | None = None):
+    run = run_cli("attribute", *args, input=input, env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.stderr
+    return run
+
+
+def test_the_grid_has_a_row_per_output_token_and_a_column_per_source_token():
+    out = ok("reverse", "3 1 4 1 5", "--method", "occlusion", "--numbers").stdout
+    lines = out.splitlines()
+    assert "prediction  5 1 4 1 3" in out and "occlusion" in out
+    header = next(i for i, line in enumerate(lines) if line.split() == ["3", "1", "4", "1", "5"])
+    rows = lines[header + 1: header + 7]
+    assert [row.split()[0] for row in rows] == ["5", "1", "4", "1", "3", "<eos>"]
+    # each digit step's largest share is on the mirrored source token, and the cells print shares
+    for step, row in enumerate(rows[:5]):
+        shares = [float(cell) for cell in row.split()[1:]]
+        assert max(range(5), key=shares.__getitem__) == 4 - step and max(shares) > 0.8, row
+    assert rows[0].split()[1:] == [".00", ".00", ".00", ".00", "1.0"]
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_json_gives_every_step_its_attribution_over_the_source_tokens_and_ig_its_gap():
+    data = json.loads(ok("reverse", "3 1 4 1 5", "2 7 1 8", "--json").stdout)
+    assert data["method"] == "ig" and len(data["results"]) == 2
+    first = data["results"][0]
+    assert first["source_tokens"] == ["3", "1", "4", "1", "5"] and first["prediction"] == "5 1 4 1 3"
+    assert [s["text"] for s in first["steps"]] == ["5", "1", "4", "1", "3", "<eos>"]
+    for step in first["steps"]:
+        assert len(step["attribution"]) == 5
+        assert abs(sum(step["attribution"]) - step["change"] - step["delta"]) < 1e-4  # the gap as defined
+    assert [s["token"] for s in data["results"][1]["steps"]] == [8, 1, 7, 2, 12]
+
+
+def test_sources_come_from_stdin_and_the_csv_and_svg_are_written(tmp_path):
+    table, picture = tmp_path / "a.csv", tmp_path / "a.svg"
+    run = ok("copy", "-", "--method", "ixg", "--csv", str(table), "--svg", str(picture), "--json",
+             input="3 1 4\n2 7 1 8\n")
+    results = json.loads(run.stdout)["results"]
+    rows = list(csv.DictReader(io.StringIO(table.read_text())))
+    assert len(rows) == 3 * 4 + 4 * 5  # (steps with EOS) x source tokens, for each source
+    assert {r["source"] for r in rows} == {"3 1 4", "2 7 1 8"}
+    assert float(rows[0]["attribution"]) == pytest.approx(results[0]["steps"][0]["attribution"][0], abs=1e-6)
+    assert picture.read_text().startswith("<svg") and "prediction" in picture.read_text()
+
+
+def test_a_contrast_target_changes_what_is_attributed():
+    plain = json.loads(ok("reverse", "3 1 4 1 5", "--method", "occlusion", "--json").stdout)["results"][0]
+    contrast = json.loads(ok("reverse", "3 1 4 1 5", "--method", "occlusion", "--target", "9",
+                             "--json").stdout)["results"][0]
+    assert contrast["target"] == "9" and "log p(9)" in contrast["description"]
+    assert contrast["steps"][0]["attribution"] != plain["steps"][0]["attribution"]
+
+
+def test_the_agreement_table_has_every_head_the_reference_and_the_task(capsys):
+    data = json.loads(ok("reverse", "--agreement", "--method", "occlusion", "--n", "4", "--json").stdout)
+    names = [row["name"] for row in data["rows"]]
+    assert len(names) == 8 + 2 + 1 and "cross:L2.H4" in names and names[-1] == "rollout"
+    assert data["reference"]["argmax"] == 1.0 and data["expected"]["occlusion"]["steps"] > 0
+    text = ok("reverse", "--agreement", "--method", "occlusion", "--n", "4").stdout
+    assert "argmax L2" in text and "rank ρ L1" in text and "attention rollout" in text and "task" in text
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--method", "saliency"], "'--method'"),
+    (["--target", "x"], "'x' is not a token this model outputs"),
+    (["--ig-steps", "0"], "'--ig-steps'"),
+    (["--method", "attention", "--attention", "L3"], "layers 1-2"),
+    (["--occlude-with", "unk"], "no <unk>"),
+], ids=["method", "target", "ig-steps", "attention row", "no unk"])
+def test_what_it_cannot_use_is_one_line_and_exit_2(args, says):
+    run = run_cli("attribute", "reverse", "3 1 4", *args)
+    assert run.exit_code == 2 and says in assert_one_line_error(run)

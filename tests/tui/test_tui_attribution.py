@@ -1,0 +1,113 @@
+"""Source attribution in the app: y puts the step's attribution row under its attention row (the
+method named, y again the next one), Y the whole matrix beside the head's cross-attention, E
+exports it, a head knocked out is attributed without it, and Compare shows both models'."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from minitx.core.interp.source_attribution import Decode, attribute
+from minitx.tui.app.decode_session import ATTRIBUTION_METHODS, DecodeSession
+from minitx.tui.app.main import create_app
+from minitx.tui.app.widgets.attention import AttentionGrid
+from tests.tui.test_exports import export, in_folder  # noqa: F401 - the export folder fixture
+from tests.tui.tui_helpers import model_ready, reverse_checkpoint, screen_lines, wait_for
+
+
+def attributed(session) -> bool:
+    return session.attribution is not None
+
+
+def test_y_cycles_the_methods_then_turns_the_row_off_and_the_matrix_keeps_a_method():
+    session = DecodeSession()
+    seen = []
+    for _ in range(len(ATTRIBUTION_METHODS) + 1):
+        session.next_method(with_off=True)
+        seen.append(session.attribution_method)
+    assert seen == [*ATTRIBUTION_METHODS, None]
+    session.attribution_method = ATTRIBUTION_METHODS[-1]
+    session.next_method(with_off=False)
+    assert session.attribution_method == ATTRIBUTION_METHODS[0]
+
+
+@pytest.mark.asyncio
+async def test_y_draws_the_steps_attribution_row_under_its_attention_row_for_the_model_on_screen():
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        session = app.screen.session
+        await pilot.press("left", "left")  # step 4 of 6: the current row is not the last
+        await pilot.press("y")
+        await wait_for(pilot, lambda: attributed(session), "the attribution")
+        await pilot.pause()
+        lines = screen_lines(app)
+        current = next(i for i, line in enumerate(lines) if "◂ step" in line)
+        assert lines[current + 1].split("│")[1].split()[0] == "ig" and "◂ ig" in lines[current + 1]
+        assert "ig: what '1' depends on" in lines[current + 2]
+        grid = app.screen.panel.grid
+        label, values, _ = grid.under
+        expected = attribute(session.record.model, Decode.of_stepper(session.stepper, 6), "ig").shares()
+        assert torch.allclose(torch.tensor(values), expected[3], atol=1e-6)
+        assert max(range(5), key=values.__getitem__) == 1  # the 4th output copies the 2nd source token
+        await pilot.press("y")  # the next method, named where the row is
+        await wait_for(pilot, lambda: attributed(session) and session.attribution.method == "ixg", "ixg")
+        await pilot.pause()
+        assert any("◂ ixg" in line for line in screen_lines(app))
+        for _ in ATTRIBUTION_METHODS[1:]:
+            await pilot.press("y")
+        await pilot.pause()
+        assert session.attribution_method is None and grid.under is None
+        assert not any("◂ ig" in line for line in screen_lines(app))
+        await pilot.press("y", "k")  # a head knocked out: the model on screen is attributed
+        await wait_for(pilot, lambda: attributed(session), "the attribution without the head")
+        assert session.attribution_key()[3] == session.ablated and session.ablated
+        without = session.attribution.shares()  # the decode again, to step 4
+        assert not torch.allclose(without, expected[: len(without)], atol=1e-3)
+
+
+@pytest.mark.asyncio
+async def test_the_matrix_view_beside_the_head_exports_every_steps_attribution(in_folder):  # noqa: F811
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(100, 32)) as pilot:
+        await model_ready(pilot)
+        session = app.screen.session
+        await pilot.press("Y")
+        await wait_for(pilot, lambda: attributed(session), "the attribution")
+        await pilot.pause()
+        head, matrix = app.screen.panel.query(".attribution AttentionGrid").results(AttentionGrid)
+        assert head.display and matrix.display and not app.screen.panel.grid.display
+        assert head.row_labels == matrix.row_labels == ["5", "1", "4", "1", "3", "<eos>"]
+        assert matrix.columns == ["3", "1", "4", "1", "5"] and matrix.signed
+        files = await export(pilot)
+        data = json.loads(files[".json"])
+        core = attribute(session.record.model, Decode.of_stepper(session.stepper), "ig").scores
+        assert data["method"] == "ig" and data["model"] == "reverse"
+        assert torch.allclose(torch.tensor([s["attribution"] for s in data["steps"]]), core, atol=1e-6)
+        assert data["cross_attention"]["layer"] == session.layer_index + 1
+        await pilot.press("y")  # in the matrix: the next method, never off
+        await wait_for(pilot, lambda: attributed(session) and session.attribution.method == "ixg", "ixg")
+        await pilot.press("left")
+        await pilot.pause()
+        assert len(matrix.rows) == 5  # the steps shown
+
+
+@pytest.mark.asyncio
+async def test_compare_shows_each_models_own_attribution():
+    app = create_app(["reverse", "copy"])
+    async with app.run_test(size=(100, 32)) as pilot:
+        screen = app.screen
+        decoded = lambda: screen.models and all(p.session.stepper for p in screen.panels.values())  # noqa: E731
+        await wait_for(pilot, decoded, "both models")
+        await pilot.press("left", "y")  # step 5: the last digit
+        sessions = [p.session for p in screen.panels.values()]
+        await wait_for(pilot, lambda: all(attributed(s) for s in sessions), "both attributions")
+        await pilot.pause()
+        unders = [p.grid.under for p in screen.panels.values()]
+        assert all(u is not None and u[0] == "ig" for u in unders)
+        peaks = [max(range(5), key=u[1].__getitem__) for u in unders]
+        assert peaks == [0, 4]  # reverse's last digit is the first source token, copy's the last
+        data = json.loads(screen.export_numbers().text)
+        assert data["A"]["attribution"]["method"] == data["B"]["attribution"]["method"] == "ig"
