@@ -6,6 +6,8 @@ looks up before they are scaled and positions are added (core/model/hooks.py's e
 and the output is, for each step t of the greedy decode, the log-probability of the token output
 there, teacher-forced on the decode's own tokens (`target`: log p(token) - log p(target), "why
 this rather than that"). Positions stay as they are: every method changes token vectors only.
+`attribute_step` attributes one step of any prefix instead (a beam hypothesis where it parts
+from greedy, against greedy's token), computing that step alone.
 
 - `ixg`, input x gradient: E . dF/dE, summed over the embedding dimension.
 - `ig`, integrated gradients (Sundararajan et al. 2017) from the all-<pad> baseline E0 (the pad
@@ -40,6 +42,7 @@ from minitx.core.model.transformer import Seq2Seq, eval_mode
 
 METHODS = ("ig", "ixg", "occlusion", "attention")
 GRADIENT_METHODS = ("ig", "ixg")
+OBJECTIVE_METHODS = ("ig", "ixg", "occlusion")  # those that attribute a log-probability (or a contrast)
 FILLERS = ("pad", "unk")  # what occlusion (and ig's baseline is always <pad>) puts in a position
 DEFAULT_IG_STEPS = 32
 MAX_IG_STEPS = 1024
@@ -97,12 +100,14 @@ def greedy(model: Seq2Seq, task: Task, src: list[int], interventions: Interventi
 
 # -- what is attributed --------------------------------------------------------------------------
 class SourceFunction:
-    """F(E): each step's objective as a function of the source's token vectors E (B, S, d),
-    teacher-forced on `tokens`: log p(tokens[t]) at step t, minus log p(target) when a target is
-    given. This is the function every gradient method differentiates, and the tests hand it to
-    captum as it is."""
+    """F(E): each attributed step's objective as a function of the source's token vectors E
+    (B, S, d), teacher-forced on `tokens`: log p(tokens[t]) at step t, minus log p(target) when a
+    target is given. This is the function every gradient method differentiates, and the tests hand
+    it to captum as it is. `only`: the steps attributed (default every one); the others are fed,
+    never computed for their own sake (one step of a long decode costs one step's work)."""
 
-    def __init__(self, model: Seq2Seq, src: list[int], tokens: list[int], target: int | None = None) -> None:
+    def __init__(self, model: Seq2Seq, src: list[int], tokens: list[int], target: int | None = None,
+                 only: list[int] | None = None) -> None:
         if not tokens:
             raise ValueError("nothing was decoded: no step to attribute")
         self.model, self.target = model, target
@@ -111,9 +116,13 @@ class SourceFunction:
         self.tokens = torch.tensor(tokens, device=device)  # (T,)
         cfg = model.cfg
         self.inputs = torch.cat([torch.tensor([cfg.sos_id], device=device), self.tokens[:-1]])  # (T,)
+        if only is not None and not all(0 <= t < len(tokens) for t in only):
+            raise ValueError(f"steps {only} are not all among the {len(tokens)} teacher-forced ones")
+        self.attributed = torch.arange(len(tokens)) if only is None else torch.tensor(only)  # (k,)
 
     @property
     def steps(self) -> int:
+        """T: the tokens teacher-forced (the attributed steps are `attributed`)."""
         return len(self.tokens)
 
     def token_vectors(self) -> torch.Tensor:
@@ -128,12 +137,12 @@ class SourceFunction:
         return vector.expand(len(self.src), -1).detach()
 
     def __call__(self, vectors: torch.Tensor) -> torch.Tensor:
-        """(B, S, d) -> (B, T): every step's objective for each row."""
-        B, T = vectors.shape[0], self.steps
+        """(B, S, d) -> (B, k): each attributed step's objective for each row."""
+        B, T, k = vectors.shape[0], self.steps, len(self.attributed)
         if self.model.causal:  # one teacher-forced row gives every step
-            return self._objective(vectors, self.inputs.expand(B, T), torch.arange(T).expand(B, T))
-        steps = torch.arange(T).repeat(B)  # (B*T,): each row's own prefix
-        return self.at_steps(vectors.repeat_interleave(T, dim=0), steps).view(B, T)
+            return self._objective(vectors, self.inputs.expand(B, T), self.attributed.expand(B, k))
+        steps = self.attributed.repeat(B)  # (B*k,): each row's own prefix
+        return self.at_steps(vectors.repeat_interleave(k, dim=0), steps).view(B, k)
 
     def at_steps(self, vectors: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
         """(R, S, d) and (R,) step indices -> (R,): row r's objective at its own step (the rows a
@@ -164,15 +173,18 @@ class SourceFunction:
 @dataclass
 class SourceAttribution:
     """One decode's attribution: `scores[t][j]` is source position j's share in step t's objective
-    (for `attention`, the weight itself)."""
+    (for `attention`, the weight itself). Of one step alone (attribute_step), `step` says which,
+    and scores, change and delta hold its one row."""
 
     method: str
     src: list[int]
     tokens: list[int]
-    scores: torch.Tensor  # (T, S)
+    scores: torch.Tensor  # (T, S), or (1, S) for one step
     target: int | None = None
+    step: int | None = None  # attribute_step: the 0-based step attributed (tokens[step] its token)
     view: str = ""  # attention: which rows ("cross:L2.H1", "cross:L2", "rollout")
     change: torch.Tensor | None = None  # ig: (T,) F(E) - F(baseline)
+    value: torch.Tensor | None = None  # attribute_step: (1,) F(E), the objective itself
     delta: torch.Tensor | None = None  # ig: (T,) sum of the attributions - change
     ig_steps: int | None = None
     filler: str = ""  # occlusion: "pad" or "unk"
@@ -191,6 +203,10 @@ class SourceAttribution:
         if self.view == ROLLOUT:
             return "attention rollout through the decoder's layers"
         return f"attention: {self.view}" + ("" if ".H" in self.view else ", the mean of its heads")
+
+    def attributed_steps(self) -> list[int]:
+        """The step of each row of `scores`."""
+        return list(range(len(self.tokens))) if self.step is None else [self.step]
 
     def shares(self) -> torch.Tensor:
         """(T, S) each row as |score| / sum |score|: attention's scale (rows summing to one), the
@@ -216,14 +232,15 @@ def _chunk_steps(rows_per_step: int, positions: int, d: int, steps: int) -> int:
 
 
 def _gradients(f: SourceFunction, points: torch.Tensor) -> torch.Tensor:
-    """(n, S, d) points -> (T, n, S, d): the gradient of each step's objective at each point, every
-    point of a step in one batch (row = a point for a step: its gradient is that step's alone)."""
+    """(n, S, d) points -> (k, n, S, d): the gradient of each attributed step's objective at each
+    point, every point of a step in one batch (row = a point for a step: its gradient is that
+    step's alone)."""
     n, S, d = points.shape
-    T = f.steps
+    T, attributed = f.steps, f.attributed
     out = []
-    per = _chunk_steps(n, S + T, d, T)
-    for start in range(0, T, per):
-        steps = torch.arange(start, min(T, start + per))  # (k,)
+    per = _chunk_steps(n, S + T, d, len(attributed))
+    for start in range(0, len(attributed), per):
+        steps = attributed[start: start + per]  # (k,)
         rows = points.repeat(len(steps), 1, 1).detach().requires_grad_(True)  # (k*n, S, d)
         values = f.at_steps(rows, steps.repeat_interleave(n))  # (k*n,)
         # None: the output does not depend on the source at all (a cross-attention that reads
@@ -235,15 +252,15 @@ def _gradients(f: SourceFunction, points: torch.Tensor) -> torch.Tensor:
 
 
 def input_x_gradient(f: SourceFunction) -> torch.Tensor:
-    """(T, S): E . dF_t/dE, summed over the embedding dimension."""
+    """(k, S) over the attributed steps: E . dF_t/dE, summed over the embedding dimension."""
     E = f.token_vectors()  # (S, d)
-    grads = _gradients(f, E[None])[:, 0]  # (T, S, d)
+    grads = _gradients(f, E[None])[:, 0]  # (k, S, d)
     return (E * grads).sum(dim=-1)
 
 
 def integrated_gradients(f: SourceFunction, steps: int, baseline: int) -> tuple[torch.Tensor, ...]:
-    """(T, S) attributions, (T,) change F(E) - F(E0), (T,) completeness gap: the sum of a step's
-    attributions minus its change (0 for the exact integral)."""
+    """(k, S) attributions over the attributed steps, (k,) change F(E) - F(E0), (k,) completeness
+    gap: the sum of a step's attributions minus its change (0 for the exact integral)."""
     if not 1 <= steps <= MAX_IG_STEPS:
         raise ValueError(f"ig steps must be 1-{MAX_IG_STEPS}, not {steps}")
     E, E0 = f.token_vectors(), f.filled(baseline)  # (S, d) each
@@ -251,26 +268,26 @@ def integrated_gradients(f: SourceFunction, steps: int, baseline: int) -> tuple[
     alphas = alphas.to(E.dtype).to(E.device)
     weights = weights.to(E.dtype).to(E.device)
     points = E0 + alphas[:, None, None] * (E - E0)  # (n, S, d)
-    grads = _gradients(f, points)  # (T, n, S, d)
-    mean_grad = (weights[None, :, None, None] * grads).sum(dim=1)  # (T, S, d)
-    scores = ((E - E0) * mean_grad).sum(dim=-1)  # (T, S)
+    grads = _gradients(f, points)  # (k, n, S, d)
+    mean_grad = (weights[None, :, None, None] * grads).sum(dim=1)  # (k, S, d)
+    scores = ((E - E0) * mean_grad).sum(dim=-1)  # (k, S)
     with torch.no_grad():
-        ends = f(torch.stack([E, E0]))  # (2, T)
+        ends = f(torch.stack([E, E0]))  # (2, k)
     change = ends[0] - ends[1]
     return scores, change, scores.sum(dim=-1) - change
 
 
 @torch.no_grad()
 def occlusion(f: SourceFunction, filler: int) -> torch.Tensor:
-    """(T, S): F(E) - F(E with position j's vector replaced by the filler token's), every j and
-    the intact source in one batch."""
+    """(k, S) over the attributed steps: F(E) - F(E with position j's vector replaced by the filler
+    token's), every j and the intact source in one batch."""
     E, fill = f.token_vectors(), f.filled(filler)  # (S, d)
     S = E.shape[0]
     variants = E.repeat(S + 1, 1, 1)  # (S+1, S, d): row 0 intact, row j+1 without position j
     positions = torch.arange(S, device=E.device)
     variants[positions + 1, positions] = fill[positions]
-    values = f(variants)  # (S+1, T)
-    return (values[0][None] - values[1:]).T  # (T, S)
+    values = f(variants)  # (S+1, k)
+    return (values[0][None] - values[1:]).T  # (k, S)
 
 
 # -- attention ---------------------------------------------------------------------------------
@@ -362,16 +379,48 @@ def attribute(model: Seq2Seq, decode: Decode, method: str, *, target: int | None
 
     filler: occlusion's token id (default the source <pad>); view: the attention rows of
     `attention`; interventions (an ablation): applied to every forward, as to the decode."""
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}: one of {', '.join(METHODS)}")
-    if target is not None and not 0 <= target < model.cfg.vocab_size:
-        raise ValueError(f"target {target} is not in the output vocabulary")
-    pad = model.cfg.source_pad_id
+    _check_request(model, method, target=target)
     result = SourceAttribution(method, list(decode.src), list(decode.tokens), torch.zeros(0), target)
     if method == "attention":
         result.scores, result.view = attention_rows(decode, view).float(), view
         return result
-    f = SourceFunction(model, decode.src, decode.tokens, target)
+    return _measured(model, SourceFunction(model, decode.src, decode.tokens, target), result,
+                     ig_steps=ig_steps, filler=filler, interventions=interventions)
+
+
+def attribute_step(model: Seq2Seq, src: list[int], prefix: list[int], token: int, method: str, *,
+                   target: int | None = None, ig_steps: int = DEFAULT_IG_STEPS, filler: int | None = None,
+                   interventions: Interventions | None = None) -> SourceAttribution:
+    """Attribute one step: `token` output after `prefix` (teacher-forced), log p(token), or with a
+    `target` log p(token) - log p(target), "why this token rather than that one here" (a beam
+    hypothesis against greedy's token where the two part). Only that step is computed. The
+    methods are those of an objective (ig, ixg, occlusion): attention rows are weights of one
+    token's step, not a difference of two tokens' log-probabilities."""
+    _check_request(model, method, token=token, target=target)
+    if method == "attention":
+        raise ValueError("attention rows are where heads look, not an attribution of a log-probability "
+                         f"or of a difference of two: one of {', '.join(OBJECTIVE_METHODS)}")
+    tokens = [*prefix, token]
+    result = SourceAttribution(method, list(src), tokens, torch.zeros(0), target, step=len(prefix))
+    return _measured(model, SourceFunction(model, src, tokens, target, only=[len(prefix)]), result,
+                     ig_steps=ig_steps, filler=filler, interventions=interventions, with_value=True)
+
+
+def _check_request(model: Seq2Seq, method: str, **tokens: int | None) -> None:
+    """ValueError (one sentence) for an unknown method or a token the output vocabulary lacks."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}: one of {', '.join(METHODS)}")
+    for name, value in tokens.items():
+        if value is not None and not 0 <= value < model.cfg.vocab_size:
+            raise ValueError(f"{name} {value} is not in the output vocabulary")
+
+
+def _measured(model: Seq2Seq, f: SourceFunction, result: SourceAttribution, *, ig_steps: int,
+              filler: int | None, interventions: Interventions | None,
+              with_value: bool = False) -> SourceAttribution:
+    """`result` with its method's scores of F (and ig's change and gap; with_value F itself), as
+    plain CPU floats."""
+    method, pad = result.method, model.cfg.source_pad_id
     with eval_mode(model), (interventions or Interventions()).applied(model):
         if method == "ixg":
             result.scores = input_x_gradient(f)
@@ -382,8 +431,11 @@ def attribute(model: Seq2Seq, decode: Decode, method: str, *, target: int | None
             fill = pad if filler is None else filler
             result.scores = occlusion(f, fill)
             result.filler = "pad" if fill == pad else "unk"
+        if with_value:
+            with torch.no_grad():
+                result.value = f(f.token_vectors()[None])[0]  # (k,)
     result.scores = result.scores.detach().float().cpu()
-    for name in ("change", "delta"):
+    for name in ("change", "delta", "value"):
         value = getattr(result, name)
         if value is not None:
             setattr(result, name, value.detach().float().cpu())

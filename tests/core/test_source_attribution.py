@@ -17,6 +17,7 @@ from minitx.core.interp.source_attribution import (
     SourceFunction,
     agreement,
     attribute,
+    attribute_step,
     gauss_legendre,
     greedy,
     rollout,
@@ -147,6 +148,40 @@ def test_a_contrast_target_attributes_the_difference_of_two_log_probabilities():
     steps, tokens = torch.arange(len(decode.tokens)), torch.tensor(decode.tokens)
     change = (direct[steps, tokens] - direct[:, 7]) - (baseline[steps, tokens] - baseline[:, 7])
     assert torch.allclose(ig.change, change, atol=1e-5)
+
+
+@pytest.mark.parametrize("bug", ["", "no-causal-mask"])
+def test_one_step_after_a_prefix_is_attributed_against_a_contrast_token_as_the_log_probabilities_by_hand(bug):
+    """A beam hypothesis where it parts from greedy: its token after the shared prefix against
+    greedy's token there. The objective is the two log-probabilities by hand; ig's change is that
+    minus the same with an all-<pad> source, occlusion is a loop of forward passes, and each method's
+    row is the one the whole-decode attribution gives that step."""
+    model = tiny(bug=bug)
+    decode = tiny_decode(model)
+    prefix, greedys = decode.tokens[:2], decode.tokens[2]
+    token = next(t for t in (4, 5, 6) if t != greedys)  # a token greedy did not take there
+    tokens = [*prefix, token]
+    table = model.src_embed.weight.detach()
+    direct = direct_log_probs(model, SOURCE, tokens, table[SOURCE])[2]  # (V,) at the step
+    baseline = direct_log_probs(model, SOURCE, tokens, table[[10] * len(SOURCE)])[2]
+    margin = float(direct[token] - direct[greedys])
+
+    ig = attribute_step(model, SOURCE, prefix, token, "ig", target=greedys, ig_steps=16)
+    assert ig.step == 2 and ig.scores.shape == (1, len(SOURCE)) and ig.tokens == tokens
+    assert abs(float(ig.value[0]) - margin) < 1e-5
+    assert abs(float(ig.change[0]) - (margin - float(baseline[token] - baseline[greedys]))) < 1e-5
+    assert abs(float(ig.scores.sum() - ig.change[0] - ig.delta[0])) < 1e-5
+    occluded = attribute_step(model, SOURCE, prefix, token, "occlusion", target=greedys)
+    one_step = Decode(SOURCE, tokens, None, torch.zeros(0))
+    by_hand = occluded_loop(model, one_step, 10, target=greedys)[2]
+    assert torch.allclose(occluded.scores[0], by_hand, atol=1e-5)
+    ixg = attribute_step(model, SOURCE, prefix, token, "ixg", target=greedys)
+    for method, ours in (("ig", ig), ("ixg", ixg)):
+        whole = attribute(model, one_step, method, target=greedys, ig_steps=16)
+        assert torch.allclose(ours.scores[0], whole.scores[2], atol=1e-5, rtol=0)
+    assert ig.scores.abs().max() > 1e-3  # something is attributed
+    with pytest.raises(ValueError, match="attention rows are where heads look"):
+        attribute_step(model, SOURCE, prefix, token, "attention", target=greedys)
 
 
 def test_tied_source_and_target_embeddings_change_nothing():

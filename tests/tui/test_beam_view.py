@@ -43,18 +43,25 @@ def test_the_session_steps_back_by_replay_and_reranks_the_finished_under_another
     assert all(n.state != "pruned" for n in shown) and session.selected in {n.id for n in shown}
 
 
+async def searched(pilot) -> BeamScreen:
+    """The sort model's beam view of "2 0 3", its search run to the end."""
+    app = pilot.app
+    await model_ready(pilot)
+    await pilot.press("i", *["backspace"] * 30, *"2 0 3", "enter")
+    await wait_for(pilot, lambda: app.screen.session.stepper.src_ids == [2, 0, 3], "the source")
+    await pilot.press("B")
+    await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen), "the beam view")
+    screen = app.screen
+    await wait_for(pilot, lambda: screen.session.search.finished and not screen.playing, "the search")
+    await pilot.pause()
+    return screen
+
+
 @pytest.mark.asyncio
 async def test_shift_b_shows_the_search_as_a_tree_at_80x24_and_the_keys_step_and_rerank_it():
     app = create_app(["sort"])
     async with app.run_test(size=(80, 24)) as pilot:
-        await model_ready(pilot)
-        await pilot.press("i", *["backspace"] * 30, *"2 0 3", "enter")
-        await wait_for(pilot, lambda: app.screen.session.stepper.src_ids == [2, 0, 3], "the source")
-        await pilot.press("B")
-        await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen), "the beam view")
-        screen = app.screen
-        await wait_for(pilot, lambda: screen.session.search.finished and not screen.playing, "the search")
-        await pilot.pause()
+        screen = await searched(pilot)
         lines = screen_lines(app)
         assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
         shown = "\n".join(lines)

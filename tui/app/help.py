@@ -20,6 +20,8 @@ from minitx.tui.app.widgets.keybar import packed_keys
 
 WIDTH = 76  # characters a help line may take inside the 80-column dialog
 DOCS = "More in docs/: model, training, curves, components, interventions, checks"
+# The app's ? key; a dialog lists it too (a modal screen hides the app's own bindings), as it lists E.
+HELP_BINDING = Binding("question_mark", "app.help", "help", key_display="?", tooltip="this help")
 # Textual's own (ctrl+q, the command palette): not ours to list
 TEXTUAL_OWN = {b.key for b in App.BINDINGS} | {App.COMMAND_PALETTE_BINDING}
 
@@ -45,12 +47,13 @@ def key_entries(screen: Screen) -> list[tuple[str, str]]:
     return [(keys, tooltip) for tooltip, keys in entries.items()]
 
 
-def anywhere(screen: Screen) -> Text:
+def anywhere(screen: Screen) -> Text | None:
     """The app's own keys, which work on every screen, in one line: 'o open · d doctor · ...';
-    with those kept off the footer that have a tooltip (E export)."""
+    with those kept off the footer that have a tooltip (E export). None on a dialog, which hides
+    them (it lists E and ? itself)."""
     shown = dict.fromkeys(f"{key} {binding.description}" for key, binding in _working(screen, of_app=True)
                           if binding.show or binding.tooltip)
-    return Text("Anywhere: " + " · ".join(shown), style="dim")
+    return Text("Anywhere: " + " · ".join(shown), style="dim") if shown else None
 
 
 def packed(entries: list[tuple[str, str]], width: int = WIDTH) -> list[Text]:
@@ -63,7 +66,9 @@ def help_text(screen: Screen) -> Text:
     title = getattr(screen, "HELP_TITLE", type(screen).__name__.removesuffix("Screen"))
     lines = [Text.from_markup(f"[b]{escape(title)}[/b]: the keys that work here now")]
     lines += packed(key_entries(screen))
-    lines.append(anywhere(screen))
+    keys = anywhere(screen)
+    if keys is not None:
+        lines.append(keys)
     note = getattr(screen, "HELP_NOTE", "")
     if note:
         lines += [Text(line, style="dim") for line in note.splitlines()]

@@ -22,7 +22,7 @@ from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.exports import EXPORT_BINDING, EXPORT_FOLDER, export_view
-from minitx.tui.app.help import HelpScreen
+from minitx.tui.app.help import HELP_BINDING, HelpScreen
 from minitx.tui.app.key_reasons import refusal
 from minitx.tui.app.loaded import LoadedModel, load_named, open_error
 from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded
@@ -53,7 +53,7 @@ class MinitxApp(App):
         Binding("o", "open", "open", tooltip="open a checkpoint: a bundled name, a folder's files, a path"),
         Binding("d", "doctor", "doctor", tooltip="the doctor: check the model for the classic bugs"),
         Binding("c", "compare", "compare", tooltip="Compare: two models side by side"),
-        Binding("question_mark", "help", "help", key_display="?", tooltip="this help"),
+        HELP_BINDING,
         EXPORT_BINDING,
         Binding("q", "quit", "quit", tooltip="quit (a run not saved: asks first)"),
         # Textual only hints at ctrl+q on ctrl+c; here it quits like q (asking if a run would be

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
     from minitx.core.interp.importance import Importance
     from minitx.core.interp.patching import PatchingResult
     from minitx.core.interp.search_check import SearchCheck
+    from minitx.tui.app.beam_session import ContrastJob
     from minitx.tui.app.decode_session import AttributionJob
     from minitx.tui.app.loaded import LoadedModel
     from minitx.tui.app.widgets.choice import ChoiceField
@@ -142,6 +143,16 @@ class BeamChecked(Message):
     """The beam view's search check (core/interp/search_check.py) has run, or failed."""
 
     check: SearchCheck | None = None
+    error: str = ""
+
+
+@dataclass
+class BeamContrasted(Message):
+    """The beam view's contrastive attribution of a hypothesis (tui/app/beam_session.py's
+    ContrastJob, and the core SourceAttribution of its one step, None when it failed: `error`)."""
+
+    job: ContrastJob
+    result: object = None
     error: str = ""
 
 

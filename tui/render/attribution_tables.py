@@ -23,14 +23,18 @@ AXES = "rows: output tokens · columns: source tokens"
 def attribution_data(result, task, source_text: str | None = None, prediction: str | None = None) -> dict:
     """A core SourceAttribution of one decode as plain data: what `minitx attribute --json`
     prints for each source (steps with token id, text and the attribution over source tokens;
-    ig adds each step's delta and change)."""
+    ig adds each step's delta and change). Of one step alone (core attribute_step), that step,
+    with `value`, the objective itself."""
     vocab = task.vocab
     steps = []
-    for t, token in enumerate(result.tokens):
+    for row, t in enumerate(result.attributed_steps()):
+        token = result.tokens[t]
         step = {"index": t, "token": token, "text": vocab.label(token),
-                "attribution": [float(v) for v in result.scores[t]]}
+                "attribution": [float(v) for v in result.scores[row]]}
         if result.delta is not None:
-            step["delta"], step["change"] = float(result.delta[t]), float(result.change[t])
+            step["delta"], step["change"] = float(result.delta[row]), float(result.change[row])
+        if result.value is not None:
+            step["value"] = float(result.value[row])
         steps.append(step)
     data = {"source": source_text if source_text is not None else task.format_source(result.src),
             "source_tokens": task.source_labels(result.src),

@@ -4,6 +4,8 @@ so both say the same."""
 
 from __future__ import annotations
 
+from minitx.tui.render.attribution_tables import attribution_data
+
 
 def first_difference(a, b) -> int | None:
     """The 0-based step where two outputs first differ (a missing token counts), or None."""
@@ -50,6 +52,22 @@ def search_check_data(check, task) -> dict:
             "ngram": list(rep.ngram), "text": task.format(list(rep.ngram)), "starts": list(rep.starts),
             "attended_source_positions": list(rep.attended), "attention_stuck": rep.stuck},
     }
+
+
+def contrast_data(tokens, contrast, attribution, task) -> dict:
+    """A hypothesis against greedy where they part (the app's BeamSession.contrast()) as plain data:
+    its tokens, the step (0-based), the prefix both were fed, the two tokens, and the contrastive
+    attribution of that step (attribution_tables.attribution_data; None until computed, and when
+    the two never part there is no step: `parts` false)."""
+    vocab = task.vocab
+    data = {"tokens": list(tokens), "text": output_text(task, tokens), "parts": contrast is not None}
+    if contrast is not None:
+        data.update(step=contrast.step, prefix=list(contrast.prefix), token=contrast.token,
+                    token_text=vocab.label(contrast.token), greedy_token=contrast.greedy,
+                    greedy_text=None if contrast.greedy is None else vocab.label(contrast.greedy),
+                    attribution=None if attribution is None else
+                    attribution_data(attribution, task, prediction=output_text(task, tokens)))
+    return data
 
 
 def settings_line(beams: int, length_penalty: float, early_stopping) -> str:

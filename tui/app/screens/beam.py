@@ -3,11 +3,11 @@ time as greedy decoding is, and drawn as a tree (tui/render/beam_tree.py), a row
 greedy's path laid over it and the step where it parts from the beam's best marked. ↑ ↓ choose a
 hypothesis; g and l show its cross-attention grid and logit lens (a Stepper teacher-forced on its
 tokens), where ← → move through its steps; + and - re-rank the finished hypotheses under another
-length penalty on the spot; S runs the search check (core/interp/search_check.py) in a worker.
+length penalty on the spot; S runs the search check (core/interp/search_check.py) in a worker;
+y shows why the chosen hypothesis took its token rather than greedy's where the two part:
+contrastive attribution of that one step (core attribute_step), in a worker, one at a time.
 
-The state is a BeamSession (tui/app/beam_session.py); this screen only draws it. Its
-`contrast()` is where contrastive attribution (issue 32) plugs in: the step where the chosen
-hypothesis parts from greedy, the prefix, and the two tokens."""
+The state is a BeamSession (tui/app/beam_session.py); this screen only draws it."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from minitx.tui.app.exports import EXPORT_BINDING
+from minitx.tui.app.help import HELP_BINDING
 from minitx.tui.app.key_reasons import ExplainedKeys
-from minitx.tui.app.messages import BeamChecked
+from minitx.tui.app.messages import BeamChecked, BeamContrasted
 from minitx.tui.app.widgets.attention import AttentionGrid
 from minitx.tui.app.widgets.lens_view import LensTable
 
@@ -29,17 +30,23 @@ DEFAULT_BEAMS = 4  # the beam of a model whose own settings decode greedily
 TREE_TOP = 2  # the tree's first hypothesis row (under the step numbers and greedy's row)
 KEYS = {  # what each view's key line lists (every key is in the ? help with its tooltip)
     "tree": [("→/←", "step"), ("⏎", "run"), ("x", "reset"), ("↑/↓", "choose"), ("g", "grid"),
-             ("l", "lens"), ("+/-", "length penalty"), ("0", "its own"), ("p", "pruned"),
+             ("l", "lens"), ("y", "why"), ("+/-", "length penalty"), ("0", "its own"), ("p", "pruned"),
              ("S", "search check"), ("E", "export"), ("esc", "close")],
     "grid": [("→/←", "its steps"), ("[/]", "layer"), (",/.", "head"), ("l", "lens"), ("g", "tree"),
-             ("esc", "close")],
-    "lens": [("→/←", "its steps"), ("g", "grid"), ("l", "tree"), ("esc", "close")],
+             ("y", "why"), ("esc", "close")],
+    "lens": [("→/←", "its steps"), ("g", "grid"), ("l", "tree"), ("y", "why"), ("esc", "close")],
     "check": [("S", "tree"), ("E", "export"), ("esc", "close")],
+    # y's entry is made when drawn: the next method, or the tree after the last
+    "why": [("↑/↓", "choose"), ("g", "grid"), ("l", "lens"), ("E", "export"), ("esc", "close")],
 }
 
 
 class BeamScreen(ExplainedKeys, ModalScreen[None]):
     AUTO_FOCUS = ""  # the arrows choose hypotheses, never scroll a focused box
+    HELP_TITLE = "Beam search"
+    HELP_NOTE = ("Rows: hypotheses (▸ chosen, ✓ finished, faded: pruned); greedy's on top.\n"
+                 "y: how each source token favours its token over greedy's where they part\n"
+                 "(the difference of their log p; attention rows are weights, not a contrast).")
     BINDINGS = [
         Binding("escape,q", "dismiss(None)", "close"),
         Binding("right,n", "step(1)", "step", show=False,
@@ -59,11 +66,15 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         Binding("p", "pruned", "pruned", show=False, tooltip="hide or show the pruned hypotheses"),
         Binding("S", "check", "check", show=False,
                 tooltip="search error or model error? (beam 64, empty, greedy)"),
+        Binding("y", "why", "why", show=False,
+                tooltip="why the chosen hypothesis's token, not greedy's, where they part (again: "
+                        "ig → ixg → occlusion → the tree)"),
         Binding("left_square_bracket", "layer(-1)", "layer", show=False, tooltip="layer"),
         Binding("right_square_bracket", "layer(1)", "layer", show=False, tooltip="layer"),
         Binding("comma", "head(-1)", "head", show=False, tooltip="head"),
         Binding("full_stop", "head(1)", "head", show=False, tooltip="head"),
         EXPORT_BINDING,
+        HELP_BINDING,
     ]
     DEFAULT_CSS = """
     #beam-box { width: 100%; height: 100%; }
@@ -92,6 +103,9 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
                 yield AttentionGrid(id="beam-grid")
                 yield LensTable(id="beam-lens")
                 yield Static("", id="beam-check", markup=False)
+                yield Static("", id="beam-why-title")  # what is attributed, in words
+                yield AttentionGrid(id="beam-why-grid")  # over the source, the grid's palette
+                yield Static("", id="beam-why-notes")  # the largest for each token, ig's sum
             yield Static("", id="beam-detail")
             yield Static("", id="beam-keys")
 
@@ -112,8 +126,14 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         view = self.session.view
         if action in ("layer", "head") and view != "grid":
             return "[ ] , . choose the head of a hypothesis's grid: g shows it"
+        if action == "choose" and view == "why":
+            return None  # each hypothesis's why, one after the other
+        if action in ("run", "reset", "choose", "penalty", "pruned") and view == "why":
+            return "in the tree only: y goes back to it after the last method"
         if action in ("run", "reset", "choose", "penalty", "pruned") and view != "tree":
             return "in the tree only: g or l goes back to it"
+        if action == "step" and view == "why":
+            return "the why is of one step, where the two part: ↑ ↓ another hypothesis, y the method"
         return None
 
     def action_step(self, steps: int) -> None:
@@ -171,6 +191,33 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         if s.view in ("grid", "lens"):
             self.hypothesis_step = len(s.stepper().results) - 1
         self.redraw()
+
+    def action_why(self) -> None:
+        """y: the why view of the chosen hypothesis (ig first); in it, the next method, and after
+        the last one the tree again (as Explore's y turns its row off)."""
+        self.playing = False
+        s = self.session
+        if s.selected is None:
+            self.notify("step the search (→) first: there is no hypothesis to look at yet", timeout=3)
+            return
+        if s.view != "why":
+            s.set_view("why")
+        elif not s.next_why_method():
+            s.set_view("tree")
+        self.redraw()
+
+    @work(thread=True, group="beam-contrast", exit_on_error=False)
+    def _contrast(self, job) -> None:
+        try:
+            self.post_message(BeamContrasted(job, job.run()))
+        except Exception as e:  # a model the method cannot attribute: a line, never a traceback
+            self.post_message(BeamContrasted(job, None, str(e)))
+
+    def on_beam_contrasted(self, message: BeamContrasted) -> None:
+        self.session.contrast_done(message.job, message.result, message.error)
+        if message.error:
+            self.notify(f"cannot attribute: {message.error}", severity="error", markup=False, timeout=10)
+        self.redraw()  # and the chosen one's, if the selection moved meanwhile
 
     def action_penalty(self, steps: int) -> None:
         if steps:
@@ -234,12 +281,14 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
             f"step {s.position} · {state}{shown} · source {task.format_source(s.src_ids)}")
         self.query_one("#beam-greedy", Static).update(self._greedy_line())
         for view, widget in (("tree", "#beam-tree"), ("grid", "#beam-grid"), ("lens", "#beam-lens"),
-                             ("check", "#beam-check")):
+                             ("check", "#beam-check"), ("why", "#beam-why-title"), ("why", "#beam-why-grid"),
+                             ("why", "#beam-why-notes")):
             self.query_one(widget).display = view == s.view
         getattr(self, f"_draw_{s.view}")()
         self.query_one("#beam-detail", Static).update(self._detail())
         width = max(20, self.query_one("#beam-keys").size.width or 76)
-        self.query_one("#beam-keys", Static).update(Text("\n").join(packed_keys(KEYS[s.view], width, "  ")))
+        keys = KEYS[s.view] if s.view != "why" else [("y", s.method_after() or "tree"), *KEYS["why"]]
+        self.query_one("#beam-keys", Static).update(Text("\n").join(packed_keys(keys, width, "  ")))
 
     def _greedy_line(self) -> Text:
         s = self.session
@@ -325,11 +374,80 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
                                                                    s.record.task.source_labels(s.src_ids)))
         self.query_one("#beam-check", Static).update(text)
 
+    def _draw_why(self) -> None:
+        """Why the chosen hypothesis took its token rather than greedy's at the step where they
+        part: the attribution of log p(its token) - log p(greedy's), teacher-forced on the prefix
+        both were fed, over the source tokens; computed by a worker, one at a time."""
+        from minitx.tui.render.beam_tables import output_text
+
+        s = self.session
+        task = s.record.task
+        vocab = task.vocab
+        title = self.query_one("#beam-why-title", Static)
+        grid = self.query_one("#beam-why-grid", AttentionGrid)
+        notes = self.query_one("#beam-why-notes", Static)
+        self.query_one("#beam-body").border_title = None
+        if s.selected is None:  # a search reset to step 0: nothing chosen
+            grid.display = notes.display = False
+            title.update("step the search (→): there is no hypothesis to look at yet")
+            return
+        contrast = s.contrast()
+        if contrast is None or contrast.greedy is None:
+            grid.display = notes.display = False
+            text = output_text(task, s.search.tokens(s.selected))
+            title.update(Text(f"'{text}' never parts from greedy: there is no other token to explain"
+                              if contrast is None else
+                              f"greedy had ended before step {contrast.step + 1}: no token of greedy's "
+                              f"to set '{vocab.label(contrast.token)}' against"))
+            return
+        job = s.contrast_wanted()
+        if job is not None:
+            self._contrast(job)
+        ours, theirs = vocab.label(contrast.token), vocab.label(contrast.greedy)
+        head = Text(f"why '{ours}' rather than greedy's '{theirs}' at step {contrast.step + 1}", style="bold")
+        fed = f"after '{task.format(list(contrast.prefix))}'" if contrast.prefix else "at the first step"
+        result, error = s.contrast_attribution(), s.contrast_error()
+        columns = task.source_labels(s.src_ids)
+        method = s.why_method
+        if result is None:
+            head.append(f"\n{fed} · {method}: " + (f"cannot attribute: {error}" if error else "measuring…"),
+                        style="" if error else "dim")
+            title.update(head)
+            grid.show([], columns, [], hint="", unit="share", signed=True)
+            notes.update("")
+            return
+        value = float(result.value[0])
+        head.append(f"\n{fed}, log p('{ours}') - log p('{theirs}') = {value:+.3f}")
+        if value < 0:
+            head.append(": greedy's is likelier", style="dim")
+        head.append(f"\n{result.describe(vocab)}", style="dim")
+        title.update(head)
+        grid.show(result.shares().tolist(), columns, [f"{ours} vs {theirs}"], None, "",
+                  f"+ for '{ours}', - for greedy's '{theirs}' · columns: source tokens", unit="share",
+                  signed=True)
+        notes.update(self._why_notes(result, columns, ours, theirs))
+
+    @staticmethod
+    def _why_notes(result, columns: list[str], ours: str, theirs: str) -> Text:
+        """The source token that pushed most towards each of the two, and ig's sum."""
+        scores = result.scores[0].tolist()
+        out = Text()
+        for sign, name in ((1, ours), (-1, theirs)):
+            j = max(range(len(scores)), key=lambda i: sign * scores[i])
+            if sign * scores[j] > 0:
+                out.append(f"{' · ' if out else ''}most for '{name}': '{columns[j]}' at {j + 1} "
+                           f"({scores[j]:+.3g})")
+        if result.method == "ig":
+            out.append(f"\nfrom an all-<pad> source the difference moves {float(result.change[0]):+.4g} "
+                       f"(the scores sum {sum(scores):+.4g})", style="dim")
+        return out
+
     def export_numbers(self):
         """The numbers beside the picture when E exports this view: the tree as --json has it, the
-        n-best, greedy's output, and the search check once run."""
+        n-best, greedy's output, the search check once run, and the chosen hypothesis against
+        greedy where they part, with its attribution once y computed it."""
         from minitx.tui.app.exports import json_numbers
-        from minitx.tui.render.beam_tables import hypothesis_data, search_check_data, tree_data
+        from minitx.tui.render.beam_tables import contrast_data, hypothesis_data, search_check_data, tree_data
 
         s = self.session
         task = s.record.task
@@ -338,4 +456,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
                 "tree": tree_data(s.search, task.vocab), "position": s.position}
         if s.check is not None:
             data["search_check"] = search_check_data(s.check, task)
+        if s.selected is not None:
+            data["contrast"] = contrast_data(s.search.tokens(s.selected), s.contrast(),
+                                             s.contrast_attribution(), task)
         return json_numbers("beam", data)
