@@ -404,7 +404,8 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         if job is not None:
             self._contrast(job)
         ours, theirs = vocab.label(contrast.token), vocab.label(contrast.greedy)
-        head = Text(f"why '{ours}' rather than greedy's '{theirs}' at step {contrast.step + 1}", style="bold")
+        head = Text()
+        head.append(f"why '{ours}' rather than greedy's '{theirs}' at step {contrast.step + 1}", style="bold")
         fed = f"after '{task.format(list(contrast.prefix))}'" if contrast.prefix else "at the first step"
         result, error = s.contrast_attribution(), s.contrast_error()
         columns = task.source_labels(s.src_ids)
@@ -438,8 +439,8 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
                 out.append(f"{' · ' if out else ''}most for '{name}': '{columns[j]}' at {j + 1} "
                            f"({scores[j]:+.3g})")
         if result.method == "ig":
-            out.append(f"\nfrom an all-<pad> source the difference moves {float(result.change[0]):+.4g} "
-                       f"(the scores sum {sum(scores):+.4g})", style="dim")
+            out.append(f"\nfrom an all-<pad> source the difference moves {float(result.change[0]):+.2f} "
+                       f"(the scores sum {sum(scores):+.2f})", style="dim")
         return out
 
     def export_numbers(self):
