@@ -29,6 +29,8 @@ SMOKE_RUNS = {
     "optimizer_step.py": (["--smoke", "--threads", "1"], "ratio flat buffer / per tensor"),
     "circuit_speed.py": (["--smoke", "--threads", "1"], "ratio attribution / exact patching"),
     "doctor_time.py": (["--smoke", "--threads", "1"], "x the decode"),
+    "hf_load.py": (["--smoke"], "ratio minitx / transformers: load"),
+    "hf_decode.py": (["--smoke", "--threads", "1"], "tokens identical: yes"),
 }
 
 
