@@ -35,6 +35,17 @@ MODEL_OPTIONS = {
     "final_norms": "final_norms",
     "norm_eps": "norm_eps",
     "log_softmax": "log_softmax",
+    # the Hugging Face families' components (docs/huggingface.md), to train with too
+    "d_head": "d_head",
+    "bias": "bias",
+    "scale_scores": "scale_scores",
+    "embed_scale": "embed_scale",
+    "embedding_norm": "embedding_norm",
+    "relative_buckets": "relative_buckets",
+    "relative_max_distance": "relative_max_distance",
+    "tie_embeddings": "tie_embeddings",
+    "tie_output": "tie_output",
+    "scale_output": "scale_output",
 }
 # Options that set something other than one field of the same name.
 COMBINED_OPTIONS = ("layers", "lengths")

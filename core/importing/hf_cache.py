@@ -22,9 +22,14 @@ class NotInCache(LookupError):
     how to download it (one line)."""
 
 
+FILE_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".json", ".tsv", ".csv", ".jsonl", ".txt")
+
+
 def looks_like_model_id(text: str) -> bool:
-    """owner/name (optionally @revision), and no file or folder of that name here."""
-    return bool(MODEL_ID.match(text)) and not Path(text).exists() and ".." not in text
+    """owner/name (optionally @revision), no file or folder of that name here, and not a file's
+    name (`runs/model.safetensors` that does not exist is a missing file, not a model)."""
+    return (bool(MODEL_ID.match(text)) and not Path(text).exists() and ".." not in text
+            and not text.lower().endswith(FILE_SUFFIXES))
 
 
 def cache_folder() -> Path:

@@ -3,7 +3,7 @@ ModelConfig and the weights under minitx's names, checked against each other bef
 built (docs/huggingface.md).
 
 Families (config.json's model_type): marian (opus-mt), t5 / mt5 (T5 v1.0 and v1.1, Flan-T5, mT5),
-bart and mbart. What each computes, as minitx options (core/config.py):
+bart. What each computes, as minitx options (core/config.py):
 
 - marian: post-norm LayerNorm; a sinusoidal table with sines and cosines in halves; token
   vectors times sqrt(d) if scale_embedding; biases; output tied, plus final_logits_bias;
@@ -11,8 +11,9 @@ bart and mbart. What each computes, as minitx options (core/config.py):
   vectors; no biases, scores not divided by sqrt(d_k); output tied and times d^-0.5 (v1.0) or
   its own lm_head (v1.1, Flan-T5);
 - bart: post-norm LayerNorm; learned positions (offset 2); token vectors as scale_embedding,
-  then layernorm_embedding; biases; output tied, plus final_logits_bias;
-- mbart: as bart, but pre-norm with a final norm after each stack.
+  then layernorm_embedding; biases; output tied, plus final_logits_bias.
+mBART's network would be BART's made pre-norm, but its tokeniser's language codes are not read
+(docs/huggingface.md): it is refused rather than half opened.
 
 BART's position tables have two rows more than positions (its code looks position p up at row
 p + 2, a remnant of fairseq); minitx keeps the rows positions use, rows 2 onwards. Marian's table
@@ -44,7 +45,7 @@ from minitx.core.importing.state_files import all_finite, read_state_dict
 from minitx.core.model.transformer import Seq2Seq
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; a tokenizer.json is read elsewhere
-FAMILIES = {"marian": "marian", "t5": "t5", "mt5": "t5", "bart": "bart", "mbart": "mbart"}
+FAMILIES = {"marian": "marian", "t5": "t5", "mt5": "t5", "bart": "bart"}
 OTHER_KINDS = {  # model types people will try, and what they are
     **dict.fromkeys(("bert", "roberta", "distilbert", "xlm-roberta", "deberta-v2", "electra"),
                     "an encoder-only model"),
@@ -53,12 +54,13 @@ OTHER_KINDS = {  # model types people will try, and what they are
     "whisper": "a speech model (its encoder reads audio, not tokens)",
     "speech_to_text": "a speech model (its encoder reads audio, not tokens)",
     "vision-encoder-decoder": "an image-to-text model", "pegasus": "not supported yet (pegasus)",
+    "mbart": "not supported yet (its tokeniser's language codes)",
     "led": "not supported yet (Longformer's attention)", "longt5": "not supported yet (LongT5's attention)",
     "umt5": "not supported yet (UMT5's per-layer relative positions)", "m2m_100": "not supported yet",
     "nllb-moe": "not supported yet", "fsmt": "not supported yet", "prophetnet": "not supported yet",
     "blenderbot": "not supported yet", "encoder-decoder": "a pairing of two models that minitx cannot read",
 }
-SUPPORTED = "marian (opus-mt), t5, mt5 (T5, Flan-T5, mT5), bart and mbart"
+SUPPORTED = "marian (opus-mt), t5 and mt5 (T5, Flan-T5, mT5) and bart"
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu", "gelu_new": "gelu-tanh",
                "gelu_pytorch_tanh": "gelu-tanh", "gelu_fast": "gelu-tanh"}
 T5_FEED_FORWARD = {"relu": "relu", "gated-gelu": "geglu", "gated-gelu_new": "geglu", "gated-silu": "swiglu",
@@ -202,8 +204,7 @@ def model_config(folder: Path, config: dict[str, Any], family: str) -> ModelConf
         fields["src_pad_id"] = pad
     if family == "marian":
         return _model_config(c, norm="post", position_encoding="sinusoidal", **fields)
-    return _model_config(c, norm="pre" if family == "mbart" else "post", final_norms=family == "mbart",
-                         position_encoding="learned", embedding_norm=True, **fields)
+    return _model_config(c, norm="post", position_encoding="learned", embedding_norm=True, **fields)
 
 
 def _model_config(c: _Config, **fields: Any) -> ModelConfig:
@@ -266,14 +267,10 @@ def _layer_names(family: str, cfg: ModelConfig) -> dict[str, str]:
                 names[f"{mine}.ff.0.{p}"] = f"{at}.fc1.{p}"
                 names[f"{mine}.ff.3.{p}"] = f"{at}.fc2.{p}"
                 names[f"{mine}.ff_res.norm.{p}"] = f"{at}.final_layer_norm.{p}"
-    if family in ("bart", "mbart"):
+    if family == "bart":
         for p in ("weight", "bias"):
             names[f"src_embed_norm.{p}"] = f"encoder.layernorm_embedding.{p}"
             names[f"tgt_embed_norm.{p}"] = f"decoder.layernorm_embedding.{p}"
-    if family == "mbart":
-        for p in ("weight", "bias"):
-            names[f"encoder_norm.{p}"] = f"encoder.layer_norm.{p}"
-            names[f"decoder_norm.{p}"] = f"decoder.layer_norm.{p}"
     return names
 
 

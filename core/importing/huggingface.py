@@ -28,7 +28,7 @@ Progress = Callable[[str, float], None]  # (what is being done, fraction done)
 @dataclass
 class FolderModel:
     model: Seq2Seq  # with the folder's generation settings as model.generation
-    family: str  # marian, t5, bart or mbart
+    family: str  # marian, t5 or bart
     config: dict[str, Any]  # config.json as read
     files: list[Path]  # the weight files read
     notes: list[str] = field(default_factory=list)  # what a person should hear once

@@ -80,6 +80,16 @@ def head_scores(model: Seq2Seq, task: Task, n: int = 256, seed: int = 4321) -> t
     return "sharpness", head_sharpness(model, batch)
 
 
+def shown_head_scores(model: Seq2Seq, task: Task, n: int = 128) -> tuple[str, torch.Tensor]:
+    """What a picture of every head is labelled with: head_scores on n of the task's examples,
+    or, for a task with none to draw (an imported model without pairs), the sharpness of each
+    head on the task's example source alone."""
+    try:
+        return head_scores(model, task, n=n)
+    except ValueError:
+        return "sharpness", example_sharpness(model, task)
+
+
 def example_sharpness(model: Seq2Seq, task: Task) -> torch.Tensor:
     """(layers, heads) head_sharpness on the task's example source alone, teacher-forced on the
     model's own greedy output: what can be shown per head for a task with no examples to draw

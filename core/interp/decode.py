@@ -13,6 +13,7 @@ import torch
 from minitx.core.data.task import output_cap
 from minitx.core.data.vocab import Vocab
 from minitx.core.interp.interventions import Interventions, Recording
+from minitx.core.interp.replay import Replay
 from minitx.core.model.hooks import current_hooks, hooks_restored
 from minitx.core.model.kv_cache import IncrementalDecoder
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
@@ -64,6 +65,10 @@ class FullForwardDecoder:
             maps.decoder_self += [w[:, :, -1:] for w in full.decoder_self]  # (B, h, 1, t)
             maps.cross += [w[:, :, -1:] for w in full.cross]  # (B, h, 1, S)
         return logits
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep the rows `rows` (N,) of what was fed, in that order (IncrementalDecoder.select)."""
+        self.fed = [tokens.index_select(0, rows) for tokens in self.fed]
 
 
 def decoder_for(model: Seq2Seq, memory: torch.Tensor, src_mask: torch.Tensor | None):
@@ -156,7 +161,7 @@ class StepResult:
         return float(-(lp.exp() * lp).sum()) if lp is not None else float("nan")
 
 
-class Stepper:
+class Stepper(Replay):
     """Greedy decoding of one source, one token per `step()`, with a KV cache.
 
     `results[:position]` is what is currently shown; `back()` moves the position, and stepping
@@ -214,27 +219,8 @@ class Stepper:
     def current(self) -> StepResult | None:
         return self.results[self.position - 1] if self.position else None
 
-    def step(self) -> StepResult | None:
-        """Advance one token; returns its result, or None when already finished."""
-        if self.finished:
-            return None
-        if self.position < len(self.results):  # replay what was already computed
-            self.position += 1
-            return self.results[self.position - 1]
-        result = self._compute_next()
-        self.results.append(result)
-        self.position += 1
-        return result
-
-    def back(self) -> bool:
-        """Step back one token; False at the start."""
-        if self.position == 0:
-            return False
-        self.position -= 1
-        return True
-
-    def reset(self) -> None:
-        self.position = 0
+    def _records(self) -> list[StepResult]:
+        return self.results
 
     def run(self) -> list[StepResult]:
         while self.step() is not None:
@@ -265,11 +251,15 @@ class Stepper:
         return [self.model.generation.start] + [r.token for r in results]
 
     def cross_attention_grid(self, layer: int, head: int) -> torch.Tensor:
-        """(steps shown, S): row i is the query that produced output token i."""
+        """(steps shown, S): row i is the query that produced output token i. (A model whose
+        cross-attention reads the decoder, the swap-cross bug, has rows that grow a position a
+        step: they are zero-padded to the widest.)"""
         rows = [r.cross_attention[layer, head] for r in self.results[: self.position]]
-        if not rows:
-            return torch.zeros(0, len(self.src_ids))
-        return torch.stack(rows)
+        width = max([len(self.src_ids)] + [len(row) for row in rows])
+        grid = torch.zeros(len(rows), width)
+        for i, row in enumerate(rows):
+            grid[i, : len(row)] = row
+        return grid
 
     def self_attention_grid(self, layer: int, head: int) -> torch.Tensor:
         """(steps shown, steps shown): row i over decoder inputs 0..i (SOS, out_0..), zero above."""

@@ -206,6 +206,15 @@ class IncrementalDecoder:
         logits = self._output(y)  # (B, V)
         return logits.log_softmax(dim=-1) if self._log_softmax else logits
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep the cached rows `rows` (N,) in that order: beam search's reorder, each kept
+        hypothesis continuing its parent's keys and values. The rows are one source's hypotheses,
+        so the memory's cross keys and values (the same in every row) stay."""
+        for state in self._layers:
+            state.self_keys_values = state.self_keys_values.index_select(1, rows)  # (2, N, g, t, k)
+            if state.cross_reads_decoder:
+                state.cross_keys_values = state.cross_keys_values.index_select(1, rows)
+
     def _rotary_at(self, position: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin (1, k) of one position. The table is computed for 64 positions at a time,
         so a step reads a row instead of computing angles, and no config can make it large."""

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SMOKE_RUNS = {
     "decode_speed.py": (["--smoke", "--threads", "1"], "identical"),
+    "beam_speed.py": (["--smoke", "--threads", "1"], "ratio minitx / transformers"),
     "intervention_cost.py": (["--smoke", "--threads", "1"], "ratio to plain"),
     "train_speed.py": (["--smoke", "--threads", "1"], "one-length"),
     "time_to_accuracy.py": (["--smoke", "--threads", "1"], "ratio fast/reference"),

@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from minitx import checkpoints
 from minitx.core.config import ModelConfig
 from minitx.core.data.tasks import get_task
 from minitx.core.data.vocab import DIGITS, build_vocab
@@ -125,3 +126,15 @@ def test_a_stepper_refuses_a_vocabulary_of_another_size(model):
     vocab, _ = build_vocab({"a": 1}, "char")
     with pytest.raises(ValueError, match="vocabulary"):
         Stepper(model, [1, 2], vocab=vocab)
+
+
+def test_a_model_whose_cross_attention_reads_the_decoder_steps_with_growing_rows():
+    """The swap-cross bug's cross-attention reads the decoder so far: a row a position longer
+    each step, shown zero-padded, never a crash (the app's Explore draws this grid)."""
+    ckpt = checkpoints.load("reverse-swap-cross")
+    stepper = Stepper(ckpt.model, ckpt.task.parse("3 1 4 1 5"), vocab=ckpt.task.vocab)
+    results = stepper.run()
+    grid = stepper.cross_attention_grid(0, 0)
+    assert grid.shape == (len(results), max(5, len(results)))
+    for i, r in enumerate(results):
+        assert torch.equal(grid[i, : i + 1], r.cross_attention[0, 0]) and not grid[i, i + 1:].any()

@@ -22,11 +22,11 @@ def _bundled_models_load_once(monkeypatch):
 
     real = app_main.load_named
 
-    def load_named(name: str):
+    def load_named(name: str, progress=None):
         if name not in checkpoints.bundled_names():
-            return real(name)
+            return real(name, progress)
         if name not in _LOADED:
-            _LOADED[name] = real(name)
+            _LOADED[name] = real(name, progress)
         return dataclasses.replace(_LOADED[name])  # a record of its own, as each load gives
 
     monkeypatch.setattr(app_main, "load_named", load_named)

@@ -65,7 +65,8 @@ async def test_app_paints_a_loading_indicator_then_opens_the_bundled_model(monke
     # Hold the load until the first screen was checked: torch may already be imported by
     # earlier tests, and then loading finishes within a frame.
     release, real_load = threading.Event(), minitx.tui.app.main.load_named
-    monkeypatch.setattr(minitx.tui.app.main, "load_named", lambda name: release.wait(30) and real_load(name))
+    monkeypatch.setattr(minitx.tui.app.main, "load_named",
+                        lambda name, progress=None: release.wait(30) and real_load(name, progress))
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()

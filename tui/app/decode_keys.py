@@ -39,6 +39,8 @@ DECODE_BINDINGS = [
             tooltip="scroll a grid too wide to show"),
     Binding("greater_than_sign", "scroll_columns(1)", "columns", key_display=">", show=False,
             tooltip="scroll a grid too wide to show"),
+    Binding("z", "zoom", "zoom", show=False,
+            tooltip="zoom: wide cells, each source piece whole (again: all)"),
 ]
 # Changing the model on screen: Explore acts on its panel, Compare on B (`intervened_panels`).
 ABLATION_BINDINGS = [
@@ -72,6 +74,8 @@ class DecodeKeys(ExplainedKeys):
         panels = self.decode_panels()
         if action == "scroll_columns" and not any(p.grid.cropped for p in panels):
             return "every column fits: < > scroll only a grid too wide to show"
+        if action == "zoom" and panels and all(p.session.view_mode != "grid" for p in panels):
+            return "z zooms one head's grid: s or a goes back to it"
         if action == "numbers" and panels:
             views = [p.session.view_mode for p in panels]
             if not set(views) & set(NUMBERS_VIEWS):
@@ -294,6 +298,10 @@ class DecodeKeys(ExplainedKeys):
         self.refresh_view()
 
     @one_line_errors
+    def action_zoom(self) -> None:
+        for panel in self.decode_panels():
+            panel.grid.toggle_zoom()
+
     def action_scroll_columns(self, pages: int) -> None:
         for panel in self.decode_panels():
             panel.grid.scroll_columns(pages)

@@ -40,10 +40,10 @@ class LoadedModel:
 
     @property
     def summary(self) -> str:
-        if self.task.name == "imported":  # its layout and the options its shapes do not show
+        if self.task.name in ("imported", "huggingface"):  # its layout (family) and the options
             from minitx.core.model.components import short_option_labels
 
-            layout = self.task.origin.get("layout") or "mapping"
+            layout = self.task.origin.get("layout") or self.task.origin.get("family") or "mapping"
             return (f"{self.name} · {layout}: {short_option_labels(self.model.cfg)} · "
                     f"{short_count(self.params)} params · {self.device}")
         task = "" if self.task.name in self.name else f" · {self.task.name}"
@@ -54,14 +54,11 @@ def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = Non
                    **facts) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources);
     `facts` are LoadedModel's training fields (train_config, resumable, steps, history)."""
-    from minitx.core.interp.alignment import example_sharpness, head_scores
+    from minitx.core.interp.alignment import shown_head_scores
     from minitx.core.model.transformer import eval_mode, parameter_breakdown
 
     with eval_mode(model):  # the model may be a live run's: leave its mode as it was
-        try:
-            measure, scores = head_scores(model, task, n=128)  # sharpness where no pattern is known
-        except ValueError:  # no examples to draw (an imported model without pairs): its example
-            measure, scores = "sharpness", example_sharpness(model, task)
+        measure, scores = shown_head_scores(model, task)
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
                        model.device.type, scores.tolist(), cfg.n_decoder_layers, cfg.n_heads, path,
@@ -75,19 +72,23 @@ def shown_name(path: Path) -> str:
     return path.stem if path.resolve().parent == checkpoints.BUNDLED_DIR else path.name
 
 
-def load_named(name_or_path: str) -> LoadedModel:
-    """resolve + load + describe; raises core.checkpoint.CheckpointError with one sentence."""
-    return load_checkpoint_record(name_or_path)[1]
+def load_named(name_or_path: str, progress=None) -> LoadedModel:
+    """resolve + load + describe; raises core.checkpoint.CheckpointError with one sentence.
+    progress(what, fraction): how the reading of a large folder goes."""
+    return load_checkpoint_record(name_or_path, progress)[1]
 
 
-def load_checkpoint_record(name_or_path: str):
-    """(Checkpoint, LoadedModel) for a bundled name or a path; CheckpointError with one sentence."""
+def load_checkpoint_record(name_or_path: str, progress=None):
+    """(Checkpoint, LoadedModel) for a bundled name, a path, a Hugging Face folder or model id;
+    CheckpointError with one sentence."""
     from minitx import checkpoints
+    from minitx.core.importing.hf_cache import looks_like_model_id
 
     path = checkpoints.resolve(name_or_path)
-    ckpt = checkpoints.load(path)
+    ckpt = checkpoints.load(name_or_path, progress=progress)
+    name = str(name_or_path) if looks_like_model_id(str(name_or_path)) else shown_name(path)
     steps, loss = ckpt.summary.get("steps"), ckpt.summary.get("loss")
-    return ckpt, describe_model(ckpt.model, ckpt.task, shown_name(path), str(path),
+    return ckpt, describe_model(ckpt.model, ckpt.task, name, str(path),
                                 train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
                                 steps=steps if isinstance(steps, int) else None,
                                 history=ckpt.history,

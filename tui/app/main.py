@@ -26,6 +26,7 @@ from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.key_reasons import refusal
 from minitx.tui.app.loaded import LoadedModel, load_named, open_error
 from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded
+from minitx.tui.app.screens.beam import DEFAULT_BEAMS, BeamScreen
 from minitx.tui.app.screens.circuit import CircuitScreen
 from minitx.tui.app.screens.compare import CompareScreen
 from minitx.tui.app.screens.dialogs import (
@@ -161,8 +162,12 @@ class MinitxApp(App):
 
         set_threads()  # before the app's first torch work: threads started later take it
         self.post_message(LoadProgress(f"loading {name}…"))
+
+        def progress(what: str, fraction: float) -> None:  # a large folder's reading, step by step
+            self.post_message(LoadProgress(f"loading {name}: {what} {fraction:.0%}…"))
+
         try:
-            record = load_named(name)
+            record = load_named(name, progress)
         except CheckpointError as e:
             record, error = None, str(e)
         if get_current_worker().is_cancelled:
@@ -255,6 +260,16 @@ class MinitxApp(App):
         """The activation-patching dialog, with `clean` as the clean source."""
         if not isinstance(self.screen, PatchScreen):
             self.push_screen(PatchScreen(model, task, clean))
+
+    def show_beam(self, record, src_ids: list[int], ablated, head: tuple[int, int]) -> None:
+        """The beam view of a LoadedModel on one source: its own beam when its settings search,
+        else 4 (the view runs it to its end at first sight); `head` the grid's (layer, head)."""
+        from minitx.tui.app.beam_session import BeamSession
+
+        if not isinstance(self.screen, BeamScreen):
+            own = record.model.generation.num_beams
+            session = BeamSession(record, src_ids, beams=own if own > 1 else DEFAULT_BEAMS, ablated=ablated)
+            self.push_screen(BeamScreen(session, layer=head[0], head=head[1]))
 
     def show_circuit(self, record) -> None:
         """The circuit view of a LoadedModel."""

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
     from minitx.core.interp.circuit import Circuit, CircuitResult
     from minitx.core.interp.importance import Importance
     from minitx.core.interp.patching import PatchingResult
+    from minitx.core.interp.search_check import SearchCheck
     from minitx.tui.app.loaded import LoadedModel
     from minitx.tui.app.widgets.choice import ChoiceField
 
@@ -123,6 +124,14 @@ class PatchProgress(Message):
 @dataclass
 class PatchReady(Message):
     result: PatchingResult | None = None
+    error: str = ""
+
+
+@dataclass
+class BeamChecked(Message):
+    """The beam view's search check (core/interp/search_check.py) has run, or failed."""
+
+    check: SearchCheck | None = None
     error: str = ""
 
 

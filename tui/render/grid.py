@@ -20,6 +20,7 @@ from minitx.tui.render.colors import FULL, colour_depth, shade, text_colour_on, 
 CELL = 3  # characters of colour per cell: room for ".97"; a one-space gap follows where it fits
 CELLS = ((CELL, 1), (CELL, 0), (2, 0), (1, 0))  # (width, gap), widest first: the first that fits
 ROW_LABEL = 12  # longest row label shown (a word-level model's outputs are words)
+WIDE_CELL = 8  # a zoomed grid's widest cell: a subword piece whole (the app's z)
 PANEL_EDGES = 4  # a Rich panel's borders and padding, around each grid the CLI prints
 
 
@@ -78,11 +79,20 @@ class Layout:
     short: bool
 
 
-def fit(row_labels: list[str], columns: int, width: int) -> Layout:
+def fit(row_labels: list[str], columns: int, width: int, column_labels: list[str] | None = None) -> Layout:
     """The widest cells that show every column in `width` characters, else a window of them. At
     80 columns 1-character cells hold a 40-character source; "<eos>" becomes "eos" and "◂ step"
-    just "◂" when that is what makes it fit."""
+    just "◂" when that is what makes it fit. With `column_labels` (zoomed), cells as wide as
+    the longest label (3-8 characters), so each reads whole, and a window of as many as fit."""
     total = max(width, 1)
+    if column_labels is not None:
+        label_width = min(max([len(s) for s in row_labels] + [5]), ROW_LABEL) + 1
+        lengths = sorted(len(s) for s in column_labels) or [CELL]
+        # as wide as three labels in four: the rare long piece is cut with … rather than every
+        # cell made as wide as it
+        cell = max(CELL, min(WIDE_CELL, lengths[(3 * len(lengths)) // 4 - (len(lengths) % 4 == 0)]))
+        visible = max(1, min(columns, (total - label_width - 2) // (cell + 1)))
+        return Layout(label_width, cell, 1, visible, "◂", False)
     for short in (False, True):
         labels = [short_label(label) for label in row_labels] if short else row_labels
         label_width = min(max([len(s) for s in labels] + [3 if short else 5]), ROW_LABEL) + 1
@@ -98,16 +108,20 @@ def fit(row_labels: list[str], columns: int, width: int) -> Layout:
 
 def grid_lines(rows, columns: list[str], row_labels: list[str], layout: Layout, *, numbers: bool = False,
                depth: str = FULL, current: int | None = None, causal: bool = False,
-               shown: range | None = None) -> list[Text]:
+               shown: range | None = None, shown_rows: range | None = None) -> list[Text]:
     """The header of column labels, then one line per row: its label (the current row's reversed
-    and marked), its cells (a causal grid's future as '·'). `shown`: the columns in view."""
+    and marked), its cells (a causal grid's future as '·'). `shown`: the columns in view,
+    `shown_rows` the rows."""
     shown = shown if shown is not None else range(len(columns))
+    shown_rows = shown_rows if shown_rows is not None else range(len(rows))
     gap = " " * layout.gap
     header = Text(" " * layout.label_width)
     for j in shown:
         header.append(_fit(columns[j], layout.cell) + gap, style="bold")
     lines = [header]
     for i, (row, label) in enumerate(zip(rows, row_labels, strict=False)):
+        if i not in shown_rows:
+            continue
         is_current = i == current
         line = Text()
         label = short_label(label) if layout.short else label

@@ -22,6 +22,7 @@ from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, Timel
 from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
+from minitx.tui.app.widgets.beam_note import BeamNote
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.importance import RANKING_FIRST_ROW
 from minitx.tui.app.widgets.keybar import KeyBar
@@ -49,6 +50,7 @@ INTERVENTION_BINDINGS = [
     Binding("P", "patch", "patch", tooltip="patch this source into a corrupted one"),
     # In the help; the footer is full at 80x24.
     Binding("C", "circuit", "circuit", show=False, tooltip="the circuit: what carries the answer"),
+    Binding("B", "beam", "beam", show=False, tooltip="beam search: the search as a tree beside greedy"),
     # A view taller than its box (the ranking of 24 heads, 48 heads at once); in the ranking ↑ ↓
     # choose the head, so k knocks out the one on the row.
     Binding("up", "scroll_view(-1)", "scroll", show=False, tooltip=SCROLL_TIP),
@@ -76,6 +78,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     def compose(self) -> ComposeResult:
         yield TitleBar("Explore")
         yield SourceBar()
+        yield BeamNote()
         yield DecodePanel(id="explore-panel")
         yield Timeline(id="explore-timeline")
         yield KeyBar()
@@ -166,13 +169,16 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     def _scrollable(self) -> bool:
         box = self.panel.grid_box
         return self.session.view_mode == "importance" and self.session.importance is not None \
-            or box.max_scroll_y > 0
+            or box.max_scroll_y > 0 or self.session.view_mode == "grid" and self.panel.grid.rows_cropped
 
     @one_line_errors
     def action_scroll_view(self, lines: int) -> None:
         """↑ ↓: in the ranking, the head on the row above or below (k then knocks it out); in any
         other view taller than its box, a line up or down."""
         session, box = self.session, self.panel.grid_box
+        if session.view_mode == "grid" and self.panel.grid.rows_cropped:
+            self.panel.grid.scroll_rows(lines)  # the column labels stay on top
+            return
         if session.view_mode != "importance" or session.importance is None:
             box.scroll_relative(y=lines, animate=False)
             return
@@ -218,6 +224,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
             panel.show_status(app.status)
             return
         panel.main.loading = False
+        self.query_one(BeamNote).follow(app.current)
         if session.record is app.current:
             self._draw_title()
             return
@@ -329,6 +336,20 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         session = self.session
         if session.stepper is not None:
             self.app.show_patching(session.record.model, session.record.task, session.stepper.src_ids)
+
+    @one_line_errors
+    def action_beam(self) -> None:
+        """The beam view of the source on screen (the heads knocked out stay out). Teacher forcing
+        and a forced token change what greedy decoding is fed: a search of the model's own
+        choices cannot take them."""
+        s = self.session
+        if s.teacher or s.forced:
+            what, undo = ("teacher forcing", "g turns it off") if s.teacher else \
+                ("a forced token", "i, Enter decodes afresh")
+            self.notify(f"the beam searches the model's own choices: {what} cannot apply to it ({undo})",
+                        severity="warning", timeout=5)
+        elif s.stepper is not None:
+            self.app.show_beam(s.record, s.stepper.src_ids, s.ablated, (s.layer_index, s.head_index))
 
     @one_line_errors
     def action_circuit(self) -> None:

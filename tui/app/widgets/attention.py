@@ -2,7 +2,10 @@
 
 The widgets take plain lists of floats (already computed by core) and only draw them. One head's
 grid is tui/render/grid.py's, the renderer the command line prints too; the widget adds the window
-of columns a grid wider than itself shows, following the step's strongest column (< and > move it).
+of columns a grid wider than itself shows, following the step's strongest column (< and > move it),
+the window of rows a grid taller than its box shows, following the current step, and a zoom
+(wide cells: each subword piece whole). Every head at once draws small grids while they fit, and
+for a model of many heads (48 in opus-mt) each head's row of the current step.
 """
 
 from __future__ import annotations
@@ -40,12 +43,16 @@ class AttentionGrid(Widget):
         self.first_column = 0  # the first column shown when not every column fits
         self.follow_step = True  # keep the current row's strongest weight in view (until scrolled)
         self.compact = compact  # no blank line above the legend (the Train screen's probe)
+        self.zoom = False  # wide cells: each column label whole, a window of the columns
+        self.first_row: int | None = None  # the first row shown when scrolled (None: follow the step)
+        self._shown_rows = range(0)  # the rows of the last drawing
 
     def show(self, rows, columns, row_labels, current=None, hint="", axes="", causal=False) -> None:
         if columns != self.columns:
             self.first_column = 0  # another source: start from its first token
         if columns != self.columns or current != self.current:
             self.follow_step = True  # a new step: show what it attends to
+            self.first_row = None  # ... and its row
         self.rows, self.columns, self.row_labels = rows, columns, row_labels
         self.current, self.hint, self.axes, self.causal = current, hint, axes, causal
         redraw(self)
@@ -63,9 +70,46 @@ class AttentionGrid(Widget):
         """Not every column fits: a window of them is shown and < > move it."""
         return bool(self.size.width) and self.cell_layout().visible < len(self.columns)
 
+    def toggle_zoom(self) -> None:
+        self.zoom = not self.zoom
+        self.follow_step = True
+        redraw(self)
+
     def cell_layout(self) -> Layout:
         """How the grid fits the widget's width (tui/render/grid.py's fit)."""
-        return fit(self.row_labels, len(self.columns), self.size.width)
+        return fit(self.row_labels, len(self.columns), self.size.width, self.columns if self.zoom else None)
+
+    def _room(self) -> int:
+        """Lines the grid's box has (0: unknown, unbounded): the widget grows with its content
+        inside a scrolling box, so the box's height is what a person sees."""
+        box = self.parent
+        return box.scrollable_content_region.height if box is not None and box.size.height else 0
+
+    def _rows_window(self, extra: int) -> range:
+        """The rows shown: all of them, or as many as the box holds with `extra` lines besides,
+        ending at the current step (the newest row while stepping forward) unless ↑ ↓ scrolled."""
+        count, room = len(self.rows), self._room()
+        fits = room - extra - 1  # the header of column labels
+        if not room or count <= fits:
+            self._shown_rows = range(count)
+            return self._shown_rows
+        fits = max(1, fits - 1)  # and the line saying which rows these are
+        if self.first_row is None:
+            last = min(count, (self.current if self.current is not None else fits - 1) + 1)
+            first = max(0, last - fits)
+        else:
+            first = self.first_row = max(0, min(count - fits, self.first_row))
+        self._shown_rows = range(first, first + fits)
+        return self._shown_rows
+
+    @property
+    def rows_cropped(self) -> bool:
+        """Not every row fits its box: a window of them is shown and ↑ ↓ move it."""
+        return len(self._shown_rows) < len(self.rows)
+
+    def scroll_rows(self, lines: int) -> None:
+        self.first_row = self._shown_rows.start + lines
+        redraw(self)
 
     def _window(self, visible: int) -> range:
         """The columns shown: from `offset`, moved so that the current row's strongest weight
@@ -83,11 +127,18 @@ class AttentionGrid(Widget):
         depth = depth_of(self)
         layout = self.cell_layout()
         shown = self._window(layout.visible)
+        cropped = len(shown) < len(self.columns)
+        extra = cropped + bool(self.hint) + (not self.compact) + 1 + bool(self.axes)  # lines below
+        rows = self._rows_window(extra)
         lines = grid_lines(self.rows, self.columns, self.row_labels, layout, numbers=self.numbers,
-                           depth=depth, current=self.current, causal=self.causal, shown=shown)
-        if len(shown) < len(self.columns):
-            lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · "
-                              "< > scroll", style="bold"))
+                           depth=depth, current=self.current, causal=self.causal, shown=shown,
+                           shown_rows=rows)
+        if len(rows) < len(self.rows):
+            lines.append(Text(f"rows {rows.start + 1}-{rows.stop} of {len(self.rows)} · ↑ ↓", style="bold"))
+        if cropped or self.zoom:
+            zoom = " · z all" if self.zoom else " · z wide"
+            lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · < >{zoom}",
+                              style="bold"))
         if self.hint:
             lines.append(Text(self.hint, style="italic dim"))
         if not self.compact:
@@ -142,6 +193,51 @@ class HeadsOverview(Widget):
     def render(self) -> Text:
         if not self.grids or not self.grids[0] or not self.grids[0][0]:
             return Text("step the decoder (→) to see every head", style="italic dim")
+        full = self._grids()
+        box = self.parent
+        room = box.scrollable_content_region.height if box is not None and box.size.height else 0
+        text = Text("\n").join(full if not room or len(full) <= room else self._rows_of_this_step(room))
+        text.no_wrap = True
+        text.overflow = "crop"
+        return text
+
+    def _rows_of_this_step(self, room: int) -> list[Text]:
+        """Every head's last few steps (this one at the bottom), its source in as many bins as
+        fit (each bin its strongest weight): a few lines per layer, for models whose heads'
+        grids do not fit (48 heads in opus-mt's shape)."""
+        depth, heads, layers = depth_of(self), len(self.grids[0]), len(self.grids)
+        width = max(self.size.width, 1)
+        bins = max(1, min(len(self.grids[0][0][-1]), (width - 4) // heads - 1))
+        per_layer = max(1, min(3, (room - 5) // layers))  # header, a blank line and three of legend
+        steps = min(len(self.grids[0][0]), per_layer * (2 if depth == FULL else 1))
+        header = Text("    ")
+        for head in range(heads):
+            chosen = self.selected[1] == head
+            header.append(f"H{head + 1}".ljust(bins + 1)[: bins + 1],
+                          style="bold reverse" if chosen else "bold")
+        out = [header]
+        for layer, grids in enumerate(self.grids):
+            minis = []
+            for head in range(heads):
+                rows = [_binned(row, bins) for row in grids[head][-steps:]]
+                minis.append([Text("✗".center(bins), style="bold red")] if (layer, head) in self.off
+                             else self._mini(rows, bins, 1, depth))
+            for r in range(max(len(m) for m in minis)):
+                mark = ("▸" if self.selected[0] == layer else " ") + f"L{layer + 1} " if not r else "    "
+                line = Text(mark, style="bold")
+                for mini in minis:
+                    line.append_text(mini[r] if r < len(mini) else Text(" " * bins))
+                    line.append(" ")
+                out.append(line)
+        out.append(Text())
+        what = "this step" if steps == 1 else f"the last {steps} steps, this one lowest"
+        out.append(Text(f"each head: {what};", style="dim"))
+        out.append(Text(f"the source in {bins} bins, each its largest weight", style="dim"))
+        out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
+        return out
+
+    def _grids(self) -> list[Text]:
+        """Every head's grid, small, with its label (and role) under it."""
         depth, out = depth_of(self), []
         columns, heads = len(self.grids[0][0][0]), len(self.grids[0])
         width = max(self.size.width, 1)
@@ -178,10 +274,13 @@ class HeadsOverview(Widget):
         out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
         out.append(Text("under each: its strongest role (· none clear)" if self.roles is not None
                         else "each head's role: measuring…", style="dim"))
-        text = Text("\n").join(out)
-        text.no_wrap = True
-        text.overflow = "crop"
-        return text
+        return out
+
+
+def _binned(row: list[float], bins: int) -> list[float]:
+    """A row of weights in `bins` consecutive bins, each its largest weight: a peak stays a peak."""
+    edges = [round(i * len(row) / bins) for i in range(bins + 1)]
+    return [max(row[edges[b]:max(edges[b + 1], edges[b] + 1)]) for b in range(bins)]
 
 
 class ScoreTable(Widget):

@@ -132,10 +132,24 @@ def _sources(args: list[str]) -> list[str]:
     is_flag=True,
     help="Print source, prediction, per-step top-k and cross-attention arrays as JSON.",
 )
+@click.option("--beams", metavar="K|default", callback=lambda ctx, param, value: beams_value(value),
+              help="Beam search with K beams (as transformers' generate(num_beams=K)): the n-best with "
+                   "their scores, greedy's output beside them; default: the model's own setting.")
+@click.option("--length-penalty", type=float, default=None,
+              help="With --beams: a finished output scores log p / length^A (default: the model's, 1).")
+@click.option("--nbest", type=click.IntRange(min=1), default=None,
+              help="With --beams: how many outputs to list (default: all K).")
+@click.option("--early-stopping", type=click.Choice(["true", "false", "never"]), default=None,
+              help="With --beams: stop once K outputs finished (true), when no running one can win "
+                   "by the current length (false), or by the longest allowed (never).")
+@click.option("--search-check", is_flag=True,
+              help="With --beams: score the empty output, greedy, beam K and beam 64 and say whether "
+                   "this is a search error or a model error; flag repetition.")
 @ablate_options()
 @device_option
 @threads_option
-def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, device, threads) -> None:
+def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, nbest, early_stopping,
+               search_check, ablate, ablate_kind, device, threads) -> None:
     """Predict the output for SOURCE with a checkpoint (default: the bundled reverse model).
 
     The output is printed as text: characters joined for a character-level model, words and
@@ -150,12 +164,14 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
       minitx decode dates "Tuesday, 1 December 2026"  # prints 2026-12-01
       printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy  # a source per line
       minitx decode reverse 31415 --ablate cross:L2   # without L2 cross-attention
+      minitx decode reverse 31415 --beams 4 --search-check  # n-best, greedy
 
     A source is digits (with or without spaces) for the digit tasks, text for dates and for a
     model of your own pairs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
     --attention draws the weights as shades (░▒▓█); --numbers prints them.
     """
     apply_threads(threads)
+    beam_options = _beam_options_alone(beams, length_penalty, nbest, early_stopping, search_check, attention)
     args = list(args)
     name = None
     if args and args[0] != "-" and not looks_like_source(args[0]):
@@ -164,6 +180,24 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
     interventions = interventions_for(ckpt, ablate, ablate_kind)
     from minitx.core.data.vocab import TaskInputError
 
+    own_beams = ckpt.model.generation.num_beams
+    if beams == "default" and own_beams == 1:
+        if beam_options:
+            raise click.UsageError(f"{_name(ckpt)}'s generation settings decode greedily (num_beams 1): "
+                                   f"give {beam_options[0]} with --beams K")
+        click.echo(f"note: {_name(ckpt)}'s generation settings decode greedily (num_beams 1): "
+                   "greedy decoding it is", err=True)
+        beams = None
+    elif beams == "default":
+        beams = own_beams
+    if beams is None and beam_options:
+        raise click.UsageError(f"{beam_options[0]} needs --beams K")
+    if beams is not None:
+        settings = _beam_settings(beams, length_penalty, nbest, early_stopping, ckpt)
+        from minitx.tui.cli.beam_output import decode_with_beams
+
+        decode_with_beams(ckpt, _sources(args), settings, top_k, interventions, search_check, as_json)
+        return
     try:
         traces = [trace_of(ckpt, text, top_k, interventions) for text in _sources(args)]
     except TaskInputError as e:
@@ -194,6 +228,11 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
         click.echo(f"note: {which} {', '.join(map(repr, tokens[:5]))}{' …' if len(tokens) > 5 else ''}, "
                    "seen in training only in targets: the encoder never met "
                    f"{'it' if len(tokens) == 1 else 'them'}", err=True)
+    if own_beams > 1:  # its own generate() would search: say so in every greedy view
+        from minitx.tui.render.beam_tables import greedy_note
+
+        see = "--beams default shows that search"
+        click.echo(f"note: {greedy_note(own_beams, see)}", err=True)
     capped = [t["source"] for t in traces if not t["finished"]]
     if capped:
         which = f"{capped[0]!r}" if len(capped) == 1 else f"{len(capped)} sources"
@@ -225,3 +264,51 @@ def _load(name: str | None, device: str, alone: bool):
             raise click.BadParameter(f"{name!r} is neither a checkpoint (see minitx list) nor a "
                                      f"source: {why}", param_hint="[CKPT] SOURCE") from None
         raise
+
+
+def beams_value(value: str | None) -> int | str | None:
+    """--beams: a positive integer, or "default" (the model's own num_beams)."""
+    if value is None or value == "default":
+        return value
+    try:
+        beams = int(value)
+    except ValueError:
+        beams = 0
+    if beams < 1:
+        raise click.BadParameter(f"{value!r} is not a number of beams: give a positive integer, or "
+                                 "default (the model's own setting)", param_hint="--beams")
+    return beams
+
+
+def _beam_options_alone(beams, length_penalty, nbest, early_stopping, search_check, attention) -> list[str]:
+    """The beam options given (each needs --beams); --attention draws greedy's grids, so it
+    cannot go with --beams."""
+    given = [flag for flag, value in (("--length-penalty", length_penalty), ("--nbest", nbest),
+                                      ("--early-stopping", early_stopping),
+                                      ("--search-check", search_check or None)) if value is not None]
+    if beams is not None and attention:
+        raise click.UsageError("--attention draws greedy decoding's grids: a beam hypothesis's grid is "
+                               "in the app's beam view (B in Explore)")
+    return given
+
+
+def _beam_settings(beams: int, length_penalty, nbest, early_stopping, ckpt) -> dict:
+    """The search's settings: the options given, the model's own generation settings for the rest."""
+    own = ckpt.model.generation
+    if nbest is not None and nbest > beams:
+        raise click.BadParameter(f"{nbest} outputs asked of a beam of {beams}: --nbest is at most "
+                                 "--beams", param_hint="--nbest")
+    from minitx.core.interp.beam import check_settings
+
+    stop = {"true": True, "false": False, "never": "never"}.get(early_stopping, own.early_stopping)
+    penalty = own.length_penalty if length_penalty is None else length_penalty
+    try:
+        check_settings(beams, penalty, stop)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--length-penalty") from None
+    return {"beams": beams, "length_penalty": penalty, "early_stopping": stop, "nbest": nbest or beams}
+
+
+def _name(ckpt) -> str:
+    """What a note calls the model: its file's name."""
+    return ckpt.path.stem if ckpt.path is not None else "the model"

@@ -160,9 +160,9 @@ def _html(trace: dict, title: str, numbers: bool) -> str:
 def _head_scores(checkpoint, interventions) -> dict:
     """The cross-attention heads' alignment (or sharpness) on the task's examples, and the best
     head: the page opens on it, as the app does."""
-    from minitx.core.interp.alignment import best_head, head_scores
+    from minitx.core.interp.alignment import best_head, shown_head_scores
 
     with interventions.applied(checkpoint.model):
-        measure, scores = head_scores(checkpoint.model, checkpoint.task, n=128)
+        measure, scores = shown_head_scores(checkpoint.model, checkpoint.task)
     return {"measure": measure, "scores": [[round(float(v), 4) for v in row] for row in scores.tolist()],
             "best": list(best_head(scores))}

@@ -1,0 +1,78 @@
+"""The app on a Hugging Face folder of opus-mt's layout (6+6 layers, 8 heads: 48 heads per kind) at
+80x24: the title names the family, a long sentence of subword pieces decodes, its grid keeps the
+current step's row and the column labels in view (↑ ↓ scroll the rows), z widens the cells to
+read each piece whole, and every head at once fits the screen as each head's row of this step."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input
+
+from minitx.tui.app.main import create_app
+from tests.huggingface.tiny_folders import save_model
+from tests.tui.tui_helpers import model_ready, screen_text, wait_for
+
+SENTENCE = "The European Parliament adopted 3 resolutions in Zürich, Köln and Malmö on 12 March."
+
+
+@pytest.fixture(scope="module")
+def marian48(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("hf") / "opus-mt-like"
+    return str(save_model(folder, "marian", layers=6, heads=8, d_model=32, d_ff=48, positions=128))
+
+
+def grid_lines(app) -> list[str]:
+    """The lines inside the grid's box, without its borders."""
+    box = app.screen.panel.grid_box.region
+    lines = screen_text(app).splitlines()[box.y + 1: box.bottom - 1]
+    return [line[box.x + 1: box.right - 1] for line in lines]
+
+
+@pytest.mark.asyncio
+async def test_a_long_sentence_of_pieces_keeps_the_current_step_and_labels_in_view_and_zooms(marian48):
+    app = create_app([marian48])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        assert "opus-mt-like · marian: post LN 1e-5" in screen_text(app).splitlines()[0]
+        await pilot.press("i")
+        app.screen.query_one("#source", Input).value = SENTENCE
+        await pilot.press("enter")
+        session = app.screen.session
+        await wait_for(pilot, lambda: session.stepper is not None and session.stepper.finished, "the decode")
+        grid = app.screen.panel.grid
+        steps = session.stepper.position
+        assert steps > 12 and grid.rows_cropped  # more steps than the box has lines
+        lines = grid_lines(app)
+        assert "◂" in "\n".join(lines)  # the current (last) step's row is drawn
+        assert f"rows {steps - len(grid._shown_rows) + 1}-{steps} of {steps}" in "\n".join(lines)
+        header = lines[0]
+        await pilot.press("up", "up")
+        assert grid._shown_rows.stop == steps - 2 and grid_lines(app)[0] == header  # labels stay on top
+        # unzoomed, every piece has a cell of one or two characters; zoomed, each reads whole
+        labels = session.record.task.source_labels(session.stepper.src_ids)
+        assert grid.cell_layout().cell < 3  # 63 pieces: one-character cells, 42 of them at a time
+        await pilot.press("z")
+        layout, zoomed = grid.cell_layout(), grid_lines(app)[0]
+        assert layout.cell >= 3 and layout.visible < len(labels)
+        shown = labels[grid._window(layout.visible).start:][: layout.visible]
+        assert zoomed.split() == [label for label in shown if label.strip()], zoomed
+        assert "z all" in screen_text(app)
+        await pilot.press("z")
+        assert "z all" not in screen_text(app)
+
+
+@pytest.mark.asyncio
+async def test_every_head_of_a_48_head_model_fits_80x24_as_its_last_steps_in_bins(marian48):
+    app = create_app([marian48])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await pilot.press("enter")  # run the example to its end
+        await wait_for(pilot, lambda: app.screen.session.stepper.finished, "the decode")
+        await pilot.press("a")
+        lines = grid_lines(app)
+        assert lines[0].split()[:8] == [f"H{h}" for h in range(1, 9)]
+        layers = [line.split()[0].lstrip("▸") for line in lines if line.split() and
+                  line.split()[0].lstrip("▸").startswith("L")]
+        assert layers == [f"L{layer}" for layer in range(1, 7)]
+        assert any("each head: the last" in line for line in lines)
+        assert app.screen.panel.grid_box.max_scroll_y == 0  # nothing hidden below

@@ -1,0 +1,90 @@
+"""`minitx decode --beams K`: each source's beam search (core/interp/beam.py), its n-best printed
+with greedy's output beside them, `--search-check`'s verdict (core/interp/search_check.py), and
+with --json the greedy trace plus `nbest`, `greedy`, `tree` and `search_check` per source."""
+
+from __future__ import annotations
+
+import click
+
+from minitx.tui.cli.common import BadArgument, echo_json
+
+
+def decode_with_beams(ckpt, sources: list[str], settings: dict, top_k: int, interventions,
+                      check: bool, as_json: bool) -> None:
+    from minitx.core.data.vocab import TaskInputError
+    from minitx.tui.cli.commands.decode import trace_of
+    from minitx.tui.cli.progress import Progress
+    from minitx.tui.render.beam_tables import nbest_lines, search_check_lines, settings_line
+
+    task = ckpt.task
+    results = []
+    with Progress("decode", enabled=not as_json) as progress:
+        progress.stage(f"beam {settings['beams']}", total=len(sources))
+        for done, text in enumerate(sources):
+            try:
+                ids = task.parse(text, max_len=ckpt.model_config.max_len - 2)
+                trace = trace_of(ckpt, text, top_k, interventions) if as_json else None
+            except TaskInputError as e:
+                raise click.BadParameter(str(e), param_hint="SOURCE") from None
+            results.append(_searched(ckpt, ids, settings, interventions, check, trace))
+            progress.update(done + 1)
+    if as_json:
+        echo_json({"checkpoint": str(ckpt.path), "task": task.name,
+                   "results": [r["json"] for r in results]})
+        return
+    for number, result in enumerate(results):
+        if number:
+            click.echo("")
+        search = result["search"]
+        click.echo(f"{task.format_source(result['ids'])} · "
+                   f"{settings_line(search.beams, search.length_penalty, search.early_stopping)}")
+        for line in nbest_lines(result["nbest"], result["greedy"], task):
+            click.echo(line)
+        if result["check"] is not None:
+            for line in search_check_lines(result["check"], task, task.source_labels(result["ids"])):
+                click.echo(line)
+
+
+def _searched(ckpt, ids: list[int], settings: dict, interventions, check: bool, trace: dict | None) -> dict:
+    """One source: the search, its n-best, greedy's output scored the same way, the check."""
+    import torch
+
+    from minitx.core.interp.beam import BeamSearch, cut_after_end, score_outputs
+    from minitx.core.interp.decode import greedy_decode
+    from minitx.core.interp.search_check import search_check
+    from minitx.tui.render.beam_tables import first_difference, hypothesis_data, search_check_data, tree_data
+
+    model, task = ckpt.model, ckpt.task
+    cap = task.decode_cap(len(ids), ckpt.model_config.max_len)
+    options = dict(beams=settings["beams"], length_penalty=settings["length_penalty"],
+                   early_stopping=settings["early_stopping"], cap=cap, interventions=interventions)
+    try:
+        search = BeamSearch(model, ids, **options).run()
+        with interventions.applied(model):
+            generated = greedy_decode(model, torch.tensor([ids], device=model.device),
+                                      max_new_tokens=search.cap)
+        greedy_tokens = cut_after_end(generated[0].tolist(), model.generation.eos)
+        nbest = search.hypotheses(settings["nbest"])
+        greedy = next((h for h in search.hypotheses() if list(h.tokens) == greedy_tokens), None) or \
+            score_outputs(model, ids, [greedy_tokens], length_penalty=search.length_penalty, cap=search.cap,
+                          interventions=interventions)[0]
+        expected = task.expected_output(ids)
+        checked = search_check(model, ids, **options, label=task.format,
+                               expected=None if expected is None else expected + [task.vocab.eos]) \
+            if check else None
+    except ValueError as e:  # an intervention the search cannot carry, a setting it refuses
+        raise BadArgument(f"cannot search with a beam: {e}") from None
+    data = dict(trace or {})
+    data.update(
+        source=task.format_source(ids),
+        beam={"beams": search.beams, "length_penalty": search.length_penalty,
+              "early_stopping": search.early_stopping, "nbest": settings["nbest"]},
+        nbest=[hypothesis_data(h, task) for h in nbest],
+        greedy={**hypothesis_data(greedy, task),
+                "differs_at": first_difference(greedy.tokens, nbest[0].tokens)},
+        tree=tree_data(search, task.vocab),
+    )
+    if checked is not None:
+        data["search_check"] = search_check_data(checked, task)
+    return {"ids": ids, "search": search, "nbest": nbest, "greedy": greedy, "check": checked, "json": data}
+
