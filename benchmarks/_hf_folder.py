@@ -6,9 +6,9 @@ its source.spm and target.spm are tiny, its vocab.json fills every id).
 OPUS_MT is Helsinki-NLP/opus-mt-en-de's shape: 6+6 layers, 8 heads, d_model 512, d_ff 2048,
 58,101 pieces, 512 positions, SiLU, scaled embeddings, tied tables (74.4M parameters). Its
 generation settings are an opus-mt folder's (PAD never produced, EOS forced at the last
-position), with max_length and min_length both `new_tokens` + 1: every greedy decode, minitx's
-and transformers', makes exactly `new_tokens` tokens (the last the forced EOS), so two decodes
-do the same work whatever the random model prefers.
+position, `num_beams`) with max_length `new_tokens` + 1; with `fixed_length`, min_length too:
+every greedy decode, minitx's and transformers', then makes exactly `new_tokens` tokens (the
+last the forced EOS), so two decodes do the same work whatever the random model prefers.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def quiet_transformers() -> None:
     logging.disable_progress_bar()
 
 
-def make_folder(folder: Path, shape: Shape, new_tokens: int = 40, seed: int = 0) -> Path:
+def make_folder(folder: Path, shape: Shape, new_tokens: int = 40, num_beams: int = 1,
+                fixed_length: bool = True, seed: int = 0) -> Path:
     """Save a random Marian model of `shape` with its tokeniser into `folder`; returns it."""
     import torch
     from transformers import MarianConfig, MarianMTModel
@@ -69,8 +70,10 @@ def make_folder(folder: Path, shape: Shape, new_tokens: int = 40, seed: int = 0)
     model = MarianMTModel(config).eval()
     generation = model.generation_config
     generation.bad_words_ids = [[pad]]
-    generation.max_length = generation.min_length = new_tokens + 1  # the start token counts
-    generation.num_beams = 1
+    generation.max_length = new_tokens + 1  # the start token counts
+    if fixed_length:
+        generation.min_length = new_tokens + 1
+    generation.num_beams = num_beams
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     with warnings.catch_warnings():
