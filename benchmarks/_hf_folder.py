@@ -4,7 +4,7 @@ tokeniser of the same vocabulary size (tests/huggingface/tiny_tokenisers.py's sa
 its source.spm and target.spm are tiny, its vocab.json fills every id).
 
 OPUS_MT is Helsinki-NLP/opus-mt-en-de's shape: 6+6 layers, 8 heads, d_model 512, d_ff 2048,
-58,101 pieces, 512 positions, SiLU, scaled embeddings, tied tables (74.4M parameters). Its
+58,101 pieces, 512 positions, SiLU, scaled embeddings, tied tables (73.9M parameters). Its
 generation settings are an opus-mt folder's (PAD never produced, EOS forced at the last
 position, `num_beams`) with max_length `new_tokens` + 1; with `fixed_length`, min_length too:
 every greedy decode, minitx's and transformers', then makes exactly `new_tokens` tokens (the

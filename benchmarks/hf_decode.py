@@ -3,7 +3,7 @@ transformers' generate(num_beams=1, do_sample=False), whole decodes, in one proc
 
     .venv/bin/python benchmarks/hf_decode.py [--repeats 3] [--threads 1 2] [--folder DIR] [--smoke]
 
-The folder (benchmarks/_hf_folder.py: 74.4M parameters, random weights, its Marian tokeniser) is
+The folder (benchmarks/_hf_folder.py: 73.9M parameters, random weights, its Marian tokeniser) is
 made once in a temporary folder, or DIR is used. Its generation settings make every decode
 exactly --new-tokens tokens long (min_length = max_length), so both sides do the same work; the
 tokens must be identical, or the script says so and exits 1. The source is typed text read by

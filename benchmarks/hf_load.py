@@ -3,7 +3,7 @@ from_pretrained of the same folder, time and peak memory, each in a fresh proces
 
     .venv/bin/python benchmarks/hf_load.py [--rounds 3] [--folder DIR] [--smoke]
 
-The folder (benchmarks/_hf_folder.py: 74.4M parameters, random weights, its Marian tokeniser)
+The folder (benchmarks/_hf_folder.py: 73.9M parameters, random weights, its Marian tokeniser)
 is made once in a temporary folder, or DIR is used (made there if it is empty or missing). Each
 round starts one process per side, the sides taking turns; each process imports its library,
 then times its load:
