@@ -41,7 +41,7 @@ import torch
 
 from minitx.core.config import ModelConfig
 from minitx.core.importing.errors import ImportFileError
-from minitx.core.importing.state_files import read_state_dict
+from minitx.core.importing.state_files import all_finite, read_state_dict
 from minitx.core.model.transformer import Seq2Seq
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; a tokenizer.json is read elsewhere
@@ -395,7 +395,7 @@ def _check(tensors: dict[str, torch.Tensor], cfg: ModelConfig, shown: Path, thei
                                   f"config.json makes it {shape}")
         if not t.is_floating_point():
             raise ImportFileError(f"{shown}: {theirs.get(name, name)!r} holds {t.dtype} values, not floats")
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             raise ImportFileError(f"{shown}: {theirs.get(name, name)!r} holds NaN or infinite values")
 
 

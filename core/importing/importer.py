@@ -47,7 +47,7 @@ from minitx.core.importing.mapping import (
     builtin_mapping,
     read_mapping,
 )
-from minitx.core.importing.state_files import file_kind, read_state_dict
+from minitx.core.importing.state_files import all_finite, file_kind, read_state_dict
 from minitx.core.importing.vocab_files import ROLES, VocabFile, find_specials, read_vocab_file
 from minitx.core.model.components import sinusoidal_table
 from minitx.core.model.transformer import Seq2Seq
@@ -248,7 +248,7 @@ def _check_tensors(mapped: MappedState, path: Path) -> None:
     for name, t in mapped.tensors.items():
         if not t.is_floating_point():
             raise ImportFileError(f"{path}: {_key(mapped, name)!r} holds {t.dtype} values, not floats")
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             raise ImportFileError(f"{path}: {_key(mapped, name)!r} holds NaN or infinite values")
 
 
