@@ -41,8 +41,9 @@ import torch
 
 from minitx.core.config import ModelConfig
 from minitx.core.importing.errors import ImportFileError
-from minitx.core.importing.state_files import all_finite, read_state_dict
+from minitx.core.importing.state_files import read_state_dict
 from minitx.core.model.transformer import Seq2Seq
+from minitx.core.tensor_checks import all_finite
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; a tokenizer.json is read elsewhere
 FAMILIES = {"marian": "marian", "t5": "t5", "mt5": "t5", "bart": "bart"}

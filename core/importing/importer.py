@@ -47,10 +47,11 @@ from minitx.core.importing.mapping import (
     builtin_mapping,
     read_mapping,
 )
-from minitx.core.importing.state_files import all_finite, file_kind, read_state_dict
+from minitx.core.importing.state_files import file_kind, read_state_dict
 from minitx.core.importing.vocab_files import ROLES, VocabFile, find_specials, read_vocab_file
 from minitx.core.model.components import sinusoidal_table
 from minitx.core.model.transformer import Seq2Seq
+from minitx.core.tensor_checks import all_finite
 
 DEFAULT_POSITIONS = 512  # max_len when the file's table is longer (the tutorial keeps 5000 rows)
 MAX_CONFIG_BYTES = 64 * 1024

@@ -50,16 +50,6 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     return _checked(state, path)
 
 
-def all_finite(t: torch.Tensor) -> bool:
-    """Whether every value of a floating-point tensor is finite (no NaN, no infinity). Its
-    minimum and maximum in one pass (both propagate NaN): torch.isfinite(t).all() makes a mask as
-    large as t first, and took 0.4-0.6 s of loading a 74M-parameter folder, this 0.04 s."""
-    if t.numel() == 0:
-        return True
-    low, high = torch.aminmax(t)
-    return bool(torch.isfinite(low) & torch.isfinite(high))
-
-
 def file_kind(path: Path) -> str:
     """SAFETENSORS or TORCH, from the file's first bytes; ImportFileError for anything else."""
     if not path.exists():

@@ -11,7 +11,8 @@ import torch
 from safetensors.torch import save_file
 
 from minitx.core.importing.errors import ImportFileError
-from minitx.core.importing.state_files import SAFETENSORS, TORCH, all_finite, file_kind, read_state_dict
+from minitx.core.importing.state_files import SAFETENSORS, TORCH, file_kind, read_state_dict
+from minitx.core.tensor_checks import all_finite
 
 SAVE_LINE = "torch.save(model.state_dict(), "
 
