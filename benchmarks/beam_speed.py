@@ -6,7 +6,8 @@ The benchmark makes the folder itself (nothing is downloaded): transformers' Mar
 opus-mt-en-de's shape (6+6 layers, 8 heads, d_model 512, feed-forward 2048, 58,101 pieces; about
 74M parameters), random weights, saved with save_pretrained, its generation settings opus-mt's
 (beam 4, PAD banned, EOS forced at the last position) with max_length 41: 40 new tokens; and a
-Marian tokeniser of 58,101 pieces (small sentencepiece models, the vocabulary filled up to size).
+Marian tokeniser of 58,101 pieces (small sentencepiece models, the vocabulary filled up to size;
+benchmarks/_hf_folder.py makes it).
 1. In one process, on the same threads: minitx's BeamSearch (the folder read by minitx) and
    transformers' generate(num_beams=4) (the folder read by transformers) on one 40-piece source,
    alternated --repeats times; the median times and their ratio (target: at most 1.2x), and
@@ -32,39 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' tokeniser builders
+from _hf_folder import OPUS_MT, Shape, make_folder  # noqa: E402
 from _options import add_run_options, apply_run_options  # noqa: E402
 from tui_latency import percentile  # noqa: E402
 
-OPUS = {"layers": 6, "heads": 8, "d_model": 512, "ffn": 2048, "vocab": 58101}
-SMOKE = {"layers": 2, "heads": 4, "d_model": 64, "ffn": 128, "vocab": 2000}
+SMOKE = Shape(layers=2, heads=4, d_model=64, d_ff=128, vocab=2000)
 SOURCE_PIECES = 40
-
-
-def make_folder(folder: Path, shape: dict, new_tokens: int) -> Path:
-    """An opus-mt-shaped Marian folder with random weights and a tokeniser of its vocabulary."""
-    import torch
-    from transformers import MarianConfig, MarianMTModel
-
-    from tests.huggingface.tiny_tokenisers import CORPUS, _marian_files, _marian_vocab, _ordinary, _spm
-
-    vocab, pad = shape["vocab"], shape["vocab"] - 1
-    torch.manual_seed(0)
-    config = MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, d_model=shape["d_model"],
-                          encoder_layers=shape["layers"], decoder_layers=shape["layers"],
-                          encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
-                          encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"],
-                          max_position_embeddings=512, activation_function="swish", scale_embedding=True,
-                          pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad, bos_token_id=0,
-                          forced_eos_token_id=0)
-    model = MarianMTModel(config).eval()
-    generation = model.generation_config
-    generation.num_beams, generation.bad_words_ids, generation.max_length = 4, [[pad]], new_tokens + 1
-    model.save_pretrained(folder)
-    source, target = _spm([en for en, _ in CORPUS], 300), _spm([de for _, de in CORPUS], 300)
-    pieces = list(dict.fromkeys(_ordinary(source) + _ordinary(target)))
-    pieces += [f"▁w{i}" for i in range(vocab - 3 - len(pieces))]  # filled up to opus-mt's size
-    _marian_files(source, target, _marian_vocab(pieces)).save_pretrained(str(folder))
-    return folder
 
 
 def in_process(folder: Path, repeats: int) -> dict:
@@ -156,7 +130,7 @@ def main() -> None:
     add_run_options(parser)
     args = parser.parse_args()
     apply_run_options(parser, args)
-    shape, steps, repeats = (SMOKE, 8, 1) if args.smoke else (OPUS, args.steps, args.repeats)
+    shape, steps, repeats = (SMOKE, 8, 1) if args.smoke else (OPUS_MT, args.steps, args.repeats)
     warnings.filterwarnings("ignore")
     from transformers.utils import logging
 
@@ -165,11 +139,11 @@ def main() -> None:
     import torch
 
     with tempfile.TemporaryDirectory() as scratch:
-        folder = make_folder(Path(scratch) / "opus-shaped", shape, steps)
+        folder = make_folder(Path(scratch) / "opus-shaped", shape, steps, num_beams=4, fixed_length=False)
         params = sum(t.numel() for t in __import__("safetensors.torch", fromlist=["load_file"])
                      .load_file(str(folder / "model.safetensors")).values())
-        print(f"folder: Marian, {shape['layers']}+{shape['layers']} layers, {shape['heads']} heads, "
-              f"d_model {shape['d_model']}, {shape['vocab']:,} pieces, {params / 1e6:.1f}M parameters "
+        print(f"folder: Marian, {shape.layers}+{shape.layers} layers, {shape.heads} heads, "
+              f"d_model {shape.d_model}, {shape.vocab:,} pieces, {params / 1e6:.1f}M parameters "
               f"(file); {torch.get_num_threads()} threads")
         r = in_process(folder, repeats)
         print(f"beam 4, {steps} new tokens, a {SOURCE_PIECES}-piece source, median of {repeats}:")

@@ -46,6 +46,7 @@ from minitx.core.data.tasks import task_from_dict
 from minitx.core.data.tokenisers import TokeniserFileError
 from minitx.core.data.vocab import Vocab
 from minitx.core.model.transformer import Seq2Seq
+from minitx.core.tensor_checks import all_finite
 from minitx.core.training.history import History, HistoryError
 
 FORMAT = "minitx-checkpoint"
@@ -130,7 +131,7 @@ def save_checkpoint(
         for name, t in model.own_state_dict().items()  # a tied table once
     }
     for name, t in tensors.items():  # never replace a good file with one no loader accepts
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             raise CheckpointError(
                 f"not saving {path}: tensor {name} holds NaN or infinite values"
                 + (f" in {dtype}" if dtype != "float32" else "")
@@ -408,7 +409,7 @@ def _check_weights(weights: dict[str, torch.Tensor], cfg: ModelConfig, path: Pat
             )
         if t.dtype not in FLOAT_DTYPES.values():
             raise CheckpointError(f"{path}: tensor model.{name} has dtype {t.dtype}, not a float")
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             raise CheckpointError(f"{path}: tensor model.{name} holds NaN or infinite values")
         dtypes.add(t.dtype)
     names = {v: k for k, v in FLOAT_DTYPES.items()}

@@ -1,7 +1,7 @@
 """Make tiny Hugging Face model folders, one per family, to try what docs/huggingface.md shows
-without downloading anything: random weights of each family's shape saved by transformers' own
-save_pretrained, with a tokeniser trained on the spot (transformers is a test dependency:
-`./setup.sh` installs it).
+without downloading anything: random weights of each family's layout (6+6 layers and 8 heads as
+opus-mt, 32 wide) saved by transformers' own save_pretrained, with a tokeniser trained on the
+spot (transformers is a test dependency: `./setup.sh` installs it).
 
     .venv/bin/python tools/make_hf_folders.py hf-tiny        # hf-tiny/marian, t5, flan-t5, bart
     .venv/bin/python tools/make_hf_folders.py hf-tiny --cache  # also as model ids in a cache folder
@@ -41,7 +41,7 @@ def main() -> None:
         folder = args.out / family
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            save_model(folder, family)
+            save_model(folder, family, layers=6, heads=8, positions=128)  # opus-mt's 6+6 and 8 heads
         print(f"{folder}: a tiny {family} model")
         if args.cache:
             repo = args.out / "hub" / f"models--tiny--{family}"

@@ -60,7 +60,7 @@ def _first_line(error: Exception) -> str:
 def parse_json(file: str, data: bytes):
     """A JSON file's content, or TokeniserFileError naming its line."""
     try:
-        return json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8-sig"))  # a byte order mark first is not an error
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise TokeniserFileError(file, f"line {line}: byte {data[e.start]:#04x} is not UTF-8 text") from None

@@ -29,11 +29,11 @@ from minitx.core.data.tokenisers import (
     JsonTokeniser,
     MarianTokeniser,
     TokeniserFileError,
-    parse_json,
     spm_pieces,
     vocab_json,
 )
 from minitx.core.importing.errors import ImportFileError
+from minitx.core.importing.json_files import read_json_object
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
@@ -122,17 +122,9 @@ def _read(path: Path) -> bytes:
 
 def _object(folder: Path, name: str, required: bool = True) -> dict:
     path = folder / name
-    if not path.is_file():
-        if required:
-            raise ImportFileError(f"no such file: {path}")
+    if not path.is_file() and not required:
         return {}
-    try:
-        data = parse_json(name, _read(path))
-    except TokeniserFileError as e:
-        raise ImportFileError(f"{folder / e.file} {e.reason}") from None
-    if not isinstance(data, dict):
-        raise ImportFileError(f"{path} is not a JSON object")
-    return data
+    return read_json_object(path, MAX_FILE_BYTES, "a tokeniser file")
 
 
 def _built(folder: Path, kind, files: dict[str, bytes], settings: dict):

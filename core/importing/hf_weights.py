@@ -41,8 +41,10 @@ import torch
 
 from minitx.core.config import ModelConfig
 from minitx.core.importing.errors import ImportFileError
+from minitx.core.importing.json_files import read_json_object
 from minitx.core.importing.state_files import read_state_dict
 from minitx.core.model.transformer import Seq2Seq
+from minitx.core.tensor_checks import all_finite
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; a tokenizer.json is read elsewhere
 FAMILIES = {"marian": "marian", "t5": "t5", "mt5": "t5", "bart": "bart"}
@@ -71,24 +73,11 @@ BART_POSITION_OFFSET = 2
 
 
 def read_json(path: Path, what: str = "") -> dict[str, Any]:
-    """A JSON object from a small file; ImportFileError naming the file (and the line) otherwise."""
-    if not path.is_file():
+    """A folder's small JSON file (config.json, its generation settings, a shard index) as an
+    object; `what` adds to the message for a folder without it."""
+    if not path.exists():
         raise ImportFileError(f"{path.parent} has no {path.name}{what}")
-    try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            raise ImportFileError(f"{path} is larger than a config file ({MAX_JSON_BYTES:,} bytes)")
-        data = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except OSError as e:
-        raise ImportFileError(f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ImportFileError(f"{path} is not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise ImportFileError(f"{path} line {e.lineno}: not JSON ({e.msg})") from None
-    except RecursionError:
-        raise ImportFileError(f"{path} is nested too deeply to be a config") from None
-    if not isinstance(data, dict):
-        raise ImportFileError(f"{path} is not a JSON object")
-    return data
+    return read_json_object(path, MAX_JSON_BYTES, "a config file")
 
 
 def family_of(folder: Path, config: dict[str, Any]) -> str:
@@ -395,7 +384,7 @@ def _check(tensors: dict[str, torch.Tensor], cfg: ModelConfig, shown: Path, thei
                                   f"config.json makes it {shape}")
         if not t.is_floating_point():
             raise ImportFileError(f"{shown}: {theirs.get(name, name)!r} holds {t.dtype} values, not floats")
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             raise ImportFileError(f"{shown}: {theirs.get(name, name)!r} holds NaN or infinite values")
 
 

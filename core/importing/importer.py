@@ -38,6 +38,7 @@ from minitx.core.data.pair_files import DataError
 from minitx.core.data.pair_task import STORED_HELDOUT, PairSet
 from minitx.core.data.vocab import MAX_TOKEN_CHARS, Vocab, valid_token
 from minitx.core.importing.errors import ImportFileError
+from minitx.core.importing.json_files import read_json_object
 from minitx.core.importing.mapping import (
     BUILTIN_LAYOUTS,
     MappedState,
@@ -51,6 +52,7 @@ from minitx.core.importing.state_files import file_kind, read_state_dict
 from minitx.core.importing.vocab_files import ROLES, VocabFile, find_specials, read_vocab_file
 from minitx.core.model.components import sinusoidal_table
 from minitx.core.model.transformer import Seq2Seq
+from minitx.core.tensor_checks import all_finite
 
 DEFAULT_POSITIONS = 512  # max_len when the file's table is longer (the tutorial keeps 5000 rows)
 MAX_CONFIG_BYTES = 64 * 1024
@@ -109,20 +111,7 @@ def read_settings(path: str | os.PathLike) -> ImportSettings:
     """A small JSON config of ImportSettings' names ({"heads": 8, "tokens": "word"}); an
     ImportFileError naming the file and the key for anything else."""
     path = Path(path)
-    if not path.is_file():
-        raise ImportFileError(f"no such file: {path}" if not path.exists() else f"{path} is not a file")
-    try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ImportFileError(f"{path} is larger than an import config ({MAX_CONFIG_BYTES:,} bytes)")
-        data = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except OSError as e:
-        raise ImportFileError(f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ImportFileError(f"{path} is not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise ImportFileError(f"{path} line {e.lineno}: not JSON ({e.msg})") from None
-    if not isinstance(data, dict):
-        raise ImportFileError(f"{path}: an import config is a JSON object such as {{\"heads\": 8}}")
+    data = read_json_object(path, MAX_CONFIG_BYTES, "an import config")
     values = {}
     for key, value in data.items():
         kind = SETTING_TYPES.get(key)
@@ -248,7 +237,7 @@ def _check_tensors(mapped: MappedState, path: Path) -> None:
     for name, t in mapped.tensors.items():
         if not t.is_floating_point():
             raise ImportFileError(f"{path}: {_key(mapped, name)!r} holds {t.dtype} values, not floats")
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             raise ImportFileError(f"{path}: {_key(mapped, name)!r} holds NaN or infinite values")
 
 

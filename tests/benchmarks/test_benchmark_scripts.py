@@ -31,6 +31,9 @@ SMOKE_RUNS = {
     "circuit_speed.py": (["--smoke", "--threads", "1"], "ratio attribution / exact patching"),
     "doctor_time.py": (["--smoke", "--threads", "1"], "x the decode"),
     "attribution_speed.py": (["--smoke", "--threads", "1"], "ig (32 steps) / occlusion"),
+    "hf_load.py": (["--smoke"], "ratio minitx / transformers: load"),
+    "hf_decode.py": (["--smoke", "--threads", "1"], "tokens identical: yes"),
+    "tui_hf_model.py": (["--smoke"], "every head at once (48)"),
 }
 
 

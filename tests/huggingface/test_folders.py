@@ -129,6 +129,13 @@ def _break(case: str, folder: Path) -> str:
         config["d_model"] = 64
         (folder / "config.json").write_text(json.dumps(config))
         return "shape"
+    if case == "one value that is not a number":
+        from safetensors.torch import load_file, save_file
+
+        weights = load_file(str(folder / "model.safetensors"))
+        weights["model.decoder.layers.1.fc2.weight"][5, 17] = float("nan")
+        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        return "'model.decoder.layers.1.fc2.weight' holds NaN"
     assert case == "config.json that is not JSON"
     (folder / "config.json").write_text('{"model_type": "marian",\n  "d_model": 32,,\n}')
     return "config.json line 2"
@@ -136,7 +143,7 @@ def _break(case: str, folder: Path) -> str:
 
 CASES = ["an encoder-only model", "an unknown activation", "no tokeniser", "a pickled object in the weights",
          "a shard that is missing", "a config with fewer layers than the weights",
-         "a config of another width", "config.json that is not JSON"]
+         "a config of another width", "one value that is not a number", "config.json that is not JSON"]
 
 
 @pytest.mark.parametrize("case", CASES)

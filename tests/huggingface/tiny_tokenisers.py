@@ -17,6 +17,9 @@ what a real one holds:
 - "bart": the tokenizers library's byte-level BPE trainer (<s> 0, <pad> 1, </s> 2, <unk> 3, the
   pieces, <mask> last with lstrip, as facebook/bart-*'s is). Written by BartTokenizerFast.
 
+`save_wide_marian(folder, vocab_size)` writes a Marian tokeniser as large as a real opus-mt's
+(58,101 ids), its pieces past the tiny ones unused, for the benchmarks (benchmarks/hf_load.py).
+
 `vocab_size` is the tokeniser's whole size, which a model's config.json `vocab_size` must equal;
 SPECIAL_IDS says where each family's specials are. Nothing downloads anything.
 """
@@ -132,6 +135,28 @@ def save_tokeniser(folder, family: str, vocab_size: int | None = None,
     files = tokenizer.save_pretrained(str(folder))
     return TokeniserInfo(family, size, files=tuple(sorted(Path(f).name for f in files)),
                          **SPECIAL_IDS[family](size))
+
+
+def save_wide_marian(folder, vocab_size: int) -> TokeniserInfo:
+    """A Marian tokeniser of `vocab_size` ids, however many (a real opus-mt's 58,101): the tiny
+    one's source.spm and target.spm, and a vocab.json whose ids past their pieces hold pieces
+    neither .spm makes ("▁unused1", …), <pad> last, as opus-mt numbers it. Typed text reaches only
+    the first few hundred ids; a model of that vocabulary reads and writes all of them (what the
+    benchmarks time). Written by MarianTokenizer."""
+    source, target = (_spm(texts, DEFAULT_SIZES["marian"]) for texts in
+                      ([en for en, _ in CORPUS], [de for _, de in CORPUS]))
+    pieces = list(dict.fromkeys(_ordinary(source) + _ordinary(target)))
+    wanted = vocab_size - 3  # </s>, <unk>, <pad>
+    if wanted < len(pieces):
+        raise ValueError(f"a wide Marian tokeniser has at least {len(pieces) + 3} ids, not {vocab_size}")
+    pieces += [f"▁unused{i}" for i in range(1, wanted - len(pieces) + 1)]
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = _marian_files(source, target, _marian_vocab(pieces))
+    assert len(tokenizer) == vocab_size, (len(tokenizer), vocab_size)
+    files = tokenizer.save_pretrained(str(folder))
+    return TokeniserInfo("marian", vocab_size, files=tuple(sorted(Path(f).name for f in files)),
+                         **SPECIAL_IDS["marian"](vocab_size))
 
 
 def _texts() -> list[str]:

@@ -12,6 +12,7 @@ from safetensors.torch import save_file
 
 from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.state_files import SAFETENSORS, TORCH, file_kind, read_state_dict
+from minitx.core.tensor_checks import all_finite
 
 SAVE_LINE = "torch.save(model.state_dict(), "
 
@@ -151,3 +152,19 @@ def test_each_bad_weights_file_gets_one_line_naming_the_file(case, tmp_path):
     assert "\n" not in message
     assert str(path) in message
     assert expected in message
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_one_nan_or_infinity_anywhere_in_a_tensor_makes_it_not_finite(dtype):
+    """The check reads a minimum and a maximum: one bad value in any lane of the vectorised
+    kernel, or in the tail past the last full vector, must still show."""
+    big = torch.finfo(dtype).max
+    edges = torch.tensor([[big, -big], [0.0, 1.0]], dtype=dtype)
+    assert all_finite(edges) and all_finite(torch.empty(0, 3, dtype=dtype))
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        for size, positions in ((1, [0]), (37, range(37)), (4099, [0, 1, 2048, 4096, 4098])):
+            for i in positions:
+                t = torch.randn(size).to(dtype)
+                t[i] = bad
+                assert not all_finite(t), (bad, size, i)
+                assert not all_finite(t.view(1, size).expand(2, size).t())  # a view that is not contiguous

@@ -20,6 +20,7 @@ import pytest
 
 from minitx.tui.app.web.server import is_loopback
 from minitx.tui.cli.commands.serve import app_command
+from tests.huggingface.tiny_folders import save_model
 from tests.tui.served import MINITX, Served, Terminal, app_environment, free_port
 
 TIMEOUT = 60.0
@@ -251,3 +252,24 @@ async def test_the_export_key_downloads_the_picture_and_numbers_as_one_zip_throu
     assert numbers["method"] == "ig"
     assert [s["text"] for s in numbers["steps"]] == ["5", "1", "4", "1", "3", "<eos>"]
     assert not (served.folder / "minitx-exports").exists()  # in a browser nothing is left on the server
+
+
+@pytest.mark.asyncio
+async def test_a_hugging_face_folder_is_served_and_steps_in_the_page(tmp_path):
+    """`minitx serve FOLDER`: the page's app opens the folder's model (its family in the title)
+    and a typed sentence decodes in its own pieces."""
+    folder = save_model(tmp_path / "opus-tiny", "marian")
+    server = Served(tmp_path, str(folder))
+    try:
+        async with aiohttp.ClientSession() as session:
+            websocket = await session.ws_connect(f"{server.url}ws?width=100&height=30",
+                                                 origin=server.url.rstrip("/"))
+            tab = Socket(websocket)
+            await tab.wait_for("opus-tiny · marian")
+            await tab.keys("i")
+            await tab.wait_for("esc done editing")  # the source field has the keys now
+            await tab.keys(*" in Zürich", "\r")
+            await tab.wait_for("·Z")  # the source's pieces label the grid's columns
+            await websocket.close()
+    finally:
+        server.stop()

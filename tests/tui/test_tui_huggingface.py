@@ -77,3 +77,6 @@ async def test_every_head_of_a_48_head_model_fits_80x24_as_its_last_steps_in_bin
         assert layers == [f"L{layer}" for layer in range(1, 7)]
         assert any("each head: the last" in line for line in lines)
         assert app.screen.panel.grid_box.max_scroll_y == 0  # nothing hidden below
+        overview = app.screen.panel.heads  # it counts the lines of the small grids without drawing them
+        room = overview.parent.scrollable_content_region.height
+        assert overview._grids_height() == len(overview._grids()) > room

@@ -210,10 +210,11 @@ class HeadsOverview(Widget):
     def render(self) -> Text:
         if not self.grids or not self.grids[0] or not self.grids[0][0]:
             return Text("step the decoder (→) to see every head", style="italic dim")
-        full = self._grids()
         box = self.parent
         room = box.scrollable_content_region.height if box is not None and box.size.height else 0
-        text = Text("\n").join(full if not room or len(full) <= room else self._rows_of_this_step(room))
+        # Counted, not drawn: building 48 heads' grids only to find they do not fit took a frame
+        fits = not room or self._grids_height() <= room
+        text = Text("\n").join(self._grids() if fits else self._rows_of_this_step(room))
         text.no_wrap = True
         text.overflow = "crop"
         return text
@@ -253,16 +254,30 @@ class HeadsOverview(Widget):
         out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
         return out
 
-    def _grids(self) -> list[Text]:
-        """Every head's grid, small, with its label (and role) under it."""
-        depth, out = depth_of(self), []
+    def _grids_layout(self) -> tuple[int, int, int]:
+        """(cell, box, per_line) of the small grids: the characters per column, per head (its
+        label's room included) and the heads per line."""
         columns, heads = len(self.grids[0][0][0]), len(self.grids[0])
         width = max(self.size.width, 1)
         # Two characters per column (closer to square) when every head still fits.
         label = ROLE_WIDTH + 1 if self.roles is not None else 9  # '▸✗H1 0.94', or 'anti-diag', and a gap
         cell = 2 if 3 + heads * max(2 * columns + 1, label) <= width else 1
         box = max(columns * cell + 1, label)
-        per_line = max(1, min(heads, (width - 3) // box))  # heads that do not fit wrap below
+        return cell, box, max(1, min(heads, (width - 3) // box))  # heads that do not fit wrap below
+
+    def _grids_height(self) -> int:
+        """The lines _grids() would draw."""
+        _, _, per_line = self._grids_layout()
+        rows, heads = len(self.grids[0][0]), len(self.grids[0])
+        group = (rows + 1) // 2 if depth_of(self) == FULL else rows  # two rows a line with ▀
+        group += 1 + (self.roles is not None)  # the labels, the roles
+        return len(self.grids) * (-(-heads // per_line) * group + 1) + 2
+
+    def _grids(self) -> list[Text]:
+        """Every head's grid, small, with its label (and role) under it."""
+        depth, out = depth_of(self), []
+        columns, heads = len(self.grids[0][0][0]), len(self.grids[0])
+        cell, box, per_line = self._grids_layout()
         for layer, grids in enumerate(self.grids):
             for start in range(0, heads, per_line):
                 group = range(start, min(heads, start + per_line))
