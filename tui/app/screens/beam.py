@@ -254,7 +254,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         try:
             self.post_message(BeamChecked(self.session.run_check()))
         except Exception as e:  # a model the check cannot search: a line, never a traceback
-            self.post_message(BeamChecked(None, f"{type(e).__name__}: {e}"))
+            self.post_message(BeamChecked(None, str(e) or "it could not finish"))
 
     def on_beam_checked(self, message: BeamChecked) -> None:
         self.checking = False
