@@ -24,6 +24,7 @@ from minitx.tui.app.help import HELP_BINDING
 from minitx.tui.app.key_reasons import ExplainedKeys
 from minitx.tui.app.messages import BeamChecked, BeamContrasted
 from minitx.tui.app.widgets.attention import AttentionGrid
+from minitx.tui.app.widgets.beam_why import ContrastView
 from minitx.tui.app.widgets.lens_view import LensTable
 
 DEFAULT_BEAMS = 4  # the beam of a model whose own settings decode greedily
@@ -103,9 +104,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
                 yield AttentionGrid(id="beam-grid")
                 yield LensTable(id="beam-lens")
                 yield Static("", id="beam-check", markup=False)
-                yield Static("", id="beam-why-title")  # what is attributed, in words
-                yield AttentionGrid(id="beam-why-grid")  # over the source, the grid's palette
-                yield Static("", id="beam-why-notes")  # the largest for each token, ig's sum
+                yield ContrastView(id="beam-why")
             yield Static("", id="beam-detail")
             yield Static("", id="beam-keys")
 
@@ -281,8 +280,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
             f"step {s.position} · {state}{shown} · source {task.format_source(s.src_ids)}")
         self.query_one("#beam-greedy", Static).update(self._greedy_line())
         for view, widget in (("tree", "#beam-tree"), ("grid", "#beam-grid"), ("lens", "#beam-lens"),
-                             ("check", "#beam-check"), ("why", "#beam-why-title"), ("why", "#beam-why-grid"),
-                             ("why", "#beam-why-notes")):
+                             ("check", "#beam-check"), ("why", "#beam-why")):
             self.query_one(widget).display = view == s.view
         getattr(self, f"_draw_{s.view}")()
         self.query_one("#beam-detail", Static).update(self._detail())
@@ -375,73 +373,13 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         self.query_one("#beam-check", Static).update(text)
 
     def _draw_why(self) -> None:
-        """Why the chosen hypothesis took its token rather than greedy's at the step where they
-        part: the attribution of log p(its token) - log p(greedy's), teacher-forced on the prefix
-        both were fed, over the source tokens; computed by a worker, one at a time."""
-        from minitx.tui.render.beam_tables import output_text
-
-        s = self.session
-        task = s.record.task
-        vocab = task.vocab
-        title = self.query_one("#beam-why-title", Static)
-        grid = self.query_one("#beam-why-grid", AttentionGrid)
-        notes = self.query_one("#beam-why-notes", Static)
+        """Why the chosen hypothesis took its token rather than greedy's where they part
+        (tui/app/widgets/beam_why.py); asks the worker for it when it is not measured yet."""
         self.query_one("#beam-body").border_title = None
-        if s.selected is None:  # a search reset to step 0: nothing chosen
-            grid.display = notes.display = False
-            title.update("step the search (→): there is no hypothesis to look at yet")
-            return
-        contrast = s.contrast()
-        if contrast is None or contrast.greedy is None:
-            grid.display = notes.display = False
-            text = output_text(task, s.search.tokens(s.selected))
-            title.update(Text(f"'{text}' never parts from greedy: there is no other token to explain"
-                              if contrast is None else
-                              f"greedy had ended before step {contrast.step + 1}: no token of greedy's "
-                              f"to set '{vocab.label(contrast.token)}' against"))
-            return
-        job = s.contrast_wanted()
+        job = self.session.contrast_wanted()
         if job is not None:
             self._contrast(job)
-        ours, theirs = vocab.label(contrast.token), vocab.label(contrast.greedy)
-        head = Text()
-        head.append(f"why '{ours}' rather than greedy's '{theirs}' at step {contrast.step + 1}", style="bold")
-        fed = f"after '{task.format(list(contrast.prefix))}'" if contrast.prefix else "at the first step"
-        result, error = s.contrast_attribution(), s.contrast_error()
-        columns = task.source_labels(s.src_ids)
-        method = s.why_method
-        if result is None:
-            head.append(f"\n{fed} · {method}: " + (f"cannot attribute: {error}" if error else "measuring…"),
-                        style="" if error else "dim")
-            title.update(head)
-            grid.show([], columns, [], hint="", unit="share", signed=True)
-            notes.update("")
-            return
-        value = float(result.value[0])
-        head.append(f"\n{fed}, log p('{ours}') - log p('{theirs}') = {value:+.3f}")
-        if value < 0:
-            head.append(": greedy's is likelier", style="dim")
-        head.append(f"\n{result.describe(vocab)}", style="dim")
-        title.update(head)
-        grid.show(result.shares().tolist(), columns, [f"{ours} vs {theirs}"], None, "",
-                  f"+ for '{ours}', - for greedy's '{theirs}' · columns: source tokens", unit="share",
-                  signed=True)
-        notes.update(self._why_notes(result, columns, ours, theirs))
-
-    @staticmethod
-    def _why_notes(result, columns: list[str], ours: str, theirs: str) -> Text:
-        """The source token that pushed most towards each of the two, and ig's sum."""
-        scores = result.scores[0].tolist()
-        out = Text()
-        for sign, name in ((1, ours), (-1, theirs)):
-            j = max(range(len(scores)), key=lambda i: sign * scores[i])
-            if sign * scores[j] > 0:
-                out.append(f"{' · ' if out else ''}most for '{name}': '{columns[j]}' at {j + 1} "
-                           f"({scores[j]:+.3g})")
-        if result.method == "ig":
-            out.append(f"\nfrom an all-<pad> source the difference moves {float(result.change[0]):+.2f} "
-                       f"(the scores sum {sum(scores):+.2f})", style="dim")
-        return out
+        self.query_one(ContrastView).show(self.session)
 
     def export_numbers(self):
         """The numbers beside the picture when E exports this view: the tree as --json has it, the
