@@ -3,7 +3,7 @@
 Layout of a file:
   tensors   model.<parameter or buffer name>          the weights (float32/float16/bfloat16)
             train.<...>                                optional resumable training state
-            history.<...>                              optional run history (core/training/history.py)
+            history.<...>                              optional run history (core/history.py)
   metadata  format, format_version, minitx_version, model_config, task, vocab, training
             (summary), and with training state: train_config, trainer; an imported model's
             file also has src_vocab, its source vocabulary (docs/import.md)
@@ -35,8 +35,8 @@ from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.data.task import Task
 from minitx.core.data.tasks import task_from_dict
 from minitx.core.data.vocab import Vocab
+from minitx.core.history import History, HistoryError
 from minitx.core.model.transformer import Seq2Seq
-from minitx.core.training.history import History, HistoryError
 
 FORMAT = "minitx-checkpoint"
 FORMAT_VERSION = 1

@@ -136,7 +136,7 @@ def test_list_of_a_folder_keeps_every_row_on_one_line_and_says_what_cannot_be_re
 
 
 def test_inspect_never_calls_a_rough_evaluation_best_and_counts_the_rough_ones():
-    from minitx.core.training.history import History
+    from minitx.core.history import History
     from minitx.tui.cli.commands.info import describe_history
 
     history = History()

@@ -11,8 +11,8 @@ import torch
 from minitx import checkpoints
 from minitx.core.checkpoint import load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.history import MAX_POINTS, MAX_SNAPSHOTS, History, keep_indices
 from minitx.core.training.events import RunListener
-from minitx.core.training.history import MAX_POINTS, MAX_SNAPSHOTS, History, keep_indices
 from minitx.core.training.trainer import Trainer
 
 MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
+from textual.widget import Widget
 
 from minitx.core.training.results import Failure
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
     from minitx.core.interp.importance import Importance
     from minitx.core.interp.patching import PatchingResult
     from minitx.tui.app.loaded import LoadedModel
-    from minitx.tui.app.widgets.choice import ChoiceField
 
 # -- loading models (the app's worker) --------------------------------------------------------
 
@@ -203,7 +203,7 @@ class Progress(Message):
     lr: float
     steps_per_s: float
     eta_s: float
-    accuracy: float | None
+    accuracy: str | None  # the last evaluation as the progress says it: 'acc 97.3%', 'acc <99.9% (…)'
     probe: LiveProbe | None = None
 
 
@@ -245,12 +245,13 @@ class DoctorFinished(Message):
 
 @dataclass
 class ChoiceChanged(Message):
-    """A ChoiceField moved to another value."""
+    """A ChoiceField (tui/app/widgets/choice.py, which posts this) moved to another value:
+    `field.value`. Typed as any widget, so this module imports no widget of the app."""
 
-    field: ChoiceField
+    field: Widget
 
     @property
-    def control(self) -> ChoiceField:
+    def control(self) -> Widget:
         return self.field
 
 

@@ -399,7 +399,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         p = self.last
         parts = [f"step {p.step}/{p.total}", f"loss {format_loss(p.loss)}"]
         if p.accuracy is not None:
-            parts.append(f"acc {percent(p.accuracy)}")
+            parts.append(p.accuracy)
         if self.state in ACTIVE:
             parts += [f"{p.steps_per_s:.0f} steps/s", f"ETA {p.eta_s:.0f} s"]
         elif self.state in ENDED:
