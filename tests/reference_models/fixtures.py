@@ -43,3 +43,13 @@ def annotated_files(annotated_reverse, tmp_path_factory) -> toy.ReferenceFiles:
 @pytest.fixture(scope="session")
 def annotated_no_causal_mask_files(annotated_no_causal_mask, tmp_path_factory) -> toy.ReferenceFiles:
     return toy.write_files(annotated_no_causal_mask, tmp_path_factory.mktemp("annotated-no-mask"))
+
+
+@pytest.fixture(scope="session")
+def annotated_copy_files(tmp_path_factory) -> toy.ReferenceFiles:
+    """The Annotated Transformer trained to copy (about 2 s), and reverse pairs beside its
+    own: a model whose data generation forgot to reverse, for the doctor to name blind."""
+    trained = toy.trained_once(toy.ANNOTATED, "copy")
+    files = toy.write_files(trained, tmp_path_factory.mktemp("annotated-copy"))
+    toy.write_pairs("reverse", files.pairs.with_name("reverse.pairs.tsv"))
+    return files

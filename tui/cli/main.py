@@ -98,6 +98,8 @@ class OneLineErrors:
         except Exception as e:
             if os.environ.get("MINITX_DEBUG"):
                 raise
+            if _core_error(e, "minitx.core.data.imported_task", "MissingPairs"):
+                raise BadArgument(_one_line(f"{e}; {_pairs_hint(ctx)}")) from None
             if input_is_to_blame(e):
                 raise BadArgument(_one_line(_message(e))) from None  # like a bad option: exit 2
             if isinstance(e, _expected_errors()):
@@ -137,6 +139,18 @@ def _blame_the_variable(e: click.UsageError) -> None:
         return
     if e.ctx.get_parameter_source(param.name) == ParameterSource.ENVIRONMENT:
         e.param_hint = f"{param.envvar} (the environment's {max(param.opts, key=len)})"
+
+
+def _pairs_hint(ctx: click.Context) -> str:
+    """How to give pairs to the command that needed them: its --pairs FILE, or else at import."""
+    from minitx.tui.cli.common import PAIRS_HINT
+
+    command = ctx.command
+    if isinstance(command, click.Group) and ctx.invoked_subcommand in command.commands:
+        command = command.commands[ctx.invoked_subcommand]
+    if any(param.name == "pairs" for param in command.params):
+        return PAIRS_HINT
+    return "import it again with --pairs FILE (source/target pairs of its task)"
 
 
 class MinitxGroup(OneLineErrors, click.Group):

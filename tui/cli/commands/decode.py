@@ -8,6 +8,7 @@ import click
 from click.core import ParameterSource
 
 from minitx.tui.cli.common import (
+    MEAN_SOURCES_HELP,
     BadArgument,
     ablate_options,
     apply_threads,
@@ -15,6 +16,7 @@ from minitx.tui.cli.common import (
     echo_json,
     interventions_for,
     load_checkpoint_arg,
+    pairs_option,
     threads_option,
 )
 
@@ -133,9 +135,10 @@ def _sources(args: list[str]) -> list[str]:
     help="Print source, prediction, per-step top-k and cross-attention arrays as JSON.",
 )
 @ablate_options()
+@pairs_option(MEAN_SOURCES_HELP)
 @device_option
 @threads_option
-def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, device, threads) -> None:
+def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, pairs, device, threads) -> None:
     """Predict the output for SOURCE with a checkpoint (default: the bundled reverse model).
 
     The output is printed as text: characters joined for a character-level model, words and
@@ -161,7 +164,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, de
     if args and args[0] != "-" and not looks_like_source(args[0]):
         name = args.pop(0)
     ckpt = _load(name, device, alone=not args)
-    interventions = interventions_for(ckpt, ablate, ablate_kind)
+    interventions = interventions_for(ckpt, ablate, ablate_kind, pairs=pairs)
     from minitx.core.data.vocab import TaskInputError
 
     try:

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import click
 
-from minitx.tui.cli.common import ablate_options, core_choice, interventions_for, load_checkpoint_arg
+from minitx.tui.cli.common import (
+    MEAN_SOURCES_HELP,
+    ablate_options,
+    core_choice,
+    interventions_for,
+    load_checkpoint_arg,
+    pairs_option,
+)
 
 # Metadata worth keeping in a shared file: how it was trained (not the state to resume it).
 KEEP_METADATA = ("train_config",)
@@ -51,7 +58,8 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
     help="Weights printed in the SVG's cells.",
 )
 @ablate_options()
-def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind) -> None:
+@pairs_option(MEAN_SOURCES_HELP)
+def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind, pairs) -> None:
     """Share CKPT (default: reverse) without its training state, or export a decoding trace.
 
     \b
@@ -99,7 +107,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
     if fmt not in TRACE_FORMATS:
         raise click.UsageError(f"cannot tell the format from {out!r}: give --format "
                                f"{'|'.join(TRACE_FORMATS)}")
-    interventions = interventions_for(checkpoint, ablate, ablate_kind)
+    interventions = interventions_for(checkpoint, ablate, ablate_kind, pairs=pairs)
     trace = trace_of(checkpoint, trace_source, interventions=interventions, every_kind=fmt == "html")
     title = f"minitx · {Path(str(checkpoint.path)).name} · {checkpoint.task.name}"
     if fmt == "html":

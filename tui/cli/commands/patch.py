@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from minitx.tui.cli.common import (
+    MEAN_SOURCES_HELP,
     ablate_options,
     apply_threads,
     console,
@@ -14,6 +15,7 @@ from minitx.tui.cli.common import (
     interventions_for,
     json_option,
     load_checkpoint_arg,
+    pairs_option,
     threads_option,
 )
 from minitx.tui.cli.progress import Progress
@@ -38,10 +40,11 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
 @click.option("--method", type=click.Choice(["both", "exact", "attribution"]), default="both",
               show_default=True,
               help="Exact patching, the fast attribution estimate, or both side by side.")
+@pairs_option()
 @device_option
 @threads_option
 @json_option
-def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> None:
+def patch_cmd(ckpt, clean, corrupt, seed, method, pairs, device, threads, as_json) -> None:
     """Copy one activation at a time from the clean run of CKPT (default: reverse) into the
     corrupted run and print how much of the clean answer it recovers: 0 is the corrupted run,
     1 the clean one.
@@ -53,7 +56,8 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
     layer) at one position at a time, and at all.
 
     Without --clean and --corrupt a pair is drawn: two examples of the same length with known,
-    different answers (fresh sequences, fresh dates, or a data model's held-out pairs).
+    different answers (fresh sequences, fresh dates, a data model's held-out pairs, or the
+    pairs of a --pairs file).
 
     Attribution estimates every patch at once from one forward and one backward; both shows it
     beside exact patching with their agreement (docs/interventions.md says when to trust it).
@@ -70,7 +74,7 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
     from minitx.core.interp.pairs import draw_pairs, typed_pair
     from minitx.core.interp.patching import Patcher, sweep
 
-    checkpoint = load_checkpoint_arg(ckpt, device)
+    checkpoint = load_checkpoint_arg(ckpt, device, pairs)
     model, task = checkpoint.model, checkpoint.task
     if (clean is None) != (corrupt is None):
         raise click.UsageError("give both --clean and --corrupt, or neither (a pair is drawn)")
@@ -137,10 +141,11 @@ def _names_a_checkpoint(text: str) -> bool:
 @click.option("--top-k", type=click.IntRange(min=1, max=13), default=1, show_default=True,
               help="Tokens shown per layer and step.")
 @ablate_options()
+@pairs_option(MEAN_SOURCES_HELP)
 @device_option
 @threads_option
 @json_option
-def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None:
+def lens_cmd(args, top_k, ablate, ablate_kind, pairs, device, threads, as_json) -> None:
     """Decode SOURCE greedily with CKPT (default: reverse) and show, for every step, the token
     each decoder layer would predict if the decoder ended there (the output layer applied to
     that layer's residual stream, after the final norm for pre-norm). The last layer's row is
@@ -164,7 +169,8 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
 
     task, vocab = checkpoint.task, checkpoint.task.vocab
 
-    lens = logit_lens(checkpoint.model, ids, interventions=interventions_for(checkpoint, ablate, ablate_kind))
+    interventions = interventions_for(checkpoint, ablate, ablate_kind, pairs=pairs)
+    lens = logit_lens(checkpoint.model, ids, interventions=interventions)
     tops = lens.top(top_k)  # [layer][step] -> [(token, p)]
     if as_json:
         echo_json({"checkpoint": str(checkpoint.path), "source": task.format_source(ids),
