@@ -232,7 +232,7 @@ class DecodeKeys(ExplainedKeys):
     def action_view(self, view: str) -> None:
         for session in self.sessions():
             session.set_view("grid" if session.view_mode == view else view)
-            if session.view_mode == "heads" and not session.roles_asked:
+            if session.view_mode == "heads" and not session.roles_asked and session.record.task.has_examples:
                 session.roles_asked = True  # once per model: about 0.1-0.5 s in a worker
                 self._measure_roles(session.record)
         self.refresh_view()

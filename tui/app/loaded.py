@@ -54,18 +54,28 @@ def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = Non
                    **facts) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources);
     `facts` are LoadedModel's training fields (train_config, resumable, steps, history)."""
+    from minitx.core.data.imported_task import MissingPairs
     from minitx.core.interp.alignment import example_sharpness, head_scores
     from minitx.core.model.transformer import eval_mode, parameter_breakdown
 
     with eval_mode(model):  # the model may be a live run's: leave its mode as it was
         try:
             measure, scores = head_scores(model, task, n=128)  # sharpness where no pattern is known
-        except ValueError:  # no examples to draw (an imported model without pairs): its example
+        except MissingPairs:  # no examples to draw (an imported model without pairs): its example
             measure, scores = "sharpness", example_sharpness(model, task)
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
                        model.device.type, scores.tolist(), cfg.n_decoder_layers, cfg.n_heads, path,
                        measure=measure, **facts)
+
+
+def describe_again(record: LoadedModel, task: Task) -> LoadedModel:
+    """The same model with another task (its examples: a pairs file's), its head scores measured
+    on that task (call from a worker thread)."""
+    import dataclasses
+
+    fresh = describe_model(record.model, task, record.name, record.path)
+    return dataclasses.replace(record, task=task, scores=fresh.scores, measure=fresh.measure)
 
 
 def shown_name(path: Path) -> str:

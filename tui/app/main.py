@@ -21,11 +21,12 @@ from textual.filter import Monochrome, NoColor
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.exports import EXPORT_BINDING, EXPORT_FOLDER, export_view
 from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.key_reasons import refusal
-from minitx.tui.app.loaded import LoadedModel, load_named, open_error
-from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded
+from minitx.tui.app.loaded import LoadedModel, describe_again, load_named, open_error
+from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded, PairsFailed
 from minitx.tui.app.screens.circuit import CircuitScreen
 from minitx.tui.app.screens.compare import CompareScreen
 from minitx.tui.app.screens.dialogs import (
@@ -33,6 +34,7 @@ from minitx.tui.app.screens.dialogs import (
     FailuresScreen,
     ForceTokenScreen,
     OpenCheckpointScreen,
+    PairsFileScreen,
 )
 from minitx.tui.app.screens.explore import ExploreScreen
 from minitx.tui.app.screens.patch import PatchScreen
@@ -51,6 +53,9 @@ class MinitxApp(App):
     BINDINGS = [
         Binding("o", "open", "open", tooltip="open a checkpoint: a bundled name, a folder's files, a path"),
         Binding("d", "doctor", "doctor", tooltip="the doctor: check the model for the classic bugs"),
+        # In the help; the footer is full at 80x24. Messages that need pairs name it.
+        Binding("O", "pairs", "pairs", show=False,
+                tooltip="measure the model on a file of source/target pairs (.tsv, .csv, .jsonl)"),
         Binding("c", "compare", "compare", tooltip="Compare: two models side by side"),
         Binding("question_mark", "help", "help", key_display="?", tooltip="this help"),
         EXPORT_BINDING,
@@ -192,8 +197,8 @@ class MinitxApp(App):
         self.current, self.loading = message.record, False
         self.status = message.record.summary
         self.model_changed.publish(self)
-        if message.announce:
-            self.notify(f"now exploring {message.record.name}", markup=False)
+        if message.announce or message.note:
+            self.notify(message.note or f"now exploring {message.record.name}", markup=False)
 
     def exit_unopened(self, name: str, error: str) -> None:
         """End the app: a checkpoint named on the command line did not open. Exit 2, as every
@@ -218,7 +223,7 @@ class MinitxApp(App):
         if event.state == WorkerState.ERROR and event.worker.group == "load" \
                 and not event.worker.is_cancelled:  # a message, not a traceback
             error = event.worker.error
-            self.on_load_failed(LoadFailed(self.loading_name, f"{type(error).__name__}: {error}"))
+            self.on_load_failed(LoadFailed(self.loading_name, error_text(error)))
 
     # -- dialogs -----------------------------------------------------------------------------
     def action_open(self) -> None:
@@ -227,6 +232,37 @@ class MinitxApp(App):
                 self.start_loading(name)
 
         self.choose_checkpoint("open a checkpoint", chosen)
+
+    def action_pairs(self) -> None:
+        if not self.model_ready:
+            self.notify("no model loaded yet: pairs are measured on the model being explored")
+            return
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self.measure_on_pairs(self.current, path)
+
+        if not isinstance(self.screen, PairsFileScreen):
+            self.push_screen(PairsFileScreen(self.current.name), chosen)
+
+    @work(thread=True, exclusive=True, group="pairs", exit_on_error=False)
+    def measure_on_pairs(self, record: LoadedModel, path: str) -> None:
+        """The same model, its task measuring on the pairs of `path` (core/data/given_pairs.py):
+        every measurement of the app (m, w, d, P, C, Compare) uses them from now on."""
+        from minitx.core.data.given_pairs import with_pairs
+        from minitx.core.data.pair_files import DataError
+
+        try:
+            task = with_pairs(record.task, path, record.model.cfg.max_len)
+        except DataError as e:
+            self.post_message(PairsFailed(str(e)))
+            return
+        self.post_message(ModelLoaded(describe_again(record, task), announce=False,
+                                      note=f"{record.name} is measured on {Path(path).name}: "
+                                           f"{len(task.heldout):,} pairs"))
+
+    def on_pairs_failed(self, message: PairsFailed) -> None:
+        self.notify(f"cannot use those pairs: {message.error}", severity="error", markup=False, timeout=10)
 
     def choose_checkpoint(self, title: str, chosen: Callable[[str | None], None]) -> None:
         """The open dialog (one at a time); `chosen` gets a name or path, or None on esc."""

@@ -35,10 +35,12 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
 
 @dataclass
 class ModelLoaded(Message):
-    """A model is ready for Explore (loaded from a file, or just trained)."""
+    """A model is ready for Explore (loaded from a file, or just trained, or measured on other
+    pairs: then `note` says which)."""
 
     record: LoadedModel
     announce: bool = True
+    note: str = ""
 
 
 @dataclass
@@ -46,6 +48,13 @@ class LoadFailed(Message):
     name: str
     error: str
     first: bool = False  # the checkpoint the app was started on
+
+
+@dataclass
+class PairsFailed(Message):
+    """A pairs file (O) that cannot be used for the model: why, in one line."""
+
+    error: str
 
 
 @dataclass

@@ -16,6 +16,7 @@ from pathlib import Path
 from textual.message import Message
 
 from minitx.core.training.run_files import run_name
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import LiveProbe, Progress, RunEnded, RunStarted, Saved
 from minitx.tui.render.numbers import accuracy_text, short_count
 
@@ -33,7 +34,7 @@ def save(trainer, path: str) -> Saved:
     except CheckpointError as e:
         return Saved(error=str(e))
     except Exception as e:  # noqa: BLE001 - a message, never a traceback
-        return Saved(error=f"save failed: {type(e).__name__}: {e}")
+        return Saved(error=f"save failed: {error_text(e)}")
 
 
 class TrainingRun:

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.messages import CircuitFound, CircuitMeasured, CircuitProgress
 from minitx.tui.app.widgets.topk import bar
@@ -87,7 +88,7 @@ class CircuitScreen(ModalScreen[None]):
         except _Closed:
             return
         except Exception as e:  # a model that cannot be measured: a line in the dialog, never a traceback
-            self.post_message(CircuitFound(error=f"{type(e).__name__}: {e}"))
+            self.post_message(CircuitFound(error=error_text(e)))
             return
         self.post_message(CircuitFound(result))
 

@@ -19,7 +19,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.chart_keys import CHART_ACTIONS, CHART_BINDINGS, ChartKeys
 from minitx.tui.app.decode_keys import DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
-from minitx.tui.app.errors import one_line_errors
+from minitx.tui.app.errors import error_text, one_line_errors
 from minitx.tui.app.loaded import open_error
 from minitx.tui.app.messages import PairFailed, PairLoaded, SummaryReady
 from minitx.tui.app.widgets.compare_summary import CompareSummary
@@ -220,11 +220,11 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             event.stop()
             self.summary_loading = False
             self.query_one("#summary-box").loading = False
-            self.notify(f"cannot measure B: {event.worker.error}", severity="error", markup=False)
+            self.notify(f"cannot measure B: {error_text(event.worker.error)}", severity="error", markup=False)
         if event.worker.group == "compare" and event.state == WorkerState.ERROR:
             error = event.worker.error
             self.on_pair_failed(PairFailed(" and ".join(n for n in self.names if n),
-                                           f"{type(error).__name__}: {error}"))
+                                           error_text(error)))
 
     def on_pair_failed(self, message: PairFailed) -> None:
         if self.from_command_line and self.app.exit_on_start_error:

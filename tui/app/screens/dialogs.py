@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import FailuresReady, ListingReady
 from minitx.tui.render.numbers import percent
 
@@ -138,6 +139,50 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             self.dismiss(text)
 
 
+PAIR_SUFFIXES = (".tsv", ".csv", ".jsonl")  # the pair files core reads (docs/data.md)
+
+
+class PairsFileScreen(ModalScreen[str | None]):
+    """Choose a file of source/target pairs in the app's folder, or type a path: what the model
+    on screen is measured on (O). Dismisses with the path; the app reads it."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, model_name: str, folder: str | None = None) -> None:
+        super().__init__()
+        self.model_name, self.folder = model_name, Path(folder or Path.cwd())
+
+    def compose(self) -> ComposeResult:
+        found = sorted(p for p in self.folder.iterdir() if p.suffix in PAIR_SUFFIXES and p.is_file()) \
+            if self.folder.is_dir() else []
+        with Vertical(id="pairs-box", classes="dialog"):
+            yield Label(f"pair files in {self.folder}", id="pairs-folder", markup=False)
+            yield OptionList(*(Option(p.name, id=f"pairs-{i}") for i, p in enumerate(found))
+                             or [Option("none here: type a path", disabled=True)], id="pairs-list")
+            yield Label("or type a path (.tsv: source<TAB>target a line; .csv; .jsonl):")
+            yield Input(placeholder="path/to/pairs.tsv", id="pairs-path", compact=True)
+            yield Static("", id="pairs-error", markup=False)
+            yield Label("[dim]↑↓ choose · Enter measures on it · Tab to the path · esc cancels[/dim]")
+        self.found = found
+
+    def on_mount(self) -> None:
+        self.query_one("#pairs-box").border_title = f"pairs to measure {self.model_name} on"
+        self.query_one("#pairs-list" if self.found else "#pairs-path").focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id and event.option.id.startswith("pairs-"):
+            self.dismiss(str(self.found[int(event.option.id.split("-")[1])]))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        path = Path(text).expanduser()
+        if not text or not path.is_file():
+            self.query_one("#pairs-error", Static).update(
+                f"✗ no such file: {text}" if text else "✗ type a path first")
+        else:
+            self.dismiss(str(path))
+
+
 class ForceTokenScreen(ModalScreen[int | None]):
     """Ask which token to output at the current step; dismisses with its id, or None on esc."""
 
@@ -211,7 +256,7 @@ class FailuresScreen(ModalScreen[object]):
             with interventions.applied(model):  # this thread only
                 failures, wrong = find_failures(model, task, n=self.SEQUENCES, limit=100)
         except Exception as e:  # noqa: BLE001 - shown in the dialog, never a traceback
-            self.post_message(FailuresReady([], 0, self.count, f"{type(e).__name__}: {e}"))
+            self.post_message(FailuresReady([], 0, self.count, error_text(e)))
             return
         self.post_message(FailuresReady(failures, wrong, self.count))
 

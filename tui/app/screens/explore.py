@@ -20,7 +20,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, TimelineKeys
 from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
-from minitx.tui.app.errors import one_line_errors
+from minitx.tui.app.errors import PAIRS_KEY_HINT, error_text, one_line_errors
 from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.importance import RANKING_FIRST_ROW
@@ -270,6 +270,18 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
                 shorter = [f"{name} without {count} head{'s' if count > 1 else ''}{fed}"]
         self.query_one(TitleBar).set_info(info, *shorter)
 
+    def lacks_pairs(self, what: str) -> bool:
+        """Whether the model on screen keeps no examples to measure `what` on; if so, say once
+        how to give it some (O) instead of opening a view that cannot fill."""
+        record = self.session.record
+        if record is None or record.task.has_examples:
+            return False
+        from minitx.core.data.imported_task import NO_PAIRS
+
+        self.notify(f"{what} needs examples: {NO_PAIRS}; {PAIRS_KEY_HINT}", severity="warning",
+                    markup=False, timeout=8)
+        return True
+
     # -- changing the model ----------------------------------------------------------------------
     @one_line_errors
     def action_teacher(self) -> None:
@@ -277,8 +289,9 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         if session.stepper is None:
             return
         if not session.teacher and session.answer is None:
-            self.notify(f"the {session.record.task.name} task cannot tell the answer for a typed "
-                        "source: nothing to feed the decoder", severity="warning", timeout=4)
+            if not self.lacks_pairs("teacher forcing"):
+                self.notify(f"the {session.record.task.name} task cannot tell the answer for a typed "
+                            "source: nothing to feed the decoder", severity="warning", timeout=4)
             return
         session.set_teacher(not session.teacher)
         self.position = session.position
@@ -314,7 +327,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         from minitx.core.interp.interventions import Interventions
 
         session = self.session
-        if session.record is None:
+        if session.record is None or self.lacks_pairs("finding failures"):
             return
 
         def chosen(failure) -> None:
@@ -327,13 +340,13 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def action_patch(self) -> None:
         session = self.session
-        if session.stepper is not None:
+        if session.stepper is not None and not self.lacks_pairs("patching"):
             self.app.show_patching(session.record.model, session.record.task, session.stepper.src_ids)
 
     @one_line_errors
     def action_circuit(self) -> None:
         record = self.session.record
-        if record is not None:
+        if record is not None and not self.lacks_pairs("the circuit"):
             self.app.show_circuit(record)
 
     @one_line_errors
@@ -349,7 +362,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def action_importance(self) -> None:
         session = self.session
-        if session.record is None:
+        if session.record is None or self.lacks_pairs("ranking the heads"):
             return
         self.action_view("importance")
         if session.view_mode == "importance" and session.importance is None and not self._measuring():
@@ -375,9 +388,12 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "importance" and event.state == WorkerState.ERROR:
-            event.stop()  # not a failed load: say what failed, and keep the table's view usable
+            event.stop()  # not a failed load: say what failed, and leave the view that cannot fill
             error = event.worker.error
-            self.notify(f"cannot measure head importance: {type(error).__name__}: {error}",
+            self.session.importance_progress = (0, 0)
+            if self.session.view_mode == "importance":
+                self.action_view("importance")  # the same key again: back to the grid
+            self.notify(f"cannot measure head importance: {error_text(error)}",
                         severity="error", markup=False, timeout=10)
 
     def on_importance_progress(self, message: ImportanceProgress) -> None:

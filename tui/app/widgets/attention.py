@@ -116,11 +116,14 @@ class HeadsOverview(Widget):
         self.off: set[tuple[int, int]] = set()  # (layer, head) knocked out: labelled ✗
         self.note = "score: attention where the task expects it"
         self.roles: list[list[str]] | None = None  # [layer][head] -> its strongest role ("": none)
+        self.roles_why = ""  # why the roles are not shown ("": they are being measured)
 
-    def show(self, grids, scores, selected, off=(), note: str | None = None, roles=None) -> None:
-        """roles: each head's strongest role under its label (None: not measured yet)."""
+    def show(self, grids, scores, selected, off=(), note: str | None = None, roles=None,
+             roles_why: str = "") -> None:
+        """roles: each head's strongest role under its label (None: not measured yet, or
+        `roles_why` says why they cannot be)."""
         self.grids, self.scores, self.selected, self.off = grids, scores, selected, set(off)
-        self.roles = roles
+        self.roles, self.roles_why = roles, roles_why
         if note is not None:
             self.note = note
         redraw(self)
@@ -177,7 +180,7 @@ class HeadsOverview(Widget):
             out.append(Text())
         out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
         out.append(Text("under each: its strongest role (· none clear)" if self.roles is not None
-                        else "each head's role: measuring…", style="dim"))
+                        else f"each head's role: {self.roles_why or 'measuring…'}", style="dim"))
         text = Text("\n").join(out)
         text.no_wrap = True
         text.overflow = "crop"

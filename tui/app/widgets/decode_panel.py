@@ -233,7 +233,9 @@ class DecodePanel(Vertical):
         scores = record.scores if v.kind == "cross" else []
         note = ("score: attention where the task expects it" if record.measure == "alignment"
                 else "score: sharpness, each head's largest weight") if scores else "▸ selected"
-        self.heads.show(grids, scores, (v.layer_index, v.head_index), v.off_heads(), note, v.roles_grid())
+        why = "" if record.task.has_examples else "needs example pairs (O chooses a file)"
+        self.heads.show(grids, scores, (v.layer_index, v.head_index), v.off_heads(), note, v.roles_grid(),
+                        why)
 
     def _draw_lens(self) -> None:
         from minitx.core.interp.decode import emittable
