@@ -29,6 +29,19 @@ def error_text(error: BaseException) -> str:
     return f"unexpected error: {text}" if text else "unexpected error (it gave no message)"
 
 
+def lacks_pairs(screen, what: str) -> bool:
+    """Whether the model on `screen` (its session's) keeps no examples to measure `what` on; if
+    so, say once how to give it some (O) instead of opening a view that cannot fill."""
+    record = screen.session.record
+    if record is None or record.task.has_examples:
+        return False
+    from minitx.core.data.imported_task import NO_PAIRS
+
+    screen.notify(f"{what} needs examples: {NO_PAIRS}; {PAIRS_KEY_HINT}", severity="warning",
+                  markup=False, timeout=8)
+    return True
+
+
 def one_line_errors(method):
     """Turn an unexpected exception in a key action or a redraw into a one-line notification:
     a person at a terminal never gets a traceback, and the app keeps running."""

@@ -19,6 +19,7 @@ from textual.widgets import Label, Static
 from minitx.tui.app.widgets.keybar import packed_keys
 
 WIDTH = 76  # characters a help line may take inside the 80-column dialog
+ANYWHERE_GAP = "  "  # between the app's own keys, as the footer separates keys
 DOCS = "More in docs/: model, training, curves, components, interventions, checks"
 # Textual's own (ctrl+q, the command palette): not ours to list
 TEXTUAL_OWN = {b.key for b in App.BINDINGS} | {App.COMMAND_PALETTE_BINDING}
@@ -46,11 +47,11 @@ def key_entries(screen: Screen) -> list[tuple[str, str]]:
 
 
 def anywhere(screen: Screen) -> Text:
-    """The app's own keys, which work on every screen, in one line: 'o open · d doctor · ...';
-    with those kept off the footer that have a tooltip (E export)."""
+    """The app's own keys, which work on every screen, in one line spaced as the footer spaces
+    them: 'o open  d doctor  ...'; with those kept off the footer that have a tooltip (E export)."""
     shown = dict.fromkeys(f"{key} {binding.description}" for key, binding in _working(screen, of_app=True)
                           if binding.show or binding.tooltip)
-    return Text("Anywhere: " + " · ".join(shown), style="dim")
+    return Text("Anywhere: " + ANYWHERE_GAP.join(shown), style="dim")
 
 
 def packed(entries: list[tuple[str, str]], width: int = WIDTH) -> list[Text]:

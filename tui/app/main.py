@@ -39,7 +39,7 @@ from minitx.tui.app.screens.dialogs import (
 from minitx.tui.app.screens.explore import ExploreScreen
 from minitx.tui.app.screens.patch import PatchScreen
 from minitx.tui.app.screens.train import TrainScreen
-from minitx.tui.app.widgets.keybar import Said
+from minitx.tui.app.widgets.keybar import KEYBAR_SCREEN, Said
 from minitx.tui.render.colors import colour_depth
 from minitx.tui.render.numbers import short_path
 
@@ -70,6 +70,8 @@ class MinitxApp(App):
         names = list(checkpoints or [])
         self.initial = names[0] if names else "reverse"
         self.compare_with = names[1] if len(names) > 1 else None  # A B: open on Compare
+        self.compare_a: LoadedModel | None = None  # what c hands Compare as A (the model explored)
+        self.circuits: dict = {}  # the circuits found so far (screens/circuit.py): C again is instant
         # The command line's checkpoints must open, or the program says why and exits 1.
         self.exit_on_start_error = exit_on_start_error
         self.current: LoadedModel | None = None
@@ -97,11 +99,25 @@ class MinitxApp(App):
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = True) -> None:
-        """Textual's notification (a toast on a dialog), and a line of the footers meanwhile."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        """A message, shown once: the footer's first lines on a screen with one (KeyBar), else a
+        toast at the top of the dialog on screen, above its own lines and clear of its keys."""
+        if not self._shows_footer():
+            super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+            return
         seconds = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
         self.said.append(Said(str(message), severity, markup, time.monotonic() + seconds))
         self.messages_changed.publish(self)
+
+    def _shows_footer(self) -> bool:
+        try:
+            return self.screen.has_class(KEYBAR_SCREEN)
+        except Exception:  # noqa: BLE001 - no screen yet (starting, closing): the footer will show it
+            return True
+
+    def push_screen(self, screen, *args, **kwargs):
+        """A dialog opens on its own: no toast of an earlier one stays over it."""
+        super().clear_notifications()
+        return super().push_screen(screen, *args, **kwargs)
 
     def clear_notifications(self) -> None:
         super().clear_notifications()
@@ -154,6 +170,8 @@ class MinitxApp(App):
             self.notify(reason, timeout=4, markup=False)
 
     def action_compare(self) -> None:
+        # A is the model being looked at: Compare takes it when it is shown (compare_a)
+        self.compare_a = self.current if self.current_mode != "compare" else None
         self.switch_mode("compare")
 
     # -- loading -----------------------------------------------------------------------------
@@ -295,7 +313,7 @@ class MinitxApp(App):
     def show_circuit(self, record) -> None:
         """The circuit view of a LoadedModel."""
         if not isinstance(self.screen, CircuitScreen):
-            self.push_screen(CircuitScreen(record.model, record.task, record.name))
+            self.push_screen(CircuitScreen(record.model, record.task, record.name, self.circuits))
 
     def action_doctor(self) -> None:
         if not self.model_ready:

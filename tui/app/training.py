@@ -119,7 +119,7 @@ class TrainingRun:
         self._pending.append(stats.loss)
         if stats.accuracy is not None:  # as the command line's progress says it
             self._accuracy = accuracy_text(stats.accuracy, stats.eval_n or 0, stats.eval_complete,
-                                           trainer.cfg.until)
+                                           trainer.cfg.until, short=True)
         now = time.monotonic()
         if now - self._last_post < POST_INTERVAL and not trainer.done:
             return

@@ -44,10 +44,13 @@ def short_path(path) -> str:
     return str(path)
 
 
-def accuracy_text(accuracy: float, n: int, complete: bool, until: float) -> str:
+def accuracy_text(accuracy: float, n: int, complete: bool, until: float, short: bool = False) -> str:
     """'acc 97.3%', or for an evaluation that stopped once --until was out of reach, what it
-    showed: 'acc <99.9% (7 of the first 100 wrong)', the failures that put the target out of
-    reach; its accuracy over those few is no measurement."""
+    showed: 'acc <99.9% (7 of the first 100 wrong)' (short, for the app's one stats line:
+    'acc <99.9% (7/100 wrong)'), the failures that put the target out of reach; its accuracy
+    over those few is no measurement."""
     if complete:
         return f"acc {accuracy:.1%}"
-    return f"acc <{until:.1%} ({round((1 - accuracy) * n):,} of the first {n:,} wrong)"
+    wrong = round((1 - accuracy) * n)
+    return f"acc <{until:.1%} ({wrong:,}/{n:,} wrong)" if short else \
+        f"acc <{until:.1%} ({wrong:,} of the first {n:,} wrong)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import FailuresReady, ListingReady
+from minitx.tui.app.widgets.decode_panel import middle_cut
 from minitx.tui.render.numbers import percent
 
 
@@ -62,6 +64,9 @@ class ChoiceDialog(ModalScreen[str | None]):
             self.dismiss(None)
 
 
+NAME_COLUMN = 36  # the widest name column of the open dialog: the details keep the rest of 80
+
+
 class OpenCheckpointScreen(ModalScreen[str | None]):
     """Pick a bundled model or a *.safetensors file in a folder, or type a path.
     Dismisses with the chosen name or path; the app loads it (and keeps the old model if
@@ -100,6 +105,8 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             self.post_message(ListingReady(folder, checkpoints.list_checkpoints(None), str(e)))
 
     def on_listing_ready(self, message: ListingReady) -> None:
+        from minitx.checkpoints import BUNDLED_DIR
+
         folder, found = message.folder, message.listings
         if message.error:
             self._show_error(message.error)
@@ -107,7 +114,12 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
         label = self.query_one("#open-folder", Label)
         label.update(f"bundled models and *.safetensors in {folder}")
         options, self.paths = [], {}
-        for i, listing in enumerate(found):
+        # One line each, in two columns: the name (a file's own: the folder is said above), cut in
+        # its middle where it is long, then what it is; nothing wraps or scrolls sideways.
+        names = [listing.name if listing.path.parent == BUNDLED_DIR else listing.path.name
+                 for listing in found]
+        width = min(NAME_COLUMN, max((len(n) for n in names), default=0))
+        for i, (listing, name) in enumerate(zip(found, names)):
             key = f"ckpt-{i}"
             self.paths[key] = str(listing.path)
             if listing.error:
@@ -116,7 +128,8 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
                 acc = "" if listing.accuracy is None else f"  acc {percent(listing.accuracy)}"
                 steps = "" if listing.steps is None else f"  {listing.steps} steps"
                 detail = f"{listing.task}{steps}{acc}"
-            options.append(Option(f"{listing.name}  ·  {detail}", id=key))
+            line = Text(f"{middle_cut(name, width):<{width}}  {detail}", no_wrap=True, overflow="ellipsis")
+            options.append(Option(line, id=key))
         option_list = self.query_one("#open-list", OptionList)
         option_list.clear_options()
         option_list.add_options(options or [Option("no checkpoints here", disabled=True)])

@@ -19,8 +19,14 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, TimelineKeys
-from minitx.tui.app.decode_keys import ABLATION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
-from minitx.tui.app.errors import PAIRS_KEY_HINT, error_text, one_line_errors
+from minitx.tui.app.decode_keys import (
+    ABLATION_BINDINGS,
+    CLOSE_BINDING,
+    DECODE_BINDINGS,
+    SOURCE_BINDINGS,
+    DecodeKeys,
+)
+from minitx.tui.app.errors import error_text, lacks_pairs, one_line_errors
 from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.importance import RANKING_FIRST_ROW
@@ -63,6 +69,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
                  "draws an anti-diagonal. Beside it: the next token's log-probabilities.")
     AUTO_FOCUS = ""  # focus nothing: start on the step keys; i or / edits the source
     BINDINGS = [
+        CLOSE_BINDING,
         *DECODE_BINDINGS,
         Binding("s", "kind", "attn", tooltip="attention: cross → decoder self → encoder self"),
         Binding("a", "view('heads')", "heads", tooltip="every head of that kind, with its score"),
@@ -86,6 +93,8 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
         if action in TIMELINE_ACTIONS:
             return self.timeline_why_not(action)
+        if action == "close_view" and self.timeline_shown():
+            return None  # esc leaves the replay too
         current = self.app.current
         if action == "toggle_timeline":  # a file without history has no timeline to show
             if self.timeline_shown() or (current and current.history and current.history.snapshot_steps):
@@ -125,6 +134,12 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         timeline.show_history(current.history if current else None, current.task if current else None)
         timeline.border_title = (f"timeline of {current.name} · probe {' '.join(timeline.source)}"
                                  if timeline.steps else "timeline")
+
+    def action_close_view(self) -> None:
+        if self.timeline_shown():
+            self.action_toggle_timeline()
+        else:
+            super().action_close_view()
 
     def action_step(self) -> None:
         if self.timeline_shown():
@@ -244,6 +259,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     def draw_extras(self) -> None:
         self._draw_title()
+        self.call_after_refresh(self.panel.name_scrolling)  # ↑ ↓ (scroll_view) scroll a tall view
 
     def export_numbers(self):
         """The numbers beside the picture when E exports this screen (tui/app/exports.py)."""
@@ -270,18 +286,6 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
                 shorter = [f"{name} without {count} head{'s' if count > 1 else ''}{fed}"]
         self.query_one(TitleBar).set_info(info, *shorter)
 
-    def lacks_pairs(self, what: str) -> bool:
-        """Whether the model on screen keeps no examples to measure `what` on; if so, say once
-        how to give it some (O) instead of opening a view that cannot fill."""
-        record = self.session.record
-        if record is None or record.task.has_examples:
-            return False
-        from minitx.core.data.imported_task import NO_PAIRS
-
-        self.notify(f"{what} needs examples: {NO_PAIRS}; {PAIRS_KEY_HINT}", severity="warning",
-                    markup=False, timeout=8)
-        return True
-
     # -- changing the model ----------------------------------------------------------------------
     @one_line_errors
     def action_teacher(self) -> None:
@@ -289,7 +293,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         if session.stepper is None:
             return
         if not session.teacher and session.answer is None:
-            if not self.lacks_pairs("teacher forcing"):
+            if not lacks_pairs(self, "teacher forcing"):
                 self.notify(f"the {session.record.task.name} task cannot tell the answer for a typed "
                             "source: nothing to feed the decoder", severity="warning", timeout=4)
             return
@@ -327,7 +331,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         from minitx.core.interp.interventions import Interventions
 
         session = self.session
-        if session.record is None or self.lacks_pairs("finding failures"):
+        if session.record is None or lacks_pairs(self, "finding failures"):
             return
 
         def chosen(failure) -> None:
@@ -340,13 +344,13 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def action_patch(self) -> None:
         session = self.session
-        if session.stepper is not None and not self.lacks_pairs("patching"):
+        if session.stepper is not None and not lacks_pairs(self, "patching"):
             self.app.show_patching(session.record.model, session.record.task, session.stepper.src_ids)
 
     @one_line_errors
     def action_circuit(self) -> None:
         record = self.session.record
-        if record is not None and not self.lacks_pairs("the circuit"):
+        if record is not None and not lacks_pairs(self, "the circuit"):
             self.app.show_circuit(record)
 
     @one_line_errors
@@ -362,7 +366,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def action_importance(self) -> None:
         session = self.session
-        if session.record is None or self.lacks_pairs("ranking the heads"):
+        if session.record is None or lacks_pairs(self, "ranking the heads"):
             return
         self.action_view("importance")
         if session.view_mode == "importance" and session.importance is None and not self._measuring():
