@@ -2,14 +2,17 @@
 
 `resolve("reverse")` is the bundled model; anything with a path separator or a .safetensors
 suffix is taken as a path. Everything else about the file format belongs to core.checkpoint.
+Finding a file imports no torch (a command says a checkpoint is missing before torch loads);
+reading one imports the file format when it is first asked for.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-from minitx.core.checkpoint import CheckpointError, load_checkpoint, read_raw
+from minitx.core.checkpoint_errors import CheckpointError
 
 BUNDLED_DIR = Path(__file__).resolve().parent
 DEFAULT = "reverse"
@@ -34,13 +37,19 @@ def resolve(name_or_path: str | Path | None = None) -> Path:
         return bundled
     if "/" in text or text.endswith(SUFFIX):
         raise CheckpointError(f"no such file: {text}")
+    close = difflib.get_close_matches(text, bundled_names(), n=1, cutoff=0.75)
+    if close:  # a mistyped name, as Click says of a mistyped subcommand
+        raise CheckpointError(f"unknown checkpoint {text!r}: did you mean {close[0]!r}?")
     names = ", ".join(bundled_names()) or "none"
     raise CheckpointError(f"unknown checkpoint {text!r}: not a file, and not a bundled model ({names})")
 
 
 def load(name_or_path: str | Path | None = None, device: str = "cpu"):
     """resolve() then core.checkpoint.load_checkpoint()."""
-    return load_checkpoint(resolve(name_or_path), device=device)
+    path = resolve(name_or_path)
+    from minitx.core.checkpoint import load_checkpoint  # torch: only once there is a file to read
+
+    return load_checkpoint(path, device=device)
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,8 @@ class Listing:
 def describe(path: Path, name: str | None = None) -> Listing:
     """Read just the metadata of one file, never failing: problems go into `error`."""
     import json
+
+    from minitx.core.checkpoint import read_raw
 
     shown = name or str(path)
     try:

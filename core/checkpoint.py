@@ -31,6 +31,7 @@ from safetensors import safe_open
 from safetensors.torch import save as safetensors_bytes
 
 from minitx import __version__
+from minitx.core.checkpoint_errors import CheckpointError, CheckpointWriteError  # noqa: F401 - raised here, and imported from here
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.data.task import Task
 from minitx.core.data.tasks import task_from_dict
@@ -42,19 +43,6 @@ FORMAT = "minitx-checkpoint"
 FORMAT_VERSION = 1
 MAX_HEADER_BYTES = 16 * 1024 * 1024  # a real header is a few KB; refuse to parse a giant one
 FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-class CheckpointError(Exception):
-    """A checkpoint that cannot be read or written; str(e) is one sentence for a person.
-
-    The message is folded onto one line: parts of it (metadata keys, paths) come from the file."""
-
-    def __init__(self, message: object = "") -> None:
-        super().__init__(" ".join(str(message).split()))
-
-
-class CheckpointWriteError(CheckpointError):
-    """Writing failed part way (a full disk, a lost mount), not because of the path asked for."""
 
 
 @dataclass

@@ -127,6 +127,22 @@ class BadArgument(click.ClickException):
     exit_code = 2
 
 
+def checkpoint_found(ctx, param, value):
+    """The callback of a CKPT argument: a name or path that names no checkpoint is a one-line
+    error (exit 2, a close bundled name suggested) at once, before anything loads torch."""
+    names = value if isinstance(value, tuple) else (value,)
+    from minitx import checkpoints  # finding a file imports no torch
+    from minitx.core.checkpoint_errors import CheckpointError
+
+    for name in names:
+        if name is not None:
+            try:
+                checkpoints.resolve(name)
+            except CheckpointError as e:
+                raise BadArgument(str(e)) from None
+    return value
+
+
 def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: str | None = None):
     """A bundled name or a path -> core Checkpoint; one that cannot be found or read is a
     BadArgument (every command that takes a checkpoint exits 2 for it). With `pairs` (a
@@ -142,6 +158,17 @@ def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: st
     if pairs is not None:
         checkpoint.task = task_on_pairs(checkpoint.task, pairs, checkpoint.model_config.max_len)
     return checkpoint
+
+
+def checkpoint_out(path, flag: str = "--out") -> None:
+    """A checkpoint is written only to a name the pickers and `minitx list` find: FILE.safetensors
+    (a usage error, before any work, naming the flag)."""
+    from minitx.checkpoints import SUFFIX
+
+    if not str(path).endswith(SUFFIX):
+        stem = str(path).rsplit(".", 1)[0] if "." in str(path).rsplit("/", 1)[-1] else str(path)
+        raise click.BadParameter(f"{path}: a checkpoint's name ends in {SUFFIX}, which minitx list and the "
+                                 f"app's pickers look for (e.g. {stem}{SUFFIX})", param_hint=flag)
 
 
 def task_on_pairs(task, pairs: str, positions: int):

@@ -54,3 +54,8 @@ def accuracy_text(accuracy: float, n: int, complete: bool, until: float, short: 
     wrong = round((1 - accuracy) * n)
     return f"acc <{until:.1%} ({wrong:,}/{n:,} wrong)" if short else \
         f"acc <{until:.1%} ({wrong:,} of the first {n:,} wrong)"
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 step', '2 steps', '1,000 steps': a count and its noun, singular for one."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

@@ -18,7 +18,7 @@ from textual.widgets.option_list import Option
 from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import FailuresReady, ListingReady
 from minitx.tui.app.widgets.decode_panel import middle_cut
-from minitx.tui.render.numbers import percent
+from minitx.tui.render.numbers import counted, percent
 
 
 class ChoiceDialog(ModalScreen[str | None]):
@@ -126,7 +126,7 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
                 detail = f"unreadable: {listing.error}"
             else:
                 acc = "" if listing.accuracy is None else f"  acc {percent(listing.accuracy)}"
-                steps = "" if listing.steps is None else f"  {listing.steps} steps"
+                steps = "" if listing.steps is None else f"  {counted(listing.steps, 'step')}"
                 detail = f"{listing.task}{steps}{acc}"
             line = Text(f"{middle_cut(name, width):<{width}}  {detail}", no_wrap=True, overflow="ellipsis")
             options.append(Option(line, id=key))

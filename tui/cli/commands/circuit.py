@@ -10,6 +10,7 @@ import click
 
 from minitx.tui.cli.common import (
     apply_threads,
+    checkpoint_found,
     console,
     core_choice,
     device_option,
@@ -23,7 +24,7 @@ from minitx.tui.cli.progress import Progress
 
 
 @click.command("circuit", short_help="The circuit: heads and edges that keep the answer.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option("--keep", type=click.FloatRange(min=0, max=1, min_open=True), default=0.9, show_default=True,
               help="The share of the logit difference the circuit must keep.")
 @click.option("--n-pairs", "n_pairs", type=click.IntRange(min=1, max=512), default=32, show_default=True,

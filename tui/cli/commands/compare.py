@@ -8,6 +8,7 @@ from minitx.tui.cli.common import (
     ablate_options,
     ablated_name,
     apply_threads,
+    checkpoint_found,
     console,
     device_option,
     echo_json,
@@ -25,8 +26,8 @@ WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them a
 
 
 @click.command("compare", short_help="Two checkpoints side by side: accuracy, heads, weights.")
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
+@click.argument("a", metavar="A", callback=checkpoint_found)
+@click.argument("b", metavar="B", callback=checkpoint_found)
 @click.option("--source", "-s", default=None, help='Also decode this source with both, e.g. "3 1 4 1 5".')
 @sample_options("Fresh random sequences both models decode.")
 @ablate_options("a", "b")

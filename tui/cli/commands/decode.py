@@ -12,6 +12,7 @@ from minitx.tui.cli.common import (
     BadArgument,
     ablate_options,
     apply_threads,
+    checkpoint_found,
     device_option,
     echo_json,
     interventions_for,
@@ -19,6 +20,14 @@ from minitx.tui.cli.common import (
     pairs_option,
     threads_option,
 )
+
+
+def _named(args: tuple[str, ...]) -> tuple[str, ...]:
+    """The arguments' callback: a first one that is no source, followed by sources, must name a
+    checkpoint; one that does not is a one-line error before anything loads torch."""
+    if len(args) > 1 and args[0] != "-" and not looks_like_source(args[0]):
+        checkpoint_found(None, None, args[0])
+    return args
 
 
 def looks_like_source(text: str) -> bool:
@@ -108,7 +117,7 @@ def _sources(args: list[str]) -> list[str]:
 
 
 @click.command("decode", short_help="Predict outputs; show top-k and attention.")
-@click.argument("args", nargs=-1, metavar="[CKPT] SOURCE...")
+@click.argument("args", nargs=-1, metavar="[CKPT] SOURCE...", callback=lambda ctx, param, args: _named(args))
 @click.option(
     "--attention",
     "-a",
@@ -158,11 +167,11 @@ def decode_cmd(args, attention, numbers, top_k, as_json, ablate, ablate_kind, pa
     model of your own pairs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
     --attention draws the weights as shades (░▒▓█); --numbers prints them.
     """
-    apply_threads(threads)
     args = list(args)
     name = None
     if args and args[0] != "-" and not looks_like_source(args[0]):
         name = args.pop(0)
+    apply_threads(threads)
     ckpt = _load(name, device, alone=not args)
     interventions = interventions_for(ckpt, ablate, ablate_kind, pairs=pairs)
     from minitx.core.data.vocab import TaskInputError
@@ -216,8 +225,10 @@ def _load(name: str | None, device: str, alone: bool):
     a source either (`decode "3,1,4"` is more likely a mistyped source than a checkpoint)."""
     try:
         return load_checkpoint_arg(name, device)
-    except BadArgument:
+    except BadArgument as e:
         if not (alone and name is not None and "/" not in name and not name.endswith(".safetensors")):
+            raise
+        if "did you mean" in str(e):  # close to a bundled name: a mistyped checkpoint, most likely
             raise
         from minitx.core.data.tasks import get_task
         from minitx.core.data.vocab import TaskInputError

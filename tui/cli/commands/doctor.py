@@ -16,6 +16,7 @@ from minitx.tui.cli import model_options
 from minitx.tui.cli.common import (
     PAIRS_HINT,
     apply_threads,
+    checkpoint_found,
     console,
     device_option,
     echo_json,
@@ -36,7 +37,7 @@ class CannotRun(click.ClickException):
 
 
 @click.command("doctor", short_help="Check a model for the classic bugs and name the likely cause.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option("--quick", is_flag=True, help="Skip the slow overfit-one-batch check; fewer sequences.")
 @device_option
 @threads_option

@@ -10,6 +10,7 @@ from minitx.tui.cli.common import (
     ablate_options,
     ablated_name,
     apply_threads,
+    checkpoint_found,
     device_option,
     echo_json,
     interventions_for,
@@ -25,7 +26,7 @@ EVAL_BATCH = 500  # examples decoded at once
 
 
 @click.command("eval", short_help="Exact-match accuracy: fresh sequences, held-out pairs or a file.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @sample_options("Examples to decode (fresh sequences, or the first N held-out pairs).")
 @click.option(
     "--lengths",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -13,6 +14,8 @@ import click
 from minitx.tui.cli.common import (
     MEAN_SOURCES_HELP,
     ablate_options,
+    checkpoint_found,
+    checkpoint_out,
     core_choice,
     interventions_for,
     load_checkpoint_arg,
@@ -25,7 +28,7 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
 
 
 @click.command("export", short_help="Inference-only copy, or a trace as json/csv/svg/html.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option(
     "--out",
     "out",
@@ -80,7 +83,12 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
 
     if trace_source is not None and dtype is not None:
         raise click.UsageError("--dtype applies to checkpoint exports, not to --trace")
+    if trace_source is not None and out is None and sys.stdout.isatty():  # hundreds of lines scrolling by
+        raise click.UsageError("a trace is a file: give --out FILE (trace.json, .csv, .svg or .html), "
+                               "or send it to one: minitx export ... --trace SOURCE > trace.json")
     dtype = dtype or "float32"
+    if trace_source is None and out is not None:
+        checkpoint_out(out)  # before the file is read
     checkpoint = load_checkpoint_arg(ckpt)
     if trace_source is None:
         if ablate:

@@ -7,6 +7,7 @@ import click
 
 from minitx.tui.cli.common import (
     apply_threads,
+    checkpoint_found,
     console,
     core_choice,
     device_option,
@@ -22,7 +23,7 @@ from minitx.tui.cli.progress import Progress
 
 
 @click.command("heads", short_help="Per-head importance: each head ablated alone.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @sample_options("Fresh random sequences each ablated model decodes.")
 @click.option("--kind", "kind", type=core_choice("interp.interventions", "ABLATIONS"), default="zero",
               show_default=True,

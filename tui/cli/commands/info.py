@@ -7,6 +7,7 @@ import json
 import click
 
 from minitx.tui.cli.common import (
+    checkpoint_found,
     console,
     echo_json,
     field_lines,
@@ -104,7 +105,7 @@ def describe_history(history) -> str:
 
 
 @click.command("inspect", short_help="Config, task, parameters and training summary.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @json_option
 def inspect_cmd(ckpt, as_json) -> None:
     """Config, task, vocabulary, parameter counts and training summary of CKPT (default: reverse).
@@ -208,7 +209,8 @@ def _vocabulary(vocab, name: str = "vocabulary"):
     shown = " ".join(vocab.label(i) for i in real[:SHOWN_TOKENS])
     more = f" … and {len(real) - SHOWN_TOKENS:,} more (--json lists them)" if len(real) > SHOWN_TOKENS else ""
     specials = " ".join(f"{i}:{vocab.tokens[i]}" for i in vocab.specials)
-    return escape(f"{name}: {len(real):,} {what} (␣ is a space) and {specials}: {shown}{more}")
+    space = " (␣ is a space)" if vocab.level == "char" else ""  # only characters can be one
+    return escape(f"{name}: {len(real):,} {what}{space} and {specials}: {shown}{more}")
 
 
 def _imported(facts: dict) -> str:

@@ -9,6 +9,7 @@ from minitx.tui.cli.common import (
     MEAN_SOURCES_HELP,
     ablate_options,
     apply_threads,
+    checkpoint_found,
     console,
     device_option,
     echo_json,
@@ -31,7 +32,7 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
 
 
 @click.command("patch", short_help="Activation patching: which heads carry the answer.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option("--clean", default=None, metavar="SOURCE",
               help="The source whose answer to recover, e.g. 31415. [default: a drawn pair]")
 @click.option("--corrupt", default=None, metavar="SOURCE", help="Another source of the same length.")
@@ -136,8 +137,16 @@ def _names_a_checkpoint(text: str) -> bool:
     return True
 
 
+def _checkpoint_first(args: tuple[str, ...]) -> tuple[str, ...]:
+    """CKPT SOURCE: a CKPT that names no checkpoint is a one-line error before torch loads."""
+    if len(args) == 2:
+        checkpoint_found(None, None, args[0])
+    return args
+
+
 @click.command("lens", short_help="The logit lens: what each decoder layer would predict.")
-@click.argument("args", nargs=-1, required=True, metavar="[CKPT] SOURCE")
+@click.argument("args", nargs=-1, required=True, metavar="[CKPT] SOURCE",
+                callback=lambda ctx, param, args: _checkpoint_first(args))
 @click.option("--top-k", type=click.IntRange(min=1, max=13), default=1, show_default=True,
               help="Tokens shown per layer and step.")
 @ablate_options()
@@ -156,10 +165,10 @@ def lens_cmd(args, top_k, ablate, ablate_kind, pairs, device, threads, as_json) 
       minitx lens reverse "3 1 4 1 5"
       minitx lens "3 1 4 1 5" --top-k 3 --json
     """
-    apply_threads(threads)
     if len(args) > 2:
         raise click.UsageError("give one checkpoint and one source, e.g. minitx lens reverse \"3 1 4 1 5\"")
     name, text = (None, args[0]) if len(args) == 1 else args
+    apply_threads(threads)
     if name is None and _names_a_checkpoint(text):  # `minitx lens dates`: the model, no source
         raise click.UsageError(f"{text!r} is a checkpoint: give a source to decode after it, e.g. "
                                f"minitx lens {text} SOURCE")

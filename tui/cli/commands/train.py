@@ -7,6 +7,7 @@ minitx.core.options' job (through model_options.configs), the same as for `docto
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
 import time
@@ -20,6 +21,8 @@ from minitx.tui.cli import model_options
 from minitx.tui.cli.common import (
     BadArgument,
     apply_threads,
+    checkpoint_out,
+    field_lines,
     json_text,
     load_checkpoint_arg,
     process_started,
@@ -139,6 +142,8 @@ def _prepare(opts):
 
     if opts["restart_schedule"] and not opts["resume"]:
         raise click.UsageError("--restart-schedule applies to a resumed run: give --resume FILE")
+    if opts["out"]:
+        checkpoint_out(opts["out"])
     try:
         if opts["resume"]:
             if opts["recipe"]:
@@ -293,6 +298,10 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
     resumed = trainer.seconds_at_start > 0
     in_all = f" ({trainer.seconds:.0f} s in all)" if resumed else ""
     n = task.evaluation_count(trainer.cfg.eval_size)
-    out.write(f"final exact match {acc:.1%} on {n} {task.evaluated_on} "
-              f"· loss {summary['loss']:.4f} · {trainer.seconds_this_run:.0f} s this run{in_all}\n")
-    out.write(f"saved {out_path} (resumable; `minitx export` makes a copy to share)\n")
+    width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
+    # Broken between fields where the terminal is narrow, never one word left on a line.
+    final = [f"final exact match {acc:.1%} on {n} {task.evaluated_on}", f"loss {summary['loss']:.4f}",
+             f"{trainer.seconds_this_run:.0f} s this run{in_all}"]
+    out.write(field_lines(final, width).plain + "\n")
+    out.write(field_lines([f"saved {out_path}", "resumable; `minitx export` makes a copy to share"],
+                          width).plain + "\n")
