@@ -113,10 +113,9 @@ def log_table(out: str) -> str:
 
 
 def names_tsv(tmp: str) -> None:
-    """The worked example's data file, written by the page's own generator in the scratch folder."""
-    page = (ROOT / "docs/data.md").read_text()
-    script = re.search(r"python3 - <<'EOF'\n(.*?)\nEOF", page, re.S).group(1)
-    subprocess.run([sys.executable, "-c", script], cwd=tmp, check=True)
+    """The worked example's data file, written by its generator (tools/make_names.py) in the
+    scratch folder."""
+    subprocess.run([sys.executable, str(ROOT / "tools/make_names.py")], cwd=tmp, check=True)
     (Path(tmp) / "data").mkdir()
 
 

@@ -2,7 +2,8 @@
 # Regenerates the bundled checkpoints (checkpoints/{reverse,copy,sort,dates}.safetensors).
 #
 # Each model is trained with `minitx train` into a resumable run file under runs/bundled/
-# (git-ignored), then exported inference-only in float32 next to this script. Everything is
+# (git-ignored), then exported inference-only in float32 with its history (the curves and
+# attention snapshots `minitx curves` draws and the app's h replays) into checkpoints/. Everything is
 # pinned (recipe, device, seed) so the run does not change when defaults do. On a quiet CPU the
 # four runs take about 2 + 1 + 2 + 5 minutes; --threads 1 is faster than the default on a busy
 # machine and gives the same numbers.
@@ -20,7 +21,7 @@ bundle() {
     shift
     "$MINITX" train --device cpu --seed 0 --threads 1 --log-every 250 \
         --out "$RUNS/$name.safetensors" --force "$@"
-    "$MINITX" export "$RUNS/$name.safetensors" --dtype float32 --out "checkpoints/$name.safetensors"
+    "$MINITX" export "$RUNS/$name.safetensors" --dtype float32 --history --out "checkpoints/$name.safetensors"
 }
 
 # The reference run (docs/training.md): 3000 steps, reaches 100% exact match on fresh sequences.

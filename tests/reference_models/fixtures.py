@@ -12,6 +12,15 @@ import pytest
 from tests.reference_models import toy
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _toy_models_kept_between_runs(request):
+    """Each toy model is trained once for all the suite's processes and runs: kept in pytest's
+    cache folder (when the cache is on), keyed by the code that trains it."""
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        toy.CACHE_DIR = cache.mkdir("minitx-toy-models")
+
+
 @pytest.fixture(scope="session")
 def tutorial_reverse() -> toy.Trained:
     """The nn.Transformer tutorial's model trained on reverse (about 2 s)."""

@@ -60,14 +60,19 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
     show_default=True,
     help="Weights printed in the SVG's cells.",
 )
+@click.option("--history", "keep_history", is_flag=True,
+              help="Keep the run's curves and attention snapshots in the exported checkpoint (minitx "
+                   "curves draws them, the app's h replays them). [default: weights only]")
 @ablate_options()
 @pairs_option(MEAN_SOURCES_HELP)
-def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind, pairs) -> None:
+def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablate, ablate_kind,
+               pairs) -> None:
     """Share CKPT (default: reverse) without its training state, or export a decoding trace.
 
     \b
     Examples:
       minitx export run.safetensors --out small.safetensors --dtype float16
+      minitx export run.safetensors --out shared.safetensors --history
       minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
       minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
       minitx export reverse --trace "3 1 4 1 5" --format html --out trace.html
@@ -95,6 +100,8 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
             raise click.UsageError("--ablate applies to --trace exports, not to checkpoints")
         if fmt is not None:
             raise click.UsageError("--format applies to --trace exports only")
+        if keep_history and checkpoint.history is None:
+            raise click.BadParameter(f"{ckpt} has no history to keep", param_hint="--history")
         if out is None:
             raise click.UsageError("give --out FILE.safetensors (or --trace SOURCE for a trace)")
         extra = {k: checkpoint.metadata[k] for k in KEEP_METADATA if k in checkpoint.metadata}
@@ -106,6 +113,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
             train_state=None,
             extra_metadata=extra,
             dtype=dtype,
+            history=checkpoint.history if keep_history else None,
         )
         click.echo(f"exported {out} ({dtype}, inference only, {Path(out).stat().st_size / 1024:.0f} KB)")
         return
