@@ -40,7 +40,7 @@ def make(bug: str, steps: int, seed: int = 0, out_dir: Path = OUT_DIR) -> Path:
     last = trainer.run()
     trainer.measure_weights()  # the accuracy the file states is of the weights it holds
     path = save_checkpoint(out_dir / f"reverse-{bug}.safetensors", trainer.model, trainer.task,
-                           trainer.summary(), history=trainer.history)
+                           trainer.summary(), history=trainer.history.for_sharing())
     path.chmod(0o644)  # package data: readable by everyone (atomic writes start private)
     print(f"{path.name}: {steps} steps, loss {last.loss:.4f}, held-out reverse accuracy "
           f"{last.accuracy:.1%}, {time.perf_counter() - start:.0f} s", flush=True)

@@ -221,3 +221,19 @@ def test_a_probe_source_can_be_chosen_and_a_bad_one_is_refused_by_the_config():
     assert trainer.history.snapshots.source == [2, 1]
     with pytest.raises(ValueError, match="probe_source"):
         TRAIN.replace(probe_source="1 2 3")  # longer than the task's sources
+
+
+def test_a_shared_history_keeps_its_curves_and_at_most_a_quarter_megabyte_of_snapshots():
+    from minitx.core.history import SHARED_SNAPSHOT_BYTES
+
+    history = History()
+    for step in range(1, 301):
+        history.record_step(step, 1.0 / step, 1e-3, 0.5, 100.0, step / 10)
+        if step % 3 == 0:  # 100 snapshots of a long probe: 8 x 11 x 25 floats, 8.8 KB each
+            history.record_snapshot(step, list(range(25)), list(range(11)), torch.rand(2, 4, 11, 25))
+    shared = history.for_sharing()
+    kept = shared.snapshot_steps
+    assert len(kept) == SHARED_SNAPSHOT_BYTES // (2 * 4 * 11 * 25 * 4) == 29
+    assert kept[0] == 3 and kept[-1] == 300  # the first and the last, the rest evenly between
+    assert shared.series("loss") == history.series("loss")  # every point of the curves
+    assert len(history.snapshot_steps) == 100  # the run's own history is left whole

@@ -62,7 +62,8 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
 )
 @click.option("--history", "keep_history", is_flag=True,
               help="Keep the run's curves and attention snapshots in the exported checkpoint (minitx "
-                   "curves draws them, the app's h replays them). [default: weights only]")
+                   "curves draws them, the app's h replays them; snapshots thinned to 256 KB). "
+                   "[default: weights only]")
 @ablate_options()
 @pairs_option(MEAN_SOURCES_HELP)
 def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablate, ablate_kind,
@@ -113,7 +114,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablat
             train_state=None,
             extra_metadata=extra,
             dtype=dtype,
-            history=checkpoint.history if keep_history else None,
+            history=checkpoint.history.for_sharing() if keep_history else None,
         )
         click.echo(f"exported {out} ({dtype}, inference only, {Path(out).stat().st_size / 1024:.0f} KB)")
         return
