@@ -8,7 +8,6 @@ import json
 import pytest
 import torch
 
-from minitx import checkpoints
 from minitx.core.checkpoint import load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.history import MAX_POINTS, MAX_SNAPSHOTS, History, keep_indices
@@ -211,8 +210,6 @@ def test_files_without_history_load_and_resume_with_a_history_from_that_step(tmp
     resumed = Trainer.resume(path, TRAIN.replace(steps=15, eval_every=0))
     resumed.run()
     assert list(resumed.history.steps) == [11, 12, 13, 14, 15]
-    for name in checkpoints.bundled_names():
-        assert checkpoints.load(name).history is None
 
 
 def test_a_probe_source_can_be_chosen_and_a_bad_one_is_refused_by_the_config():

@@ -58,7 +58,8 @@ async def test_e_saves_explore_as_svg_and_the_grid_s_weights_as_csv_in_minitx_ex
         session = app.screen.session
         expected = session.stepper.cross_attention_grid(session.layer_index, session.head_index).tolist()
     assert set(files) == {".svg", ".csv"} and in_folder.is_dir()
-    assert "cross-attention · L2 H2" in files[".svg"].replace("&#160;", " ")
+    shown = f"cross-attention · L{session.layer_index + 1} H{session.head_index + 1}"  # the best head
+    assert shown in files[".svg"].replace("&#160;", " ")
     header, rows, weights = matrix(files[".csv"])
     assert header == ["output\\source", "3", "1", "4", "1", "5"]
     assert rows == ["5", "1", "4", "1", "3", "<eos>"]

@@ -253,10 +253,10 @@ async def test_help_lists_every_working_key_of_its_screen_fits_80x24_whole_and_c
 
 
 @pytest.mark.asyncio
-async def test_help_leaves_out_a_key_that_does_nothing_here():
+async def test_help_leaves_out_a_key_that_does_nothing_here(without_history):
     from minitx.tui.app.help import key_entries
 
-    app = create_app([reverse_checkpoint()])  # the bundled reverse has no training history
+    app = create_app([without_history])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         tooltips = [what for _, what in key_entries(app.screen)]

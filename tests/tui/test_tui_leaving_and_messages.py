@@ -104,10 +104,10 @@ async def test_a_message_shows_once_in_the_footer_or_over_a_dialog_never_both():
         await pilot.pause()
         assert [s.text for s in app.said].count("fed the task's answer at every step (teacher forcing)") == 1
         assert not app._notifications  # no toast behind the footer's line
-        await pilot.press("d")
+        await pilot.press("question_mark")  # a dialog: the help
         await pilot.pause()
         before = len(app.said)
-        app.notify("a message while the doctor is open")
+        app.notify("a message while the help is open")
         await pilot.pause()
         assert len(app.said) == before and len(app._notifications) == 1  # a toast only
         await wait_for(pilot, lambda: "a message while" in screen_text(app), "the toast", timeout=5)

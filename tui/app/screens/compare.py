@@ -59,7 +59,8 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         Binding("1", "pick('A')", "open A/B", tooltip="open model A / B"),
         Binding("2", "pick('B')", "open A/B", tooltip="open model A / B"),
         Binding("e", "app.switch_mode('explore')", "explore", tooltip="Explore"),
-        Binding("t", "app.switch_mode('train')", "train", tooltip="Train"),
+        # In the help: the footer keeps to two lines at 80x24 (the title's tabs switch too).
+        Binding("t", "app.switch_mode('train')", "train", show=False, tooltip="Train"),
     ]
 
     def __init__(self) -> None:
