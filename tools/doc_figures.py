@@ -251,7 +251,7 @@ FIGURES = [
            searched(r"Error: ([^\n]+)")),
     Figure("docs/training.md", r"runs stopped at steps (\S+) \(seeds 0-4\)", STOPS[0], step_range, slow=True,
            also=STOPS[1:]),
-    Figure("docs/training.md", r"98765`: (\S+, \S+, \S+, \S+ and \S+)\.", CHECKS[0], checked_list, slow=True,
+    Figure("docs/training.md", r"98765`: (\S+, \S+, \S+, \S+ and \S+%)\.", CHECKS[0], checked_list, slow=True,
            also=CHECKS[1:]),
     Figure("docs/training.md", r"(?s)--log-every 100 --threads 1` \(\d+ s.*?\|---:\|---:\|---:\|\n(.*?)\n\n",
            LOG, log_table, slow=True),
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             shown = [" ".join(text.split()) for text in figure.documented()]  # as if unwrapped
             now = run(figure, tmp, outputs)
-            same = shown == [now]
+            same = shown == [" ".join(now.split())]
             changed += not same
             print(f"{'same   ' if same else 'CHANGED'}  {figure.page}: {shown[0] if shown else '(not found)'}"
                   f" -> {now}   (minitx {' '.join(figure.command)})", flush=True)
