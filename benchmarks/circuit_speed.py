@@ -35,7 +35,7 @@ PAIR = ["--clean", "3 1 4 1 5 9 2 6", "--corrupt", "2 7 1 8 2 8 1 8"]
 
 
 def commands(smoke: bool, threads: int) -> dict[str, list[str]]:
-    small = ["--pairs", "4", "--n", "10"] if smoke else []
+    small = ["--n-pairs", "4", "--n", "10"] if smoke else []
     common = ["--json", "--threads", str(threads or 1)]
     return {
         "start-up (inspect)": ["inspect", "reverse", "--json"],

@@ -4,23 +4,18 @@
 suffix is taken as a path; a Hugging Face model folder (one with a config.json) opens as a model
 too, and a model id such as `Helsinki-NLP/opus-mt-en-de` is looked up in the local Hugging Face
 cache (core/importing/hf_cache.py, no network). Everything else about the file format belongs
-to core.checkpoint, and about folders to core.importing.huggingface.
+to core.checkpoint, and about folders to core.importing.huggingface. Finding a file imports no
+torch (a command says a checkpoint is missing before torch loads); reading one imports the file
+format (or, for a folder, the tokenisers' libraries) when it is first asked for.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-from minitx import __version__
-from minitx.core.checkpoint import (
-    FORMAT,
-    FORMAT_VERSION,
-    Checkpoint,
-    CheckpointError,
-    load_checkpoint,
-    read_raw,
-)
+from minitx.core.checkpoint_errors import CheckpointError
 from minitx.core.importing.hf_cache import NotInCache, looks_like_model_id, resolve_model_id
 
 BUNDLED_DIR = Path(__file__).resolve().parent
@@ -51,26 +46,31 @@ def resolve(name_or_path: str | Path | None = None) -> Path:
             raise CheckpointError(str(e)) from None
     if "/" in text or text.endswith(SUFFIX):
         raise CheckpointError(f"no such file: {text}")
+    close = difflib.get_close_matches(text, bundled_names(), n=1, cutoff=0.75)
+    if close:  # a mistyped name, as Click says of a mistyped subcommand
+        raise CheckpointError(f"unknown checkpoint {text!r}: did you mean {close[0]!r}?")
     names = ", ".join(bundled_names()) or "none"
     raise CheckpointError(f"unknown checkpoint {text!r}: not a file, and not a bundled model ({names})")
 
 
-def load(name_or_path: str | Path | None = None, device: str = "cpu", progress=None) -> Checkpoint:
+def load(name_or_path: str | Path | None = None, device: str = "cpu", progress=None):
     """resolve() then core.checkpoint.load_checkpoint(), or for a Hugging Face folder (or model
     id) open_folder(); progress(what, fraction) hears how a folder's reading goes."""
     path = resolve(name_or_path)
     if path.is_dir():
         model_id = str(name_or_path) if looks_like_model_id(str(name_or_path or "")) else ""
         return open_folder_checkpoint(path, device, progress, model_id)
+    from minitx.core.checkpoint import load_checkpoint  # torch: only once there is a file to read
+
     return load_checkpoint(path, device=device)
 
 
-def open_folder_checkpoint(folder: Path, device: str = "cpu", progress=None,
-                           model_id: str = "") -> Checkpoint:
-    """A Hugging Face model folder as a Checkpoint, as if `minitx import` had converted it; any
-    problem a CheckpointError naming the file."""
-    # Here, not at the top: the tokenisers' libraries load only when a folder is opened, not on
-    # every command's start.
+def open_folder_checkpoint(folder: Path, device: str = "cpu", progress=None, model_id: str = ""):
+    """A Hugging Face model folder as a core Checkpoint, as if `minitx import` had converted it;
+    any problem a CheckpointError naming the file."""
+    # torch and the tokenisers' libraries: only once there is a folder to read
+    from minitx import __version__
+    from minitx.core.checkpoint import FORMAT, FORMAT_VERSION, Checkpoint
     from minitx.core.importing.errors import ImportFileError
     from minitx.core.importing.huggingface import is_folder, open_folder
 
@@ -103,6 +103,8 @@ class Listing:
 def describe(path: Path, name: str | None = None) -> Listing:
     """Read just the metadata of one file, never failing: problems go into `error`."""
     import json
+
+    from minitx.core.checkpoint import read_raw
 
     shown = name or str(path)
     try:

@@ -3,7 +3,7 @@
 Layout of a file:
   tensors   model.<parameter or buffer name>          the weights (float32/float16/bfloat16)
             train.<...>                                optional resumable training state
-            history.<...>                              optional run history (core/training/history.py)
+            history.<...>                              optional run history (core/history.py)
             tokenizer.<file name>                      a subword vocabulary's tokeniser files, as uint8
                                                        bytes (core/data/subword.py), one per name
   metadata  format, format_version, minitx_version, model_config, task, vocab, training
@@ -38,6 +38,7 @@ from safetensors import safe_open
 from safetensors.torch import save as safetensors_bytes
 
 from minitx import __version__
+from minitx.core.checkpoint_errors import CheckpointError, CheckpointWriteError  # noqa: F401 - raised here, and imported from here
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.data.generation import Generation
 from minitx.core.data.subword import vocab_from_dict
@@ -45,28 +46,15 @@ from minitx.core.data.task import Task
 from minitx.core.data.tasks import task_from_dict
 from minitx.core.data.tokenisers import TokeniserFileError
 from minitx.core.data.vocab import Vocab
+from minitx.core.history import History, HistoryError
 from minitx.core.model.transformer import Seq2Seq
 from minitx.core.tensor_checks import all_finite
-from minitx.core.training.history import History, HistoryError
 
 FORMAT = "minitx-checkpoint"
 FORMAT_VERSION = 1
 MAX_HEADER_BYTES = 16 * 1024 * 1024  # a real header is a few KB; refuse to parse a giant one
 FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TOKENISER_PREFIX = "tokenizer."  # tensors holding a subword vocabulary's files
-
-
-class CheckpointError(Exception):
-    """A checkpoint that cannot be read or written; str(e) is one sentence for a person.
-
-    The message is folded onto one line: parts of it (metadata keys, paths) come from the file."""
-
-    def __init__(self, message: object = "") -> None:
-        super().__init__(" ".join(str(message).split()))
-
-
-class CheckpointWriteError(CheckpointError):
-    """Writing failed part way (a full disk, a lost mount), not because of the path asked for."""
 
 
 @dataclass

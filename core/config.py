@@ -368,22 +368,28 @@ class TrainConfig(_DictMixin):
             except ValueError as e:
                 raise ValueError(f"probe_source: {e}") from None
 
-    def lr_at(self, step: int, restart: tuple[int, float] | None = None) -> float:
+    def lr_at(self, step: int, restart: tuple[int, float] | None = None, schedule_from: int = 0) -> float:
         """Learning rate for 1-based `step`: linear warmup, then flat or cosine.
 
         `restart` = (step k, lr at k): a run resumed at step k with a different `steps` decays
-        from where it was (never higher) to the floor at the new `steps` (docs/curves.md)."""
+        from where it was (never higher) to the floor at the new `steps` (docs/curves.md).
+        `schedule_from` = k: a run resumed at step k with a new schedule (`--restart-schedule`)
+        warms up and decays again over steps k+1 to `steps`, as a fresh run of steps - k would."""
         if restart is not None and step > restart[0]:
             start, start_lr = restart
             floor = self.lr_floor * self.lr if self.schedule == "cosine" else start_lr
             progress = min(1.0, (step - start) / max(1, self.steps - start))
             return floor + (start_lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+        if schedule_from and step > schedule_from:
+            step -= schedule_from
+        else:
+            schedule_from = 0
         if self.warmup and step <= self.warmup:
             return self.lr * step / self.warmup
         if self.schedule == "flat":
             return self.lr
 
-        span = max(1, self.steps - self.warmup)
+        span = max(1, self.steps - schedule_from - self.warmup)
         progress = min(1.0, (step - self.warmup) / span)
         floor = self.lr_floor
         return self.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))

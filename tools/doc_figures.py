@@ -49,6 +49,12 @@ def accuracy_of(out: str) -> str:
     return percent(json.loads(out)["accuracy"])
 
 
+def accuracy_counted(out: str) -> str:
+    """'99.5% (995/1000)': the accuracy and how many of the n were right."""
+    data = json.loads(out)
+    return f"{percent(data['accuracy'])} ({round(data['accuracy'] * data['n'])}/{data['n']})"
+
+
 def searched(pattern: str) -> Callable[[str], str]:
     """A reader that takes group 1 of `pattern` in the command's output."""
     def read(out: str) -> str:
@@ -68,6 +74,38 @@ def alignment_range(layer: int) -> Callable[[str], str]:
         scores = json.loads(out)["alignment"]["scores"][layer]
         return f"{min(scores):.3f}-{max(scores):.3f}"
     return read
+
+
+def heads_floor(out: str) -> str:
+    """The lowest exact match with one head ablated, the head that costs most loss, and the loss
+    it raises: '96.5% (the costliest, `enc:L2.H2`, raises the teacher-forced loss from 0.0033 to 0.0167'."""
+    data = json.loads(out)
+    first = data["heads"][0]
+    lowest = min(row["accuracy"] for row in data["heads"])
+    return (f"{percent(lowest)} (the costliest, `{first['head']}`, raises the teacher-forced loss from "
+            f"{data['baseline']['loss']:.4f} to {first['loss']:.4f}")
+
+
+def cross_range(out: str) -> str:
+    """The range of what layer 2's cross-attention heads recover alone in `patch --json`."""
+    values = [value for name, value in json.loads(out)["heads"].items() if name.startswith("cross:L2.")]
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
+def agreement(out: str) -> str:
+    """Attribution against exact patching over the heads and over whole stream positions, as the
+    README words them."""
+    data = json.loads(out)["agreement"]
+    return (f"{data['heads']['r']:.3f} (a drawn pair; for a whole residual-stream position only "
+            f"{data['streams']['r']:.3f}")
+
+
+def circuit_summary(out: str) -> str:
+    data = json.loads(out)
+    heads = f"{len(data['heads'])} of {data['total_heads']} heads"
+    return (f"{heads} and {len(data['edges'])} edges at faithfulness {data['faithfulness']:.3f}, measured by "
+            f"running it alone (exact match {percent(data['accuracy'])} against the whole model's "
+            f"{percent(data['model_accuracy'])})")
 
 
 def lab_params(variant: str) -> Callable[[str], str]:
@@ -126,10 +164,9 @@ def log_table(out: str) -> str:
 
 
 def names_tsv(tmp: str) -> None:
-    """The worked example's data file, written by the page's own generator in the scratch folder."""
-    page = (ROOT / "docs/data.md").read_text()
-    script = re.search(r"python3 - <<'EOF'\n(.*?)\nEOF", page, re.S).group(1)
-    subprocess.run([sys.executable, "-c", script], cwd=tmp, check=True)
+    """The worked example's data file, written by its generator (tools/make_names.py) in the
+    scratch folder."""
+    subprocess.run([sys.executable, str(ROOT / "tools/make_names.py")], cwd=tmp, check=True)
     (Path(tmp) / "data").mkdir()
 
 
@@ -150,8 +187,8 @@ EMPTY_WINS = ["decode", "reverse-swap-cross", "2 9 4 3", "--beams", "4", "--leng
               "--search-check", "--threads", "1"]
 AGREEMENT = ["attribute", "reverse", "--agreement", "--threads", "1", "--json", "--method"]
 FIGURES = [
-    Figure("README.md", r"--seed 0 +# exact match (\S+) \(1000/1000\)",
-           ["eval", "reverse", "--n", "1000", "--seed", "0", "--json"], accuracy_of),
+    Figure("README.md", r"--seed 0 +# exact match (\S+ \(\d+/1000\))",
+           ["eval", "reverse", "--n", "1000", "--seed", "0", "--json"], accuracy_counted),
     Figure("README.md", r"the alignment table\); layer 1's put (\S+)\.", ["inspect", "reverse", "--json"],
            alignment_range(0)),
     Figure("README.md", r"Layer 2's four cross-attention heads put (\S+) of their weight",
@@ -166,16 +203,27 @@ FIGURES = [
            searched(r"· ([\d,]+) params"), slow=True),
     Figure("README.md", r"parameters and reaches (\S+) exact match after its 300 steps", TINY,
            searched(r"final exact match (\S+) on"), slow=True),
-    Figure("README.md", r"--seed 2024 +# (\S+) \(1000/1000\)",
-           ["eval", "dates", "--n", "1000", "--seed", "2024", "--json"], accuracy_of),
-    Figure("README.md", r"exact match falls from 100\.0% to (\S+) \(",
-           ["eval", "reverse", "--ablate", "cross:L2", "--n", "1000", "--seed", "0", "--json"], accuracy_of),
+    Figure("README.md", r"--seed 2024 +# (\S+ \(\d+/1000\))",
+           ["eval", "dates", "--n", "1000", "--seed", "2024", "--json"], accuracy_counted),
+    Figure("README.md", r"exact match falls from \S+ to (\S+ \(\d+/1000\))",
+           ["eval", "reverse", "--ablate", "cross:L2", "--n", "1000", "--seed", "0", "--json"],
+           accuracy_counted),
     Figure("README.md", r"outputs its mean instead of 0\) it is (\S+)\.",
            ["eval", "reverse", "--ablate", "cross:L2", "--ablate-kind", "mean", "--n", "1000", "--seed", "0",
             "--json"], accuracy_of),
     Figure("README.md", r"without `cross:L2\.H1` it is still (\S+)\.",
            ["eval", "reverse", "--ablate", "cross:L2.H1", "--n", "1000", "--seed", "0", "--json"],
            accuracy_of),
+    Figure("README.md", r"no single head drops exact match below (\S+ \(the costliest, `[^`]+`, raises\s+the "
+                        r"teacher-forced loss from \S+ to [\d.]+)",
+           ["heads", "reverse", "--n", "200", "--seed", "0", "--json"], heads_floor),
+    Figure("README.md", r"layer 2's cross-attention heads recovers (\S+) of the clean answer alone",
+           ["patch", "reverse", "--clean", "3 1 4 1 5", "--corrupt", "2 7 1 8 2", "--json"], cross_range),
+    Figure("README.md", r"over the 24 heads at r = "
+                        r"(\S+ \(a drawn\s+pair; for a whole residual-stream position only [\d.]+)",
+           ["patch", "reverse", "--json"], agreement),
+    Figure("README.md", r"(?s)the circuit keeps\s+(\d+ of .*?against the whole model's \S+\))",
+           ["circuit", "reverse", "--json"], circuit_summary),
     Figure("README.md", r"`minitx decode reverse \"3 1 4 1 5\" --ablate cross:L2` prints `([\d ]+)`",
            ["decode", "reverse", "3 1 4 1 5", "--ablate", "cross:L2"], lambda out: out.strip()),
     Figure("README.md", r"minitx doctor reverse --quick +# ([^\n]+)",
@@ -220,7 +268,7 @@ FIGURES = [
            searched(r"Error: ([^\n]+)")),
     Figure("docs/training.md", r"runs stopped at steps (\S+) \(seeds 0-4\)", STOPS[0], step_range, slow=True,
            also=STOPS[1:]),
-    Figure("docs/training.md", r"98765`: (\S+, \S+, \S+, \S+ and \S+)\.", CHECKS[0], checked_list, slow=True,
+    Figure("docs/training.md", r"98765`: (\S+, \S+, \S+, \S+ and \S+%)\.", CHECKS[0], checked_list, slow=True,
            also=CHECKS[1:]),
     Figure("docs/training.md", r"(?s)--log-every 100 --threads 1` \(\d+ s.*?\|---:\|---:\|---:\|\n(.*?)\n\n",
            LOG, log_table, slow=True),
@@ -279,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             shown = [" ".join(text.split()) for text in figure.documented()]  # as if unwrapped
             now = run(figure, tmp, outputs)
-            same = shown == [now]
+            same = shown == [" ".join(now.split())]
             changed += not same
             print(f"{'same   ' if same else 'CHANGED'}  {figure.page}: {shown[0] if shown else '(not found)'}"
                   f" -> {now}   (minitx {' '.join(figure.command)})", flush=True)

@@ -8,9 +8,10 @@ does not show.
 
 Each is the reference model and recipe (docs/model.md, docs/training.md) trained with one
 `--bug` preset on the CPU with seed 0, saved inference-only in float32 (no training state:
-nobody resumes a broken run).
+nobody resumes a broken run) with the run's history (its curves and attention snapshots: the
+doctor's history checks and the app's replay read them).
 The same as `minitx train --recipe reference --bug NAME --device cpu --seed 0` then
-`minitx export`. About 3 minutes per model on a quiet CPU core (10-20 on a busy one).
+`minitx export --history`. About 3 minutes per model on a quiet CPU core (10-20 on a busy one).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ def make(bug: str, steps: int, seed: int = 0, out_dir: Path = OUT_DIR) -> Path:
     trainer = Trainer(ref.model, cfg)
     start = time.perf_counter()
     last = trainer.run()
+    trainer.measure_weights()  # the accuracy the file states is of the weights it holds
     path = save_checkpoint(out_dir / f"reverse-{bug}.safetensors", trainer.model, trainer.task,
-                           trainer.summary())
+                           trainer.summary(), history=trainer.history.for_sharing())
     path.chmod(0o644)  # package data: readable by everyone (atomic writes start private)
     print(f"{path.name}: {steps} steps, loss {last.loss:.4f}, held-out reverse accuracy "
           f"{last.accuracy:.1%}, {time.perf_counter() - start:.0f} s", flush=True)

@@ -10,8 +10,10 @@ with the two vocabularies it was trained with and the way its code fed sources.
   fed they are.
 - Example pairs: minitx cannot generate a user's task. Pairs given at import (`--pairs FILE`)
   are kept in the checkpoint, up to 1,000 of them like a data file's held-out pairs, and every
-  command that needs examples (eval, heads, doctor, compare, mean ablation) uses them; without
-  them those commands say so in one line, and typed sources still work everywhere.
+  command that needs examples (eval, heads, doctor, compare, mean ablation) uses them. Without
+  them a measurement raises MissingPairs (one line; each command adds how to give a pairs file
+  there, core/data/given_pairs.py reads one), checks that need only inputs run on made-up
+  sequences of the vocabularies (input_batch), and typed sources work everywhere.
 - Decoding budget: the nn.Transformer tutorial's `translate`, at most the wrapped source's
   length plus 4 new tokens (or the longest kept target plus end, if longer).
 - `origin`: where the model came from (layout, files and their sha256, the special tokens as
@@ -23,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from minitx.core.data.batch import Batch
+from minitx.core.data.pair_ids import PairData, Side
 from minitx.core.data.pair_task import (
     MAX_STORED_TOKENS,
     PairSet,
@@ -35,9 +38,19 @@ from minitx.core.data.vocab import Vocab
 
 IMPORTED_TASK = "imported"
 EXTRA_NEW_TOKENS = 4  # the tutorial's translate(): max_len = wrapped length + 5, BOS included
-NO_PAIRS = ("this imported model keeps no example pairs; import it again with --pairs FILE (source/"
-            "target pairs of its task), or give --data FILE where the command takes it")
+NO_PAIRS = "this imported model keeps no example pairs to measure on"
 MAX_ORIGIN_TEXT = 4096
+INPUT_LENGTHS = (3, 8)  # made-up sources for the checks that need no answers: lengths in this range
+
+
+class MissingPairs(Exception):
+    """A measurement needs examples with known answers and the task has none (NO_PAIRS). Its
+    message is what is missing; how to give pairs is the caller's to add (a command's --pairs
+    FILE, the app's pairs key). Not a ValueError: the places that turn a bad value into "this
+    option is wrong" must let it through to the one that knows how pairs are given."""
+
+    def __init__(self, message: str = NO_PAIRS) -> None:
+        super().__init__(message)
 
 
 class ImportedTask(PairsTask):
@@ -67,14 +80,37 @@ class ImportedTask(PairsTask):
     def src_vocab(self) -> Vocab:
         return self._src_vocab
 
+    @property
+    def has_examples(self) -> bool:  # type: ignore[override]
+        return self.heldout is not None
+
     # -- data ------------------------------------------------------------------------------
     def pairs_batch(self, pairs: PairSet, which: torch.Tensor) -> Batch:
         return pairs.batch(which, self.vocab, self.src_vocab, self.wraps_source)
 
     def _pairs(self) -> PairSet:
         if self.heldout is None:
-            raise ValueError(NO_PAIRS)
+            raise MissingPairs()
         return self.heldout
+
+    def input_batch(self, batch_size: int, generator: torch.Generator, length: int | None = None) -> Batch:
+        """The kept pairs where there are some; else sources and targets of random ordinary
+        tokens of the two vocabularies (lengths in INPUT_LENGTHS, or `length`, within the
+        model's positions), fed as the model's code fed them: inputs, no answers."""
+        if self.heldout is not None:
+            return super().input_batch(batch_size, generator, length)
+        top = max(1, min(INPUT_LENGTHS[1], self.max_len))
+        lo, hi = (length, length) if length is not None else (min(INPUT_LENGTHS[0], top), top)
+        lengths = torch.randint(lo, hi + 1, (batch_size,), generator=generator)  # (B,)
+        rows = [self._random_ids(self.src_vocab, int(n), generator) for n in lengths]
+        targets = [self._random_ids(self.vocab, int(n), generator) for n in lengths]
+        return PairSet.whole(_made_up(rows, targets)).batch(torch.arange(batch_size), self.vocab,
+                                                            self.src_vocab, self.wraps_source)
+
+    @staticmethod
+    def _random_ids(vocab: Vocab, n: int, generator: torch.Generator) -> list[int]:
+        real = torch.tensor(vocab.real_ids())
+        return real[torch.randint(0, len(real), (n,), generator=generator)].tolist()
 
     def batch(self, batch_size, generator, min_len=None, max_len=None, length_power=0.0) -> Batch:
         self._pairs()
@@ -116,6 +152,19 @@ class ImportedTask(PairsTask):
         start and end tokens when the model's code fed sources so."""
         ids = self.src_vocab.encode_text(text, self.max_len if max_len is None else max_len)
         return [self.src_vocab.sos, *ids, self.src_vocab.eos] if self.wraps_source else ids
+
+    def sources_as_outputs(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two vocabularies: each source token by its text in the target vocabulary (the start
+        and end tokens of a wrapped source left out); a source holding a token the targets do
+        not have cannot be written."""
+        first = 1 if self.wraps_source else 0
+        S = int(batch.lengths.max())
+        own = batch.src[:, first : first + S]  # (B, S) the source's own tokens, PAD after
+        by_text = {self.vocab.tokens[i]: i for i in self.vocab.real_ids()}
+        table = torch.tensor([by_text.get(token, -1) for token in self.src_vocab.tokens])  # (V_src,)
+        real = torch.arange(S)[None, :] < batch.lengths[:, None]  # (B, S)
+        written = table[own].masked_fill(~real, self.vocab.pad)  # (B, S)
+        return written, ~((written == -1) & real).any(dim=1)
 
     def source_length(self, ids) -> int:
         return len(ids) - 2 if self.wraps_source else len(ids)
@@ -177,6 +226,12 @@ class ImportedTask(PairsTask):
             raise ValueError("the imported task describes pairs it does not keep")
         return cls(vocab, src_vocab, data["wraps_source"], origin, heldout, provenance, counts,
                    ints["min_len"], ints["max_len"], ints["max_target_len"])
+
+
+def _made_up(sources: list[list[int]], targets: list[list[int]]):
+    """Id rows -> the PairData a PairSet batches (line numbers 1, 2, ...)."""
+    return PairData(Side.from_lists(sources), Side.from_lists(targets),
+                    torch.arange(1, len(sources) + 1, dtype=torch.int32))
 
 
 def _plain(value, depth: int = 0) -> bool:

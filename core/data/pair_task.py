@@ -147,11 +147,12 @@ class PairsTask(Task):
         B, S = batch.src.shape
         T = batch.labels.shape[1]
         i = torch.arange(T)[None, :, None]  # output position
-        j = torch.arange(S)[None, None, :]  # source position
+        j = torch.arange(S)[None, None, :]  # source position as fed
         n = batch.lengths[:, None, None]
         out_len = (batch.labels == self.vocab.eos).int().argmax(dim=1)[:, None, None]  # before EOS
-        target = i if self.expect == "diagonal" else n - 1 - i
-        return (j == target) & (i < out_len) & (j < n)
+        target = i if self.expect == "diagonal" else n - 1 - i  # counted in the source's own tokens
+        first = 1 if self.wraps_source else 0  # a wrapped source's own tokens start after its start token
+        return (j == target + first) & (i < out_len) & (j >= first) & (j < n + first)
 
     def unseen_source_tokens(self, ids) -> list[int]:
         if self.source_tokens is None:

@@ -41,6 +41,9 @@ class Task:
     train = None  # the pairs a model learns from, when they are a fixed set
     provenance: dict = {}  # where a data file's pairs came from (read-only here)
     wraps_source = False  # sources are fed as SOS source EOS (an imported model's pipeline did so)
+    # Examples with known answers to measure on (False: an imported model that keeps no pairs;
+    # then batch() and evaluation_batches() raise MissingPairs, and input_batch() still works).
+    has_examples = True
 
     def __init__(self, min_len: int = 4, max_len: int = 10) -> None:
         if not 1 <= min_len <= max_len:
@@ -88,6 +91,13 @@ class Task:
         digits = torch.randint(0, 10, (batch_size, hi), generator=generator)  # (B, S)
         src = digits.masked_fill(beyond(lengths, hi), self.vocab.pad)
         return self.batch_from_sources(src, lengths)
+
+    def input_batch(self, batch_size: int, generator: torch.Generator, length: int | None = None) -> Batch:
+        """batch_size inputs for checks that need no known answer (does the forward pass leak
+        the future, do attention rows sum to one): the task's own examples where it has them,
+        of one `length` where it can draw it. A task without examples makes valid token
+        sequences of its vocabularies instead."""
+        return self.batch(batch_size, generator, length, length)
 
     def batch_from_sources(self, src: torch.Tensor, lengths: torch.Tensor) -> Batch:
         out = self.transform(src, lengths)  # (B, S)
@@ -157,6 +167,12 @@ class Task:
         """How many of the fed source ids are the source's own tokens (not its wrapping): the
         length min_len, max_len and a batch's `lengths` count."""
         return len(ids)
+
+    def sources_as_outputs(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, S) each source of `batch` as the outputs would write it (its own tokens in the
+        output vocabulary, PAD after), and (B,) whether they can write it at all: what "the
+        model copies its source" compares against. One vocabulary: the sources themselves."""
+        return batch.src, torch.ones(batch.src.shape[0], dtype=torch.bool)
 
     def source_labels(self, ids) -> list[str]:
         """A label per source position as fed, the wrapping start and end tokens included."""

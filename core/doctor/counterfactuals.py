@@ -168,28 +168,35 @@ def fit_batches(task: Task, n: int = EXAMPLES, seed: int = SEED + 7) -> list[Bat
     return [task.batch(each, generator, length, length) for length in lengths]
 
 
-def copies_of_source(batch: Batch, sos: int, eos: int, pad: int) -> Batch:
-    """The batch with each target replaced by its source unchanged: SOS, source, EOS."""
-    B, S = batch.src.shape
-    tgt = torch.full((B, S + 2), pad, dtype=torch.long)
-    tgt[:, 0] = sos
-    tgt[:, 1 : S + 1] = batch.src
-    tgt[torch.arange(B), batch.lengths + 1] = eos
-    return Batch(src=batch.src, tgt=tgt, lengths=batch.lengths)
+def copies_of_source(batch: Batch, task: Task) -> Batch:
+    """The batch with each target replaced by its source unchanged: SOS, source, EOS, in the
+    output vocabulary (Task.sources_as_outputs: by token text where the source has its own),
+    without the examples whose source the outputs cannot write."""
+    own, writable = task.sources_as_outputs(batch)
+    vocab = task.vocab
+    B, S = own.shape
+    tgt = torch.full((B, S + 2), vocab.pad, dtype=torch.long)
+    tgt[:, 0] = vocab.sos
+    tgt[:, 1 : S + 1] = own
+    tgt[torch.arange(B), batch.lengths + 1] = vocab.eos
+    return Batch(src=batch.src[writable], tgt=tgt[writable], lengths=batch.lengths[writable])
 
 
 def measure_fit(model: Seq2Seq, batches: list[Batch], variant: Variant = CORRECT,
-                other_source: bool = False) -> Fit:
+                other_source: bool = False, task: Task | None = None) -> Fit:
     """Teacher-forced exact match and loss of `model` (already the variant's model) on `batches`,
-    fed as `variant` says; other_source gives each example the source of its neighbour in the
-    batch (same length), to see whether the output depends on the source."""
+    fed as `variant` says (the copies variant: against copies of the source, which `task` writes);
+    other_source gives each example the source of its neighbour in the batch (same length), to
+    see whether the output depends on the source."""
     cfg, device = model.cfg, model.device
     exact = examples = 0
     total = tokens = 0.0
     with eval_mode(model), torch.no_grad():
         for batch in batches:
             if variant.copies:
-                batch = copies_of_source(batch, cfg.sos_id, cfg.eos_id, cfg.pad_id)
+                batch = copies_of_source(batch, task)
+                if not len(batch):
+                    continue
             labels = batch.labels.to(device)  # (B, T)
             tgt_in = labels if variant.unshifted else batch.decoder_input.to(device)  # (B, T)
             src = batch.src.roll(1, dims=0) if other_source else batch.src
@@ -207,13 +214,17 @@ def measure_fit(model: Seq2Seq, batches: list[Batch], variant: Variant = CORRECT
 def _copies_apply(task: Task, batches: list[Batch], positions: int) -> str:
     """Why the copy-target variant says nothing for this task ("" when it applies)."""
     vocab = task.vocab
-    same = 0
+    same = written = 0
     for b in batches:
-        copies = copies_of_source(b, vocab.sos, vocab.eos, vocab.pad).labels  # (B, S + 1)
-        width = max(copies.shape[1], b.labels.shape[1])
-        same += int((padded_to(copies, width, eos=vocab.eos, pad=vocab.pad)
-                     == padded_to(b.labels, width, eos=vocab.eos, pad=vocab.pad)).all(dim=1).sum())
-    if same * 2 >= sum(len(b) for b in batches):
+        copies = copies_of_source(b, task)
+        width = max(copies.labels.shape[1], b.labels.shape[1])
+        labels = b.labels[task.sources_as_outputs(b)[1]]  # the examples the outputs can write
+        same += int((padded_to(copies.labels, width, eos=vocab.eos, pad=vocab.pad)
+                     == padded_to(labels, width, eos=vocab.eos, pad=vocab.pad)).all(dim=1).sum())
+        written += len(copies)
+    if not written:
+        return "no source is written in tokens the outputs have"
+    if same * 2 >= written:
         return "the task's targets are copies of the source"
     if max(b.src.shape[1] for b in batches) + 1 > positions:
         return "copies of the longest sources do not fit the model's positions"
@@ -237,7 +248,7 @@ def check_counterfactuals(model: Seq2Seq, task: Task) -> list[CheckResult]:
 
     def fit_under(v: Variant) -> Fit:
         with switched(rebuilt, v.model_bugs) as variant:
-            return measure_fit(variant, batches, v)
+            return measure_fit(variant, batches, v, task=task)
 
     correct = fit_under(CORRECT)
     _, chance = chance_loss(task)

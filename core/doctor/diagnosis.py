@@ -23,6 +23,7 @@ from minitx.core.data.tasks import task_for_config
 from minitx.core.doctor.code_checks import (
     CAUSES,
     CODE,
+    NEEDS_EXAMPLES,
     WEIGHTS,
     CheckResult,
     check_attention_saturation,
@@ -157,7 +158,8 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool = 
     quick skips the overfit check and uses fewer sequences for accuracy. trained=False (a fresh
     model built from options, not trained) skips the weight checks. `record` is what the file
     says about the run (its history or summary); without one the history checks say why they
-    were skipped."""
+    were skipped. A task without examples (an imported model that keeps no pairs) runs every
+    check that needs only inputs; the ones that need known answers say so (NEEDS_EXAMPLES)."""
     record = record or RunRecord()
     results: list[CheckResult] = []
 
@@ -181,10 +183,13 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool = 
         lambda: check_source_dependence(model, task),
     ):
         add(check())
-    if not trained:
-        for name, threshold in WEIGHT_CHECKS:
-            add(skipped(name, "a check of trained weights", threshold,
-                        "a fresh model: no trained weights to check", WEIGHTS))
+    if not trained or not task.has_examples:
+        why = "a fresh model: no trained weights to check" if not trained else NEEDS_EXAMPLES
+        for name, threshold in WEIGHT_CHECKS[:-len(HISTORY_CHECKS)] if trained else WEIGHT_CHECKS:
+            add(skipped(name, "a check of trained weights", threshold, why, WEIGHTS))
+        if trained:  # the run's own record needs no examples
+            add(check_answer_seen(record, None), check_training_progress(record),
+                check_still_falling(record, None), check_warmup(record, None))
         return results
     accuracy = check_accuracy(model, task, 100 if quick else 300)
     add(accuracy)
@@ -204,7 +209,9 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool = 
     return results
 
 
-# The weight checks, in the order run_doctor runs them (names and thresholds, for skipped rows).
+# The weight checks, in the order run_doctor runs them (names and thresholds, for skipped rows);
+# the last four read the run's history only.
+HISTORY_CHECKS = ("answer-seen", "training-progress", "still-falling", "warmup")
 WEIGHT_CHECKS = (
     ("accuracy", f">= {TASK_BAR}"),
     *((check, COUNTERFACTUAL_THRESHOLD) for check in COUNTERFACTUALS),

@@ -34,7 +34,7 @@ class RunRecord:
 
     @classmethod
     def of(cls, history=None, summary: dict | None = None) -> RunRecord:
-        """From a core.training.history.History (or None) and a training summary (or None)."""
+        """From a core.history.History (or None) and a training summary (or None)."""
         summary = summary or {}
         steps, losses, lrs = [], [], []
         if history is not None:

@@ -56,22 +56,27 @@ def check_copies_decoder_input(model: Seq2Seq, task: Task) -> CheckResult:
 
 def check_copies_source(model: Seq2Seq, task: Task) -> CheckResult:
     """How often greedy outputs equal the source unchanged, on examples whose target is not
-    their source (meaningless for the copy task)."""
+    their source (meaningless for the copy task). With separate source and output vocabularies
+    the source is compared by its tokens' text, on the examples the outputs can write."""
     name, description = "copies-source", "greedy outputs are not plain copies of the source"
     if isinstance(task, CopyTask):
         return skipped(name, description, "< 0.5", "the task is copying", WEIGHTS)
-    if task.src_vocab != task.vocab or task.wraps_source:  # an imported model: ids do not match up
-        return skipped(name, description, "< 0.5", "sources and outputs are fed in different ids", WEIGHTS)
     batch = probe_batch(task, 100, seed=SEED + 4)
     eos, pad = model.cfg.eos_id, model.cfg.pad_id
-    B, S = batch.src.shape
-    copies = torch.cat([batch.src, torch.full((B, 1), pad)], dim=1)  # (B, S + 1): source, EOS, PAD
+    own, writable = task.sources_as_outputs(batch)
+    B = own.shape[0]
+    copies = torch.cat([own, torch.full((B, 1), pad)], dim=1)  # (B, S + 1): source, EOS, PAD
     copies[torch.arange(B), batch.lengths] = eos
     width = max(copies.shape[1], batch.labels.shape[1])
     differs = (padded_to(copies, width, eos=eos, pad=pad)
                != padded_to(batch.labels, width, eos=eos, pad=pad)).any(dim=1)  # palindromes say nothing
+    differs &= writable
+    if not bool(writable.any()):
+        return skipped(name, description, "< 0.5", "no source is written in tokens the outputs have",
+                       WEIGHTS)
     if not bool(differs.any()):
         return skipped(name, description, "< 0.5", "every target is its source", WEIGHTS)
+    S = batch.src.shape[1]
     cap = task.decode_cap(S, model.cfg.max_len)
     generated = greedy_decode(model, batch.src.to(model.device), max_new_tokens=cap).cpu()
     rate = float(exact_match(generated, copies, eos=eos, pad=pad)[differs].float().mean())
@@ -95,8 +100,8 @@ ALIGNMENT_THRESHOLD = 0.4  # uniform attention over n source positions scores 1/
 
 def check_alignment(model: Seq2Seq, task: Task) -> CheckResult:
     """The best head's mean attention mass on the source positions the task expects. A data
-    file expects none unless told (--expect); then each head's sharpness is reported and the
-    check is skipped."""
+    file or an imported model expects none unless told (train's or the doctor's --expect); then
+    each head's sharpness is reported and the check is skipped."""
     name, threshold = "alignment", f">= {ALIGNMENT_THRESHOLD}"
     description = f"some cross-attention head shows the task's {task.alignment_name or 'expected'} alignment"
     batch = probe_batch(task, 128, seed=SEED + 5)
@@ -105,8 +110,8 @@ def check_alignment(model: Seq2Seq, task: Task) -> CheckResult:
         sharp = head_sharpness(model, batch)  # (layers, heads)
         layer, head = divmod(int(sharp.argmax()), sharp.shape[1])
         return skipped(name, description, threshold,
-                       "no expected pattern for a data file (train with --expect diagonal or "
-                       f"anti-diagonal to score one); sharpest head L{layer + 1} H{head + 1}: mean max "
+                       "no expected pattern named for this model (minitx doctor --expect diagonal or "
+                       f"anti-diagonal scores one); sharpest head L{layer + 1} H{head + 1}: mean max "
                        f"weight {float(sharp.max()):.2f}, all heads {float(sharp.mean()):.2f}", WEIGHTS)
     score = _cross_alignment(model, batch, expected)
     if score is None:

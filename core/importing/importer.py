@@ -32,10 +32,9 @@ from typing import Any
 import torch
 
 from minitx.core.config import NORM_EPS, NORM_KINDS, ModelConfig
-from minitx.core.data import pair_ids
+from minitx.core.data.given_pairs import with_pairs
 from minitx.core.data.imported_task import ImportedTask
-from minitx.core.data.pair_files import DataError
-from minitx.core.data.pair_task import STORED_HELDOUT, PairSet
+from minitx.core.data.pair_task import STORED_HELDOUT
 from minitx.core.data.vocab import MAX_TOKEN_CHARS, Vocab, valid_token
 from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.json_files import read_json_object
@@ -201,7 +200,7 @@ def import_model(weights: str | os.PathLike, src_vocab: str | os.PathLike, tgt_v
     }
     task = ImportedTask(target, source, wraps, origin, max_len=task.max_len)
     if pairs:
-        task, pair_notes = with_pairs(task, Path(pairs), positions)
+        task, pair_notes = kept_pairs(task, Path(pairs), positions)
         notes += pair_notes
     summary = {"imported": {"layout": layout or "mapping", "file": weights.name}}
     return Imported(model, task, summary, notes)
@@ -388,27 +387,18 @@ def _positions_origin(model: Seq2Seq) -> str:
             else "the file's own table (not the standard sinusoids)")
 
 
-def with_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[ImportedTask, list[str]]:
+def kept_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[ImportedTask, list[str]]:
     """The task with the pairs of `path` (the first STORED_HELDOUT that fit) as its examples."""
-    separate = task.src_vocab if task.src_vocab != task.vocab else None
-    loaded = pair_ids.load(path, task.vocab.level, task.vocab, separate)
-    everything = PairSet.whole(loaded.data)
-    fitting, too_long = everything.fitting(positions)
-    if not len(fitting):
-        raise DataError(f"{path}: no pair fits the model's {positions} positions")
-    kept = PairSet(fitting.data, fitting.index[:STORED_HELDOUT])
-    lengths = kept.source_lengths()
-    provenance = {"data": loaded.provenance.to_dict(), "valid": None, "tokens": task.vocab.level}
-    counts = {"read": len(everything), "heldout": len(kept), "skipped_too_long": too_long,
-              "unknown_heldout_tokens": loaded.unknown}
-    with_pairs = task.with_pairs(kept, provenance, counts, int(lengths.min()), int(lengths.max()),
-                                 int(kept.target_lengths().max()))
+    kept = with_pairs(task, path, positions, limit=STORED_HELDOUT)
+    counts = kept.counts
+    fitting = counts["read"] - counts["skipped_too_long"]
     notes = []
-    if too_long:
-        notes.append(f"skipped {too_long:,} pairs longer than the model's {positions} positions")
-    if len(fitting) > STORED_HELDOUT:
-        notes.append(f"kept the first {STORED_HELDOUT:,} of {len(fitting):,} pairs")
-    if loaded.unknown:
-        notes.append(f"{loaded.unknown:,} tokens of {path.name} are not in the vocabularies; they read "
-                     "as <unk>")
-    return with_pairs, notes
+    if counts["skipped_too_long"]:
+        notes.append(f"skipped {counts['skipped_too_long']:,} pairs longer than the model's {positions} "
+                     "positions")
+    if fitting > STORED_HELDOUT:
+        notes.append(f"kept the first {STORED_HELDOUT:,} of {fitting:,} pairs")
+    if counts["unknown_heldout_tokens"]:
+        notes.append(f"{counts['unknown_heldout_tokens']:,} tokens of {path.name} are not in the "
+                     "vocabularies; they read as <unk>")
+    return kept, notes

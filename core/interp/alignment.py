@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from minitx.core.data.batch import Batch
+from minitx.core.data.imported_task import MissingPairs
 from minitx.core.data.task import Task
 from minitx.core.interp.decode import greedy_decode
 from minitx.core.model.transformer import Seq2Seq, eval_mode
@@ -86,7 +87,7 @@ def shown_head_scores(model: Seq2Seq, task: Task, n: int = 128) -> tuple[str, to
     head on the task's example source alone."""
     try:
         return head_scores(model, task, n=n)
-    except ValueError:
+    except MissingPairs:
         return "sharpness", example_sharpness(model, task)
 
 

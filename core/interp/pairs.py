@@ -94,6 +94,13 @@ def draw_pairs(task, n: int, seed: int, eos: int, min_len: int | None = None,
     return [pairs[i] for i in order][:n]
 
 
+def source_lengths(task, pairs: list[Pair]) -> tuple[int, int]:
+    """The shortest and longest clean source, counted in the source's own tokens as every length
+    minitx reports (an imported model's start and end tokens not counted: task.source_length)."""
+    sizes = [task.source_length(p.clean) for p in pairs]
+    return min(sizes), max(sizes)
+
+
 @dataclass(frozen=True)
 class PairBatch:
     """Pairs as tensors, padded to the longest: what every clean/corrupted run feeds the model."""
@@ -128,8 +135,3 @@ class PairBatch:
 
     def __len__(self) -> int:
         return len(self.pairs)
-
-    def lengths(self) -> tuple[int, int]:
-        """The shortest and longest source."""
-        sizes = [len(p.clean) for p in self.pairs]
-        return min(sizes), max(sizes)

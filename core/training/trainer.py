@@ -27,11 +27,11 @@ from minitx.core.data.pair_files import DataError
 from minitx.core.data.pair_task import PairSampler
 from minitx.core.data.task import DATA_TASK
 from minitx.core.data.tasks import get_task, task_for_config
+from minitx.core.history import History, snapshot_due
 from minitx.core.model.transformer import Seq2Seq, set_training
 from minitx.core.training.bug_presets import apply_bug, bug_preset
 from minitx.core.training.evaluation import evaluate
 from minitx.core.training.events import RunListener
-from minitx.core.training.history import History, snapshot_due
 from minitx.core.training.optim import FusedAdam
 from minitx.core.training.probe import probe, probe_example
 from minitx.core.training.results import EvalResult, StepStats
@@ -96,12 +96,15 @@ class Trainer:
         self.seconds_at_start = 0.0  # what a resumed run had already trained
         self.last_loss: float | None = None
         self.last_accuracy: float | None = None
+        self.accuracy_step: int | None = None  # the step whose weights last_accuracy measured in full
         self.history = History()  # every step and evaluation, and probe snapshots
         self.probe_batch = probe_example(self.task, train_cfg.probe_source)  # a batch of one
         self.probe_ids = self.probe_batch.src[0, : int(self.probe_batch.lengths[0])].tolist()
         self.until_reached_at: int | None = None  # the step whose evaluation met cfg.until
         self.eval_seconds = 0.0  # spent in this run's evaluations (not part of `seconds`)
         self.lr_restart: tuple[int, float] | None = None  # see TrainConfig.lr_at
+        self.schedule_from = 0  # a new schedule's first step after this one (see TrainConfig.lr_at)
+        self.schedule_ended = False  # resumed after the schedule it was planned with had ended
         self.listeners: tuple[RunListener, ...] = ()  # of the run in progress (see run())
         self.run_seconds = 0.0  # wall time of this process's runs: steps, evaluations, snapshots
         self.run_steps = 0  # steps this process's runs took
@@ -125,6 +128,10 @@ class Trainer:
         (pauses not): what the remaining steps will take."""
         return self.run_steps / self.run_seconds if self.run_seconds > 0 else 0.0
 
+    def lr_for(self, step: int) -> float:
+        """The learning rate of 1-based `step` of this run (its schedule, restarts included)."""
+        return self.cfg.lr_at(step, self.lr_restart, self.schedule_from)
+
     def next_batch(self) -> Batch:
         if self._sampler is not None:
             return self._sampler.next_batch()
@@ -142,7 +149,7 @@ class Trainer:
             self.snapshot()  # the untrained model's attention starts the timeline
         start = time.perf_counter()
         step = self.step_count + 1
-        lr = self.cfg.lr_at(step, self.lr_restart)
+        lr = self.lr_for(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         src, decoder_input, labels = (t.to(self.device, non_blocking=True)
@@ -202,6 +209,8 @@ class Trainer:
                           teacher_forced=True, stop_below=stop_below)
         self.eval_seconds += time.perf_counter() - start
         self.last_accuracy = result.accuracy
+        # an evaluation stopped early (--until out of reach) measured a few examples: no figure
+        self.accuracy_step = self.step_count if result.complete else None
         if n is None and seed is None:
             self.history.record_eval(self.step_count, result.accuracy, result.n, result.complete)
             for listener in self.listeners:
@@ -226,6 +235,14 @@ class Trainer:
         finally:
             self.listeners = ()
         return stats
+
+    def measure_weights(self) -> None:
+        """Make last_accuracy the held-out exact match of the weights as they are now: the run's
+        last evaluation if it measured them in full, else a new one on the run's held-out examples
+        (not a point of the history's curve, which keeps its evaluation steps). What a saved file
+        states is then always a figure of the weights it holds, whenever the run stopped."""
+        if self.accuracy_step != self.step_count:
+            self.evaluate(self.cfg.eval_size, self.heldout_seed)
 
     # -- saving and resuming -------------------------------------------------------------------
     def summary(self) -> dict:
@@ -259,7 +276,9 @@ class Trainer:
         return state
 
     def save(self, path, resumable: bool = True) -> Path:
-        """Atomic save; with resumable, the file carries what resume() needs."""
+        """Atomic save; with resumable, the file carries what resume() needs. The accuracy it
+        states is measured on the weights it writes (measure_weights)."""
+        self.measure_weights()
         extra = {}
         if resumable:
             extra = {
@@ -267,6 +286,8 @@ class Trainer:
                 "trainer": json.dumps({"step": self.step_count, "seconds": self.seconds,
                                        "last_loss": self.last_loss, "last_accuracy": self.last_accuracy,
                                        "lr_restart": self.lr_restart,
+                                       **({"schedule_from": self.schedule_from}
+                                          if self.schedule_from else {}),
                                        **({"data": self._sampler.state()[0]} if self._sampler else {})}),
             }
         saved = save_checkpoint(path, self.model, self.task, self.summary(),
@@ -277,12 +298,15 @@ class Trainer:
 
     @classmethod
     def resume(cls, path, train_cfg: TrainConfig | None = None,
-               model_cfg: ModelConfig | None = None) -> Trainer:
+               model_cfg: ModelConfig | None = None, restart_schedule: bool = False) -> Trainer:
         """Continue a run from a resumable checkpoint. A train_cfg (and model_cfg), if given,
         must match the saved ones except where core/training/resume.py's rule lets a run change.
 
         A different `steps` never raises the learning rate: a cosine run decays from the lr it had
-        reached to its floor at the new `steps` (TrainConfig.lr_at's restart, docs/curves.md)."""
+        reached to its floor at the new `steps` (TrainConfig.lr_at's restart, docs/curves.md).
+        `restart_schedule` starts a new schedule instead (warmup, then the decay to the floor at
+        the new `steps`) from these weights and Adam moments: the way to train a finished run
+        further (`schedule_ended` says whether it was)."""
         ckpt = load_checkpoint(path)
         saved = ckpt.train_config
         if saved is None or not ckpt.resumable:
@@ -307,15 +331,18 @@ class Trainer:
         if trainer.task.vocab != ckpt.task.vocab or trainer.model_cfg != ckpt.model_config:
             raise CheckpointError(f"cannot resume {path}: its data no longer gives the same vocabulary")
         trainer._load_state(ckpt, trainer_info)
-        if planned_steps != trainer.cfg.steps:
+        trainer.schedule_ended = saved_cfg.schedule == "cosine" and trainer.step_count >= planned_steps
+        if restart_schedule:
+            trainer.schedule_from, trainer.lr_restart = trainer.step_count, None
+        elif planned_steps != trainer.cfg.steps:
             trainer._restart_schedule(saved_cfg.replace(steps=planned_steps))
         return trainer
 
     def _restart_schedule(self, planned: TrainConfig) -> None:
         """A cosine run given another `steps` after warmup: decay from the lr it was at."""
         step = self.step_count
-        if self.cfg.schedule == "cosine" and step > self.cfg.warmup:
-            self.lr_restart = (step, planned.lr_at(step, self.lr_restart))
+        if self.cfg.schedule == "cosine" and step > self.cfg.warmup + self.schedule_from:
+            self.lr_restart = (step, planned.lr_at(step, self.lr_restart, self.schedule_from))
 
     def _load_state(self, ckpt: Checkpoint, info: dict) -> None:
         self.model.load_state_dict(ckpt.model.state_dict())
@@ -334,6 +361,9 @@ class Trainer:
                 raise ValueError(f"step {step} and seconds {seconds} must not be negative")
             check_optim_state(optim_state, params, step)
             restart = restart_from(info.get("lr_restart"), step, self.cfg.lr)
+            schedule_from = info.get("schedule_from", 0)
+            if type(schedule_from) is not int or not 0 <= schedule_from <= step:
+                raise ValueError(f"schedule_from {schedule_from!r} is outside the run (step {step})")
             self.optimizer.load_state(optim_state)
             torch.set_rng_state(state["rng.torch_cpu"])
             self.data_generator.set_state(state["rng.data"])
@@ -350,7 +380,7 @@ class Trainer:
         self.seconds = self.seconds_at_start = seconds
         self.last_loss = info.get("last_loss")
         self.last_accuracy = info.get("last_accuracy")
-        self.lr_restart = restart
+        self.lr_restart, self.schedule_from = restart, schedule_from
         self._load_history(ckpt)
 
     def _load_history(self, ckpt: Checkpoint) -> None:

@@ -18,7 +18,7 @@ WITH_A_CHECKPOINT = {
     "export": ["export", "{}", "--out", "never-written.safetensors"],
     "heads": ["heads", "{}", "--n", "5"],
     "patch": ["patch", "{}", "--clean", "1 2 3", "--corrupt", "3 2 1"],
-    "circuit": ["circuit", "{}", "--pairs", "2", "--n", "5"],
+    "circuit": ["circuit", "{}", "--n-pairs", "2", "--n", "5"],
     "lens": ["lens", "{}", "1 2 3"],
     "attribute": ["attribute", "{}", "1 2 3"],
     "curves": ["curves", "{}"],

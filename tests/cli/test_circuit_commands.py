@@ -82,7 +82,7 @@ def test_circuit_faithfulness_is_what_mean_ablating_every_other_head_gives(tmp_p
     from minitx.core.interp.patching import Patcher
 
     svg = tmp_path / "circuit.svg"
-    data = ok("circuit", "reverse", "--pairs", "8", "--seed", "5", "--n", "20", "--svg", str(svg))
+    data = ok("circuit", "reverse", "--n-pairs", "8", "--seed", "5", "--n", "20", "--svg", str(svg))
     assert data["heads_faithfulness"] >= 0.9 and data["faithfulness"] >= 0.9
     ckpt = checkpoints.load("reverse")
     model = ckpt.model
@@ -102,7 +102,7 @@ def test_circuit_faithfulness_is_what_mean_ablating_every_other_head_gives(tmp_p
 
 
 def test_circuit_text_fits_80_columns_and_names_the_edges():
-    text = ok("circuit", "copy", "--pairs", "8", "--n", "20", as_json=False)
+    text = ok("circuit", "copy", "--n-pairs", "8", "--n", "20", as_json=False)
     fits_80_columns(text)
     for words in ("K/V: what the encoder gives", "Q: what the decoder asks", "faithfulness",
                   "exact match", "heads "):
@@ -110,12 +110,12 @@ def test_circuit_text_fits_80_columns_and_names_the_edges():
 
 
 def test_circuit_on_a_data_model_runs_on_held_out_pairs(letters_model):
-    data = ok("circuit", letters_model, "--pairs", "6", "--n", "20")
+    data = ok("circuit", letters_model, "--n-pairs", "6", "--n", "20")
     assert data["pairs"] == 6 and data["faithfulness"] >= 0.9 and data["accuracy_n"] == 20
 
 
 @pytest.mark.parametrize("args, words", [(["--keep", "0"], "--keep"), (["--keep", "1.5"], "--keep"),
-                                         (["--pairs", "0"], "--pairs")])
+                                         (["--n-pairs", "0"], "--n-pairs")])
 def test_circuit_bad_options_are_one_line_usage_errors(args, words):
     run = run_cli("circuit", "reverse", *args)
     assert run.exit_code == 2 and words in assert_one_line_error(run)

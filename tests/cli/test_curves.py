@@ -73,12 +73,14 @@ def test_json_export_of_a_metrics_file_matches_the_checkpoints_history(two_runs,
     assert from_ckpt["snapshots"]["step"][-1] == 12
 
 
-def test_a_file_without_curves_is_noted_and_alone_is_a_one_line_error(two_runs):
+def test_a_file_without_curves_is_noted_and_alone_is_a_one_line_error(two_runs, tmp_path):
     (a, _), _ = two_runs
-    run = run_cli("curves", "reverse", str(a), "--format", "csv")
-    assert run.exit_code == 0 and "reverse holds no training curves" in run.stderr
+    bare = tmp_path / "bare.safetensors"  # exported without --history
+    assert run_cli("export", str(a), "--out", str(bare)).exit_code == 0
+    run = run_cli("curves", str(bare), str(a), "--format", "csv")
+    assert run.exit_code == 0 and "bare.safetensors holds no training curves" in run.stderr
     assert "alpha,loss,1," in run.stdout
-    assert "no curves" in assert_one_line_error(run_cli("curves", "reverse"))
+    assert "no curves" in assert_one_line_error(run_cli("curves", str(bare)))
 
 
 @pytest.mark.parametrize("content, fragment", [

@@ -46,7 +46,7 @@ def test_inspect_json_has_config_task_vocabulary_parameters_and_summary(tiny_ckp
     assert info["dtype"] == "float32" and info["file_size_bytes"] > 0
 
 
-def test_inspect_json_shows_the_history_and_null_for_a_file_without_one(tiny_ckpt):
+def test_inspect_json_shows_the_history_and_null_for_a_file_without_one(tiny_ckpt, tmp_path):
     info = json.loads(run_cli("inspect", tiny_ckpt, "--json").stdout)
     series = info["history"]["series"]
     assert series["loss"]["step"] == list(range(1, 31))
@@ -56,9 +56,10 @@ def test_inspect_json_shows_the_history_and_null_for_a_file_without_one(tiny_ckp
     assert snapshots["step"][0] == 0 and snapshots["step"][-1] == 30
     target, source = len(snapshots["target"]), len(snapshots["source"])
     assert snapshots["shape"] == [len(snapshots["step"]), 1, 2, target, source]  # all layers, heads
-    bundled = json.loads(run_cli("inspect", "reverse", "--json").stdout)
-    assert bundled["history"] is None
-    assert "history: none" in run_cli("inspect", "reverse").stdout
+    bare = tmp_path / "bare.safetensors"  # an export without --history
+    assert run_cli("export", tiny_ckpt, "--out", str(bare)).exit_code == 0
+    assert json.loads(run_cli("inspect", str(bare), "--json").stdout)["history"] is None
+    assert "history: none" in run_cli("inspect", str(bare)).stdout
 
 
 def test_inspect_text_shows_the_parameter_table(tiny_ckpt):
@@ -111,7 +112,8 @@ def test_inspect_shows_accuracy_as_a_percentage_like_everywhere_else():
     run = run_cli("inspect", "reverse")
     assert run.exit_code == 0
     line = next(line for line in run.stdout.splitlines() if " accuracy " in line)
-    assert "100.0%" in line
+    accuracy = checkpoints.load("reverse").summary["accuracy"]
+    assert f"{accuracy:.1%}" in line and "0.99" not in line
 
 
 def test_list_at_80_columns_keeps_every_name_and_bug_whole():
@@ -136,7 +138,7 @@ def test_list_of_a_folder_keeps_every_row_on_one_line_and_says_what_cannot_be_re
 
 
 def test_inspect_never_calls_a_rough_evaluation_best_and_counts_the_rough_ones():
-    from minitx.core.training.history import History
+    from minitx.core.history import History
     from minitx.tui.cli.commands.info import describe_history
 
     history = History()
@@ -155,6 +157,7 @@ def test_list_at_80_columns_cuts_a_long_file_name_and_keeps_every_other_column_w
     lines = run.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines)
     row = next(line for line in lines if line.startswith(" a-rather-long"))
-    assert "…" in row and row.split()[1:] == ["reverse", "947", "KB", "0.0%", "3000", "bug:",
+    size = f"{(tmp_path / long).stat().st_size / 1024:.0f}"
+    assert "…" in row and row.split()[1:] == ["reverse", size, "KB", "0.0%", "3000", "bug:",
                                               "no-causal-mask"]
     assert any(str(tmp_path) in line for line in lines)  # the caption names the folder whole

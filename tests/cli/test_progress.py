@@ -18,8 +18,7 @@ SMALL_LAB = ["--d-model", "16", "--heads", "2", "--layers", "1", "--lengths", "3
              "--steps", "4", "--eval-every", "2", "--eval-size", "10", "--seeds", "0", "--threads", "1"]
 COMMANDS = {  # command -> (arguments on the tiny checkpoint, what its progress says)
     "heads": (["--n", "20"], "ablating each head on 20 sequences"),
-    "circuit": (["--pairs", "4", "--n", "20"], "exact match"),
-    "doctor": (["--quick"], "checks done"),
+    "circuit": (["--n-pairs", "4", "--n", "20"], "exact match"),
     "patch": (["--method", "exact"], "patching one activation at a time"),
     "eval": (["--n", "40"], "decoding 40 examples"),
 }
@@ -42,6 +41,28 @@ def test_a_long_command_piped_prints_plain_progress_lines_on_stderr_and_a_last_o
     assert lines and all(line.startswith(f"{command}: ") and line.endswith(" s") for line in lines), lines
     assert lines[-1].startswith(f"{command}: {says}") and "done in" in lines[-1], lines
     assert "━" not in run.stdout + run.stderr  # no bar where there is no terminal
+
+
+def test_piped_the_doctor_s_rows_are_its_progress_and_no_plain_line_repeats_them(tiny_ckpt, every_moment):
+    run = run_cli("doctor", tiny_ckpt, "--quick", "--threads", "1")
+    assert run.exit_code in (0, 1) and run.stderr == "", run.stderr  # 1: a check fails (a 30-step model)
+    assert "initial-loss" in run.stdout and "source-dependence" in run.stdout  # a row per check
+
+
+def test_a_plain_line_says_something_new_or_nothing(every_moment, capsys):
+    """A captured log of a long stage with no count to move gets one line for it, not one per
+    heartbeat, then the last one."""
+    import time
+
+    with Progress("circuit", console=Console(file=io.StringIO())) as progress:
+        progress.stage("finding the circuit")
+        time.sleep(0.2)  # twenty heartbeats
+        progress.update(1, 3)
+        time.sleep(0.1)
+    lines = capsys.readouterr().err.splitlines()
+    said = "circuit: finding the circuit"
+    assert [line.rsplit(" · ", 1)[0] for line in lines] == [said, f"{said} 1/3", f"{said} 1/3"]
+    assert "done in" in lines[-1]
 
 
 def test_lab_progress_names_the_seed_and_its_finished_runs(every_moment):

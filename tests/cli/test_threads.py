@@ -19,9 +19,9 @@ SMALL_LAB = ["--d-model", "16", "--heads", "2", "--layers", "1", "--lengths", "3
              "--beyond", "7-8", "--steps", "2", "--eval-every", "2", "--eval-size", "10",
              "--seeds", "0", "--quiet"]
 # Every command that takes --threads (a test below checks none is missing), run on a checkpoint
-# that is not there: the thread count must be set before any torch work, so even a run that then
-# fails on its input has set it.
-MISSING = "no-such-model.safetensors"
+# that cannot be read: the thread count must be set before any torch work, so even a run that then
+# fails on its input has set it. (A file that is not there is said before torch loads at all.)
+MISSING = "broken.safetensors"
 COMMANDS = {
     "attribute": ["attribute", MISSING, "1 2 3"],
     "circuit": ["circuit", MISSING],
@@ -52,7 +52,10 @@ def test_every_command_with_a_threads_option_has_a_run_here():
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_a_command_without_threads_sets_torch_to_the_default_before_any_work(name, default_of_two):
+def test_a_command_without_threads_sets_torch_to_the_default_before_any_work(name, default_of_two,
+                                                                              tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / MISSING).write_bytes(b"not a checkpoint")
     run = run_cli(*COMMANDS[name])
     assert run.exit_code == 2, run.stderr  # the input's fault, after the threads were set
     assert torch.get_num_threads() == 2

@@ -127,8 +127,37 @@ def test_resuming_with_more_steps_never_raises_the_lr_and_counts_this_runs_secon
     lrs = [json.loads(line)["lr"] for line in metrics.read_text().splitlines() if '"step"' in line
            and json.loads(line)["kind"] == "step"]
     assert len(lrs) == 40 and max(lrs[20:]) <= lrs[19]
-    final = [line for line in run.stdout.splitlines() if line.startswith("final exact match")][0]
+    final = " ".join(run.stdout.split("final exact match")[1].split())  # broken between fields at 80
     assert "s this run (" in final and "s in all)" in final
+
+
+def test_resuming_a_finished_schedule_says_so_shows_the_real_lr_and_can_start_a_new_one(tmp_path):
+    """The README's `train --resume tiny.safetensors --steps 400`: a cosine run that has ended
+    trains on at its floor, so the header gives that lr, not the recipe's peak, and a note says
+    how to train further; --restart-schedule warms up and decays again over the new steps."""
+    out, metrics = tmp_path / "done.safetensors", tmp_path / "m.jsonl"
+    cosine = [*LEARNS, "--schedule", "cosine", "--eval-every", "0", "--lr-floor", "0.01"]
+    assert run_cli("train", *cosine, "--steps", "20", "--quiet", "--out", str(out)).exit_code == 0
+    floor = 0.005 * 0.01
+    on = run_cli("train", "--resume", str(out), "--steps", "30", "--out", str(tmp_path / "on.safetensors"))
+    assert on.exit_code == 0, on.stderr
+    header = on.stdout.splitlines()[1]
+    assert header.startswith("steps 21-30 · lr 5e-05 to 5e-05 (cosine, resumed)"), header
+    note = " ".join(on.stderr.split())
+    assert "schedule ended at step 20" in note and "lr 5e-05" in note
+    assert f"minitx train --resume {out} --steps 30 --restart-schedule" in note
+    new = run_cli("train", "--resume", str(out), "--steps", "30", "--restart-schedule", "--metrics",
+                  str(metrics), "--out", str(tmp_path / "new.safetensors"))
+    assert new.exit_code == 0, new.stderr
+    assert "schedule ended" not in new.stderr
+    assert new.stdout.splitlines()[1].startswith("steps 21-30 · a new schedule: lr 0.005 cosine, warmup 5")
+    lrs = [row["lr"] for row in map(json.loads, metrics.read_text().splitlines()) if row["kind"] == "step"]
+    assert lrs[:5] == pytest.approx([0.005 * k / 5 for k in range(1, 6)])  # warmup again, to the peak
+    assert lrs[-1] == pytest.approx(floor) and max(lrs) == pytest.approx(0.005)
+    again = run_cli("train", "--resume", str(tmp_path / "new.safetensors"), "--steps", "40", "--quiet")
+    assert again.exit_code == 0, again.stderr  # the new schedule is saved with the run: it resumes
+    refused = run_cli("train", *TINY, "--steps", "2", "--restart-schedule", "--out", str(tmp_path / "x"))
+    assert "--resume" in assert_one_line_error(refused) and refused.exit_code == 2
 
 
 def test_the_progress_bar_keeps_step_loss_accuracy_and_eta_within_80_columns(monkeypatch):
@@ -158,6 +187,15 @@ def test_the_progress_bar_keeps_step_loss_accuracy_and_eta_within_80_columns(mon
     assert len(line) <= 80
     for shown in ("54321/100000", "loss 3.1e-05", "acc 99.8%", ":"):
         assert shown in line, line
+    # An evaluation cut short once --until was out of reach says what it found, not a percentage
+    # of a few examples: the wrong outputs that put the target out of reach.
+    FakeTrainer.cfg.until = 0.999
+    reporter.on_evaluation(FakeTrainer(), EvalResult(0.93, 100, complete=False))
+    reporter._advance(StepStats(54321, 0.0000312, 0.5, 1e-3, 1000.0, 10.0))
+    shown = Console(file=io.StringIO(), width=80, color_system=None, record=True)
+    shown.print(reporter.progress.get_renderable())
+    [line] = shown.export_text().splitlines()
+    assert len(line) <= 80 and "acc <99.9% (7 of the first 100 wrong)" in line, line
 
 
 def test_json_output_shows_recipe_values_unless_an_option_overrides_them(tmp_path):
@@ -285,6 +323,37 @@ def test_ctrl_c_a_hangup_or_sigterm_saves_a_resumable_checkpoint_and_exits_128_p
     assert str(out) in run.stderr and "--resume" in run.stderr
     ckpt = load_checkpoint(out)
     assert ckpt.resumable and ckpt.summary["steps"] == 3  # the step in flight finished
+
+
+def test_several_quick_ctrl_c_still_save_the_run_and_say_what_was_kept(tmp_path, monkeypatch):
+    """Three Ctrl-C after step 3, and one more while the file is being written: the step in flight
+    finishes, the save is not abandoned, and the message says what the file holds."""
+    from minitx.core.training import trainer as trainer_module
+
+    original_step, original_save = trainer_module.Trainer.train_step, trainer_module.save_checkpoint
+
+    def step_then_three(self):
+        stats = original_step(self)
+        if stats.step == 3:
+            for _ in range(3):
+                os.kill(os.getpid(), signal.SIGINT)
+        return stats
+
+    def save_with_one_more(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return original_save(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module.Trainer, "train_step", step_then_three)
+    monkeypatch.setattr(trainer_module, "save_checkpoint", save_with_one_more)
+    out = tmp_path / "stopped.safetensors"
+    run = run_cli("train", *TINY, "--steps", "50", "--out", str(out))
+    assert run.exit_code == 130, run.stderr
+    ckpt = load_checkpoint(out)
+    assert ckpt.resumable and ckpt.summary["steps"] == 3
+    said = " ".join(run.stderr.split())
+    assert "Ctrl-C again is ignored until the checkpoint is written" in said
+    assert f"Interrupted at step 3/50: resumable checkpoint saved to {out}, exact match " in said
+    assert f"{ckpt.summary['accuracy']:.1%} on 20 fresh sequences" in said
 
 
 MINITX = str(Path(sys.executable).with_name("minitx"))

@@ -92,7 +92,14 @@ def test_a_stripped_model_variant_rebuilds_with_the_correct_code(blind):
     assert model.causal is True and model.cfg.bug == ""  # the code checks have nothing to find
 
 
-@pytest.mark.parametrize("bug", [*MODEL_AND_DATA_BUGS, "no-warmup"])
+def tiered(bugs):
+    """The bugs as parameters, those whose model only these tests train (no-reverse and no-scale:
+    ~14 s) in tier 2. Tier 1 diagnoses them blind all the same, in the bundled files
+    (tests/cli/test_compare_doctor.py)."""
+    return [pytest.param(b, marks=pytest.mark.slow) if b in ("no-reverse", "no-scale") else b for b in bugs]
+
+
+@pytest.mark.parametrize("bug", tiered([*MODEL_AND_DATA_BUGS, "no-warmup"]))
 def test_the_doctor_names_a_freshly_trained_bug_first_from_a_file_without_any_hint(blind, bug):
     model, task, record, _ = blind(bug)
     results, diagnosis = doctor(model, task, record)
@@ -103,7 +110,7 @@ def test_the_doctor_names_a_freshly_trained_bug_first_from_a_file_without_any_hi
     assert "weights" in diagnosis.causes[0].kinds  # the code is correct now: the weights tell
 
 
-@pytest.mark.parametrize("bug", MODEL_AND_DATA_BUGS)
+@pytest.mark.parametrize("bug", tiered(MODEL_AND_DATA_BUGS))
 def test_the_doctor_needs_no_training_history_or_summary(blind, bug):
     # A model from other code: no history, no summary, no train_config. The checks that need
     # them say so; the counterfactual runs of the weights still name the bug first.

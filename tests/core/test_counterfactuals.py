@@ -56,9 +56,12 @@ def test_two_variants_switch_on_together(batch):
 
 
 def test_copies_of_the_source_are_sos_source_eos(batch):
-    copies = copies_of_source(batch, sos=11, eos=12, pad=10)
-    assert torch.equal(copies.labels[:, :6], batch.src) and bool((copies.labels[:, 6] == 12).all())
+    task = get_task("reverse", 4, 6)
+    vocab = task.vocab
+    copies = copies_of_source(batch, task)
+    assert torch.equal(copies.labels[:, :6], batch.src) and bool((copies.labels[:, 6] == vocab.eos).all())
     assert torch.equal(copies.decoder_input[:, 1:], batch.src)
+    assert bool((copies.decoder_input[:, 0] == vocab.sos).all())
 
 
 def test_markedly_better_needs_a_quarter_more_exact_or_half_the_loss_and_as_good_needs_a_learned_task():

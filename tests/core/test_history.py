@@ -8,11 +8,10 @@ import json
 import pytest
 import torch
 
-from minitx import checkpoints
 from minitx.core.checkpoint import load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.history import MAX_POINTS, MAX_SNAPSHOTS, History, keep_indices
 from minitx.core.training.events import RunListener
-from minitx.core.training.history import MAX_POINTS, MAX_SNAPSHOTS, History, keep_indices
 from minitx.core.training.trainer import Trainer
 
 MODEL = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
@@ -211,8 +210,6 @@ def test_files_without_history_load_and_resume_with_a_history_from_that_step(tmp
     resumed = Trainer.resume(path, TRAIN.replace(steps=15, eval_every=0))
     resumed.run()
     assert list(resumed.history.steps) == [11, 12, 13, 14, 15]
-    for name in checkpoints.bundled_names():
-        assert checkpoints.load(name).history is None
 
 
 def test_a_probe_source_can_be_chosen_and_a_bad_one_is_refused_by_the_config():
@@ -221,3 +218,19 @@ def test_a_probe_source_can_be_chosen_and_a_bad_one_is_refused_by_the_config():
     assert trainer.history.snapshots.source == [2, 1]
     with pytest.raises(ValueError, match="probe_source"):
         TRAIN.replace(probe_source="1 2 3")  # longer than the task's sources
+
+
+def test_a_shared_history_keeps_its_curves_and_at_most_a_quarter_megabyte_of_snapshots():
+    from minitx.core.history import SHARED_SNAPSHOT_BYTES
+
+    history = History()
+    for step in range(1, 301):
+        history.record_step(step, 1.0 / step, 1e-3, 0.5, 100.0, step / 10)
+        if step % 3 == 0:  # 100 snapshots of a long probe: 8 x 11 x 25 floats, 8.8 KB each
+            history.record_snapshot(step, list(range(25)), list(range(11)), torch.rand(2, 4, 11, 25))
+    shared = history.for_sharing()
+    kept = shared.snapshot_steps
+    assert len(kept) == SHARED_SNAPSHOT_BYTES // (2 * 4 * 11 * 25 * 4) == 29
+    assert kept[0] == 3 and kept[-1] == 300  # the first and the last, the rest evenly between
+    assert shared.series("loss") == history.series("loss")  # every point of the curves
+    assert len(history.snapshot_steps) == 100  # the run's own history is left whole

@@ -12,7 +12,7 @@ from minitx.core.doctor.history_checks import (
     check_training_progress,
     check_warmup,
 )
-from minitx.core.training.history import History
+from minitx.core.history import History
 
 STEPS = list(range(1, 401))
 

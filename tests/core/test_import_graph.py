@@ -1,5 +1,7 @@
-"""minitx.core's modules import one another in one direction: no cycle, and no import of another
-core module hidden inside a function (the usual way a cycle is dodged)."""
+"""minitx's modules import one another in one direction: no cycle between core's modules, none
+between its folders (training and the checkpoint format, say), none among the app's modules even
+through type-only imports, and no import of another core module hidden inside a function (the
+usual way a cycle is dodged)."""
 
 from __future__ import annotations
 
@@ -7,20 +9,24 @@ import ast
 from pathlib import Path
 
 import minitx.core
+import minitx.tui
 
 CORE = Path(minitx.core.__file__).parent
+TUI = Path(minitx.tui.__file__).parent
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(CORE).with_suffix("").parts
+def _module_name(path: Path, root: Path = CORE) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    return ".".join(("minitx.core", *parts))
+    return ".".join((f"minitx.{root.name}", *parts))
 
 
-def _imports(tree: ast.Module, module: str, top_level_only: bool):
-    """(node, imported core module) for the module's imports: at module level (outside
-    `if TYPE_CHECKING:`), or only those inside functions when top_level_only is False."""
+def _imports(tree: ast.Module, module: str, top_level_only: bool, prefix: str = "minitx.core",
+             type_only: bool = False):
+    """(node, imported module under `prefix`) for the module's imports: at module level (outside
+    `if TYPE_CHECKING:` unless type_only), or only those inside functions when top_level_only is
+    False."""
     package = module.rpartition(".")[0]
     found = []
 
@@ -34,29 +40,40 @@ def _imports(tree: ast.Module, module: str, top_level_only: bool):
                 if child.level:
                     base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1] + [base])
                 names = [f"{base}.{a.name}" for a in child.names] + [base]
-                if (function != top_level_only) and not checking:
-                    found.extend((child, n) for n in names if n.startswith("minitx.core"))
+                if (function != top_level_only) and (type_only or not checking):
+                    found.extend((child, n) for n in names if n.startswith(prefix))
             elif isinstance(child, ast.Import):
-                if (function != top_level_only) and not checking:
-                    found.extend((child, a.name) for a in child.names if a.name.startswith("minitx.core"))
+                if (function != top_level_only) and (type_only or not checking):
+                    found.extend((child, a.name) for a in child.names if a.name.startswith(prefix))
             visit(child, function, checking)
 
     visit(tree, False, False)
     return found
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = {_module_name(p): p for p in CORE.rglob("*.py")}
+def _graph(root: Path = CORE, type_only: bool = False) -> dict[str, set[str]]:
+    modules = {_module_name(p, root): p for p in root.rglob("*.py")}
     graph = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
-        graph[name] = {target for _, target in _imports(tree, name, top_level_only=True) if target in modules
-                       and target != name}
+        found = _imports(tree, name, True, f"minitx.{root.name}", type_only)
+        graph[name] = {target for _, target in found if target in modules and target != name}
     return graph
 
 
-def test_the_import_graph_of_minitx_core_has_no_cycle():
-    graph = _graph()
+def _folders(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between core's folders and top-level modules (minitx.core.training, ...)."""
+    def folder(name: str) -> str:
+        return ".".join(name.split(".")[:3])
+
+    folders: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        mine = folder(name)
+        folders.setdefault(mine, set()).update(folder(t) for t in targets if folder(t) != mine)
+    return folders
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}  # 1: on the path, 2: done
     path: list[str] = []
 
@@ -73,10 +90,34 @@ def test_the_import_graph_of_minitx_core_has_no_cycle():
         return None
 
     for start in sorted(graph):
-        if start not in state:
-            cycle = walk(start)
-            assert cycle is None, "import cycle: " + " -> ".join(cycle)
+        if start not in state and (cycle := walk(start)):
+            return cycle
+    return None
+
+
+def test_the_import_graph_of_minitx_core_has_no_cycle():
+    graph = _graph()
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
     assert len(graph) > 30  # the walk saw the whole package, subpackages included
+
+
+def test_the_folders_of_minitx_core_import_one_way():
+    """Training saves through the checkpoint format, so the format imports nothing of training:
+    what both need (a run's history) lives below them."""
+    folders = _folders(_graph())
+    cycle = _cycle(folders)
+    assert cycle is None, "import cycle between folders: " + " -> ".join(cycle)
+    assert {"minitx.core.training", "minitx.core.checkpoint", "minitx.core.history"} <= set(folders)
+
+
+def test_the_modules_of_the_app_import_one_way_even_for_types():
+    """A type named only for annotations still ties two modules together: none may close a
+    circle (a message naming the widget that posts it, say)."""
+    graph = _graph(TUI, type_only=True)
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+    assert len(graph) > 60
 
 
 def test_no_module_of_minitx_core_imports_another_inside_a_function():

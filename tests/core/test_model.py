@@ -270,6 +270,8 @@ def test_sequence_longer_than_the_positional_table_is_refused():
         model.encode(torch.zeros(1, 9, dtype=torch.long))
 
 
+@pytest.mark.slow  # tier 2: the reference-size model, 400 steps (~8 s); tier 1 fits a small one
+# (tests/core/test_diagnostics.py's overfit check, the same loop)
 @pytest.mark.parametrize("dropout, limit", [(0.0, 0.01)])
 def test_a_fresh_model_overfits_one_batch(dropout, limit):
     torch.manual_seed(0)

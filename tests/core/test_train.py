@@ -176,3 +176,25 @@ def test_resuming_a_length_weighted_run_reproduces_it_bit_exactly(tmp_path, tiny
     resumed = Trainer.resume(tmp_path / "run.safetensors", cfg)
     resumed.run()
     assert all(torch.equal(a, b) for a, b in zip(straight.model.parameters(), resumed.model.parameters()))
+
+
+def test_a_saved_accuracy_is_measured_on_the_weights_saved_whenever_the_run_stopped(tmp_path):
+    """A run stopped between evaluations, after an evaluation that stopped early (--until out of
+    reach), saves the exact match of the weights it writes, on the run's held-out sequences: not
+    the earlier, rougher figure (the app's x then w, an interrupted `minitx train`)."""
+    from minitx.core.checkpoint import load_checkpoint
+    from minitx.core.training.evaluation import evaluate
+
+    cfg = TrainConfig(task="copy", min_source_len=1, max_source_len=2, steps=60, batch_size=16, warmup=5,
+                      lr=0.005, eval_every=5, eval_size=200, until=0.999, device="cpu")
+    model = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, max_len=6,
+                        dropout=0.0)
+    trainer = Trainer(model, cfg)
+    trainer.run(until_step=13)
+    last_eval = trainer.history.evaluations()[-1]
+    assert last_eval[0] == 10 and not last_eval[3]  # step 10's evaluation stopped early
+    saved = load_checkpoint(trainer.save(tmp_path / "stopped.safetensors"))
+    weights = evaluate(saved.model, saved.task, 200, seed=trainer.heldout_seed).accuracy
+    assert saved.summary["steps"] == 13 and saved.summary["accuracy"] == pytest.approx(weights)
+    assert weights != pytest.approx(last_eval[1])  # what the file used to say
+    assert trainer.history.evaluations()[-1] == last_eval  # the curve keeps its evaluation steps

@@ -29,14 +29,16 @@ def run_import(*args: str):
 def imported(tutorial_files, annotated_files, annotated_no_causal_mask_files,  # noqa: F811
              tmp_path_factory) -> dict:
     """layout -> the checkpoint `minitx import` wrote for its reference model (with its pairs);
-    "no-causal-mask" -> the Annotated Transformer trained without the causal mask."""
+    "no-causal-mask" -> the Annotated Transformer trained without the causal mask; "no-pairs" ->
+    the tutorial's model imported without --pairs (as a Hugging Face folder opened directly is)."""
     folder = tmp_path_factory.mktemp("imported")
     paths = {}
     for name, files, layout in ((toy.TUTORIAL, tutorial_files, toy.TUTORIAL),
                                 (toy.ANNOTATED, annotated_files, toy.ANNOTATED),
-                                ("no-causal-mask", annotated_no_causal_mask_files, toy.ANNOTATED)):
+                                ("no-causal-mask", annotated_no_causal_mask_files, toy.ANNOTATED),
+                                ("no-pairs", tutorial_files, toy.TUTORIAL)):
         out = folder / f"{name}.safetensors"
-        result = run_import(*import_args(files, layout, out))
+        result = run_import(*import_args(files, layout, out, pairs=name != "no-pairs"))
         assert result.exit_code == 0, result.output
         paths[name] = str(out)
     return paths

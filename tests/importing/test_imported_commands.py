@@ -146,3 +146,92 @@ def test_attribute_reads_the_wrapped_source_in_its_own_vocabulary(imported, layo
         assert peak == 5 - step["index"], (step["text"], step["attribution"])
     ig = ok_json("attribute", imported[layout], "3 1 4 1 2", "--target", spec.eos)["results"][0]
     assert ig["target"] == spec.eos and all(len(s["attribution"]) == 7 for s in ig["steps"])
+
+
+# -- a model that keeps no pairs (imported without --pairs, as a Hugging Face folder is) ----------
+
+HOW = "give --pairs FILE"
+
+
+def test_the_doctor_runs_its_code_checks_on_a_model_without_pairs_and_exits_by_its_verdict(imported):
+    result = run("doctor", imported["no-pairs"], "--quick", "--json")
+    assert result.exit_code == 0, result.output  # its verdict (every check that ran passed), not 2
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    ran = [name for name, c in checks.items() if c["kind"] == "code" and c["status"] != "skip"]
+    assert {"initial-loss", "future-leakage-values", "future-leakage-gradients", "rows-sum-to-one",
+            "fused-agreement", "permutation", "source-dependence"} <= set(ran)
+    assert all(checks[name]["status"] == "pass" for name in ran)
+    for name in ("accuracy", "trained-without-mask", "copies-source", "alignment", "source-use"):
+        assert checks[name]["status"] == "skip" and "no example pairs" in checks[name]["detail"]
+    text = run("doctor", imported["no-pairs"], "--quick")
+    assert text.exit_code == 0 and "Error" not in text.output
+    said = " ".join(text.stdout.split())
+    assert said.count(HOW) == 1 and "keeps no example pairs" in said  # once, one line, at the end
+    assert "checks on inputs made of its vocabularies" in said  # not "held-out pairs" it has none of
+
+
+def test_every_command_that_measures_says_how_to_give_pairs_and_takes_them(imported, tutorial_files):
+    model, pairs = imported["no-pairs"], str(tutorial_files.pairs)
+    measuring = {
+        "eval": ["eval", model, "--n", "50"],
+        "heads": ["heads", model, "--n", "40"],
+        "roles": ["heads", model, "--roles", "--n", "40"],
+        "patch": ["patch", model, "--method", "exact"],
+        "circuit": ["circuit", model, "--n-pairs", "4", "--n", "20"],
+        "compare": ["compare", model, imported[toy.TUTORIAL], "--n", "40"],
+        "mean ablation": ["decode", model, "3 1 4", "--ablate", "cross", "--ablate-kind", "mean"],
+        "lens, mean ablation": ["lens", model, "3 1 4", "--ablate", "cross", "--ablate-kind", "mean"],
+    }
+    for name, args in measuring.items():
+        without = run(*args)
+        lines = [line for line in without.stderr.splitlines() if line.strip()]
+        assert without.exit_code == 2 and len(lines) == 1, (name, without.output)
+        assert "keeps no example pairs" in lines[0] and HOW in lines[0], (name, lines)
+        assert "Error" not in lines[0][len("Error:"):], (name, lines)  # no exception's name
+        given = run(*args, "--pairs", pairs)
+        assert given.exit_code == 0, (name, given.output)
+    measured = ok_json("eval", model, "--pairs", pairs)
+    assert measured["n"] == 200 and measured["accuracy"] >= 0.9
+    report = ok_json("doctor", model, "--quick", "--pairs", pairs)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["accuracy"]["status"] == "pass" and checks["copies-source"]["status"] == "pass"
+    bad = run("heads", model, "--pairs", str(tutorial_files.src_vocab))
+    assert bad.exit_code == 2 and "--pairs:" in bad.stderr and "line 1" in bad.stderr
+
+
+def test_the_doctors_hints_are_doable_for_an_imported_model(imported):
+    """An imported model cannot be trained with --expect: the alignment check says how to score
+    one here, and the doctor's --expect does it."""
+    checks = {c["name"]: c for c in ok_json("doctor", imported[toy.ANNOTATED], "--quick")["checks"]}
+    assert "train with" not in checks["alignment"]["detail"]
+    assert "doctor --expect" in checks["alignment"]["detail"]
+    scored = ok_json("doctor", imported[toy.ANNOTATED], "--quick", "--expect", "anti-diagonal")
+    alignment = next(c for c in scored["checks"] if c["name"] == "alignment")
+    assert alignment["status"] == "pass" and alignment["value"] >= 0.5  # counted past the start token
+    wrong = ok_json_failing("doctor", imported[toy.ANNOTATED], "--quick", "--expect", "diagonal")
+    assert next(c for c in wrong["checks"] if c["name"] == "alignment")["status"] == "fail"
+    refused = run("doctor", "reverse", "--quick", "--expect", "diagonal")
+    assert refused.exit_code == 2 and "has its own expected pattern" in refused.stderr
+
+
+def ok_json_failing(*args: str) -> dict:
+    result = run(*args, "--json")
+    assert result.exit_code == 1, result.output
+    return json.loads(result.stdout)
+
+
+def test_the_doctor_names_a_model_that_copies_its_source_by_the_text_of_two_vocabularies(
+        annotated_copy_files, tmp_path):
+    """Trained to copy, imported with reverse pairs (no label of minitx's anywhere): its source
+    and target vocabularies number the digits differently, so the copy is seen by token text."""
+    from tests.importing.conftest import import_args
+
+    out = tmp_path / "copies.safetensors"
+    args = import_args(annotated_copy_files, toy.ANNOTATED, out, pairs=False)
+    reverse_pairs = annotated_copy_files.pairs.with_name("reverse.pairs.tsv")
+    assert run(*args, "--pairs", str(reverse_pairs)).exit_code == 0
+    report = ok_json_failing("doctor", str(out), "--quick")
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["copies-source"]["status"] == "fail" and checks["copies-source"]["value"] > 0.9
+    assert checks["trained-on-copies"]["status"] == "fail"
+    assert report["causes"] and "forgot to reverse" in report["causes"][0]

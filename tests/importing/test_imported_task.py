@@ -12,7 +12,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from minitx.core.checkpoint import CheckpointError, load_checkpoint
-from minitx.core.data.imported_task import NO_PAIRS, ImportedTask
+from minitx.core.data.imported_task import NO_PAIRS, ImportedTask, MissingPairs
 from minitx.core.data.vocab import Vocab
 from tests.importing.conftest import import_args, run_import
 from tests.reference_models import toy
@@ -37,6 +37,21 @@ def test_sources_are_read_in_the_source_vocabulary_and_wrapped_outputs_in_the_ta
                                 "src_vocab_size": 7, "src_pad_id": 1}
 
 
+def test_a_source_is_written_in_the_target_vocabulary_by_its_text_for_the_copies_check():
+    """Two vocabularies number the same digits differently: "the model copies its source" is
+    compared by token text, the wrapping left out; a token the targets lack cannot be copied."""
+    src = Vocab((*SRC.tokens, "8"), pad=1, sos=2, eos=3, unk=0, level="word")
+    t = ImportedTask(TGT, src, True, {"layout": "annotated"}, max_len=10)
+    from minitx.core.data.batch import Batch
+
+    fed = torch.tensor([t.parse("3 1 7") + [1], t.parse("7 8")  + [1, 1]])  # (2, 6) PAD after
+    batch = Batch(src=fed, tgt=torch.zeros(2, 5, dtype=torch.long), lengths=torch.tensor([3, 2]))
+    written, writable = t.sources_as_outputs(batch)
+    assert written[0].tolist() == [TGT.tokens.index(x) for x in ("3", "1", "7")]
+    assert written[1, 1].item() == -1 and written[1, 2].item() == TGT.pad
+    assert writable.tolist() == [True, False]
+
+
 def test_the_decoding_budget_is_the_tutorials_wrapped_length_plus_four():
     assert task().decode_cap(5, positions=64) == 9
     assert task(wraps=False).decode_cap(3, positions=64) == 9  # the same source, fed unwrapped
@@ -45,12 +60,26 @@ def test_the_decoding_budget_is_the_tutorials_wrapped_length_plus_four():
 
 def test_without_example_pairs_the_commands_that_need_examples_say_so_and_typed_text_works():
     t = task()
-    with pytest.raises(ValueError, match="keeps no example pairs; import it again with --pairs FILE"):
+    assert not t.has_examples
+    with pytest.raises(MissingPairs, match="keeps no example pairs"):
         t.batch(8, torch.Generator())
-    with pytest.raises(ValueError, match="no example pairs"):
+    with pytest.raises(MissingPairs, match="no example pairs"):
         next(iter(t.evaluation_batches(8, 0)))
     assert t.example() == "7 3 1" and t.parse(t.example())  # the source vocabulary's first tokens
-    assert "\n" not in NO_PAIRS
+    assert "\n" not in NO_PAIRS and "--" not in NO_PAIRS  # how to give pairs is each caller's to say
+
+
+def test_without_example_pairs_the_checks_that_need_no_answers_get_inputs_of_both_vocabularies():
+    t = task()
+    batch = t.input_batch(16, torch.Generator().manual_seed(0))
+    src_vocab, vocab = t.src_vocab, t.vocab
+    for row, n in zip(batch.src.tolist(), batch.lengths.tolist()):
+        assert 3 <= n <= 8 and row[0] == src_vocab.sos and row[n + 1] == src_vocab.eos  # wrapped as fed
+        assert set(row[1 : n + 1]) <= set(src_vocab.real_ids())
+        assert set(row[n + 2 :]) <= {src_vocab.pad}
+    assert batch.tgt[:, 0].eq(vocab.sos).all()
+    same = t.input_batch(4, torch.Generator().manual_seed(0), length=5)
+    assert same.lengths.tolist() == [5, 5, 5, 5]
 
 
 def _with_metadata(path, tmp_path, **changes):

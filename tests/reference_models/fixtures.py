@@ -12,6 +12,15 @@ import pytest
 from tests.reference_models import toy
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _toy_models_kept_between_runs(request):
+    """Each toy model is trained once for all the suite's processes and runs: kept in pytest's
+    cache folder (when the cache is on), keyed by the code that trains it."""
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        toy.CACHE_DIR = cache.mkdir("minitx-toy-models")
+
+
 @pytest.fixture(scope="session")
 def tutorial_reverse() -> toy.Trained:
     """The nn.Transformer tutorial's model trained on reverse (about 2 s)."""
@@ -43,3 +52,13 @@ def annotated_files(annotated_reverse, tmp_path_factory) -> toy.ReferenceFiles:
 @pytest.fixture(scope="session")
 def annotated_no_causal_mask_files(annotated_no_causal_mask, tmp_path_factory) -> toy.ReferenceFiles:
     return toy.write_files(annotated_no_causal_mask, tmp_path_factory.mktemp("annotated-no-mask"))
+
+
+@pytest.fixture(scope="session")
+def annotated_copy_files(tmp_path_factory) -> toy.ReferenceFiles:
+    """The Annotated Transformer trained to copy (about 2 s), and reverse pairs beside its
+    own: a model whose data generation forgot to reverse, for the doctor to name blind."""
+    trained = toy.trained_once(toy.ANNOTATED, "copy")
+    files = toy.write_files(trained, tmp_path_factory.mktemp("annotated-copy"))
+    toy.write_pairs("reverse", files.pairs.with_name("reverse.pairs.tsv"))
+    return files

@@ -23,6 +23,8 @@ the files a user of that code would hand to `minitx import`.
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,10 +222,44 @@ def train(layout: str, task: str = "reverse", *, causal: bool = True, shape: Sha
     return trained
 
 
+# Where trained_once keeps the models it trained, between processes and runs (pytest's cache
+# folder, set by tests/reference_models/fixtures.py; None: train in every process).
+CACHE_DIR: Path | None = None
+
+
 @functools.cache
 def trained_once(layout: str, task: str = "reverse", causal: bool = True) -> Trained:
-    """train() with the defaults, once per process: every test shares these models."""
-    return train(layout, task, causal=causal)
+    """train() with the defaults, once: every test of a process shares these models, and with
+    CACHE_DIR the processes and runs that follow load the same weights (seeded training gives
+    them again; the key holds this code and torch's version, so a change trains anew)."""
+    if CACHE_DIR is None:
+        return train(layout, task, causal=causal)
+    path = CACHE_DIR / f"{layout}-{task}-{'causal' if causal else 'no-mask'}-{_code_key()}.pt"
+    if path.exists():
+        saved = torch.load(path, weights_only=True)
+        model = build(layout, Shape(), len(saved["src"]), len(saved["tgt"]))
+        trained = Trained(layout, task, model, Shape(), tuple(saved["src"]), tuple(saved["tgt"]), causal,
+                          (3, 5), saved["losses"].tolist())
+        trained.model.load_state_dict(saved["state"])
+        trained.model.eval()
+        for p in trained.model.parameters():
+            p.requires_grad_(False)
+        return trained
+    trained = train(layout, task, causal=causal)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    torch.save({"state": trained.model.state_dict(), "src": list(trained.src_vocab),
+                "tgt": list(trained.tgt_vocab), "losses": torch.tensor(trained.losses)}, partial)
+    os.replace(partial, path)  # whole, or not there: another worker may be reading
+    return trained
+
+
+def _code_key() -> str:
+    """The sha256 (16 hex digits) of the code that trains a toy model, and torch's version."""
+    digest = hashlib.sha256(torch.__version__.encode())
+    for module in (tutorial, annotated):
+        digest.update(Path(module.__file__).read_bytes())
+    digest.update(Path(__file__).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def decode_digits(trained: Trained, sources: list[list[str]]) -> list[list[str]]:

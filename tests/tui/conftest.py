@@ -49,3 +49,15 @@ def _record_notifications(monkeypatch):
 def _true_colour_terminal(monkeypatch):
     monkeypatch.setenv("COLORTERM", "truecolor")
     monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+@pytest.fixture(scope="session")
+def without_history(tmp_path_factory) -> str:
+    """The bundled reverse model as a file with no training history (an export without --history,
+    or a file from before minitx kept histories): what the app says when there is nothing to replay."""
+    from minitx import checkpoints
+    from minitx.core.checkpoint import save_checkpoint
+
+    ckpt = checkpoints.load("reverse")
+    path = tmp_path_factory.mktemp("no-history") / "reverse.safetensors"
+    return str(save_checkpoint(path, ckpt.model, ckpt.task, ckpt.summary))

@@ -4,7 +4,7 @@ the x axis, and every mark explained by the legend."""
 
 from __future__ import annotations
 
-from minitx.core.training.history import History
+from minitx.core.history import History
 from minitx.tui.render.charts import Curve, chart_text, curve_of
 
 BRAILLE = range(0x2801, 0x2900)

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 
 from minitx.core.data.tasks import get_task
-from minitx.core.training.history import History
+from minitx.core.history import History
 from minitx.tui.app.widgets.curve_chart import CurveChart
 from minitx.tui.app.widgets.timeline import Timeline
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -179,6 +180,7 @@ async def test_a_dropped_connection_mid_training_saves_the_run(served):
     assert f"saved at step {saved_steps(path)} to {path}" in line
 
 
+@pytest.mark.slow  # tier 2 (~8 s), with SIGKILL at random moments; tier 1: a dropped connection saves
 @pytest.mark.asyncio
 async def test_a_killed_server_mid_training_still_leaves_the_run_saved(served):
     async with aiohttp.ClientSession() as session:
@@ -240,7 +242,7 @@ async def test_the_export_key_downloads_the_picture_and_numbers_as_one_zip_throu
         await tab.wait_for("ig (- against)")
         attribution_name, attribution = await downloaded_export(tab, session, served)
         await websocket.close()
-    assert name.startswith("minitx-explore-cross-L2-H2-") and name.endswith(".zip")
+    assert re.match(r"minitx-explore-cross-L\d-H\d-", name) and name.endswith(".zip")  # the head shown
     names = sorted(archive.namelist())
     assert [n.rsplit(".", 1)[1] for n in names] == ["csv", "svg"]
     assert names[0].rsplit(".", 1)[0] == names[1].rsplit(".", 1)[0] == name.removesuffix(".zip")

@@ -55,14 +55,14 @@ async def test_train_draws_the_run_then_its_timeline_steps_through_the_snapshots
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
-        fill_form(screen, steps="40")
+        fill_form(screen, steps="20")  # a snapshot every step: 21 to walk through
         screen.query_one("#probe_source", Input).value = "3 1 4"
         await pilot.pause()
         assert "g next chart" in footer(app) and "p play" not in footer(app)
         await pilot.press("space")
         await wait_for(pilot, lambda: screen.state == "finished", "the run to finish", timeout=120)
         chart = screen.query_one(CurveChart)
-        assert list(chart.runs[0][1].steps) == list(range(1, 41))
+        assert list(chart.runs[0][1].steps) == list(range(1, 21))
         assert "┤" in chart.render().plain  # an axis: the curve is drawn
         await pilot.press("g")
         assert chart.chart == "accuracy"
@@ -78,11 +78,11 @@ async def test_train_draws_the_run_then_its_timeline_steps_through_the_snapshots
         await pilot.press("v")
         timeline = screen.query_one(Timeline)
         assert timeline.display and timeline.source == ["3", "1", "4"]
-        assert timeline.steps == screen.trainer.history.snapshot_steps and timeline.step == 40
+        assert timeline.steps == screen.trainer.history.snapshot_steps and timeline.step == 20
         assert "←/→ snapshot" in footer(app) and "p play" in footer(app)
         assert "g next chart" not in footer(app)
         shown = screen_text(app)  # whole at 80x24 under the form: position, every row, the legend
-        assert "step 40/40" in shown and f"{len(timeline.steps)}/{len(timeline.steps)}" in shown
+        assert "step 20/20" in shown and f"{len(timeline.steps)}/{len(timeline.steps)}" in shown
         assert "<eos>" in shown and "1.0 weight" in shown
         seen = [timeline.step]
         for _ in range(len(timeline.steps) - 1):
@@ -125,8 +125,8 @@ async def test_explore_shows_the_timeline_of_a_checkpoint_with_history(two_runs)
 
 
 @pytest.mark.asyncio
-async def test_explore_timeline_of_a_file_without_history_says_it_has_none():
-    app = create_app([reverse_checkpoint()])
+async def test_explore_timeline_of_a_file_without_history_says_it_has_none(without_history):
+    app = create_app([without_history])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         assert "h replay" not in footer(app)  # nothing to show: the key is not offered
@@ -157,11 +157,11 @@ async def test_compare_overlays_a_and_b_curves_with_a_legend(two_runs):
 
 
 @pytest.mark.asyncio
-async def test_compare_with_a_file_without_history_keeps_b_in_its_own_colour(two_runs):
-    app = create_app([reverse_checkpoint(), two_runs[1]])
+async def test_compare_with_a_file_without_history_keeps_b_in_its_own_colour(two_runs, without_history):
+    app = create_app([without_history, two_runs[1]])
     async with app.run_test(size=(100, 32)) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: bool(screen.steppers), "both models")
         await pilot.press("v")
         heading = screen.query_one(CurveChart).render().plain.splitlines()[0]
-        assert "A reverse (none)" in heading and "▀ B run1" in heading  # B keeps B's marker
+        assert "A reverse.safetensors (none)" in heading and "▀ B run1" in heading  # B keeps its marker

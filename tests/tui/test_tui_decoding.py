@@ -161,7 +161,7 @@ async def test_a_message_takes_the_footers_first_lines_and_covers_no_panel():
 async def test_the_open_dialog_rounds_accuracy_honestly(tmp_path):
     for name, accuracy in (("nearly", 0.996), ("barely", 0.004)):
         trainer = tiny_trainer()
-        trainer.last_accuracy = accuracy
+        trainer.last_accuracy, trainer.accuracy_step = accuracy, trainer.step_count  # as if measured
         trainer.save(tmp_path / f"{name}.safetensors")
     app = create_app(["reverse"])
     async with app.run_test(size=(100, 32)) as pilot:

@@ -28,6 +28,19 @@ def dialog_lines(app) -> list[str]:
     return [line.strip().strip("│").strip() for line in lines[top + 1:bottom]]
 
 
+@pytest.fixture
+def without_the_overfit_check(monkeypatch):
+    """The dialog's layout and its verdict, without the seconds of the overfit check (it shows as
+    skipped, as in --quick); tier 2 runs the whole doctor in the app."""
+    from minitx.core.doctor import diagnosis
+    from minitx.core.doctor.code_checks import skipped
+
+    monkeypatch.setattr(diagnosis, "check_overfit_one_batch",
+                        lambda model, task: skipped("overfit-one-batch", "a fresh model fits one batch",
+                                                    "< 0.01", "left out by this test"))
+
+
+@pytest.mark.slow  # tier 2: the whole doctor, overfit check included (~15 s); tier 1 the 80x24 one
 @pytest.mark.asyncio
 async def test_d_runs_the_doctor_on_the_explored_model_and_lists_every_check_by_kind():
     app = create_app(["reverse"])
@@ -51,7 +64,8 @@ async def test_d_runs_the_doctor_on_the_explored_model_and_lists_every_check_by_
 
 
 @pytest.mark.asyncio
-async def test_at_80x24_the_doctor_fits_scrolls_and_keeps_its_footer_with_the_cause_at_the_end():
+async def test_at_80x24_the_doctor_fits_scrolls_and_keeps_its_footer_with_the_cause_at_the_end(
+        without_the_overfit_check):
     app = create_app(["reverse-no-shift"])
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await finished_doctor(pilot)

@@ -71,18 +71,67 @@ async def test_comparing_an_imported_model_with_a_minitx_one_decodes_the_source_
         assert app.screen.comparison.agreement > 0.5
 
 
-@pytest.mark.asyncio
-async def test_an_imported_model_without_example_pairs_opens_on_its_example_source(tutorial_files,  # noqa: F811
-                                                                                   tmp_path):
-    out = tmp_path / "bare.safetensors"
+@pytest.fixture(scope="module")
+def bare(tutorial_files, tmp_path_factory) -> str:  # noqa: F811
+    """The tutorial's model imported without --pairs: it keeps no examples."""
+    out = tmp_path_factory.mktemp("app") / "bare.safetensors"
     result = CliRunner().invoke(main, [
         "import", str(tutorial_files.pt), "--layout", toy.TUTORIAL, "--heads", "2", "--tokens", "word",
         "--src-vocab", str(tutorial_files.src_vocab), "--tgt-vocab", str(tutorial_files.tgt_vocab),
         "--out", str(out)])
     assert result.exit_code == 0, result.output
-    app = create_app([str(out)])
+    return str(out)
+
+
+@pytest.mark.asyncio
+async def test_an_imported_model_without_example_pairs_opens_on_its_example_source(bare):
+    app = create_app([bare])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         await wait_for(pilot, lambda: "<eos>" in screen_text(app), "the example's decode")
         assert app.current.measure == "sharpness" and len(app.current.scores[0]) == 2
         assert "all heads · sharpness" in screen_text(app)
+
+
+@pytest.mark.asyncio
+async def test_without_pairs_each_measuring_key_says_once_how_to_choose_them_and_o_gives_them(
+        bare, tutorial_files, monkeypatch):  # noqa: F811
+    """m, w, g, P, C and a say, in one line each and no exception's name, that the model keeps
+    no pairs and that O chooses a file; the doctor runs its code checks and says it once; O
+    with a pairs file makes every one of them measure."""
+    monkeypatch.chdir(tutorial_files.pairs.parent)  # the dialog lists the pair files found here
+    app = create_app([bare])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await wait_for(pilot, lambda: "<eos>" in screen_text(app), "the example's decode")
+        for key in ("m", "w", "g", "P", "C"):
+            before = len(app.said)
+            await pilot.press(key)
+            await pilot.pause()
+            said = [s.text for s in app.said[before:]]
+            assert len(said) == 1 and "keeps no example pairs" in said[0], (key, said)
+            assert "O chooses" in said[0], key
+            assert "Error" not in said[0] and app.screen.HELP_TITLE == "Explore", key  # no dialog opened
+            assert app.screen.session.view_mode == "grid", key  # no view left waiting for ever
+        await pilot.press("a")
+        await wait_for(pilot, lambda: "each head's role: needs example pairs (O" in screen_text(app), "roles")
+        await pilot.press("a", "d")
+        await wait_for(pilot, lambda: app.screen.finished, "the doctor")
+        report = app.screen
+        assert report.results[0]["future-leakage-values"].status == "pass"
+        assert report.results[0]["accuracy"].status == "skip" and not report.error
+        assert " ".join(screen_text(app).split()).count("O chooses") <= 1
+        await pilot.press("end")
+        await pilot.pause(0.3)
+        text = " ".join(screen_text(app).replace("│", " ").split())  # the dialog's lines, unwrapped
+        assert "need examples: this imported model keeps no example pairs to measure on; O chooses" in text
+        await pilot.press("escape", "O")
+        await wait_for(pilot, lambda: "pair files in" in screen_text(app), "the pairs dialog")
+        name = tutorial_files.pairs.name
+        assert name in screen_text(app)
+        await pilot.press("enter")  # the first (only) pair file listed
+        await wait_for(pilot, lambda: app.current.task.has_examples, "the pairs")
+        assert any(f"measured on {name}: 200 pairs" in s.text for s in app.said)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: app.screen.session.importance is not None, "the ranking")
+        assert app.screen.session.importance.baseline.accuracy >= 0.9

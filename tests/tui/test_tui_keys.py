@@ -77,8 +77,8 @@ async def each_refused_key_says_why(pilot) -> list[str]:
 
 
 @pytest.mark.asyncio
-async def test_every_key_that_does_nothing_on_explore_says_why_and_is_not_listed():
-    app = create_app([reverse_checkpoint()])  # no training snapshots in the bundled file
+async def test_every_key_that_does_nothing_on_explore_says_why_and_is_not_listed(without_history):
+    app = create_app([without_history])  # no training snapshots in this file
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         explore = app.screen
@@ -94,9 +94,9 @@ async def test_every_key_that_does_nothing_on_explore_says_why_and_is_not_listed
 
 
 @pytest.mark.asyncio
-async def test_every_key_that_does_nothing_on_train_and_compare_says_why(monkeypatch):
+async def test_every_key_that_does_nothing_on_train_and_compare_says_why(monkeypatch, without_history):
     monkeypatch.setattr(compare_screen, "SUMMARY_SEQUENCES", 16)
-    app = create_app([reverse_checkpoint()])
+    app = create_app([without_history])
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
         assert {"x", "w", "u", "p"} <= set(dict(refused(screen)))  # no run yet: nothing to stop or save
@@ -106,7 +106,7 @@ async def test_every_key_that_does_nothing_on_train_and_compare_says_why(monkeyp
         assert any("nothing to save yet" in line for line in said)
         await pilot.press("c")
         await wait_for(pilot, lambda: app.screen.query("#open-list"), "the open dialog")
-        app.screen.dismiss("copy")  # B: the bundled copy model; neither has curves
+        app.screen.dismiss(without_history)  # B: the same file; neither has curves
         await wait_for(pilot, lambda: app.screen.models, "both models")
         assert {"v", "o", "c"} <= set(dict(refused(app.screen)))
         said = await each_refused_key_says_why(pilot)

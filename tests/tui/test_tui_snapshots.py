@@ -7,10 +7,13 @@ Regenerate with `pytest tests/tui --snapshot-update` after a deliberate change.
 
 from __future__ import annotations
 
+import pytest
+
 from minitx.tui.app.main import create_app
 from tests.tui.tui_helpers import fill_form, model_ready, on_train_screen, reverse_checkpoint
 
 
+@pytest.mark.slow  # tier 2: the wider terminal; tier 1 draws the same at 80x24
 def test_explore_shows_the_anti_diagonal_of_the_best_head_at_100x32(snap_compare):
     assert snap_compare(create_app([reverse_checkpoint()]), terminal_size=(100, 32),
                         run_before=model_ready)
@@ -76,6 +79,7 @@ def test_explore_decoder_self_attention_at_80x24(snap_compare):
                         run_before=run_before)
 
 
+@pytest.mark.slow  # tier 2: the wider terminal; tier 1 draws the same at 80x24
 def test_train_form_before_a_run_at_100x32(snap_compare):
     async def run_before(pilot):
         screen = await on_train_screen(pilot)
@@ -87,6 +91,7 @@ def test_train_form_before_a_run_at_100x32(snap_compare):
                         run_before=run_before)
 
 
+@pytest.mark.slow  # tier 2: the wider terminal; tier 1 draws the same at 80x24
 def test_help_screen_at_100x32(snap_compare):
     async def run_before(pilot):
         await model_ready(pilot)
@@ -117,6 +122,7 @@ def test_explore_without_colour_draws_shades_at_80x24(snap_compare, monkeypatch)
                         run_before=model_ready)
 
 
+@pytest.mark.slow  # tier 2: the wider terminal; tier 1 draws the same at 80x24
 def test_explore_all_heads_without_colour_at_100x32(snap_compare, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
 

@@ -43,10 +43,21 @@ def test_the_summary_names_each_difference_once_and_only_whole():
     many = [(f"model.field_{i}", f"value-a-{i}", f"value-b-{i}") for i in range(6)]
     row = differences(many, 78).plain
     names, a, b = row[:LABEL].strip(), row[LABEL:LABEL + COLUMN].strip(), row[LABEL + COLUMN:].strip()
-    shown = names.split(" +")[0].split(" · ")
-    assert names.endswith(f"+{6 - len(shown)}")
+    shown = names.split(" · ")
+    b, more = b.split("  (")
+    assert more == f"+{6 - len(shown)} more fields differ)"  # in words, not a bare "+5"
     assert a.split(" · ") == [f"value-a-{i}" for i in range(len(shown))]
     assert b.split(" · ") == [f"value-b-{i}" for i in range(len(shown))] and len(row) <= 78
+
+
+def test_the_summary_says_what_a_differing_field_is():
+    """A run of the default recipe against the bundled reverse differs first in how attention is
+    computed: the row names the field in words and says how many more differ."""
+    diff = [("model.attention", "explicit", "fused"), ("model.d_ff", 256, 128), ("model.dropout", 0.1, 0.0),
+            ("model.d_model", 64, 32), ("training.steps", 3000, 300)]
+    row = differences(diff, 78).plain
+    assert row.startswith("attention kernel") and "explicit" in row and "fused" in row
+    assert "more field" in row and "differ)" in row and len(row) <= 78
 
 
 def test_a_long_name_is_cut_in_its_middle_to_fit_a_panel_title():

@@ -42,6 +42,9 @@ DECODE_BINDINGS = [
     Binding("z", "zoom", "zoom", show=False,
             tooltip="zoom: wide cells, each source piece whole (again: all)"),
 ]
+# Esc leaves any view for the attention grid (the footer names it while there is one to leave).
+CLOSE_BINDING = Binding("escape", "close_view", "close", tooltip="back to the attention grid from any "
+                        "other view: all heads, the lens, the ranking, the positions, the replay, the curves")
 # Changing the model on screen: Explore acts on its panel, Compare on B (`intervened_panels`).
 ABLATION_BINDINGS = [
     Binding("k", "ablate", "ablate", tooltip="knock the selected head out (again: back in)"),
@@ -85,6 +88,8 @@ class DecodeKeys(ExplainedKeys):
     def decode_why_not(self, action: str, parameters: tuple) -> str | None:
         """Why a decoding key does nothing now, or None (tui/app/key_reasons.py)."""
         panels = self.decode_panels()
+        if action == "close_view" and not self.view_open():
+            return "esc leaves a view for the attention grid: the grid is shown"
         if action == "scroll_columns" and not any(p.scroll_grid.cropped for p in panels):
             return "every column fits: < > scroll only a grid too wide to show"
         if action == "zoom" and panels and all(p.session.view_mode != "grid" for p in panels):
@@ -246,12 +251,22 @@ class DecodeKeys(ExplainedKeys):
             self.refresh_view()
 
     @one_line_errors
+    def view_open(self) -> bool:
+        """Whether a view other than the attention grid is shown (esc leaves it)."""
+        return any(s.view_mode != "grid" for s in self.sessions())
+
+    @one_line_errors
+    def action_close_view(self) -> None:
+        for session in self.sessions():
+            session.set_view("grid")
+        self.refresh_view()
+
     def action_view(self, view: str) -> None:
         for session in self.sessions():
             session.set_view("grid" if session.view_mode == view else view)
             if session.view_mode == "attribution" and session.attribution_method is None:
                 session.next_method(with_off=False)
-            if session.view_mode == "heads" and not session.roles_asked:
+            if session.view_mode == "heads" and not session.roles_asked and session.record.task.has_examples:
                 session.roles_asked = True  # once per model: about 0.1-0.5 s in a worker
                 self._measure_roles(session.record)
         self.refresh_view()

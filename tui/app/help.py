@@ -19,6 +19,7 @@ from textual.widgets import Label, Static
 from minitx.tui.app.widgets.keybar import packed_keys
 
 WIDTH = 76  # characters a help line may take inside the 80-column dialog
+ANYWHERE_GAP = "  "  # between the app's own keys, as the footer separates keys
 DOCS = "More in docs/: model, training, curves, components, interventions, checks"
 # The app's ? key; a dialog lists it too (a modal screen hides the app's own bindings), as it lists E.
 HELP_BINDING = Binding("question_mark", "app.help", "help", key_display="?", tooltip="this help")
@@ -48,12 +49,12 @@ def key_entries(screen: Screen) -> list[tuple[str, str]]:
 
 
 def anywhere(screen: Screen) -> Text | None:
-    """The app's own keys, which work on every screen, in one line: 'o open · d doctor · ...';
-    with those kept off the footer that have a tooltip (E export). None on a dialog, which hides
-    them (it lists E and ? itself)."""
+    """The app's own keys, which work on every screen, in one line spaced as the footer spaces
+    them: 'o open  d doctor  ...'; with those kept off the footer that have a tooltip (E export).
+    None on a dialog, which hides them (it lists E and ? itself)."""
     shown = dict.fromkeys(f"{key} {binding.description}" for key, binding in _working(screen, of_app=True)
                           if binding.show or binding.tooltip)
-    return Text("Anywhere: " + " · ".join(shown), style="dim") if shown else None
+    return Text("Anywhere: " + ANYWHERE_GAP.join(shown), style="dim") if shown else None
 
 
 def packed(entries: list[tuple[str, str]], width: int = WIDTH) -> list[Text]:

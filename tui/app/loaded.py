@@ -65,6 +65,32 @@ def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = Non
                        measure=measure, **facts)
 
 
+def describe_again(record: LoadedModel, task: Task) -> LoadedModel:
+    """The same model with another task (its examples: a pairs file's), its head scores measured
+    on that task (call from a worker thread)."""
+    import dataclasses
+
+    fresh = describe_model(record.model, task, record.name, record.path)
+    return dataclasses.replace(record, task=task, scores=fresh.scores, measure=fresh.measure)
+
+
+def as_checkpoint(record: LoadedModel):
+    """The model on screen as a core Checkpoint (what core.compare measures), whether it came from
+    a file or from a run of the Train screen that was never saved."""
+    from minitx.core.checkpoint import Checkpoint
+
+    summary = {"steps": record.steps, "loss": record.loss}
+    return Checkpoint(record.model, record.model.cfg, record.task, summary, {},
+                      Path(record.path) if record.path else None, history=record.history)
+
+
+def load_either(model: str | LoadedModel):
+    """(Checkpoint, LoadedModel) of a name or path (loaded), or of a model already on screen."""
+    if isinstance(model, LoadedModel):
+        return as_checkpoint(model), model
+    return load_checkpoint_record(model)
+
+
 def shown_name(path: Path) -> str:
     """What a checkpoint is called on screen: a bundled model by its name, a file by its file name."""
     from minitx import checkpoints

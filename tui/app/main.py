@@ -21,11 +21,12 @@ from textual.filter import Monochrome, NoColor
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.exports import EXPORT_BINDING, EXPORT_FOLDER, export_view
 from minitx.tui.app.help import HELP_BINDING, HelpScreen
 from minitx.tui.app.key_reasons import refusal
-from minitx.tui.app.loaded import LoadedModel, load_named, open_error
-from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded
+from minitx.tui.app.loaded import LoadedModel, describe_again, load_named, open_error
+from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded, PairsFailed
 from minitx.tui.app.screens.beam import DEFAULT_BEAMS, BeamScreen
 from minitx.tui.app.screens.circuit import CircuitScreen
 from minitx.tui.app.screens.compare import CompareScreen
@@ -34,13 +35,14 @@ from minitx.tui.app.screens.dialogs import (
     FailuresScreen,
     ForceTokenScreen,
     OpenCheckpointScreen,
+    PairsFileScreen,
 )
 from minitx.tui.app.screens.explore import ExploreScreen
 from minitx.tui.app.screens.patch import PatchScreen
 from minitx.tui.app.screens.train import TrainScreen
-from minitx.tui.app.widgets.keybar import Said
+from minitx.tui.app.widgets.keybar import KEYBAR_SCREEN, Said
 from minitx.tui.render.colors import colour_depth
-from minitx.tui.render.numbers import short_path
+from minitx.tui.render.numbers import counted, short_path
 
 CLOSING_SIGNALS = ("SIGHUP", "SIGTERM")  # the terminal closed, or someone asked us to end
 
@@ -52,6 +54,9 @@ class MinitxApp(App):
     BINDINGS = [
         Binding("o", "open", "open", tooltip="open a checkpoint: a bundled name, a folder's files, a path"),
         Binding("d", "doctor", "doctor", tooltip="the doctor: check the model for the classic bugs"),
+        # In the help; the footer is full at 80x24. Messages that need pairs name it.
+        Binding("O", "pairs", "pairs", show=False,
+                tooltip="measure the model on a file of source/target pairs (.tsv, .csv, .jsonl)"),
         Binding("c", "compare", "compare", tooltip="Compare: two models side by side"),
         HELP_BINDING,
         EXPORT_BINDING,
@@ -66,6 +71,8 @@ class MinitxApp(App):
         names = list(checkpoints or [])
         self.initial = names[0] if names else "reverse"
         self.compare_with = names[1] if len(names) > 1 else None  # A B: open on Compare
+        self.compare_a: LoadedModel | None = None  # what c hands Compare as A (the model explored)
+        self.circuits: dict = {}  # the circuits found so far (screens/circuit.py): C again is instant
         # The command line's checkpoints must open, or the program says why and exits 1.
         self.exit_on_start_error = exit_on_start_error
         self.current: LoadedModel | None = None
@@ -93,11 +100,25 @@ class MinitxApp(App):
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = True) -> None:
-        """Textual's notification (a toast on a dialog), and a line of the footers meanwhile."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        """A message, shown once: the footer's first lines on a screen with one (KeyBar), else a
+        toast at the top of the dialog on screen, above its own lines and clear of its keys."""
+        if not self._shows_footer():
+            super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+            return
         seconds = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
         self.said.append(Said(str(message), severity, markup, time.monotonic() + seconds))
         self.messages_changed.publish(self)
+
+    def _shows_footer(self) -> bool:
+        try:
+            return self.screen.has_class(KEYBAR_SCREEN)
+        except Exception:  # noqa: BLE001 - no screen yet (starting, closing): the footer will show it
+            return True
+
+    def push_screen(self, screen, *args, **kwargs):
+        """A dialog opens on its own: no toast of an earlier one stays over it."""
+        super().clear_notifications()
+        return super().push_screen(screen, *args, **kwargs)
 
     def clear_notifications(self) -> None:
         super().clear_notifications()
@@ -150,6 +171,8 @@ class MinitxApp(App):
             self.notify(reason, timeout=4, markup=False)
 
     def action_compare(self) -> None:
+        # A is the model being looked at: Compare takes it when it is shown (compare_a)
+        self.compare_a = self.current if self.current_mode != "compare" else None
         self.switch_mode("compare")
 
     # -- loading -----------------------------------------------------------------------------
@@ -197,8 +220,8 @@ class MinitxApp(App):
         self.current, self.loading = message.record, False
         self.status = message.record.summary
         self.model_changed.publish(self)
-        if message.announce:
-            self.notify(f"now exploring {message.record.name}", markup=False)
+        if message.announce or message.note:
+            self.notify(message.note or f"now exploring {message.record.name}", markup=False)
 
     def exit_unopened(self, name: str, error: str) -> None:
         """End the app: a checkpoint named on the command line did not open. Exit 2, as every
@@ -223,7 +246,7 @@ class MinitxApp(App):
         if event.state == WorkerState.ERROR and event.worker.group == "load" \
                 and not event.worker.is_cancelled:  # a message, not a traceback
             error = event.worker.error
-            self.on_load_failed(LoadFailed(self.loading_name, f"{type(error).__name__}: {error}"))
+            self.on_load_failed(LoadFailed(self.loading_name, error_text(error)))
 
     # -- dialogs -----------------------------------------------------------------------------
     def action_open(self) -> None:
@@ -232,6 +255,37 @@ class MinitxApp(App):
                 self.start_loading(name)
 
         self.choose_checkpoint("open a checkpoint", chosen)
+
+    def action_pairs(self) -> None:
+        if not self.model_ready:
+            self.notify("no model loaded yet: pairs are measured on the model being explored")
+            return
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self.measure_on_pairs(self.current, path)
+
+        if not isinstance(self.screen, PairsFileScreen):
+            self.push_screen(PairsFileScreen(self.current.name), chosen)
+
+    @work(thread=True, exclusive=True, group="pairs", exit_on_error=False)
+    def measure_on_pairs(self, record: LoadedModel, path: str) -> None:
+        """The same model, its task measuring on the pairs of `path` (core/data/given_pairs.py):
+        every measurement of the app (m, w, d, P, C, Compare) uses them from now on."""
+        from minitx.core.data.given_pairs import with_pairs
+        from minitx.core.data.pair_files import DataError
+
+        try:
+            task = with_pairs(record.task, path, record.model.cfg.max_len)
+        except DataError as e:
+            self.post_message(PairsFailed(str(e)))
+            return
+        self.post_message(ModelLoaded(describe_again(record, task), announce=False,
+                                      note=f"{record.name} is measured on {Path(path).name}: "
+                                           f"{len(task.heldout):,} pairs"))
+
+    def on_pairs_failed(self, message: PairsFailed) -> None:
+        self.notify(f"cannot use those pairs: {message.error}", severity="error", markup=False, timeout=10)
 
     def choose_checkpoint(self, title: str, chosen: Callable[[str | None], None]) -> None:
         """The open dialog (one at a time); `chosen` gets a name or path, or None on esc."""
@@ -274,7 +328,7 @@ class MinitxApp(App):
     def show_circuit(self, record) -> None:
         """The circuit view of a LoadedModel."""
         if not isinstance(self.screen, CircuitScreen):
-            self.push_screen(CircuitScreen(record.model, record.task, record.name))
+            self.push_screen(CircuitScreen(record.model, record.task, record.name, self.circuits))
 
     def action_doctor(self) -> None:
         if not self.model_ready:
@@ -321,7 +375,7 @@ class MinitxApp(App):
                 self.exit()
 
         # Asked again as it trains on behind the dialog: the count stays the run's own.
-        self.ask(lambda: f"quit? {run.name} has {run.unsaved_steps} steps not saved", [
+        self.ask(lambda: f"quit? {run.name} has {counted(run.unsaved_steps, 'step')} not saved", [
             ("s", f"save it (resumable) and quit: {short_path(run.path)}", "save"),
             ("d", "quit without it", "drop"),
             ("escape", "cancel: keep it", None)], answered)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
+from textual.widget import Widget
 
 from minitx.core.training.results import Failure
 
@@ -31,17 +32,18 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
     from minitx.tui.app.beam_session import ContrastJob
     from minitx.tui.app.decode_session import AttributionJob
     from minitx.tui.app.loaded import LoadedModel
-    from minitx.tui.app.widgets.choice import ChoiceField
 
 # -- loading models (the app's worker) --------------------------------------------------------
 
 
 @dataclass
 class ModelLoaded(Message):
-    """A model is ready for Explore (loaded from a file, or just trained)."""
+    """A model is ready for Explore (loaded from a file, or just trained, or measured on other
+    pairs: then `note` says which)."""
 
     record: LoadedModel
     announce: bool = True
+    note: str = ""
 
 
 @dataclass
@@ -49,6 +51,13 @@ class LoadFailed(Message):
     name: str
     error: str
     first: bool = False  # the checkpoint the app was started on
+
+
+@dataclass
+class PairsFailed(Message):
+    """A pairs file (O) that cannot be used for the model: why, in one line."""
+
+    error: str
 
 
 @dataclass
@@ -233,7 +242,7 @@ class Progress(Message):
     lr: float
     steps_per_s: float
     eta_s: float
-    accuracy: float | None
+    accuracy: str | None  # the last evaluation as the progress says it: 'acc 97.3%', 'acc <99.9% (…)'
     probe: LiveProbe | None = None
 
 
@@ -275,12 +284,13 @@ class DoctorFinished(Message):
 
 @dataclass
 class ChoiceChanged(Message):
-    """A ChoiceField moved to another value."""
+    """A ChoiceField (tui/app/widgets/choice.py, which posts this) moved to another value:
+    `field.value`. Typed as any widget, so this module imports no widget of the app."""
 
-    field: ChoiceField
+    field: Widget
 
     @property
-    def control(self) -> ChoiceField:
+    def control(self) -> Widget:
         return self.field
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from textual import work
 from textual.widgets import Input
 
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import ChoiceChanged, FormDefaults, RunChecked
 from minitx.tui.app.widgets.train_form import SOURCE, Start, choice_values
 from minitx.tui.render.numbers import short_count
@@ -141,7 +142,7 @@ class FormChecks:
 
     def check_failed(self, error: BaseException) -> None:
         """The check itself failed unexpectedly: it says so inline, as any problem of the form."""
-        self.on_run_checked(RunChecked(self.form_configs, error=f"check: {type(error).__name__}: {error}"))
+        self.on_run_checked(RunChecked(self.form_configs, error=f"check: {error_text(error)}"))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.validate_form()

@@ -16,8 +16,9 @@ from pathlib import Path
 from textual.message import Message
 
 from minitx.core.training.run_files import run_name
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import LiveProbe, Progress, RunEnded, RunStarted, Saved
-from minitx.tui.render.numbers import short_count
+from minitx.tui.render.numbers import accuracy_text, short_count
 
 POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
 PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes), at least
@@ -33,7 +34,7 @@ def save(trainer, path: str) -> Saved:
     except CheckpointError as e:
         return Saved(error=str(e))
     except Exception as e:  # noqa: BLE001 - a message, never a traceback
-        return Saved(error=f"save failed: {type(e).__name__}: {e}")
+        return Saved(error=f"save failed: {error_text(e)}")
 
 
 class TrainingRun:
@@ -116,8 +117,9 @@ class TrainingRun:
     def on_step(self, trainer, stats) -> None:
         self._stats = stats
         self._pending.append(stats.loss)
-        if stats.accuracy is not None:
-            self._accuracy = stats.accuracy
+        if stats.accuracy is not None:  # as the command line's progress says it
+            self._accuracy = accuracy_text(stats.accuracy, stats.eval_n or 0, stats.eval_complete,
+                                           trainer.cfg.until, short=True)
         now = time.monotonic()
         if now - self._last_post < POST_INTERVAL and not trainer.done:
             return

@@ -127,17 +127,74 @@ class BadArgument(click.ClickException):
     exit_code = 2
 
 
-def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu"):
+def checkpoint_found(ctx, param, value):
+    """The callback of a CKPT argument: a name or path that names no checkpoint is a one-line
+    error (exit 2, a close bundled name suggested) at once, before anything loads torch."""
+    names = value if isinstance(value, tuple) else (value,)
+    from minitx import checkpoints  # finding a file imports no torch
+    from minitx.core.checkpoint_errors import CheckpointError
+
+    for name in names:
+        if name is not None:
+            try:
+                checkpoints.resolve(name)
+            except CheckpointError as e:
+                raise BadArgument(str(e)) from None
+    return value
+
+
+def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: str | None = None):
     """A bundled name or a path -> core Checkpoint; one that cannot be found or read is a
-    BadArgument (every command that takes a checkpoint exits 2 for it)."""
+    BadArgument (every command that takes a checkpoint exits 2 for it). With `pairs` (a
+    command's --pairs FILE) its task measures on that file's pairs (core/data/given_pairs.py)."""
     from minitx import checkpoints
     from minitx.core.checkpoint import CheckpointError
     from minitx.core.training.trainer import resolve_device
 
     try:
-        return checkpoints.load(name_or_path, device=str(resolve_device(device)))
+        checkpoint = checkpoints.load(name_or_path, device=str(resolve_device(device)))
     except CheckpointError as e:
         raise BadArgument(str(e)) from None
+    if pairs is not None:
+        checkpoint.task = task_on_pairs(checkpoint.task, pairs, checkpoint.model_config.max_len)
+    return checkpoint
+
+
+def checkpoint_out(path, flag: str = "--out") -> None:
+    """A checkpoint is written only to a name the pickers and `minitx list` find: FILE.safetensors
+    (a usage error, before any work, naming the flag)."""
+    from minitx.checkpoints import SUFFIX
+
+    if not str(path).endswith(SUFFIX):
+        stem = str(path).rsplit(".", 1)[0] if "." in str(path).rsplit("/", 1)[-1] else str(path)
+        raise click.BadParameter(f"{path}: a checkpoint's name ends in {SUFFIX}, which minitx list and the "
+                                 f"app's pickers look for (e.g. {stem}{SUFFIX})", param_hint=flag)
+
+
+def task_on_pairs(task, pairs: str, positions: int):
+    """`task` measuring on the pairs of the file `pairs`; a bad file is a BadArgument (one line
+    naming the file and line, exit 2)."""
+    from minitx.core.data.given_pairs import with_pairs
+    from minitx.core.data.pair_files import DataError
+
+    try:
+        return with_pairs(task, pairs, positions)
+    except DataError as e:
+        raise BadArgument(f"--pairs: {e}") from None
+
+
+# --pairs FILE, on every command that measures on examples with known answers.
+PAIRS_HELP = ("Measure on the source/target pairs of FILE (.tsv, .csv or .jsonl, as for train --data) "
+              "instead of the model's own examples: what a model that keeps none needs.")
+MEAN_SOURCES_HELP = ("The sources --ablate-kind mean averages over: those of FILE's source/target pairs "
+                     "(.tsv, .csv or .jsonl), for a model that keeps no examples of its own.")
+
+
+def pairs_option(help: str = PAIRS_HELP):
+    return click.option("--pairs", "pairs", type=click.Path(), metavar="FILE", default=None,
+                        help=help)
+# What a command that has --pairs adds to "this imported model keeps no example pairs".
+PAIRS_HINT = "give --pairs FILE (source/target pairs of its task: .tsv, .csv or .jsonl)"
 
 
 def json_text(data) -> str:
@@ -251,15 +308,19 @@ def ablate_options(*sides: str):
     return decorate
 
 
-def interventions_for(ckpt, specs, kind: str, flag: str = "--ablate"):
+def interventions_for(ckpt, specs, kind: str, flag: str = "--ablate", pairs: str | None = None):
     """The ablation of `specs` on this checkpoint's model (empty when none); a bad HEAD name is a
-    usage error naming the flag."""
+    usage error naming the flag. A mean ablation averages over the task's examples, or over the
+    sources of the --pairs file `pairs` when one is given."""
     from minitx.core.interp.interventions import Interventions, ablation
 
     if not specs:
         return Interventions()
+    task = ckpt.task
+    if pairs is not None and kind == "mean":
+        task = task_on_pairs(task, pairs, ckpt.model_config.max_len)
     try:
-        return ablation(ckpt.model, list(specs), kind, ckpt.task)
+        return ablation(ckpt.model, list(specs), kind, task)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint=flag) from None
 
@@ -317,8 +378,10 @@ def load_sources_checkpoint(name: str | None, device: str, alone: bool):
     a source either (`decode "3,1,4"` is more likely a mistyped source than a checkpoint)."""
     try:
         return load_checkpoint_arg(name, device)
-    except BadArgument:
+    except BadArgument as e:
         if not (alone and name is not None and "/" not in name and not name.endswith(".safetensors")):
+            raise
+        if "did you mean" in str(e):  # close to a bundled name: a mistyped checkpoint, most likely
             raise
         from minitx.core.data.tasks import get_task
         from minitx.core.data.vocab import TaskInputError

@@ -7,10 +7,8 @@ MINITX_<COMMAND>_<OPTION>, e.g. MINITX_TRAIN_STEPS=500.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
-from pathlib import Path
 
 import click
 
@@ -98,6 +96,8 @@ class OneLineErrors:
         except Exception as e:
             if os.environ.get("MINITX_DEBUG"):
                 raise
+            if _core_error(e, "minitx.core.data.imported_task", "MissingPairs"):
+                raise BadArgument(_one_line(f"{e}; {_pairs_hint(ctx)}")) from None
             if input_is_to_blame(e):
                 raise BadArgument(_one_line(_message(e))) from None  # like a bad option: exit 2
             if isinstance(e, _expected_errors()):
@@ -137,6 +137,18 @@ def _blame_the_variable(e: click.UsageError) -> None:
         return
     if e.ctx.get_parameter_source(param.name) == ParameterSource.ENVIRONMENT:
         e.param_hint = f"{param.envvar} (the environment's {max(param.opts, key=len)})"
+
+
+def _pairs_hint(ctx: click.Context) -> str:
+    """How to give pairs to the command that needed them: its --pairs FILE, or else at import."""
+    from minitx.tui.cli.common import PAIRS_HINT
+
+    command = ctx.command
+    if isinstance(command, click.Group) and ctx.invoked_subcommand in command.commands:
+        command = command.commands[ctx.invoked_subcommand]
+    if any(param.name == "pairs" for param in command.params):
+        return PAIRS_HINT
+    return "import it again with --pairs FILE (source/target pairs of its task)"
 
 
 class MinitxGroup(OneLineErrors, click.Group):
@@ -183,27 +195,19 @@ def _run_app(checkpoint_args: list[str]) -> int:
         from minitx.tui.app.main import create_app
     except ImportError as e:
         raise click.ClickException(f"the terminal app is not available ({e})") from None
-    for name in checkpoint_args:
-        if not _may_open(name):  # said before the app paints, not after a screen of it
-            from minitx import checkpoints
-            from minitx.core.checkpoint import CheckpointError
-            from minitx.tui.app.loaded import open_error
+    from minitx import checkpoints  # finding a file imports no torch
+    from minitx.core.checkpoint_errors import CheckpointError
+    from minitx.tui.app.loaded import open_error
 
-            try:
-                checkpoints.resolve(name)
-            except CheckpointError as e:
-                click.echo(f"minitx-tui: {open_error(name, str(e))}", err=True)
-                return 2  # as the app's own exit for a checkpoint it cannot open
+    for name in checkpoint_args:  # said before the app paints, not after a screen of it
+        try:
+            checkpoints.resolve(name)
+        except CheckpointError as e:
+            click.echo(f"minitx-tui: {open_error(name, str(e))}", err=True)
+            return 2  # as the app's own exit for a checkpoint it cannot open
     app = create_app(checkpoint_args or None, exit_on_start_error=True)
     app.run()
     return app.return_code or 0
-
-
-def _may_open(name: str) -> bool:
-    """Whether `name` is a file or a bundled model's name, told without importing torch (the
-    checkpoints package imports it): its folder is found without running it."""
-    folder = importlib.util.find_spec("minitx.checkpoints").submodule_search_locations[0]
-    return Path(name).exists() or (Path(folder) / f"{name}.safetensors").is_file()
 
 
 @main.command("tui", short_help="The terminal app: explore one checkpoint or compare two.")

@@ -150,9 +150,9 @@ TRAINING_OPTIONS = [
                  help="Stop at the first evaluation whose exact match is at least ACC (0.99 or "
                       "99%), and save; --steps stays the cap; 0 trains every step. "
                       "[default: recipe; fast stops at 99.9%]"),
-    click.option("--probe-source", metavar="DIGITS",
-                 help="Source whose cross-attention the checkpoint keeps snapshots of, e.g. "
-                      "'3 1 4 1 5'. [default: 7 2 9 0 4 6]"),
+    click.option("--probe-source", metavar="SOURCE",
+                 help="Source whose cross-attention the checkpoint keeps snapshots of, as the task "
+                      "reads it ('3 1 4 1 5'; a line's source for --data). [default: the task's own]"),
 ]
 
 

@@ -9,9 +9,11 @@ on stderr where there is none (a pipe, a log file, CI), nothing with --json or -
 The bar draws on the command's own console when that is a terminal, so what the command prints
 meanwhile (doctor's rows) goes above it; otherwise on stderr, if that is a terminal. It goes when
 the work is done. Plain lines are a heartbeat from a thread: the first after PLAIN_AFTER seconds
-(a command done sooner prints none), then one every PLAIN_EVERY seconds, and a last one when work
-that took longer ends; each says the stage, how far it is and the seconds so far. They go through
-QuietWhenClosed (tui/cli/output.py): a closed pipe quiets them and the work goes on.
+(a command done sooner prints none), then at most one every PLAIN_EVERY seconds, only when the
+stage or its count moved (a captured log does not fill with the same line), and a last one when
+work that took longer ends; each says the stage, how far it is and the seconds so far. A command
+whose own output already says how far it is (the doctor's rows) asks for none (plain=False).
+They go through QuietWhenClosed (tui/cli/output.py): a closed pipe quiets them and the work goes on.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ PLAIN_EVERY = 10.0  # seconds between plain lines
 
 
 class Progress:
-    def __init__(self, command: str, *, enabled: bool = True, console=None) -> None:
+    def __init__(self, command: str, *, enabled: bool = True, console=None, plain: bool = True) -> None:
         from minitx.tui.cli.common import console as make_console
         from minitx.tui.cli.output import QuietWhenClosed
 
@@ -35,10 +37,11 @@ class Progress:
         self.bar = self._task = self._heartbeat = None
         self._stop = threading.Event()
         self._printed = False  # a plain line went out: the end gets one too
+        self._said = None  # what the last plain line said (stage and count), so none repeats it
         self.mode = "off"
         if enabled:
             terminal = console if console is not None and console.is_terminal else make_console(sys.stderr)
-            self.mode = "bar" if terminal.is_terminal else "plain"
+            self.mode = "bar" if terminal.is_terminal else "plain" if plain else "off"
             self.console = terminal
             self.stream = QuietWhenClosed(sys.stderr)
 
@@ -100,7 +103,9 @@ class Progress:
     def _beat(self) -> None:
         wait = PLAIN_AFTER
         while not self._stop.wait(wait):
-            if self.description:
+            now = (self.description, self.done, self.total)
+            if self.description and now != self._said:
+                self._said = now
                 self._line()
                 self._printed = True
             wait = PLAIN_EVERY

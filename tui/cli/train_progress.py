@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from minitx.core.training.events import RunListener
+from minitx.tui.render.numbers import accuracy_text
 
 
 class Metrics:
@@ -44,22 +45,26 @@ def describe_run(trainer) -> str:
     return (
         f"{_training_what(trainer.task)}{m.norm}-norm d_model {m.d_model} "
         f"heads {m.n_heads} layers {m.n_encoder_layers}+{m.n_decoder_layers} · {params:,} params\n"
-        f"steps {t.steps} · batch {t.batch_size} · lr {t.lr:g} {t.schedule}, warmup {t.warmup} · "
-        f"{trainer.device.type}{bug}"
+        f"{_schedule_what(trainer)} · batch {t.batch_size} · {trainer.device.type}{bug}"
     )
+
+
+def _schedule_what(trainer) -> str:
+    """'steps 900 · lr 0.003 cosine, warmup 50' for a new run; for a resumed one, the lr its
+    steps will really use: 'steps 301-400 · lr 3e-05 to 3e-05 (cosine, resumed)'."""
+    t, first = trainer.cfg, trainer.step_count + 1
+    planned = f"lr {t.lr:g} {t.schedule}, warmup {t.warmup}"
+    if first == 1:
+        return f"steps {t.steps} · {planned}"
+    if trainer.schedule_from == trainer.step_count:
+        return f"steps {first}-{t.steps} · a new schedule: {planned}"
+    start, end = trainer.lr_for(first), trainer.lr_for(t.steps)
+    return f"steps {first}-{t.steps} · lr {start:.2g} to {end:.2g} ({t.schedule}, resumed)"
 
 
 def short_loss(value: float) -> str:
     """0.1523, or 3.1e-05 once four decimals would read 0.0000."""
     return f"{value:.4f}" if value >= 0.01 else f"{value:.1e}"
-
-
-def accuracy_text(accuracy: float, n: int, complete: bool, until: float) -> str:
-    """'acc 97.3%', or for an evaluation that stopped once --until was out of reach, what it
-    showed: 'acc <99.9% (stopped after 100)'; its accuracy over those few is no measurement."""
-    if complete:
-        return f"acc {accuracy:.1%}"
-    return f"acc <{until:.1%} (stopped after {n:,})"
 
 
 def _training_what(task) -> str:

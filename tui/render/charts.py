@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from minitx.core.training.history import History, keep_indices
+from minitx.core.history import History, keep_indices
 
 # chart name -> (title, log scale allowed)
 CHARTS = {

@@ -27,7 +27,7 @@ def matrix_csv(weights, row_labels: list[str], columns: list[str], corner: str) 
 def curves_csv(runs) -> str:
     """One row per recorded point of (label, History) runs: run, series, step, training seconds at
     that step, value."""
-    from minitx.core.training.history import SERIES
+    from minitx.core.history import SERIES
 
     def points():
         for label, history in runs:

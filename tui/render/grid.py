@@ -204,7 +204,7 @@ def trace_renderable(trace: dict, numbers: bool, title: str = "", width: int = 1
     for layer, heads in enumerate(trace["cross_attention"]):
         for head, grid in enumerate(heads):
             body = Text("\n").join(grid_lines(grid, cols, rows, layout, numbers=numbers, depth=depth))
-            panels.append(Panel(body, title=f"L{layer + 1} H{head + 1}", expand=False))
+            panels.append(Panel(body, title=f"cross L{layer + 1} H{head + 1}", expand=False))
     axes = Text("rows: output tokens · columns: source tokens", style="dim")
     key = legend(depth, width, numbers and layout.cell < CELL)
     return Group(header, Text(""), Columns(panels), key, axes)

@@ -42,3 +42,20 @@ def short_path(path) -> str:
         except ValueError:
             continue
     return str(path)
+
+
+def accuracy_text(accuracy: float, n: int, complete: bool, until: float, short: bool = False) -> str:
+    """'acc 97.3%', or for an evaluation that stopped once --until was out of reach, what it
+    showed: 'acc <99.9% (7 of the first 100 wrong)' (short, for the app's one stats line:
+    'acc <99.9% (7/100 wrong)'), the failures that put the target out of reach; its accuracy
+    over those few is no measurement."""
+    if complete:
+        return f"acc {accuracy:.1%}"
+    wrong = round((1 - accuracy) * n)
+    return f"acc <{until:.1%} ({wrong:,}/{n:,} wrong)" if short else \
+        f"acc <{until:.1%} ({wrong:,} of the first {n:,} wrong)"
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 step', '2 steps', '1,000 steps': a count and its noun, singular for one."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.messages import CircuitFound, CircuitMeasured, CircuitProgress
 from minitx.tui.app.widgets.topk import bar
@@ -45,14 +46,21 @@ class CircuitScreen(ModalScreen[None]):
     #circuit-figures, #circuit-status, #circuit-head { height: auto; }
     """
 
-    def __init__(self, model, task, name: str) -> None:
+    def __init__(self, model, task, name: str, found: dict | None = None) -> None:
+        """found: circuits found before, kept by whoever opens the view (the app), so opening it
+        again on the same model and task shows them at once instead of seconds of measuring."""
         super().__init__()
         self.decoded = (model, task)  # (Screen has a `task` of its own)
         self.model_name = name
         self.result = None  # core.circuit.CircuitResult once found
         self.circuit = None  # what is on screen: the found circuit, or it with heads knocked in/out
-        self.figures: dict = {}  # circuit -> (faithfulness, accuracy or None) measured so far
+        self.found = {} if found is None else found  # (id(model), id(task)) -> (model, task, result, figures)
+        known = self.found.get(self._key())
+        self.figures: dict = known[3] if known else {}  # circuit -> (faithfulness, accuracy or None)
         self.cursor = (1, 0)  # (band, column): column = layer * heads + head
+
+    def _key(self) -> tuple[int, int]:
+        return id(self.decoded[0]), id(self.decoded[1])
 
     def compose(self) -> ComposeResult:
         with Vertical(id="circuit-box", classes="dialog"):
@@ -65,7 +73,11 @@ class CircuitScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#circuit-box").border_title = f"the circuit of {self.model_name}"
-        self.find()
+        known = self.found.get(self._key())
+        if known is not None:  # found before: the same model, task and pairs give the same circuit
+            self.post_message(CircuitFound(known[2]))
+        else:
+            self.find()
 
     # -- finding it ---------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="circuit-find", exit_on_error=False)
@@ -87,7 +99,7 @@ class CircuitScreen(ModalScreen[None]):
         except _Closed:
             return
         except Exception as e:  # a model that cannot be measured: a line in the dialog, never a traceback
-            self.post_message(CircuitFound(error=f"{type(e).__name__}: {e}"))
+            self.post_message(CircuitFound(error=error_text(e)))
             return
         self.post_message(CircuitFound(result))
 
@@ -102,6 +114,7 @@ class CircuitScreen(ModalScreen[None]):
         result = self.result = message.result
         self.circuit = result.circuit
         self.figures[result.circuit] = (result.faithfulness, result.accuracy)
+        self.found[self._key()] = (*self.decoded, result, self.figures)  # the objects kept with their ids
         self._status("")
         self.redraw()
 

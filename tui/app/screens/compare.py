@@ -18,14 +18,20 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.chart_keys import CHART_ACTIONS, CHART_BINDINGS, ChartKeys
-from minitx.tui.app.decode_keys import ATTRIBUTION_BINDINGS, DECODE_BINDINGS, SOURCE_BINDINGS, DecodeKeys
-from minitx.tui.app.errors import one_line_errors
+from minitx.tui.app.decode_keys import (
+    ATTRIBUTION_BINDINGS,
+    CLOSE_BINDING,
+    DECODE_BINDINGS,
+    SOURCE_BINDINGS,
+    DecodeKeys,
+)
+from minitx.tui.app.errors import error_text, one_line_errors
 from minitx.tui.app.loaded import open_error
 from minitx.tui.app.messages import PairFailed, PairLoaded, SummaryReady
 from minitx.tui.app.widgets.compare_summary import CompareSummary
 from minitx.tui.app.widgets.curve_chart import CurveChart
 from minitx.tui.app.widgets.decode_panel import DecodePanel
-from minitx.tui.app.widgets.diffgrid import DiffGrid, difference
+from minitx.tui.app.widgets.diffgrid import DiffGrid, show_difference
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.output_line import OutputLine, token_line
 from minitx.tui.app.widgets.source_bar import SourceBar
@@ -49,6 +55,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
                  "so with B = A's model it reads \"A without those heads\". Third grid: |A−B|.")
     AUTO_FOCUS = ""  # start on the step keys; i or / edits the source
     BINDINGS = [
+        CLOSE_BINDING,
         *DECODE_BINDINGS,
         *VIEW_BINDINGS,
         *SOURCE_BINDINGS,
@@ -61,12 +68,13 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         Binding("1", "pick('A')", "open A/B", tooltip="open model A / B"),
         Binding("2", "pick('B')", "open A/B", tooltip="open model A / B"),
         Binding("e", "app.switch_mode('explore')", "explore", tooltip="Explore"),
-        Binding("t", "app.switch_mode('train')", "train", tooltip="Train"),
+        # In the help: the footer keeps to two lines at 80x24 (the title's tabs switch too).
+        Binding("t", "app.switch_mode('train')", "train", show=False, tooltip="Train"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
-        self.names = ("", "")  # what is loaded (or loading) as A and B
+        self.names = ("", "")  # what is loaded (or loading) as A and B: names, paths or LoadedModels
         self.comparison = None  # core.compare.Comparison once the worker is done
         self.summary_loading = False
         self.from_command_line = False  # the pair `minitx-tui A B` named: it must open
@@ -117,6 +125,8 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
         if action in CHART_ACTIONS:
             return self.chart_why_not(parameters)
+        if action == "close_view" and self.charts_shown():
+            return None  # esc leaves the curves too
         if action == "toggle_curves":  # neither file recorded curves: nothing to overlay
             if self.charts_shown() or any(m.history is not None for m in self.models.values()):
                 return None
@@ -126,6 +136,12 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         if self.charts_shown() and action in decoding | {"ablate", "clear_ablations"}:
             return "the curves are shown: v goes back to the grids"
         return self.decode_why_not(action, parameters)  # DecodeKeys: < > only while cropped, # ...
+
+    def action_close_view(self) -> None:
+        if self.charts_shown():
+            self.action_toggle_curves()
+        else:
+            super().action_close_view()
 
     @one_line_errors
     def action_toggle_curves(self) -> None:
@@ -163,35 +179,45 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             self.from_command_line = True
             # After the first frame: importing torch holds the GIL for a while.
             self.call_after_refresh(self.load_pair, app.initial, app.compare_with)
-        else:  # reached with c: compare the model being explored with one the user picks
-            current = app.current if app.current is not None and app.current.path else None
-            self.names = (current.path if current else app.initial, "")
-            self._set_status(f"A is {current.name if current else app.initial}: "
-                             "press 2 to choose model B")
-            self.action_pick("B")
+        else:
+            self.on_screen_resume()
+
+    def on_screen_resume(self) -> None:
+        """Reached with c: A is the model being explored (a run never saved too); B stays if
+        chosen, else the user picks it."""
+        a, self.app.compare_a = self.app.compare_a, None
+        if a is None or (self.models and self.models["A"] is a):
+            return
+        if self.names[1]:
+            self.load_pair(a, self.names[1])
+            return
+        self.names = (a, "")
+        self._set_status(f"A is {a.name}: press 2 to choose model B")
+        self.action_pick("B")
 
     # -- loading ---------------------------------------------------------------------------------
-    def load_pair(self, a: str, b: str) -> None:
+    def load_pair(self, a, b) -> None:
+        """a, b: names or paths to load, or models already on screen (LoadedModel)."""
         self.names = (a, b)
         self.query_one("#pair-grids").loading = True
         self.summary_loading = True
         self.query_one("#summary-box").loading = True
-        self._set_status(f"loading {a} and {b}…")
+        self._set_status(f"loading {_named(a)} and {_named(b)}…")
         self._load(a, b)
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
-    def _load(self, a: str, b: str) -> None:
+    def _load(self, a, b) -> None:
         from minitx.core.checkpoint import CheckpointError
         from minitx.core.compare import check_comparable, compare_loaded
-        from minitx.tui.app.loaded import load_checkpoint_record
+        from minitx.tui.app.loaded import load_either
 
         worker = get_current_worker()
         loaded = {}
         for side, name in zip(SIDES, (a, b)):
             try:
-                loaded[side] = load_checkpoint_record(name)
+                loaded[side] = load_either(name)
             except CheckpointError as e:
-                self.post_message(PairFailed(name, str(e)))
+                self.post_message(PairFailed(_named(name), str(e)))
                 return
         if worker.is_cancelled:
             return
@@ -199,7 +225,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         try:  # the same ids must mean the same tokens to both, or one source means two things
             check_comparable(ckpt_a, ckpt_b)
         except ValueError as e:
-            self.post_message(PairFailed(f"{a} and {b}", str(e)))
+            self.post_message(PairFailed(f"{_named(a)} and {_named(b)}", str(e)))
             return
         self.post_message(PairLoaded(record_a, record_b, (ckpt_a, ckpt_b)))
         result = compare_loaded(ckpt_a, ckpt_b, n=SUMMARY_SEQUENCES, names=(record_a.name, record_b.name))
@@ -225,11 +251,11 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             event.stop()
             self.summary_loading = False
             self.query_one("#summary-box").loading = False
-            self.notify(f"cannot measure B: {event.worker.error}", severity="error", markup=False)
+            self.notify(f"cannot measure B: {error_text(event.worker.error)}", severity="error", markup=False)
         if event.worker.group == "compare" and event.state == WorkerState.ERROR:
             error = event.worker.error
-            self.on_pair_failed(PairFailed(" and ".join(n for n in self.names if n),
-                                           f"{type(error).__name__}: {error}"))
+            self.on_pair_failed(PairFailed(" and ".join(_named(n) for n in self.names if n),
+                                           error_text(error)))
 
     def on_pair_failed(self, message: PairFailed) -> None:
         if self.from_command_line and self.app.exit_on_start_error:
@@ -240,7 +266,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.summary_loading = False
         models = self.models
         if models:  # nothing lost: the pair on screen stays
-            self.names = (models["A"].path, models["B"].path)
+            self.names = (models["A"], models["B"])
             kept = f"; still comparing {models['A'].name} and {models['B'].name}"
             self._set_status(self._pair_title())
             self.draw_extras()
@@ -365,38 +391,8 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.query_one("#pair-output", OutputLine).show(*lines)
 
     def _draw_diff(self) -> None:
-        box = self.query_one("#diff-box")
-        panels = list(self.panels.values())
-        if not all(p.session.has_selected_head and p.session.view_mode == "grid" for p in panels):
-            box.display = False  # one model lacks the head chosen, or no grids are shown
-            return
-        a, b = (p.grid for p in panels)
-        n = max(len(a.row_labels), len(b.row_labels))
-        pairs = [(a.row_labels[i] if i < len(a.row_labels) else "",
-                  b.row_labels[i] if i < len(b.row_labels) else "") for i in range(n)]
-        ends = [p.session.record.task.vocab.tokens[p.session.record.task.vocab.eos] for p in panels]
-        pairs = [(x, x) if (x, y) == tuple(ends) else (x, y) for x, y in pairs]  # </s> = <eos>
-        # Source positions line up by the source's own tokens: a model whose code wrapped its
-        # sources (an imported one) has a start and an end column the other may lack.
-        spans = [_own_columns(p.session) for p in panels]
-        rows_a, rows_b = ([row[start:stop] for row in grid.rows]
-                          for grid, (start, stop) in zip((a, b), spans))
-        columns = a.columns[spans[0][0]:spans[0][1]]
-        cell = self._diff_cell(len(columns))
-        box.display = cell > 0
-        if cell:
-            box.styles.width = max(16, 11 + cell * len(columns))  # label 7, edges, scrollbar
-            self.query_one("#diff", DiffGrid).show(difference(rows_a, rows_b), pairs, columns, cell)
-
-    def _diff_cell(self, columns: int) -> int:
-        """Characters per |A−B| column: A's and B's grids get room first (label, three or four
-        characters a column, border); the difference shrinks to one character, or hides."""
-        numbers = self.panels["A"].session.numbers
-        spare = self.size.width - 2 * (10 + (4 if numbers else 3) * columns)
-        for cell in ((4, 1) if numbers else (2, 1)):
-            if 11 + cell * columns <= spare:
-                return cell
-        return 0
+        show_difference(self.query_one("#diff-box"), self.query_one("#diff", DiffGrid),
+                        list(self.panels.values()), self.size.width)
 
     def on_resize(self) -> None:
         if self.steppers:
@@ -409,10 +405,6 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self.query_one("#summary", CompareSummary).show(self.comparison, a.layer_index, a.head_index, note)
 
 
-def _own_columns(session) -> tuple[int, int]:
-    """(start, stop) of the columns of a session's grid that hold the source's own tokens: all of
-    them, or all but the start and end tokens of a wrapped source."""
-    ids = session.stepper.src_ids if session.stepper is not None else []
-    own = session.record.task.source_length(ids)
-    start = 1 if own < len(ids) else 0
-    return start, start + own
+def _named(model) -> str:
+    """A name or path as given, or the name of a model on screen."""
+    return model if isinstance(model, str) else model.name

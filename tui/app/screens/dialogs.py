@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,8 +15,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import FailuresReady, ListingReady
-from minitx.tui.render.numbers import percent
+from minitx.tui.app.widgets.decode_panel import middle_cut
+from minitx.tui.render.numbers import counted, percent
 
 
 class ChoiceDialog(ModalScreen[str | None]):
@@ -61,6 +64,9 @@ class ChoiceDialog(ModalScreen[str | None]):
             self.dismiss(None)
 
 
+NAME_COLUMN = 36  # the widest name column of the open dialog: the details keep the rest of 80
+
+
 class OpenCheckpointScreen(ModalScreen[str | None]):
     """Pick a bundled model or a *.safetensors file in a folder, or type a path.
     Dismisses with the chosen name or path; the app loads it (and keeps the old model if
@@ -99,6 +105,8 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             self.post_message(ListingReady(folder, checkpoints.list_checkpoints(None), str(e)))
 
     def on_listing_ready(self, message: ListingReady) -> None:
+        from minitx.checkpoints import BUNDLED_DIR
+
         folder, found = message.folder, message.listings
         if message.error:
             self._show_error(message.error)
@@ -106,16 +114,22 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
         label = self.query_one("#open-folder", Label)
         label.update(f"bundled models and *.safetensors in {folder}")
         options, self.paths = [], {}
-        for i, listing in enumerate(found):
+        # One line each, in two columns: the name (a file's own: the folder is said above), cut in
+        # its middle where it is long, then what it is; nothing wraps or scrolls sideways.
+        names = [listing.name if listing.path.parent == BUNDLED_DIR else listing.path.name
+                 for listing in found]
+        width = min(NAME_COLUMN, max((len(n) for n in names), default=0))
+        for i, (listing, name) in enumerate(zip(found, names)):
             key = f"ckpt-{i}"
             self.paths[key] = str(listing.path)
             if listing.error:
                 detail = f"unreadable: {listing.error}"
             else:
                 acc = "" if listing.accuracy is None else f"  acc {percent(listing.accuracy)}"
-                steps = "" if listing.steps is None else f"  {listing.steps} steps"
+                steps = "" if listing.steps is None else f"  {counted(listing.steps, 'step')}"
                 detail = f"{listing.task}{steps}{acc}"
-            options.append(Option(f"{listing.name}  ·  {detail}", id=key))
+            line = Text(f"{middle_cut(name, width):<{width}}  {detail}", no_wrap=True, overflow="ellipsis")
+            options.append(Option(line, id=key))
         option_list = self.query_one("#open-list", OptionList)
         option_list.clear_options()
         option_list.add_options(options or [Option("no checkpoints here", disabled=True)])
@@ -136,6 +150,50 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             self.list_folder(str(Path(text).expanduser()))
         else:
             self.dismiss(text)
+
+
+PAIR_SUFFIXES = (".tsv", ".csv", ".jsonl")  # the pair files core reads (docs/data.md)
+
+
+class PairsFileScreen(ModalScreen[str | None]):
+    """Choose a file of source/target pairs in the app's folder, or type a path: what the model
+    on screen is measured on (O). Dismisses with the path; the app reads it."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, model_name: str, folder: str | None = None) -> None:
+        super().__init__()
+        self.model_name, self.folder = model_name, Path(folder or Path.cwd())
+
+    def compose(self) -> ComposeResult:
+        found = sorted(p for p in self.folder.iterdir() if p.suffix in PAIR_SUFFIXES and p.is_file()) \
+            if self.folder.is_dir() else []
+        with Vertical(id="pairs-box", classes="dialog"):
+            yield Label(f"pair files in {self.folder}", id="pairs-folder", markup=False)
+            yield OptionList(*(Option(p.name, id=f"pairs-{i}") for i, p in enumerate(found))
+                             or [Option("none here: type a path", disabled=True)], id="pairs-list")
+            yield Label("or type a path (.tsv: source<TAB>target a line; .csv; .jsonl):")
+            yield Input(placeholder="path/to/pairs.tsv", id="pairs-path", compact=True)
+            yield Static("", id="pairs-error", markup=False)
+            yield Label("[dim]↑↓ choose · Enter measures on it · Tab to the path · esc cancels[/dim]")
+        self.found = found
+
+    def on_mount(self) -> None:
+        self.query_one("#pairs-box").border_title = f"pairs to measure {self.model_name} on"
+        self.query_one("#pairs-list" if self.found else "#pairs-path").focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id and event.option.id.startswith("pairs-"):
+            self.dismiss(str(self.found[int(event.option.id.split("-")[1])]))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        path = Path(text).expanduser()
+        if not text or not path.is_file():
+            self.query_one("#pairs-error", Static).update(
+                f"✗ no such file: {text}" if text else "✗ type a path first")
+        else:
+            self.dismiss(str(path))
 
 
 class ForceTokenScreen(ModalScreen[int | None]):
@@ -211,7 +269,7 @@ class FailuresScreen(ModalScreen[object]):
             with interventions.applied(model):  # this thread only
                 failures, wrong = find_failures(model, task, n=self.SEQUENCES, limit=100)
         except Exception as e:  # noqa: BLE001 - shown in the dialog, never a traceback
-            self.post_message(FailuresReady([], 0, self.count, f"{type(e).__name__}: {e}"))
+            self.post_message(FailuresReady([], 0, self.count, error_text(e)))
             return
         self.post_message(FailuresReady(failures, wrong, self.count))
 

@@ -13,6 +13,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from minitx.tui.app.errors import error_text
 from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.messages import CheckDone, DoctorFinished
 from minitx.tui.render.colors import STATUS_MARKUP
@@ -76,7 +77,7 @@ class DoctorScreen(ModalScreen[None]):
                 diagnoses.append(diagnose_model(results, r.model, r.task, run))
             self.post_message(DoctorFinished(diagnoses))
         except Exception as e:  # any failure is a line in the dialog, never a traceback
-            self.post_message(DoctorFinished(diagnoses, f"{type(e).__name__}: {e}"))
+            self.post_message(DoctorFinished(diagnoses, error_text(e)))
 
     def on_check_done(self, message: CheckDone) -> None:
         r = message.result
@@ -96,8 +97,8 @@ class DoctorScreen(ModalScreen[None]):
 
         self.finished = True
         self.diagnoses, self.error = message.diagnoses, message.error
-        if message.error:
-            status = f"[red]the doctor could not finish: {escape(message.error)}[/]"
+        if message.error:  # the whole reason goes in the report, which scrolls
+            status = "[red]the doctor could not finish: why is under the checks[/]"
         else:
             status = " · ".join(f"[b]{escape(self._title_of(i))}[/b]: {self._short(d)}"
                                 for i, d in enumerate(self.diagnoses))
@@ -119,9 +120,12 @@ class DoctorScreen(ModalScreen[None]):
     # -- the report -------------------------------------------------------------------------
     def _refresh_report(self) -> None:
         from rich.console import Group
+        from rich.text import Text
 
         parts = [self._table(kind) for kind in KIND_TITLES if self._rows(kind)]
-        if self.finished and not self.error:
+        if self.finished and self.error:
+            parts += [Text(""), Text(f"✗ {self.error}", style="red")]
+        elif self.finished:
             parts += self._verdicts()
         self.query_one("#doctor-report", Static).update(Group(*parts))
 
@@ -171,7 +175,14 @@ class DoctorScreen(ModalScreen[None]):
         from rich.table import Table
         from rich.text import Text
 
+        from minitx.core.data.imported_task import NO_PAIRS
+        from minitx.tui.app.errors import PAIRS_KEY_HINT
+
         lines = []
+        without = [self._title_of(i) for i, r in enumerate(self.records) if not r.task.has_examples]
+        if without:  # once: how to run the checks that need examples
+            lines += [Text(""), Text(f"{' and '.join(without)}: the checks of its weights need examples: "
+                                     f"{NO_PAIRS}; {PAIRS_KEY_HINT}", style="yellow")]
         for i, d in enumerate(self.diagnoses):
             lines.append(Text(""))
             lines.append(Text.from_markup(f"[b]{escape(self._title_of(i))}[/b]: {escape(d.verdict)}"))

@@ -22,11 +22,12 @@ from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, Timel
 from minitx.tui.app.decode_keys import (
     ABLATION_BINDINGS,
     ATTRIBUTION_BINDINGS,
+    CLOSE_BINDING,
     DECODE_BINDINGS,
     SOURCE_BINDINGS,
     DecodeKeys,
 )
-from minitx.tui.app.errors import one_line_errors
+from minitx.tui.app.errors import error_text, lacks_pairs, one_line_errors
 from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
 from minitx.tui.app.widgets.beam_note import BeamNote
 from minitx.tui.app.widgets.decode_panel import DecodePanel
@@ -71,6 +72,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
                  "draws an anti-diagonal. Beside it: the next token's log-probabilities.")
     AUTO_FOCUS = ""  # focus nothing: start on the step keys; i or / edits the source
     BINDINGS = [
+        CLOSE_BINDING,
         *DECODE_BINDINGS,
         Binding("s", "kind", "attn", tooltip="attention: cross → decoder self → encoder self"),
         Binding("a", "view('heads')", "heads", tooltip="every head of that kind, with its score"),
@@ -96,6 +98,8 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
         if action in TIMELINE_ACTIONS:
             return self.timeline_why_not(action)
+        if action == "close_view" and self.timeline_shown():
+            return None  # esc leaves the replay too
         current = self.app.current
         if action == "toggle_timeline":  # a file without history has no timeline to show
             if self.timeline_shown() or (current and current.history and current.history.snapshot_steps):
@@ -136,6 +140,12 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         timeline.show_history(current.history if current else None, current.task if current else None)
         timeline.border_title = (f"timeline of {current.name} · probe {' '.join(timeline.source)}"
                                  if timeline.steps else "timeline")
+
+    def action_close_view(self) -> None:
+        if self.timeline_shown():
+            self.action_toggle_timeline()
+        else:
+            super().action_close_view()
 
     def action_step(self) -> None:
         if self.timeline_shown():
@@ -259,6 +269,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
 
     def draw_extras(self) -> None:
         self._draw_title()
+        self.call_after_refresh(self.panel.name_scrolling)  # ↑ ↓ (scroll_view) scroll a tall view
 
     def export_numbers(self):
         """The numbers beside the picture when E exports this screen (tui/app/exports.py)."""
@@ -292,8 +303,9 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         if session.stepper is None:
             return
         if not session.teacher and session.answer is None:
-            self.notify(f"the {session.record.task.name} task cannot tell the answer for a typed "
-                        "source: nothing to feed the decoder", severity="warning", timeout=4)
+            if not lacks_pairs(self, "teacher forcing"):
+                self.notify(f"the {session.record.task.name} task cannot tell the answer for a typed "
+                            "source: nothing to feed the decoder", severity="warning", timeout=4)
             return
         session.set_teacher(not session.teacher)
         self.position = session.position
@@ -329,7 +341,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         from minitx.core.interp.interventions import Interventions
 
         session = self.session
-        if session.record is None:
+        if session.record is None or lacks_pairs(self, "finding failures"):
             return
 
         def chosen(failure) -> None:
@@ -342,7 +354,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def action_patch(self) -> None:
         session = self.session
-        if session.stepper is not None:
+        if session.stepper is not None and not lacks_pairs(self, "patching"):
             self.app.show_patching(session.record.model, session.record.task, session.stepper.src_ids)
 
     @one_line_errors
@@ -362,7 +374,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def action_circuit(self) -> None:
         record = self.session.record
-        if record is not None:
+        if record is not None and not lacks_pairs(self, "the circuit"):
             self.app.show_circuit(record)
 
     @one_line_errors
@@ -378,7 +390,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
     @one_line_errors
     def action_importance(self) -> None:
         session = self.session
-        if session.record is None:
+        if session.record is None or lacks_pairs(self, "ranking the heads"):
             return
         self.action_view("importance")
         if session.view_mode == "importance" and session.importance is None and not self._measuring():
@@ -406,9 +418,12 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
         if self.attribution_failed(event):  # DecodeKeys: one line, and the row goes
             return
         if event.worker.group == "importance" and event.state == WorkerState.ERROR:
-            event.stop()  # not a failed load: say what failed, and keep the table's view usable
+            event.stop()  # not a failed load: say what failed, and leave the view that cannot fill
             error = event.worker.error
-            self.notify(f"cannot measure head importance: {type(error).__name__}: {error}",
+            self.session.importance_progress = (0, 0)
+            if self.session.view_mode == "importance":
+                self.action_view("importance")  # the same key again: back to the grid
+            self.notify(f"cannot measure head importance: {error_text(error)}",
                         severity="error", markup=False, timeout=10)
 
     def on_importance_progress(self, message: ImportanceProgress) -> None:

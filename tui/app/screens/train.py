@@ -43,7 +43,7 @@ from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.titlebar import TitleBar
 from minitx.tui.app.widgets.train_form import TrainForm
 from minitx.tui.app.widgets.train_views import TrainViews
-from minitx.tui.render.numbers import format_loss, percent, short_path
+from minitx.tui.render.numbers import counted, format_loss, percent, short_path
 
 ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to stop)
 ENDED = ("finished", "stopped")  # a run's model is there to explore, save or continue
@@ -236,7 +236,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             if answer in ("save", "drop"):
                 self.start()
 
-        self.app.ask(f"start a new run? {run.name} has {run.unsaved_steps} steps not saved", [
+        self.app.ask(f"start a new run? {run.name} has {counted(run.unsaved_steps, 'step')} not saved", [
             ("s", f"save it first: {short_path(run.path)}", "save"),
             ("d", "drop it", "drop"),
             ("escape", "cancel: keep it", None)], chosen)
@@ -399,7 +399,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         p = self.last
         parts = [f"step {p.step}/{p.total}", f"loss {format_loss(p.loss)}"]
         if p.accuracy is not None:
-            parts.append(f"acc {percent(p.accuracy)}")
+            parts.append(p.accuracy)
         if self.state in ACTIVE:
             parts += [f"{p.steps_per_s:.0f} steps/s", f"ETA {p.eta_s:.0f} s"]
         elif self.state in ENDED:

@@ -184,11 +184,14 @@ class HeadsOverview(Widget):
         self.off: set[tuple[int, int]] = set()  # (layer, head) knocked out: labelled ✗
         self.note = "score: attention where the task expects it"
         self.roles: list[list[str]] | None = None  # [layer][head] -> its strongest role ("": none)
+        self.roles_why = ""  # why the roles are not shown ("": they are being measured)
 
-    def show(self, grids, scores, selected, off=(), note: str | None = None, roles=None) -> None:
-        """roles: each head's strongest role under its label (None: not measured yet)."""
+    def show(self, grids, scores, selected, off=(), note: str | None = None, roles=None,
+             roles_why: str = "") -> None:
+        """roles: each head's strongest role under its label (None: not measured yet, or
+        `roles_why` says why they cannot be)."""
         self.grids, self.scores, self.selected, self.off = grids, scores, selected, set(off)
-        self.roles = roles
+        self.roles, self.roles_why = roles, roles_why
         if note is not None:
             self.note = note
         redraw(self)
@@ -305,7 +308,7 @@ class HeadsOverview(Widget):
             out.append(Text())
         out.append(Text(self.note + (" · ✗ knocked out" if self.off else ""), style="dim"))
         out.append(Text("under each: its strongest role (· none clear)" if self.roles is not None
-                        else "each head's role: measuring…", style="dim"))
+                        else f"each head's role: {self.roles_why or 'measuring…'}", style="dim"))
         return out
 
 
@@ -331,25 +334,46 @@ class ScoreTable(Widget):
         self.scores, self.selected, self.note, self.off = scores, selected, note, set(off)
         redraw(self)
 
+    CELL = 6  # ' 0.93 ' or '[0.93]'
+    LABEL = 3  # ' L2', the cell's own space after it
+
+    def heads_per_row(self) -> int:
+        """As many heads side by side as the width holds (4 in the 30-column side panel); more
+        heads go on in blocks below, each with its own header (H5-H8, ...)."""
+        width = self.size.width or 4 * self.CELL + self.LABEL
+        return max(1, (width - self.LABEL) // self.CELL)
+
+    def selected_line(self) -> int:
+        """The line the selected head's score is on (a scrolling box keeps it in view)."""
+        if self.selected is None or not self.scores:
+            return 0
+        layer, head = self.selected
+        block = head // self.heads_per_row()
+        return block * (len(self.scores) + 1) + 1 + layer
+
     def render(self) -> Text:
         if not self.scores:
             return Text(f" {self.note or 'no scores yet'}", style="italic dim")
         full = depth_of(self) == FULL
-        heads = len(self.scores[0])
-        lines = [Text("    " + "".join(f"H{h + 1}".center(6) for h in range(heads)), style="bold")]
-        for layer, row in enumerate(self.scores):
-            line = Text(f" L{layer + 1} ", style="bold")
-            for head, score in enumerate(row):
-                chosen = (layer, head) == self.selected
-                line.append("[" if chosen else " ", style="bold")
-                if (layer, head) in self.off:
-                    line.append(" off", style="bold red")
-                else:
-                    line.append(f"{min(score, 1.0):.2f}",
-                                Style(bgcolor=viridis_hex(score), color=text_colour_on(score)) if full
-                                else Style(bold=chosen))
-                line.append("]" if chosen else " ", style="bold")
-            lines.append(line)
+        heads, per_row = len(self.scores[0]), self.heads_per_row()
+        lines = []
+        for first in range(0, heads, per_row):  # every head, in blocks as wide as the box
+            shown = range(first, min(heads, first + per_row))
+            lines.append(Text(" " * self.LABEL + "".join(f"H{h + 1}".center(self.CELL) for h in shown),
+                              style="bold"))
+            for layer, row in enumerate(self.scores):
+                line = Text(f" L{layer + 1}".ljust(self.LABEL), style="bold")
+                for head in shown:
+                    score, chosen = row[head], (layer, head) == self.selected
+                    line.append("[" if chosen else " ", style="bold")
+                    if (layer, head) in self.off:
+                        line.append(" off", style="bold red")
+                    else:
+                        line.append(f"{min(score, 1.0):.2f}",
+                                    Style(bgcolor=viridis_hex(score), color=text_colour_on(score)) if full
+                                    else Style(bold=chosen))
+                    line.append("]" if chosen else " ", style="bold")
+                lines.append(line)
         if self.note:
             lines.append(Text(f" {self.note}", style="dim"))
         text = Text("\n").join(lines)

@@ -11,30 +11,40 @@ LABEL, COLUMN = 18, 26  # the row names' width, and A's column: B's takes the re
 SHOWN_ELSEWHERE = ("training.loss", "training.accuracy")  # the exact match row says more
 
 
+# Config fields whose own name says little on this row ("attention  explicit  fused").
+READABLE = {"attention": "attention kernel", "n_encoder_layers": "encoder layers",
+            "n_decoder_layers": "decoder layers", "n_heads": "heads", "kv_heads": "K/V heads"}
+
+
 def differences(config_diff, width: int) -> Text:
     """The row of what differs between the two files ('bug  –  no-causal-mask'): each field once
-    (a bug is in the model and the training config alike), only as many as fit whole, and how
-    many more there are."""
+    (a bug is in the model and the training config alike) by a readable name, only as many as
+    fit whole, and how many more fields differ, said in words at the row's end."""
     seen, differs = set(), []
     for field, a, b in config_diff:
         name = field.split(".")[-1]
         if field not in SHOWN_ELSEWHERE and (name, str(a), str(b)) not in seen:
             seen.add((name, str(a), str(b)))
-            differs.append((name, "–" if a in ("", None) else str(a), "–" if b in ("", None) else str(b)))
+            differs.append((READABLE.get(name, name), "–" if a in ("", None) else str(a),
+                            "–" if b in ("", None) else str(b)))
     if not differs:
         return Text("same model config, task and training summary", style="dim")
+
+    def more_words(more: int) -> str:
+        return f"  (+{more} more field{'s' * (more > 1)} differ)" if more else ""
+
     for count in range(len(differs), 0, -1):
         shown, more = differs[:count], len(differs) - count
-        names = " · ".join(d[0] for d in shown) + (f" +{more}" if more else "")
+        names = " · ".join(d[0] for d in shown)
         a, b = (" · ".join(d[i] for d in shown) for i in (1, 2))
-        if len(names) < LABEL and len(a) < COLUMN and LABEL + COLUMN + len(b) <= width:
+        tail = more_words(more)
+        if len(names) < LABEL and len(a) < COLUMN and LABEL + COLUMN + len(b) + len(tail) <= width:
             break
     else:  # not even one fits whole: the first, cut at each column's end, and how many more
-        more = f" +{len(differs) - 1}" if len(differs) > 1 else ""
-        names = differs[0][0][: LABEL - 1 - len(more)] + more
-        a, b = differs[0][1][: COLUMN - 1], differs[0][2]
-    return Text.assemble(names.ljust(LABEL), (a.ljust(COLUMN), "bold"),
-                         (b[: max(1, width - LABEL - COLUMN)], "bold"))
+        tail = more_words(len(differs) - 1)
+        names, a = differs[0][0][: LABEL - 1], differs[0][1][: COLUMN - 1]
+        b = differs[0][2][: max(1, width - LABEL - COLUMN - len(tail))]
+    return Text.assemble(names.ljust(LABEL), (a.ljust(COLUMN), "bold"), (b, "bold"), (tail, "dim"))
 
 
 class CompareSummary(Static):

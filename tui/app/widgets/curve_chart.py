@@ -32,7 +32,7 @@ class CurveChart(Widget):
     def show_runs(self, runs, note: str = "no curves yet") -> None:
         """(label, History or None) per run, each in its place's colour; a run without a history
         keeps its place and draws nothing (a live run's empty history draws once it has points)."""
-        from minitx.core.training.history import History
+        from minitx.core.history import History
 
         self.runs = [(label, h if h is not None else History()) for label, h in runs]
         self.note = note

@@ -16,6 +16,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.geometry import Region
 
 from minitx.tui.app.decode_session import KIND_TITLES, METHOD_NAMES, ROW_LABELS, DecodeSession
 from minitx.tui.app.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
@@ -60,7 +61,7 @@ class DecodePanel(Vertical):
                 with Vertical(classes="side"):
                     with Vertical(classes="topk-box"):
                         yield TopKBars(classes="topk")
-                    with Vertical(classes="scores-box"):
+                    with VerticalScroll(classes="scores-box", can_focus=False):  # 8 or 16 heads: blocks
                         yield ScoreTable(classes="scores")
 
     def on_mount(self) -> None:
@@ -111,6 +112,13 @@ class DecodePanel(Vertical):
                 "importance": self.query_one(".importance"), "positions": self.query_one(".positions"),
                 "attribution": self.query_one(".attribution")}
 
+    def name_scrolling(self) -> None:
+        """A view taller than its box (the positions at 80x24, 48 heads at once) names the keys
+        that scroll it on its frame; the ranking names its own (↑ ↓ choose a head)."""
+        box = self.grid_box
+        tall = box.max_scroll_y > 0 and self.session.view_mode != "importance"
+        box.border_subtitle = "↑↓ scroll" if tall else ""
+
     def show_status(self, text: str) -> None:
         """Say what is happening where the output goes (before a model is there)."""
         if self.with_output:
@@ -127,8 +135,11 @@ class DecodePanel(Vertical):
             note = (f"expected: {v.record.task.alignment_name}" if v.record.measure == "alignment"
                     else "no expected pattern")
             selected = (v.layer_index, v.head_index) if v.kind == "cross" else None
-            self.query_one(".scores", ScoreTable).show(v.record.scores, selected, note=note,
-                                                       off=v.off_heads("cross"))
+            table = self.query_one(".scores", ScoreTable)
+            table.show(v.record.scores, selected, note=note, off=v.off_heads("cross"))
+            # the selected head's line in view (a model of 8 or 16 heads has blocks below)
+            self.call_after_refresh(lambda: box.scroll_to_region(Region(0, table.selected_line(), 1, 1),
+                                                                 animate=False))
         if v.stepper is None:
             return
         if self.with_output:
@@ -270,7 +281,9 @@ class DecodePanel(Vertical):
         scores = record.scores if v.kind == "cross" else []
         note = ("score: attention where the task expects it" if record.measure == "alignment"
                 else "score: sharpness, each head's largest weight") if scores else "▸ selected"
-        self.heads.show(grids, scores, (v.layer_index, v.head_index), v.off_heads(), note, v.roles_grid())
+        why = "" if record.task.has_examples else "needs example pairs (O chooses a file)"
+        self.heads.show(grids, scores, (v.layer_index, v.head_index), v.off_heads(), note, v.roles_grid(),
+                        why)
 
     def _draw_lens(self) -> None:
         v = self.session

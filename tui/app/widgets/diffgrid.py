@@ -79,3 +79,46 @@ class DiffGrid(Widget):
         text = Text("\n").join(lines)
         text.no_wrap, text.overflow = True, "crop"
         return text
+
+
+def show_difference(box, grid: DiffGrid, panels: list, width: int) -> None:
+    """Compare's |A−B| of the head shown, in `box` (hidden when one model lacks that head, no
+    grids are shown, or the screen's `width` leaves no room beside A's and B's grids)."""
+    if not all(p.session.has_selected_head and p.session.view_mode == "grid" for p in panels):
+        box.display = False
+        return
+    a, b = (p.grid for p in panels)
+    n = max(len(a.row_labels), len(b.row_labels))
+    pairs = [(a.row_labels[i] if i < len(a.row_labels) else "",
+              b.row_labels[i] if i < len(b.row_labels) else "") for i in range(n)]
+    ends = [p.session.record.task.vocab.tokens[p.session.record.task.vocab.eos] for p in panels]
+    pairs = [(x, x) if (x, y) == tuple(ends) else (x, y) for x, y in pairs]  # </s> = <eos>
+    # Source positions line up by the source's own tokens: a model whose code wrapped its
+    # sources (an imported one) has a start and an end column the other may lack.
+    spans = [_own_columns(p.session) for p in panels]
+    rows_a, rows_b = ([row[start:stop] for row in g.rows] for g, (start, stop) in zip((a, b), spans))
+    columns = a.columns[spans[0][0]:spans[0][1]]
+    cell = _diff_cell(len(columns), panels[0].session.numbers, width)
+    box.display = cell > 0
+    if cell:
+        box.styles.width = max(16, 11 + cell * len(columns))  # label 7, edges, scrollbar
+        grid.show(difference(rows_a, rows_b), pairs, columns, cell)
+
+
+def _diff_cell(columns: int, numbers: bool, width: int) -> int:
+    """Characters per |A−B| column: A's and B's grids get room first (label, three or four
+    characters a column, border); the difference shrinks to one character, or hides."""
+    spare = width - 2 * (10 + (4 if numbers else 3) * columns)
+    for cell in ((4, 1) if numbers else (2, 1)):
+        if 11 + cell * columns <= spare:
+            return cell
+    return 0
+
+
+def _own_columns(session) -> tuple[int, int]:
+    """(start, stop) of the columns of a session's grid that hold the source's own tokens: all of
+    them, or all but the start and end tokens of a wrapped source."""
+    ids = session.stepper.src_ids if session.stepper is not None else []
+    own = session.record.task.source_length(ids)
+    start = 1 if own < len(ids) else 0
+    return start, start + own

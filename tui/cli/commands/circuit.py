@@ -10,23 +10,26 @@ import click
 
 from minitx.tui.cli.common import (
     apply_threads,
+    checkpoint_found,
     console,
     core_choice,
     device_option,
     echo_json,
     json_option,
     load_checkpoint_arg,
+    pairs_option,
     threads_option,
 )
 from minitx.tui.cli.progress import Progress
 
 
 @click.command("circuit", short_help="The circuit: heads and edges that keep the answer.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option("--keep", type=click.FloatRange(min=0, max=1, min_open=True), default=0.9, show_default=True,
               help="The share of the logit difference the circuit must keep.")
-@click.option("--pairs", "n_pairs", type=click.IntRange(min=1, max=512), default=32, show_default=True,
+@click.option("--n-pairs", "n_pairs", type=click.IntRange(min=1, max=512), default=32, show_default=True,
               help="Clean/corrupted pairs the scores and the faithfulness are measured on.")
+@pairs_option()
 @click.option("--seed", type=click.IntRange(min=0), default=1234, show_default=True,
               help="Which pairs are drawn.")
 @click.option("--n", "n", type=click.IntRange(min=1), default=200, show_default=True,
@@ -39,7 +42,7 @@ from minitx.tui.cli.progress import Progress
 @device_option
 @threads_option
 @json_option
-def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as_json) -> None:
+def circuit_cmd(ckpt, keep, n_pairs, pairs, seed, n, ablation, svg, device, threads, as_json) -> None:
     """Find the circuit of CKPT (default: reverse): the heads, and the sender -> receiver edges
     between them, that keep at least --keep of the clean logit difference when everything outside
     the circuit is mean-ablated (--ablation zero: zero-ablated).
@@ -53,7 +56,7 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as
     held-out pairs).
 
     Pairs are two examples of the same length with known, different answers: fresh sequences,
-    fresh dates, or a data model's held-out pairs (docs/interventions.md).
+    fresh dates, a data model's held-out pairs, or those of a --pairs file (docs/interventions.md).
 
     \b
     Examples:
@@ -66,9 +69,9 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as
     if svg is not None and Path(svg).is_dir():
         raise click.BadParameter(f"{svg} is a folder; give a file name", param_hint="--svg")
     from minitx.core.interp.circuit import find_circuit
-    from minitx.core.interp.pairs import draw_pairs
+    from minitx.core.interp.pairs import draw_pairs, source_lengths
 
-    checkpoint = load_checkpoint_arg(ckpt, device)
+    checkpoint = load_checkpoint_arg(ckpt, device, pairs)
     model, task = checkpoint.model, checkpoint.task
     try:
         pairs = draw_pairs(task, n_pairs, seed, model.cfg.eos_id)
@@ -85,7 +88,7 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as
     if svg is not None:
         _write_svg(svg, checkpoint, result)
     if as_json:
-        lo, hi = min(len(p.clean) for p in pairs), max(len(p.clean) for p in pairs)
+        lo, hi = source_lengths(task, pairs)
         echo_json({"checkpoint": str(checkpoint.path), "task": task.name, "seed": seed,
                    "lengths": [lo, hi], "svg": svg, **result.to_dict()})
         return
@@ -95,10 +98,11 @@ def circuit_cmd(ckpt, keep, n_pairs, seed, n, ablation, svg, device, threads, as
 def _report(out, checkpoint, pairs, seed, result, svg) -> None:
     from rich.text import Text
 
+    from minitx.core.interp.pairs import source_lengths
     from minitx.tui.render.circuit_tables import circuit_summary, path_tables
 
     task = checkpoint.task
-    lo, hi = min(len(p.clean) for p in pairs), max(len(p.clean) for p in pairs)
+    lo, hi = source_lengths(task, pairs)
     lengths = f"{lo}" if lo == hi else f"{lo}-{hi}"
     out.print(f"[bold]{task.name}[/]: {len(pairs)} pairs of {task.evaluated_on} (seed {seed}), sources of "
               f"length {lengths}; logit difference {result.model_difference:+.2f} with every head, "

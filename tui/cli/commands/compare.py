@@ -8,12 +8,14 @@ from minitx.tui.cli.common import (
     ablate_options,
     ablated_name,
     apply_threads,
+    checkpoint_found,
     console,
     device_option,
     echo_json,
     interventions_for,
     json_option,
     load_checkpoint_arg,
+    pairs_option,
     sample_options,
     shown_value,
     threads_option,
@@ -24,15 +26,18 @@ WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them a
 
 
 @click.command("compare", short_help="Two checkpoints side by side: accuracy, heads, weights.")
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
+@click.argument("a", metavar="A", callback=checkpoint_found)
+@click.argument("b", metavar="B", callback=checkpoint_found)
 @click.option("--source", "-s", default=None, help='Also decode this source with both, e.g. "3 1 4 1 5".')
 @sample_options("Fresh random sequences both models decode.")
 @ablate_options("a", "b")
+@pairs_option("Compare on the source/target pairs of FILE (.tsv, .csv or .jsonl), read by each model in "
+              "its own vocabulary, instead of A's examples: what a model that keeps none needs.")
 @device_option
 @threads_option
 @json_option
-def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, device, threads, as_json) -> None:
+def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, pairs, device, threads,
+                as_json) -> None:
     """Compare checkpoints A and B (bundled names or paths) on the same fresh sequences
     (drawn from A's task lengths; each model is scored against its own task), or on A's
     held-out pairs for models of your own data. Both must read the same vocabulary.
@@ -51,7 +56,7 @@ def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, device, 
     apply_threads(threads)
     from minitx.core.compare import compare_loaded, decode_both
 
-    ckpt_a, ckpt_b = load_checkpoint_arg(a, device), load_checkpoint_arg(b, device)
+    ckpt_a, ckpt_b = load_checkpoint_arg(a, device, pairs), load_checkpoint_arg(b, device, pairs)
     # Each model's ablation applies to that model only (two loads are two models, even of one file).
     ablations = (interventions_for(ckpt_a, ablate_a, ablate_kind, "--ablate-a"),
                  interventions_for(ckpt_b, ablate_b, ablate_kind, "--ablate-b"))

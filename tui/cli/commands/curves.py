@@ -56,7 +56,7 @@ def curves_cmd(runs, charts, x_axis, scale, smooth, height, fmt, out) -> None:
 
 def _load_runs(runs: tuple[str, ...]) -> list[tuple[str, str, object]]:
     """(label, where, History) for each run that has a history; a note for each that has none."""
-    from minitx.core.training.history import HistoryError, history_from_metrics
+    from minitx.core.history import HistoryError, history_from_metrics
     from minitx.tui.cli.common import BadArgument, load_checkpoint_arg
 
     loaded, missing = [], []

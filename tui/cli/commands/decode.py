@@ -6,18 +6,30 @@ import click
 from click.core import ParameterSource
 
 from minitx.tui.cli.common import (
+    MEAN_SOURCES_HELP,
     ablate_options,
     apply_threads,
     checkpoint_and_sources,
+    checkpoint_found,
     core_choice,
     device_option,
     echo_json,
     interventions_for,
+    looks_like_source,
+    pairs_option,
     source_texts,
     threads_option,
 )
 
 EXAMPLE = 'minitx decode reverse "3 1 4 1 5"'  # what to type when no source is given
+
+
+def _named(args: tuple[str, ...]) -> tuple[str, ...]:
+    """The arguments' callback: a first one that is no source, followed by sources, must name a
+    checkpoint; one that does not is a one-line error before anything loads torch."""
+    if len(args) > 1 and args[0] != "-" and not looks_like_source(args[0]):
+        checkpoint_found(None, None, args[0])
+    return args
 
 
 def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_kind: bool = False) -> dict:
@@ -81,7 +93,7 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_k
 
 
 @click.command("decode", short_help="Predict outputs; show top-k and attention.")
-@click.argument("args", nargs=-1, metavar="[CKPT] SOURCE...")
+@click.argument("args", nargs=-1, metavar="[CKPT] SOURCE...", callback=lambda ctx, param, args: _named(args))
 @click.option(
     "--attention",
     "-a",
@@ -121,10 +133,11 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_k
               help="With --beams: score the empty output, greedy, beam K and beam 64 and say whether "
                    "this is a search error or a model error; flag repetition.")
 @ablate_options()
+@pairs_option(MEAN_SOURCES_HELP)
 @device_option
 @threads_option
 def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, nbest, early_stopping,
-               search_check, ablate, ablate_kind, device, threads) -> None:
+               search_check, ablate, ablate_kind, pairs, device, threads) -> None:
     """Predict the output for SOURCE with a checkpoint (default: the bundled reverse model).
 
     The output is printed as text: characters joined for a character-level model, words and
@@ -148,7 +161,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
     apply_threads(threads)
     beam_options = _beam_options_alone(beams, length_penalty, nbest, early_stopping, search_check, attention)
     ckpt, args = checkpoint_and_sources(args, device)
-    interventions = interventions_for(ckpt, ablate, ablate_kind)
+    interventions = interventions_for(ckpt, ablate, ablate_kind, pairs=pairs)
     from minitx.core.data.vocab import TaskInputError
 
     own_beams = ckpt.model.generation.num_beams

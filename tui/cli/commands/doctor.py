@@ -13,7 +13,17 @@ import sys
 import click
 
 from minitx.tui.cli import model_options
-from minitx.tui.cli.common import apply_threads, console, device_option, echo_json, threads_option
+from minitx.tui.cli.common import (
+    PAIRS_HINT,
+    apply_threads,
+    checkpoint_found,
+    console,
+    device_option,
+    echo_json,
+    pairs_option,
+    task_on_pairs,
+    threads_option,
+)
 from minitx.tui.cli.progress import Progress
 from minitx.tui.render.colors import STATUS_MARKUP
 
@@ -27,15 +37,17 @@ class CannotRun(click.ClickException):
 
 
 @click.command("doctor", short_help="Check a model for the classic bugs and name the likely cause.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option("--quick", is_flag=True, help="Skip the slow overfit-one-batch check; fewer sequences.")
 @device_option
 @threads_option
 @click.option("--explain", is_flag=True, help="Also say what each check asserts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON (same exit codes).")
+@pairs_option("Check CKPT on the source/target pairs of FILE (.tsv, .csv or .jsonl, as for train --data) "
+              "wherever a check needs examples: what a model that keeps none needs.")
 @model_options.recipe_option
 @model_options.apply(model_options.TASK_OPTIONS + model_options.MODEL_OPTIONS)
-def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
+def doctor_cmd(ckpt, quick, device, threads, explain, as_json, pairs, **fresh) -> None:
     """Check CKPT (or, without CKPT, a fresh model built from the options) for classic bugs.
 
     Each check prints its measured number, its threshold and pass/fail; a failure also names
@@ -69,26 +81,32 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
       minitx doctor my-run.safetensors --quick || echo "something is wrong"
 
     A model of your own pairs (or a fresh one for --data FILE) is checked on its held-out
-    pairs wherever a check needs examples; the alignment check applies only when the data names
-    an expected pattern (train with --expect), otherwise it reports each head's sharpness and
-    is skipped. Every skipped check says why.
+    pairs wherever a check needs examples, an imported one on the pairs it keeps, and any model
+    on the pairs of a --pairs file. A model without examples gets every check that needs none;
+    the others say why they were skipped. The alignment check applies when the model's task
+    names an expected pattern (its own, train's --expect, or the doctor's --expect for CKPT),
+    otherwise it reports each head's sharpness and is skipped.
 
     The overfit-one-batch check trains a fresh copy for 400 steps (several seconds on a CPU);
     --quick skips it.
     """
     apply_threads(threads)
     given = [name for name, value in fresh.items() if value is not None]  # **fresh: the model's options
-    if ckpt is not None and given:
-        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+    if ckpt is not None and set(given) - {"expect"}:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given if name != "expect")
         raise click.UsageError(f"{flags}: model options only apply without CKPT (a fresh model)")
+    if ckpt is None and pairs is not None:
+        raise click.UsageError("--pairs checks a checkpoint (CKPT); a fresh model is checked on --data FILE")
     with _exit_2_on_error():
-        model, task, subject, record = _subject(ckpt, device, fresh)
+        model, task, subject, record = _subject(ckpt, device, fresh, pairs)
 
     from minitx.core.doctor.diagnosis import diagnose_model, run_doctor
 
     report = None if as_json else _Report(subject, explain)
     marks: list[str] = []
-    with Progress("doctor", enabled=not as_json, console=report.out if report else None) as progress:
+    # Piped, each row as it comes is the progress: no plain lines repeating it.
+    with Progress("doctor", enabled=not as_json, console=report.out if report else None,
+                  plain=False) as progress:
         progress.stage("running the first check")
 
         def on_result(result) -> None:
@@ -103,7 +121,7 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, **fresh) -> None:
             diagnosis = diagnose_model(results, model, task, record)
     failed = any(r.passed is False for r in results) or bool(diagnosis.causes) or bool(diagnosis.fails_task)
     if report is not None:
-        report.summary(results, diagnosis)
+        report.summary(results, diagnosis, pairs_wanted=not task.has_examples)
     else:
         echo_json(
             {
@@ -134,8 +152,9 @@ def _exit_2_on_error():
         raise CannotRun(message) from None
 
 
-def _subject(ckpt, device: str, fresh: dict):
-    """(model, task, description, run record) of the checkpoint, or of a fresh model from the
+def _subject(ckpt, device: str, fresh: dict, pairs: str | None = None):
+    """(model, task, description, run record) of the checkpoint (measured on the --pairs file's
+    pairs when given, its --expect pattern where it names none), or of a fresh model from the
     options (its record is empty: nothing was trained)."""
     from minitx.core.doctor.history_checks import RunRecord
     from minitx.core.training.trainer import resolve_device
@@ -144,13 +163,18 @@ def _subject(ckpt, device: str, fresh: dict):
         from minitx.tui.cli.common import load_checkpoint_arg
 
         checkpoint = load_checkpoint_arg(ckpt, device)
+        if pairs is not None:
+            checkpoint.task = task_on_pairs(checkpoint.task, pairs, checkpoint.model_config.max_len)
+        if fresh.get("expect"):
+            _expect(checkpoint.task, fresh["expect"])
         return (
             checkpoint.model,
             checkpoint.task,
             {
                 "checkpoint": str(checkpoint.path),
                 "task": checkpoint.task.name,
-                "examples": checkpoint.task.evaluated_on,
+                "examples": (checkpoint.task.evaluated_on if checkpoint.task.has_examples
+                             else "inputs made of its vocabularies (it keeps no example pairs)"),
                 "model_config": checkpoint.model_config.to_dict(),
             },
             RunRecord.of(checkpoint.history, checkpoint.summary),
@@ -171,6 +195,16 @@ def _subject(ckpt, device: str, fresh: dict):
         },
         RunRecord(),
     )
+
+
+def _expect(task, pattern: str) -> None:
+    """--expect for a checkpoint: the pattern its task's cross-attention should show, for a task
+    that names none (a data file trained without --expect, an imported model)."""
+    if task.alignment_name or not hasattr(task, "expect"):
+        raise click.BadParameter(f"the {task.name} task has its own expected pattern"
+                                 f"{f' ({task.alignment_name})' if task.alignment_name else ''}",
+                                 param_hint="--expect")
+    task.expect = task.alignment_name = pattern
 
 
 def _jsonable(data: dict) -> dict:
@@ -250,14 +284,18 @@ class _Report:
                 highlight=False,
             )
 
-    def summary(self, results, diagnosis) -> None:
+    def summary(self, results, diagnosis, pairs_wanted: bool = False) -> None:
         from rich.markup import escape
         from rich.padding import Padding
 
+        from minitx.core.data.imported_task import NO_PAIRS
         from minitx.core.doctor.diagnosis import NO_PROBLEMS
 
         counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
         self.out.print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+        if pairs_wanted:  # once, how to run the checks that need examples
+            self.out.print(f"[yellow]the checks of its weights need examples: {NO_PAIRS}; "
+                           f"{escape(PAIRS_HINT)}[/]", highlight=False)
         if diagnosis.verdict == NO_PROBLEMS:
             self.out.print(f"[green]{NO_PROBLEMS}[/]")
             return

@@ -10,6 +10,7 @@ from minitx.tui.cli.common import (
     ablate_options,
     ablated_name,
     apply_threads,
+    checkpoint_found,
     device_option,
     echo_json,
     interventions_for,
@@ -25,7 +26,7 @@ EVAL_BATCH = 500  # examples decoded at once
 
 
 @click.command("eval", short_help="Exact-match accuracy: fresh sequences, held-out pairs or a file.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @sample_options("Examples to decode (fresh sequences, or the first N held-out pairs).")
 @click.option(
     "--lengths",
@@ -34,7 +35,7 @@ EVAL_BATCH = 500  # examples decoded at once
     help="Source lengths of the digit tasks, e.g. 4-10 or 12-16. [default: the lengths it was "
          "trained on]",
 )
-@click.option("--data", type=click.Path(),
+@click.option("--pairs", "--data", "pairs", type=click.Path(), metavar="FILE",
               help="Evaluate on every pair of this file (.tsv, .csv, .jsonl) instead.")
 @click.option("--failures", "show_failures", type=click.IntRange(min=0), default=0, metavar="N",
               help="Also list up to N wrong outputs, each with the step where it first goes wrong.")
@@ -42,19 +43,19 @@ EVAL_BATCH = 500  # examples decoded at once
 @device_option
 @threads_option
 @json_option
-def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, device, threads,
+def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, device, threads,
              as_json) -> None:
     """Exact-match accuracy of CKPT (default: reverse), per source length. A digit task's model
     is measured on fresh random sequences, `dates` on fresh dates, a model of your own pairs on
-    its held-out pairs (kept in the checkpoint), or any model on the pairs of a --data file
-    (tokens it never saw read as <unk> and are counted).
+    its held-out pairs (kept in the checkpoint), or any model on the pairs of a --pairs file
+    (--data is the same; tokens it never saw read as <unk> and are counted).
 
     \b
     Examples:
       minitx eval reverse --n 1000
       minitx eval my-run.safetensors --lengths 11-20 --json  # does it generalise?
       minitx eval reverse --ablate cross:L2 --failures 5  # no L2 cross-attention
-      minitx eval mine.safetensors --data test.tsv --failures 10
+      minitx eval mine.safetensors --pairs test.tsv --failures 10
     """
     apply_threads(threads)
     from minitx.core.training.evaluation import score
@@ -62,22 +63,22 @@ def eval_cmd(ckpt, n, seed, lengths, data, show_failures, ablate, ablate_kind, d
     checkpoint = load_checkpoint_arg(ckpt, device)
     task = checkpoint.task
     positions = checkpoint.model_config.max_len
-    interventions = interventions_for(checkpoint, ablate, ablate_kind)
+    interventions = interventions_for(checkpoint, ablate, ablate_kind, pairs=pairs)
     extra: dict = {}
     with interventions.applied(checkpoint.model):
-        if data is not None:
+        if pairs is not None:
             if lengths is not None:
-                raise click.UsageError("--lengths and --data: a file's pairs have their own lengths")
+                raise click.UsageError("--lengths and --pairs: a file's pairs have their own lengths")
             from minitx.core.data.pair_task import read_for_model
 
-            pairs = read_for_model(data, task, positions)
+            given = read_for_model(pairs, task, positions)
             with Progress("eval", enabled=not as_json) as progress:
-                result = score(checkpoint.model, task, progress.track(pairs.batches(task), "decoding"),
-                               show_failures, pairs.lines())
-            what = f"{pairs.provenance.file}: {result.n:,} pairs"
-            if pairs.skipped:
-                what += f" ({pairs.skipped:,} skipped: longer than the model's positions allow)"
-            extra = {"data": pairs.provenance.to_dict(), "skipped_too_long": pairs.skipped}
+                result = score(checkpoint.model, task, progress.track(given.batches(task), "decoding"),
+                               show_failures, given.lines())
+            what = f"{given.provenance.file}: {result.n:,} pairs"
+            if given.skipped:
+                what += f" ({given.skipped:,} skipped: longer than the model's positions allow)"
+            extra = {"data": given.provenance.to_dict(), "skipped_too_long": given.skipped}
         else:
             if lengths is not None and not task.exact_lengths:
                 raise click.BadParameter(f"the {task.name} task's sources have their own lengths",

@@ -6,11 +6,21 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from pathlib import Path
 
 import click
 
-from minitx.tui.cli.common import ablate_options, core_choice, interventions_for, load_checkpoint_arg
+from minitx.tui.cli.common import (
+    MEAN_SOURCES_HELP,
+    ablate_options,
+    checkpoint_found,
+    checkpoint_out,
+    core_choice,
+    interventions_for,
+    load_checkpoint_arg,
+    pairs_option,
+)
 
 # Metadata worth keeping in a shared file: how it was trained (not the state to resume it).
 KEEP_METADATA = ("train_config",)
@@ -18,7 +28,7 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
 
 
 @click.command("export", short_help="Inference-only copy, or a trace as json/csv/svg/html.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option(
     "--out",
     "out",
@@ -50,13 +60,20 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
     show_default=True,
     help="Weights printed in the SVG's cells.",
 )
+@click.option("--history", "keep_history", is_flag=True,
+              help="Keep the run's curves and attention snapshots in the exported checkpoint (minitx "
+                   "curves draws them, the app's h replays them; snapshots thinned to 256 KB). "
+                   "[default: weights only]")
 @ablate_options()
-def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind) -> None:
+@pairs_option(MEAN_SOURCES_HELP)
+def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablate, ablate_kind,
+               pairs) -> None:
     """Share CKPT (default: reverse) without its training state, or export a decoding trace.
 
     \b
     Examples:
       minitx export run.safetensors --out small.safetensors --dtype float16
+      minitx export run.safetensors --out shared.safetensors --history
       minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
       minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
       minitx export reverse --trace "3 1 4 1 5" --format html --out trace.html
@@ -72,13 +89,20 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
 
     if trace_source is not None and dtype is not None:
         raise click.UsageError("--dtype applies to checkpoint exports, not to --trace")
+    if trace_source is not None and out is None and sys.stdout.isatty():  # hundreds of lines scrolling by
+        raise click.UsageError("a trace is a file: give --out FILE (trace.json, .csv, .svg or .html), "
+                               "or send it to one: minitx export ... --trace SOURCE > trace.json")
     dtype = dtype or "float32"
+    if trace_source is None and out is not None:
+        checkpoint_out(out)  # before the file is read
     checkpoint = load_checkpoint_arg(ckpt)
     if trace_source is None:
         if ablate:
             raise click.UsageError("--ablate applies to --trace exports, not to checkpoints")
         if fmt is not None:
             raise click.UsageError("--format applies to --trace exports only")
+        if keep_history and checkpoint.history is None:
+            raise click.BadParameter(f"{ckpt} has no history to keep", param_hint="--history")
         if out is None:
             raise click.UsageError("give --out FILE.safetensors (or --trace SOURCE for a trace)")
         extra = {k: checkpoint.metadata[k] for k in KEEP_METADATA if k in checkpoint.metadata}
@@ -90,6 +114,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
             train_state=None,
             extra_metadata=extra,
             dtype=dtype,
+            history=checkpoint.history.for_sharing() if keep_history else None,
         )
         click.echo(f"exported {out} ({dtype}, inference only, {Path(out).stat().st_size / 1024:.0f} KB)")
         return
@@ -99,7 +124,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, ablate, ablate_kind
     if fmt not in TRACE_FORMATS:
         raise click.UsageError(f"cannot tell the format from {out!r}: give --format "
                                f"{'|'.join(TRACE_FORMATS)}")
-    interventions = interventions_for(checkpoint, ablate, ablate_kind)
+    interventions = interventions_for(checkpoint, ablate, ablate_kind, pairs=pairs)
     trace = trace_of(checkpoint, trace_source, interventions=interventions, every_kind=fmt == "html")
     title = f"minitx · {Path(str(checkpoint.path)).name} · {checkpoint.task.name}"
     if fmt == "html":

@@ -7,6 +7,7 @@ import click
 
 from minitx.tui.cli.common import (
     apply_threads,
+    checkpoint_found,
     console,
     core_choice,
     device_option,
@@ -14,6 +15,7 @@ from minitx.tui.cli.common import (
     json_option,
     lengths_option_value,
     load_checkpoint_arg,
+    pairs_option,
     sample_options,
     threads_option,
 )
@@ -21,7 +23,7 @@ from minitx.tui.cli.progress import Progress
 
 
 @click.command("heads", short_help="Per-head importance: each head ablated alone.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @sample_options("Fresh random sequences each ablated model decodes.")
 @click.option("--kind", "kind", type=core_choice("interp.interventions", "ABLATIONS"), default="zero",
               show_default=True,
@@ -30,10 +32,11 @@ from minitx.tui.cli.progress import Progress
               help="Source lengths. [default: the lengths it was trained on]")
 @click.option("--roles", is_flag=True,
               help="Instead: score every head's attention for named patterns (docs/interventions.md).")
+@pairs_option()
 @device_option
 @threads_option
 @json_option
-def heads_cmd(ckpt, n, seed, kind, lengths, roles, device, threads, as_json) -> None:
+def heads_cmd(ckpt, n, seed, kind, lengths, roles, pairs, device, threads, as_json) -> None:
     """Ablate every head of CKPT (default: reverse) alone and measure exact match and loss on
     the same fresh sequences; the heads whose loss costs most come first.
 
@@ -56,7 +59,7 @@ def heads_cmd(ckpt, n, seed, kind, lengths, roles, device, threads, as_json) -> 
     from minitx.core.interp.importance import head_importance
     from minitx.core.interp.interventions import all_heads
 
-    checkpoint = load_checkpoint_arg(ckpt, device)
+    checkpoint = load_checkpoint_arg(ckpt, device, pairs)
     task = checkpoint.task
     if roles:
         _roles(checkpoint, n, seed, as_json)

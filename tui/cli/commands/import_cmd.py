@@ -175,7 +175,7 @@ def _import_folder(name: str, out: str, pairs: str | None, as_json: bool) -> Non
     from minitx.core.importing.errors import ImportFileError
     from minitx.core.importing.hf_cache import looks_like_model_id
     from minitx.core.importing.huggingface import open_folder
-    from minitx.core.importing.importer import with_pairs
+    from minitx.core.importing.importer import kept_pairs
     from minitx.core.model.transformer import parameter_breakdown
 
     out_path = Path(out)
@@ -187,7 +187,7 @@ def _import_folder(name: str, out: str, pairs: str | None, as_json: bool) -> Non
         opened = open_folder(folder, model_id=name if looks_like_model_id(name) else "", hashes=True)
         task, notes = opened.task, list(opened.notes)
         if pairs:
-            task, pair_notes = with_pairs(task, Path(pairs), opened.model.cfg.max_len)
+            task, pair_notes = kept_pairs(task, Path(pairs), opened.model.cfg.max_len)
             notes += pair_notes
         summary = {**opened.summary, **({"notes": opened.notes} if opened.notes else {})}
         save_checkpoint(out_path, opened.model, task, summary)

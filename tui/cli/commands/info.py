@@ -7,6 +7,7 @@ import json
 import click
 
 from minitx.tui.cli.common import (
+    checkpoint_found,
     console,
     echo_json,
     field_lines,
@@ -117,7 +118,7 @@ def describe_history(history) -> str:
 
 
 @click.command("inspect", short_help="Config, task, parameters and training summary.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @json_option
 def inspect_cmd(ckpt, as_json) -> None:
     """Config, task, vocabulary, parameter counts and training summary of CKPT (default: reverse).

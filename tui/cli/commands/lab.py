@@ -17,6 +17,7 @@ from minitx.tui.cli.common import (
     threads_option,
 )
 from minitx.tui.cli.progress import Progress
+from minitx.tui.render.numbers import counted
 
 EXIT_INTERRUPTED = 130
 
@@ -170,7 +171,7 @@ def _report(plan, rows, as_json: bool) -> None:
 
     lo, hi = plan.beyond
     trained = f"{plan.train.min_source_len}-{plan.train.max_source_len}"
-    table = Table(title=f"{plan.train.task}: {plan.steps} steps, seeds "
+    table = Table(title=f"{plan.train.task}: {counted(plan.steps, 'step')}, seeds "
                         f"{', '.join(str(r.seed) for r in rows[0].runs)}", title_justify="left")
     for column in ("variant", "params", f"steps to {plan.target:.0%}", f"final {trained}",
                    f"beyond {lo}-{hi}", "steps/s"):
@@ -184,7 +185,7 @@ def _report(plan, rows, as_json: bool) -> None:
     out.print(table)
     out.print(_by_length_table(rows, plan))
     out.print(f"held-out exact match of greedy decoding on {plan.eval_size} fresh sequences, "
-              f"every {plan.eval_every} steps; steps to {plan.target:.0%}: one per seed; final "
+              f"every {counted(plan.eval_every, 'step')}; steps to {plan.target:.0%}: one per seed; final "
               f"and beyond: means over seeds; steps/s: median, and its ratio to {rows[0].variant}'s")
     for row in rows:
         out.print(f"  {row.variant}: {row.parts}")

@@ -6,14 +6,17 @@ from __future__ import annotations
 import click
 
 from minitx.tui.cli.common import (
+    MEAN_SOURCES_HELP,
     ablate_options,
     apply_threads,
+    checkpoint_found,
     console,
     device_option,
     echo_json,
     interventions_for,
     json_option,
     load_checkpoint_arg,
+    pairs_option,
     threads_option,
 )
 from minitx.tui.cli.progress import Progress
@@ -29,7 +32,7 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
 
 
 @click.command("patch", short_help="Activation patching: which heads carry the answer.")
-@click.argument("ckpt", required=False)
+@click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option("--clean", default=None, metavar="SOURCE",
               help="The source whose answer to recover, e.g. 31415. [default: a drawn pair]")
 @click.option("--corrupt", default=None, metavar="SOURCE", help="Another source of the same length.")
@@ -38,10 +41,11 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
 @click.option("--method", type=click.Choice(["both", "exact", "attribution"]), default="both",
               show_default=True,
               help="Exact patching, the fast attribution estimate, or both side by side.")
+@pairs_option()
 @device_option
 @threads_option
 @json_option
-def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> None:
+def patch_cmd(ckpt, clean, corrupt, seed, method, pairs, device, threads, as_json) -> None:
     """Copy one activation at a time from the clean run of CKPT (default: reverse) into the
     corrupted run and print how much of the clean answer it recovers: 0 is the corrupted run,
     1 the clean one.
@@ -53,7 +57,8 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
     layer) at one position at a time, and at all.
 
     Without --clean and --corrupt a pair is drawn: two examples of the same length with known,
-    different answers (fresh sequences, fresh dates, or a data model's held-out pairs).
+    different answers (fresh sequences, fresh dates, a data model's held-out pairs, or the
+    pairs of a --pairs file).
 
     Attribution estimates every patch at once from one forward and one backward; both shows it
     beside exact patching with their agreement (docs/interventions.md says when to trust it).
@@ -70,7 +75,7 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, device, threads, as_json) -> N
     from minitx.core.interp.pairs import draw_pairs, typed_pair
     from minitx.core.interp.patching import Patcher, sweep
 
-    checkpoint = load_checkpoint_arg(ckpt, device)
+    checkpoint = load_checkpoint_arg(ckpt, device, pairs)
     model, task = checkpoint.model, checkpoint.task
     if (clean is None) != (corrupt is None):
         raise click.UsageError("give both --clean and --corrupt, or neither (a pair is drawn)")
@@ -132,15 +137,24 @@ def _names_a_checkpoint(text: str) -> bool:
     return True
 
 
+def _checkpoint_first(args: tuple[str, ...]) -> tuple[str, ...]:
+    """CKPT SOURCE: a CKPT that names no checkpoint is a one-line error before torch loads."""
+    if len(args) == 2:
+        checkpoint_found(None, None, args[0])
+    return args
+
+
 @click.command("lens", short_help="The logit lens: what each decoder layer would predict.")
-@click.argument("args", nargs=-1, required=True, metavar="[CKPT] SOURCE")
+@click.argument("args", nargs=-1, required=True, metavar="[CKPT] SOURCE",
+                callback=lambda ctx, param, args: _checkpoint_first(args))
 @click.option("--top-k", type=click.IntRange(min=1, max=13), default=1, show_default=True,
               help="Tokens shown per layer and step.")
 @ablate_options()
+@pairs_option(MEAN_SOURCES_HELP)
 @device_option
 @threads_option
 @json_option
-def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None:
+def lens_cmd(args, top_k, ablate, ablate_kind, pairs, device, threads, as_json) -> None:
     """Decode SOURCE greedily with CKPT (default: reverse) and show, for every step, the token
     each decoder layer would predict if the decoder ended there (the output layer applied to
     that layer's residual stream, after the final norm for pre-norm). The last layer's row is
@@ -151,10 +165,10 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
       minitx lens reverse "3 1 4 1 5"
       minitx lens "3 1 4 1 5" --top-k 3 --json
     """
-    apply_threads(threads)
     if len(args) > 2:
         raise click.UsageError("give one checkpoint and one source, e.g. minitx lens reverse \"3 1 4 1 5\"")
     name, text = (None, args[0]) if len(args) == 1 else args
+    apply_threads(threads)
     if name is None and _names_a_checkpoint(text):  # `minitx lens dates`: the model, no source
         raise click.UsageError(f"{text!r} is a checkpoint: give a source to decode after it, e.g. "
                                f"minitx lens {text} SOURCE")
@@ -164,7 +178,8 @@ def lens_cmd(args, top_k, ablate, ablate_kind, device, threads, as_json) -> None
 
     task, vocab = checkpoint.task, checkpoint.task.vocab
 
-    lens = logit_lens(checkpoint.model, ids, interventions=interventions_for(checkpoint, ablate, ablate_kind))
+    interventions = interventions_for(checkpoint, ablate, ablate_kind, pairs=pairs)
+    lens = logit_lens(checkpoint.model, ids, interventions=interventions)
     tops = lens.top(top_k)  # [layer][step] -> [(token, p)]
     if as_json:
         echo_json({"checkpoint": str(checkpoint.path), "source": task.format_source(ids),

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from minitx.tui.cli.common import load_checkpoint_arg
+from minitx.tui.cli.common import checkpoint_found, load_checkpoint_arg
 
 TITLE = "minitx"
 
@@ -39,7 +39,7 @@ def tunnel_hint(port: int) -> str:
 
 
 @click.command("serve", short_help="Serve the app to a web browser (local by default).")
-@click.argument("ckpt", nargs=-1)
+@click.argument("ckpt", nargs=-1, callback=checkpoint_found)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Anything but this machine's own needs --public.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True,

@@ -7,6 +7,7 @@ minitx.core.options' job (through model_options.configs), the same as for `docto
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
 import time
@@ -20,6 +21,8 @@ from minitx.tui.cli import model_options
 from minitx.tui.cli.common import (
     BadArgument,
     apply_threads,
+    checkpoint_out,
+    field_lines,
     json_text,
     load_checkpoint_arg,
     process_started,
@@ -39,6 +42,10 @@ RUN_OPTIONS = [
                  help="Also save a resumable checkpoint every N steps (atomic). [default: off]"),
     click.option("--resume", type=click.Path(dir_okay=False),
                  help="Continue a run from a resumable checkpoint (raise --steps to go further)."),
+    click.option("--restart-schedule", is_flag=True,
+                 help="With --resume: a new learning-rate schedule (warmup, then the decay to its "
+                      "floor at --steps) from the saved weights, instead of going on at the lr the "
+                      "run had reached. How to train a finished run further."),
     click.option("--metrics", type=click.Path(dir_okay=False),
                  help="Write one JSON object per step and per evaluation to this .jsonl file "
                       "(see docs/curves.md; draw it with minitx curves)."),
@@ -64,6 +71,7 @@ def train_cmd(**opts) -> None:
       minitx train --recipe reference --out ref.safetensors
       minitx train --task sort --save-every 500 --out sort.safetensors
       minitx train --resume sort.safetensors --steps 6000
+      minitx train --resume sort.safetensors --steps 9000 --restart-schedule
       minitx train --d-model 32 --layers 1 --metrics run.jsonl  # a small model
       minitx train --position-encoding rope --out rope.safetensors  # one swap
       minitx train --recipe modern --out modern.safetensors  # RMSNorm, RoPE, ...
@@ -78,7 +86,8 @@ def train_cmd(**opts) -> None:
     (SIGHUP) or SIGTERM saves a resumable checkpoint (continue it with --resume) and exits
     with 130, 129 or 143; a closed output pipe only quiets the progress. The checkpoint keeps the run's
     curves and attention snapshots (minitx curves FILE draws them; docs/curves.md). On resume a
-    larger --steps never raises the learning rate.
+    larger --steps never raises the learning rate: a run whose schedule had ended goes on at its
+    final lr, and says so; --restart-schedule gives it a new schedule instead.
     """
     apply_threads(opts["threads"])
     from minitx.core.training.trainer import TrainingDiverged
@@ -88,28 +97,33 @@ def train_cmd(**opts) -> None:
     if not opts["quiet"]:
         for note in trainer.task.notes():  # a data file's skipped pairs, once
             err.write(f"note: {note}\n")
+        if trainer.schedule_ended and not opts["restart_schedule"]:
+            err.write(schedule_ended_note(trainer, opts["resume"]) + "\n")
     reporter = Reporter(trainer, out, quiet=opts["quiet"] or opts["as_json"], log_every=opts["log_every"],
                         metrics=opts["metrics"], resume=bool(opts["resume"]))
     listeners = [reporter] + ([SaveEvery(out_path, opts["save_every"])] if opts["save_every"] else [])
     loop_start = time.perf_counter()
-    with StopOnSignal() as signals, reporter:
-        try:
-            trainer.run(*listeners, signals)
-        except TrainingDiverged as e:  # the trainer kept the last good step: keep it on disk too
-            if trainer.step_count == 0:
-                raise
+    # From here until the file is written a signal stops the run, never a save (StopOnSignal).
+    with StopOnSignal(err) as signals:
+        with reporter:
+            try:
+                trainer.run(*listeners, signals)
+            except TrainingDiverged as e:  # the trainer kept the last good step: keep it on disk too
+                if trainer.step_count == 0:
+                    raise
+                trainer.save(out_path, resumable=True)
+                raise click.ClickException(f"{e}; step {trainer.step_count} saved to {out_path}") from None
+            stopped = signals.caught is not None and not trainer.done
+            if not stopped and (trainer.last_accuracy is None or trainer.cfg.eval_every == 0):
+                reporter.evaluated_after(trainer, trainer.evaluate())  # the result always states it
+        if stopped:
             trainer.save(out_path, resumable=True)
-            raise click.ClickException(f"{e}; step {trainer.step_count} saved to {out_path}") from None
-        stopped = signals.caught is not None and not trainer.done
-        if not stopped and (trainer.last_accuracy is None or trainer.cfg.eval_every == 0):
-            reporter.evaluated_after(trainer, trainer.evaluate())  # the result always states it
-    if stopped:
+            err.write(f"{signals.name} at step {trainer.step_count}/{trainer.cfg.steps}: resumable "
+                      f"checkpoint saved to {out_path}, {_kept(trainer)} (continue: minitx train "
+                      f"--resume {out_path})\n")
+            sys.exit(128 + signals.caught)
+        save_start = time.perf_counter()
         trainer.save(out_path, resumable=True)
-        err.write(f"{signals.name} at step {trainer.step_count}/{trainer.cfg.steps}: resumable checkpoint "
-                  f"saved to {out_path} (continue: minitx train --resume {out_path})\n")
-        sys.exit(128 + signals.caught)
-    save_start = time.perf_counter()
-    trainer.save(out_path, resumable=True)
     timings = {"startup": loop_start - process_started(), "loop": save_start - loop_start,
                "training": trainer.seconds_this_run, "evaluation": trainer.eval_seconds,
                "saving": time.perf_counter() - save_start}
@@ -126,6 +140,10 @@ def _prepare(opts):
     from minitx.core.options import option_for_field
     from minitx.core.training.trainer import Trainer
 
+    if opts["restart_schedule"] and not opts["resume"]:
+        raise click.UsageError("--restart-schedule applies to a resumed run: give --resume FILE")
+    if opts["out"]:
+        checkpoint_out(opts["out"])
     try:
         if opts["resume"]:
             if opts["recipe"]:
@@ -136,7 +154,7 @@ def _prepare(opts):
                 raise CheckpointError(f"{opts['resume']} holds no training state (an exported file?); "
                                       "it cannot be resumed")
             model_cfg, train_cfg = model_options.configs(saved_model, saved_train, opts)
-            trainer = Trainer.resume(opts["resume"], train_cfg, model_cfg)
+            trainer = Trainer.resume(opts["resume"], train_cfg, model_cfg, opts["restart_schedule"])
             out_path = Path(opts["out"] or opts["resume"])
         else:
             model_cfg, train_cfg = model_options.configs(*model_options.recipe_configs(opts["recipe"]), opts)
@@ -162,6 +180,14 @@ def _prepare(opts):
         )
     _warn_if_shadowed(out_path)
     return trainer, out_path
+
+
+def schedule_ended_note(trainer, path: str) -> str:
+    """What a resumed run whose cosine schedule had ended trains at, and how to train it further."""
+    lr = trainer.lr_for(trainer.step_count + 1)
+    return (f"note: this run's schedule ended at step {trainer.step_count} (lr {lr:.2g}, its floor): the "
+            f"new steps train at that lr. For a new schedule from these weights: minitx train --resume "
+            f"{path} --steps {trainer.cfg.steps} --restart-schedule")
 
 
 def config_fields() -> set[str]:
@@ -194,17 +220,27 @@ def _warn_if_shadowed(path: Path) -> None:
         )
 
 
+def _kept(trainer) -> str:
+    """What a stopped run's file holds, in words: 'step 594, exact match 46.4% on 2000 fresh
+    sequences' (measured on the weights saved)."""
+    n = trainer.task.evaluation_count(trainer.cfg.eval_size)
+    return f"exact match {trainer.last_accuracy:.1%} on {n} {trainer.task.evaluated_on}"
+
+
 class StopOnSignal(RunListener):
     """Ctrl-C, a closed terminal (SIGHUP) or a scheduler's SIGTERM stops the run between two
-    steps: the step in flight finishes, so the weights and optimiser state it saves agree. A
-    second Ctrl-C interrupts at once."""
+    steps: the step in flight finishes, so the weights and optimiser state it saves agree. Until
+    the file is written, further signals are ignored (each Ctrl-C of an impatient person must
+    not abandon the save); `err` says so once. Ctrl-\\ (SIGQUIT) still ends it at once."""
 
     SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM")
     NAMES = {"SIGINT": "Interrupted", "SIGHUP": "Hung up", "SIGTERM": "Terminated"}
 
-    def __init__(self) -> None:
+    def __init__(self, err=None) -> None:
         self.caught: int | None = None  # the signal's number
         self.name = ""
+        self.err = err
+        self.ignored = 0  # signals after the first
         self._previous: dict[int, object] = {}
 
     def __enter__(self):
@@ -223,11 +259,17 @@ class StopOnSignal(RunListener):
             signal.signal(number, previous)
 
     def _caught(self, signum, frame) -> None:
-        if self.caught == signal.SIGINT and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # the second Ctrl-C
         if self.caught is None:
             self.caught = signum
             self.name = self.NAMES[signal.Signals(signum).name]
+            return
+        self.ignored += 1
+        if self.ignored == 1 and self.err is not None:
+            try:  # the main thread may be inside a write to the same stream: then say nothing
+                self.err.write("Ctrl-C again is ignored until the checkpoint is written (Ctrl-\\ "
+                               "quits at once, without saving)\n")
+            except (RuntimeError, OSError, ValueError):
+                pass
 
     def stop_requested(self, trainer) -> bool:
         return self.caught is not None
@@ -256,6 +298,10 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
     resumed = trainer.seconds_at_start > 0
     in_all = f" ({trainer.seconds:.0f} s in all)" if resumed else ""
     n = task.evaluation_count(trainer.cfg.eval_size)
-    out.write(f"final exact match {acc:.1%} on {n} {task.evaluated_on} "
-              f"· loss {summary['loss']:.4f} · {trainer.seconds_this_run:.0f} s this run{in_all}\n")
-    out.write(f"saved {out_path} (resumable; `minitx export` makes a copy to share)\n")
+    width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
+    # Broken between fields where the terminal is narrow, never one word left on a line.
+    final = [f"final exact match {acc:.1%} on {n} {task.evaluated_on}", f"loss {summary['loss']:.4f}",
+             f"{trainer.seconds_this_run:.0f} s this run{in_all}"]
+    out.write(field_lines(final, width).plain + "\n")
+    out.write(field_lines([f"saved {out_path}", "resumable; `minitx export` makes a copy to share"],
+                          width).plain + "\n")

@@ -21,6 +21,7 @@ and raises HistoryError (one sentence) for anything a recorder could not have wr
 from __future__ import annotations
 
 import bisect
+import copy
 import json
 import math
 from array import array
@@ -35,6 +36,9 @@ STEP_SERIES = ("loss", "lr", "grad_norm", "examples_per_s", "seconds")  # one va
 SERIES = (*STEP_SERIES, "accuracy")  # accuracy: one value per evaluation
 MAX_POINTS = 2000  # per series, in a file
 MAX_SNAPSHOTS = 100
+# A shared file (`minitx export --history`, the bundled models) keeps at most this many bytes of
+# snapshots: all 100 of a long probe would outweigh the model (the dates model's: 880 KB).
+SHARED_SNAPSHOT_BYTES = 256 * 1024
 IN_MEMORY_POINTS = 200_000  # beyond this a long run thins its in-memory history to a quarter
 EVAL_SIZES = ("eval_n", "eval_complete")  # optional, with eval_steps
 PROBE_KEYS = ("probe_steps", "probe_source", "probe_target", "probe_attention")
@@ -220,6 +224,17 @@ class History:
             "shape": [len(snaps.steps), *snaps.attention[0].shape] if snaps.attention else [],
         }
         return data
+
+    def for_sharing(self) -> History:
+        """This history with its snapshots thinned (evenly, the first and last kept) to at most
+        SHARED_SNAPSHOT_BYTES; the curves stay whole. A copy: the run's own is left as it is."""
+        shared = copy.copy(self)
+        snaps = self.snapshots
+        if snaps is not None and snaps.attention:
+            each = snaps.attention[0].numel() * snaps.attention[0].element_size()
+            shared.snapshots = Snapshots(snaps.source, snaps.target, list(snaps.steps), list(snaps.attention))
+            shared.snapshots.thin(max(2, min(MAX_SNAPSHOTS, SHARED_SNAPSHOT_BYTES // each)))
+        return shared
 
     # -- the file --------------------------------------------------------------------------
     def to_tensors(self) -> dict[str, torch.Tensor]:
