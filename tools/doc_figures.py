@@ -182,7 +182,7 @@ CHECKS = [("eval", f"{{tmp}}/seed{seed}.safetensors", "--n", "1000", "--lengths"
           for seed in range(5)]  # the STOPS' models, so after them
 LOG = ["train", "--seed", "0", "--log-every", "100", "--threads", "1", "--out", "{tmp}/log.safetensors"]
 NO_MASK = ["doctor", "reverse-no-causal-mask", "--quick", "--json"]
-BEAM = ["decode", "sort", "2 0 3", "--beams", "4", "--threads", "1"]
+BEAM = ["decode", "sort", "0 8 0", "--beams", "4", "--threads", "1"]
 EMPTY_WINS = ["decode", "reverse-swap-cross", "2 9 4 3", "--beams", "4", "--length-penalty", "0",
               "--search-check", "--threads", "1"]
 AGREEMENT = ["attribute", "reverse", "--agreement", "--threads", "1", "--json", "--method"]
@@ -279,7 +279,7 @@ FIGURES = [
            check("future-leakage-values", "value", "{:.2f}")),
     Figure("docs/checks.md", r"`trained-without-mask` (0% -> \S+ \(loss \S+\s+-> \S+);", NO_MASK,
            lambda out: check("trained-without-mask")(out).removeprefix("exact ").replace("; loss", " (loss")),
-    Figure("docs/beam.md", r"  1 +(-\d\.\d{4}) +-\d\.\d{4}  0 2 3 3\n", BEAM,
+    Figure("docs/beam.md", r"  1 +(-\d\.\d{4}) +-\d\.\d{4}  0 0 0 8\n", BEAM,
            searched(r"  1 +(-\d\.\d{4}) ")),
     Figure("docs/beam.md", r"  case: (model error)\n", [*BEAM, "--search-check"],
            searched(r"case: ([^\n]+)")),

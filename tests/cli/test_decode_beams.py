@@ -37,14 +37,14 @@ def test_beam_json_lists_the_nbest_best_first_with_ids_text_scores_and_the_tree_
 
 
 def test_greedy_is_printed_beside_the_beam_and_marked_where_it_parts():
-    run = run_cli("decode", "reverse-swap-cross", "2 9 4 3", "--beams", "4", "--search-check")
+    run = run_cli("decode", "sort", "0 8 0", "--beams", "4", "--search-check")
     assert run.exit_code == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[0] == "2 9 4 3 · beam 4 · length penalty 1 · early stopping false"
+    assert lines[0] == "0 8 0 · beam 4 · length penalty 1 · early stopping false"
     best = lines[2].split()
     greedy = next(line for line in lines if line.lstrip().startswith("greedy")).split()
     assert best[0] == "1" and float(best[1]) > float(greedy[1])  # the beam's best outscores greedy's
-    assert "≠ 1 from step 1" in " ".join(greedy)
+    assert "≠ 1 from step 3" in " ".join(greedy)
     assert any(line.startswith("  case: ") for line in lines)
 
 
@@ -63,7 +63,7 @@ def test_bad_beam_input_is_one_line_and_exit_2(args, fragment):
 def test_an_intervention_the_cached_search_cannot_carry_is_one_line_and_exit_2(monkeypatch):
     from minitx.tui.cli.commands import decode
 
-    def patched(ckpt, specs, kind, flag="--ablate"):  # a head-input patch: full forwards only
+    def patched(ckpt, specs, kind, flag="--ablate", pairs=None):  # a head-input patch: full forwards only
         site = interventions.HeadInput(interventions.Head("cross", 0, 0), "q")
         values = ckpt.model.tgt_embed.weight[None, :1]  # (1, 1, d)
         return interventions.Interventions(patches=(interventions.Patch(site, values),))

@@ -1,7 +1,7 @@
 """The beam view (B in Explore): its session stepped and re-ranked without the app, and the view at
 80x24 with the tree, greedy's row, the parting step and the what-if line. The bundled sort model on
-"2 0 3" (shorter than it was trained on) is the case: greedy says "0 2 3", the beam under the
-default length penalty "0 2 3 3", and a length penalty of 0 gives the beam greedy's answer."""
+"0 8 0" (shorter than it was trained on) is the case: greedy says "0 0 8", the beam under the
+default length penalty "0 0 0 8", and a length penalty of 0 gives the beam greedy's answer."""
 
 from __future__ import annotations
 
@@ -23,17 +23,17 @@ class Record:
 
 
 def test_the_session_steps_back_by_replay_and_reranks_the_finished_under_another_length_penalty():
-    session = BeamSession(Record("sort"), [2, 0, 3], beams=4)
+    session = BeamSession(Record("sort"), [0, 8, 0], beams=4)
     session.step()
     session.step()
     first_two = list(session.search.steps)
     session.back()
     assert session.position == 1 and session.step() and session.search.steps == first_two  # replayed
     session.run()
-    assert session.search.tokens(session.best()) == [0, 2, 3, 3, EOS] and session.greedy == [0, 2, 3, EOS]
-    assert session.parting() == 3
+    assert session.search.tokens(session.best()) == [0, 0, 0, 8, EOS] and session.greedy == [0, 0, 8, EOS]
+    assert session.parting() == 2
     contrast = session.contrast(session.best())  # what contrastive attribution would explain
-    assert (contrast.step, contrast.prefix, contrast.token, contrast.greedy) == (3, (0, 2, 3), 3, EOS)
+    assert (contrast.step, contrast.prefix, contrast.token, contrast.greedy) == (2, (0, 0), 0, 8)
     assert not session.winner_changes()
     session.change_penalty(-4)  # 1 - 4 x 0.25: no reward for length
     assert session.what_if == 0 and session.winner_changes()
@@ -44,11 +44,11 @@ def test_the_session_steps_back_by_replay_and_reranks_the_finished_under_another
 
 
 async def searched(pilot) -> BeamScreen:
-    """The sort model's beam view of "2 0 3", its search run to the end."""
+    """The sort model's beam view of "0 8 0", its search run to the end."""
     app = pilot.app
     await model_ready(pilot)
-    await pilot.press("i", *["backspace"] * 30, *"2 0 3", "enter")
-    await wait_for(pilot, lambda: app.screen.session.stepper.src_ids == [2, 0, 3], "the source")
+    await pilot.press("i", *["backspace"] * 30, *"0 8 0", "enter")
+    await wait_for(pilot, lambda: app.screen.session.stepper.src_ids == [0, 8, 0], "the source")
     await pilot.press("B")
     await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen), "the beam view")
     screen = app.screen
@@ -66,19 +66,19 @@ async def test_shift_b_shows_the_search_as_a_tree_at_80x24_and_the_keys_step_and
         assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
         shown = "\n".join(lines)
         assert "sort · beam 4 · length penalty 1 · early stopping false" in shown
-        assert "greedy parts from the beam's best at step 4: <eos> rather than 3" in shown
+        assert "greedy parts from the beam's best at step 3: 8 rather than 0" in shown
         rows = [line.strip("│ ") for line in lines]
-        assert any(row.startswith("0 2 3 ■") and row.endswith("greedy") for row in rows)
+        assert any(row.startswith("0 0 8 ■") and row.endswith("greedy") for row in rows)
         ranked = {row.split()[-1]: row for row in rows if row.split() and row.split()[-1].startswith("✓")}
-        assert ranked["✓2"].startswith("0 2 3 ■")  # greedy's output, second in the pool
-        assert ranked["✓1"].startswith("▸       └3 ■")  # the winner branches off it at step 4
+        assert ranked["✓2"].startswith("0 0 8 ■")  # greedy's output, second in the pool
+        assert ranked["✓1"].startswith("▸     └0 8 ■")  # the winner branches off it at step 3
         await pilot.press("x", "right")
         assert screen.session.position == 1 and "step 1 · searching" in "\n".join(screen_lines(app))
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.session.search.finished, "the search")
         await pilot.press(*["minus"] * 4)
         shown = "\n".join(screen_lines(app))
-        assert "length penalty 0 (the search ran with 1): '0 2 3' would win" in shown
+        assert "length penalty 0 (the search ran with 1): '0 0 8' would win" in shown
         await pilot.press("g")
         assert screen.query_one("#beam-grid").display and screen.query_one("#beam-grid").rows
         await pilot.press("escape")

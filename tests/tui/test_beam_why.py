@@ -1,8 +1,8 @@
 """Why a beam hypothesis took its token rather than greedy's (y in the beam view): the contrastive
 attribution of log p(its token) - log p(greedy's) at the step where the two part, teacher-forced on
 the prefix both were fed, computed in a worker one at a time, drawn at 80x24 with the method named
-and switchable, exported by E; on the bundled sort model's "2 0 3" (docs/beam.md: greedy ends
-after "0 2 3", the beam's best goes on with another 3) and on a Hugging Face folder, against
+and switchable, exported by E; on the bundled sort model's "0 8 0" (docs/beam.md: greedy goes
+on with the 8 after "0 0", the beam's best with a third 0) and on a Hugging Face folder, against
 transformers' own log-probabilities."""
 
 from __future__ import annotations
@@ -27,23 +27,24 @@ def log_probs_by_hand(model, src: list[int], prefix: list[int]) -> torch.Tensor:
     return logits.log_softmax(dim=-1)[0, -1]
 
 
-def test_the_why_of_the_beams_best_is_its_second_3_against_greedys_end_as_the_log_probabilities_by_hand():
-    session = BeamSession(Record("sort"), [2, 0, 3], beams=4)
+def test_the_why_of_the_beams_best_is_its_third_0_against_greedys_8_as_the_log_probabilities_by_hand():
+    session = BeamSession(Record("sort"), [0, 8, 0], beams=4)
     session.run()
     session.selected = session.best()
     job = session.contrast_wanted()
     method, contrast = job.key
-    assert method == "ig" and contrast.step == 3 and contrast.prefix == (0, 2, 3)
-    assert (contrast.token, contrast.greedy) == (3, EOS)  # another 3 rather than greedy's end
+    assert method == "ig" and contrast.step == 2 and contrast.prefix == (0, 0)
+    assert (contrast.token, contrast.greedy) == (0, 8)  # a third 0 rather than greedy's 8
     session.choose(1)
     assert session.contrast_wanted() is None  # one worker at a time: the next is asked when it is done
     session.choose(-1)
     session.contrast_done(job, job.run())
     result = session.contrast_attribution()
-    lp = log_probs_by_hand(session.record.model, [2, 0, 3], [0, 2, 3])
-    assert result.step == 3 and abs(float(result.value[0]) - float(lp[3] - lp[EOS])) < 1e-5
-    assert float(result.value[0]) < 0  # greedy took the likelier token: the beam kept 3 for what followed
-    assert result.scores[0].argmax() == 2  # the source's own 3 is what pushes towards another 3
+    lp = log_probs_by_hand(session.record.model, [0, 8, 0], [0, 0])
+    assert result.step == 2 and abs(float(result.value[0]) - float(lp[0] - lp[8])) < 1e-5
+    assert float(result.value[0]) < 0  # greedy took the likelier token: the beam kept 0 for what followed
+    zero, eight, other_zero = result.scores[0].tolist()  # the source's 0s push towards a 0, its 8 to 8
+    assert zero > 0 and other_zero > 0 and eight < 0
     assert session.contrast_wanted() is None  # computed once
     greedy_row = next(n.id for n in session.rows() if session.search.tokens(n.id) == session.greedy)
     assert session.contrast(greedy_row) is None and session.contrast_key(greedy_row) is None
@@ -60,7 +61,7 @@ async def test_y_shows_why_at_80x24_in_a_worker_switches_the_method_and_e_export
         s = screen.session
         await pilot.press("y")  # the worker waits: the key has returned and the view says so
         shown = "\n".join(screen_lines(app))
-        assert "why '3' rather than greedy's '<eos>' at step 4" in shown and "ig: measuring…" in shown
+        assert "why '0' rather than greedy's '8' at step 3" in shown and "ig: measuring…" in shown
         await pilot.press("down", "up")  # keys work meanwhile
         release.set()
         await wait_for(pilot, lambda: s.contrast_attribution() is not None, "the attribution")
@@ -68,20 +69,20 @@ async def test_y_shows_why_at_80x24_in_a_worker_switches_the_method_and_e_export
         lines = screen_lines(app)
         assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
         shown = "\n".join(lines)
-        assert "after '0 2 3', log p('3') - log p('<eos>') = -0.133" in shown
-        assert "integrated gradients (32 steps from <pad>) of log p(token) - log p(<eos>)" in shown
-        assert "most for '3': '3' at 3" in shown and "most for '<eos>': '0' at 2" in shown
+        assert "after '0 0', log p('0') - log p('8') = -0.140" in shown
+        assert "integrated gradients (32 steps from <pad>) of log p(token) - log p(8)" in shown
+        assert "most for '0': '0' at 3" in shown and "most for '8': '8' at 2" in shown
         grid = screen.query_one("#beam-why-grid")
-        assert grid.row_labels == ["3 vs <eos>"] and grid.columns == ["2", "0", "3"]
+        assert grid.row_labels == ["0 vs 8"] and grid.columns == ["0", "8", "0"]
         assert torch.allclose(torch.tensor(grid.rows[0]), s.contrast_attribution().shares()[0])
         assert "y ixg" in shown  # what y does next
         await pilot.press("right")
         assert "the why is of one step" in notifications(app)[-1]
         files = await export(pilot)
         contrast = json.loads(files[".json"])["contrast"]
-        assert (contrast["step"], contrast["token_text"], contrast["greedy_text"]) == (3, "3", "<eos>")
+        assert (contrast["step"], contrast["token_text"], contrast["greedy_text"]) == (2, "0", "8")
         step = contrast["attribution"]["steps"][0]
-        assert contrast["attribution"]["method"] == "ig" and step["index"] == 3
+        assert contrast["attribution"]["method"] == "ig" and step["index"] == 2
         assert step["attribution"] == pytest.approx(s.contrast_attribution().scores[0].tolist())
         for method in ("ixg", "occlusion"):
             await pilot.press("y")
@@ -90,8 +91,9 @@ async def test_y_shows_why_at_80x24_in_a_worker_switches_the_method_and_e_export
             assert s.contrast_attribution().method == method
             named = "input x gradient" if method == "ixg" else "occlusion: the drop"
             assert named in "\n".join(screen_lines(app))
-        await pilot.press("up")  # greedy's own output, second in the pool
-        assert "'0 2 3' never parts from greedy" in "\n".join(screen_lines(app))
+        await pilot.press(*["up"] * 4)  # past greedy's three pruned and finished branches to its own output
+        assert s.search.tokens(s.selected) == s.greedy
+        assert "'0 0 8' never parts from greedy" in "\n".join(screen_lines(app))
         await pilot.press("y")  # after the last method: the tree
         assert s.view == "tree" and screen.query_one("#beam-tree").display
         await pilot.press("question_mark")

@@ -3,20 +3,19 @@ change the model to see why: knock heads out, feed it the answer, force a token.
 
 The decode session holds the stepper and what is done to the model (tui/app/decode_session.py),
 its panel draws it (tui/app/widgets/decode_panel.py), the keys are the shared decoding keys
-(tui/app/decode_keys.py); this screen follows the app's current model and runs the head ranking
-in a worker. h swaps the decode for the timeline of the model's probe
+(tui/app/decode_keys.py); this screen follows the app's current model, and m's ranking of the heads
+runs in a worker (tui/app/head_ranking.py). h swaps the decode for the timeline of the model's probe
 snapshots, if its file has them: the step keys (← →) then move through the snapshots, p plays
 them.
 """
 
 from __future__ import annotations
 
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.geometry import Region
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker
 
 from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, TimelineKeys
 from minitx.tui.app.decode_keys import (
@@ -27,8 +26,8 @@ from minitx.tui.app.decode_keys import (
     SOURCE_BINDINGS,
     DecodeKeys,
 )
-from minitx.tui.app.errors import error_text, lacks_pairs, one_line_errors
-from minitx.tui.app.messages import ImportanceProgress, ImportanceReady
+from minitx.tui.app.errors import lacks_pairs, one_line_errors
+from minitx.tui.app.head_ranking import HeadRanking
 from minitx.tui.app.widgets.beam_note import BeamNote
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.importance import RANKING_FIRST_ROW
@@ -42,13 +41,12 @@ from minitx.tui.app.widgets.titlebar import TitleBar
 TIMELINE_STEPS = {"step": 1, "back": -1}
 TIMELINE_KEYS = {*TIMELINE_STEPS, "reset", "run", "layer", "head"}
 SCROLL_TIP = "move through a tall view (in the ranking: choose the head)"
-IMPORTANCE_SEQUENCES = 200  # fresh sequences per ablated head: 24 heads in well under a minute
 # The keys that look at or change the decode (hidden while the timeline is shown): p shows the
 # positions, or plays the timeline while that is shown (each is off the footer while the other
 # applies, so the order of the bindings does not matter).
 INTERVENTION_BINDINGS = [
-    Binding("l", "view('lens')", "lens", tooltip="logit lens: what each decoder layer would say"),
-    Binding("m", "importance", "rank", tooltip="rank the heads, each knocked out alone"),
+    Binding("l", "view('lens')", "lens", tooltip="logit lens per decoder layer"),
+    Binding("m", "importance", "rank", tooltip="rank heads, each knocked out alone"),
     Binding("p", "view('positions')", "pos", tooltip="position encoding and its similarity"),
     *ABLATION_BINDINGS,
     Binding("g", "teacher", "teacher", tooltip="teacher forcing: feed the answer"),
@@ -65,7 +63,7 @@ INTERVENTION_BINDINGS = [
 ]
 
 
-class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
+class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
     HELP_TITLE = "Explore"
     TIMELINE_HINT = "h shows them, where the file has them"
     HELP_NOTE = ("Rows: tokens generated; columns: source tokens; ◂ this step. A reverse model\n"
@@ -386,53 +384,7 @@ class ExploreScreen(TimelineKeys, DecodeKeys, Screen):
             self.position = failure.first_wrong + 1
             self._move()
 
-    # -- which heads matter ----------------------------------------------------------------------
-    @one_line_errors
-    def action_importance(self) -> None:
-        session = self.session
-        if session.record is None or lacks_pairs(self, "ranking the heads"):
-            return
-        self.action_view("importance")
-        if session.view_mode == "importance" and session.importance is None and not self._measuring():
-            session.importance_progress = (0, 0)
-            self._measure_importance(session.record)
-
-    def _measuring(self) -> bool:
-        return any(w.group == "importance" and w.is_running for w in self.workers)
-
-    @work(thread=True, exclusive=True, group="importance", exit_on_error=False)
-    def _measure_importance(self, record) -> None:
-        from minitx.core.interp.importance import head_importance
-
-        worker = get_current_worker()
-
-        def progress(done: int, total: int) -> bool:
-            self.post_message(ImportanceProgress(record, done, total))
-            return worker.is_cancelled
-
-        result = head_importance(record.model, record.task, n=IMPORTANCE_SEQUENCES, progress=progress)
-        if not worker.is_cancelled:
-            self.post_message(ImportanceReady(record, result))
-
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if self.attribution_failed(event):  # DecodeKeys: one line, and the row goes
             return
-        if event.worker.group == "importance" and event.state == WorkerState.ERROR:
-            event.stop()  # not a failed load: say what failed, and leave the view that cannot fill
-            error = event.worker.error
-            self.session.importance_progress = (0, 0)
-            if self.session.view_mode == "importance":
-                self.action_view("importance")  # the same key again: back to the grid
-            self.notify(f"cannot measure head importance: {error_text(error)}",
-                        severity="error", markup=False, timeout=10)
-
-    def on_importance_progress(self, message: ImportanceProgress) -> None:
-        if message.record is self.session.record:
-            self.session.importance_progress = (message.done, message.total)
-            if self.session.view_mode == "importance":
-                self.panel.redraw()
-
-    def on_importance_ready(self, message: ImportanceReady) -> None:
-        if message.record is self.session.record:
-            self.session.importance = message.result
-            self.refresh_view()
+        self.ranking_failed(event)  # HeadRanking: the same for the ranking's worker
