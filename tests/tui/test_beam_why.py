@@ -15,7 +15,7 @@ import torch
 
 from minitx.tui.app.beam_session import BeamSession, ContrastJob
 from minitx.tui.app.main import create_app
-from tests.tui.test_beam_view import EOS, Record, searched
+from tests.tui.test_beam_view import Record, searched
 from tests.tui.test_exports import export, in_folder  # noqa: F401 - the export folder fixture
 from tests.tui.tui_helpers import notifications, screen_lines, wait_for
 
