@@ -12,11 +12,11 @@ import json
 import pytest
 from textual.widgets import Input
 
+from minitx.tui.app import head_ranking
 from minitx.tui.app.exports import save
 from minitx.tui.app.help import help_text
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens import compare as compare_screen
-from minitx.tui.app.screens import explore as explore_screen
 from minitx.tui.app.screens.doctor import DoctorScreen
 from minitx.tui.app.screens.patch import PatchScreen
 from tests.tui.test_tui_curves import two_runs  # noqa: F401 - two tiny runs with history
@@ -69,7 +69,7 @@ async def test_e_saves_explore_as_svg_and_the_grid_s_weights_as_csv_in_minitx_ex
 
 @pytest.mark.asyncio
 async def test_each_explore_view_saves_the_numbers_it_shows(in_folder, monkeypatch):
-    monkeypatch.setattr(explore_screen, "IMPORTANCE_SEQUENCES", 16)
+    monkeypatch.setattr(head_ranking, "IMPORTANCE_SEQUENCES", 16)
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)

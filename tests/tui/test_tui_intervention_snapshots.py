@@ -4,9 +4,9 @@ seeded measurements, nothing focused, workers awaited). Regenerate with
 
 from __future__ import annotations
 
+from minitx.tui.app import head_ranking
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens import compare as compare_screen
-from minitx.tui.app.screens import explore as explore_screen
 from tests.tui.tui_helpers import model_ready, reverse_checkpoint, wait_for
 
 SIZE = (80, 24)
@@ -61,7 +61,7 @@ def test_explore_force_dialog_at_80x24(snap_compare):
 
 
 def test_explore_head_ranking_at_80x24(snap_compare, monkeypatch):
-    monkeypatch.setattr(explore_screen, "IMPORTANCE_SEQUENCES", 40)
+    monkeypatch.setattr(head_ranking, "IMPORTANCE_SEQUENCES", 40)
 
     async def ranked(pilot):
         await model_ready(pilot)

@@ -7,9 +7,9 @@ import pytest
 from textual.widgets import Input, OptionList
 
 from minitx.core.interp.interventions import Head
+from minitx.tui.app import head_ranking
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens import compare as compare_screen
-from minitx.tui.app.screens import explore as explore_screen
 from minitx.tui.app.screens.dialogs import FailuresScreen, ForceTokenScreen
 from minitx.tui.app.screens.patch import PatchScreen
 from tests.tui.test_tui_curves import footer, two_runs  # noqa: F401 - two_runs: two tiny runs with history
@@ -80,7 +80,7 @@ async def test_k_knocks_out_a_head_of_the_attention_kind_shown_and_the_overview_
 
 @pytest.mark.asyncio
 async def test_m_ranks_every_head_in_a_worker_with_progress(monkeypatch):
-    monkeypatch.setattr(explore_screen, "IMPORTANCE_SEQUENCES", 16)
+    monkeypatch.setattr(head_ranking, "IMPORTANCE_SEQUENCES", 16)
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         panel = await explore(pilot)

@@ -9,11 +9,11 @@ import torch
 from textual.actions import parse
 from textual.binding import Binding
 
+from minitx.tui.app import head_ranking
 from minitx.tui.app.help import help_text
 from minitx.tui.app.key_reasons import bound_keys
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens import compare as compare_screen
-from minitx.tui.app.screens import explore as explore_screen
 from minitx.tui.app.widgets.importance import RANKING_FIRST_ROW
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.timeline import Timeline
@@ -190,7 +190,7 @@ async def test_train_s_timeline_shows_any_head_after_a_run(deep_and_shallow):
 
 @pytest.mark.asyncio
 async def test_the_head_ranking_is_walked_with_the_arrow_keys_and_scrolls(monkeypatch):
-    monkeypatch.setattr(explore_screen, "IMPORTANCE_SEQUENCES", 16)
+    monkeypatch.setattr(head_ranking, "IMPORTANCE_SEQUENCES", 16)
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
