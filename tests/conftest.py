@@ -2,6 +2,7 @@
 
 import gc
 import os
+import sys
 from pathlib import Path
 
 # One intra-op thread for the whole suite: the models are tiny, so threads gain little, and on a
@@ -9,6 +10,11 @@ from pathlib import Path
 # It also makes CPU results independent of the machine's core count. Through the environment,
 # so minitx's own default (core/training/threads.py, which commands and the app apply) is 1 here too.
 os.environ["OMP_NUM_THREADS"] = "1"
+
+# Many container images set PYTHONDONTWRITEBYTECODE; pytest then rewrites the asserts of every
+# test module again in every worker of every run (about 5 s each on 2 cores). Test modules
+# are imported after this file, so their rewritten code is cached in __pycache__ from here on.
+sys.dont_write_bytecode = False
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

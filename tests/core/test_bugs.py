@@ -144,6 +144,7 @@ def test_a_model_trained_without_its_source_is_told_it_learned_nothing(blind):
     assert f"after {STEPS['swap-cross']} steps" in diagnosis.verdict
 
 
+@pytest.mark.slow  # end to end: tier 2
 def test_a_healthy_trained_model_gets_no_cause(blind):
     model, task, record, _ = blind("")
     results, diagnosis = doctor(model, task, record)

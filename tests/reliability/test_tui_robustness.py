@@ -140,6 +140,7 @@ async def test_open_dialog_refuses_hostile_files_with_a_message_and_keeps_the_cu
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_compare_refuses_a_hostile_second_checkpoint_with_one_message(corpus):
     """`minitx-tui reverse FILE`: the compare loader answers a sample of the corpus (every 7th,
     starting at 3 so it differs from the open dialog's) with one line, no crash, no code run."""

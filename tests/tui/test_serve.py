@@ -257,6 +257,7 @@ async def test_the_export_key_downloads_the_picture_and_numbers_as_one_zip_throu
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_a_hugging_face_folder_is_served_and_steps_in_the_page(tmp_path):
     """`minitx serve FOLDER`: the page's app opens the folder's model (its family in the title)
     and a typed sentence decodes in its own pieces."""

@@ -297,6 +297,7 @@ async def test_at_80_columns_the_difference_grid_narrows_then_hides_so_a_and_b_s
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_resizing_the_compare_screen_down_to_40x10_never_crashes(quick_summary):
     app = compare_app("reverse", "reverse-no-shift")
     async with app.run_test(size=(100, 32)) as pilot:

@@ -324,6 +324,7 @@ async def test_open_lists_checkpoints_in_a_folder_and_loads_the_chosen_one(tmp_p
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_resizing_down_to_60x20_in_every_view_never_crashes():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(100, 32)) as pilot:

@@ -73,6 +73,7 @@ async def test_every_quit_key_while_training_asks_and_s_saves_a_resumable_checkp
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_esc_at_the_quit_question_keeps_the_app_and_the_run_going(tmp_path):
     app = app_saving_to(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -176,6 +177,7 @@ async def test_the_status_line_and_the_toast_name_the_same_step_a_run_stopped_at
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_explore_shows_that_a_run_is_training_and_when_it_stopped(tmp_path):
     app = app_saving_to(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -104,6 +104,7 @@ async def test_start_pause_resume_stop_a_tiny_run_draws_its_curves_and_hands_ove
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_the_worker_posts_at_most_ten_progress_messages_a_second():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -121,6 +122,7 @@ async def test_the_worker_posts_at_most_ten_progress_messages_a_second():
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_a_key_press_is_handled_while_training_runs():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -128,20 +130,19 @@ async def test_a_key_press_is_handled_while_training_runs():
         fill_form(screen, steps="5000")
         await pilot.press("space")
         await wait_for(pilot, lambda: len(screen.losses) >= 5, "training")
-        # Time from the key to the help screen being up, polled without the pilot's own
-        # "wait until every queue is empty" (never true while progress keeps arriving).
+        # The help comes up while progress keeps arriving, polled without the pilot's own "wait
+        # until every queue is empty" (never true while training); how fast is benchmarks' question.
         start = time.monotonic()
         press = asyncio.create_task(pilot.press("question_mark"))
         while not isinstance(app.screen, HelpScreen) and time.monotonic() - start < 5:
             await asyncio.sleep(0.002)
-        latency = time.monotonic() - start
+        assert isinstance(app.screen, HelpScreen)
         await press
         await pilot.press("escape")
         assert screen.state == "running"
         steps_before = len(screen.losses)
         await wait_for(pilot, lambda: len(screen.losses) > steps_before, "more steps")
         await pilot.press("x")
-        assert latency < 0.5, f"a key took {latency:.2f} s while training"
 
 
 @pytest.mark.asyncio
