@@ -231,6 +231,7 @@ async def downloaded_export(tab, session, served):
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_the_export_key_downloads_the_picture_and_numbers_as_one_zip_through_the_page(served):
     async with aiohttp.ClientSession() as session:
         websocket = await session.ws_connect(f"{served.url}ws?width=100&height=30",

@@ -95,6 +95,7 @@ async def test_esc_at_the_quit_question_keeps_the_app_and_the_run_going(tmp_path
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_quit_asks_nothing_once_the_run_is_saved(tmp_path):
     app = app_saving_to(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -124,6 +125,7 @@ async def test_a_closed_terminal_or_sigterm_saves_the_run_and_says_where(tmp_pat
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_runs_are_numbered_past_files_an_earlier_session_left(tmp_path):
     (tmp_path / "reverse-run1.safetensors").write_bytes(b"an earlier session's run")
     app = app_saving_to(tmp_path)
@@ -165,6 +167,7 @@ async def test_space_after_an_unsaved_run_asks_and_neither_answer_replaces_the_e
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_the_status_line_and_the_toast_name_the_same_step_a_run_stopped_at(tmp_path):
     app = app_saving_to(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:

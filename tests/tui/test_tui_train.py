@@ -191,6 +191,7 @@ async def test_the_form_trains_a_model_with_its_components_swapped():
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_the_form_gives_its_rows_to_the_chart_while_a_run_goes_and_comes_back_when_it_ends():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -256,6 +257,7 @@ async def test_switching_screens_with_t_and_e():
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_clicking_a_tab_in_the_title_switches_screens():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -298,6 +300,7 @@ async def test_space_types_in_the_probe_field_and_enter_starts_the_run():
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow  # end to end: tier 2
 async def test_quitting_without_the_run_after_asking_stops_the_worker_and_writes_nothing(tmp_path):
     app = create_app([reverse_checkpoint()])
     app.save_dir = tmp_path
