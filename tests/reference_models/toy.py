@@ -22,6 +22,7 @@ the files a user of that code would hand to `minitx import`.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import os
@@ -235,21 +236,23 @@ def trained_once(layout: str, task: str = "reverse", causal: bool = True) -> Tra
     if CACHE_DIR is None:
         return train(layout, task, causal=causal)
     path = CACHE_DIR / f"{layout}-{task}-{'causal' if causal else 'no-mask'}-{_code_key()}.pt"
-    if path.exists():
-        saved = torch.load(path, weights_only=True)
-        model = build(layout, Shape(), len(saved["src"]), len(saved["tgt"]))
-        trained = Trained(layout, task, model, Shape(), tuple(saved["src"]), tuple(saved["tgt"]), causal,
-                          (3, 5), saved["losses"].tolist())
-        trained.model.load_state_dict(saved["state"])
-        trained.model.eval()
-        for p in trained.model.parameters():
-            p.requires_grad_(False)
-        return trained
-    trained = train(layout, task, causal=causal)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    torch.save({"state": trained.model.state_dict(), "src": list(trained.src_vocab),
-                "tgt": list(trained.tgt_vocab), "losses": torch.tensor(trained.losses)}, partial)
-    os.replace(partial, path)  # whole, or not there: another worker may be reading
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker trains it; the others wait, then load its file
+        if not path.exists():
+            trained = train(layout, task, causal=causal)
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save({"state": trained.model.state_dict(), "src": list(trained.src_vocab),
+                        "tgt": list(trained.tgt_vocab), "losses": torch.tensor(trained.losses)}, partial)
+            os.replace(partial, path)  # whole, or not there
+            return trained
+    saved = torch.load(path, weights_only=True)
+    model = build(layout, Shape(), len(saved["src"]), len(saved["tgt"]))
+    trained = Trained(layout, task, model, Shape(), tuple(saved["src"]), tuple(saved["tgt"]), causal,
+                      (3, 5), saved["losses"].tolist())
+    trained.model.load_state_dict(saved["state"])
+    trained.model.eval()
+    for p in trained.model.parameters():
+        p.requires_grad_(False)
     return trained
 
 
