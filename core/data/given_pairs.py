@@ -31,7 +31,9 @@ def with_pairs(task: Task, path: str | Path, positions: int, limit: int | None =
     lengths = kept.source_lengths()
     shape = (int(lengths.min()), int(lengths.max()), int(kept.target_lengths().max()))
     if isinstance(task, ImportedTask):  # a Hugging Face model's task stays one
-        return task.with_pairs(kept, provenance, counts, *shape)
+        given = task.with_pairs(kept, provenance, counts, *shape)
+        given.evaluated_on = f"pairs of {read.provenance.file}"
+        return given
     if isinstance(task, PairsTask):
         given = PairsTask(task.vocab, kept, None, provenance, counts, task.expect, *shape, task.source_tokens)
     else:

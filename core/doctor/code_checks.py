@@ -204,7 +204,14 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
     The spread is counted in units of the q and k actually drawn (rms of q times the spread of
     k over positions), which is how "unit-variance" holds for every init: grouped-query
     attention's narrower K projection (Xavier on 64 -> 16 draws 1.26x larger weights than on
-    64 -> 64) makes larger keys, not missing scaling."""
+    64 -> 64) makes larger keys, not missing scaling.
+
+    A config that declares its scores unscaled (scale_scores false: T5, which folds 1/sqrt(d_k)
+    into its weights' initialisation) has chosen the spread this check measures: skipped."""
+    description = "at init, attention scores over 200 random keys have std ~1 (the softmax is not saturated)"
+    if not model.cfg.scale_scores:
+        return skipped("attention-saturation", description, "< 1.25",
+                       "scores unscaled by design (scale_scores false; T5 folds 1/sqrt(d_k) into its weights)")
     fresh = _fresh_model(model).eval()
     gen = torch.Generator().manual_seed(SEED)
     spreads, peaks, top = [], [], 0.0
@@ -222,8 +229,7 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
         peaks.append(float(row_max.mean()))
         top = max(top, float(row_max.max()))
     spread = sum(spreads) / len(spreads)
-    return check_result("attention-saturation", "at init, attention scores over 200 random keys have "
-                   "std ~1 (the softmax is not saturated)", spread, "< 1.25", spread < 1.25,
+    return check_result("attention-saturation", description, spread, "< 1.25", spread < 1.25,
                    "no-scale", f"peak {sum(peaks) / len(peaks):.3f} (max {top:.2f})")
 
 
@@ -257,32 +263,36 @@ def _reference_attention(module: MultiHeadAttention, query, memory, mask, scale:
 
 def check_fused_agreement(model: Seq2Seq) -> CheckResult:
     """Every attention block of the model (its explicit path, and its fast path) against
-    F.scaled_dot_product_attention with the standard 1/sqrt(d_k) scale, on a fixed input."""
+    F.scaled_dot_product_attention on a fixed input, with the scale its config declares: the
+    standard 1/sqrt(d_k), or 1 where scale_scores is false (T5). Matching the other scale instead
+    names missing scaling only where the config asks for it."""
+    scaled = model.cfg.scale_scores
     gen = torch.Generator().manual_seed(SEED)
     device, d = model.device, model.cfg.d_model
     query = torch.randn(3, 7, d, generator=gen).to(device)  # (B, Tq, d)
     memory = torch.randn(3, 5, d, generator=gen).to(device)  # (B, Tk, d)
     mask = torch.ones(3, 1, 1, 5, dtype=torch.bool, device=device)
     mask[1, ..., 3:] = False  # some padded keys, so masking is exercised too
-    worst, worst_unscaled = 0.0, 0.0
+    worst, worst_other = 0.0, 0.0
     with eval_mode(model), torch.no_grad():
         for module in model.modules():
             if not isinstance(module, MultiHeadAttention):
                 continue
             kv = module.keys_values(memory)
-            ref = _reference_attention(module, query, memory, mask, None)
-            unscaled = _reference_attention(module, query, memory, mask, 1.0)
+            ref = _reference_attention(module, query, memory, mask, None if scaled else 1.0)
+            other = _reference_attention(module, query, memory, mask, 1.0 if scaled else None)
             # Relative to the output's size once it exceeds 1: trained weights make large
             # outputs, and float32 rounding grows with them.
             size = max(1.0, float(ref.abs().max()))
             for need_weights in (True, False):
                 out, _ = module(query, kv, mask, need_weights=need_weights)  # (B, Tq, d)
                 worst = max(worst, float((out - ref).abs().max()) / size)
-                worst_unscaled = max(worst_unscaled, float((out - unscaled).abs().max()) / size)
-    cause = "no-scale" if worst_unscaled < 1e-5 else "attention-maths"
+                worst_other = max(worst_other, float((out - other).abs().max()) / size)
+    cause = "no-scale" if scaled and worst_other < 1e-5 else "attention-maths"
     return check_result("fused-agreement", "each attention block equals scaled_dot_product_attention "
                    "on a fixed input", worst, "< 1e-05", worst < 1e-5, cause,
-                   f"vs unscaled: {worst_unscaled:.3g}")
+                   f"vs unscaled: {worst_other:.3g}" if scaled else
+                   f"unscaled by design; vs scaled: {worst_other:.3g}")
 
 
 def _equivariance_error(model: Seq2Seq, src: torch.Tensor, order: torch.Tensor) -> float:

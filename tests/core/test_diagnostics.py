@@ -128,6 +128,20 @@ def test_unscaled_attention_disagrees_and_is_named_as_missing_scaling():
     assert result.passed is False and result.cause == CAUSES["no-scale"]
 
 
+def test_scores_unscaled_by_design_are_not_missing_scaling_and_scaled_ones_there_are_a_bug():
+    """T5 declares its scores unscaled (scale_scores false): its attention matches the unscaled
+    formula, as it should, and its init is not judged by the spread of scaled scores. The same
+    config computing scaled scores is then the one that disagrees."""
+    t5_like = fresh(scale_scores=False, bias=False)
+    agreement = check_fused_agreement(t5_like)
+    assert agreement.passed and agreement.value < 1e-5
+    saturation = check_attention_saturation(t5_like)
+    assert saturation.passed is None and "by design" in saturation.detail
+    t5_like.encoder[0].self_attn.score_divisor = None  # scaled after all: not what it declares
+    wrong = check_fused_agreement(t5_like)
+    assert wrong.passed is False and wrong.cause == CAUSES["attention-maths"]
+
+
 @pytest.mark.parametrize("changes", VARIANTS.values(), ids=VARIANTS.keys())
 def test_every_component_variant_passes_every_check_of_a_fresh_model(task, changes):
     results = run_doctor(fresh(n_heads=4, **changes), task, quick=True, trained=False)  # gqa shares K/V

@@ -5,8 +5,9 @@ files only: what a reader clones), each block one bash script, with the environm
 as the README says (`.venv/bin` first on PATH) once `./setup.sh` has made it. Every command must
 exit 0, except a `minitx doctor` that finds a problem, which exits 1 by design (its exit codes are
 documented). Two kinds of command wait for a person, and the test plays that person:
-- the app (`minitx-tui`, `.venv/bin/minitx-tui`) runs in a pseudo-terminal (script(1)) and gets
-  `q`, as someone who looked and quit;
+- the app (`minitx-tui`, `.venv/bin/minitx-tui`) runs in a pseudo-terminal of 80x24 (every block
+  does) and gets `q`, as someone who looked and quit; script(1) fed from a pipe was no terminal
+  for this: it forwards nothing to a program in raw mode, so the app never saw the `q`;
 - `minitx serve` runs until Ctrl-C: it is started, seen to say where it listens, and stopped
   with the SIGINT Ctrl-C sends (a shim named `minitx` first on PATH does that, and hands every
   other command to the real one).
@@ -14,9 +15,13 @@ documented). Two kinds of command wait for a person, and the test plays that per
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
 import re
-import shutil
+import struct
 import subprocess
+import termios
 import threading
 import time
 from pathlib import Path
@@ -63,21 +68,60 @@ def test_the_readme_has_the_blocks_this_test_runs():
     assert "ssh " not in joined  # a two-machine recipe is prose, not a block to run here
 
 
-def _feed_q(process: subprocess.Popen, stop: threading.Event) -> None:
+def _feed_q(master: int, stop: threading.Event) -> None:
     """A person at the terminal: q every two seconds (the app quits on it; other commands do
-    not read their terminal)."""
+    not read their terminal, and the q's wait in its input until one does)."""
     while not stop.wait(2.0):
         try:
-            process.stdin.write(b"q")
-            process.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError):
+            os.write(master, b"q")
+        except OSError:
             return
+
+
+def _read_all(master: int, into: bytearray) -> None:
+    """Everything the block prints, until the last process holding the terminal closes it."""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: no process holds the terminal any more
+            return
+        if not chunk:
+            return
+        into += chunk
+
+
+def _take_terminal() -> None:
+    """In the child: the pseudo-terminal becomes its controlling terminal, as a login's is."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def run_in_a_terminal(command: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
+    """Run command on an 80x24 pseudo-terminal, typing q every two seconds; its exit status
+    and what it printed."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    process = subprocess.Popen(command, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
+                               start_new_session=True, preexec_fn=_take_terminal)
+    os.close(slave)
+    said, stop = bytearray(), threading.Event()
+    reader = threading.Thread(target=_read_all, args=(master, said), daemon=True)
+    feeder = threading.Thread(target=_feed_q, args=(master, stop), daemon=True)
+    reader.start()
+    feeder.start()
+    try:
+        status = process.wait(timeout=timeout)
+    finally:
+        stop.set()
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+            process.wait()
+        reader.join(timeout=10)
+        os.close(master)
+    return status, said.decode(errors="replace")
 
 
 @pytest.mark.slow
 def test_every_shell_block_of_the_readme_runs_in_order_on_a_fresh_clone(tmp_path):
-    if shutil.which("script") is None:
-        pytest.fail("script(1) (util-linux) is needed to give the app a terminal")
     clone = tmp_path / "minitx"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
     shims = tmp_path / "shims"
@@ -91,23 +135,13 @@ def test_every_shell_block_of_the_readme_runs_in_order_on_a_fresh_clone(tmp_path
         script.write_text(f"export CLONE={clone}\nexport PATH={shims}:{clone}/.venv/bin:$PATH\n"
                           f"trap 'echo \"$? $BASH_COMMAND\" >> {status}' ERR\n{block}")
         started = time.monotonic()
-        process = subprocess.Popen(["script", "-qec", f"bash {script}", "/dev/null"], cwd=clone,
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        stop = threading.Event()
-        feeder = threading.Thread(target=_feed_q, args=(process, stop), daemon=True)
-        feeder.start()
-        try:
-            output, _ = process.communicate(timeout=BLOCK_TIMEOUT)
-        finally:
-            stop.set()
-            process.kill()
-        said = output.decode(errors="replace")
+        returncode, said = run_in_a_terminal(["bash", str(script)], clone, BLOCK_TIMEOUT)
         failed = [line for line in (status.read_text().splitlines() if status.exists() else [])
                   if not (line.startswith("1 ") and ALLOWED.match(line[2:]))]
         where = f"block {number} ({time.monotonic() - started:.0f} s):\n{block}\n{said[-3000:]}"
         assert not failed, f"{failed}\n{where}"
         last = [line for line in block.splitlines() if line.strip()][-1]
-        assert process.returncode == 0 or ALLOWED.match(last), where  # a && list's first part too
+        assert returncode == 0 or ALLOWED.match(last), where  # a && list's first part too
         assert "Traceback" not in said, where
 
 

@@ -59,6 +59,20 @@ def test_attribute_labels_a_folders_columns_with_its_tokenisers_pieces(marian):
         assert abs(step["delta"]) <= 0.01 * max(1.0, abs(step["change"]))
 
 
+def test_inspect_of_a_folder_without_pairs_scores_each_head_on_its_example_source(marian):
+    """A folder keeps no example pairs: inspect still shows every head (sharpness on the example
+    source, said so), rather than stopping at the pairs it lacks."""
+    run = run_cli("inspect", str(marian), "--json")
+    assert run.exit_code == 0, run.stderr
+    alignment = json.loads(run.stdout)["alignment"]
+    assert alignment["measure"] == "sharpness"
+    assert alignment["measured_on"].startswith("the example source alone")
+    assert len(alignment["scores"]) == 2 and all(len(row) == 4 for row in alignment["scores"])
+    assert all(0.0 < s <= 1.0 for row in alignment["scores"] for s in row)
+    text = run_cli("inspect", str(marian))
+    assert text.exit_code == 0 and "keeps no" in " ".join(text.stdout.split())
+
+
 def test_a_model_id_opens_from_the_cache_its_environment_names(marian, tmp_path):
     repo = tmp_path / "hub" / "models--Helsinki-NLP--opus-mt-tiny"
     shutil.copytree(marian, repo / "snapshots" / "abc123")

@@ -193,6 +193,8 @@ MEAN_SOURCES_HELP = ("The sources --ablate-kind mean averages over: those of FIL
 def pairs_option(help: str = PAIRS_HELP):
     return click.option("--pairs", "pairs", type=click.Path(), metavar="FILE", default=None,
                         help=help)
+
+
 # What a command that has --pairs adds to "this imported model keeps no example pairs".
 PAIRS_HINT = "give --pairs FILE (source/target pairs of its task: .tsv, .csv or .jsonl)"
 

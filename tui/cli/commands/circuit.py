@@ -104,7 +104,8 @@ def _report(out, checkpoint, pairs, seed, result, svg) -> None:
     task = checkpoint.task
     lo, hi = source_lengths(task, pairs)
     lengths = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    out.print(f"[bold]{task.name}[/]: {len(pairs)} pairs of {task.evaluated_on} (seed {seed}), sources of "
+    count = f"{len(pairs)} patching pair{'s' if len(pairs) != 1 else ''}"
+    out.print(f"[bold]{task.name}[/]: {count} drawn from {task.evaluated_on} (seed {seed}), sources of "
               f"length {lengths}; logit difference {result.model_difference:+.2f} with every head, "
               f"{result.empty_difference:+.2f} with every head {result.ablation}-ablated")
     out.print(Text("path patching: a sender's effect through one cross-attention input, every other "

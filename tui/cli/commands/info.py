@@ -20,17 +20,18 @@ from minitx.tui.cli.common import (
 def inspect_data(ckpt) -> dict:
     """Everything `inspect` shows, as plain data."""
     from minitx.core.checkpoint import describe_size
-    from minitx.core.interp.alignment import head_scores
+    from minitx.core.data.imported_task import MissingPairs
+    from minitx.core.interp.alignment import example_sharpness, head_scores
     from minitx.core.model.components import components
     from minitx.core.model.transformer import block_parameters, parameter_breakdown
 
     meta, task, vocab = ckpt.metadata, ckpt.task, ckpt.task.vocab
     try:
         measure, scores = head_scores(ckpt.model, task)  # 256 of the task's examples
-    except ValueError as e:  # an imported model without example pairs: nothing to measure on
-        measure, scores, no_scores = "none", [], str(e)
-    else:
-        no_scores = ""
+        measured_on = "examples"
+    except MissingPairs:  # a model without example pairs: each head on its example source alone
+        measure, scores = "sharpness", example_sharpness(ckpt.model, task)
+        measured_on = f"the example source alone, {task.example()!r}"
     try:  # informational only: a file without it (or with a broken one) is still inspectable
         train_cfg = json.loads(meta["train_config"])
     except (KeyError, ValueError, TypeError, RecursionError):
@@ -65,7 +66,7 @@ def inspect_data(ckpt) -> dict:
             "expected": task.alignment_name,
             "measure": measure,  # "alignment", or "sharpness" when no pattern is expected
             "scores": [[round(float(s), 4) for s in row] for row in scores],
-            **({"unavailable": no_scores} if no_scores else {}),
+            "measured_on": measured_on,  # "examples" (256 of them), or the example source alone
         },
         "training": ckpt.summary,
         "history": ckpt.history.to_dict() if ckpt.history is not None else None,
@@ -176,10 +177,7 @@ def inspect_cmd(ckpt, as_json) -> None:
     out.print(params)
     out.print(_blocks_table(info["blocks"], info["components"]))
     out.print(f"positions: {info['components']['positions']}")
-    if info["alignment"].get("unavailable"):
-        out.print(f"no per-head scores: {info['alignment']['unavailable']}", highlight=False, markup=False)
-    else:
-        out.print(_alignment_table(info["alignment"]))
+    out.print(_alignment_table(info["alignment"]))
     from rich.columns import Columns
 
     panels = [_key_values("model", info["model_config"])]
@@ -282,6 +280,7 @@ def _provenance(task: dict) -> str:
 def _alignment_table(alignment: dict):
     """Each decoder layer's and head's alignment score (or sharpness, when the task expects no
     pattern), from core; the best head in bold."""
+    from rich.markup import escape
     from rich.table import Table
 
     scores = alignment["scores"]
@@ -303,6 +302,9 @@ def _alignment_table(alignment: dict):
                    "expected pattern; a data file's does with --expect diagonal or anti-diagonal): each "
                    "head's largest weight over the source, averaged over outputs; 1 looks at one "
                    "position, uniform attention ~1/length")
+    if alignment["measured_on"] != "examples":  # no pairs kept: minitx heads --pairs FILE ranks them
+        heading += (f"; measured on {escape(alignment['measured_on'])}, as the model keeps no "
+                    "example pairs (`minitx heads MODEL --pairs FILE` ranks its heads on yours)")
     return Group(heading, table)
 
 
