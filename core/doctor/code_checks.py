@@ -211,7 +211,7 @@ def check_attention_saturation(model: Seq2Seq) -> CheckResult:
     description = "at init, attention scores over 200 random keys have std ~1 (the softmax is not saturated)"
     if not model.cfg.scale_scores:
         return skipped("attention-saturation", description, "< 1.25",
-                       "scores unscaled by design (scale_scores false; T5 folds 1/sqrt(d_k) into its weights)")
+                       "scores unscaled by design (scale_scores false: T5 folds 1/sqrt(d_k) into weights)")
     fresh = _fresh_model(model).eval()
     gen = torch.Generator().manual_seed(SEED)
     spreads, peaks, top = [], [], 0.0
