@@ -196,6 +196,7 @@ def test_output_depends_on_the_source_unless_cross_attention_is_swapped(task):
     assert swapped.value == 0.0 and swapped.cause == CAUSES["swap-cross"]
 
 
+@pytest.mark.slow  # end to end: tier 2
 def test_a_fresh_model_overfits_one_batch_of_eight(task):
     result = check_overfit_one_batch(fresh(), task)
     assert result.passed and result.value < 0.01

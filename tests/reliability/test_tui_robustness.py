@@ -336,6 +336,7 @@ async def test_stepping_while_a_new_model_loads_steps_the_old_one_then_shows_the
         assert not unexpected(seen), unexpected(seen)
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_opening_a_second_checkpoint_while_the_first_loads_the_last_one_wins(monkeypatch):
     import minitx.tui.app.main

@@ -118,6 +118,7 @@ async def test_train_saves_its_run_s_curves_and_compare_the_pair_s_grids_and_sum
             range(1, 31))
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_the_patching_and_doctor_dialogs_save_what_they_measured(in_folder, monkeypatch):
     from minitx.core.doctor import diagnosis
@@ -200,6 +201,7 @@ async def test_the_help_lists_the_export_key_with_the_keys_that_work_anywhere():
         assert "E export" in anywhere and len(anywhere) <= 76
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_the_circuit_view_saves_the_found_circuit_and_the_one_on_screen(in_folder, monkeypatch):
     from minitx.tui.app.screens import circuit as circuit_screen

@@ -169,6 +169,7 @@ def saved_steps(path) -> int:
     return ckpt.summary["steps"]
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_a_dropped_connection_mid_training_saves_the_run(served):
     async with aiohttp.ClientSession() as session:

@@ -50,6 +50,7 @@ async def test_shift_c_finds_the_circuit_and_draws_heads_edges_and_faithfulness_
         assert not isinstance(app.screen, CircuitScreen)
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_knocking_a_head_out_remeasures_faithfulness_in_a_worker_and_r_brings_the_found_one(quick):
     app = create_app([reverse_checkpoint()])
@@ -76,6 +77,7 @@ async def test_knocking_a_head_out_remeasures_faithfulness_in_a_worker_and_r_bri
         assert screen.circuit == found and "found" in text_of(screen, "#circuit-figures")
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_closing_the_view_while_it_searches_cancels_the_search(quick, monkeypatch):
     import time

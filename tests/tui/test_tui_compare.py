@@ -123,6 +123,7 @@ async def test_typing_a_source_restarts_both_and_the_step_keys_move_them_togethe
         assert a.finished and b.finished
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_a_model_that_stops_early_waits_at_its_end_while_the_other_goes_on(quick_summary):
     app = compare_app("reverse", "reverse-no-shift")

@@ -50,6 +50,7 @@ def footer(app) -> str:
     return app.screen.query_one(KeyBar).keys_text()
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_train_draws_the_run_then_its_timeline_steps_through_the_snapshots_in_order():
     app = create_app([reverse_checkpoint()])

@@ -346,6 +346,7 @@ async def test_a_second_checkpoint_is_kept_for_the_compare_view():
         assert app.compare_with == name
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_a_missing_first_checkpoint_opened_from_the_app_is_a_message_and_it_stays_usable(tmp_path):
     app = create_app([str(tmp_path / "nowhere.safetensors")])  # as a library: the CLI exits instead

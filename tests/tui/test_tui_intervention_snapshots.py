@@ -4,6 +4,8 @@ seeded measurements, nothing focused, workers awaited). Regenerate with
 
 from __future__ import annotations
 
+import pytest
+
 from minitx.tui.app import head_ranking
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens import compare as compare_screen
@@ -72,6 +74,7 @@ def test_explore_head_ranking_at_80x24(snap_compare, monkeypatch):
     assert snapshot(snap_compare, before=ranked)
 
 
+@pytest.mark.slow  # end to end: tier 2
 def test_explore_failures_of_a_model_without_layer_2s_cross_attention_at_80x24(snap_compare):
     async def listed(pilot):
         await knock_out_layer_2(pilot)

@@ -93,6 +93,7 @@ async def test_every_key_that_does_nothing_on_explore_says_why_and_is_not_listed
         assert any("one head's grid" in line for line in said)
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_every_key_that_does_nothing_on_train_and_compare_says_why(monkeypatch, without_history):
     monkeypatch.setattr(compare_screen, "SUMMARY_SEQUENCES", 16)
@@ -114,6 +115,7 @@ async def test_every_key_that_does_nothing_on_train_and_compare_says_why(monkeyp
         assert any("1 and 2 open models A and B" in line for line in said)
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_s_and_a_change_both_panels_of_compare():
     app = create_app(["reverse", "copy"])

@@ -194,6 +194,7 @@ async def test_a_view_taller_than_its_box_names_the_keys_that_scroll_it():
         assert box.border_subtitle == ""  # the grid fits
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_opening_the_circuit_again_shows_the_one_found_without_measuring_again(monkeypatch):
     monkeypatch.setattr(circuit_screen, "CIRCUIT_PAIRS", 8)

@@ -93,7 +93,7 @@ async def test_a_bad_data_file_is_refused_before_the_unsaved_run_is_offered_to_b
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("start", ["resume", "like"])
+@pytest.mark.parametrize("start", ["resume", pytest.param("like", marks=pytest.mark.slow)])  # like: tier 2
 async def test_a_run_trained_on_a_data_file_continues_or_is_copied_from_the_form(data_run, start, tmp_path):
     path, data = data_run
     app = create_app([path])
@@ -155,6 +155,7 @@ async def test_u_hands_the_ended_run_to_explore_and_goes_there(tmp_path):
         assert isinstance(app.screen, ExploreScreen)
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_at_60x20_every_field_of_the_form_shows_its_whole_value():
     app = create_app([reverse_checkpoint()])
