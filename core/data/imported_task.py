@@ -195,8 +195,10 @@ class ImportedTask(PairsTask):
         return data
 
     @classmethod
-    def from_dict(cls, data: dict, vocab: Vocab, src_vocab: Vocab) -> ImportedTask:
-        """From a checkpoint: every field checked; ValueError (one line) otherwise."""
+    def from_dict(cls, data: dict, vocab: Vocab, src_vocab: Vocab,
+                  sources_hold_specials: bool = False) -> ImportedTask:
+        """From a checkpoint: every field checked; ValueError (one line) otherwise. A Hugging
+        Face model's kept sources hold its tokeniser's start and end tokens (sources_hold_specials)."""
         allowed = {"name", "min_len", "max_len", "max_target_len", "wraps_source", "origin",
                    "provenance", "counts", "heldout"}
         unknown = sorted(set(data) - allowed)
@@ -216,12 +218,12 @@ class ImportedTask(PairsTask):
         heldout = provenance = counts = None
         if "heldout" in data:
             provenance, counts = data.get("provenance"), data.get("counts")
-            check_provenance(provenance)
+            check_provenance(provenance, (vocab.level,))  # the pairs were read by its tokeniser
             if not isinstance(counts, dict) or not all(
                     isinstance(k, str) and len(k) < 40 and isinstance(v, int) and v >= 0
                     for k, v in counts.items()):
                 raise ValueError("the imported task's counts are not named non-negative integers")
-            heldout = stored_pairs(data["heldout"], vocab, src_vocab)
+            heldout = stored_pairs(data["heldout"], vocab, src_vocab, sources_hold_specials)
         elif "provenance" in data or "counts" in data:
             raise ValueError("the imported task describes pairs it does not keep")
         return cls(vocab, src_vocab, data["wraps_source"], origin, heldout, provenance, counts,

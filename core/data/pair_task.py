@@ -284,7 +284,10 @@ class PairsTask(Task):
             raise ValueError(f"the data task's pairs are longer than the model's {positions} positions")
 
 
-def check_provenance(provenance) -> None:
+def check_provenance(provenance, tokens: tuple[str, ...] = ("char", "word")) -> None:
+    """ValueError (one line) unless `provenance` describes its data files whole and was read at
+    one of the levels `tokens` (a data task's: char or word; an imported model's: its vocabulary's,
+    subword for a Hugging Face tokeniser)."""
     if not isinstance(provenance, dict) or not isinstance(provenance.get("data"), dict):
         raise ValueError("the data task has no provenance of its data file")
     for key in ("data", "valid"):
@@ -302,8 +305,8 @@ def check_provenance(provenance) -> None:
                 raise ValueError(f"the data task's {key} file {name} is out of range")
         if not SHA256.fullmatch(info["sha256"]):
             raise ValueError(f"the data task's {key} file sha256 is not 64 hex digits")
-    if provenance.get("tokens") not in ("char", "word"):
-        raise ValueError("the data task's tokenisation is not char or word")
+    if provenance.get("tokens") not in tokens:
+        raise ValueError(f"the data task's tokenisation is not {' or '.join(tokens)}")
 
 
 def stored_source_tokens(data: dict, vocab: Vocab) -> frozenset[int] | None:
@@ -317,9 +320,11 @@ def stored_source_tokens(data: dict, vocab: Vocab) -> frozenset[int] | None:
     return frozenset(stored)
 
 
-def stored_pairs(stored, vocab: Vocab, src_vocab: Vocab | None = None) -> PairSet:
+def stored_pairs(stored, vocab: Vocab, src_vocab: Vocab | None = None,
+                 sources_hold_specials: bool = False) -> PairSet:
     """Held-out pairs kept in a checkpoint (ids) -> a PairSet, after checking every id (the
-    sources' against `src_vocab`, by default `vocab`)."""
+    sources' against `src_vocab`, by default `vocab`; with sources_hold_specials, a source may
+    also hold the start and end tokens its tokeniser adds, as a Hugging Face tokeniser does)."""
     if not isinstance(stored, dict) or set(stored) != {"source", "target", "lines"}:
         raise ValueError("the data task's held-out pairs are missing or malformed")
     sources, targets, lines = stored["source"], stored["target"], stored["lines"]
@@ -330,6 +335,8 @@ def stored_pairs(stored, vocab: Vocab, src_vocab: Vocab | None = None) -> PairSe
                          "source, a target and a line")
     for rows, side in ((sources, src_vocab or vocab), (targets, vocab)):
         allowed = set(side.real_ids()) | {side.unk}
+        if sources_hold_specials and rows is sources:
+            allowed |= {side.sos, side.eos} - {None}
         for row in rows:
             if not isinstance(row, list) or not 1 <= len(row) <= MAX_STORED_TOKENS:
                 raise ValueError("a stored held-out pair is not a list of 1 or more token ids")
