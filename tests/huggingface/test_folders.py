@@ -122,7 +122,8 @@ def test_a_folder_imported_with_pairs_opens_and_measures_on_them_as_the_folder_g
     from_folder = run_cli("eval", str(marian), "--pairs", str(pairs), "--json")
     assert from_file.exit_code == 0 and from_folder.exit_code == 0, from_file.stderr + from_folder.stderr
     assert json.loads(from_file.stdout)["accuracy"] == json.loads(from_folder.stdout)["accuracy"]
-    assert run_cli("decode", str(out), "We eat cake.").stdout == run_cli("decode", str(marian), "We eat cake.").stdout
+    text = "We eat cake."
+    assert run_cli("decode", str(out), text).stdout == run_cli("decode", str(marian), text).stdout
 
 
 def _break(case: str, folder: Path) -> str:
