@@ -64,6 +64,6 @@ class HuggingFaceTask(ImportedTask):
         """From a checkpoint, checked as an imported model's task is."""
         if data.get("wraps_source") is not False:
             raise ValueError("a Hugging Face model's task never wraps its sources")
-        task = ImportedTask.from_dict(data, vocab, src_vocab, sources_hold_specials=True)
+        task = ImportedTask.from_dict(data, vocab, src_vocab, tokeniser_specials=True)
         return cls(vocab, src_vocab, task.origin, task.heldout, task.provenance or None,
                    task.counts or None, task.min_len, task.max_len, task.max_target_len)

@@ -196,9 +196,9 @@ class ImportedTask(PairsTask):
 
     @classmethod
     def from_dict(cls, data: dict, vocab: Vocab, src_vocab: Vocab,
-                  sources_hold_specials: bool = False) -> ImportedTask:
+                  tokeniser_specials: bool = False) -> ImportedTask:
         """From a checkpoint: every field checked; ValueError (one line) otherwise. A Hugging
-        Face model's kept sources hold its tokeniser's start and end tokens (sources_hold_specials)."""
+        Face model's kept pairs hold the special tokens its tokeniser adds (tokeniser_specials)."""
         allowed = {"name", "min_len", "max_len", "max_target_len", "wraps_source", "origin",
                    "provenance", "counts", "heldout"}
         unknown = sorted(set(data) - allowed)
@@ -223,7 +223,7 @@ class ImportedTask(PairsTask):
                     isinstance(k, str) and len(k) < 40 and isinstance(v, int) and v >= 0
                     for k, v in counts.items()):
                 raise ValueError("the imported task's counts are not named non-negative integers")
-            heldout = stored_pairs(data["heldout"], vocab, src_vocab, sources_hold_specials)
+            heldout = stored_pairs(data["heldout"], vocab, src_vocab, tokeniser_specials)
         elif "provenance" in data or "counts" in data:
             raise ValueError("the imported task describes pairs it does not keep")
         return cls(vocab, src_vocab, data["wraps_source"], origin, heldout, provenance, counts,

@@ -321,10 +321,10 @@ def stored_source_tokens(data: dict, vocab: Vocab) -> frozenset[int] | None:
 
 
 def stored_pairs(stored, vocab: Vocab, src_vocab: Vocab | None = None,
-                 sources_hold_specials: bool = False) -> PairSet:
+                 tokeniser_specials: bool = False) -> PairSet:
     """Held-out pairs kept in a checkpoint (ids) -> a PairSet, after checking every id (the
-    sources' against `src_vocab`, by default `vocab`; with sources_hold_specials, a source may
-    also hold the start and end tokens its tokeniser adds, as a Hugging Face tokeniser does)."""
+    sources' against `src_vocab`, by default `vocab`; with tokeniser_specials, both sides may
+    also hold the special tokens a Hugging Face tokeniser adds: SubwordVocab.added_ids)."""
     if not isinstance(stored, dict) or set(stored) != {"source", "target", "lines"}:
         raise ValueError("the data task's held-out pairs are missing or malformed")
     sources, targets, lines = stored["source"], stored["target"], stored["lines"]
@@ -335,8 +335,8 @@ def stored_pairs(stored, vocab: Vocab, src_vocab: Vocab | None = None,
                          "source, a target and a line")
     for rows, side in ((sources, src_vocab or vocab), (targets, vocab)):
         allowed = set(side.real_ids()) | {side.unk}
-        if sources_hold_specials and rows is sources:
-            allowed |= {side.sos, side.eos} - {None}
+        if tokeniser_specials:
+            allowed |= side.added_ids()
         for row in rows:
             if not isinstance(row, list) or not 1 <= len(row) <= MAX_STORED_TOKENS:
                 raise ValueError("a stored held-out pair is not a list of 1 or more token ids")

@@ -125,6 +125,11 @@ class SubwordVocab(Vocab):
         """Ids of ordinary pieces: not a special token of the tokeniser, not a role, not a hole."""
         return list(self._real)
 
+    def added_ids(self) -> frozenset[int]:
+        """Ids the tokeniser may add around a text (its special tokens: Marian's and T5's </s>,
+        BART's <s> and </s>), padding excluded: what kept pairs may hold beside real pieces."""
+        return self._special - {self.pad}
+
     def encode_text(self, text: str, max_len: int | None = None) -> list[int]:
         """Typed text -> the ids transformers' tokeniser gives it (see the module's docstring),
         or TaskInputError with one sentence for a person."""

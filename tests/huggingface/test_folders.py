@@ -105,25 +105,29 @@ def test_import_writes_a_file_that_decodes_exactly_as_the_folder_and_keeps_its_s
     assert out.stat().st_size < 1.5 * (marian / "model.safetensors").stat().st_size + 3e6
 
 
+@pytest.mark.parametrize("family", ["marian", "bart"])  # </s> after the source; <s> on both sides
 def test_a_folder_imported_with_pairs_opens_and_measures_on_them_as_the_folder_given_them_does(
-        marian, tmp_path):
-    """The pairs an import keeps were read by the model's tokeniser, its end token included: the
-    file must open again (it did not: its kept sources held </s>, and its pairs were read at
-    the tokeniser's level, which a data file's check refused) and measure what the folder with
-    --pairs measures."""
+        family, marian, tmp_path):
+    """The pairs an import keeps were read by the model's tokeniser, its special tokens included:
+    the file must open again (it did not: its kept pairs held </s> or <s>, and were read at the
+    tokeniser's level, which a data file's checks refused) and measure what the folder given the
+    pairs measures."""
+    folder = marian if family == "marian" else save_model(tmp_path / family, family)
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("I have 4 cats.\tIch habe 4 Katzen.\nWe eat cake.\tWir essen Kuchen.\n",
                      encoding="utf-8")
     out = tmp_path / "kept.safetensors"
-    assert run_cli("import", str(marian), "--pairs", str(pairs), "--out", str(out)).exit_code == 0
+    assert run_cli("import", str(folder), "--pairs", str(pairs), "--out", str(out)).exit_code == 0
     kept = checkpoints.load(out)
     assert kept.task.heldout is not None and len(kept.task.heldout) == 2
     from_file = run_cli("eval", str(out), "--json")
-    from_folder = run_cli("eval", str(marian), "--pairs", str(pairs), "--json")
+    from_folder = run_cli("eval", str(folder), "--pairs", str(pairs), "--json")
     assert from_file.exit_code == 0 and from_folder.exit_code == 0, from_file.stderr + from_folder.stderr
-    assert json.loads(from_file.stdout)["accuracy"] == json.loads(from_folder.stdout)["accuracy"]
+    measured = [{k: json.loads(run.stdout)[k] for k in ("n", "accuracy", "count_by_length")}
+                for run in (from_file, from_folder)]
+    assert measured[0] == measured[1] and measured[0]["n"] == 2
     text = "We eat cake."
-    assert run_cli("decode", str(out), text).stdout == run_cli("decode", str(marian), text).stdout
+    assert run_cli("decode", str(out), text).stdout == run_cli("decode", str(folder), text).stdout
 
 
 def _break(case: str, folder: Path) -> str:
