@@ -67,6 +67,7 @@ async def test_e_saves_explore_as_svg_and_the_grid_s_weights_as_csv_in_minitx_ex
     assert sum(weights, []) == pytest.approx(sum(expected, []), abs=1e-6)
 
 
+@pytest.mark.slow  # end to end: tier 2
 @pytest.mark.asyncio
 async def test_each_explore_view_saves_the_numbers_it_shows(in_folder, monkeypatch):
     monkeypatch.setattr(head_ranking, "IMPORTANCE_SEQUENCES", 16)

@@ -63,6 +63,7 @@ async def test_a_bad_form_value_gets_an_inline_message_and_blocks_start(field, v
         assert screen.state == "idle"
 
 
+@pytest.mark.slow  # end to end: tier 2 (a run started from the form: test_tui_runs, test_exports)
 @pytest.mark.asyncio
 async def test_start_pause_resume_stop_a_tiny_run_draws_its_curves_and_hands_over_the_model():
     app = create_app([reverse_checkpoint()])
