@@ -39,7 +39,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokeniz
 TOKENIZER_JSON = "tokenizer.json"
 PIPELINES = ("file", "t5", "roberta")  # tokenizer.json as it is, or as transformers' class rebuilds it
 SPIECE_UNDERLINE = "▁"
-MAX_SPECIALS = 10_000
+MAX_ADDED_TOKENS = 10_000
 MAX_TOKEN_TEXT = 200
 
 
@@ -95,7 +95,7 @@ def _flag(settings: dict, key: str, default: bool) -> bool:
 
 
 def _texts(value, what: str) -> list[str]:
-    if not isinstance(value, list) or len(value) > MAX_SPECIALS:
+    if not isinstance(value, list) or len(value) > MAX_ADDED_TOKENS:
         raise ValueError(f"the tokeniser's {what} are not a list of tokens")
     return [_text(v, what) for v in value]
 
@@ -318,7 +318,7 @@ class MarianTokeniser(_Pieces):
 
     def _added(self, added) -> dict[str, tuple[int, bool, bool, bool]]:
         """text -> (id, lstrip, rstrip, single_word)."""
-        if not isinstance(added, list) or len(added) > MAX_SPECIALS:
+        if not isinstance(added, list) or len(added) > MAX_ADDED_TOKENS:
             raise ValueError("the tokeniser's added tokens are not a list")
         out = {}
         for item in added:

@@ -36,7 +36,7 @@ from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.json_files import read_json_object
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+TOKENS_MAP_FILE = "special_tokens_map.json"
 ADDED_TOKENS = "added_tokens.json"
 MODEL_CONFIG = "config.json"
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
@@ -163,8 +163,8 @@ def _specials(folder: Path, tokenizer_config: dict, family: str) -> tuple[dict[s
     """The named special tokens (key -> text) and the extra ones, as transformers resolves them."""
     named = dict(DEFAULTS[family])
     sources = [(TOKENIZER_CONFIG, tokenizer_config)]
-    if "added_tokens_decoder" not in tokenizer_config and (folder / SPECIAL_TOKENS_MAP).is_file():
-        sources.append((SPECIAL_TOKENS_MAP, _object(folder, SPECIAL_TOKENS_MAP)))
+    if "added_tokens_decoder" not in tokenizer_config and (folder / TOKENS_MAP_FILE).is_file():
+        sources.append((TOKENS_MAP_FILE, _object(folder, TOKENS_MAP_FILE)))
     extra: list[str] = []
     for file, data in sources:
         for key in NAMED:
