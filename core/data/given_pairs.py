@@ -32,9 +32,7 @@ def with_pairs(task: Task, path: str | Path, positions: int, limit: int | None =
     shape = (int(lengths.min()), int(lengths.max()), int(kept.target_lengths().max()))
     if isinstance(task, ImportedTask):  # a Hugging Face model's task stays one
         given = task.with_pairs(kept, provenance, counts, *shape)
-        given.evaluated_on = f"pairs of {read.provenance.file}"
-        return given
-    if isinstance(task, PairsTask):
+    elif isinstance(task, PairsTask):
         given = PairsTask(task.vocab, kept, None, provenance, counts, task.expect, *shape, task.source_tokens)
     else:
         expect = task.alignment_name if task.alignment_name in EXPECTATIONS else ""

@@ -20,18 +20,14 @@ from minitx.tui.cli.common import (
 def inspect_data(ckpt) -> dict:
     """Everything `inspect` shows, as plain data."""
     from minitx.core.checkpoint import describe_size
-    from minitx.core.data.imported_task import MissingPairs
-    from minitx.core.interp.alignment import example_sharpness, head_scores
+    from minitx.core.interp.alignment import shown_head_scores
     from minitx.core.model.components import components
     from minitx.core.model.transformer import block_parameters, parameter_breakdown
 
     meta, task, vocab = ckpt.metadata, ckpt.task, ckpt.task.vocab
-    try:
-        measure, scores = head_scores(ckpt.model, task)  # 256 of the task's examples
-        measured_on = "examples"
-    except MissingPairs:  # a model without example pairs: each head on its example source alone
-        measure, scores = "sharpness", example_sharpness(ckpt.model, task)
-        measured_on = f"the example source alone, {task.example()!r}"
+    # 256 of the task's examples; without any (no pairs kept), each head on its example source
+    measure, scores = shown_head_scores(ckpt.model, task, n=256)
+    measured_on = "examples" if task.has_examples else f"the example source alone, {task.example()!r}"
     try:  # informational only: a file without it (or with a broken one) is still inspectable
         train_cfg = json.loads(meta["train_config"])
     except (KeyError, ValueError, TypeError, RecursionError):
