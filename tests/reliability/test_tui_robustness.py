@@ -238,10 +238,14 @@ async def test_a_seeded_storm_of_keys_pastes_and_resizes_during_training_leaves_
         explore.set_focus(None)
         explore.query_one("#source", Input).value = "3 1 4 1 5"
         assert explore.set_source("3 1 4 1 5")
-        await press(pilot, "x", "n", "n")
-        assert explore.stepper.position == 2, (app.current.name, train.state, seen[-3:])
+        await press(pilot, "x", "n")
+        assert explore.stepper.position == 1, (app.current.name, train.state, seen[-3:])
+        # A run the storm stopped early may say <eos> first: then n has nothing more to step.
+        stepped = 1 if explore.stepper.finished else 2
+        await press(pilot, "n")
+        assert explore.stepper.position == stepped, (app.current.name, train.state, seen[-3:])
         await press(pilot, "b")
-        assert explore.stepper.position == 1
+        assert explore.stepper.position == stepped - 1
         # Training still answers its keys: stop the run (or see it already ended).
         await press(pilot, "t")
         if train.state in ("running", "paused"):

@@ -1,21 +1,35 @@
 """`minitx decode --beams K`: each source's beam search (core/interp/beam.py), its n-best printed
 with greedy's output beside them, `--search-check`'s verdict (core/interp/search_check.py), and
-with --json the greedy trace plus `nbest`, `greedy`, `tree` and `search_check` per source."""
+with --json the greedy trace plus `nbest`, `greedy`, `tree` and `search_check` per source.
+
+Only `decode --beams` loads this module, so its imports (torch among them) cost nothing to
+the other commands."""
 
 from __future__ import annotations
 
 import click
+import torch
 
+from minitx.core.data.vocab import TaskInputError
+from minitx.core.interp.beam import BeamSearch, cut_after_end, score_outputs
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.interp.search_check import search_check
 from minitx.tui.cli.common import BadArgument, echo_json
+from minitx.tui.cli.progress import Progress
+from minitx.tui.cli.trace import trace_of
+from minitx.tui.render.beam_tables import (
+    first_difference,
+    hypothesis_data,
+    nbest_lines,
+    search_check_data,
+    search_check_lines,
+    settings_line,
+    tree_data,
+)
 
 
 def decode_with_beams(ckpt, sources: list[str], settings: dict, top_k: int, interventions,
                       check: bool, as_json: bool) -> None:
-    from minitx.core.data.vocab import TaskInputError
-    from minitx.tui.cli.commands.decode import trace_of
-    from minitx.tui.cli.progress import Progress
-    from minitx.tui.render.beam_tables import nbest_lines, search_check_lines, settings_line
-
     task = ckpt.task
     results = []
     with Progress("decode", enabled=not as_json) as progress:
@@ -47,13 +61,6 @@ def decode_with_beams(ckpt, sources: list[str], settings: dict, top_k: int, inte
 
 def _searched(ckpt, ids: list[int], settings: dict, interventions, check: bool, trace: dict | None) -> dict:
     """One source: the search, its n-best, greedy's output scored the same way, the check."""
-    import torch
-
-    from minitx.core.interp.beam import BeamSearch, cut_after_end, score_outputs
-    from minitx.core.interp.decode import greedy_decode
-    from minitx.core.interp.search_check import search_check
-    from minitx.tui.render.beam_tables import first_difference, hypothesis_data, search_check_data, tree_data
-
     model, task = ckpt.model, ckpt.task
     cap = task.decode_cap(len(ids), ckpt.model_config.max_len)
     options = dict(beams=settings["beams"], length_penalty=settings["length_penalty"],

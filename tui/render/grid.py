@@ -179,7 +179,7 @@ def console_depth(console) -> str:
 
 
 def trace_renderable(trace: dict, numbers: bool, title: str = "", width: int = 100, depth: str = FULL):
-    """Every layer/head grid of one decoding trace (see decode.trace_of), side by side where the
+    """Every layer/head grid of one decoding trace (see trace.trace_of), side by side where the
     `width` allows, with the prediction on top and a legend below. A source too long for full
     cells at that width gets narrower ones (30-40 characters fit 80 columns)."""
     header = Text()

@@ -214,7 +214,7 @@ draw();
 
 
 def trace_html(trace: dict, title: str) -> str:
-    """The page for `trace` (decode.trace_of(..., every_kind=True), with "scores", "measure" and
+    """The page for `trace` (trace.trace_of(..., every_kind=True), with "scores", "measure" and
     "best" of the model's cross-attention heads)."""
     data = {
         **trace,

@@ -118,7 +118,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablat
         )
         click.echo(f"exported {out} ({dtype}, inference only, {Path(out).stat().st_size / 1024:.0f} KB)")
         return
-    from minitx.tui.cli.commands.decode import trace_of
+    from minitx.tui.cli.trace import trace_of
 
     fmt = fmt or (Path(out).suffix.lstrip(".").lower() if out else "json")
     if fmt not in TRACE_FORMATS:
