@@ -103,6 +103,7 @@ def browser():
         chromium.close()
 
 
+@pytest.mark.slow  # a real browser: tier 2, with minitx serve's
 def test_offline_in_chromium_it_fetches_nothing_and_every_grid_shows_its_weights(browser, page_file):
     data = embedded(page_file.read_text(encoding="utf-8"))
     context = browser.new_context(offline=True)

@@ -20,10 +20,16 @@ THEIRS = "# in your own training code"
 PROMISE = re.compile(r"^(?P<indent>\s*)print\((?P<expr>.+)\)\s+#\s*(?P<value>-?[\d.]+)\s*$")
 
 
+# Snippets that run for seconds (the library's whole walk through interventions: an evaluation,
+# a patching sweep, a circuit and the roles), for tier 2; their functions have tier-1 tests.
+SECOND_TIER = {"interventions.md#1"}
+
+
 def snippets():
     for page in PAGES:
         for number, code in enumerate(BLOCK.findall(page.read_text()), 1):
-            yield pytest.param(code, id=f"{page.name}#{number}")
+            name = f"{page.name}#{number}"
+            yield pytest.param(code, id=name, marks=[pytest.mark.slow] if name in SECOND_TIER else [])
 
 
 def checked(code: str) -> str:

@@ -8,7 +8,7 @@ import pytest
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens import circuit as circuit_screen
 from minitx.tui.app.screens.circuit import CircuitScreen
-from tests.tui.tui_helpers import model_ready, reverse_checkpoint, screen_lines, wait_for
+from tests.tui.tui_helpers import key_while_busy, model_ready, reverse_checkpoint, screen_lines, wait_for
 
 
 @pytest.fixture
@@ -20,9 +20,9 @@ def quick(monkeypatch):
 
 async def opened(pilot) -> CircuitScreen:
     await model_ready(pilot)
-    await pilot.press("C")
+    key_while_busy(pilot, "C")  # its worker starts at once
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, CircuitScreen), "the circuit view")
     screen = pilot.app.screen
-    assert isinstance(screen, CircuitScreen)
     await wait_for(pilot, lambda: screen.result is not None, "the circuit")
     await pilot.pause()
     return screen

@@ -12,7 +12,7 @@ from minitx.tui.app.main import create_app
 from minitx.tui.cli.main import main
 from tests.reference_models import toy
 from tests.reference_models.fixtures import tutorial_files, tutorial_reverse  # noqa: F401
-from tests.tui.tui_helpers import model_ready, screen_text, wait_for
+from tests.tui.tui_helpers import key_while_busy, model_ready, screen_text, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -115,16 +115,20 @@ async def test_without_pairs_each_measuring_key_says_once_how_to_choose_them_and
             assert app.screen.session.view_mode == "grid", key  # no view left waiting for ever
         await pilot.press("a")
         await wait_for(pilot, lambda: "each head's role: needs example pairs (O" in screen_text(app), "roles")
-        await pilot.press("a", "d")
-        await wait_for(pilot, lambda: app.screen.finished, "the doctor")
+        await pilot.press("a")
+        key_while_busy(pilot, "d")  # its worker starts at once
+        await wait_for(pilot, lambda: getattr(app.screen, "finished", False), "the doctor")
         report = app.screen
         assert report.results[0]["future-leakage-values"].status == "pass"
         assert report.results[0]["accuracy"].status == "skip" and not report.error
         assert " ".join(screen_text(app).split()).count("O chooses") <= 1
         await pilot.press("end")
-        await pilot.pause(0.3)
-        text = " ".join(screen_text(app).replace("│", " ").split())  # the dialog's lines, unwrapped
-        assert "need examples: this imported model keeps no example pairs to measure on; O chooses" in text
+
+        def unwrapped() -> str:  # the dialog's lines as one
+            return " ".join(screen_text(app).replace("│", " ").split())
+
+        need = "need examples: this imported model keeps no example pairs to measure on; O chooses"
+        await wait_for(pilot, lambda: need in unwrapped(), "the report's end to say it", 10)
         await pilot.press("escape", "O")
         await wait_for(pilot, lambda: "pair files in" in screen_text(app), "the pairs dialog")
         name = tutorial_files.pairs.name

@@ -13,6 +13,7 @@ from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.dialogs import ChoiceDialog
 from tests.tui.tui_helpers import (
     fill_form,
+    key_while_busy,
     model_ready,
     notifications,
     on_train_screen,
@@ -35,7 +36,7 @@ async def stopped(pilot, screen) -> None:
 async def training(pilot, steps: str = "100000"):
     screen = await on_train_screen(pilot)
     fill_form(screen, steps=steps)
-    await pilot.press("space")
+    key_while_busy(pilot, "space")
     await wait_for(pilot, lambda: len(screen.losses) >= 5, "training")
     return screen
 
@@ -49,7 +50,7 @@ def resumable_steps(path) -> int:
 
 
 @pytest.mark.asyncio
-# Tier 2 presses each quit key (~5 s each); tier 1 presses q, the others reach the same action.
+# Tier 2 presses each quit key; tier 1 presses q (the others reach the same action).
 @pytest.mark.parametrize("key", ["q", pytest.param("ctrl+q", marks=pytest.mark.slow),
                                  pytest.param("ctrl+c", marks=pytest.mark.slow)])
 async def test_every_quit_key_while_training_asks_and_s_saves_a_resumable_checkpoint(tmp_path, key,
@@ -57,7 +58,7 @@ async def test_every_quit_key_while_training_asks_and_s_saves_a_resumable_checkp
     app = app_saving_to(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await training(pilot)
-        await pilot.press(key)
+        key_while_busy(pilot, key)
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog), "the question")
         question = app.screen
         asked = question.question_text()

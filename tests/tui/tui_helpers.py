@@ -38,6 +38,13 @@ async def on_train_screen(pilot):
     return pilot.app.screen
 
 
+def key_while_busy(pilot, key: str) -> None:
+    """Send `key` as a person types it, without pilot.press's wait for the process to go quiet:
+    a run training in the background, or a worker the key starts, never lets it (each such press
+    waited 2 s for nothing). The caller waits for what the key does (wait_for)."""
+    pilot.app.simulate_key(key)
+
+
 # A run that takes a couple of seconds on two busy cores (d_model 16, one layer).
 TINY = {"d_model": "16", "heads": "2", "layers": "1", "batch_size": "16", "warmup": "5",
         "dropout": "0", "lr": "0.003", "lengths": "4-8"}
