@@ -104,6 +104,7 @@ async def app_latency(rounds: int) -> None:
         for _ in range(rounds):
             for method in ATTRIBUTION_METHODS:
                 session.attributions.clear()  # as on a decode never attributed
+                session.step_attributions.clear()
                 mark = f"◂ {METHOD_NAMES[method]}"
                 frames.clear()
                 sent = time.perf_counter()

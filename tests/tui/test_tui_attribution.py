@@ -9,9 +9,11 @@ import json
 import pytest
 import torch
 
-from minitx.core.interp.source_attribution import Decode, attribute
+from minitx.core.interp.source_attribution import Decode, attribute, attribute_step
 from minitx.tui.app.decode_session import ATTRIBUTION_METHODS, DecodeSession
 from minitx.tui.app.main import create_app
+from minitx.tui.app.messages import AttributionReady
+from minitx.tui.app.screens.explore import ExploreScreen
 from minitx.tui.app.widgets.attention import AttentionGrid
 from tests.tui.test_exports import export, in_folder  # noqa: F401 - the export folder fixture
 from tests.tui.tui_helpers import model_ready, reverse_checkpoint, screen_lines, wait_for
@@ -66,6 +68,32 @@ async def test_y_draws_the_steps_attribution_row_under_its_attention_row_for_the
         assert session.attribution_key()[3] == session.ablated and session.ablated
         without = session.attribution.shares()  # the decode again, to step 4
         assert not torch.allclose(without, expected[: len(without)], atol=1e-3)
+
+
+@pytest.mark.asyncio
+async def test_igs_row_is_drawn_on_its_keys_frame_from_its_step_alone_while_a_worker_computes_every_step(
+        monkeypatch):
+    held = []  # the whole decode's job, kept from its worker until the test runs it
+    monkeypatch.setattr(ExploreScreen, "_attribute", lambda self, job: held.append(job))
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        session, grid = app.screen.session, app.screen.panel.grid
+        model = session.record.model
+        await pilot.press("left", "left", "y")  # step 4 of 6
+        assert [job.key[0] for job in held] == ["ig"] and session.attribution is None
+        decode = Decode.of_stepper(session.stepper, 6)
+        whole = attribute(model, decode, "ig").shares()
+        for step in (3, 2):  # step 4, then step 3 after left: each drawn with its key
+            alone = attribute_step(model, decode.src, decode.tokens[:step], decode.tokens[step], "ig")
+            assert torch.allclose(torch.tensor(grid.under[1]), alone.shares()[0], atol=1e-6)
+            assert torch.allclose(alone.shares()[0], whole[step], atol=1e-5)  # the worker's row too
+            assert any("◂ ig" in line for line in screen_lines(app))
+            await pilot.press("left")
+        app.screen.post_message(AttributionReady(held[0], held[0].run()))
+        await wait_for(pilot, lambda: attributed(session), "the whole decode's")
+        assert len(held) == 1  # asked once, whatever the steps
+        assert torch.allclose(torch.tensor(grid.under[1]), whole[1], atol=1e-6)
 
 
 @pytest.mark.asyncio

@@ -297,16 +297,19 @@ class DecodeKeys(ExplainedKeys):
     def _start_attributions(self) -> None:
         """Each attribution on screen not computed yet (each key once), before the panels draw:
         here when it costs about a decode (ixg, occlusion, the rollout: its row is on the key's
-        first frame), in a worker when it costs many (ig: 32 backward passes)."""
+        first frame), in a worker when it costs many (ig: 32 backward passes a step). Then the
+        current step's row alone is computed here (one step's ig costs about a decode), so it
+        too is on the key's frame while the worker computes the whole matrix."""
         for session in self.sessions():
             job = session.attribution_wanted()
-            if job is None:
-                continue
-            if job.key[0] in IN_A_WORKER:
+            if job is not None and job.key[0] in IN_A_WORKER:
                 self._attribute(job)
+                job = None
+            now = job if job is not None else session.step_attribution_wanted()
+            if now is None:
                 continue
             try:
-                session.attribution_done(job, job.run())
+                session.attribution_done(now, now.run())
             except Exception as e:  # one line, the row goes: the app goes on
                 self._attribution_error(e)
                 return

@@ -147,6 +147,7 @@ class DecodeSession:
         self.importance, self.importance_progress = None, (0, 0)
         self.roles, self.roles_asked = None, False
         self.attributions, self.attributions_asked = {}, set()
+        self.step_attributions = {}  # (attribution_key, step) -> one step's, before the whole decode's
         self.layer_index, self.head_index = best_head(record.scores)
 
     def set_source(self, ids: list[int]) -> None:
@@ -250,19 +251,38 @@ class DecodeSession:
         self.attributions_asked.add(key)
         return AttributionJob(self.record, key, Decode.of_stepper(self.stepper, len(self.stepper.results)))
 
+    def step_attribution_wanted(self) -> AttributionJob | None:
+        """The current step's attribution alone, while the whole decode's is not there and that
+        step's is not either (None otherwise): one step costs a step's work, so a costly method's
+        row (ig's) is drawn on its key's frame while the worker computes every step."""
+        key, step = self.attribution_key(), self.position - 1
+        if key is None or key in self.attributions or step < 0 or (key, step) in self.step_attributions:
+            return None
+        from minitx.core.interp.source_attribution import Decode
+
+        decode = Decode.of_stepper(self.stepper, len(self.stepper.results))
+        return AttributionJob(self.record, key, decode, step)
+
     def attribution_done(self, job: AttributionJob, result) -> None:
-        """Keep a worker's result, if it is of this session's model."""
+        """Keep a job's result, if it is of this session's model."""
+        if job.step is not None:
+            if job.record is self.record:
+                self.step_attributions[job.key, job.step] = result
+            return
         self.attributions_asked.discard(job.key)
         if job.record is self.record:
             self.attributions[job.key] = result
 
     def attribution_row(self) -> list[float] | None:
-        """The current step's shares (|a| / sum |a|, signed), or None before it is computed."""
+        """The current step's shares (|a| / sum |a|, signed), or None before it is computed: the
+        whole decode's row once it is there, that step's own before."""
         result = self.attribution
         index = self.position - 1
-        if result is None or not 0 <= index < result.scores.shape[0]:
-            return None
-        return result.shares()[index].tolist()
+        if result is not None:
+            return result.shares()[index].tolist() if 0 <= index < result.scores.shape[0] else None
+        key = self.attribution_key()
+        alone = self.step_attributions.get((key, index)) if key is not None else None
+        return None if alone is None else alone.shares()[0].tolist()
 
     def next_method(self, with_off: bool) -> None:
         """y: the next attribution method; with_off, after the last one the row goes."""
@@ -273,17 +293,23 @@ class DecodeSession:
 
 @dataclass(frozen=True)
 class AttributionJob:
-    """One attribution a worker computes: of `decode` by `record`'s model, as `key` says (the
-    method, and the heads knocked out)."""
+    """One attribution to compute: of `decode` by `record`'s model, as `key` says (the method, and
+    the heads knocked out); of every step, or of `step` alone."""
 
     record: LoadedModel
     key: tuple
     decode: object  # core Decode
+    step: int | None = None
 
     def run(self):
-        """The core SourceAttribution (ig takes about 0.1 s on a bundled model)."""
+        """The core SourceAttribution (ig of every step takes about 0.1 s on a bundled model, of
+        one step about a tenth of that)."""
         from minitx.core.interp.interventions import Interventions
-        from minitx.core.interp.source_attribution import attribute
+        from minitx.core.interp.source_attribution import attribute, attribute_step
 
-        method, ablated = self.key[0], self.key[3]
-        return attribute(self.record.model, self.decode, method, interventions=Interventions(zero=ablated))
+        method, interventions = self.key[0], Interventions(zero=self.key[3])
+        if self.step is None:
+            return attribute(self.record.model, self.decode, method, interventions=interventions)
+        tokens = list(self.decode.tokens)
+        return attribute_step(self.record.model, list(self.decode.src), tokens[: self.step],
+                              tokens[self.step], method, interventions=interventions)
