@@ -71,29 +71,46 @@ async def test_y_draws_the_steps_attribution_row_under_its_attention_row_for_the
 
 
 @pytest.mark.asyncio
-async def test_igs_row_is_drawn_on_its_keys_frame_from_its_step_alone_while_a_worker_computes_every_step(
-        monkeypatch):
-    held = []  # the whole decode's job, kept from its worker until the test runs it
+async def test_igs_row_comes_from_its_step_alone_in_a_worker_before_every_steps_matrix(monkeypatch):
+    held = []  # the workers' jobs, kept until the test runs them
     monkeypatch.setattr(ExploreScreen, "_attribute", lambda self, job: held.append(job))
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         session, grid = app.screen.session, app.screen.panel.grid
         model = session.record.model
-        await pilot.press("left", "left", "y")  # step 4 of 6
-        assert [job.key[0] for job in held] == ["ig"] and session.attribution is None
         decode = Decode.of_stepper(session.stepper, 6)
         whole = attribute(model, decode, "ig").shares()
-        for step in (3, 2):  # step 4, then step 3 after left: each drawn with its key
-            alone = attribute_step(model, decode.src, decode.tokens[:step], decode.tokens[step], "ig")
-            assert torch.allclose(torch.tensor(grid.under[1]), alone.shares()[0], atol=1e-6)
-            assert torch.allclose(alone.shares()[0], whole[step], atol=1e-5)  # the worker's row too
-            assert any("◂ ig" in line for line in screen_lines(app))
-            await pilot.press("left")
-        app.screen.post_message(AttributionReady(held[0], held[0].run()))
-        await wait_for(pilot, lambda: attributed(session), "the whole decode's")
-        assert len(held) == 1  # asked once, whatever the steps
+
+        async def finished(job, what: str) -> None:
+            app.screen.post_message(AttributionReady(job, job.run()))
+            await wait_for(pilot, lambda: grid.under is not None and grid.under[2] == "◂ ig", what)
+            await pilot.pause()
+
+        def alone(step: int) -> torch.Tensor:
+            tokens = decode.tokens
+            return attribute_step(model, decode.src, tokens[:step], tokens[step], "ig").shares()[0]
+
+        await pilot.press("left", "left", "y")  # step 4 of 6
+        assert [(job.key[0], job.step) for job in held] == [("ig", 3)]  # its row alone, first
+        assert grid.under is None  # nothing of ig on the screen's thread
+        await finished(held[0], "step 4's row")
+        assert torch.allclose(torch.tensor(grid.under[1]), alone(3), atol=1e-6)
+        assert torch.allclose(alone(3), whole[3], atol=1e-5)  # the matrix's row too
+        assert any("◂ ig" in line for line in screen_lines(app))
+        assert [job.step for job in held] == [3, None]  # every step's once the row was there
+
+        await pilot.press("left")  # step 3, every step's still being computed: its own row
+        assert [job.step for job in held] == [3, None, 2] and grid.under is None
+        await finished(held[2], "step 3's row")
+        assert torch.allclose(torch.tensor(grid.under[1]), alone(2), atol=1e-6)
+        await pilot.press("left")
+        app.screen.post_message(AttributionReady(held[1], held[1].run()))
+        await wait_for(pilot, lambda: attributed(session), "every step's")
+        await pilot.pause()
         assert torch.allclose(torch.tensor(grid.under[1]), whole[1], atol=1e-6)
+        await pilot.press("left", "right", "right")  # every step is there now: no more jobs
+        assert len(held) == 4 and grid.under is not None
 
 
 @pytest.mark.asyncio

@@ -296,23 +296,31 @@ class DecodeKeys(ExplainedKeys):
 
     def _start_attributions(self) -> None:
         """Each attribution on screen not computed yet (each key once), before the panels draw:
-        here when it costs about a decode (ixg, occlusion, the rollout: its row is on the key's
-        first frame), in a worker when it costs many (ig: 32 backward passes a step). Then the
-        current step's row alone is computed here (one step's ig costs about a decode), so it
-        too is on the key's frame while the worker computes the whole matrix."""
+        here when it costs about a decode (ixg, occlusion, the rollout: every step at once, so
+        the row is on the key's first frame), in workers when it costs many (ig)."""
         for session in self.sessions():
+            if session.attribution_method in IN_A_WORKER:
+                self._start_in_workers(session)
+                continue
             job = session.attribution_wanted()
-            if job is not None and job.key[0] in IN_A_WORKER:
-                self._attribute(job)
-                job = None
-            now = job if job is not None else session.step_attribution_wanted()
-            if now is None:
+            if job is None:
                 continue
             try:
-                session.attribution_done(now, now.run())
+                session.attribution_done(job, job.run())
             except Exception as e:  # one line, the row goes: the app goes on
                 self._attribution_error(e)
                 return
+
+    def _start_in_workers(self, session) -> None:
+        """A costly method (ig: 32 backward passes a step): the current step's row alone first,
+        then, once no row is being computed, every step's (the matrix, the other steps' rows), so
+        the two never compete for the cores and the row comes after one step's work. The matrix
+        view asks for every step at once. The screen's thread never waits, whatever the model."""
+        row = session.step_attribution_wanted() if session.view_mode != "attribution" else None
+        if row is not None:
+            self._attribute(row)
+        if not session.steps_asked and (job := session.attribution_wanted()) is not None:
+            self._attribute(job)
 
     @work(thread=True, group="attribution", exit_on_error=False)
     def _attribute(self, job) -> None:
@@ -338,6 +346,7 @@ class DecodeKeys(ExplainedKeys):
     def _attribution_error(self, error: BaseException) -> None:
         for session in self.sessions():
             session.attributions_asked.clear()  # a later key may try again
+            session.steps_asked.clear()
             session.attribution_method = None
             if session.view_mode == "attribution":
                 session.set_view("grid")

@@ -46,6 +46,7 @@ class DecodeSession:
         self.attribution_method: str | None = None  # None: no attribution row (y shows one)
         self.attributions: dict[tuple, object] = {}  # attribution_key -> core SourceAttribution
         self.attributions_asked: set[tuple] = set()  # keys a worker is computing
+        self.steps_asked: set[tuple] = set()  # (key, step) of the one-step rows being computed
 
     # -- what is shown ---------------------------------------------------------------------------
     @property
@@ -147,7 +148,7 @@ class DecodeSession:
         self.importance, self.importance_progress = None, (0, 0)
         self.roles, self.roles_asked = None, False
         self.attributions, self.attributions_asked = {}, set()
-        self.step_attributions = {}  # (attribution_key, step) -> one step's, before the whole decode's
+        self.step_attributions, self.steps_asked = {}, set()  # (key, step) -> one step's, asked
         self.layer_index, self.head_index = best_head(record.scores)
 
     def set_source(self, ids: list[int]) -> None:
@@ -252,26 +253,33 @@ class DecodeSession:
         return AttributionJob(self.record, key, Decode.of_stepper(self.stepper, len(self.stepper.results)))
 
     def step_attribution_wanted(self) -> AttributionJob | None:
-        """The current step's attribution alone, while the whole decode's is not there and that
-        step's is not either (None otherwise): one step costs a step's work, so a costly method's
-        row (ig's) is drawn on its key's frame while the worker computes every step."""
-        key, step = self.attribution_key(), self.position - 1
-        if key is None or key in self.attributions or step < 0 or (key, step) in self.step_attributions:
-            return None
-        from minitx.core.interp.source_attribution import Decode
+        """The current step's attribution alone, while neither the whole decode's nor that step's
+        is there or being computed (None otherwise): one step costs a step's work, so a costly
+        method's row (ig's) comes long before the matrix of every step."""
+        from minitx.core.interp.source_attribution import OBJECTIVE_METHODS, Decode
 
+        key, step = self.attribution_key(), self.position - 1
+        if key is None or key[0] not in OBJECTIVE_METHODS or key in self.attributions or step < 0:
+            return None  # (attention's rows are a step's weights, not an objective's attribution)
+        if (key, step) in self.step_attributions or (key, step) in self.steps_asked:
+            return None
+
+        self.steps_asked.add((key, step))
         decode = Decode.of_stepper(self.stepper, len(self.stepper.results))
         return AttributionJob(self.record, key, decode, step)
 
     def attribution_done(self, job: AttributionJob, result) -> None:
         """Keep a job's result, if it is of this session's model."""
-        if job.step is not None:
-            if job.record is self.record:
-                self.step_attributions[job.key, job.step] = result
+        if job.step is None:
+            self.attributions_asked.discard(job.key)
+        else:
+            self.steps_asked.discard((job.key, job.step))
+        if job.record is not self.record:
             return
-        self.attributions_asked.discard(job.key)
-        if job.record is self.record:
+        if job.step is None:
             self.attributions[job.key] = result
+        else:
+            self.step_attributions[job.key, job.step] = result
 
     def attribution_row(self) -> list[float] | None:
         """The current step's shares (|a| / sum |a|, signed), or None before it is computed: the
