@@ -17,9 +17,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minitx.tui.app.attribution_keys import ATTRIBUTION_BINDINGS
 from minitx.tui.app.chart_keys import CHART_ACTIONS, CHART_BINDINGS, ChartKeys
 from minitx.tui.app.decode_keys import (
-    ATTRIBUTION_BINDINGS,
     CLOSE_BINDING,
     DECODE_BINDINGS,
     SOURCE_BINDINGS,
@@ -245,7 +245,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             self.post_message(SummaryReady(result))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if self.attribution_failed(event):  # DecodeKeys: one line, and the row goes
+        if self.attribution_failed(event):  # AttributionKeys: one line, and the row goes
             return
         if event.worker.group == "measure" and event.state == WorkerState.ERROR:
             event.stop()

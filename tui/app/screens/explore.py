@@ -17,10 +17,10 @@ from textual.geometry import Region
 from textual.screen import Screen
 from textual.worker import Worker
 
+from minitx.tui.app.attribution_keys import ATTRIBUTION_BINDINGS
 from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, TimelineKeys
 from minitx.tui.app.decode_keys import (
     ABLATION_BINDINGS,
-    ATTRIBUTION_BINDINGS,
     CLOSE_BINDING,
     DECODE_BINDINGS,
     SOURCE_BINDINGS,
@@ -385,6 +385,6 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
             self._move()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if self.attribution_failed(event):  # DecodeKeys: one line, and the row goes
+        if self.attribution_failed(event):  # AttributionKeys: one line, and the row goes
             return
         self.ranking_failed(event)  # HeadRanking: the same for the ranking's worker
