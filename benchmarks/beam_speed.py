@@ -45,7 +45,8 @@ def in_process(folder: Path, repeats: int) -> dict:
     import torch
 
     from minitx.core.importing.huggingface import read_model
-    from minitx.core.interp.beam import BeamSearch, cut_after_end
+    from minitx.core.interp.beam import BeamSearch
+    from minitx.core.interp.decode import cut_after_end
     from tests.huggingface.tiny_folders import load_reference
 
     ours, theirs = read_model(folder).model, load_reference(folder)

@@ -95,12 +95,6 @@ class Hypothesis:
     node: int  # its last node in the tree (-1: not from a search)
 
 
-def cut_after_end(tokens: list[int], eos: tuple[int, ...]) -> list[int]:
-    """Generated ids up to and including the first end token (what follows it dropped)."""
-    ends = [i for i, t in enumerate(tokens) if t in eos]
-    return tokens[: ends[0] + 1] if ends else tokens
-
-
 def length_normalised(total: float, length: int, length_penalty: float) -> float:
     """transformers' finished-hypothesis score: the sum divided by length ** length_penalty."""
     return total / (length**length_penalty)

@@ -103,6 +103,12 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
     return tokens[:, 1 : t + 1]
 
 
+def cut_after_end(tokens: list[int], eos: tuple[int, ...]) -> list[int]:
+    """Generated ids up to and including the first end token (what follows it dropped)."""
+    ends = [i for i, t in enumerate(tokens) if t in eos]
+    return tokens[: ends[0] + 1] if ends else tokens
+
+
 def after_eos(tokens: torch.Tensor, eos: int) -> torch.Tensor:
     """(B, n) ids -> (B, n) bool: True at every position after the first EOS of its row."""
     is_eos = (tokens == eos).long()

@@ -2,8 +2,10 @@
 
 Patching, attribution, path patching and circuits all compare a clean run with a corrupted one
 that differs only in the source. A pair is:
-- typed: two sources of the same length, for a task that can tell the answer of any source (the
-  digit tasks);
+- typed: two sources of the same length, with the task's answers where it can tell the answer
+  of any source (the digit tasks), else the model's own greedy outputs (a typed date, a data
+  file's or a Hugging Face model's free text): then patching explains what the model says for
+  each source, right or wrong;
 - drawn (`draw_pairs`, every task): one seeded draw of the task's examples (fresh sequences for
   the digit tasks, fresh dates for dates, held-out pairs for a data file), grouped by source
   length and answer length; neighbours in a group become a pair when their answers differ at
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from minitx.core.data.batch import Batch
+from minitx.core.interp.decode import cut_after_end, greedy_decode
 
 POOL_FACTOR = 4  # examples drawn per pair wanted: lengths spread, so groups need several each
 MIN_POOL = 64  # and at least this many, so even one pair finds two examples of a length
@@ -30,6 +33,7 @@ class Pair:
     corrupted: list[int]
     clean_answer: list[int]  # the task's output for the clean source, then EOS
     corrupted_answer: list[int]
+    by_model: bool = False  # the answers are the model's greedy outputs (the task could not tell them)
 
     @property
     def steps(self) -> list[int]:
@@ -37,21 +41,39 @@ class Pair:
         return [t for t, (a, b) in enumerate(zip(self.clean_answer, self.corrupted_answer)) if a != b]
 
 
-def typed_pair(task, clean: list[int], corrupted: list[int], eos: int) -> Pair:
-    """Two typed sources -> a Pair with the task's answers; ValueError (one sentence) when they
-    differ in length, the task cannot tell their answers, or the answers are the same."""
+def typed_pair(task, clean: list[int], corrupted: list[int], eos: int, model=None) -> Pair:
+    """Two typed sources -> a Pair with the task's answers, or, where the task cannot tell them
+    and a `model` is given, with the model's greedy outputs (by_model). ValueError (one sentence)
+    when the sources differ in length, the answers cannot be told, the model's outputs differ
+    in length (they are compared step by step) or the answers are the same."""
     if len(clean) != len(corrupted):
         raise ValueError(f"the clean and corrupted sources must have the same length "
                          f"(positions are patched one to one), not {len(clean)} and {len(corrupted)}")
     answers = [task.expected_output(list(ids)) for ids in (clean, corrupted)]
-    if None in answers:  # dates, a data file: typed text has no known answer to patch towards
+    if None not in answers:
+        pair = Pair(list(clean), list(corrupted), answers[0] + [eos], answers[1] + [eos])
+    elif model is None:  # dates, a data file: typed text has no known answer to patch towards
         raise ValueError(f"the {task.name} task cannot tell the answer for a typed source; a drawn "
                          "pair of its examples (known answers) can be patched instead")
-    pair = Pair(list(clean), list(corrupted), answers[0] + [eos], answers[1] + [eos])
+    else:
+        said = [model_output(model, task, ids) for ids in (clean, corrupted)]
+        if len(said[0]) != len(said[1]):
+            raise ValueError(f"the model's outputs for the two sources differ in length ({len(said[0])} and "
+                             f"{len(said[1])} tokens): patching compares them step by step, so choose "
+                             "sources whose outputs differ in a token")
+        pair = Pair(list(clean), list(corrupted), said[0], said[1], by_model=True)
     if not pair.steps:
-        raise ValueError("the clean and corrupted sources have the same answer: "
-                         "there is no difference to recover")
+        raise ValueError(("the model says the same for both sources" if pair.by_model else
+                          "the clean and corrupted sources have the same answer") +
+                         ": there is no difference to recover")
     return pair
+
+
+def model_output(model, task, src: list[int]) -> list[int]:
+    """The model's greedy output for `src`, up to and including its end token."""
+    cap = task.decode_cap(len(src), model.cfg.max_len)
+    generated = greedy_decode(model, torch.tensor([src], device=model.device), max_new_tokens=cap)
+    return cut_after_end(generated[0].tolist(), model.generation.eos)
 
 
 def _examples(batch: Batch, eos: int, src_pad: int) -> list[tuple[list[int], list[int]]]:

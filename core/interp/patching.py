@@ -42,6 +42,7 @@ class PatchingResult:
     steps: list[int]  # the steps whose answers differ: the metric averages over them
     clean_difference: float  # LD of the clean run
     corrupted_difference: float  # LD of the corrupted run
+    by_model: bool = False  # the answers are the model's outputs (typed text a task cannot answer)
     heads: dict[str, float] = field(default_factory=dict)  # "cross:L2.H1" -> fraction, all positions
     streams: dict[str, list[float]] = field(default_factory=dict)  # "enc:L1.resid" -> per position
     stream_all: dict[str, float] = field(default_factory=dict)  # "enc:L1.resid" -> all positions
@@ -58,7 +59,7 @@ class Patcher:
     pair where the answers differ."""
 
     def __init__(self, model: Seq2Seq, task, clean: list[int], corrupted: list[int]) -> None:
-        self._start(model, [typed_pair(task, clean, corrupted, model.cfg.eos_id)])
+        self._start(model, [typed_pair(task, clean, corrupted, model.cfg.eos_id, model)])
 
     @classmethod
     def of_pairs(cls, model: Seq2Seq, pairs: list[Pair]) -> Patcher:
@@ -74,6 +75,7 @@ class Patcher:
         self.clean, self.corrupted = first.clean, first.corrupted  # the first pair (all, with one)
         self.clean_answer, self.corrupted_answer, self.steps = first.clean_answer, first.corrupted_answer, \
             first.steps
+        self.by_model = first.by_model
         self.batch = PairBatch.of(self.pairs, cfg.pad_id, cfg.sos_id, cfg.source_pad_id)
         if not bool(self.batch.steps.any()):
             raise ValueError("the clean and corrupted sources have the same answer: "
@@ -96,6 +98,11 @@ class Patcher:
     def source(self, name: str) -> torch.Tensor:
         """(B, S) clean or corrupted sources, on the model's device."""
         return self._src[name]
+
+    def runs(self) -> PatchingResult:
+        """The first pair's two runs as a result with nothing patched yet (what sweep fills)."""
+        return PatchingResult(self.clean, self.corrupted, self.clean_answer, self.corrupted_answer,
+                              self.steps, self.clean_difference, self.corrupted_difference, self.by_model)
 
     def run(self, source: str, interventions: Interventions | None = None) -> torch.Tensor:
         """Logits (B, T, V) of the clean or corrupted sources under `interventions`."""
@@ -181,9 +188,7 @@ def sweep(patcher: Patcher, progress: Callable[[int, int], None] | None = None) 
         if progress is not None:
             progress(done, total)
 
-    result = PatchingResult(patcher.clean, patcher.corrupted, patcher.clean_answer,
-                            patcher.corrupted_answer, patcher.steps, patcher.clean_difference,
-                            patcher.corrupted_difference)
+    result = patcher.runs()
     for head in heads:
         result.heads[str(head)] = patcher.recovered(patcher.patches([head]))
         tick()

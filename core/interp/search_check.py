@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from minitx.core.interp.beam import BeamSearch, Hypothesis, cut_after_end, score_outputs
-from minitx.core.interp.decode import greedy_decode
+from minitx.core.interp.beam import BeamSearch, Hypothesis, score_outputs
+from minitx.core.interp.decode import cut_after_end, greedy_decode
 from minitx.core.interp.interventions import Interventions
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
 

@@ -70,8 +70,11 @@ def test_patch_on_dates_and_on_a_data_model_draws_a_pair_of_the_same_length(lett
         assert len(data["clean"]) == len(data["corrupted"])
         assert data["clean_answer"] != data["corrupted_answer"]
         assert data["steps"] and "attribution" in data
-    run = run_cli("patch", "dates", "--clean", "1 dec 26", "--corrupt", "2 dec 26")
-    assert run.exit_code == 2 and "draws a pair" in assert_one_line_error(run)
+    # typed dates: the task cannot tell their answers, the model's outputs are the answers
+    typed = ok("patch", "dates", "--clean", "1 dec 26", "--corrupt", "2 dec 26", "--method", "exact")
+    assert typed["by_model"] and typed["steps"] == [9]  # 2026-12-01 against 2026-12-02
+    run = run_cli("patch", "dates", "--clean", "1 dec 26", "--corrupt", "1 dec 26")
+    assert run.exit_code == 2 and "says the same for both" in assert_one_line_error(run)
     run = run_cli("patch", "reverse", "--clean", "1 2 3")
     assert run.exit_code == 2 and "both --clean and --corrupt" in assert_one_line_error(run)
 

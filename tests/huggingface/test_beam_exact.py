@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from minitx.core.importing.huggingface import read_model
-from minitx.core.interp.beam import BeamSearch, cut_after_end
+from minitx.core.interp.beam import BeamSearch
+from minitx.core.interp.decode import cut_after_end
 from tests.huggingface.tiny_folders import load_reference, save_model, special_ids
 
 SETTINGS = [  # (beams, length_penalty, early_stopping, no_repeat_ngram_size)

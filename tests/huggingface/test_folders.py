@@ -59,6 +59,30 @@ def test_attribute_labels_a_folders_columns_with_its_tokenisers_pieces(marian):
         assert abs(step["delta"]) <= 0.01 * max(1.0, abs(step["change"]))
 
 
+def test_patching_typed_text_answers_with_what_transformers_generates_and_its_logit_difference(marian):
+    """A translation model's task cannot tell a typed source's answer: the model's own outputs are
+    the answers, so both they and the logit difference between them are transformers' own."""
+    from transformers import AutoTokenizer
+
+    clean, corrupt = "The house is small.", "The house is large."
+    run = run_cli("patch", str(marian), "--clean", clean, "--corrupt", corrupt, "--json", "--method", "exact")
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(run.stdout)
+    tokenizer, reference = AutoTokenizer.from_pretrained(marian), load_reference(marian)
+    sources = [tokenizer(text, return_tensors="pt").input_ids for text in (clean, corrupt)]
+    said = [reference.generate(ids, num_beams=1, do_sample=False)[0, 1:].tolist() for ids in sources]
+    assert data["by_model"] and [data["clean_answer"], data["corrupted_answer"]] == said  # EOS ends each
+    start = reference.config.decoder_start_token_id
+    fed = torch.tensor([[start, *said[0][:-1]]])  # both runs teacher-forced on the clean answer
+    steps = [t for t, (a, b) in enumerate(zip(*said)) if a != b]
+    assert data["steps"] == steps
+    for ids, key in zip(sources, ("clean_difference", "corrupted_difference")):
+        with torch.no_grad():
+            logits = reference(input_ids=ids, decoder_input_ids=fed).logits[0]  # (T, V)
+        gap = torch.stack([logits[t, said[0][t]] - logits[t, said[1][t]] for t in steps]).mean()
+        assert abs(data[key] - float(gap)) < 1e-4
+
+
 def test_inspect_of_a_folder_without_pairs_scores_each_head_on_its_example_source(marian):
     """A folder keeps no example pairs: inspect still shows every head (sharpness on the example
     source, said so), rather than stopping at the pairs it lacks."""

@@ -80,8 +80,17 @@ def test_heads_patch_lens_and_ablation_run_on_an_imported_model(imported):
     src_vocab = toy.vocabulary(toy.ANNOTATED, "reverse", "src")
     assert clean[0] == src_vocab.index(spec.bos) and clean[-1] == src_vocab.index(spec.eos)  # wrapped, whole
     assert len(patch["streams"]["enc:L1.resid"]) == len(clean)  # every source position fed
-    typed = run("patch", path, "--clean", "3 1 4 1", "--corrupt", "2 7 5 8")
-    assert typed.exit_code != 0 and "cannot tell the answer for a typed source" in typed.output
+    # Typed text has no answer the task can tell: the model's own outputs are the answers.
+    typed = ok_json("patch", path, "--clean", "3 1 4 1", "--corrupt", "2 7 5 8", "--method", "exact")
+    for source, answer in (("3 1 4 1", typed["clean_answer"]), ("2 7 5 8", typed["corrupted_answer"])):
+        said = ok_json("decode", path, source)["results"][0]["steps"]
+        assert answer == [step["token"] for step in said]
+    assert typed["by_model"] and typed["steps"] == [0, 1, 2, 3]  # "1 4 1 3" against "8 5 7 2"
+    assert typed["clean_difference"] > 0 > typed["corrupted_difference"]
+    shown = run("patch", path, "--clean", "3 1 4 1", "--corrupt", "2 7 5 8", "--method", "exact")
+    assert "answers: the model's own outputs" in shown.output
+    same = run("patch", path, "--clean", "3 1 4 1", "--corrupt", "3 1 4 1")
+    assert same.exit_code == 2 and "the model says the same for both sources" in same.output
     lens = ok_json("lens", path, "3 1 4")
     assert lens["decoder_input"][0] == "<s>" and lens["layers"][0][0][0]["token"] == "4"
     ablated = ok_json("eval", path, "--ablate", "cross", "--ablate-kind", "mean")

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from textual.widgets import Input
 
 from minitx.tui.app.main import create_app
+from minitx.tui.app.screens.patch import PatchScreen
 from minitx.tui.cli.main import main
 from tests.reference_models import toy
 from tests.reference_models.fixtures import tutorial_files, tutorial_reverse  # noqa: F401
@@ -96,15 +97,16 @@ async def test_an_imported_model_without_example_pairs_opens_on_its_example_sour
 @pytest.mark.asyncio
 async def test_without_pairs_each_measuring_key_says_once_how_to_choose_them_and_o_gives_them(
         bare, tutorial_files, monkeypatch):  # noqa: F811
-    """m, w, g, P, C and a say, in one line each and no exception's name, that the model keeps
-    no pairs and that O chooses a file; the doctor runs its code checks and says it once; O
-    with a pairs file makes every one of them measure."""
+    """m, w, g, C and a say, in one line each and no exception's name, that the model keeps
+    no pairs and that O chooses a file (P patches without them, the model's outputs answering);
+    the doctor runs its code checks and says it once; O with a pairs file makes every one of
+    them measure."""
     monkeypatch.chdir(tutorial_files.pairs.parent)  # the dialog lists the pair files found here
     app = create_app([bare])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         await wait_for(pilot, lambda: "<eos>" in screen_text(app), "the example's decode")
-        for key in ("m", "w", "g", "P", "C"):
+        for key in ("m", "w", "g", "C"):
             before = len(app.said)
             await pilot.press(key)
             await pilot.pause()
@@ -113,6 +115,13 @@ async def test_without_pairs_each_measuring_key_says_once_how_to_choose_them_and
             assert "O chooses" in said[0], key
             assert "Error" not in said[0] and app.screen.HELP_TITLE == "Explore", key  # no dialog opened
             assert app.screen.session.view_mode == "grid", key  # no view left waiting for ever
+        await pilot.press("P")  # patching a typed source needs no pairs: the model's outputs answer
+        await wait_for(pilot, lambda: isinstance(app.screen, PatchScreen), "the patching dialog")
+        await pilot.press("enter")  # its suggested corruption
+        await wait_for(pilot, lambda: app.screen.result is not None, "the patching")
+        assert app.screen.result.by_model
+        assert "answers: the model's own outputs" in " ".join(screen_text(app).split())
+        await pilot.press("escape")
         await pilot.press("a")
         await wait_for(pilot, lambda: "each head's role: needs example pairs (O" in screen_text(app), "roles")
         await pilot.press("a")

@@ -33,8 +33,8 @@ class BeamSession:
                  length_penalty: float | None = None, early_stopping=None) -> None:
         import torch
 
-        from minitx.core.interp.beam import BeamSearch, cut_after_end
-        from minitx.core.interp.decode import greedy_decode
+        from minitx.core.interp.beam import BeamSearch
+        from minitx.core.interp.decode import cut_after_end, greedy_decode
         from minitx.core.interp.interventions import Interventions
 
         self.record, self.src_ids = record, list(src_ids)

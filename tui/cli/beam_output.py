@@ -11,8 +11,8 @@ import click
 import torch
 
 from minitx.core.data.vocab import TaskInputError
-from minitx.core.interp.beam import BeamSearch, cut_after_end, score_outputs
-from minitx.core.interp.decode import greedy_decode
+from minitx.core.interp.beam import BeamSearch, score_outputs
+from minitx.core.interp.decode import cut_after_end, greedy_decode
 from minitx.core.interp.search_check import search_check
 from minitx.tui.cli.common import BadArgument, echo_json
 from minitx.tui.cli.progress import Progress

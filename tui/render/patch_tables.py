@@ -89,7 +89,10 @@ def streams_table(result, task, streams=None, stream_all=None) -> Table:
 
 def _runs(result, task) -> list[Text]:
     """Sources through the task's source vocabulary, answers through its target one."""
+    whose = [Text("answers: the model's own outputs (the task cannot tell a typed source's)", style="dim")] \
+        if result.by_model else []
     return [
+        *whose,
         Text(f"clean     {task.format_source(result.clean)}  ->  {task.format(result.clean_answer)}   "
              f"logit difference {result.clean_difference:+.2f}"),
         Text(f"corrupted {task.format_source(result.corrupted)}  ->  {task.format(result.corrupted_answer)}"

@@ -351,8 +351,10 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
 
     @one_line_errors
     def action_patch(self) -> None:
+        """The patching dialog: the source on screen into a typed one (needs no example pairs:
+        where the task cannot tell the answers, the model's own outputs are the answers)."""
         session = self.session
-        if session.stepper is not None and not lacks_pairs(self, "patching"):
+        if session.stepper is not None:
             self.app.show_patching(session.record.model, session.record.task, session.stepper.src_ids)
 
     @one_line_errors

@@ -56,9 +56,12 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, pairs, device, threads, as_jso
     position; what each cross-attention head reads (K/V, Q); each residual stream (leaving a
     layer) at one position at a time, and at all.
 
-    Without --clean and --corrupt a pair is drawn: two examples of the same length with known,
-    different answers (fresh sequences, fresh dates, a data model's held-out pairs, or the
-    pairs of a --pairs file).
+    Typed sources take the task's answers where it can tell them (the digit tasks), else the
+    model's own outputs (a date, a data model's or a translation model's text): then patching
+    explains what the model says for each, right or wrong, and the two outputs must have as many
+    tokens. Without --clean and --corrupt a pair is drawn: two examples of the same length with
+    known, different answers (fresh sequences, fresh dates, a data model's held-out pairs, or
+    the pairs of a --pairs file).
 
     Attribution estimates every patch at once from one forward and one backward; both shows it
     beside exact patching with their agreement (docs/interventions.md says when to trust it).
@@ -68,6 +71,7 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, pairs, device, threads, as_jso
       minitx patch reverse --clean "3 1 4 1 5" --corrupt "2 7 1 8 2"
       minitx patch reverse --clean 31415 --corrupt 27182 --json
       minitx patch dates --seed 7
+      minitx patch ./opus-mt --clean "I have 4 cats." --corrupt "I have 7 cats."
       minitx patch reverse --method attribution
     """
     apply_threads(threads)
@@ -84,10 +88,7 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, pairs, device, threads, as_jso
             pair = draw_pairs(task, 1, seed, model.cfg.eos_id)[0]
         else:
             typed = _parse(checkpoint, clean, "--clean"), _parse(checkpoint, corrupt, "--corrupt")
-            if task.expected_output(typed[0]) is None:
-                raise ValueError(f"the {task.name} task cannot tell the answer for a typed source: leave "
-                                 "out --clean and --corrupt and minitx draws a pair with known answers")
-            pair = typed_pair(task, *typed, model.cfg.eos_id)
+            pair = typed_pair(task, *typed, model.cfg.eos_id, model)
         patcher = Patcher.of_pairs(model, [pair])
     except ValueError as e:
         raise click.UsageError(str(e)) from None
@@ -105,25 +106,15 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, pairs, device, threads, as_jso
     if as_json:
         data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method}
         if result is None:  # the pair, as a sweep would have said it
-            data.update({k: getattr(patcher, k) for k in ("clean", "corrupted", "clean_answer",
-                                                          "corrupted_answer", "steps", "clean_difference",
-                                                          "corrupted_difference")})
+            data.update({k: v for k, v in patcher.runs().to_dict().items() if not isinstance(v, dict)})
         echo_json({**data, **patching_data(result, estimate, agreed)})
         return
 
     n_heads = checkpoint.model_config.n_heads
     if result is None:
-        console().print(attribution_report(estimate, _pair_view(patcher), n_heads, task))
+        console().print(attribution_report(estimate, patcher.runs(), n_heads, task))
     else:
         console().print(patching_report(result, n_heads, task, estimate, agreed))
-
-
-def _pair_view(patcher):
-    """What the report's run lines read, for a pair not swept."""
-    from minitx.core.interp.patching import PatchingResult
-
-    return PatchingResult(patcher.clean, patcher.corrupted, patcher.clean_answer, patcher.corrupted_answer,
-                          patcher.steps, patcher.clean_difference, patcher.corrupted_difference)
 
 
 def _names_a_checkpoint(text: str) -> bool:
