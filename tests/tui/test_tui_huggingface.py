@@ -9,6 +9,7 @@ import pytest
 from textual.widgets import Input
 
 from minitx.tui.app.main import create_app
+from minitx.tui.app.screens.patch import PatchScreen
 from tests.huggingface.tiny_folders import save_model
 from tests.tui.tui_helpers import model_ready, screen_text, wait_for
 
@@ -80,3 +81,25 @@ async def test_every_head_of_a_48_head_model_fits_80x24_as_its_last_steps_in_bin
         overview = app.screen.panel.heads  # it counts the lines of the small grids without drawing them
         room = overview.parent.scrollable_content_region.height
         assert overview._grids_height() == len(overview._grids()) > room
+
+
+@pytest.mark.asyncio
+async def test_patching_a_sentence_of_pieces_starts_from_a_corruption_cut_into_as_many_pieces(marian48):
+    """P's corrupted field starts with text the tokeniser cuts into as many pieces as the source
+    (pieces moved one on re-cut differently: then the source's own text, to change a word of);
+    Enter on it unchanged says in one line that the model says the same for both."""
+    app = create_app([marian48])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        clean = app.screen.session.stepper.src_ids
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, PatchScreen), "the patching dialog")
+        model, task = app.screen.decoded
+        field = app.screen.query_one("#patch-source", Input)
+        corrupted = task.parse(field.value, max_len=model.cfg.max_len - 2)
+        assert len(corrupted) == len(clean)
+        assert corrupted == clean  # (this folder's pieces moved one on re-cut into other pieces)
+        await pilot.press("enter")
+        status = app.screen.query_one("#patch-status")
+        await wait_for(pilot, lambda: "✗" in str(status.render()), "why not")
+        assert str(status.render()).startswith("✗ the model says the same for both sources")

@@ -16,11 +16,22 @@ from minitx.tui.app.messages import PatchProgress, PatchReady
 from minitx.tui.app.widgets.topk import bar
 
 
-def suggested_corruption(clean: list[int], vocab) -> list[int]:
-    """Every token moved one on in the vocabulary (digits: 9 to 0): the same length, and for the
-    bundled tasks an answer that differs at every step."""
-    ordinary = vocab.real_ids()
-    return [ordinary[(ordinary.index(t) + 1) % len(ordinary)] if t in ordinary else t for t in clean]
+def suggested_corruption(clean: list[int], task, max_len: int) -> str:
+    """The corrupted field's first text: every token moved one on in the vocabulary (digits: 9 to
+    0), the same length and for the bundled tasks an answer that differs at every step, when that
+    text reads back as as many tokens; else (subword pieces re-cut differently) the clean source's
+    own text, for the person to change a word of."""
+    from minitx.core.data.vocab import TaskInputError
+
+    ordinary = task.src_vocab.real_ids()
+    moved = [ordinary[(ordinary.index(t) + 1) % len(ordinary)] if t in ordinary else t for t in clean]
+    text = task.format_source(moved)
+    try:
+        if len(task.parse(text, max_len=max_len)) == len(clean):
+            return text
+    except TaskInputError:
+        pass
+    return task.format_source(clean)
 
 
 class PatchScreen(ModalScreen[None]):
@@ -37,8 +48,9 @@ class PatchScreen(ModalScreen[None]):
         task = self.decoded[1]
         with Vertical(id="patch-box", classes="dialog"):
             yield Label(f"clean: {task.format_source(self.clean)} (the source on screen) · corrupted:")
-            corrupted = suggested_corruption(self.clean, task.src_vocab)
-            yield Input(task.format_source(corrupted), id="patch-source", compact=True)
+            model = self.decoded[0]
+            yield Input(suggested_corruption(self.clean, task, model.cfg.max_len - 2), id="patch-source",
+                        compact=True)
             yield Static("", id="patch-status", markup=False)
             with VerticalScroll(id="patch-result"):
                 yield Static("", id="patch-report")
