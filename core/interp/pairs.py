@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from minitx.core.data.batch import Batch
-from minitx.core.interp.decode import cut_after_end, greedy_decode
+from minitx.core.interp.decode import greedy_output
 
 POOL_FACTOR = 4  # examples drawn per pair wanted: lengths spread, so groups need several each
 MIN_POOL = 64  # and at least this many, so even one pair finds two examples of a length
@@ -71,9 +71,7 @@ def typed_pair(task, clean: list[int], corrupted: list[int], eos: int, model=Non
 
 def model_output(model, task, src: list[int]) -> list[int]:
     """The model's greedy output for `src`, up to and including its end token."""
-    cap = task.decode_cap(len(src), model.cfg.max_len)
-    generated = greedy_decode(model, torch.tensor([src], device=model.device), max_new_tokens=cap)
-    return cut_after_end(generated[0].tolist(), model.generation.eos)
+    return greedy_output(model, src, task.decode_cap(len(src), model.cfg.max_len))
 
 
 def _examples(batch: Batch, eos: int, src_pad: int) -> list[tuple[list[int], list[int]]]:

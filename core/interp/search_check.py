@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from minitx.core.interp.beam import BeamSearch, Hypothesis, score_outputs
-from minitx.core.interp.decode import cut_after_end, greedy_decode
+from minitx.core.interp.decode import greedy_output
 from minitx.core.interp.interventions import Interventions
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
 
@@ -81,8 +81,7 @@ def search_check(model: Seq2Seq, src_ids: list[int], *, beams: int, length_penal
     wide = BeamSearch(model, src_ids, beams=max(WIDE_BEAM, beams), **settings).run().hypotheses(1)[0]
     eos = model.generation.eos[0]
     with (interventions or Interventions()).applied(model):
-        greedy = cut_after_end(greedy_decode(model, torch.tensor([src_ids], device=model.device),
-                                      max_new_tokens=search.cap)[0].tolist(), model.generation.eos)
+        greedy = greedy_output(model, src_ids, search.cap)
     outputs = {"empty": [eos], "greedy": greedy}
     if expected is not None:
         outputs["expected"] = list(expected)

@@ -31,10 +31,8 @@ class Contrast:
 class BeamSession:
     def __init__(self, record, src_ids: list[int], *, beams: int, ablated=frozenset(),
                  length_penalty: float | None = None, early_stopping=None) -> None:
-        import torch
-
         from minitx.core.interp.beam import BeamSearch
-        from minitx.core.interp.decode import cut_after_end, greedy_decode
+        from minitx.core.interp.decode import greedy_output
         from minitx.core.interp.interventions import Interventions
 
         self.record, self.src_ids = record, list(src_ids)
@@ -45,9 +43,7 @@ class BeamSession:
                                  cap=task.decode_cap(len(src_ids), model.cfg.max_len),
                                  interventions=self.interventions)
         with self.interventions.applied(model):
-            generated = greedy_decode(model, torch.tensor([self.src_ids], device=model.device),
-                                      max_new_tokens=self.search.cap)
-        self.greedy = cut_after_end(generated[0].tolist(), model.generation.eos)
+            self.greedy = greedy_output(model, self.src_ids, self.search.cap)
         self.what_if = self.search.length_penalty  # the penalty the finished ones are ranked under
         self.selected: int | None = None  # the chosen node (a row of the tree)
         self.view = "tree"

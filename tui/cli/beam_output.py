@@ -2,17 +2,16 @@
 with greedy's output beside them, `--search-check`'s verdict (core/interp/search_check.py), and
 with --json the greedy trace plus `nbest`, `greedy`, `tree` and `search_check` per source.
 
-Only `decode --beams` loads this module, so its imports (torch among them) cost nothing to
-the other commands."""
+Only `decode --beams` loads this module, so its imports (core's, and torch with them) cost
+nothing to the other commands."""
 
 from __future__ import annotations
 
 import click
-import torch
 
 from minitx.core.data.vocab import TaskInputError
 from minitx.core.interp.beam import BeamSearch, score_outputs
-from minitx.core.interp.decode import cut_after_end, greedy_decode
+from minitx.core.interp.decode import greedy_output
 from minitx.core.interp.search_check import search_check
 from minitx.tui.cli.common import BadArgument, echo_json
 from minitx.tui.cli.progress import Progress
@@ -68,9 +67,7 @@ def _searched(ckpt, ids: list[int], settings: dict, interventions, check: bool, 
     try:
         search = BeamSearch(model, ids, **options).run()
         with interventions.applied(model):
-            generated = greedy_decode(model, torch.tensor([ids], device=model.device),
-                                      max_new_tokens=search.cap)
-        greedy_tokens = cut_after_end(generated[0].tolist(), model.generation.eos)
+            greedy_tokens = greedy_output(model, ids, search.cap)
         nbest = search.hypotheses(settings["nbest"])
         greedy = next((h for h in search.hypotheses() if list(h.tokens) == greedy_tokens), None) or \
             score_outputs(model, ids, [greedy_tokens], length_penalty=search.length_penalty, cap=search.cap,
