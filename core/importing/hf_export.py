@@ -20,7 +20,6 @@ an error leaves nothing half-written.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import shutil
 import tempfile
@@ -36,14 +35,8 @@ from minitx.core.data.generation import Generation
 from minitx.core.data.subword import SubwordVocab
 from minitx.core.data.task import Task
 from minitx.core.importing.errors import ImportFileError
-from minitx.core.importing.hf_tokenisers import (
-    ADDED_TOKENS,
-    CLASSES,
-    TARGET_VOCAB,
-    TOKENIZER_CONFIG,
-    TOKENS_MAP_FILE,
-    read_tokenisers,
-)
+from minitx.core.importing.hf_tokeniser_files import json_bytes, tokeniser_files
+from minitx.core.importing.hf_tokenisers import read_tokenisers
 from minitx.core.importing.hf_weights import (
     ACTIVATIONS,
     BART_POSITION_OFFSET,
@@ -66,7 +59,6 @@ PREFIX = {"marian": "model.", "bart": "model.", "t5": ""}
 # Options that change no figure transformers computes: dropout (none at inference), how
 # attention is computed (explicit or fused: the same softmax(QK^T)V).
 SAME_EITHER_WAY = ("dropout", "attention")
-TOKENISER_CLASSES = {v: k for k, v in reversed(CLASSES.items())}  # minitx's pipeline -> its class
 
 
 class ExportError(ValueError):
@@ -106,9 +98,8 @@ def family_for(model: Seq2Seq, task: Task) -> tuple[str, bool]:
         if not found[f]:
             return f, True
     nearest = min(ORDER, key=lambda f: len(found[f]))
-    raise ExportError(f"no Hugging Face family computes this model: nearest is {nearest}, but "
-                      f"{found[nearest][0]}" + (f" (and {len(found[nearest]) - 1} more)"
-                                               if len(found[nearest]) > 1 else ""))
+    raise ExportError(f"no Hugging Face family computes this model; nearest is {nearest}, but "
+                      + "; ".join(found[nearest]))
 
 
 def _option(name: str) -> str:
@@ -125,8 +116,8 @@ def _differences(model: Seq2Seq, family: str) -> list[str]:
     if cfg.src_vocab_size:
         problems.append("its source has a table of its own (--tie-embeddings: one table for both sides)")
     elif not cfg.tie_embeddings:
-        problems.append(f"{family} shares one token table between source and target, and this model "
-                        "has two (--tie-embeddings)")
+        problems.append(f"minitx writes {family} with one token table for source and target, and "
+                        "this model has two (--tie-embeddings)")
     if family == "bart" and not cfg.tie_output:
         problems.append("bart's output is its token table (--tie-output)")
     try:
@@ -253,64 +244,6 @@ def folder_state(model: Seq2Seq, family: str) -> dict[str, torch.Tensor]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Tokeniser files
-
-
-def tokeniser_files(task: Task, family: str) -> dict[str, bytes]:
-    """The tokeniser's files: the ones the model keeps (tokenizer.json; Marian's source.spm,
-    target.spm and vocab.json) and the settings transformers reads beside them, copied from the
-    base folder where it still holds the same files, else written from the kept settings."""
-    files = {**task.src_vocab.files(), **task.vocab.files()}
-    folder = Path(str((getattr(task, "origin", None) or {}).get("folder") or ""))
-    if folder.is_dir() and all((folder / n).is_file() and (folder / n).read_bytes() == data
-                               for n, data in files.items()):
-        for name in (TOKENIZER_CONFIG, TOKENS_MAP_FILE, ADDED_TOKENS):
-            if (folder / name).is_file():
-                files[name] = (folder / name).read_bytes()
-        if TOKENIZER_CONFIG in files:
-            return files
-    files[TOKENIZER_CONFIG] = _json(_tokenizer_config(task))
-    return files
-
-
-def _tokenizer_config(task: Task) -> dict[str, Any]:
-    """tokenizer_config.json from the settings a model keeps of its tokeniser."""
-    vocab = task.vocab
-    settings = vocab.tokeniser.settings
-    kind = "marian" if vocab.tokeniser.kind == "marian" else settings["pipeline"]
-    config: dict[str, Any] = {"tokenizer_class": TOKENISER_CLASSES.get(kind, "PreTrainedTokenizerFast"),
-                              "clean_up_tokenization_spaces": bool(settings.get("cleanup", False)),
-                              "pad_token": vocab.tokens[vocab.pad]}
-    if vocab.unk is not None:
-        config["unk_token"] = vocab.tokens[vocab.unk]
-    named = {config["pad_token"], config.get("unk_token")}
-    if kind in ("marian", "t5"):
-        config["eos_token"] = settings["eos"]
-    if kind == "roberta":
-        config.update(bos_token=settings["cls"], cls_token=settings["cls"], eos_token=settings["sep"],
-                      sep_token=settings["sep"], add_prefix_space=bool(settings.get("add_prefix_space")),
-                      trim_offsets=bool(settings.get("trim_offsets", True)))
-        if "<mask>" in settings.get("specials", []):
-            config["mask_token"] = "<mask>"
-    if kind == "marian":
-        config["separate_vocabs"] = settings.get("vocab") == TARGET_VOCAB
-        config["added_tokens_decoder"] = {
-            str(i): {"content": text, "lstrip": bool(lstrip), "rstrip": bool(rstrip),
-                     "single_word": bool(single), "normalized": False,
-                     "special": text in settings.get("specials", [])}
-            for text, i, lstrip, rstrip, single in settings.get("added", [])}
-    named |= {v for k, v in config.items() if k.endswith("_token")}
-    extra = [t for t in settings.get("specials", []) if t not in named]
-    if extra:
-        config["extra_special_tokens"] = extra
-    return config
-
-
-def _json(data: dict) -> bytes:
-    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-# ---------------------------------------------------------------------------------------------
 # Writing
 
 
@@ -328,21 +261,17 @@ def export_folder(model: Seq2Seq, task: Task, out: str | Path, force: bool = Fal
     check_out(out, force)
     family, matched = family_for(model, task)
     cfg = model.cfg
-    if not matched:
-        files = tokeniser_files(task, family)
-    else:
-        raise ExportError("a model of minitx's own vocabulary has no Hugging Face tokeniser to write yet")
-    config = folder_config(cfg, family)
-    written = {"config.json": _json(config),
-               "generation_config.json": _json(generation_config(model.generation, cfg, cfg.max_len)),
-               **files}
+    written = {"config.json": json_bytes(folder_config(cfg, family)),
+               "generation_config.json": json_bytes(generation_config(model.generation, cfg,
+                                                                      _longest(task, cfg.max_len))),
+               **tokeniser_files(task)}
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         for name, data in written.items():
             (staging / name).write_bytes(data)
         save_file(folder_state(model, family), str(staging / "model.safetensors"), metadata={"format": "pt"})
-        _check_written(staging, model, task)
+        _check_written(staging, model, task, _longest(task, cfg.max_len))
         staging.chmod(0o755)  # mkdtemp made it private; a folder to share reads as any other
         if out.exists():
             shutil.rmtree(out)
@@ -353,7 +282,16 @@ def export_folder(model: Seq2Seq, task: Task, out: str | Path, force: bool = Fal
     return Exported(out, family, sorted([*written, "model.safetensors"]), matched)
 
 
-def _check_written(folder: Path, model: Seq2Seq, task: Task) -> None:
+def _longest(task: Task, positions: int) -> int:
+    """generation_config.json's max_length for a model of minitx's own rule: the task's cap plus
+    the start token where the cap does not depend on the source (dates, a data file's pairs), else
+    the model's positions (a digit task stops a couple of tokens past the source's length, which
+    transformers cannot say: an output that never ends runs longer there)."""
+    cap = task.decode_cap(1, positions)
+    return cap + 1 if cap == task.decode_cap(positions, positions) else positions
+
+
+def _check_written(folder: Path, model: Seq2Seq, task: Task, longest: int) -> None:
     """The folder opened again computes the model: the same options, weights and generation
     settings, and tokenisers that read text as the model's do."""
     try:
@@ -375,12 +313,14 @@ def _check_written(folder: Path, model: Seq2Seq, task: Task) -> None:
         other = back.get(name, back.get("src_positions.weight") if name == "positional" else None)
         if other is None or not torch.equal(tensor.detach().cpu().float(), other.float()):
             raise ExportError(f"the written folder's {name} differs from the model's")
-    if read.model.generation != model.generation:
+    expected = model.generation
+    if not expected.max_length and not expected.max_new_tokens:  # minitx's rule: the task's cap
+        expected = dataclasses.replace(expected, max_length=longest)
+    if read.model.generation != expected:
         raise ExportError("the written generation_config.json reads back as other generation settings")
-    if _digest(vocab.tokeniser.files) != _digest(task.vocab.tokeniser.files) or vocab.to_dict() != \
-            task.vocab.to_dict() or src_vocab.to_dict() != task.src_vocab.to_dict():
+    if isinstance(task.vocab, SubwordVocab):
+        same = vocab.to_dict() == task.vocab.to_dict() and src_vocab.to_dict() == task.src_vocab.to_dict()
+    else:  # a vocabulary of minitx's own: the same token at every id
+        same = all(vocab.tokens[i] == task.vocab.tokens[i] for i in range(task.vocab.size))
+    if not same:
         raise ExportError("the written tokeniser files read back as another tokeniser")
-
-
-def _digest(files: dict[str, bytes]) -> dict[str, str]:
-    return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
