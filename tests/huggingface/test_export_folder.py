@@ -133,9 +133,14 @@ def test_greedy_ids_of_the_exported_folder_reopened_in_minitx_are_the_originals(
     assert torch.equal(greedy_decode(original, src), greedy_decode(again, src))
 
 
-def bart_like(task_name: str, position_encoding: str):
-    """A random minitx model of `task_name` with the options BART computes (post-norm, a norm
-    after the embeddings, GELU, one tied table), as `minitx train` would build it."""
+BART_LIKE = dict(norm="post", activation="gelu", embedding_norm=True, tie_embeddings=True, tie_output=True)
+T5_LIKE = dict(norm="pre", norm_kind="rms", final_norms=True, activation="relu", position_encoding="relative",
+               bias=False, scale_scores=False, embed_scale=False, tie_embeddings=True, tie_output=True,
+               scale_output=True)
+
+
+def own_model(task_name: str, **options):
+    """A random minitx model of `task_name` with `options`, as `minitx train` would build it."""
     from minitx.core.config import ModelConfig
     from minitx.core.data.tasks import get_task
     from minitx.core.model.transformer import Seq2Seq
@@ -143,21 +148,21 @@ def bart_like(task_name: str, position_encoding: str):
     task = get_task(task_name)
     torch.manual_seed(0)
     cfg = ModelConfig(**task.model_fields(), d_model=32, n_heads=4, d_ff=64, n_encoder_layers=2,
-                      n_decoder_layers=2, max_len=40, norm="post", activation="gelu",
-                      position_encoding=position_encoding, embedding_norm=True, tie_embeddings=True,
-                      tie_output=True)
+                      n_decoder_layers=2, max_len=40, **options)
     return Seq2Seq(cfg).eval(), task
 
 
-@pytest.mark.parametrize(("task_name", "position_encoding", "texts"), [
-    ("reverse", "learned", ["3 1 4 1 5", "31415", "9 0 9 0 9 0 7"]),
-    ("dates", "sinusoidal", ["1 dec 26", "Tuesday, 1 December 2026", "12/03/1999"]),
+@pytest.mark.parametrize(("task_name", "options", "family", "texts"), [
+    ("reverse", dict(BART_LIKE, position_encoding="learned"), "bart", ["3 1 4 1 5", "31415", "9 0 9 0 7"]),
+    ("dates", dict(BART_LIKE, position_encoding="sinusoidal"), "bart",
+     ["1 dec 26", "Tuesday, 1 December 2026", "12/03/1999"]),
+    ("reverse", T5_LIKE, "t5", ["3 1 4 1 5", "2 7 1 8 2 8"]),
 ])
 def test_a_model_of_minitxs_own_is_written_as_the_family_it_matches_with_a_tokeniser_of_its_vocabulary(
-        task_name, position_encoding, texts, tmp_path):
-    model, task = bart_like(task_name, position_encoding)
+        task_name, options, family, texts, tmp_path):
+    model, task = own_model(task_name, **options)
     done = hf_export.export_folder(model, task, tmp_path / "out")
-    assert done.family == "bart" and done.matched
+    assert done.family == family and done.matched
     reference, info, tokenizer = opened(tmp_path / "out")
     assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
     sources = [task.src_vocab.encode_text(t) for t in texts]

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import click
@@ -167,14 +168,15 @@ def _export_folder(ckpt, out, force, dtype, trace_source, keep_history, ablate) 
     try:
         check_out(Path(out), force)  # before the checkpoint is read
     except ExportError as e:
-        raise click.BadParameter(str(e), param_hint="--out") from None
+        raise BadArgument(f"--out: {e}") from None
     checkpoint = load_checkpoint_arg(ckpt)
     try:
         done = export_folder(checkpoint.model, checkpoint.task, out, force)
     except ExportError as e:
         raise BadArgument(f"{ckpt or 'reverse'}: {e}") from None
-    how = "matched by its options" if done.matched else "its own family"
-    click.echo(f"exported {out} as a {done.family} folder ({how}): {', '.join(done.files)}")
+    how = "the family whose options it has" if done.matched else "its own family"
+    click.echo(f"exported {out}: a {done.family} folder ({how}) that transformers opens")
+    click.echo(textwrap.fill(", ".join(done.files), width=78, initial_indent="  ", subsequent_indent="  "))
 
 
 def _json(trace: dict, title: str, numbers: bool) -> str:
