@@ -175,3 +175,17 @@ def test_a_model_of_minitxs_own_is_written_as_the_family_it_matches_with_a_token
         ours = greedy_decode(model, src, max_new_tokens=cap)[0].tolist()
         assert theirs == ours[: len(theirs)] and set(ours[len(theirs):]) <= {task.vocab.pad}
         assert tokenizer.decode(theirs, skip_special_tokens=True) == task.format(ours)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--format", "hf"], "give --out DIR"),
+    (["--format", "hf", "--out", "x", "--dtype", "float16"], "--dtype does not apply to --format hf"),
+    (["--format", "hf", "--out", "x", "--trace", "3 1 4"], "--trace does not apply to --format hf"),
+    (["--out", "x.safetensors", "--force"], "--force applies to --format hf"),
+])
+def test_options_that_do_not_go_with_a_folder_export_are_refused_before_anything_is_read(
+        args, says, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = run_cli("export", "reverse", *args)
+    assert run.exit_code == 2 and says in assert_one_line_error(run)
+    assert list(tmp_path.iterdir()) == []
