@@ -26,7 +26,7 @@ from minitx.tui.cli.progress import Progress
 EVAL_BATCH = 500  # examples decoded at once
 
 
-@click.command("eval", short_help="Exact match, loss, BLEU, chrF: fresh sequences, held-out pairs, a file.")
+@click.command("eval", short_help="Exact match, loss, BLEU, chrF on fresh, held-out or file pairs.")
 @click.argument("ckpt", required=False, callback=checkpoint_found)
 @sample_options("Examples to decode (fresh sequences, or the first N held-out pairs).")
 @click.option(

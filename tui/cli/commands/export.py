@@ -31,7 +31,7 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
 HF_FORMAT = "hf"  # a Hugging Face folder that transformers opens
 
 
-@click.command("export", short_help="Inference-only copy, Hugging Face folder, or trace (json/csv/svg/html).")
+@click.command("export", short_help="Inference-only copy, Hugging Face folder, or a trace file.")
 @click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option(
     "--out",
