@@ -80,9 +80,10 @@ def test_eval_of_a_folder_reports_transformers_labels_loss_and_sacrebleus_bleu_a
     assert bleu.score > 0 and got["bleu"] == pytest.approx(bleu.score, abs=1e-9)
     assert got["chrf"] == pytest.approx(chrf.score, abs=1e-9)
     assert "tok:13a" in got["bleu_signature"] and "nc:6" in got["chrf_signature"]
-    text = run_cli("eval", str(folder), "--pairs", str(pairs))
-    assert f"BLEU {bleu.score:.2f}  chrF {chrf.score:.2f}" in text.stdout
-    assert f"loss {loss:.4g} per target token ({tokens:,} tokens" in text.stdout
+    if folder.name == "marian":  # the text output says the same (one family shows it)
+        text = run_cli("eval", str(folder), "--pairs", str(pairs))
+        assert f"BLEU {bleu.score:.2f}  chrF {chrf.score:.2f}" in text.stdout
+        assert f"loss {loss:.4g} per target token ({tokens:,} tokens" in text.stdout
 
 
 def test_eval_of_a_digit_task_gives_its_loss_and_says_why_it_has_no_bleu():
