@@ -59,6 +59,9 @@ from minitx.core.doctor.history_checks import (
     check_training_progress,
     check_warmup,
 )
+from minitx.core.doctor.precision import NAME as FP16_RANGE
+from minitx.core.doctor.precision import THRESHOLD as FP16_THRESHOLD
+from minitx.core.doctor.precision import check_fp16_range
 from minitx.core.doctor.trained_checks import (
     ALIGNMENT_THRESHOLD,
     SATURATED_SHARE,
@@ -77,8 +80,9 @@ from minitx.core.training.bug_presets import apply_bug
 COUNTERFACTUALS = tuple(v.check for v in VARIANTS)
 PRIORITY = ("future-leakage-values", "future-leakage-gradients", "copies-decoder-input",
             "source-dependence", "fused-agreement", "attention-saturation", "saturated-attention",
-            "permutation", "copies-source", "warmup", "training-progress", "answer-seen", "source-use",
-            "still-falling", "alignment", "rows-sum-to-one", "initial-loss", "overfit-one-batch", "accuracy")
+            "permutation", "fp16-range", "copies-source", "warmup", "training-progress", "answer-seen",
+            "source-use", "still-falling", "alignment", "rows-sum-to-one", "initial-loss",
+            "overfit-one-batch", "accuracy")
 
 # The checks that measure a cause directly, code and weights: a failure names the cause. A
 # cause that a less specific check only suggests (a stalled overfit suggests missing scaling)
@@ -103,6 +107,7 @@ DIRECT = {
     "diverged": ("training-progress",),
     "too-few-steps": ("still-falling",),
     "saw-answer": ("answer-seen",),
+    "fp16-overflow": ("fp16-range",),
 }
 # Symptoms of a bug on the trained weights, which other bugs can leave too (a model trained
 # without the causal mask also tends to repeat its decoder input): they name the bug unless its
@@ -183,6 +188,10 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool = 
         lambda: check_source_dependence(model, task),
     ):
         add(check())
+    # fp16's range needs inputs only: every trained model gets it, on its pairs where it has them
+    add(check_fp16_range(model, task) if trained else
+        skipped(FP16_RANGE, "a check of trained weights", FP16_THRESHOLD,
+                "a fresh model: no trained weights to check", WEIGHTS))
     if not trained or not task.has_examples:
         why = "a fresh model: no trained weights to check" if not trained else NEEDS_EXAMPLES
         for name, threshold in WEIGHT_CHECKS[:-len(HISTORY_CHECKS)] if trained else WEIGHT_CHECKS:
