@@ -31,8 +31,9 @@ from minitx.core.interp.decode import greedy_decode
 from minitx.core.training.evaluation import target_loss
 from minitx.core.training.text_scores import corpus_scores
 
-# Config fields that change what a model computes but no tensor's shape: never the reason.
-NOT_SHAPES = ("dropout", "attention", "bug", "pad_id", "sos_id", "eos_id")
+# Config fields that change no tensor and no head: two models differing only in these are of one
+# architecture (max_len: a folder's position limit, a bundled model's own).
+NOT_SHAPES = ("dropout", "attention", "bug", "pad_id", "sos_id", "eos_id", "max_len")
 
 
 @dataclass(frozen=True)
@@ -94,18 +95,20 @@ class FineTuneDiff:
 
 
 def architecture_difference(a: Checkpoint, b: Checkpoint) -> str | None:
-    """None when both models have the same tensors of the same shapes, else one line naming
-    the first config field that differs (or saying the tensors do not match)."""
-    shapes = [{n: tuple(p.shape) for n, p in ckpt.model.named_parameters()} for ckpt in (a, b)]
-    if shapes[0] == shapes[1]:
-        return None
+    """None when both models are of one architecture (the same config but for what changes no
+    tensor: dropout, the attention path, a bug preset, special ids) and the same tensors of the
+    same shapes, else one line naming what differs. Heads split the same projections, so their
+    count matters even where every shape agrees."""
     ca, cb = a.model_config, b.model_config
     differing = [f.name for f in fields(ca)
                  if f.name not in NOT_SHAPES and getattr(ca, f.name) != getattr(cb, f.name)]
     if differing:
         name = differing[0]
         return f"the models' architectures differ ({name} {getattr(ca, name)} and {getattr(cb, name)})"
-    return "the models' architectures differ (their tensors do not match one for one)"
+    shapes = [{n: tuple(p.shape) for n, p in ckpt.model.named_parameters()} for ckpt in (a, b)]
+    if shapes[0] != shapes[1]:
+        return "the models' architectures differ (their tensors do not match one for one)"
+    return None
 
 
 def layer_of(name: str) -> str:
@@ -180,7 +183,9 @@ def fine_tune_diff(a: Checkpoint, b: Checkpoint, n: int = 100, seed: int = 1234)
     text = a.task.heldout is not None and b.task.heldout is not None
     side_a, out_a, refs, sources = _side(a, batch_a, text)
     side_b, out_b, _, _ = _side(b, batch_b, text)
-    rows = [OutputRow(s, r, x, y) for s, r, x, y in zip(sources, refs, out_a, out_b)]
+    # side by side only where both read the same examples: one batch, or one file's pairs each
+    same_examples = batch_b is batch_a or (text and len(batch_a) == len(batch_b))
+    rows = [OutputRow(s, r, x, y) for s, r, x, y in zip(sources, refs, out_a, out_b)] if same_examples else []
     not_text = None if text else f"it is measured on {a.task.evaluated_on}, not text pairs"
     diff = FineTuneDiff(min(len(batch_a), len(batch_b)), side_a, side_b, rows, text_skipped=not_text)
     why = architecture_difference(a, b)

@@ -58,7 +58,7 @@ def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, pairs, d
       minitx compare reverse my-run.safetensors --source "3 1 4 1 5"
       minitx compare reverse copy --n 200 --json
       minitx compare reverse reverse --ablate-b cross:L2.H1  # one head's part
-      minitx compare opus-mt-en-de tuned.safetensors --pairs test.tsv  # base against fine-tuned
+      minitx compare base/ tuned.safetensors --pairs test.tsv  # a fine-tune
     """
     apply_threads(threads)
     from minitx.core.compare import compare_loaded, decode_both
