@@ -5,17 +5,20 @@ computed from transformers' own tensors, and that head, with every other head un
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 
 import pytest
 import torch
+from rich.console import Console
 from safetensors.torch import load_file, save_file
 
 from minitx import checkpoints
 from minitx.core.data.given_pairs import with_pairs
 from minitx.core.fine_tune_diff import fine_tune_diff
 from minitx.core.training.text_scores import corpus_scores
+from minitx.tui.render.fine_tune_tables import changes_summary
 from tests.cli.conftest import run_cli
 from tests.huggingface.tiny_folders import save_model
 from tests.huggingface.tiny_tokenisers import corpus
@@ -120,3 +123,16 @@ def test_compare_prints_and_gives_as_json_which_layer_and_head_moved(folders):
     for heading in ("loss, BLEU and chrF", "outputs side by side", "which layers moved", "which heads moved"):
         assert heading in text
     assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_the_apps_changes_table_names_the_moved_layer_and_head_in_five_lines_of_80_columns(folders):
+    base, tuned, pairs, _ = folders
+    diff = fine_tune_diff(_opened(base, pairs), _opened(tuned, pairs))
+    text = changes_summary(diff, ("base", "tuned"))
+    lines = text.plain.splitlines()
+    assert len(lines) == 5  # the summary box's five lines
+    assert lines[3].split()[2:4] == ["decoder", "layer"] and lines[3].split()[4] == "2"
+    assert lines[4].split()[2:4] == ["L2", f"H{HEAD + 1}"]
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(text)
+    assert all(len(line) <= 80 for line in console.export_text().splitlines())

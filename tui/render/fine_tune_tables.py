@@ -85,3 +85,31 @@ def heads_section(diff, top: int = TOP):
 def fine_tune_sections(diff, names: tuple[str, str]) -> list[tuple[str, object]]:
     """(heading, body) of each part, in the order `minitx compare` prints them."""
     return [scores_section(diff, names), outputs_section(diff), layers_section(diff), heads_section(diff)]
+
+
+def changes_summary(diff, names: tuple[str, str], label: int = 18, column: int = 26):
+    """Five lines, the app's Compare summary box with `c`: the scores of A and B, how many
+    outputs differ, the layers and the heads that moved most."""
+    from rich.text import Text
+
+    def scores(side) -> str:
+        return f"{_number(side.loss, '.3g')} · {_number(side.bleu, '.1f')} · {_number(side.chrf, '.1f')}"
+
+    layers = (diff.layers_skipped if diff.layers_skipped else
+              " · ".join(f"{c.layer} {c.relative:.3g}" for c in diff.moved_layers()))
+    heads = (diff.heads_skipped if diff.heads_skipped else
+             " · ".join(f"L{c.layer} H{c.head} {c.change:.3f}" for c in diff.moved_heads()))
+    changed = sum(row.a != row.b for row in diff.outputs)
+    lines = [
+        Text.assemble(" " * label, (f"A {names[0]}"[: column - 2].ljust(column), "bold"),
+                      (f"B {names[1]}", "bold")),
+        Text.assemble("loss, BLEU, chrF".ljust(label), scores(diff.a).ljust(column), scores(diff.b)),
+        Text.assemble("outputs".ljust(label),
+                      f"B's differs from A's on {changed} of {len(diff.outputs)} examples" if diff.outputs
+                      else "not side by side: the models read different examples"),
+        Text.assemble("layers moved".ljust(label), (layers, "bold" if not diff.layers_skipped else "dim")),
+        Text.assemble("heads moved".ljust(label), (heads, "bold" if not diff.heads_skipped else "dim")),
+    ]
+    text = Text("\n").join(lines)
+    text.no_wrap, text.overflow = True, "crop"
+    return text
