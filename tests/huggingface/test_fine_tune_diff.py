@@ -44,6 +44,14 @@ def folders(tmp_path_factory):
     return base, tuned, pairs, root
 
 
+@pytest.fixture(scope="module")
+def measured(folders):
+    """(A, B, their FineTuneDiff): the base and the changed copy on the 12 pairs, measured once."""
+    base, tuned, pairs, _ = folders
+    a, b = _opened(base, pairs), _opened(tuned, pairs)
+    return a, b, fine_tune_diff(a, b)
+
+
 def _opened(folder, pairs):
     ckpt = checkpoints.load(str(folder))
     ckpt.task = with_pairs(ckpt.task, pairs, ckpt.model_config.max_len)
@@ -58,9 +66,9 @@ def _expected_relative(base, tuned) -> float:
     return (moved / sum(float(a[n].norm()) ** 2 for n in names)) ** 0.5
 
 
-def test_the_report_names_the_layer_and_the_head_a_fine_tune_moved(folders):
-    base, tuned, pairs, _ = folders
-    diff = fine_tune_diff(_opened(base, pairs), _opened(tuned, pairs))
+def test_the_report_names_the_layer_and_the_head_a_fine_tune_moved(folders, measured):
+    base, tuned, _, _ = folders
+    diff = measured[2]
     moved = diff.moved_layers(1)[0]
     assert moved.layer == "decoder layer 2"
     assert moved.relative == pytest.approx(_expected_relative(base, tuned), rel=1e-5)
@@ -72,10 +80,8 @@ def test_the_report_names_the_layer_and_the_head_a_fine_tune_moved(folders):
     assert len(diff.heads) == 2 * HEADS and diff.layers_skipped is None and diff.heads_skipped is None
 
 
-def test_outputs_side_by_side_with_loss_bleu_and_chrf_for_both(folders):
-    base, tuned, pairs, _ = folders
-    a, b = _opened(base, pairs), _opened(tuned, pairs)
-    diff = fine_tune_diff(a, b)
+def test_outputs_side_by_side_with_loss_bleu_and_chrf_for_both(measured):
+    diff = measured[2]
     assert diff.n == 12 and len(diff.outputs) == 12
     references = [row.reference for row in diff.outputs]
     assert references[0] == corpus(12, seed=4)[0][1]  # the pairs' own targets, in file order
@@ -97,11 +103,9 @@ def test_models_of_other_architectures_say_in_one_line_why_layers_and_heads_are_
     assert diff.a.bleu is not None and diff.b.bleu is not None and len(diff.outputs) == diff.n
 
 
-def test_head_change_is_the_total_variation_distance_of_the_attention_rows(folders):
-    base, tuned, pairs, _ = folders
-    a, b = _opened(base, pairs), _opened(tuned, pairs)
-    diff = fine_tune_diff(a, b, n=3)
-    batch = next(a.task.evaluation_batches(3, 0, batch_size=3))
+def test_head_change_is_the_total_variation_distance_of_the_attention_rows(measured):
+    a, b, diff = measured
+    batch = next(a.task.evaluation_batches(12, 0, batch_size=12))
     with torch.no_grad():
         maps = [ckpt.model(batch.src, batch.decoder_input, return_attention=True)[1].cross[1][:, HEAD]
                 for ckpt in (a, b)]  # (B, T, S)
@@ -110,6 +114,7 @@ def test_head_change_is_the_total_variation_distance_of_the_attention_rows(folde
     assert diff.moved_heads(1)[0].change == pytest.approx(float(expected), rel=1e-5)
 
 
+@pytest.mark.slow  # two whole compare commands (about 1 s)
 def test_compare_prints_and_gives_as_json_which_layer_and_head_moved(folders):
     base, tuned, pairs, _ = folders
     args = ("compare", str(base), str(tuned), "--pairs", str(pairs), "--n", "6", "--threads", "1")
@@ -125,9 +130,8 @@ def test_compare_prints_and_gives_as_json_which_layer_and_head_moved(folders):
     assert all(len(line) <= 80 for line in text.splitlines())
 
 
-def test_the_apps_changes_table_names_the_moved_layer_and_head_in_five_lines_of_80_columns(folders):
-    base, tuned, pairs, _ = folders
-    diff = fine_tune_diff(_opened(base, pairs), _opened(tuned, pairs))
+def test_the_apps_changes_table_names_the_moved_layer_and_head_in_five_lines_of_80_columns(measured):
+    diff = measured[2]
     text = changes_summary(diff, ("base", "tuned"))
     lines = text.plain.splitlines()
     assert len(lines) == 5  # the summary box's five lines
