@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 
 import pytest
 import torch
 from rich.console import Console
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from minitx import checkpoints
 from minitx.core.data.given_pairs import with_pairs
@@ -20,6 +19,7 @@ from minitx.core.fine_tune_diff import fine_tune_diff
 from minitx.core.training.text_scores import corpus_scores
 from minitx.tui.render.fine_tune_tables import changes_summary
 from tests.cli.conftest import run_cli
+from tests.huggingface.changed_folders import changed_copy, pairs_file
 from tests.huggingface.tiny_folders import save_model
 from tests.huggingface.tiny_tokenisers import corpus
 
@@ -31,16 +31,16 @@ HEAD, HEADS, D_MODEL = 2, 4, 32  # its third cross-attention head (0-based 2): r
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("fine-tune-diff")
     base = save_model(root / "base", "marian")
-    tuned = shutil.copytree(base, root / "tuned")
-    weights = load_file(str(tuned / "model.safetensors"))
-    weights[LAYER + "fc2.weight"] = weights[LAYER + "fc2.weight"] * 1.5  # the feed-forward: +50%
     width = D_MODEL // HEADS
-    q = weights[LAYER + "encoder_attn.q_proj.weight"].clone()
-    q[HEAD * width : (HEAD + 1) * width] *= 4.0  # sharper scores for that head alone
-    weights[LAYER + "encoder_attn.q_proj.weight"] = q
-    save_file(weights, str(tuned / "model.safetensors"), metadata={"format": "pt"})
-    pairs = root / "pairs.tsv"
-    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in corpus(12, seed=4)), encoding="utf-8")
+
+    def change(weights) -> None:
+        weights[LAYER + "fc2.weight"] = weights[LAYER + "fc2.weight"] * 1.5  # the feed-forward: +50%
+        q = weights[LAYER + "encoder_attn.q_proj.weight"].clone()
+        q[HEAD * width : (HEAD + 1) * width] *= 4.0  # sharper scores for that head alone
+        weights[LAYER + "encoder_attn.q_proj.weight"] = q
+
+    tuned = changed_copy(base, root / "tuned", change)
+    pairs = pairs_file(root / "pairs.tsv", 12, seed=4)
     return base, tuned, pairs, root
 
 

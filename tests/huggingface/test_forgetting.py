@@ -5,18 +5,16 @@ logits and labels loss on a tiny Marian folder and a copy with changed weights."
 from __future__ import annotations
 
 import math
-import shutil
 
 import pytest
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 
 from minitx import checkpoints
 from minitx.core.data.given_pairs import with_pairs
 from minitx.core.training.forgetting import Forgetting, check_forget_alarm, general_loss, kl_to_base
+from tests.huggingface.changed_folders import changed_copy, pairs_file, scaled
 from tests.huggingface.tiny_folders import load_reference, save_model
-from tests.huggingface.tiny_tokenisers import corpus
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +22,8 @@ def models(tmp_path_factory):
     """(base, changed, batch): minitx's and transformers' models of both folders, and pairs."""
     root = tmp_path_factory.mktemp("forgetting")
     base = save_model(root / "base", "marian")
-    changed = shutil.copytree(base, root / "changed")
-    weights = load_file(str(changed / "model.safetensors"))
-    weights["model.decoder.layers.1.fc2.weight"] = weights["model.decoder.layers.1.fc2.weight"] * 1.3
-    save_file(weights, str(changed / "model.safetensors"), metadata={"format": "pt"})
-    pairs = root / "pairs.tsv"
-    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in corpus(10, seed=7)), encoding="utf-8")
+    changed = changed_copy(base, root / "changed", scaled("model.decoder.layers.1.fc2.weight", 1.3))
+    pairs = pairs_file(root / "pairs.tsv", 10, seed=7)
     opened = [checkpoints.load(str(folder)) for folder in (base, changed)]
     task = with_pairs(opened[0].task, pairs, opened[0].model_config.max_len)
     batch = next(task.evaluation_batches(10, 0, batch_size=10))

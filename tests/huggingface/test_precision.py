@@ -6,11 +6,9 @@ forward in fp32 and fp16; and a healthy folder, where nothing overflows."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from minitx.core.data.given_pairs import with_pairs
 from minitx.core.doctor.code_checks import CAUSES
@@ -19,8 +17,8 @@ from minitx.core.importing.huggingface import open_folder
 from minitx.core.interp.numerics import FP16_MAX, measure_numerics, recording_ranges
 from minitx.core.model.kv_cache import IncrementalDecoder
 from tests.cli.conftest import run_cli
+from tests.huggingface.changed_folders import changed_copy, pairs_file, scaled
 from tests.huggingface.tiny_folders import load_reference, save_model
-from tests.huggingface.tiny_tokenisers import corpus
 
 SCALED = "encoder.block.1.layer.1.DenseReluDense.wo.weight"  # the encoder's second feed-forward
 SCALE = 1e5  # its outputs, about 2 before, reach about 2e5
@@ -31,13 +29,8 @@ def folders(tmp_path_factory):
     """(healthy, overflowing, pairs file): the same T5 folder, then with one layer's wo scaled."""
     root = tmp_path_factory.mktemp("precision")
     healthy = save_model(root / "healthy", "t5")
-    overflowing = shutil.copytree(healthy, root / "overflowing")
-    weights = load_file(str(overflowing / "model.safetensors"))
-    weights[SCALED] = weights[SCALED] * SCALE
-    save_file(weights, str(overflowing / "model.safetensors"), metadata={"format": "pt"})
-    pairs = root / "pairs.tsv"
-    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in corpus(16, seed=3)), encoding="utf-8")
-    return healthy, overflowing, pairs
+    overflowing = changed_copy(healthy, root / "overflowing", scaled(SCALED, SCALE))
+    return healthy, overflowing, pairs_file(root / "pairs.tsv", 16, seed=3)
 
 
 def _outputs_in_forward_order(model, dtype, ids, labels) -> list[tuple[str, torch.Tensor]]:
