@@ -188,13 +188,11 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool = 
         lambda: check_source_dependence(model, task),
     ):
         add(check())
-    # fp16's range needs inputs only: every trained model gets it, on its pairs where it has them
-    add(check_fp16_range(model, task) if trained else
-        skipped(FP16_RANGE, "a check of trained weights", FP16_THRESHOLD,
-                "a fresh model: no trained weights to check", WEIGHTS))
+    if trained:  # fp16's range needs inputs only: on the model's pairs, or its vocabularies'
+        add(check_fp16_range(model, task))
     if not trained or not task.has_examples:
         why = "a fresh model: no trained weights to check" if not trained else NEEDS_EXAMPLES
-        for name, threshold in WEIGHT_CHECKS[:-len(HISTORY_CHECKS)] if trained else WEIGHT_CHECKS:
+        for name, threshold in WEIGHT_CHECKS[1:-len(HISTORY_CHECKS)] if trained else WEIGHT_CHECKS:
             add(skipped(name, "a check of trained weights", threshold, why, WEIGHTS))
         if trained:  # the run's own record needs no examples
             add(check_answer_seen(record, None), check_training_progress(record),
@@ -219,9 +217,10 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool = 
 
 
 # The weight checks, in the order run_doctor runs them (names and thresholds, for skipped rows);
-# the last four read the run's history only.
+# the first needs inputs only, the last four read the run's history only.
 HISTORY_CHECKS = ("answer-seen", "training-progress", "still-falling", "warmup")
 WEIGHT_CHECKS = (
+    (FP16_RANGE, FP16_THRESHOLD),
     ("accuracy", f">= {TASK_BAR}"),
     *((check, COUNTERFACTUAL_THRESHOLD) for check in COUNTERFACTUALS),
     ("source-use", f"> {SOURCE_GAIN:g}"),
