@@ -164,7 +164,8 @@ def measure_numerics(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor,
             logits = model(src, tgt_in)  # (B, T, V)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                    ignore_index=model.cfg.pad_id)
-            loss.backward()
+            if params:  # a model whose weights are all frozen has no gradients to measure
+                loss.backward()
         gradients = layer_gradient_norms(model)
     finally:
         for p, grad in zip(params, saved):
