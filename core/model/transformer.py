@@ -28,7 +28,7 @@ from minitx.core.model.components import (
     rotate_pairs,
     sinusoidal_table,
 )
-from minitx.core.model.hooks import embedding_hook, head_hook, stream_hook
+from minitx.core.model.hooks import embedding_hook, head_hook, stream_hook, sublayer_hook
 
 Rotary = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, k): rotary_angles() of a stream
 
@@ -149,7 +149,13 @@ class Residual(nn.Module):
         return self.norm(x) if self.pre else x
 
     def output(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        """x (B, T, d) the stream, sublayer_out (B, T, d) -> the stream after this connection."""
+        hook = sublayer_hook(self)  # a measurement's (core/interp/numerics.py), usually None
+        if hook is not None and hook.output is not None:
+            sublayer_out = hook.output(sublayer_out, 0)
         x = x + (self.drop(sublayer_out) if self.training else sublayer_out)
+        if hook is not None and hook.residual is not None:
+            x = hook.residual(x, 0)
         return x if self.pre else self.norm(x)
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
     from minitx.core.config import Recipe
     from minitx.core.doctor.code_checks import CheckResult
     from minitx.core.doctor.diagnosis import Diagnosis
+    from minitx.core.fine_tune_diff import FineTuneDiff
     from minitx.core.interp.circuit import Circuit, CircuitResult
     from minitx.core.interp.importance import Importance
     from minitx.core.interp.patching import PatchingResult
@@ -100,6 +101,14 @@ class PairFailed(Message):
 @dataclass
 class SummaryReady(Message):
     comparison: Comparison
+
+
+@dataclass
+class ChangesReady(Message):
+    """Compare's c: A against B as base and fine-tune, measured on `checkpoints`."""
+
+    changes: FineTuneDiff
+    checkpoints: tuple[Checkpoint, Checkpoint]
 
 
 # -- interventions (Explore's importance worker, the failures dialog's worker) --------------------
