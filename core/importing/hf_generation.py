@@ -190,9 +190,9 @@ def not_computed(settings: dict[str, Any]) -> list[str]:
     in a generation_config.json (what it does is not known here)."""
     out = [f"{key} {_shown(settings[key])}" for key, neutral in NOT_COMPUTED.items()
            if key in settings and settings[key] != neutral and settings[key] != []]
-    if settings.get("do_sample") is True:
+    if settings.get("do_sample") is True:  # each sampling setting that changes what is drawn
         out += [f"{key} {_shown(settings.get(key, default))}" for key, default in SAMPLING.items()
-                if settings.get(key, default) is not None]
+                if settings.get(key, default) not in (None, 0 if key == "top_k" else default)]
     return out
 
 
@@ -212,7 +212,7 @@ def _sources(settings: dict[str, Any], where: dict[str, str]) -> list[tuple[str,
             if key in SAMPLING and not sampling:
                 file += ", ignored: do_sample is off"
             rows.append((key, _shown(settings[key]), file))
-        elif key in COMPUTED:
+        elif key in COMPUTED or (sampling and key in SAMPLING and default not in (None, 0)):
             rows.append((key, _shown(default), "default"))
     return rows
 

@@ -306,9 +306,12 @@ class Stepper(Replay):
         # or change scores): greedy decoding's own scores, the raw logits processed, as generate's
         changes: list[tuple[str, int]] = []
         scores = rules.process(logits.float(), prefix, max_length=self.cap + 1, src=src, changes=changes)[0]
-        # shown: the model's probability of each token greedy may choose, best scored first (0 for
-        # a banned token, 1 for a forced one; under a penalty or bias, its processed log-probability)
-        probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1, src=src)[0].exp()  # (V,)
+        # shown: the model's probability of each token greedy may choose, best scored first (1 for a
+        # forced one; a rule that changes scores, a penalty or a bias, changes the order, not these)
+        if rules.changes_scores:
+            probs = log_probs.exp().masked_fill(~torch.isfinite(scores), 0.0)  # (V,)
+        else:
+            probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1, src=src)[0].exp()
         allowed = int(torch.isfinite(scores).sum()) if not rules.remove_invalid_values else scores.numel()
         order = scores.topk(max(1, min(self.top_k, allowed))).indices
         predicted = int(order[0])

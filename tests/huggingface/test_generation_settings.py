@@ -267,3 +267,31 @@ def test_the_step_names_the_rule_that_changed_the_choice_and_what_it_would_have_
     g.process(scores.index_fill(1, torch.tensor([4]), -1.0), torch.tensor([[5, 2]]), max_length=10,
               changes=changes)
     assert changes == [("repetition_penalty", 2)]
+
+
+# -- what commands say -------------------------------------------------------------------------
+
+def test_decode_names_what_it_does_not_compute_and_which_rule_changed_a_step(base, tmp_path):
+    """decode (plain, --json, --beams --json) names do_sample and what sampling would read, every
+    time, on stderr and in the JSON; each step of --json says which rule changed its choice and
+    what the model's scores alone would have chosen."""
+    from click.testing import CliRunner
+
+    from minitx.tui.cli.main import main
+
+    _, own, _ = base
+    folder, _, _ = variant(base, tmp_path, {**own, "repetition_penalty": 1.8, "do_sample": True,
+                                                "temperature": 0.7})
+    line = "note: not computed: do_sample true, temperature 0.7, top_k 50 (generate() applies them"
+    runs = {flags: CliRunner().invoke(main, ["decode", str(folder), "hello world", *flags],
+                                      catch_exceptions=False)
+            for flags in ((), ("--json",), ("--beams", "2", "--json"))}
+    for flags, run in runs.items():
+        assert run.exit_code == 0 and line in run.stderr, flags
+    for flags in (("--json",), ("--beams", "2", "--json")):
+        named = json.loads(runs[flags].stdout)["not_computed"]
+        assert named == ["do_sample true", "temperature 0.7", "top_k 50"]
+    steps = json.loads(runs[("--json",)].stdout)["results"][0]["steps"]
+    ruled = [s["ruled"] for s in steps if s["ruled"]]
+    assert ruled and all(r[0]["rule"] == "repetition_penalty" for r in ruled)
+    assert all(s["ruled"][0]["instead"] != s["token"] for s in steps if s["ruled"])
