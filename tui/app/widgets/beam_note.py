@@ -8,8 +8,8 @@ from textual.widgets import Static
 
 
 class BeamNote(Static):
-    DEFAULT_CSS = "BeamNote { height: 1; padding: 0 1; color: $warning; text-wrap: nowrap; " \
-                  "text-overflow: ellipsis; }"
+    DEFAULT_CSS = "BeamNote { height: auto; max-height: 2; padding: 0 1; color: $warning; " \
+                  "text-wrap: nowrap; text-overflow: ellipsis; }"
 
     def __init__(self) -> None:
         super().__init__("", markup=False)
@@ -25,4 +25,4 @@ class BeamNote(Static):
             + ([generation.not_computed_line] if generation.not_computed else [])
         self.display = bool(parts)
         if parts:
-            self.update(" · ".join(parts))
+            self.update("\n".join(parts))  # a line each: both matter
