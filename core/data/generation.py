@@ -339,15 +339,7 @@ def _no_source_ngram(scores: torch.Tensor, prefix: torch.Tensor, src: torch.Tens
     src = _per_row(src, scores.shape[0])  # (N, S)
     if src.shape[1] < n:
         return scores
-    windows = src.unfold(1, n, 1)  # (N, S - n + 1, n)
-    tail = prefix[:, prefix.shape[1] + 1 - n:]  # (N, n - 1)
-    matches = (windows[:, :, : n - 1] == tail[:, None, :]).all(dim=-1)  # (N, windows)
-    rows, which = matches.nonzero(as_tuple=True)
-    if not len(rows):
-        return scores
-    scores = scores.clone()
-    scores[rows, windows[rows, which, n - 1]] = float("-inf")
-    return scores
+    return _ban_completing(scores, src.unfold(1, n, 1), prefix[:, prefix.shape[1] + 1 - n:])
 
 
 def _finite(scores: torch.Tensor) -> torch.Tensor:
@@ -391,10 +383,15 @@ def _no_repeat(scores: torch.Tensor, prefix: torch.Tensor, n: int) -> torch.Tens
     """-inf on every token that would complete an n-gram already in its row's prefix: the rows'
     last n - 1 tokens matched against every earlier window of n (transformers'
     NoRepeatNGramLogitsProcessor)."""
-    t = prefix.shape[1]
-    windows = prefix.unfold(1, n, 1)  # (N, t - n + 1, n)
-    tail = prefix[:, t + 1 - n:]  # (N, n - 1): what the next token would complete
-    matches = (windows[:, :, : n - 1] == tail[:, None, :]).all(dim=-1)  # (N, windows)
+    return _ban_completing(scores, prefix.unfold(1, n, 1), prefix[:, prefix.shape[1] + 1 - n:])
+
+
+def _ban_completing(scores: torch.Tensor, windows: torch.Tensor, tail: torch.Tensor) -> torch.Tensor:
+    """windows (N, W, n) of each row's n-grams and tail (N, n - 1), the row's last n - 1 tokens ->
+    -inf on the last token of every window that starts with the tail (what the next token would
+    complete)."""
+    n = windows.shape[-1]
+    matches = (windows[:, :, : n - 1] == tail[:, None, :]).all(dim=-1)  # (N, W)
     rows, which = matches.nonzero(as_tuple=True)
     if not len(rows):
         return scores
