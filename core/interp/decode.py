@@ -308,12 +308,13 @@ class Stepper(Replay):
         scores = rules.process(logits.float(), prefix, max_length=self.cap + 1, src=src, changes=changes)[0]
         # shown: the model's probability of each token greedy may choose, best scored first (1 for a
         # forced one; a rule that changes scores, a penalty or a bias, changes the order, not these)
+        # a banned token scores -inf (remove_invalid_values: the lowest finite score)
+        possible = scores > torch.finfo(scores.dtype).min  # (V,)
         if rules.changes_scores:
-            probs = log_probs.exp().masked_fill(~torch.isfinite(scores), 0.0)  # (V,)
+            probs = log_probs.exp().masked_fill(~possible, 0.0)  # (V,)
         else:
             probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1, src=src)[0].exp()
-        allowed = int(torch.isfinite(scores).sum()) if not rules.remove_invalid_values else scores.numel()
-        order = scores.topk(max(1, min(self.top_k, allowed))).indices
+        order = scores.topk(max(1, min(self.top_k, int(possible.sum())))).indices
         predicted = int(order[0])
         token = self.forced.get(index, predicted)  # forced over teacher over the model's choice
         if index not in self.forced and self.teacher is not None and index < len(self.teacher):

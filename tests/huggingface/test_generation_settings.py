@@ -295,3 +295,20 @@ def test_decode_names_what_it_does_not_compute_and_which_rule_changed_a_step(bas
     ruled = [s["ruled"] for s in steps if s["ruled"]]
     assert ruled and all(r[0]["rule"] == "repetition_penalty" for r in ruled)
     assert all(s["ruled"][0]["instead"] != s["token"] for s in steps if s["ruled"])
+    inspected = CliRunner().invoke(main, ["inspect", str(folder), "--json"], catch_exceptions=False)
+    sources_ = {k: (v, f) for k, v, f in json.loads(inspected.stdout)["huggingface"]["generation"]["sources"]}
+    assert sources_["repetition_penalty"] == ("1.8", "generation_config.json")
+    assert sources_["min_length"] == ("0", "default")
+    assert sources_["max_length"] == ("24", "generation_config.json")
+
+
+def test_a_converted_file_keeps_every_setting_and_what_is_not_computed():
+    """`minitx import` of a folder keeps its settings in the file's metadata (to_dict, from_dict)."""
+    g = Generation(start=5, eos=(0,), pad=5, repetition_penalty=1.2, encoder_repetition_penalty=0.8,
+                   sequence_bias=(((1, 2), -1.5), ((3,), 2.0)), encoder_no_repeat_ngram_size=2,
+                   exponential_decay_length_penalty=(3, 1.1), remove_invalid_values=True,
+                   renormalize_logits=True, not_computed=("do_sample true",),
+                   sources=(("repetition_penalty", "1.2", "generation_config.json"),))
+    assert Generation.from_dict(json.loads(json.dumps(g.to_dict())), vocab_size=6) == g
+    with pytest.raises(ValueError, match="below 3"):
+        Generation.from_dict(g.to_dict(), vocab_size=3)  # sequence_bias's id 3 beyond the vocabulary
