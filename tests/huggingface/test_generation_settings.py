@@ -65,11 +65,11 @@ def variant(base, tmp_path, generation: dict | None, config: dict | None = None)
     if config:
         cfg = json.loads((copy / "config.json").read_text())
         (copy / "config.json").write_text(json.dumps({**cfg, **config}))
+    if generation is None:  # from_pretrained builds the settings from config.json: its own path
+        return copy, read_model(copy).model, load_reference(copy)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        settings = GenerationConfig.from_pretrained(copy) if generation is not None else \
-            GenerationConfig.from_model_config(json.loads((copy / "config.json").read_text()))
-    reference.generation_config = settings
+        reference.generation_config = GenerationConfig.from_pretrained(copy)  # as from_pretrained reads it
     return copy, read_model(copy).model, reference
 
 
