@@ -93,7 +93,8 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
             logits = incremental.step(tokens[:, t])  # (B, V)
         else:
             logits = model.decode(tokens[:, : t + 1], memory, src_mask)[:, -1]  # (B, V)
-        scores = rules.process(logits, tokens[:, : t + 1], max_length=cap + 1, src=src)  # (B, V)
+        # float32, as generate processes them whatever the model computes in
+        scores = rules.process(logits.float(), tokens[:, : t + 1], max_length=cap + 1, src=src)  # (B, V)
         next_token = scores.argmax(dim=-1).masked_fill(done, rules.pad)  # (B,)
         t += 1
         tokens[:, t] = next_token
