@@ -136,7 +136,7 @@ class Generation:
         sources src (B, S) (N a multiple of B: a source's hypotheses side by side, as generate
         repeats them) -> the scores greedy decoding takes the argmax of (beam search: the same of
         their log-softmax), under a decode of at most `max_length` positions. The rules act in
-        transformers' order (RULES). With `changes`, each rule that moved row 0's argmax appends
+        transformers' order (_rules). With `changes`, each rule that moved row 0's argmax appends
         (its setting's name, the token that was the argmax before it)."""
         for name, rule in self._rules(prefix, max_length, src):
             before = int(scores[0].argmax()) if changes is not None else 0
