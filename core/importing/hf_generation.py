@@ -141,12 +141,18 @@ def read_generation(folder: Path, config: dict[str, Any], vocab_size: int) -> tu
         if isinstance(positions, int) and not isinstance(positions, bool) and positions > 1:
             max_length = min(max_length, positions)
     min_new = count("min_new_tokens")
+    if get("max_new_tokens") == 0:
+        raise fail("max_new_tokens", "must be above 0 (GenerationConfig refuses 0)")
     forced_bos, forced_eos = get("forced_bos_token_id"), get("forced_eos_token_id")
+    suppressed = tokens("suppress_tokens", get("suppress_tokens"))
+    for key, forced in (("forced_bos_token_id", forced_bos), ("forced_eos_token_id", forced_eos)):
+        if forced is not None and forced in suppressed:  # GenerationConfig.validate refuses it too
+            raise fail(key, f"{forced} is also in suppress_tokens: every score would be -inf at its step")
     generation = Generation(
         start=token("decoder_start_token_id", start),
         eos=eos,
         pad=token("pad_token_id", pad) if pad is not None else eos[0],
-        suppressed=tokens("suppress_tokens", get("suppress_tokens")),
+        suppressed=suppressed,
         bad_words=tuple(tokens("bad_words_ids", w) for w in (words or [])),
         forced_bos=token("forced_bos_token_id", forced_bos) if forced_bos is not None else None,
         forced_eos=token("forced_eos_token_id", forced_eos) if forced_eos is not None else None,

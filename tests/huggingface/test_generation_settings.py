@@ -15,6 +15,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from transformers import GenerationConfig
 
 from minitx.core.data.generation import Generation
@@ -193,6 +195,12 @@ def test_a_value_generate_refuses_is_refused_in_one_line_naming_the_file(base, t
     (tmp_path / "generation_config.json").write_text(json.dumps({**own, "repetition_penalty": 2}))
     with pytest.raises(ImportFileError, match=r"generation_config.json: repetition_penalty must be a pos"):
         read_generation(tmp_path, {}, V)
+    clash = {**own, "suppress_tokens": [own["forced_eos_token_id"]]}  # GenerationConfig refuses it too
+    with pytest.raises(ValueError, match="is also in `suppress_tokens`"):
+        GenerationConfig(**clash)
+    (tmp_path / "generation_config.json").write_text(json.dumps(clash))
+    with pytest.raises(ImportFileError, match=r"forced_eos_token_id 0 is also in suppress_tokens"):
+        read_generation(tmp_path, {}, V)
 
 
 # -- the processors alone, against the ones generate builds ------------------------------------
@@ -238,7 +246,7 @@ def tiny_generator():
 
 
 @pytest.mark.parametrize("settings", PROCESSOR_SETTINGS, ids=lambda s: "+".join(s))
-@pytest.mark.parametrize("length", [1, 2, 4, 6])
+@pytest.mark.parametrize("length", [1, 3, 6])
 def test_the_rules_change_scores_as_the_processors_generate_builds(settings, length, tiny_generator):
     g = Generation(start=11, eos=(0,), pad=11, **settings)
     generator = torch.Generator().manual_seed(length)
@@ -312,3 +320,40 @@ def test_a_converted_file_keeps_every_setting_and_what_is_not_computed():
     assert Generation.from_dict(json.loads(json.dumps(g.to_dict())), vocab_size=6) == g
     with pytest.raises(ValueError, match="below 3"):
         Generation.from_dict(g.to_dict(), vocab_size=3)  # sequence_bias's id 3 beyond the vocabulary
+
+
+token = st.integers(0, 11)
+every_setting = st.builds(
+    Generation, start=st.just(11), eos=st.tuples(token) | st.tuples(token, token), pad=st.just(11),
+    repetition_penalty=st.sampled_from([1.0, 0.5, 1.7]),
+    encoder_repetition_penalty=st.sampled_from([1.0, 2.5]),
+    sequence_bias=st.lists(st.tuples(st.lists(token, min_size=1, max_size=3).map(tuple),
+                                     st.sampled_from([-2.0, 1.5, 4.0])), max_size=3)
+    .map(lambda pairs: tuple(dict(pairs).items())),
+    no_repeat_ngram_size=st.integers(0, 3), encoder_no_repeat_ngram_size=st.integers(0, 3),
+    bad_words=st.lists(st.lists(token, min_size=1, max_size=2).map(tuple), max_size=2).map(tuple),
+    min_length=st.integers(0, 4), forced_bos=st.none() | token, forced_eos=st.none() | token,
+    remove_invalid_values=st.booleans(),
+    exponential_decay_length_penalty=st.none() | st.tuples(st.integers(0, 3), st.sampled_from([1.3, 0.8])),
+    suppressed=st.lists(token, max_size=2).map(tuple),
+    begin_suppressed=st.lists(token, max_size=2).map(tuple),
+    renormalize_logits=st.booleans(),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(g=every_setting, length=st.integers(1, 6), seed=st.integers(0, 10_000))
+def test_any_mix_of_settings_changes_scores_as_generates_processors_in_its_order(g, length, seed,
+                                                                                 tiny_generator):
+    assume(g.forced_bos not in g.suppressed and g.forced_eos not in g.suppressed)  # refused by both
+    generator = torch.Generator().manual_seed(seed)
+    prefix = torch.randint(0, 5, (4, length), generator=generator)  # (N, t): two sources' two beams
+    prefix[:, 0] = 11
+    src = torch.randint(0, 5, (2, 5), generator=generator)  # (B, S)
+    scores = torch.randn(4, 12, generator=generator).log_softmax(-1)
+    max_length = length + int(torch.randint(1, 3, (1,), generator=generator))
+    processors = tiny_generator._get_logits_processor(transformers_config(g, max_length),
+                                                      input_ids_seq_length=1, encoder_input_ids=src,
+                                                      device="cpu")
+    torch.testing.assert_close(g.process(scores, prefix, max_length=max_length, src=src),
+                               processors(prefix, scores.clone()), rtol=0, atol=0, equal_nan=True)
