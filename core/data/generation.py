@@ -18,7 +18,7 @@ Shapes: N hypotheses (a batch, or a batch's beams), V the vocabulary, t position
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -56,10 +56,11 @@ class Generation:
     exponential_decay_length_penalty: tuple[int, float] | None = None
     remove_invalid_values: bool = False  # nan -> 0, +-inf -> the largest finite scores
     renormalize_logits: bool = False  # the processed scores log-softmaxed again
-    # What a person is told, not computed: settings minitx does not compute ("do_sample true"),
-    # and (setting, value, the file it came from) for each setting read from a folder.
-    not_computed: tuple[str, ...] = ()
-    sources: tuple[tuple[str, str, str], ...] = ()
+    # What a person is told, not what is computed (so two settings that compute the same compare
+    # equal): settings minitx does not compute ("do_sample true"), and (setting, value, the file
+    # it came from) for each setting read from a folder.
+    not_computed: tuple[str, ...] = field(default=(), compare=False)
+    sources: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         for name in ("max_length", "max_new_tokens", "min_length", "no_repeat_ngram_size",

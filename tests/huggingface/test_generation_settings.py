@@ -317,7 +317,8 @@ def test_a_converted_file_keeps_every_setting_and_what_is_not_computed():
                    exponential_decay_length_penalty=(3, 1.1), remove_invalid_values=True,
                    renormalize_logits=True, not_computed=("do_sample true",),
                    sources=(("repetition_penalty", "1.2", "generation_config.json"),))
-    assert Generation.from_dict(json.loads(json.dumps(g.to_dict())), vocab_size=6) == g
+    back = Generation.from_dict(json.loads(json.dumps(g.to_dict())), vocab_size=6)
+    assert back == g and (back.not_computed, back.sources) == (g.not_computed, g.sources)
     with pytest.raises(ValueError, match="below 3"):
         Generation.from_dict(g.to_dict(), vocab_size=3)  # sequence_bias's id 3 beyond the vocabulary
 
