@@ -126,7 +126,8 @@ class CircuitRunner:
         tokens = torch.full((B, 1), rules.start, dtype=torch.long, device=src.device)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
         for _ in range(steps):
-            scores = rules.process(self.logits(circuit, src, tokens)[:, -1], tokens, max_length=steps + 1)
+            scores = rules.process(self.logits(circuit, src, tokens)[:, -1], tokens,
+                                   max_length=steps + 1, src=src)
             nxt = scores.argmax(-1).masked_fill(done, rules.pad)  # (B,)
             tokens = torch.cat([tokens, nxt[:, None]], dim=1)
             done |= rules.ends(nxt)

@@ -93,7 +93,8 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
             logits = incremental.step(tokens[:, t])  # (B, V)
         else:
             logits = model.decode(tokens[:, : t + 1], memory, src_mask)[:, -1]  # (B, V)
-        scores = rules.process(logits, tokens[:, : t + 1], max_length=cap + 1)  # (B, V)
+        # float32, as generate processes them whatever the model computes in
+        scores = rules.process(logits.float(), tokens[:, : t + 1], max_length=cap + 1, src=src)  # (B, V)
         next_token = scores.argmax(dim=-1).masked_fill(done, rules.pad)  # (B,)
         t += 1
         tokens[:, t] = next_token
@@ -161,6 +162,8 @@ class StepResult:
     log_probs: torch.Tensor | None = None  # (V,) the model's next-token log-probabilities
     lens: torch.Tensor | None = None  # (layers, V) log-probabilities of each decoder layer's lens
     predicted: int | None = None  # the model's own choice (argmax); None: the same as token
+    # each generation rule that changed the choice here: (its setting, the token chosen before it)
+    ruled: tuple[tuple[str, int], ...] = ()
 
     @property
     def forced(self) -> bool:
@@ -299,10 +302,21 @@ class Stepper(Replay):
         log_probs = logits.log_softmax(dim=-1)[0]  # (V,): the model's whole distribution
         rules = self.model.generation
         prefix = torch.tensor([self.decoder_input(self.results[:index])], device=logits.device)  # (1, t)
-        # What may be chosen here (minitx: never PAD or SOS; a folder's settings may force a token)
-        probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1)[0].exp()
-        top = probs.topk(min(self.top_k, int((probs > 0).sum()) or 1))
-        predicted = int(top.indices[0])
+        src = torch.tensor([self.src_ids], device=logits.device)  # (1, S)
+        # What may be chosen here (minitx: never PAD or SOS; a folder's settings may force a token,
+        # or change scores): greedy decoding's own scores, the raw logits processed, as generate's
+        changes: list[tuple[str, int]] = []
+        scores = rules.process(logits.float(), prefix, max_length=self.cap + 1, src=src, changes=changes)[0]
+        # shown: the model's probability of each token greedy may choose, best scored first (1 for a
+        # forced one; a rule that changes scores, a penalty or a bias, changes the order, not these)
+        # a banned token scores -inf (remove_invalid_values: the lowest finite score)
+        possible = scores > torch.finfo(scores.dtype).min  # (V,)
+        if rules.changes_scores:
+            probs = log_probs.exp().masked_fill(~possible, 0.0)  # (V,)
+        else:
+            probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1, src=src)[0].exp()
+        order = scores.topk(max(1, min(self.top_k, int(possible.sum())))).indices
+        predicted = int(order[0])
         token = self.forced.get(index, predicted)  # forced over teacher over the model's choice
         if index not in self.forced and self.teacher is not None and index < len(self.teacher):
             token = self.teacher[index]
@@ -311,13 +325,14 @@ class Stepper(Replay):
             index=index,
             token=token,
             text=self.vocab.label(token),
-            top_k=[(int(i), float(p)) for p, i in zip(top.values, top.indices)],
+            top_k=[(int(i), float(probs[i])) for i in order],
             cross_attention=torch.stack([w[0, :, -1] for w in maps.cross]).cpu(),  # (L, h, S)
             self_attention=torch.stack([w[0, :, -1] for w in maps.decoder_self]).cpu(),
             is_end=token in rules.eos,
             log_probs=log_probs.cpu(),
             lens=lens,
             predicted=predicted,
+            ruled=tuple(changes),
         )
 
 

@@ -13,7 +13,7 @@ from minitx.core.data.vocab import TaskInputError
 from minitx.core.interp.beam import BeamSearch, score_outputs
 from minitx.core.interp.decode import greedy_output
 from minitx.core.interp.search_check import search_check
-from minitx.tui.cli.common import BadArgument, echo_json
+from minitx.tui.cli.common import BadArgument, echo_json, not_computed_data
 from minitx.tui.cli.progress import Progress
 from minitx.tui.cli.trace import trace_of
 from minitx.tui.render.beam_tables import (
@@ -42,7 +42,7 @@ def decode_with_beams(ckpt, sources: list[str], settings: dict, top_k: int, inte
             results.append(_searched(ckpt, ids, settings, interventions, check, trace))
             progress.update(done + 1)
     if as_json:
-        echo_json({"checkpoint": str(ckpt.path), "task": task.name,
+        echo_json({"checkpoint": str(ckpt.path), "task": task.name, **not_computed_data(ckpt),
                    "results": [r["json"] for r in results]})
         return
     for number, result in enumerate(results):

@@ -157,7 +157,17 @@ def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: st
         raise BadArgument(str(e)) from None
     if pairs is not None:
         checkpoint.task = task_on_pairs(checkpoint.task, pairs, checkpoint.model_config.max_len)
+    line = checkpoint.model.generation.not_computed_line
+    if line:  # a folder's setting minitx does not compute: every command that loads it says so
+        click.echo(f"note: {line}", err=True)
     return checkpoint
+
+
+def not_computed_data(ckpt) -> dict:
+    """What a --json output adds for a model whose generation settings hold what minitx does not
+    compute: {"not_computed": ["do_sample true", ...]}; {} otherwise."""
+    names = list(ckpt.model.generation.not_computed)
+    return {"not_computed": names} if names else {}
 
 
 def checkpoint_out(path, flag: str = "--out") -> None:

@@ -38,6 +38,8 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_k
         # tokens the vocabulary reads (a target had them) that no training source held
         "unseen_in_training_sources": [vocab.label(i) for i in task.unseen_source_tokens(ids)],
         "ablated": [str(h) for h in stepper.interventions.ablated],
+        # generation settings the folder sets that minitx does not compute (generate() would apply them)
+        "not_computed": list(ckpt.model.generation.not_computed),
         "steps": [
             {
                 "index": r.index,
@@ -46,6 +48,9 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_k
                 "top_k": [{"token": t, "text": vocab.label(t), "p": p} for t, p in r.top_k],
                 "log_p": float(r.log_probs[r.token]),
                 "entropy": r.entropy,
+                # each generation rule that changed the choice here, and the token chosen without it
+                "ruled": [{"rule": rule, "instead": was, "instead_text": vocab.label(was)}
+                          for rule, was in r.ruled],
             }
             for r in results
         ],

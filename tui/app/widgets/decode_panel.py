@@ -196,6 +196,8 @@ class DecodePanel(Vertical):
         note = f"entropy {r.entropy:.3f} nats"
         if r.forced:
             note += f" · {vocab.label(r.token)} forced"
+        if r.ruled:  # generation settings changed the choice: the model's own, then which rules
+            note += f"\nwas {vocab.label(r.ruled[0][1])}: {'+'.join(rule for rule, _ in r.ruled)}"
         self.topk.show([(vocab.label(i), p, float(r.log_probs[i])) for i, p in r.top_k], footnote=note)
 
     def _title(self, picture: str) -> str:

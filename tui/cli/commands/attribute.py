@@ -16,6 +16,7 @@ from minitx.tui.cli.common import (
     core_choice,
     device_option,
     echo_json,
+    not_computed_data,
     source_texts,
     threads_option,
 )
@@ -133,7 +134,8 @@ def attribute_cmd(args, method, target, ig_steps, occlude_with, view, numbers, a
     if svg is not None:
         _write(svg, _svg(results, numbers, f"minitx attribute · {Path(str(ckpt.path)).name}"), "--svg")
     if as_json:
-        echo_json({"checkpoint": str(ckpt.path), "task": task.name, "method": method, "results": results})
+        echo_json({"checkpoint": str(ckpt.path), "task": task.name, "method": method,
+                   **not_computed_data(ckpt), "results": results})
         return
     _print(results, numbers)
 
@@ -205,7 +207,7 @@ def _agreement(ckpt, args, method, ig_steps, filler, n, seed, as_json) -> None:
                              progress=lambda done, total: progress.update(done, total))
     if as_json:
         echo_json({"checkpoint": str(ckpt.path), "task": task.name, "seed": None if args else seed,
-                   **table.to_dict()})
+                   **not_computed_data(ckpt), **table.to_dict()})
         return
     out.print(f"[bold]{task.name}[/]: {method} against cross-attention on {drawn}, "
               f"{table.steps} steps of their greedy decodes")

@@ -16,6 +16,7 @@ from minitx.tui.cli.common import (
     echo_json,
     interventions_for,
     looks_like_source,
+    not_computed_data,
     pairs_option,
     source_texts,
     threads_option,
@@ -130,7 +131,8 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
     except TaskInputError as e:
         raise click.BadParameter(str(e), param_hint="SOURCE") from None
     if as_json:
-        echo_json({"checkpoint": str(ckpt.path), "task": ckpt.task.name, "results": traces})
+        echo_json({"checkpoint": str(ckpt.path), "task": ckpt.task.name, **not_computed_data(ckpt),
+                   "results": traces})
         return
     if attention:
         from minitx.tui.cli.common import console
@@ -171,7 +173,8 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
         if listed:  # --top-k asked for: each step's likeliest tokens under the output
             for number, step in enumerate(trace["steps"], 1):
                 likely = " · ".join(f"{t['text']} {t['p']:.2f}" for t in step["top_k"])
-                click.echo(f"  step {number}: {likely}")
+                ruled = "".join(f" ({r['rule']}: {r['instead_text']} otherwise)" for r in step["ruled"])
+                click.echo(f"  step {number}: {likely}{ruled}")
 
 
 def beams_value(value: str | None) -> int | str | None:

@@ -153,6 +153,8 @@ def inspect_cmd(ckpt, as_json) -> None:
         out.print(_imported(info["imported"]), highlight=False)
     elif "huggingface" in info:
         out.print(_huggingface(info["huggingface"]), highlight=False)
+        if info["huggingface"]["generation"].get("sources"):
+            out.print(_generation_table(info["huggingface"]["generation"]))
     elif "provenance" in task:
         out.print(_provenance(task), highlight=False)
     if "src_vocab" in info and checkpoint.task.src_vocab.tokens == checkpoint.task.vocab.tokens:
@@ -254,6 +256,23 @@ def _huggingface(facts: dict) -> str:
     notes = "".join(f"; note: {n}" for n in facts["notes"])
     return escape(f"Hugging Face {facts['family']} model from {where}: {files}; options: "
                   f"{', '.join(facts['options'])}; {generation}{pairs}{notes}")
+
+
+def _generation_table(generation: dict):
+    """Each generation setting, its value and the file it came from (generation_config.json,
+    config.json, or generate()'s default); the ones minitx does not compute marked."""
+    from rich.table import Table
+    from rich.text import Text
+
+    missing = {n.split(" ")[0] for n in generation.get("not_computed", [])}
+    table = Table(title="generation settings (as transformers reads them)", title_justify="left")
+    for column in ("setting", "value", "from"):
+        table.add_column(column, overflow="fold")
+    for key, value, file in generation["sources"]:
+        where = file + (" · not computed by minitx" if key in missing else "")
+        table.add_row(Text(key), Text(value), Text(where),
+                      style="dim" if file == "default" else ("bold" if key in missing else None))
+    return table
 
 
 def _provenance(task: dict) -> str:

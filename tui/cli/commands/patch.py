@@ -16,6 +16,7 @@ from minitx.tui.cli.common import (
     interventions_for,
     json_option,
     load_checkpoint_arg,
+    not_computed_data,
     pairs_option,
     threads_option,
 )
@@ -104,7 +105,8 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, pairs, device, threads, as_jso
     from minitx.tui.render.patch_tables import attribution_report, patching_data, patching_report
 
     if as_json:
-        data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method}
+        data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method,
+                **not_computed_data(checkpoint)}
         if result is None:  # the pair, as a sweep would have said it
             data.update({k: v for k, v in patcher.runs().to_dict().items() if not isinstance(v, dict)})
         echo_json({**data, **patching_data(result, estimate, agreed)})
