@@ -219,6 +219,20 @@ def generation_config(generation: Generation, cfg: ModelConfig, positions: int) 
         data["early_stopping"] = g.early_stopping
     if g.forced_bos is not None:
         data["bos_token_id"] = g.forced_bos
+    # The rules that change scores rather than ban tokens, each written only when it is not
+    # generate()'s neutral default (the folder then reads back as the same Generation).
+    scores: dict[str, Any] = {
+        "repetition_penalty": g.repetition_penalty if g.repetition_penalty != 1.0 else None,
+        "encoder_repetition_penalty": (g.encoder_repetition_penalty
+                                       if g.encoder_repetition_penalty != 1.0 else None),
+        "sequence_bias": [[list(words), bias] for words, bias in g.sequence_bias] or None,
+        "encoder_no_repeat_ngram_size": g.encoder_no_repeat_ngram_size or None,
+        "exponential_decay_length_penalty": (list(g.exponential_decay_length_penalty)
+                                             if g.exponential_decay_length_penalty else None),
+        "remove_invalid_values": g.remove_invalid_values or None,
+        "renormalize_logits": g.renormalize_logits or None,
+    }
+    data.update({k: v for k, v in scores.items() if v is not None})
     return data
 
 

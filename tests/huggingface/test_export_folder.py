@@ -5,6 +5,7 @@ opened in minitx, and for imported files whose folder is gone (the tokeniser's s
 from what the file keeps). A model no family computes, an occupied DIR, and a failure while
 writing leave nothing behind."""
 
+import json
 import shutil
 import warnings
 
@@ -209,3 +210,27 @@ def test_a_file_whose_weights_moved_from_its_base_exports_its_own_weights_not_th
                            load_file(str(marian / "model.safetensors"))["model.shared.weight"])
     src, mask = sources("marian", seed=9)
     assert generate(reference, src, mask) == generated(checkpoints.load(str(tuned)).model, src)
+
+
+def test_an_exported_folder_keeps_the_score_rules_generate_applies(marian, tmp_path):
+    """A folder with penalties and biases exports them to generation_config.json: transformers'
+    generate of the exported folder gives minitx's greedy ids under those rules."""
+    from transformers import GenerationConfig
+
+    folder = tmp_path / "ruled"
+    shutil.copytree(marian, folder)
+    settings = json.loads((folder / "generation_config.json").read_text())
+    settings.update({"repetition_penalty": 1.8, "encoder_repetition_penalty": 1.5,
+                     "sequence_bias": [[[7], 3.0]], "encoder_no_repeat_ngram_size": 2,
+                     "exponential_decay_length_penalty": [3, 1.2], "renormalize_logits": True})
+    (folder / "generation_config.json").write_text(json.dumps(settings))
+    out = tmp_path / "exported"
+    run = run_cli("export", str(folder), "--format", "hf", "--out", str(out))
+    assert run.exit_code == 0, run.stderr
+    written = GenerationConfig.from_pretrained(out)
+    assert written.repetition_penalty == 1.8 and written.renormalize_logits
+    assert list(written.exponential_decay_length_penalty) == [3, 1.2]
+    reference, _, _ = opened(out)
+    minitx_model = checkpoints.load(str(folder)).model
+    src, mask = sources("marian", seed=5)
+    assert generate(reference, src, mask) == generated(minitx_model, src)
