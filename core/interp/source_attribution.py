@@ -12,11 +12,17 @@ from greedy, against greedy's token), computing that step alone.
 - `ixg`, input x gradient: E . dF/dE, summed over the embedding dimension.
 - `ig`, integrated gradients (Sundararajan et al. 2017) from the all-<pad> baseline E0 (the pad
   token's vector at every position): (E - E0) . the integral over a of dF/dE at E0 + a (E - E0),
-  by Gauss-Legendre quadrature with `ig_steps` points (captum's default method), all points in
-  one batch. Its completeness gap (`delta`): the attributions' sum minus F(E) - F(E0) (`change`).
+  by Gauss-Legendre quadrature with `ig_steps` points (captum's default method). Its completeness
+  gap (`delta`): the attributions' sum minus F(E) - F(E0) (`change`).
 - `occlusion`: F(E) - F(E with position j's vector replaced by <pad>'s, or <unk>'s): the exact
-  drop of the log-probability, every position in one batch. The replaced position is still
-  attended to, as in the ig baseline (a <pad> *id* would be masked out instead).
+  drop of the log-probability. The replaced position is still attended to, as in the ig baseline
+  (a <pad> *id* would be masked out instead).
+
+Every method's rows (a step at one point of the path, a source with a token occluded) go through
+the model in batches of at most BATCH_FLOATS floats of activations, each step decoded only up to
+itself and only the positions read made logits: memory stays bounded whatever the model and the
+decode's length (a 511-step decode of a 74M model too), while the bundled models take every row
+in one batch. `progress(done, total)` follows the batches, and its True stops the work (Cancelled).
 - `attention`: the decode's own cross-attention rows, so both kinds read on one scale: one head,
   a layer's mean over heads, or `rollout` through the decoder's layers (Abnar & Zuidema 2020's
   residual-weighted rollout, with cross-attention as a sublayer: see `rollout`).
@@ -57,7 +63,8 @@ BATCH_FLOATS = 1 << 26
 # (each with every step at once).
 PROGRESS_UNITS = {"ig": "steps", "ixg": "steps", "occlusion": "sources"}  # the intact, each occluded
 
-Progress = Callable[[int, int], "bool | None"]  # (done, total); True: stop (Cancelled)
+# (done, total) in PROGRESS_UNITS; done may be a fraction (part of a step as ig's points go); True: stop
+Progress = Callable[[float, int], "bool | None"]
 
 
 class Cancelled(Exception):
@@ -243,7 +250,7 @@ class SourceFunction:
         for start, stop in self.batches(last, read):
             index = torch.arange(start, stop, device=device)  # (R,)
             out.append(self.at_steps(vectors_of(index // k), self.attributed.to(device)[index % k]))
-            _report(progress, stop // k, count)
+            _report(progress, stop / k, count)
         return torch.cat(out).view(count, k)
 
     def at_steps(self, vectors: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
@@ -339,7 +346,8 @@ def _contracted_gradients(f: SourceFunction, points: torch.Tensor, weights: torc
     sum_i weights[i] * (direction . dF_t/dE at points[i]), summed over the embedding dimension.
     A row is one step at one point (its gradient is that step's alone); rows go a batch at a
     time and each batch's gradients are contracted before the next, so no more than a batch's
-    activations and gradients are ever held. progress(steps done, k) after each batch."""
+    activations and gradients are ever held. progress(steps done, k) after each batch: a fraction
+    while a step's points are part done (one step's ig moves as its points do)."""
     n, S = points.shape[:2]
     k = len(f.attributed)
     scores = torch.zeros(k, S, dtype=points.dtype, device=points.device)
@@ -354,7 +362,7 @@ def _contracted_gradients(f: SourceFunction, points: torch.Tensor, weights: torc
         (grad,) = torch.autograd.grad(values.sum(), rows, allow_unused=True)
         if grad is not None:
             scores.index_add_(0, step, weights[point, None] * (direction * grad).sum(dim=-1))
-        _report(progress, stop // n, k)
+        _report(progress, stop / n, k)
     return scores
 
 

@@ -117,15 +117,18 @@ def attribute_cmd(args, method, target, ig_steps, occlude_with, view, numbers, a
 
     results = []
     with Progress("attribute", enabled=not as_json, console=console()) as progress:
+        def moved(done: float, total: int) -> None:  # whole steps (ig's points move it in fractions)
+            progress.update(int(done), total)
+
         for number, src in enumerate(ids, 1):
             which = f"source {number}/{len(ids)}" if len(ids) > 1 else "the source"
             progress.stage(f"decoding {which}: steps")
-            decode = sa.greedy(model, task, src, progress=lambda done, total: progress.update(done, total))
+            decode = sa.greedy(model, task, src, progress=moved)
             if not decode.tokens:
                 raise BadArgument(f"{task.format_source(src)!r}: the decode output nothing to attribute")
             progress.stage(f"{method} of {which}: {sa.PROGRESS_UNITS.get(method, 'steps')}")
             result = sa.attribute(model, decode, method, target=contrast, ig_steps=ig_steps, filler=filler,
-                                  view=chosen_view, progress=lambda done, total: progress.update(done, total))
+                                  view=chosen_view, progress=moved)
             results.append(attribution_data(result, task))
     if csv_path is not None:
         from minitx.tui.render.attribution_tables import attribution_csv
