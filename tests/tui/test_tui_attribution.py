@@ -199,7 +199,7 @@ async def test_esc_stops_an_attribution_at_its_next_batch_and_nothing_of_it_is_d
         await wait_for(pilot, lambda: not any(w.is_running for w in app.workers if w.group == "attribution"),
                        "the worker to stop")
         await pilot.pause()
-        assert reports == [0, 1 / 32]  # one batch (a row: step 5 at one point of the path) after esc
+        assert reports == [0, 1 / 32], reports  # one batch (a row: step 5 at one point of the path) after esc
         assert not session.attributions and not session.step_attributions and grid.under is None
         assert "attribution stopped (y: again)" in notifications(app)
         assert not any("measuring" in line for line in screen_lines(app))
