@@ -168,38 +168,44 @@ async def test_compare_shows_each_models_own_attribution():
 @pytest.mark.asyncio
 async def test_esc_stops_an_attribution_at_its_next_batch_and_nothing_of_it_is_drawn(monkeypatch):
     """A big model's attribution (here the bundled one's, one row a batch) shows how far it is
-    while the screen stays live; Esc stops its worker at the next batch, the row goes and no
-    result comes."""
+    while the screen stays live; a step's row whose step is left stops, and Esc stops the one
+    being computed: each at its next batch, the row goes and no result comes."""
     import threading
 
     from minitx.core.interp import source_attribution
 
     monkeypatch.setattr(source_attribution, "BATCH_FLOATS", 1)  # one row a batch, as a 74M model's
-    started, release, reports = threading.Event(), threading.Event(), []
+    release, reports = threading.Event(), []
     report = source_attribution._report
 
-    def held_at_the_start(progress, done, total):  # the worker says 0%, then waits for the test
-        reports.append(done)
+    def held(progress, done, total):  # each worker says 0%, then waits for the test
+        reports.append((threading.get_ident(), done))
         report(progress, done, total)
-        started.set()
         release.wait(timeout=30)
 
-    monkeypatch.setattr(source_attribution, "_report", held_at_the_start)
+    monkeypatch.setattr(source_attribution, "_report", held)
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         await model_ready(pilot)
         session, grid = app.screen.session, app.screen.panel.grid
-        await pilot.press("left", "y")
-        await wait_for(pilot, started.is_set, "the worker")
+        rows = lambda: [w for w in app.workers if w.group == "attribution"]  # noqa: E731
+        await pilot.press("left", "y")  # step 5's row
         progress = "ig: measuring… 0% (esc stops)"
         await wait_for(pilot, lambda: any(progress in line for line in screen_lines(app)), "its progress")
+        (fifth,) = rows()
+        key_while_busy(pilot, "left")  # step 4: step 5's row is no longer wanted
+        await wait_for(pilot, lambda: len(reports) == 2, "step 4's row")
+        (fourth,) = rows()
+        assert fifth.is_cancelled and not fourth.is_cancelled
         key_while_busy(pilot, "escape")
         await wait_for(pilot, lambda: session.attribution_method is None, "esc")
+        assert fourth.is_cancelled
         release.set()
-        await wait_for(pilot, lambda: not any(w.is_running for w in app.workers if w.group == "attribution"),
-                       "the worker to stop")
-        await pilot.pause()
-        assert reports == [0, 1 / 32], reports  # one batch (a row: step 5 at one point of the path) after esc
+        await wait_for(pilot, lambda: len(reports) == 4, "the workers' next batches")
+        await pilot.pause(0.2)
+        # each worker: one batch (a row: its step at one point of the path) after it was stopped
+        assert sorted(done for _, done in reports) == [0, 0, 1 / 32, 1 / 32], reports
+        assert len({thread for thread, _ in reports}) == 2
         assert not session.attributions and not session.step_attributions and grid.under is None
         assert "attribution stopped (y: again)" in notifications(app)
         assert not any("measuring" in line for line in screen_lines(app))

@@ -140,10 +140,15 @@ class AttributionKeys:
 
     def _stop_unwanted(self) -> None:
         """Stop each worker whose attribution no session shows any more: the method, the source,
-        the heads knocked out or the model changed (minutes of a big model's work for nothing)."""
+        the heads knocked out or the model changed, or a step's own row when the step did
+        (minutes of a big model's work for nothing, and no more than a row's and the matrix's
+        workers, each in one batch's memory, at once)."""
         shown = {(id(s.record), s.attribution_key()) for s in self.sessions()}
+        rows = {(id(s.record), s.attribution_key(), s.position - 1) for s in self.sessions()
+                if s.view_mode != "attribution"}
         for worker, job in list(self._attribution_workers().items()):
-            if (id(job.record), job.key) not in shown:
+            if (id(job.record), job.key) not in shown or \
+                    (job.step is not None and (id(job.record), job.key, job.step) not in rows):
                 worker.cancel()
                 for session in self.sessions():
                     session.attribution_given_up(job)
