@@ -345,14 +345,17 @@ class DecodePanel(Vertical):
         result = v.attribution
         signed = v.attribution_method != "attention"
         if result is None:
-            matrix.show([], columns, [], hint=measuring(name, v.attribution_measured(None)), unit="share",
-                        signed=signed)
+            matrix.show([], columns, [], hint=measuring(name, v.attribution_measured(None), short=True),
+                        unit="share", signed=signed)
             return
         shares = result.shares()[: s.position].tolist()
         axes = name + (" (- against)" if signed else "")
         matrix.show(shares, columns, outputs, current, "", axes, unit="share", signed=signed)
 
 
-def measuring(method: str, done: str) -> str:
-    """What an attribution row or matrix says while a worker computes it: how far, and how to stop."""
+def measuring(method: str, done: str, short: bool = False) -> str:
+    """What an attribution row or matrix says while a worker computes it: how far, and how to stop
+    (short: for the matrix beside the head's grid, half the panel at 80 columns)."""
+    if short:
+        return f"{method}: {done or '…'} (esc stops)"
     return f"{method}: measuring… {done + ' ' if done else ''}(esc stops)"
