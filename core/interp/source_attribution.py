@@ -71,7 +71,7 @@ class Cancelled(Exception):
     """The progress callback asked to stop: the work ends at its next batch, nothing returned."""
 
 
-def _report(progress: Progress | None, done: int, total: int) -> None:
+def _report(progress: Progress | None, done: float, total: int) -> None:
     if progress is not None and progress(done, total):
         raise Cancelled("attribution cancelled")
 
