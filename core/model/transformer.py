@@ -383,6 +383,12 @@ class Seq2Seq(nn.Module):
 
     def decode(self, tgt_in, memory, src_mask, maps: AttentionMaps | None = None):
         """(B, T) decoder input -> logits (B, T, V)."""
+        return self.stream_logits(self.decoder_stream(tgt_in, memory, src_mask, maps))
+
+    def decoder_stream(self, tgt_in, memory, src_mask, maps: AttentionMaps | None = None):
+        """(B, T) decoder input -> (B, T, d) the stream leaving the last decoder layer: what
+        `decode` turns into logits, for a caller that needs the logits of a few positions only
+        (stream_logits of those: a (B, T, V) tensor of a big vocabulary is gigabytes)."""
         # Padding only ever follows a target's end, so a causal decoder's real positions never see
         # it: only a decoder that sees later positions masks it. (A Hugging Face model's output
         # may hold PAD mid-sequence, which its own code never masks either.)
@@ -401,7 +407,7 @@ class Seq2Seq(nn.Module):
             if maps is not None:
                 maps.decoder_self.append(self_w)
                 maps.cross.append(cross_w)
-        return self.stream_logits(y)
+        return y
 
     def stream_logits(self, y: torch.Tensor) -> torch.Tensor:
         """(..., d) decoder stream -> (..., V) logits: the final norm (if the model has one) and

@@ -77,7 +77,7 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
     def decode_why_not(self, action: str, parameters: tuple) -> str | None:
         """Why a decoding key does nothing now, or None (tui/app/key_reasons.py)."""
         panels = self.decode_panels()
-        if action == "close_view" and not self.view_open():
+        if action == "close_view" and not self.view_open() and not self.attributing():
             return "esc leaves a view for the attention grid: the grid is shown"
         if action == "scroll_columns" and not any(p.scroll_grid.cropped for p in panels):
             return "every column fits: < > scroll only a grid too wide to show"
@@ -246,6 +246,8 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
 
     @one_line_errors
     def action_close_view(self) -> None:
+        if self.stop_attributions():  # Esc first stops an attribution being computed (AttributionKeys)
+            return
         for session in self.sessions():
             session.set_view("grid")
         self.refresh_view()

@@ -47,6 +47,7 @@ class DecodeSession:
         self.attributions: dict[tuple, object] = {}  # attribution_key -> core SourceAttribution
         self.attributions_asked: set[tuple] = set()  # keys a worker is computing
         self.steps_asked: set[tuple] = set()  # (key, step) of the one-step rows being computed
+        self.attribution_progress: dict[tuple, float] = {}  # (key, step or None) -> share done
 
     # -- what is shown ---------------------------------------------------------------------------
     @property
@@ -149,6 +150,7 @@ class DecodeSession:
         self.roles, self.roles_asked = None, False
         self.attributions, self.attributions_asked = {}, set()
         self.step_attributions, self.steps_asked = {}, set()  # (key, step) -> one step's, asked
+        self.attribution_progress = {}
         self.layer_index, self.head_index = best_head(record.scores)
 
     def set_source(self, ids: list[int]) -> None:
@@ -270,16 +272,42 @@ class DecodeSession:
 
     def attribution_done(self, job: AttributionJob, result) -> None:
         """Keep a job's result, if it is of this session's model."""
-        if job.step is None:
-            self.attributions_asked.discard(job.key)
-        else:
-            self.steps_asked.discard((job.key, job.step))
+        self.attribution_given_up(job)
         if job.record is not self.record:
             return
         if job.step is None:
             self.attributions[job.key] = result
         else:
             self.step_attributions[job.key, job.step] = result
+
+    def attribution_given_up(self, job: AttributionJob) -> None:
+        """A job is done, failed or stopped: no longer being computed (a later redraw may ask again)."""
+        if job.step is None:
+            self.attributions_asked.discard(job.key)
+        else:
+            self.steps_asked.discard((job.key, job.step))
+        self.attribution_progress.pop((job.key, job.step), None)
+
+    def stop_attributions(self) -> None:
+        """Esc while attributions are computed: nothing asked any more, and the row (or the
+        matrix) goes until y asks again."""
+        self.attributions_asked.clear()
+        self.steps_asked.clear()
+        self.attribution_progress.clear()
+        self.attribution_method = None
+        if self.view_mode == "attribution":
+            self.set_view("grid")
+
+    def attribution_measured(self, step: int | None) -> str:
+        """How far the attribution of `step` (None: every step's) is, as a percentage ("" before
+        its worker said): the current step's own row, or else the whole decode's."""
+        key = self.attribution_key()
+        if key is None:
+            return ""
+        done = self.attribution_progress.get((key, step))
+        if done is None and step is not None:
+            done = self.attribution_progress.get((key, None))
+        return "" if done is None else f"{done:.0%}"
 
     def attribution_row(self) -> list[float] | None:
         """The current step's shares (|a| / sum |a|, signed), or None before it is computed: the
@@ -309,15 +337,17 @@ class AttributionJob:
     decode: object  # core Decode
     step: int | None = None
 
-    def run(self):
+    def run(self, progress=None):
         """The core SourceAttribution (ig of every step takes about 0.1 s on a bundled model, of
-        one step about a tenth of that)."""
+        one step about a tenth of that; a 74M model's 511-step decode, hours: progress(done,
+        total) after each batch, True stops it with core's Cancelled)."""
         from minitx.core.interp.interventions import Interventions
         from minitx.core.interp.source_attribution import attribute, attribute_step
 
         method, interventions = self.key[0], Interventions(zero=self.key[3])
         if self.step is None:
-            return attribute(self.record.model, self.decode, method, interventions=interventions)
+            return attribute(self.record.model, self.decode, method, interventions=interventions,
+                             progress=progress)
         tokens = list(self.decode.tokens)
         return attribute_step(self.record.model, list(self.decode.src), tokens[: self.step],
-                              tokens[self.step], method, interventions=interventions)
+                              tokens[self.step], method, interventions=interventions, progress=progress)

@@ -145,6 +145,15 @@ class AttributionReady(Message):
 
 
 @dataclass
+class AttributionProgress(Message):
+    """How far an AttributionJob is: `done` of `total` (a fraction of a step counts)."""
+
+    job: AttributionJob
+    done: float
+    total: int
+
+
+@dataclass
 class PatchProgress(Message):
     done: int
     total: int

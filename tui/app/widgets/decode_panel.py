@@ -266,7 +266,7 @@ class DecodePanel(Vertical):
             return None, f"{name}: step to a token (→) for its row"
         row = v.attribution_row()
         if row is None:
-            return None, f"{name}: measuring…"
+            return None, measuring(name, v.attribution_measured(current_row))
         token = v.stepper.results[current_row].text
         against = "" if v.attribution_method == "attention" else "; - against"
         note = f"{name}: what {token!r} depends on{against}"
@@ -347,8 +347,17 @@ class DecodePanel(Vertical):
         result = v.attribution
         signed = v.attribution_method != "attention"
         if result is None:
-            matrix.show([], columns, [], hint=f"{name}: measuring…", unit="share", signed=signed)
+            matrix.show([], columns, [], hint=measuring(name, v.attribution_measured(None), short=True),
+                        unit="share", signed=signed)
             return
         shares = result.shares()[: s.position].tolist()
         axes = name + (" (- against)" if signed else "")
         matrix.show(shares, columns, outputs, current, "", axes, unit="share", signed=signed)
+
+
+def measuring(method: str, done: str, short: bool = False) -> str:
+    """What an attribution row or matrix says while a worker computes it: how far, and how to stop
+    (short: for the matrix beside the head's grid, half the panel at 80 columns)."""
+    if short:
+        return f"{method}: {done or '…'} (esc stops)"
+    return f"{method}: measuring… {done + ' ' if done else ''}(esc stops)"
