@@ -126,6 +126,13 @@ class PairsTask(Task):
     def relabel(self, batch: Batch) -> Batch:
         return batch  # a pair's target is the data's
 
+    def sample_size(self, n: int) -> int:
+        return n if self.heldout is None else min(n, len(self.heldout))
+
+    def examples_words(self, n: int) -> str:
+        total = n if self.heldout is None else len(self.heldout)
+        return f"{n} {self.evaluated_on}" if n >= total else f"{n} of the {total} {self.evaluated_on}"
+
     def expected_output(self, src_ids):
         """A held-out pair's target when `src_ids` is the source of one (a checkpoint keeps them),
         else None: other text has no known answer. A source held out with two targets has none."""

@@ -205,5 +205,20 @@ class Task:
     def check_positions(self, positions: int) -> None:
         """ValueError when the task's examples cannot fit a model of `positions`."""
 
+    def sample_size(self, n: int) -> int:
+        """How many examples a measurement that asks for n gets: n fresh ones here; a task of
+        fixed pairs has no more than it keeps."""
+        return n
+
+    def examples_words(self, n: int) -> str:
+        """What `n` examples of a measurement are, in words: '500 fresh sequences', '4 pairs of
+        pairs.tsv', '3 of the 4 held-out pairs'."""
+        return f"{n} {self.evaluated_on}"
+
+    def source_limit(self, positions: int) -> int:
+        """The most source tokens (as `parse` counts them) a model of `positions` takes: room
+        for SOS and EOS of an output about as long as its source."""
+        return positions - 2
+
     def to_dict(self) -> dict:
         return {"name": self.name, "min_len": self.min_len, "max_len": self.max_len}

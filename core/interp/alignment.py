@@ -95,7 +95,7 @@ def example_sharpness(model: Seq2Seq, task: Task) -> torch.Tensor:
     """(layers, heads) head_sharpness on the task's example source alone, teacher-forced on the
     model's own greedy output: what can be shown per head for a task with no examples to draw
     (an imported model without pairs)."""
-    ids = task.parse(task.example(), max_len=model.cfg.max_len - 2)
+    ids = task.parse(task.example(), max_len=task.source_limit(model.cfg.max_len))
     src = torch.tensor([ids])  # (1, S)
     cfg = model.cfg
     out = greedy_decode(model, src.to(model.device), task.decode_cap(len(ids), cfg.max_len))[0].tolist()

@@ -68,8 +68,8 @@ class DecodeSession:
 
     @property
     def longest_source(self) -> int:
-        """Source tokens this model's positional table holds (plus SOS and EOS)."""
-        return self.record.model.cfg.max_len - 2 if self.record else 0
+        """Source tokens this model takes (its task's rule for its positions)."""
+        return self.record.task.source_limit(self.record.model.cfg.max_len) if self.record else 0
 
     @property
     def answer(self) -> list[int] | None:

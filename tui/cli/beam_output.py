@@ -35,7 +35,7 @@ def decode_with_beams(ckpt, sources: list[str], settings: dict, top_k: int, inte
         progress.stage(f"beam {settings['beams']}", total=len(sources))
         for done, text in enumerate(sources):
             try:
-                ids = task.parse(text, max_len=ckpt.model_config.max_len - 2)
+                ids = task.parse(text, max_len=task.source_limit(ckpt.model_config.max_len))
                 trace = trace_of(ckpt, text, top_k, interventions) if as_json else None
             except TaskInputError as e:
                 raise click.BadParameter(str(e), param_hint="SOURCE") from None

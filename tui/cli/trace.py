@@ -13,8 +13,7 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_k
     [layer][head][step][decoder input] (zero after the step) with "decoder_inputs", and encoder
     self-attention as [layer][head][source][source]."""
     task, vocab = ckpt.task, ckpt.task.vocab
-    limit = ckpt.model_config.max_len - 2  # room for SOS and EOS in the positional table
-    ids = task.parse(source_text, max_len=limit)
+    ids = task.parse(source_text, max_len=task.source_limit(ckpt.model_config.max_len))
     stepper = Stepper(ckpt.model, ids, top_k=top_k, cap=task.decode_cap(len(ids), ckpt.model_config.max_len),
                       interventions=interventions, vocab=vocab)
     results = stepper.run()
