@@ -114,10 +114,13 @@ def cut_after_end(tokens: list[int], eos: tuple[int, ...]) -> list[int]:
     return tokens[: ends[0] + 1] if ends else tokens
 
 
-def greedy_output(model: Seq2Seq, src_ids: list[int], cap: int | None = None) -> list[int]:
-    """One source's greedy output (greedy_decode, at most `cap` new tokens), up to and including
-    its end token: what a search is compared with, and what the model says for a typed source."""
-    generated = greedy_decode(model, torch.tensor([src_ids], device=model.device), max_new_tokens=cap)
+def greedy_output(model: Seq2Seq, src_ids: list[int], cap: int | None = None,
+                  progress: Callable[[int, int], bool | None] | None = None) -> list[int]:
+    """One source's greedy output (greedy_decode, at most `cap` new tokens, `progress` as its),
+    up to and including its end token: what a search is compared with, and what the model says
+    for a typed source."""
+    generated = greedy_decode(model, torch.tensor([src_ids], device=model.device), max_new_tokens=cap,
+                              progress=progress)
     return cut_after_end(generated[0].tolist(), model.generation.eos)
 
 

@@ -21,6 +21,7 @@ COMMANDS = {  # command -> (arguments on the tiny checkpoint, what its progress 
     "circuit": (["--n-pairs", "4", "--n", "20"], "exact match"),
     "patch": (["--method", "exact"], "patching one activation at a time"),
     "eval": (["--n", "40"], "decoding 40 examples"),
+    "decode": (["3 1 4 1", "2 7 1 8"], "decoding source 2 of 2, step"),  # per source and per step
 }
 
 

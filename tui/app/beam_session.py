@@ -30,7 +30,9 @@ class Contrast:
 
 class BeamSession:
     def __init__(self, record, src_ids: list[int], *, beams: int, ablated=frozenset(),
-                 length_penalty: float | None = None, early_stopping=None) -> None:
+                 length_penalty: float | None = None, early_stopping=None, progress=None) -> None:
+        """`progress(step, cap)` while greedy's output is decoded (a big model's may take many
+        seconds: the view makes the session in a worker); a True answer leaves it unfinished."""
         from minitx.core.interp.beam import BeamSearch
         from minitx.core.interp.decode import greedy_output
         from minitx.core.interp.interventions import Interventions
@@ -43,7 +45,7 @@ class BeamSession:
                                  cap=task.decode_cap(len(src_ids), model.cfg.max_len),
                                  interventions=self.interventions)
         with self.interventions.applied(model):
-            self.greedy = greedy_output(model, self.src_ids, self.search.cap)
+            self.greedy = greedy_output(model, self.src_ids, self.search.cap, progress)
         self.what_if = self.search.length_penalty  # the penalty the finished ones are ranked under
         self.selected: int | None = None  # the chosen node (a row of the tree)
         self.view = "tree"

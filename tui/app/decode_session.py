@@ -9,6 +9,7 @@ at module level: the app paints before torch loads.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -187,8 +188,10 @@ class DecodeSession:
         while s.position < position and s.step() is not None:
             pass
 
-    def run_to_end(self) -> None:
-        self.stepper.run()
+    def run_to_end(self, until: float | None = None) -> None:
+        """Decode to the end, or (with `until`, a time.monotonic() deadline) as far as it gets by
+        then: a big model's long decode runs a frame at a time, the keys live between frames."""
+        self.stepper.run(None if until is None else lambda done, cap: time.monotonic() > until)
         self.target = self.stepper.position
 
     def select_head(self, layer: int, head: int) -> None:

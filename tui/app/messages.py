@@ -148,6 +148,22 @@ class PatchReady(Message):
 
 
 @dataclass
+class BeamPreparing(Message):
+    """The beam view's session is being made: greedy's output decoded to `step` of `cap`."""
+
+    step: int
+    cap: int
+
+
+@dataclass
+class BeamPrepared(Message):
+    """The beam view's session (a BeamSession), or why it could not be made."""
+
+    session: object = None
+    error: str = ""
+
+
+@dataclass
 class BeamChecked(Message):
     """The beam view's search check (core/interp/search_check.py) has run, or failed."""
 

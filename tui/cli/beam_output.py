@@ -29,14 +29,14 @@ from minitx.tui.render.beam_tables import (
 BLANK_LINE = "(a blank line: nothing to decode)"  # its place among the sources' blocks
 
 
-def decode_with_beams(ckpt, sources: list[str], settings: dict, top_k: int, interventions,
+def decode_with_beams(ckpt, sources: list[str | None], settings: dict, top_k: int, interventions,
                       check: bool, as_json: bool) -> None:
     task = ckpt.task
     results = []
     with Progress("decode", enabled=not as_json) as progress:
         for number, text in enumerate(sources, 1):
-            if not text.strip():  # a blank line of stdin keeps its place
-                results.append({"json": blank_trace(text)})
+            if text is None:  # a blank line of stdin keeps its place
+                results.append({"json": blank_trace()})
                 continue
             which = f"source {number} of {len(sources)}, " if len(sources) > 1 else ""
             progress.stage(f"{which}beam {settings['beams']}, step")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from minitx.core.interp.decode import Stepper
 
 
-def blank_trace(source_text: str) -> dict:
+def blank_trace() -> dict:
     """A blank line of stdin, kept in its place: nothing decoded, an empty prediction."""
-    return {"source": source_text, "blank": True, "prediction": ""}
+    return {"source": "", "blank": True, "prediction": ""}
 
 
 def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_kind: bool = False,

@@ -18,11 +18,12 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.help import HELP_BINDING
 from minitx.tui.app.key_reasons import ExplainedKeys
-from minitx.tui.app.messages import BeamChecked, BeamContrasted
+from minitx.tui.app.messages import BeamChecked, BeamContrasted, BeamPrepared, BeamPreparing
 from minitx.tui.app.widgets.attention import AttentionGrid
 from minitx.tui.app.widgets.beam_why import ContrastView
 from minitx.tui.app.widgets.lens_view import LensTable
@@ -85,9 +86,13 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
     #beam-tree { width: auto; height: auto; }
     """
 
-    def __init__(self, session, *, layer: int = 0, head: int = 0, play: bool = True) -> None:
+    def __init__(self, session=None, *, layer: int = 0, head: int = 0, play: bool = True,
+                 prepare=None) -> None:
+        """`session`, or `prepare(progress)`, which makes it (in a worker, the screen saying how
+        far greedy's decode is: a big model's takes seconds; esc leaves)."""
         super().__init__()
-        self.session = session  # a BeamSession (tui/app/beam_session.py)
+        self.session = session  # a BeamSession (tui/app/beam_session.py); None while prepared
+        self._prepare = prepare
         self.grid_layer, self.grid_head = layer, head
         self.hypothesis_step = 0  # in the grid and lens views: the chosen hypothesis's step shown
         self.checking = False
@@ -109,6 +114,43 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
             yield Static("", id="beam-keys")
 
     def on_mount(self) -> None:
+        if self.session is None:
+            self.query_one("#beam-status", Static).update("getting ready: greedy's output first · esc leaves")
+            self._prepared()
+            return
+        self._start()
+
+    @work(thread=True, exclusive=True, group="beam-prepare", exit_on_error=False)
+    def _prepared(self) -> None:
+        worker = get_current_worker()
+
+        def told(step: int, cap: int) -> bool:
+            self.post_message(BeamPreparing(step, cap))
+            return worker.is_cancelled  # esc closed the view: stop at this step
+
+        try:
+            session = self._prepare(told)
+        except ValueError as e:  # settings the search refuses
+            self.post_message(BeamPrepared(error=str(e)))
+            return
+        if not worker.is_cancelled:
+            self.post_message(BeamPrepared(session))
+
+    def on_beam_preparing(self, message: BeamPreparing) -> None:
+        if self.session is None:
+            self.query_one("#beam-status", Static).update(
+                f"getting ready: greedy's output, step {message.step} of at most {message.cap} · esc leaves")
+
+    def on_beam_prepared(self, message: BeamPrepared) -> None:
+        if message.session is None:
+            self.app.notify(f"no beam view: {message.error}", severity="error", markup=False)
+            self.dismiss(None)
+            return
+        self.session = message.session
+        self.refresh_bindings()
+        self._start()
+
+    def _start(self) -> None:
         from minitx.tui.render.beam_tables import settings_line
 
         s = self.session
@@ -122,6 +164,9 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
 
     # -- keys --------------------------------------------------------------------------------
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if self.session is None:
+            return None if action == "dismiss" else "the beam view is getting ready (greedy's output " \
+                "first): esc leaves"
         view = self.session.view
         if action in ("layer", "head") and view != "grid":
             return "[ ] , . choose the head of a hypothesis's grid: g shows it"
@@ -270,6 +315,8 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         from minitx.tui.app.widgets.keybar import packed_keys
 
         s = self.session
+        if s is None:  # getting ready: the status line says how far
+            return
         search, task = s.search, s.record.task
         state = f"stopped: {self._why_stopped()}" if search.finished else \
             "searching…" if self.playing else "searching"
@@ -389,6 +436,8 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         from minitx.tui.render.beam_tables import contrast_data, hypothesis_data, search_check_data, tree_data
 
         s = self.session
+        if s is None:
+            return json_numbers("beam", {"getting_ready": True})
         task = s.record.task
         data = {"source": task.format_source(s.src_ids), "greedy": s.greedy,
                 "nbest": [hypothesis_data(h, task) for h in s.search.hypotheses()],

@@ -95,7 +95,8 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
       minitx decode reverse 31415 --beams 4 --search-check  # n-best, greedy
 
     A source is digits (with or without spaces) for the digit tasks, text for dates and for a
-    model of your own pairs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
+    model of your own pairs. Piped, each line is a source and each gets one output line, a blank
+    line an empty one (in --json an entry with "blank": true), so outputs line up with inputs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
     --attention draws the weights as shades (░▒▓█); --numbers prints them.
     """
     apply_threads(threads)
@@ -147,7 +148,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
                 click.echo(f"  step {number}: {likely}")
 
 
-def _traced(ckpt, texts: list[str], top_k: int, interventions, as_json: bool) -> list[dict]:
+def _traced(ckpt, texts: list[str | None], top_k: int, interventions, as_json: bool) -> list[dict]:
     """Each text's trace (a blank one's says so), with progress per source and per step: a big
     model's long output takes a while (off with --json, as every command's progress)."""
     from minitx.core.data.vocab import TaskInputError
@@ -157,8 +158,8 @@ def _traced(ckpt, texts: list[str], top_k: int, interventions, as_json: bool) ->
     traces = []
     with Progress("decode", enabled=not as_json) as progress:
         for number, text in enumerate(texts, 1):
-            if not text.strip():
-                traces.append(blank_trace(text))
+            if text is None:  # a blank line of stdin
+                traces.append(blank_trace())
                 continue
             which = f"source {number} of {len(texts)}, " if len(texts) > 1 else ""
             progress.stage(f"decoding {which}step")
