@@ -184,6 +184,10 @@ def _break(case: str, folder: Path) -> str:
         index = {"weight_map": {k: f"model-0000{1 + (k == moved)}-of-00002.safetensors" for k in weights}}
         (folder / "model.safetensors.index.json").write_text(json.dumps(index))
         return "model-00002-of-00002.safetensors"
+    if case == "a cache's weights link to a blob never downloaded":
+        (folder / "model.safetensors").unlink()
+        (folder / "model.safetensors").symlink_to("../../blobs/5d1e")  # as a snapshot links its files
+        return "model.safetensors links to ../../blobs/5d1e, which is missing: the download is incomplete"
     if case == "a config with fewer layers than the weights":
         config["encoder_layers"] = 1
         (folder / "config.json").write_text(json.dumps(config))
@@ -206,7 +210,8 @@ def _break(case: str, folder: Path) -> str:
 
 CASES = ["an encoder-only model", "an unknown activation", "no tokeniser", "a pickled object in the weights",
          "a shard that is missing", "a config with fewer layers than the weights",
-         "a config of another width", "one value that is not a number", "config.json that is not JSON"]
+         "a config of another width", "one value that is not a number", "config.json that is not JSON",
+         "a cache's weights link to a blob never downloaded"]
 
 
 @pytest.mark.parametrize("case", CASES)
