@@ -77,7 +77,7 @@ class CompareSummary(Static):
         # A distance over the few tensors two different shapes share would pass for the models'.
         weights = (f"weights ‖A−B‖/‖A‖ {c.weight_distance:.3f}" if c.weight_distance is not None
                    else f"weights: only {c.weights_compared} share a shape")
-        lines.append(Text(f"agree on {percent(c.agreement)} of {c.examples} · {weights}",
+        lines.append(Text(f"agree on {percent(c.agreement)} of {c.n} sequences · {weights}",
                           style="dim"))
         text = Text("\n").join(lines)
         text.no_wrap, text.overflow = True, "crop"
