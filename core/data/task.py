@@ -163,6 +163,11 @@ class Task:
         would type for them."""
         return self.src_vocab.text(ids)
 
+    def shown_source(self, ids) -> str:
+        """Source ids as a header shows them: format_source's text, with a piece the model's
+        tokeniser did not know shown as its <unk> rather than dropped."""
+        return self.src_vocab.shown_text(ids)
+
     def source_length(self, ids) -> int:
         """How many of the fed source ids are the source's own tokens (not its wrapping): the
         length min_len, max_len and a batch's `lengths` count."""

@@ -58,7 +58,7 @@ def decode_with_beams(ckpt, sources: list[str | None], settings: dict, top_k: in
             click.echo(BLANK_LINE)
             continue
         search = result["search"]
-        click.echo(f"{task.format_source(result['ids'])} · "
+        click.echo(f"{task.shown_source(result['ids'])} · "
                    f"{settings_line(search.beams, search.length_penalty, search.early_stopping)}")
         for line in nbest_lines(result["nbest"], result["greedy"], task):
             click.echo(line)

@@ -324,7 +324,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         shown = f" · rows {self.top + 1}-{min(rows, self.top + self._window(s.rows())[1])} of {rows}" \
             if s.view == "tree" and rows > self._window(s.rows())[1] else ""
         self.query_one("#beam-status", Static).update(
-            f"step {s.position} · {state}{shown} · source {task.format_source(s.src_ids)}")
+            f"step {s.position} · {state}{shown} · source {task.shown_source(s.src_ids)}")
         self.query_one("#beam-greedy", Static).update(self._greedy_line())
         for view, widget in (("tree", "#beam-tree"), ("grid", "#beam-grid"), ("lens", "#beam-lens"),
                              ("check", "#beam-check"), ("why", "#beam-why")):

@@ -96,8 +96,9 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
 
     A source is digits (with or without spaces) for the digit tasks, text for dates and for a
     model of your own pairs. Piped, each line is a source and each gets one output line, a blank
-    line an empty one (in --json an entry with "blank": true), so outputs line up with inputs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
-    --attention draws the weights as shades (░▒▓█); --numbers prints them.
+    line an empty one (in --json an entry with "blank": true), so outputs line up with inputs.
+    Without colour (NO_COLOR, a 16-colour terminal, a pipe) --attention draws the weights as
+    shades (░▒▓█); --numbers prints them.
     """
     apply_threads(threads)
     beam_options = _beam_options_alone(beams, length_penalty, nbest, early_stopping, search_check, attention)
