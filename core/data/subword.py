@@ -12,8 +12,10 @@ and targets with target.spm, T5 and BART use one tokeniser for both. What each s
 - `text(ids)`: `tokenizer.decode(ids, skip_special_tokens=True)`.
 - `label(i)`: the piece readable in one line of one-cell characters: a space the piece stands
   for (sentencepiece's "▁", byte-level BPE's "Ġ") as WORD_START, byte-level pieces as the text
-  they stand for (a piece holding part of a UTF-8 character shows those bytes as \\xNN), special
-  tokens as spelled.
+  they stand for (a piece alone holding part of a UTF-8 character shows those bytes as \\xNN),
+  special tokens as spelled. `labels(ids)`, pieces side by side (a grid's columns, a beam's
+  header, the app's): a character cut into byte pieces shows whole on the piece where it starts
+  and as +it on the rest (row_labels); `shown_text(ids)` keeps <unk> where text() drops it.
 
 The specials are roles, not distinct tokens: `sos` is the decoder's start token (Marian and T5
 start from <pad>, BART from </s>), so sos may be pad or eos. Ids beyond the tokeniser's own

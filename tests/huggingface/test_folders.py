@@ -226,3 +226,17 @@ def test_a_folder_that_cannot_be_used_is_one_line_naming_the_file_exit_2_and_not
     assert not out.exists()
     decode = run_cli("decode", str(broken), "Hello")  # every command that opens it says the same
     assert decode.exit_code == 2 and assert_one_line_error(decode) == line
+
+
+def test_a_beam_header_shows_unknown_pieces_as_transformers_decode_keeps_them(marian):
+    from transformers import AutoTokenizer
+
+    text = "Ünïcødé 😀 test"  # the tiny Marian tokeniser knows neither Ü, ï nor the emoji
+    tokenizer = AutoTokenizer.from_pretrained(marian)
+    ids = tokenizer(text).input_ids
+    assert tokenizer.unk_token_id in ids
+    run = run_cli("decode", str(marian), text, "--beams", "2")
+    assert run.exit_code == 0, run.stderr
+    header = run.stdout.splitlines()[0].split(" · beam 2")[0]
+    assert header == tokenizer.decode(ids, skip_special_tokens=False).removesuffix("</s>").strip()
+    assert header.count("<unk>") == ids.count(tokenizer.unk_token_id)
