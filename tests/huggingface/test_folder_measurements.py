@@ -66,7 +66,7 @@ def test_made_up_inputs_at_the_tasks_full_length_fit_the_model(folders, family):
         ckpt.model(batch.src, batch.decoder_input)  # raised "exceeds the model's max_len" before
 
 
-def test_a_source_filling_a_marian_models_positions_decodes_as_transformers_generates(folders):
+def test_a_source_filling_a_marian_models_positions_decodes_as_transformers_generates(folders, tmp_path):
     from transformers import AutoTokenizer
 
     folder = folders["marian"]
@@ -81,6 +81,10 @@ def test_a_source_filling_a_marian_models_positions_decodes_as_transformers_gene
     longer = _text_of(tokenizer, POSITIONS + 1)
     line = assert_one_line_error(run_cli("decode", str(folder), longer))
     assert f"the source has {POSITIONS + 1} tokens; this model takes at most {POSITIONS}" in line
+    pairs = tmp_path / "full.tsv"  # a pairs file holds to the same limit
+    pairs.write_text(f"{text}\tja\n{longer}\tja\n", encoding="utf-8")
+    measured = json.loads(run_cli("eval", str(folder), "--pairs", str(pairs), "--json").stdout)
+    assert measured["n"] == 1 and measured["skipped_too_long"] == 1
 
 
 @pytest.mark.parametrize("other", ["marian", "t5"])
