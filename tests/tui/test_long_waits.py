@@ -63,3 +63,16 @@ async def test_explore_decodes_a_long_decode_frame_by_frame_and_a_step_key_stops
         screen.action_back()  # a key that moves the decode, before the next frame
         await pilot.pause(0.2)
         assert screen.position == 0 and not screen.session.finished
+
+
+@pytest.mark.asyncio
+async def test_a_knocked_out_head_decodes_again_frame_by_frame_past_its_budget():
+    app = create_app(["reverse"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.session.finished, "the first decode")
+        screen.session.budget = 1e-9  # a change's decode to the end: one step at once, then frames
+        screen.action_ablate()
+        assert screen.session.position == 1 and screen.session.ablated
+        await wait_for(pilot, lambda: screen.session.finished, "the decode without the head")

@@ -18,16 +18,16 @@ from textual.binding import Binding
 from textual.widgets import Input
 
 from minitx.tui.app.attribution_keys import AttributionKeys
-from minitx.tui.app.decode_session import KINDS, DecodeSession
+from minitx.tui.app.decode_session import KINDS, RUN_AT_ONCE, DecodeSession
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.key_reasons import ExplainedKeys
 from minitx.tui.app.messages import RolesReady
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.source_bar import SourceBar, SourceInput
 
-# Seconds of decoding before the screen is drawn (a run's first frame: a small model's whole
-# decode), then a frame's: a big model's long decode grows on screen, a key between frames.
-RUN_AT_ONCE, RUN_FRAME = 0.5, 0.3
+# Seconds of decoding a frame after the first (RUN_AT_ONCE: a small model's whole decode): a big
+# model's long decode grows on screen, a key between frames.
+RUN_FRAME = 0.3
 
 DECODE_BINDINGS = [
     Binding("right,n", "step", "step", tooltip="step one token"),
@@ -368,6 +368,12 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
         panels = self.decode_panels()
         if not panels:
             return
+        if any(p.session.runs_on for p in panels):  # a change's decode to the end outran its budget
+            for panel in panels:
+                panel.session.runs_on = False
+            self._runs += 1
+            run = self._runs
+            self.set_timer(0.001, lambda: self._run_frame(run, RUN_FRAME))
         self._start_attributions()  # before drawing: a cheap one is on this frame already
         self.query_one(SourceBar).show_selection(self.show_selection())
         for panel in panels:

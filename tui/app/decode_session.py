@@ -29,8 +29,18 @@ METHOD_NAMES = {"ig": "ig", "ixg": "ixg", "occlusion": "occlusion", "attention":
 ROW_LABELS = {"ig": "ig", "ixg": "ixg", "occlusion": "occl", "attention": "roll"}  # fit <eos>'s room
 
 
+# Seconds a decode to its end runs at once in the app (a small model's whole decode) before the
+# screen is drawn and the rest goes on a frame at a time (decode_keys.py's frames).
+RUN_AT_ONCE = 0.5
+
+
 class DecodeSession:
-    def __init__(self) -> None:
+    def __init__(self, budget: float | None = None) -> None:
+        """budget: seconds a decode to its end after a change (a head knocked out, teacher
+        forcing, a forced token) runs at once; past it, `runs_on` asks the screen to go on
+        frame by frame. None: all of it at once."""
+        self.budget = budget
+        self.runs_on = False
         self.record: LoadedModel | None = None
         self.stepper: Stepper | None = None
         self.target = 0  # the step the screen asked for; a decode that ended earlier stays at its end
@@ -174,9 +184,13 @@ class DecodeSession:
         at_end = self.stepper.finished
         self.stepper = self._new_stepper(self.stepper.src_ids)
         if at_end:
-            self.run_to_end()
+            self._run_within_budget()
         else:
             self.goto(self.target)
+
+    def _run_within_budget(self) -> None:
+        self.run_to_end(None if self.budget is None else time.monotonic() + self.budget)
+        self.runs_on = not self.stepper.finished
 
     def goto(self, position: int) -> None:
         """Move to `position` steps (a decode that ends earlier stays at its end)."""
@@ -222,7 +236,7 @@ class DecodeSession:
         """Output `token` at the current step, then decode greedily from it to the end."""
         self.stepper.force(token)
         self.forced = dict(self.stepper.forced)
-        self.run_to_end()
+        self._run_within_budget()
 
     # -- attribution -----------------------------------------------------------------------------
     @property
