@@ -76,3 +76,27 @@ async def test_a_knocked_out_head_decodes_again_frame_by_frame_past_its_budget()
         screen.action_ablate()
         assert screen.session.position == 1 and screen.session.ablated
         await wait_for(pilot, lambda: screen.session.finished, "the decode without the head")
+
+
+@pytest.mark.asyncio
+async def test_g_on_a_long_hypothesis_says_its_steps_while_a_worker_makes_them(monkeypatch):
+    from minitx.core.interp.replay import Replay
+    from tests.tui.test_beam_view import searched
+
+    step_all = Replay.step_all
+
+    def slowly(self, progress=None):  # each of the hypothesis's steps a tenth of a second
+        def told(done, cap):
+            time.sleep(0.1)
+            return progress(done, cap) if progress is not None else None
+        step_all(self, told)
+
+    app = create_app(["sort"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await searched(pilot)
+        monkeypatch.setattr(Replay, "step_all", slowly)
+        key_while_busy(pilot, "g")
+        await wait_for(pilot, lambda: "the chosen hypothesis's grid: its steps, step" in screen_text(app),
+                       "its progress")
+        await wait_for(pilot, lambda: screen.session.view == "grid", "the grid")
+        assert "cross-attention L" in screen_text(app)

@@ -166,9 +166,11 @@ class BeamSession:
         return bool(ranked and pool and ranked[0].node != pool[0])
 
     # -- one hypothesis, looked at ---------------------------------------------------------------
-    def stepper(self, node: int | None = None):
+    def stepper(self, node: int | None = None, progress=None):
         """A Stepper teacher-forced on the hypothesis' tokens (its cross-attention rows and lens at
-        each step), run to its end; made once per node."""
+        each step), run to its end; made once per node. `progress(step, cap)` as it runs (a big
+        model's long hypothesis takes seconds: the view makes it in a worker); a True answer
+        leaves it unmade."""
         from minitx.core.interp.decode import Stepper
 
         node = self.selected if node is None else node
@@ -176,9 +178,15 @@ class BeamSession:
             task, model = self.record.task, self.record.model
             stepper = Stepper(model, self.src_ids, top_k=5, interventions=self.interventions,
                               teacher=self.search.tokens(node), vocab=task.vocab)
-            stepper.run()
+            stepper.run(progress)
+            if not stepper.finished:
+                return stepper
             self._steppers[node] = stepper
         return self._steppers[node]
+
+    def has_stepper(self, node: int | None = None) -> bool:
+        """Whether the hypothesis' Stepper is made (looking at it costs nothing more)."""
+        return (self.selected if node is None else node) in self._steppers
 
     def set_view(self, view: str) -> None:
         self.view = view if view in VIEWS and view != self.view else "tree"

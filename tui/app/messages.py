@@ -149,10 +149,20 @@ class PatchReady(Message):
 
 @dataclass
 class BeamPreparing(Message):
-    """The beam view's session is being made: greedy's output decoded to `step` of `cap`."""
+    """The beam view's work in a worker (its session: greedy's output; a hypothesis's steps) at
+    `step` of at most `cap`."""
 
     step: int
     cap: int
+    what: str = "getting ready: greedy's output"
+
+
+@dataclass
+class HypothesisReady(Message):
+    """The beam view's chosen hypothesis has its Stepper: its grid or lens can be drawn."""
+
+    node: int
+    view: str
 
 
 @dataclass

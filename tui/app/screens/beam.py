@@ -18,12 +18,12 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
-from textual.worker import get_current_worker
 
+from minitx.tui.app.beam_work import BeamWork
 from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.help import HELP_BINDING
 from minitx.tui.app.key_reasons import ExplainedKeys
-from minitx.tui.app.messages import BeamChecked, BeamContrasted, BeamPrepared, BeamPreparing
+from minitx.tui.app.messages import BeamChecked, BeamContrasted
 from minitx.tui.app.widgets.attention import AttentionGrid
 from minitx.tui.app.widgets.beam_why import ContrastView
 from minitx.tui.app.widgets.lens_view import LensTable
@@ -43,7 +43,7 @@ KEYS = {  # what each view's key line lists (every key is in the ? help with its
 }
 
 
-class BeamScreen(ExplainedKeys, ModalScreen[None]):
+class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
     AUTO_FOCUS = ""  # the arrows choose hypotheses, never scroll a focused box
     HELP_TITLE = "Beam search"
     HELP_NOTE = ("Rows: hypotheses (▸ chosen, ✓ finished, faded: pruned); greedy's on top.\n"
@@ -96,6 +96,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         self.grid_layer, self.grid_head = layer, head
         self.hypothesis_step = 0  # in the grid and lens views: the chosen hypothesis's step shown
         self.checking = False
+        self.looking = False  # a worker makes the chosen hypothesis's steps (g, l on a long one)
         self.top = 0  # the first tree row drawn: a window around the chosen one, as tall as the box
         self.playing = False  # the search steps on by itself (B and Enter), a step per frame
         self.play_at_first = play
@@ -112,55 +113,6 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
                 yield ContrastView(id="beam-why")
             yield Static("", id="beam-detail")
             yield Static("", id="beam-keys")
-
-    def on_mount(self) -> None:
-        if self.session is None:
-            self.query_one("#beam-status", Static).update("getting ready: greedy's output first · esc leaves")
-            self._prepared()
-            return
-        self._start()
-
-    @work(thread=True, exclusive=True, group="beam-prepare", exit_on_error=False)
-    def _prepared(self) -> None:
-        worker = get_current_worker()
-
-        def told(step: int, cap: int) -> bool:
-            self.post_message(BeamPreparing(step, cap))
-            return worker.is_cancelled  # esc closed the view: stop at this step
-
-        try:
-            session = self._prepare(told)
-        except ValueError as e:  # settings the search refuses
-            self.post_message(BeamPrepared(error=str(e)))
-            return
-        if not worker.is_cancelled:
-            self.post_message(BeamPrepared(session))
-
-    def on_beam_preparing(self, message: BeamPreparing) -> None:
-        if self.session is None:
-            self.query_one("#beam-status", Static).update(
-                f"getting ready: greedy's output, step {message.step} of at most {message.cap} · esc leaves")
-
-    def on_beam_prepared(self, message: BeamPrepared) -> None:
-        if message.session is None:
-            self.app.notify(f"no beam view: {message.error}", severity="error", markup=False)
-            self.dismiss(None)
-            return
-        self.session = message.session
-        self.refresh_bindings()
-        self._start()
-
-    def _start(self) -> None:
-        from minitx.tui.render.beam_tables import settings_line
-
-        s = self.session
-        search = s.search
-        self.query_one("#beam-box").border_title = \
-            f"{s.record.name} · {settings_line(search.beams, search.length_penalty, search.early_stopping)}"
-        if self.play_at_first:
-            self.action_run()  # the whole search at first sight, drawn as it goes (x resets, → steps)
-        else:
-            self.redraw()
 
     # -- keys --------------------------------------------------------------------------------
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
@@ -230,6 +182,10 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         s = self.session
         if view in ("grid", "lens") and s.selected is None:
             self.notify("step the search (→) first: there is no hypothesis to look at yet", timeout=3)
+            return
+        if view in ("grid", "lens") and view != s.view and not s.has_stepper():
+            self.looking = True  # a long hypothesis: its steps in a worker, the status saying how far
+            self._look(s.selected, view)
             return
         s.set_view(view)
         if s.view in ("grid", "lens"):
