@@ -161,9 +161,9 @@ class BeamSearch(Replay):
     def _records(self) -> list[BeamStep]:
         return self.steps
 
-    def run(self) -> BeamSearch:
-        while self.step() is not None:
-            pass
+    def run(self, progress=None) -> BeamSearch:
+        """Every step to the end (Replay.step_all: `progress` as it goes)."""
+        self.step_all(progress)
         return self
 
     @torch.no_grad()

@@ -6,6 +6,7 @@ stepping back is just moving a pointer over recorded results, never recomputatio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -20,10 +21,12 @@ from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
 
 
 def greedy_decode(
-    model: Seq2Seq, src: torch.Tensor, max_new_tokens: int | None = None, use_cache: bool = True
+    model: Seq2Seq, src: torch.Tensor, max_new_tokens: int | None = None, use_cache: bool = True,
+    progress: Callable[[int, int], bool | None] | None = None,
 ) -> torch.Tensor:
     """src (B, S) -> generated ids (B, n) without the start token; the generation's PAD after
-    each sequence's end.
+    each sequence's end. `progress(step, cap)` after each step (a big model's long output is a
+    wait); a True answer stops there, with the steps so far.
 
     Encodes once; stops when every sequence has ended or after max_new_tokens (the model's
     generation settings may cap it further, as a Hugging Face folder's max_length does). Each
@@ -36,7 +39,7 @@ def greedy_decode(
         with torch.inference_mode():
             cap = model.generation.cap(max_new_tokens or output_cap(src.shape[1], model.cfg.max_len),
                                        model.cfg.max_len)
-            generated = _greedy_tokens(model, src, cap, use_cache)
+            generated = _greedy_tokens(model, src, cap, use_cache, progress)
         with torch.no_grad():
             return generated.clone()
 
@@ -79,7 +82,8 @@ def decoder_for(model: Seq2Seq, memory: torch.Tensor, src_mask: torch.Tensor | N
     return FullForwardDecoder(model, memory, src_mask)
 
 
-def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
+def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool,
+                   progress: Callable[[int, int], bool | None] | None = None) -> torch.Tensor:
     B = src.shape[0]
     rules = model.generation
     memory, src_mask = model.encode(src)  # src_mask None when nothing is padded
@@ -99,7 +103,8 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
         t += 1
         tokens[:, t] = next_token
         done |= rules.ends(next_token)
-        if bool(done.all()):
+        stop = progress is not None and progress(t, cap)
+        if stop or bool(done.all()):
             break
     return tokens[:, 1 : t + 1]
 
@@ -110,10 +115,13 @@ def cut_after_end(tokens: list[int], eos: tuple[int, ...]) -> list[int]:
     return tokens[: ends[0] + 1] if ends else tokens
 
 
-def greedy_output(model: Seq2Seq, src_ids: list[int], cap: int | None = None) -> list[int]:
-    """One source's greedy output (greedy_decode, at most `cap` new tokens), up to and including
-    its end token: what a search is compared with, and what the model says for a typed source."""
-    generated = greedy_decode(model, torch.tensor([src_ids], device=model.device), max_new_tokens=cap)
+def greedy_output(model: Seq2Seq, src_ids: list[int], cap: int | None = None,
+                  progress: Callable[[int, int], bool | None] | None = None) -> list[int]:
+    """One source's greedy output (greedy_decode, at most `cap` new tokens, `progress` as its),
+    up to and including its end token: what a search is compared with, and what the model says
+    for a typed source."""
+    generated = greedy_decode(model, torch.tensor([src_ids], device=model.device), max_new_tokens=cap,
+                              progress=progress)
     return cut_after_end(generated[0].tolist(), model.generation.eos)
 
 
@@ -238,9 +246,9 @@ class Stepper(Replay):
     def _records(self) -> list[StepResult]:
         return self.results
 
-    def run(self) -> list[StepResult]:
-        while self.step() is not None:
-            pass
+    def run(self, progress=None) -> list[StepResult]:
+        """Every step to the end (Replay.step_all: `progress` as it goes); the steps shown."""
+        self.step_all(progress)
         return self.results[: self.position]
 
     def force(self, token: int) -> StepResult:

@@ -52,7 +52,8 @@ async def searched(pilot) -> BeamScreen:
     await pilot.press("B")
     await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen), "the beam view")
     screen = app.screen
-    await wait_for(pilot, lambda: screen.session.search.finished and not screen.playing, "the search")
+    await wait_for(pilot, lambda: screen.session is not None and screen.session.search.finished
+                   and not screen.playing, "the search")
     await pilot.pause()
     return screen
 
@@ -106,5 +107,7 @@ async def test_a_model_whose_own_settings_search_says_so_over_greedy_and_teacher
         assert not isinstance(app.screen, BeamScreen)
         assert "teacher forcing cannot apply to it (g turns it off)" in notifications(app)[-1]
         await pilot.press("g", "B")
-        await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen), "the beam view")
+        await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen) and app.screen.session is not None,
+                       "the beam view")
+        await pilot.pause()
         assert "searching.safetensors · beam 3 ·" in "\n".join(screen_lines(app))

@@ -9,6 +9,7 @@ at module level: the app paints before torch loads.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,8 +29,18 @@ METHOD_NAMES = {"ig": "ig", "ixg": "ixg", "occlusion": "occlusion", "attention":
 ROW_LABELS = {"ig": "ig", "ixg": "ixg", "occlusion": "occl", "attention": "roll"}  # fit <eos>'s room
 
 
+# Seconds a decode to its end runs at once in the app (a small model's whole decode) before the
+# screen is drawn and the rest goes on a frame at a time (decode_keys.py's frames).
+RUN_AT_ONCE = 0.5
+
+
 class DecodeSession:
-    def __init__(self) -> None:
+    def __init__(self, budget: float | None = None) -> None:
+        """budget: seconds a decode to its end after a change (a head knocked out, teacher
+        forcing, a forced token) runs at once; past it, `runs_on` asks the screen to go on
+        frame by frame. None: all of it at once."""
+        self.budget = budget
+        self.runs_on = False
         self.record: LoadedModel | None = None
         self.stepper: Stepper | None = None
         self.target = 0  # the step the screen asked for; a decode that ended earlier stays at its end
@@ -69,8 +80,8 @@ class DecodeSession:
 
     @property
     def longest_source(self) -> int:
-        """Source tokens this model's positional table holds (plus SOS and EOS)."""
-        return self.record.model.cfg.max_len - 2 if self.record else 0
+        """Source tokens this model takes (its task's rule for its positions)."""
+        return self.record.task.source_limit(self.record.model.cfg.max_len) if self.record else 0
 
     @property
     def answer(self) -> list[int] | None:
@@ -175,9 +186,13 @@ class DecodeSession:
         at_end = self.stepper.finished
         self.stepper = self._new_stepper(self.stepper.src_ids)
         if at_end:
-            self.run_to_end()
+            self._run_within_budget()
         else:
             self.goto(self.target)
+
+    def _run_within_budget(self) -> None:
+        self.run_to_end(None if self.budget is None else time.monotonic() + self.budget)
+        self.runs_on = not self.stepper.finished
 
     def goto(self, position: int) -> None:
         """Move to `position` steps (a decode that ends earlier stays at its end)."""
@@ -189,8 +204,10 @@ class DecodeSession:
         while s.position < position and s.step() is not None:
             pass
 
-    def run_to_end(self) -> None:
-        self.stepper.run()
+    def run_to_end(self, until: float | None = None) -> None:
+        """Decode to the end, or (with `until`, a time.monotonic() deadline) as far as it gets by
+        then: a big model's long decode runs a frame at a time, the keys live between frames."""
+        self.stepper.run(None if until is None else lambda done, cap: time.monotonic() > until)
         self.target = self.stepper.position
 
     def select_head(self, layer: int, head: int) -> None:
@@ -221,7 +238,7 @@ class DecodeSession:
         """Output `token` at the current step, then decode greedily from it to the end."""
         self.stepper.force(token)
         self.forced = dict(self.stepper.forced)
-        self.run_to_end()
+        self._run_within_budget()
 
     # -- attribution -----------------------------------------------------------------------------
     @property

@@ -50,15 +50,20 @@ class LoadedModel:
         return f"{self.name}{task} · {self.norm}-norm · {short_count(self.params)} params · {self.device}"
 
 
-def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None,
+def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None, progress=None,
                    **facts) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources);
-    `facts` are LoadedModel's training fields (train_config, resumable, steps, history)."""
+    `facts` are LoadedModel's training fields (train_config, resumable, steps, history).
+    progress(what, fraction) while a model without examples decodes its example source (a big
+    model's runs to hundreds of steps); a True answer stops it (the load was left)."""
     from minitx.core.interp.alignment import shown_head_scores
     from minitx.core.model.transformer import eval_mode, parameter_breakdown
 
+    def steps(done: int, cap: int):
+        return progress(f"decoding its example, step {done} of at most {cap}", done / cap)
+
     with eval_mode(model):  # the model may be a live run's: leave its mode as it was
-        measure, scores = shown_head_scores(model, task)
+        measure, scores = shown_head_scores(model, task, progress=steps if progress is not None else None)
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
                        model.device.type, scores.tolist(), cfg.n_decoder_layers, cfg.n_heads, path,
@@ -114,7 +119,7 @@ def load_checkpoint_record(name_or_path: str, progress=None):
     ckpt = checkpoints.load(name_or_path, progress=progress)
     name = str(name_or_path) if looks_like_model_id(str(name_or_path)) else shown_name(path)
     steps, loss = ckpt.summary.get("steps"), ckpt.summary.get("loss")
-    return ckpt, describe_model(ckpt.model, ckpt.task, name, str(path),
+    return ckpt, describe_model(ckpt.model, ckpt.task, name, str(path), progress,
                                 train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
                                 steps=steps if isinstance(steps, int) else None,
                                 history=ckpt.history,

@@ -186,8 +186,11 @@ class MinitxApp(App):
         set_threads()  # before the app's first torch work: threads started later take it
         self.post_message(LoadProgress(f"loading {name}…"))
 
-        def progress(what: str, fraction: float) -> None:  # a large folder's reading, step by step
+        worker = get_current_worker()
+
+        def progress(what: str, fraction: float) -> bool:  # a large folder's reading, step by step
             self.post_message(LoadProgress(f"loading {name}: {what} {fraction:.0%}…"))
+            return worker.is_cancelled  # another open, or the app's end: its decode stops here
 
         try:
             record = load_named(name, progress)
@@ -322,8 +325,12 @@ class MinitxApp(App):
 
         if not isinstance(self.screen, BeamScreen):
             own = record.model.generation.num_beams
-            session = BeamSession(record, src_ids, beams=own if own > 1 else DEFAULT_BEAMS, ablated=ablated)
-            self.push_screen(BeamScreen(session, layer=head[0], head=head[1]))
+            beams = own if own > 1 else DEFAULT_BEAMS
+
+            def prepare(progress):  # in the view's worker: greedy's output takes a big model seconds
+                return BeamSession(record, src_ids, beams=beams, ablated=ablated, progress=progress)
+
+            self.push_screen(BeamScreen(layer=head[0], head=head[1], prepare=prepare))
 
     def show_circuit(self, record) -> None:
         """The circuit view of a LoadedModel."""

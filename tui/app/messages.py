@@ -166,6 +166,32 @@ class PatchReady(Message):
 
 
 @dataclass
+class BeamPreparing(Message):
+    """The beam view's work in a worker (its session: greedy's output; a hypothesis's steps) at
+    `step` of at most `cap`."""
+
+    step: int
+    cap: int
+    what: str = "getting ready: greedy's output"
+
+
+@dataclass
+class HypothesisReady(Message):
+    """The beam view's chosen hypothesis has its Stepper: its grid or lens can be drawn."""
+
+    node: int
+    view: str
+
+
+@dataclass
+class BeamPrepared(Message):
+    """The beam view's session (a BeamSession), or why it could not be made."""
+
+    session: object = None
+    error: str = ""
+
+
+@dataclass
 class BeamChecked(Message):
     """The beam view's search check (core/interp/search_check.py) has run, or failed."""
 

@@ -18,7 +18,13 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
 
-from minitx.tui.app.decode_session import KIND_TITLES, METHOD_NAMES, ROW_LABELS, DecodeSession
+from minitx.tui.app.decode_session import (
+    KIND_TITLES,
+    METHOD_NAMES,
+    ROW_LABELS,
+    RUN_AT_ONCE,
+    DecodeSession,
+)
 from minitx.tui.app.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
 from minitx.tui.app.widgets.importance import ImportanceTable
 from minitx.tui.app.widgets.lens_view import LensTable
@@ -42,7 +48,7 @@ class DecodePanel(Vertical):
         super().__init__(id=id, classes="decode-panel")
         self.label = label  # "A" / "B" in Compare: titles name the side and the model
         self.with_side, self.with_output, self.step_hint = side, output, step_hint
-        self.session = DecodeSession()
+        self.session = DecodeSession(budget=RUN_AT_ONCE)  # a big model's decode: frame by frame
 
     def compose(self) -> ComposeResult:
         if self.with_output:

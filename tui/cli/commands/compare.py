@@ -122,7 +122,7 @@ def _summary(c):
     table = _table("", f"A: {c.a.name}", f"B: {c.b.name}")
     table.add_row("task", c.a.task, c.b.task)
     table.add_row("parameters", f"{c.a.params:,}", f"{c.b.params:,}")
-    table.add_row(f"exact match ({c.n} sequences, seed {c.seed})", _pct(c.a.accuracy), _pct(c.b.accuracy))
+    table.add_row(f"exact match ({c.examples})", _pct(c.a.accuracy), _pct(c.b.accuracy))
     best = [r.best_head for r in (c.a, c.b)]
     label = "best alignment head" if c.a.head_measure == "alignment" else "sharpest head"
     table.add_row(label, *(f"L{l + 1} H{h + 1} {s:.2f}" for l, h, s in best))

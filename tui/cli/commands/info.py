@@ -17,8 +17,9 @@ from minitx.tui.cli.common import (
 )
 
 
-def inspect_data(ckpt) -> dict:
-    """Everything `inspect` shows, as plain data."""
+def inspect_data(ckpt, progress=None) -> dict:
+    """Everything `inspect` shows, as plain data. `progress(step, cap)` while a model without
+    examples decodes its example source (shown_head_scores)."""
     from minitx.core.checkpoint import describe_size
     from minitx.core.interp.alignment import shown_head_scores
     from minitx.core.model.components import components
@@ -26,7 +27,7 @@ def inspect_data(ckpt) -> dict:
 
     meta, task, vocab = ckpt.metadata, ckpt.task, ckpt.task.vocab
     # 256 of the task's examples; without any (no pairs kept), each head on its example source
-    measure, scores = shown_head_scores(ckpt.model, task, n=256)
+    measure, scores = shown_head_scores(ckpt.model, task, n=256, progress=progress)
     measured_on = "examples" if task.has_examples else f"the example source alone, {task.example()!r}"
     try:  # informational only: a file without it (or with a broken one) is still inspectable
         train_cfg = json.loads(meta["train_config"])
@@ -128,8 +129,13 @@ def inspect_cmd(ckpt, as_json) -> None:
       minitx inspect dates
       minitx inspect my-run.safetensors --json
     """
+    from minitx.tui.cli.progress import Progress
+
     checkpoint = load_checkpoint_arg(ckpt)
-    info = inspect_data(checkpoint)
+    with Progress("inspect", enabled=not as_json) as progress:
+        progress.stage("scoring the heads")  # a model without examples decodes its example source
+        info = inspect_data(checkpoint,
+                            lambda done, cap: progress.update(done, cap, "decoding its example, step"))
     if as_json:
         echo_json(info)
         return

@@ -27,7 +27,7 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
     from minitx.core.data.vocab import TaskInputError
 
     try:
-        return ckpt.task.parse(text, max_len=ckpt.model_config.max_len - 2)
+        return ckpt.task.parse(text, max_len=ckpt.task.source_limit(ckpt.model_config.max_len))
     except TaskInputError as e:
         raise click.BadParameter(str(e), param_hint=flag) from None
 
