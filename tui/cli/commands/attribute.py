@@ -148,7 +148,7 @@ def _parsed(ckpt, texts: list[str]) -> list[list[int]]:
     from minitx.core.data.vocab import TaskInputError
 
     try:
-        return [ckpt.task.parse(text, max_len=ckpt.model_config.max_len - 2) for text in texts]
+        return [ckpt.task.parse(text, max_len=ckpt.task.source_limit(ckpt.model_config.max_len)) for text in texts]
     except TaskInputError as e:
         raise click.BadParameter(str(e), param_hint="SOURCE") from None
 
