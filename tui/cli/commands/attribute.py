@@ -148,7 +148,8 @@ def _parsed(ckpt, texts: list[str]) -> list[list[int]]:
     from minitx.core.data.vocab import TaskInputError
 
     try:
-        return [ckpt.task.parse(text, max_len=ckpt.task.source_limit(ckpt.model_config.max_len)) for text in texts]
+        limit = ckpt.task.source_limit(ckpt.model_config.max_len)
+        return [ckpt.task.parse(text, max_len=limit) for text in texts]
     except TaskInputError as e:
         raise click.BadParameter(str(e), param_hint="SOURCE") from None
 
