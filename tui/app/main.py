@@ -306,11 +306,11 @@ class MinitxApp(App):
         if not isinstance(self.screen, ChoiceDialog):
             self.push_screen(ChoiceDialog(question, choices), answered)
 
-    def ask_token(self, step: int, vocabulary: list[str], predicted: str, offered: list[int],
-                  chosen: Callable[[int | None], None]) -> None:
-        """The force-a-token dialog (step 1-based); `chosen` gets a token id, or None on esc."""
+    def ask_token(self, step: int, vocab, predicted: str, chosen: Callable[[int | None], None]) -> None:
+        """The force-a-token dialog (step 1-based, a token of `vocab`, the output vocabulary);
+        `chosen` gets a token id, or None on esc."""
         if not isinstance(self.screen, ForceTokenScreen):
-            self.push_screen(ForceTokenScreen(step, vocabulary, predicted, offered), chosen)
+            self.push_screen(ForceTokenScreen(step, vocab, predicted), chosen)
 
     def show_failures(self, model, task, interventions, chosen: Callable[[object], None]) -> None:
         """The failures dialog (it decodes in its own worker); `chosen` gets a core Failure or None."""

@@ -220,19 +220,22 @@ class PairsFileScreen(ModalScreen[str | None]):
 
 
 class ForceTokenScreen(ModalScreen[int | None]):
-    """Ask which token to output at the current step; dismisses with its id, or None on esc."""
+    """Ask which token to output at the current step; dismisses with its id, or None on esc. A
+    token is typed as the screen shows it or as its vocabulary spells it (a subword piece's
+    "▁house" is "·house" on screen): both, as `minitx attribute --target` reads one."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
-    def __init__(self, step: int, vocabulary: list[str], predicted: str, offered: list[int]) -> None:
-        """step: 1-based, as the app counts; offered: the ids a person may choose."""
+    def __init__(self, step: int, vocab, predicted: str) -> None:
+        """step: 1-based, as the app counts; vocab: the model's output vocabulary (core Vocab)."""
         super().__init__()
-        self.step, self.vocabulary, self.predicted, self.offered = step, vocabulary, predicted, offered
+        self.step, self.vocab, self.predicted = step, vocab, predicted
 
     def compose(self) -> ComposeResult:
         from rich.markup import escape
 
-        tokens = " ".join(self.vocabulary[i] for i in self.offered)
+        vocab = self.vocab
+        tokens = " ".join(vocab.label(i) for i in range(vocab.size) if i not in (vocab.pad, vocab.sos))
         with Vertical(id="force-box", classes="dialog"):
             yield Label(f"At step {self.step} the model chose {escape(self.predicted)}. Output instead:")
             yield Input(placeholder="a token, e.g. 7 or <eos>", id="force-token", compact=True)
@@ -245,10 +248,14 @@ class ForceTokenScreen(ModalScreen[int | None]):
         self.query_one("#force-token").focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        from minitx.core.interp.source_attribution import target_id
+
         text = event.value.strip()
-        if text in self.vocabulary and self.vocabulary.index(text) in self.offered:
-            self.dismiss(self.vocabulary.index(text))
+        try:
+            self.dismiss(target_id(self.vocab, text))
             return
+        except ValueError:
+            pass
         shown = text if len(text) <= 12 else text[:12] + "…"
         self.query_one("#force-error", Static).update(
             f"✗ {shown!r} is not a token of this model" if text else "✗ type a token first")

@@ -324,9 +324,7 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
                 self._forced(token)
 
         vocab = session.record.task.vocab
-        offered = [i for i in range(vocab.size) if i not in (vocab.pad, vocab.sos)]  # what an output can be
-        self.app.ask_token(current.index + 1, vocab.labels(range(vocab.size)), vocab.label(current.predicted),
-                           offered, chosen)
+        self.app.ask_token(current.index + 1, vocab, vocab.label(current.predicted), chosen)
 
     @one_line_errors
     def _forced(self, token: int) -> None:
