@@ -105,10 +105,9 @@ class Generation:
             scores = _ban_after(scores, prefix, word)
         if self.min_length and t < self.min_length:
             scores = scores.index_fill(-1, torch.tensor(self.eos, device=scores.device), float("-inf"))
-        if self.forced_bos is not None and t == 1:
-            scores = _only(scores, self.forced_bos)
-        if self.forced_eos is not None and t == max_length - 1:
-            scores = _only(scores, self.forced_eos)
+        forced = self.forced_token(t, max_length)
+        if forced is not None:
+            scores = _only(scores, forced[0])
         if self.suppressed:
             scores = scores.index_fill(-1, torch.tensor(self.suppressed, device=scores.device), float("-inf"))
         first = 2 if self.forced_bos is not None else 1  # transformers' begin index skips a forced BOS
@@ -116,6 +115,16 @@ class Generation:
             scores = scores.index_fill(-1, torch.tensor(self.begin_suppressed, device=scores.device),
                                        float("-inf"))
         return scores
+
+    def forced_token(self, t: int, max_length: int) -> tuple[int, str] | None:
+        """The token these settings force after a prefix of t positions (the start token first)
+        in a decode of at most `max_length` positions, and where: (id, "first step" or "last
+        step"); None where the model chooses. Forced EOS acts after forced BOS, so it wins."""
+        if self.forced_eos is not None and t == max_length - 1:
+            return self.forced_eos, "last step"
+        if self.forced_bos is not None and t == 1:
+            return self.forced_bos, "first step"
+        return None
 
     def _bad_words(self) -> tuple[tuple[int, ...], ...]:
         """bad_words less the single end tokens (transformers never bans an EOS this way)."""

@@ -161,6 +161,7 @@ class StepResult:
     log_probs: torch.Tensor | None = None  # (V,) the model's next-token log-probabilities
     lens: torch.Tensor | None = None  # (layers, V) log-probabilities of each decoder layer's lens
     predicted: int | None = None  # the model's own choice (argmax); None: the same as token
+    settings_forced: str = ""  # where the generation settings forced this token ("last step"), or ""
 
     @property
     def forced(self) -> bool:
@@ -169,9 +170,10 @@ class StepResult:
 
     @property
     def entropy(self) -> float:
-        """Of the next-token distribution, in nats (0: certain; ln V: uniform)."""
+        """Of the model's next-token distribution, in nats (0: certain; ln V: uniform); never
+        below 0, where rounding of a certain distribution would print -0.000."""
         lp = self.log_probs
-        return float(-(lp.exp() * lp).sum()) if lp is not None else float("nan")
+        return max(0.0, float(-(lp.exp() * lp).sum())) if lp is not None else float("nan")
 
 
 class Stepper(Replay):
@@ -301,6 +303,7 @@ class Stepper(Replay):
         prefix = torch.tensor([self.decoder_input(self.results[:index])], device=logits.device)  # (1, t)
         # What may be chosen here (minitx: never PAD or SOS; a folder's settings may force a token)
         probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1)[0].exp()
+        settings = rules.forced_token(prefix.shape[1], self.cap + 1)
         top = probs.topk(min(self.top_k, int((probs > 0).sum()) or 1))
         predicted = int(top.indices[0])
         token = self.forced.get(index, predicted)  # forced over teacher over the model's choice
@@ -318,6 +321,7 @@ class Stepper(Replay):
             log_probs=log_probs.cpu(),
             lens=lens,
             predicted=predicted,
+            settings_forced=settings[1] if settings else "",
         )
 
 

@@ -196,7 +196,12 @@ class DecodePanel(Vertical):
         note = f"entropy {r.entropy:.3f} nats"
         if r.forced:
             note += f" · {vocab.label(r.token)} forced"
-        self.topk.show([(vocab.label(i), p, float(r.log_probs[i])) for i, p in r.top_k], footnote=note)
+        top = r.top_k
+        if r.settings_forced:  # the settings chose, not the model: show what the model would have
+            own = v.record.model.generation.emittable(r.log_probs).exp().topk(s.top_k)  # (k,)
+            top = [(int(i), float(p)) for p, i in zip(own.values, own.indices)]
+            note += f"\n{vocab.label(r.token)} forced ({r.settings_forced})"
+        self.topk.show([(vocab.label(i), p, float(r.log_probs[i])) for i, p in top], footnote=note)
 
     def _title(self, picture: str) -> str:
         """Explore: 'cross-attention · L2 H2'. Compare: 'A reverse', the head at the bottom, so a
