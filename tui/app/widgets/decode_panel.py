@@ -170,7 +170,9 @@ class DecodePanel(Vertical):
         progress = f"{right}/{s.position} right" if v.teacher else \
             f"step {s.position}/{length}" if length else f"step {s.position}"
         parts = [self.verdict(), progress]
-        if task.source_length(s.src_ids) > task.max_len:
+        # A model trained outside minitx: its training lengths are unknown (its positions limit a
+        # source, and a longer one is refused as it is typed).
+        if not v.record.pretrained and task.source_length(s.src_ids) > task.max_len:
             parts.append(Text(f"longer than trained ({task.max_len})", style="yellow"))
         level = task.vocab.level
         shown = [r.text + ("*" if r.forced else "") for r in s.results[: s.position]] or ["·"]
