@@ -81,7 +81,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
     #beam-box { width: 100%; height: 100%; }
     #beam-status { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
     #beam-greedy, #beam-detail, #beam-keys { height: auto; }
-    #beam-body { height: 1fr; }
+    #beam-body { height: 1fr; scrollbar-gutter: stable; }  /* the tree keeps its width as it grows taller */
     #beam-tree { width: auto; height: auto; }
     """
 
@@ -119,6 +119,11 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
             self.action_run()  # the whole search at first sight, drawn as it goes (x resets, → steps)
         else:
             self.redraw()
+
+    def on_resize(self) -> None:
+        """The tree, its window and the key lines fit the new width and height (a tree drawn for
+        80 columns would lose its score columns at 60)."""
+        self.call_after_refresh(self.redraw)
 
     # -- keys --------------------------------------------------------------------------------
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:

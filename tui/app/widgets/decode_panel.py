@@ -225,6 +225,9 @@ class DecodePanel(Vertical):
         v = self.session
         for view, widget in self._widgets().items():
             widget.display = view == v.view_mode
+        # Two grids side by side fill the box's width: its scrollbar keeps a gutter of its own,
+        # or it would cover the right one's last columns and its note.
+        self.grid_box.set_class(v.view_mode == "attribution", "two-grids")
         self.grid.numbers = v.numbers
         for grid in self.query(".attribution AttentionGrid").results(AttentionGrid):
             grid.numbers = v.numbers
