@@ -97,6 +97,9 @@ async def test_shift_b_shows_the_search_as_a_tree_at_80x24_and_the_keys_step_and
         assert "length penalty 0 (the search ran with 1): '0 0 8' would win" in shown
         await pilot.press("g")
         assert screen.query_one("#beam-grid").display and screen.query_one("#beam-grid").rows
+        await pilot.press("escape")  # one level back: the tree, then out of the view
+        assert app.screen is screen and screen.session.view == "tree"
+        assert screen.query_one("#beam-tree").display
         await pilot.press("escape")
         assert not isinstance(app.screen, BeamScreen)
 

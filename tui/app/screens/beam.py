@@ -34,11 +34,13 @@ KEYS = {  # what each view's key line lists (every key is in the ? help with its
              ("l", "lens"), ("y", "why"), ("+/-", "length penalty"), ("0", "its own"), ("p", "pruned"),
              ("S", "search check"), ("E", "export"), ("esc", "close")],
     "grid": [("→/←", "its steps"), ("[/]", "layer"), (",/.", "head"), ("l", "lens"), ("g", "tree"),
-             ("y", "why"), ("esc", "close")],
-    "lens": [("→/←", "its steps"), ("g", "grid"), ("l", "tree"), ("y", "why"), ("esc", "close")],
-    "check": [("S", "tree"), ("E", "export"), ("esc", "close")],
+             ("y", "why"), ("esc", "tree"), ("q", "close")],
+    "lens": [("→/←", "its steps"), ("g", "grid"), ("l", "tree"), ("y", "why"), ("esc", "tree"),
+             ("q", "close")],
+    "check": [("S", "tree"), ("E", "export"), ("esc", "tree"), ("q", "close")],
     # y's entry is made when drawn: the next method, or the tree after the last
-    "why": [("↑/↓", "choose"), ("g", "grid"), ("l", "lens"), ("E", "export"), ("esc", "close")],
+    "why": [("↑/↓", "choose"), ("g", "grid"), ("l", "lens"), ("E", "export"), ("esc", "tree"),
+            ("q", "close")],
 }
 
 
@@ -49,7 +51,10 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
                  "y: how each source token favours its token over greedy's where they part\n"
                  "(the difference of their log p; attention rows are weights, not a contrast).")
     BINDINGS = [
-        Binding("escape,q", "dismiss(None)", "close"),
+        # esc goes back one level: from a hypothesis's grid, lens or why, or the search check, to
+        # the tree; from the tree, out of the view. q closes it from anywhere.
+        Binding("escape", "back", "back", tooltip="back to the tree (in the tree: close the view)"),
+        Binding("q", "dismiss(None)", "close", tooltip="close the beam view"),
         Binding("right,n", "step(1)", "step", show=False,
                 tooltip="one search step (in a hypothesis: its next step)"),
         Binding("left,b", "step(-1)", "back", show=False, tooltip="one step back"),
@@ -139,6 +144,14 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         if action == "step" and view == "why":
             return "the why is of one step, where the two part: ↑ ↓ another hypothesis, y the method"
         return None
+
+    def action_back(self) -> None:
+        if self.session.view == "tree":
+            self.dismiss(None)
+            return
+        self.playing = False
+        self.session.set_view("tree")
+        self.redraw()
 
     def action_step(self, steps: int) -> None:
         self.playing = False
