@@ -95,3 +95,13 @@ async def test_list_dialogs_open_on_their_first_item_and_an_empty_one_keeps_tab_
             dialog.query_one("#open-path", Input).focus()
             await pilot.press("enter")
             assert [Path(a).resolve() for a in answers] == [folder.resolve()], typed
+        # started inside the folder, o lists its weights: choosing them opens the folder too
+        dialog = OpenCheckpointScreen(folder=str(folder))
+        answers = await chosen_from(pilot, dialog, [])
+        await wait_for(pilot, lambda: any(p.endswith("/model.safetensors") for p in dialog.paths.values()),
+                       "the folder's files")
+        listing = dialog.query_one("#open-list", OptionList)
+        weights = [p.endswith("/model.safetensors") for p in dialog.paths.values()]  # in the list's order
+        listing.highlighted = weights.index(True)
+        await pilot.press("enter")
+        assert answers == [str(folder)]

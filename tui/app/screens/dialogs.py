@@ -143,8 +143,13 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
         self.query_one("#open-error", Static).update(f"✗ {message}" if message else "")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        """A listed file of a model folder (the app started inside one lists its weights) opens
+        the folder, as the same file typed does."""
+        from minitx.checkpoints import model_folder_of
+
         if event.option.id in self.paths:
-            self.dismiss(self.paths[event.option.id])
+            path = self.paths[event.option.id]
+            self.dismiss(str(model_folder_of(path) or path))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """A model folder, or a file of one (its config.json, its weights), opens that model; any
