@@ -114,9 +114,9 @@ def test_a_pretrained_model_says_it_was_trained_elsewhere_rather_than_blaming_an
 
     folder = record("huggingface", {"family": "marian"})
     assert folder.pretrained
-    assert folder.no_history == "trained outside minitx (marian): no minitx run recorded it"
+    assert folder.no_history == "a marian model trained outside minitx"
     imported = record("imported", {"layout": "tutorial"})
-    assert imported.pretrained and imported.no_history.startswith("trained outside minitx (tutorial)")
+    assert imported.pretrained and imported.no_history == "a tutorial model trained outside minitx"
     assert not record("reverse", {}).pretrained
     assert record("reverse", {}).no_history == "a file from before minitx kept them, or an export"
 
@@ -147,7 +147,7 @@ async def test_a_folder_opened_from_its_config_shows_its_forced_end_its_own_piec
         assert panel.topk.entries[0][1] < 1 and "</s> forced (last step)" in panel.topk.footnote
         assert "longer than trained" not in screen_text(app)
         await pilot.press("h")
-        assert "trained outside minitx (marian)" in notifications(app)[-1]
+        assert "(a marian model trained outside minitx)" in notifications(app)[-1]
         # f: a piece as vocab.json spells it ("▁") or as the screen shows it ("·")
         await pilot.press("x", "right", "f")
         dialog = app.screen

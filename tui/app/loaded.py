@@ -48,8 +48,8 @@ class LoadedModel:
     def no_history(self) -> str:
         """Why the model has no training curves or snapshots, said of what it is."""
         if self.pretrained:
-            origin = self.task.origin.get("family") or self.task.origin.get("layout") or "another code"
-            return f"trained outside minitx ({origin}): no minitx run recorded it"
+            origin = self.task.origin.get("family") or self.task.origin.get("layout") or "imported"
+            return f"a {origin} model trained outside minitx"
         return "a file from before minitx kept them, or an export"
 
     @property
