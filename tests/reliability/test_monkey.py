@@ -24,8 +24,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input
 
 from minitx.tui.app.help import HelpScreen
-from minitx.tui.app.key_reasons import bound_keys
-from minitx.tui.app.main import MinitxApp, create_app
+from minitx.tui.app.key_reasons import bound_keys, refusal
+from minitx.tui.app.main import KEYS_ELSEWHERE, MinitxApp, create_app
 from minitx.tui.app.screens import compare as compare_screen
 from minitx.tui.app.screens.beam import BeamScreen
 from minitx.tui.app.screens.circuit import CircuitScreen
@@ -186,10 +186,12 @@ async def from_every_screen(pilot, seed: int, starts=tuple(STARTS), keys_each: i
 
 
 @pytest.mark.asyncio
-async def test_keys_typed_as_compare_opens_then_a_short_monkey_end_nothing_and_lose_nothing(app_folder):
+async def test_early_and_foreign_keys_are_explained_and_a_short_monkey_ends_nothing_and_loses_nothing(
+        app_folder):
     """s, r, n then c at once (and a sentence typed without i: its t, e and c switch screens):
     Compare is asked about its keys before it has composed its widgets, and must answer, not end
-    the app. Then a short monkey from five screens."""
+    the app. Another screen's key says where it works, unless a field has the focus (its keys
+    are its own). Then a short monkey from five screens."""
     before = folder_state(app_folder)
     app = make_app(app_folder, ["reverse"])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -202,6 +204,14 @@ async def test_keys_typed_as_compare_opens_then_a_short_monkey_end_nothing_and_l
             await wait_for(pilot, lambda: isinstance(app.screen, OpenCheckpointScreen), "the B picker", 10)
             assert app.current_mode == "compare"
             await back_to_explore(pilot)
+        said = len(app.seen)
+        await press(pilot, "u")
+        assert app.seen[said:] == [("information", "u is Train's key, not this screen's: t goes there")]
+        await press(pilot, "i")  # a field has the focus: its keys are its own, nobody else's
+        assert isinstance(app.focused, Input) and refusal(app.screen, "u", KEYS_ELSEWHERE) is None
+        app.screen.set_focus(None)
+        assert refusal(app.screen, "u", KEYS_ELSEWHERE) == app.seen[said][1]
+        await back_to_explore(pilot)
         seen = await from_every_screen(pilot, MONKEY_SEED, SHORT_STARTS, SHORT)
         assert seen["key"] + seen["resize"] == len(SHORT_STARTS) * SHORT and seen["key"] > seen["resize"]
         assert app.is_running and not unexpected(app), unexpected(app)

@@ -51,14 +51,14 @@ def refusal(screen: Screen, key: str, elsewhere: tuple = ()) -> str | None:
     key the last one's reason is given: a screen lists a key's own binding before the one of a
     view it shows at times (Explore's p: the positions, then the replay's play). A key of no
     binding here that another screen or view has (`elsewhere`: (its name, the key that goes
-    there, its class)) says where it works: u on Explore is Train's."""
+    there, its class)) says where it works, while no field has the focus: u on Explore is Train's."""
     active = screen.active_bindings.get(key)
     if active is not None and active.enabled:
         return None
     bound = [b for node in (screen, screen.app) for b in getattr(node, "BINDINGS", ())
              if isinstance(b, Binding) and key in bound_keys(b)]
-    if not bound and not isinstance(screen, ModalScreen):
-        return works_elsewhere(screen, key, elsewhere)
+    if not bound and not isinstance(screen, ModalScreen) and screen.focused is None:
+        return works_elsewhere(screen, key, elsewhere)  # (a focused field's keys are its own)
     reason = None
     for node in (screen, screen.app):
         why_not = getattr(node, "key_reason", None) or getattr(node, "why_not", None)
