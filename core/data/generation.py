@@ -201,6 +201,16 @@ class Generation:
         return (f"not computed: {', '.join(self.not_computed)} (generate() applies "
                 f"{'it' if len(self.not_computed) == 1 else 'them'}; minitx decodes without)")
 
+    def forced_token(self, t: int, max_length: int) -> tuple[int, str] | None:
+        """The token these settings force after a prefix of t positions (the start token first)
+        in a decode of at most `max_length` positions, and where: (id, "first step" or "last
+        step"); None where the model chooses. Forced EOS acts after forced BOS, so it wins."""
+        if self.forced_eos is not None and t == max_length - 1:
+            return self.forced_eos, "last step"
+        if self.forced_bos is not None and t == 1:
+            return self.forced_bos, "first step"
+        return None
+
     def _bad_words(self) -> tuple[tuple[int, ...], ...]:
         """bad_words less the single end tokens (transformers never bans an EOS this way)."""
         return tuple(w for w in self.bad_words if not (len(w) == 1 and w[0] in self.eos))

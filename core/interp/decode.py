@@ -172,6 +172,7 @@ class StepResult:
     predicted: int | None = None  # the model's own choice (argmax); None: the same as token
     # each generation rule that changed the choice here: (its setting, the token chosen before it)
     ruled: tuple[tuple[str, int], ...] = ()
+    settings_forced: str = ""  # where the generation settings forced this token ("last step"), or ""
 
     @property
     def forced(self) -> bool:
@@ -180,9 +181,10 @@ class StepResult:
 
     @property
     def entropy(self) -> float:
-        """Of the next-token distribution, in nats (0: certain; ln V: uniform)."""
+        """Of the model's next-token distribution, in nats (0: certain; ln V: uniform); never
+        below 0, where rounding of a certain distribution would print -0.000."""
         lp = self.log_probs
-        return float(-(lp.exp() * lp).sum()) if lp is not None else float("nan")
+        return max(0.0, float(-(lp.exp() * lp).sum())) if lp is not None else float("nan")
 
 
 class Stepper(Replay):
@@ -325,6 +327,7 @@ class Stepper(Replay):
             probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1, src=src)[0].exp()
         order = scores.topk(max(1, min(self.top_k, int(possible.sum())))).indices
         predicted = int(order[0])
+        settings = rules.forced_token(prefix.shape[1], self.cap + 1)
         token = self.forced.get(index, predicted)  # forced over teacher over the model's choice
         if index not in self.forced and self.teacher is not None and index < len(self.teacher):
             token = self.teacher[index]
@@ -341,6 +344,7 @@ class Stepper(Replay):
             lens=lens,
             predicted=predicted,
             ruled=tuple(changes),
+            settings_forced=settings[1] if settings else "",
         )
 
 

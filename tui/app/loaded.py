@@ -39,8 +39,22 @@ class LoadedModel:
     measure: str = "alignment"  # what `scores` are: "alignment", or "sharpness" (no pattern expected)
 
     @property
+    def pretrained(self) -> bool:
+        """Trained outside minitx: an imported model or a Hugging Face folder (its task says which
+        code it came from; no minitx run, no snapshots, no lengths it was trained on)."""
+        return self.task.name in ("imported", "huggingface")
+
+    @property
+    def no_history(self) -> str:
+        """Why the model has no training curves or snapshots, said of what it is."""
+        if self.pretrained:
+            origin = self.task.origin.get("family") or self.task.origin.get("layout") or "imported"
+            return f"a {origin} model trained outside minitx"
+        return "a file from before minitx kept them, or an export"
+
+    @property
     def summary(self) -> str:
-        if self.task.name in ("imported", "huggingface"):  # its layout (family) and the options
+        if self.pretrained:  # its layout (family) and the options
             from minitx.core.model.components import short_option_labels
 
             layout = self.task.origin.get("layout") or self.task.origin.get("family") or "mapping"

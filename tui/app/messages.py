@@ -73,11 +73,13 @@ class LoadProgress(Message):
 
 @dataclass
 class ListingReady(Message):
-    """The checkpoints of a folder, and why the folder could not be read."""
+    """The checkpoints of a folder (and the Hugging Face model folders in it), and why the folder
+    could not be read."""
 
     folder: str
     listings: list[Listing]
     error: str = ""
+    model_folders: list = field(default_factory=list)  # Paths
 
 
 # -- compare ---------------------------------------------------------------------------------------

@@ -35,11 +35,13 @@ KEYS = {  # what each view's key line lists (every key is in the ? help with its
              ("l", "lens"), ("y", "why"), ("+/-", "length penalty"), ("0", "its own"), ("p", "pruned"),
              ("S", "search check"), ("E", "export"), ("esc", "close")],
     "grid": [("→/←", "its steps"), ("[/]", "layer"), (",/.", "head"), ("l", "lens"), ("g", "tree"),
-             ("y", "why"), ("esc", "close")],
-    "lens": [("→/←", "its steps"), ("g", "grid"), ("l", "tree"), ("y", "why"), ("esc", "close")],
-    "check": [("S", "tree"), ("E", "export"), ("esc", "close")],
+             ("y", "why"), ("esc", "tree"), ("q", "close")],
+    "lens": [("→/←", "its steps"), ("g", "grid"), ("l", "tree"), ("y", "why"), ("esc", "tree"),
+             ("q", "close")],
+    "check": [("S", "tree"), ("E", "export"), ("esc", "tree"), ("q", "close")],
     # y's entry is made when drawn: the next method, or the tree after the last
-    "why": [("↑/↓", "choose"), ("g", "grid"), ("l", "lens"), ("E", "export"), ("esc", "close")],
+    "why": [("↑/↓", "choose"), ("g", "grid"), ("l", "lens"), ("E", "export"), ("esc", "tree"),
+            ("q", "close")],
 }
 
 
@@ -50,7 +52,10 @@ class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
                  "y: how each source token favours its token over greedy's where they part\n"
                  "(the difference of their log p; attention rows are weights, not a contrast).")
     BINDINGS = [
-        Binding("escape,q", "dismiss(None)", "close"),
+        # esc goes back one level: from a hypothesis's grid, lens or why, or the search check, to
+        # the tree; from the tree, out of the view. q closes it from anywhere.
+        Binding("escape", "back", "back", tooltip="back to the tree (in the tree: close the view)"),
+        Binding("q", "dismiss(None)", "close", tooltip="close the beam view"),
         Binding("right,n", "step(1)", "step", show=False,
                 tooltip="one search step (in a hypothesis: its next step)"),
         Binding("left,b", "step(-1)", "back", show=False, tooltip="one step back"),
@@ -82,7 +87,7 @@ class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
     #beam-box { width: 100%; height: 100%; }
     #beam-status { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
     #beam-greedy, #beam-detail, #beam-keys { height: auto; }
-    #beam-body { height: 1fr; }
+    #beam-body { height: 1fr; scrollbar-gutter: stable; }  /* the tree keeps its width as it grows taller */
     #beam-tree { width: auto; height: auto; }
     """
 
@@ -114,6 +119,12 @@ class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
             yield Static("", id="beam-detail")
             yield Static("", id="beam-keys")
 
+    def on_resize(self) -> None:
+        """The tree, its window and the key lines fit the new width and height (a tree drawn for
+        80 columns would lose its score columns at 60)."""
+        if self.session is not None:  # still getting ready: nothing drawn yet
+            self.call_after_refresh(self.redraw)
+
     # -- keys --------------------------------------------------------------------------------
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
         if self.session is None:
@@ -131,6 +142,14 @@ class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
         if action == "step" and view == "why":
             return "the why is of one step, where the two part: ↑ ↓ another hypothesis, y the method"
         return None
+
+    def action_back(self) -> None:
+        if self.session.view == "tree":
+            self.dismiss(None)
+            return
+        self.playing = False
+        self.session.set_view("tree")
+        self.redraw()
 
     def action_step(self, steps: int) -> None:
         self.playing = False

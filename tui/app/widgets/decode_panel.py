@@ -176,7 +176,9 @@ class DecodePanel(Vertical):
         progress = f"{right}/{s.position} right" if v.teacher else \
             f"step {s.position}/{length}" if length else f"step {s.position}"
         parts = [self.verdict(), progress]
-        if task.source_length(s.src_ids) > task.max_len:
+        # A model trained outside minitx: its training lengths are unknown (its positions limit a
+        # source, and a longer one is refused as it is typed).
+        if not v.record.pretrained and task.source_length(s.src_ids) > task.max_len:
             parts.append(Text(f"longer than trained ({task.max_len})", style="yellow"))
         level = task.vocab.level
         shown = [r.text + ("*" if r.forced else "") for r in s.results[: s.position]] or ["·"]
@@ -202,9 +204,14 @@ class DecodePanel(Vertical):
         note = f"entropy {r.entropy:.3f} nats"
         if r.forced:
             note += f" · {vocab.label(r.token)} forced"
-        if r.ruled:  # generation settings changed the choice: the model's own, then which rules
+        top = r.top_k
+        if r.settings_forced:  # the settings chose, not the model: show what the model would have
+            own = v.record.model.generation.emittable(r.log_probs).exp().topk(s.top_k)  # (k,)
+            top = [(int(i), float(p)) for p, i in zip(own.values, own.indices)]
+            note += f"\n{vocab.label(r.token)} forced ({r.settings_forced})"
+        elif r.ruled:  # generation settings changed the choice: the model's own, then which rules
             note += f"\nwas {vocab.label(r.ruled[0][1])}: {'+'.join(rule for rule, _ in r.ruled)}"
-        self.topk.show([(vocab.label(i), p, float(r.log_probs[i])) for i, p in r.top_k], footnote=note)
+        self.topk.show([(vocab.label(i), p, float(r.log_probs[i])) for i, p in top], footnote=note)
 
     def _title(self, picture: str) -> str:
         """Explore: 'cross-attention · L2 H2'. Compare: 'A reverse', the head at the bottom, so a
@@ -226,6 +233,9 @@ class DecodePanel(Vertical):
         v = self.session
         for view, widget in self._widgets().items():
             widget.display = view == v.view_mode
+        # Two grids side by side fill the box's width: its scrollbar keeps a gutter of its own,
+        # or it would cover the right one's last columns and its note.
+        self.grid_box.set_class(v.view_mode == "attribution", "two-grids")
         self.grid.numbers = v.numbers
         for grid in self.query(".attribution AttentionGrid").results(AttentionGrid):
             grid.numbers = v.numbers
