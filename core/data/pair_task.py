@@ -269,7 +269,8 @@ class PairsTask(Task):
         if data.get("expect", "") not in EXPECTATIONS:
             raise ValueError("the data task's expected alignment is not diagonal or anti-diagonal")
         provenance, counts = data.get("provenance"), data.get("counts")
-        check_provenance(provenance)
+        # char or word; a model fine-tuned on a file (`train --init`) read it in its own vocabulary's
+        check_provenance(provenance, ("char", "word", vocab.level))
         if not isinstance(counts, dict) or not all(isinstance(k, str) and len(k) < 40 and isinstance(v, int)
                                                     and v >= 0 for k, v in counts.items()):
             raise ValueError("the data task's counts are not named non-negative integers")

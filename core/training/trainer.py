@@ -122,8 +122,9 @@ class Trainer:
         self._parts = self.processes.world * train_cfg.accumulate  # micro-batches of a step, all processes'
         shard(self.step_rows, self.processes, train_cfg.accumulate)  # ValueError: more parts than pairs
         if self.task.train is not None and len(self.task.train) < self._parts:
+            processes = "1 process" if self.processes.world == 1 else f"{self.processes.world} processes"
             raise ValueError(f"batch_size: {len(self.task.train)} training pairs cannot be shared by "
-                             f"{self.processes.world} processes x {train_cfg.accumulate} micro-batches")
+                             f"{processes} x {train_cfg.accumulate} micro-batches")
         # A bug preset may feed the model other data (copies for no-reverse, while the task
         # still says reverse) or feed it differently (no-shift); chosen here, once.
         bug = bug_preset(train_cfg.bug)

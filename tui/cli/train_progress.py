@@ -40,6 +40,8 @@ def describe_run(trainer) -> str:
 
     m, t = trainer.model_cfg, trainer.cfg
     params = parameter_breakdown(trainer.model)["total"]
+    if t.init:
+        return _fine_tune_what(trainer, params)
     bug = f" bug={t.bug}" if t.bug else ""
     # Two lines that each fit 80 columns: the model, then the run.
     return (
@@ -47,6 +49,22 @@ def describe_run(trainer) -> str:
         f"heads {m.n_heads} layers {m.n_encoder_layers}+{m.n_decoder_layers} · {params:,} params\n"
         f"{_schedule_what(trainer)} · batch {t.batch_size} · {trainer.device.type}{bug}"
     )
+
+
+def _fine_tune_what(trainer, params: int) -> str:
+    """A fine-tune's header: its base and pairs, then its settings (the family's defaults
+    under the options given): what it will do, each line within 80 columns."""
+    t, c, base = trainer.cfg, trainer.task.counts, trainer.base_info or {}
+    file = trainer.task.provenance["data"]["file"]
+    cut = f", {c['cut_too_long']:,} cut to fit" if c.get("cut_too_long") else ""
+    optimiser = f"AdamW wd {t.weight_decay:g}" if t.optimizer == "adamw" else "Adafactor"
+    split = f"batch {t.batch_size}" + (f" x {t.accumulate}" if t.accumulate > 1 else "") + \
+        (f" x {trainer.processes.world} processes" if trainer.processes.distributed else "")
+    return (f"fine-tuning {t.init} ({base.get('family', 'minitx')}, {params:,} params, dropout "
+            f"{trainer.model_cfg.dropout:g})\n"
+            f"on {file}: {c['train']:,} pairs ({c['heldout']:,} held out{cut})\n"
+            f"{_schedule_what(trainer)} · {optimiser} · {split} · {trainer.device.type}"
+            + (f" · label smoothing {t.label_smoothing:g}" if t.label_smoothing else ""))
 
 
 def _schedule_what(trainer) -> str:

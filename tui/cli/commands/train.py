@@ -61,7 +61,7 @@ RUN_OPTIONS = [
 @click.command("train")
 @model_options.recipe_option
 @model_options.apply(model_options.TASK_OPTIONS + model_options.TRAINING_OPTIONS
-                      + model_options.MODEL_OPTIONS + RUN_OPTIONS)
+                      + model_options.FINE_TUNE_OPTIONS + model_options.MODEL_OPTIONS + RUN_OPTIONS)
 def train_cmd(**opts) -> None:
     """Train a model and save it as a checkpoint.
 
@@ -79,6 +79,8 @@ def train_cmd(**opts) -> None:
       minitx train --data pairs.tsv --out mine.safetensors   # your own pairs
       minitx train --data train.tsv --valid valid.tsv --tokens word
       minitx train --task dates --steps 3000 --out dates.safetensors
+      minitx train --init opus-mt-en-de/ --data mine.tsv --out mine.safetensors  # fine-tune
+      torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv --accumulate 2
 
     docs/training.md describes the recipes, docs/components.md the component switches
     (--norm-kind, --position-encoding, --activation swiglu, --kv-heads; `minitx lab` compares
@@ -145,7 +147,11 @@ def _prepare(opts):
     if opts["out"]:
         checkpoint_out(opts["out"])
     try:
-        if opts["resume"]:
+        if opts["init"]:
+            trainer = _fine_tune(opts)
+            name = run_name(trainer.cfg.task, trainer.cfg.data)
+            out_path = Path(opts["out"]) if opts["out"] else run_path(".", name, next_run_number(".", name))
+        elif opts["resume"]:
             if opts["recipe"]:
                 raise click.UsageError("--recipe cannot be combined with --resume: the run has its configs")
             saved = load_checkpoint_arg(opts["resume"])  # cannot be found or read: exit 2
@@ -180,6 +186,43 @@ def _prepare(opts):
         )
     _warn_if_shadowed(out_path)
     return trainer, out_path
+
+
+# Options that shape a model or choose its task: a fine-tune's come from its base (--init).
+NOT_WITH_INIT = ("recipe", "task", "lengths", "bug", "tokens", "expect", "resume", "restart_schedule")
+
+
+def _refuse_beside_init(opts) -> None:
+    """An architecture or task option beside --init: one line naming it."""
+    from minitx.core.options import MODEL_OPTIONS
+
+    for name in [*(n for n in MODEL_OPTIONS if n != "dropout"), "layers", *NOT_WITH_INIT]:
+        if opts.get(name) not in (None, False):
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{flag} cannot be combined with --init: a fine-tune's architecture, "
+                                   "task and tokenisers are its base model's")
+    if not opts["data"]:
+        raise click.UsageError("--init needs --data PAIRS: the pairs to fine-tune on")
+
+
+def _fine_tune(opts):
+    """A Trainer fine-tuning --init's model on --data, its family's defaults under the options."""
+    from minitx.core.config import TrainConfig
+    from minitx.core.data.task import DATA_TASK
+    from minitx.core.training.fine_tune import family_of, fine_tune_defaults, folder_dropout
+    from minitx.core.training.trainer import Trainer
+
+    _refuse_beside_init(opts)
+    try:
+        base = load_checkpoint_arg(opts["init"])  # not a model: exit 2, naming it
+    except BadArgument as e:
+        raise BadArgument(f"--init: {e}") from None
+    defaults = fine_tune_defaults(family_of(base.task), opts["optimizer"] or "adamw")
+    train_cfg = TrainConfig(task=DATA_TASK, data=opts["data"], init=opts["init"], **defaults)
+    dropout = folder_dropout(base.task)  # a folder's config.json; else the checkpoint's own
+    model_cfg = base.model_config if dropout is None else base.model_config.replace(dropout=dropout)
+    model_cfg, train_cfg = model_options.configs(model_cfg, train_cfg, opts)
+    return Trainer(model_cfg, train_cfg, base=base)
 
 
 def schedule_ended_note(trainer, path: str) -> str:
