@@ -115,14 +115,19 @@ def _read(path: str, task: Task):
     return files.load(path, task.vocab.level, task.vocab, separate)
 
 
+SPACE_MARKS = " \u2581\u0120"  # a space, sentencepiece's "▁", byte-level BPE's "Ġ"
+
+
 def _check_targets(path: str, data: PairData, task: Task) -> None:
-    """A target whose pieces are all unknown (or only specials, such as BART's leading <s>)
-    teaches nothing but <unk>: refused, naming its line."""
+    """A target whose pieces are all unknown (beside specials, such as BART's leading <s>, and
+    word-start marks) teaches nothing but <unk>: refused, naming its line."""
     unk = task.vocab.unk
     if unk is None:
         return
     target = data.target
-    real = torch.tensor(task.vocab.real_ids(), dtype=torch.long)  # ordinary pieces: no unk, no specials
+    vocab = task.vocab
+    # pieces that hold text: no unk, no specials, no piece that only marks a word's start ("▁")
+    real = torch.tensor([i for i in vocab.real_ids() if vocab.tokens[i].strip(SPACE_MARKS)], dtype=torch.long)
     known = torch.isin(target.ids.long(), real).to(torch.int64)  # (tokens,)
     totals = torch.zeros(len(known) + 1, dtype=torch.int64)
     totals[1:] = known.cumsum(0)

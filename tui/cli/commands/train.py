@@ -96,6 +96,9 @@ def train_cmd(**opts) -> None:
 
     trainer, out_path = _prepare(opts)
     out, err = quiet_stdout(), quiet_stderr()
+    lead = trainer.processes.main  # under torchrun only the first process prints and writes
+    if not lead:
+        opts = {**opts, "quiet": True, "metrics": None}
     if not opts["quiet"]:
         for note in trainer.task.notes():  # a data file's skipped pairs, once
             err.write(f"note: {note}\n")
@@ -114,21 +117,25 @@ def train_cmd(**opts) -> None:
                 if trainer.step_count == 0:
                     raise
                 trainer.save(out_path, resumable=True)
-                raise click.ClickException(f"{e}; step {trainer.step_count} saved to {out_path}") from None
+                raise click.ClickException(f"{e}; step {trainer.step_count} saved to {out_path}"
+                                           if lead else "") from None
             stopped = signals.caught is not None and not trainer.done
             if not stopped and (trainer.last_accuracy is None or trainer.cfg.eval_every == 0):
                 reporter.evaluated_after(trainer, trainer.evaluate())  # the result always states it
         if stopped:
             trainer.save(out_path, resumable=True)
-            err.write(f"{signals.name} at step {trainer.step_count}/{trainer.cfg.steps}: resumable "
-                      f"checkpoint saved to {out_path}, {_kept(trainer)} (continue: minitx train "
-                      f"--resume {out_path})\n")
+            if lead:
+                err.write(f"{signals.name} at step {trainer.step_count}/{trainer.cfg.steps}: resumable "
+                          f"checkpoint saved to {out_path}, {_kept(trainer)} (continue: minitx train "
+                          f"--resume {out_path})\n")
             sys.exit(128 + signals.caught)
         save_start = time.perf_counter()
         trainer.save(out_path, resumable=True)
     timings = {"startup": loop_start - process_started(), "loop": save_start - loop_start,
                "training": trainer.seconds_this_run, "evaluation": trainer.eval_seconds,
                "saving": time.perf_counter() - save_start}
+    if not lead:
+        return
     _report_result(trainer, out_path, out, opts["as_json"], timings)
     if out.gone:  # say where the result went, since stdout could not
         err.write(f"note: standard output was closed ({out.closed_at}); the run went on to step "
