@@ -32,7 +32,7 @@ from minitx.core.history import History, snapshot_due
 from minitx.core.model.transformer import Seq2Seq, set_training
 from minitx.core.training.bug_presets import apply_bug, bug_preset
 from minitx.core.training.divergence import first_non_finite_layer
-from minitx.core.training.evaluation import evaluate
+from minitx.core.training.evaluation import evaluate, score
 from minitx.core.training.events import RunListener
 from minitx.core.training.fine_tune import base_record, fine_tune_task, train_as_family
 from minitx.core.training.optim import make_optimizer
@@ -48,7 +48,17 @@ from minitx.core.training.resume import (
 )
 
 EARLY_STOP_BATCH = 100  # sequences per batch of an evaluation that may stop early (--until)
+FINE_TUNE_EVAL_BATCH = 64  # held-out pairs decoded at once by a fine-tune's evaluation
 HELD_OUT_SEED_OFFSET = 1_000_003  # plus the run's seed: held-out sequences, apart from the training stream
+
+
+def scores_of(result: EvalResult) -> dict:
+    """A fine-tune's evaluation as plain numbers: exact match, loss per target token, BLEU, chrF."""
+    text = result.text
+    return {"accuracy": result.accuracy, "loss": result.loss, "bleu": text.bleu if text else None,
+            "chrf": text.chrf if text else None, "n": result.n,
+            **({"bleu_signature": text.bleu_signature, "chrf_signature": text.chrf_signature}
+               if text else {})}
 
 
 class TrainingDiverged(RuntimeError):
@@ -167,6 +177,8 @@ class Trainer:
         self.listeners: tuple[RunListener, ...] = ()  # of the run in progress (see run())
         self.run_seconds = 0.0  # wall time of this process's runs: steps, evaluations, snapshots
         self.run_steps = 0  # steps this process's runs took
+        self.base_scores: dict | None = None  # a fine-tune's held-out scores of its base (step 0)
+        self.last_scores: dict | None = None  # ... and of its latest evaluation
 
     def trainable(self) -> list[torch.nn.Parameter]:
         """The parameters the optimiser changes (a fine-tune keeps some as its family does)."""
@@ -211,6 +223,9 @@ class Trainer:
         non-finite update, so the weights stay at the last good state."""
         if self.step_count == 0 and not self.history.snapshot_steps:
             self.snapshot()  # the untrained model's attention starts the timeline
+        if self.cfg.init and self.step_count == 0 and self.base_scores is None:
+            self.evaluate(self.cfg.eval_size, self.heldout_seed)  # the base: what the fine-tune starts from
+            self.base_scores = self.last_scores
         start = time.perf_counter()
         step = self.step_count + 1
         lr = self.lr_for(step)
@@ -289,17 +304,24 @@ class Trainer:
         data file's held-out pairs, teacher-forced (the same figure as greedy decoding, in one
         pass). The run's own evaluation (no n or seed given) goes into the history. With
         stop_below (a run with --until) it goes EARLY_STOP_BATCH examples at a time and stops at
-        the batch that puts the target out of reach, so evaluations far from it cost little."""
+        the batch that puts the target out of reach, so evaluations far from it cost little.
+        A fine-tune's measures its held-out pairs by greedy decoding: exact match, loss, BLEU, chrF."""
+        own = n is None and seed is None
         start = time.perf_counter()
-        result = evaluate(self.model, self.task, n or self.cfg.eval_size,
-                          seed=self.heldout_seed if seed is None else seed,
-                          batch_size=EARLY_STOP_BATCH if stop_below else 500,
-                          teacher_forced=True, stop_below=stop_below)
+        n, seed = n or self.cfg.eval_size, self.heldout_seed if seed is None else seed
+        if self.cfg.init:  # a fine-tune: also loss per target token, corpus BLEU and chrF (greedy)
+            batches = self.task.evaluation_batches(n, seed, FINE_TUNE_EVAL_BATCH)
+            result = score(self.model, self.task, batches, loss=True, text=True)
+            self.last_scores = scores_of(result)
+        else:
+            result = evaluate(self.model, self.task, n, seed=seed,
+                              batch_size=EARLY_STOP_BATCH if stop_below else 500,
+                              teacher_forced=True, stop_below=stop_below)
         self.eval_seconds += time.perf_counter() - start
         self.last_accuracy = result.accuracy
         # an evaluation stopped early (--until out of reach) measured a few examples: no figure
         self.accuracy_step = self.step_count if result.complete else None
-        if n is None and seed is None:
+        if own:
             self.history.record_eval(self.step_count, result.accuracy, result.n, result.complete)
             for listener in self.listeners:
                 listener.on_evaluation(self, result)
@@ -344,6 +366,8 @@ class Trainer:
             **({"until_reached_at": self.until_reached_at} if self.until_reached_at else {}),
             "bug": self.cfg.bug,
             **({"base": self.base_info} if self.base_info else {}),
+            **({"base_scores": self.base_scores} if self.base_scores else {}),
+            **({"scores": self.last_scores} if self.last_scores and self.cfg.init else {}),
             "minitx_version": __version__,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
@@ -383,6 +407,7 @@ class Trainer:
                                        **({"processes": self.processes.world}
                                           if self.processes.distributed else {}),
                                        **({"base": self.base_info} if self.base_info else {}),
+                                       **({"base_scores": self.base_scores} if self.base_scores else {}),
                                        **({"data": self._sampler.state()[0]} if self._sampler else {})}),
             }
         saved = save_checkpoint(path, self.model, self.task, self.summary(),
@@ -483,6 +508,8 @@ class Trainer:
         self.last_loss = info.get("last_loss")
         self.last_accuracy = info.get("last_accuracy")
         self.lr_restart, self.schedule_from = restart, schedule_from
+        base_scores = info.get("base_scores")
+        self.base_scores = base_scores if isinstance(base_scores, dict) else None
         self._load_history(ckpt)
 
     def _load_history(self, ckpt: Checkpoint) -> None:

@@ -22,8 +22,11 @@ class Metrics:
 
     def write_eval(self, step: int, result) -> None:
         """An evaluation: the examples it really measured, and whether it stopped early."""
+        text = result.text  # a fine-tune's: its loss, BLEU and chrF too
         self._write({"kind": "eval", "step": step, "accuracy": result.accuracy, "n": result.n,
-                     "complete": result.complete})
+                     "complete": result.complete,
+                     **({"loss": result.loss} if result.loss is not None else {}),
+                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {})})
 
     def _write(self, row: dict) -> None:
         if self.file is not None:
@@ -99,6 +102,19 @@ def task_summary(task) -> str:
         return (f"{file}: {c['train']:,} pairs ({c['heldout']:,} held out), "
                 f"{task.vocab.size - len(task.vocab.specials)} {task.vocab.level} tokens")
     return f"{task.name} {task.min_len}-{task.max_len}" if task.exact_lengths else task.name
+
+
+def fine_tune_scores(trainer) -> str | None:
+    """'loss 5.21 -> 1.03 · BLEU 3.1 -> 25.4 · chrF 20.1 -> 48.2': a fine-tune's base
+    against its weights now, on its held-out pairs; None for other runs."""
+    base, now = trainer.base_scores, trainer.last_scores
+    if not (trainer.cfg.init and base and now):
+        return None
+    parts = []
+    for key, name, fmt in (("loss", "loss", ".4f"), ("bleu", "BLEU", ".1f"), ("chrf", "chrF", ".1f")):
+        if base.get(key) is not None and now.get(key) is not None:
+            parts.append(f"{name} {base[key]:{fmt}} -> {now[key]:{fmt}}")
+    return " · ".join(parts)
 
 
 def log_line(stats, until: float = 0.0) -> str:

@@ -29,7 +29,7 @@ from minitx.tui.cli.common import (
     threads_option,
 )
 from minitx.tui.cli.output import quiet_stderr, quiet_stdout
-from minitx.tui.cli.train_progress import Reporter, SaveEvery
+from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores
 
 RUN_OPTIONS = [
     click.option("--out", "out", type=click.Path(dir_okay=False),
@@ -353,5 +353,12 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
     final = [f"final exact match {acc:.1%} on {n} {task.evaluated_on}", f"loss {summary['loss']:.4f}",
              f"{trainer.seconds_this_run:.0f} s this run{in_all}"]
     out.write(field_lines(final, width).plain + "\n")
+    scores = fine_tune_scores(trainer)
+    if scores:  # the base -> the fine-tuned weights, on the same held-out pairs
+        first, *rest = scores.split(" · ")
+        out.write(field_lines([f"base -> fine-tuned ({n} {task.evaluated_on}): {first}", *rest], width).plain
+                  + "\n")
+        for name, key in (("BLEU", "bleu_signature"), ("chrF", "chrf_signature")):
+            out.write(f"  {name}: sacrebleu {trainer.last_scores[key]}\n")
     out.write(field_lines([f"saved {out_path}", "resumable; `minitx export` makes a copy to share"],
                           width).plain + "\n")
