@@ -174,3 +174,21 @@ def test_a_non_finite_loss_names_the_step_and_first_layer_and_keeps_the_weights(
     after = weights(trainer)
     assert trainer.step_count == 1
     assert all(torch.equal(before[n], after[n]) for n in before if torch.isfinite(before[n]).all())
+
+
+@pytest.mark.slow  # torch.optim's first step imports torch._dynamo: seconds
+def test_an_adafactor_fine_tune_resumes_to_the_uninterrupted_weights(base, pairs, tmp_path):
+    defaults = fine_tune_defaults("t5", "adafactor")
+    assert defaults["optimizer"] == "adafactor" and defaults["lr"] == 1e-3
+    straight = trainer_for(base, pairs, batch_size=8, steps=3, optimizer="adafactor", weight_decay=0.0)
+    while not straight.done:
+        straight.train_step()
+    first = trainer_for(base, pairs, batch_size=8, steps=3, optimizer="adafactor", weight_decay=0.0)
+    first.train_step()
+    first.save(tmp_path / "ada.safetensors")
+    resumed = Trainer.resume(tmp_path / "ada.safetensors")
+    while not resumed.done:
+        resumed.train_step()
+    mine, theirs = weights(resumed), weights(straight)
+    assert all(torch.equal(mine[n], theirs[n]) for n in mine)
+    assert any(not torch.equal(mine[n], w) for n, w in weights(trainer_for(base, pairs)).items())
