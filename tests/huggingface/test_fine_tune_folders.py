@@ -162,9 +162,8 @@ def late_signals_land_here():
         signal.signal(number, handler)
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143),  # the others: the same path, tier 2
-                                          pytest.param(signal.SIGHUP, 129, marks=pytest.mark.slow),
-                                          pytest.param(signal.SIGINT, 130, marks=pytest.mark.slow)])
+@pytest.mark.slow  # core's resume test is tier 1 (tests/core/test_fine_tune.py); this, the command's
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
 def test_a_fine_tune_stopped_by_a_signal_saves_and_resumes_to_the_uninterrupted_weights(
         marian, tmp_path, monkeypatch, late_signals_land_here, signum, code):
     data = write_pairs(tmp_path / "pairs.tsv")
