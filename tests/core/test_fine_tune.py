@@ -191,3 +191,18 @@ def test_an_adafactor_fine_tune_resumes_to_the_uninterrupted_weights(base, pairs
     mine, theirs = weights(resumed), weights(straight)
     assert all(torch.equal(mine[n], theirs[n]) for n in mine)
     assert any(not torch.equal(mine[n], w) for n, w in weights(trainer_for(base, pairs)).items())
+
+
+def test_pairs_longer_than_max_length_are_cut_and_counted(base, pairs):
+    from minitx.core.training.fine_tune import fine_tune_task
+
+    train, valid = pairs
+    whole = fine_tune_task(base.task, train, valid, 0, base.model_config.max_len, 0)
+    cut = fine_tune_task(base.task, train, valid, 0, base.model_config.max_len, 6)
+    # a digit model wraps nothing; a Batch adds start and end: 4 digits a side fit 6 positions
+    assert int(cut.train.source_lengths().max()) == 4 and int(cut.train.target_lengths().max()) == 4
+    longer = int(((whole.train.source_lengths() > 4) | (whole.train.target_lengths() > 4)).sum())
+    held = int(((whole.heldout.source_lengths() > 4) | (whole.heldout.target_lengths() > 4)).sum())
+    assert whole.counts["cut_too_long"] == 0 and cut.counts["cut_too_long"] == longer + held > 0
+    sources = whole.train.data.source, cut.train.data.source
+    assert all(sources[0].row(i)[:4] == sources[1].row(i) for i in range(len(cut.train)))  # the start kept
