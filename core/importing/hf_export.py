@@ -53,7 +53,7 @@ from minitx.core.options import MODEL_OPTIONS
 # The families in the order a model of minitx's own is tried against them.
 ORDER = ("marian", "bart", "t5")
 ARCHITECTURES = {"marian": "MarianMTModel", "bart": "BartForConditionalGeneration",
-                 "t5": "T5ForConditionalGeneration"}
+                 "t5": "T5ForConditionalGeneration", "mt5": "MT5ForConditionalGeneration"}
 # Weights live under "model." in Marian and BART (their lm_head and final_logits_bias do not).
 PREFIX = {"marian": "model.", "bart": "model.", "t5": ""}
 # Options that change no figure transformers computes: dropout (none at inference), how
@@ -164,10 +164,12 @@ def _inverse(table: dict[str, str]) -> dict[str, str]:
     return {v: k for k, v in reversed(table.items())}
 
 
-def folder_config(cfg: ModelConfig, family: str) -> dict[str, Any]:
-    """config.json for the model's options: what hf_weights.model_config reads back as them."""
+def folder_config(cfg: ModelConfig, family: str, model_type: str = "") -> dict[str, Any]:
+    """config.json for the model's options: what hf_weights.model_config reads back as them.
+    model_type: the base folder's, where it names the family another way (mt5 is a t5)."""
+    kind = model_type if FAMILIES.get(model_type) == family else family
     ids = {"pad_token_id": cfg.pad_id, "eos_token_id": cfg.eos_id, "decoder_start_token_id": cfg.sos_id}
-    common = {"model_type": family, "architectures": [ARCHITECTURES[family]], "is_encoder_decoder": True,
+    common = {"model_type": kind, "architectures": [ARCHITECTURES[kind]], "is_encoder_decoder": True,
               "vocab_size": cfg.vocab_size, "d_model": cfg.d_model, **ids}
     if family == "t5":
         d_kv = cfg.d_head or cfg.d_model // cfg.n_heads
@@ -263,10 +265,12 @@ def export_folder(model: Seq2Seq, task: Task, out: str | Path, force: bool = Fal
     check_out(out, force)
     family, matched = family_for(model, task)
     cfg = model.cfg
-    written = {"config.json": json_bytes(folder_config(cfg, family)),
+    model_type = str((getattr(task, "origin", None) or {}).get("model_type") or "")
+    written = {"config.json": json_bytes(folder_config(cfg, family, model_type)),
                "generation_config.json": json_bytes(generation_config(model.generation, cfg,
                                                                       _longest(task, cfg.max_len))),
                **tokeniser_files(task)}
+    created = next((p for p in reversed(out.absolute().parents) if not p.exists()), None)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -281,6 +285,8 @@ def export_folder(model: Seq2Seq, task: Task, out: str | Path, force: bool = Fal
     finally:
         if staging.exists():
             shutil.rmtree(staging)
+        if created is not None and not out.exists():  # the folders made for it, on an error
+            shutil.rmtree(created, ignore_errors=True)
     return Exported(out, family, sorted([*written, "model.safetensors"]), matched)
 
 

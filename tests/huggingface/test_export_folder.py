@@ -189,3 +189,23 @@ def test_options_that_do_not_go_with_a_folder_export_are_refused_before_anything
     run = run_cli("export", "reverse", *args)
     assert run.exit_code == 2 and says in assert_one_line_error(run)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_whose_weights_moved_from_its_base_exports_its_own_weights_not_the_bases(marian, tmp_path):
+    """What a fine-tune gives: the base's tokeniser and family, weights of its own."""
+    from minitx.core.checkpoint import save_checkpoint
+
+    base = checkpoints.load(str(marian))
+    with torch.no_grad():
+        for p in base.model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    tuned = save_checkpoint(tmp_path / "tuned.safetensors", base.model, base.task, base.summary)
+    out = tmp_path / "out"
+    assert run_cli("export", str(tuned), "--format", "hf", "--out", str(out)).exit_code == 0
+    reference, info, _ = opened(out)
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+    assert torch.equal(reference.model.shared.weight, base.model.src_embed.weight)
+    assert not torch.equal(load_file(str(out / "model.safetensors"))["model.shared.weight"],
+                           load_file(str(marian / "model.safetensors"))["model.shared.weight"])
+    src, mask = sources("marian", seed=9)
+    assert generate(reference, src, mask) == generated(checkpoints.load(str(tuned)).model, src)
