@@ -192,6 +192,24 @@ def _padded(rows: list[list[int]], pad: int) -> torch.Tensor:
     return torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
+def held_by_both(a: Checkpoint, b: Checkpoint, batch: Batch) -> Batch:
+    """The examples of A's batch that both models hold: a source within each model's source
+    limit, a target whose SOS, tokens and EOS fit both models' positions (ValueError: none)."""
+    sources = min(a.task.source_limit(a.model_config.max_len), b.task.source_limit(b.model_config.max_len))
+    targets = min(a.model_config.max_len, b.model_config.max_len) - 2
+    target_lengths = (batch.labels == a.task.vocab.eos).int().argmax(dim=1)  # (n,)
+    keep = (batch.lengths <= sources) & (target_lengths <= targets)  # (n,)
+    if not bool(keep.any()):
+        raise ValueError(f"none of the {len(batch)} examples fits both models (sources of at most "
+                         f"{sources} tokens, targets of at most {targets})")
+    if bool(keep.all()):
+        return batch
+    # the padding columns only the dropped examples needed go too: a model checks the width
+    width, outputs = int(batch.lengths[keep].max()), int(target_lengths[keep].max()) + 2
+    alignment = None if batch.alignment is None else batch.alignment[keep][:, : outputs - 1, :width]
+    return Batch(batch.src[keep][:, :width], batch.tgt[keep][:, :outputs], batch.lengths[keep], alignment)
+
+
 def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
                    names: tuple[str, str] = ("A", "B")) -> Comparison:
     """Compare two loaded checkpoints on the same n examples of A's task: fresh sources drawn
@@ -204,15 +222,7 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
     shortest = min(a.task.min_len, longest)
     batch = a.task.batch(n, torch.Generator().manual_seed(seed), shortest, longest)
     if not a.task.exact_lengths:  # examples of their own lengths: keep those both models hold
-        # a target is held when SOS, it and EOS fit the positions (a source's limit is its own)
-        targets = min(a.model_config.max_len, b.model_config.max_len) - 2
-        target_lengths = (batch.labels == a.task.vocab.eos).int().argmax(dim=1)  # (n,)
-        keep = (batch.lengths <= sources) & (target_lengths <= targets)
-        if not bool(keep.any()):
-            raise ValueError(f"none of the {len(batch)} examples fits both models (sources of at most "
-                             f"{sources} tokens, targets of at most {targets})")
-        batch = Batch(batch.src[keep], batch.tgt[keep], batch.lengths[keep],
-                      None if batch.alignment is None else batch.alignment[keep])
+        batch = held_by_both(a, b, batch)
     n = len(batch)
     shared = same_tokens(a, b)
     batch_b = batch if shared else _as_text_for(b, a, batch)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 import torch
 
 from minitx.core.checkpoint import Checkpoint
-from minitx.core.compare import same_tokens, weight_distances
+from minitx.core.compare import held_by_both, same_tokens, weight_distances
 from minitx.core.data.batch import Batch
 from minitx.core.interp.alignment import cross_attention
 from minitx.core.interp.decode import greedy_decode
@@ -178,8 +178,8 @@ def fine_tune_diff(a: Checkpoint, b: Checkpoint, n: int = 100, seed: int = 1234)
     """What changed from A (the base) to B (its fine-tune) on n of A's evaluation pairs, which
     B reads in its own vocabulary (each model's task gives them: the same pairs file gives
     both the same pairs)."""
-    batch_a = _pairs(a, n, seed)
-    batch_b = batch_a if same_tokens(a, b) else _pairs(b, n, seed)
+    batch_a = held_by_both(a, b, _pairs(a, n, seed))
+    batch_b = batch_a if same_tokens(a, b) else held_by_both(b, a, _pairs(b, n, seed))
     text = a.task.heldout is not None and b.task.heldout is not None
     side_a, out_a, refs, sources = _side(a, batch_a, text)
     side_b, out_b, _, _ = _side(b, batch_b, text)

@@ -1,6 +1,7 @@
 """Every shell block of docs/huggingface.md runs as written, in order, in an empty folder, on the
 tiny folders of each family its own first block makes (tools/make_hf_folders.py --cache): the walk
-with MODEL=tiny/marian, then again for T5, Flan-T5 and BART. Only the app (`minitx-tui`, which
+with MODEL=tiny/marian, then again for T5, Flan-T5 and BART; its Python blocks run in their place
+in the walk (they read the folders it writes). Only the app (`minitx-tui`, which
 needs a terminal) is left out; tests/tui/test_tui_huggingface.py drives it. The doctor may exit 1
 (its weight checks fail on untrained weights, and say so); any other failure fails the walk.
 Tier 2: it builds folders and runs some thirty commands."""
@@ -17,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "huggingface.md"
-BASH = re.compile(r"```bash\n(.*?)```", re.S)
+BLOCKS = re.compile(r"```(bash|python)\n(.*?)```", re.S)
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +26,10 @@ pytestmark = pytest.mark.slow
 def page_script(family: str) -> str:
     """The page's bash blocks as one script, the app's lines out, the walk's model the family's."""
     lines = []
-    for block in BASH.findall(PAGE.read_text()):
+    for kind, block in BLOCKS.findall(PAGE.read_text()):
+        if kind == "python":  # it reads what the shell blocks before it wrote
+            lines.append(f"{sys.executable} - <<'SNIPPET'\n{block}SNIPPET")
+            continue
         for line in block.replace("\\\n", " ").splitlines():
             if line.strip().startswith("minitx-tui"):
                 continue
