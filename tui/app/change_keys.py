@@ -16,8 +16,7 @@ from minitx.tui.render.fine_tune_tables import changes_summary
 
 CHANGES_PAIRS = 100  # of A's pairs, both models decode them for the table
 CHANGES_BINDING = Binding("c", "toggle_changes", "changes", show=False,
-                          tooltip="the summary as base against fine-tuned: loss, BLEU, chrF, the layers and "
-                          "heads that moved (again: back)")
+                          tooltip="summary: base against fine-tuned, what moved (again: back)")
 
 
 class ChangeKeys:
