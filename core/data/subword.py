@@ -26,6 +26,7 @@ In a checkpoint the tokeniser's files travel as bytes beside the weights (`files
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -213,6 +214,11 @@ class SubwordVocab(Vocab):
 
     def labels(self, ids: Iterable[int]) -> list[str]:
         return [self.label(int(i)) for i in ids]
+
+    def with_language(self, language: str) -> SubwordVocab:
+        """The same vocabulary with its texts in `language` (a multilingual tokeniser's code:
+        core/data/languages.py); ValueError for a code the tokeniser lacks."""
+        return dataclasses.replace(self, tokeniser=self.tokeniser.with_language(language))
 
     # -- files -----------------------------------------------------------------------------
     def files(self) -> dict[str, bytes]:

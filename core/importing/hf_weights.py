@@ -372,8 +372,9 @@ def _positions(state: dict[str, torch.Tensor], family: str, cfg: ModelConfig, us
             if table is None:
                 table = marian_positions(cfg.max_len, cfg.d_model)
             elif tuple(table.shape) != (cfg.max_len, cfg.d_model):
-                raise ImportFileError(f"{shown}: {key(name)!r} has shape {tuple(table.shape)}, but config.json's "
-                                      f"max_position_embeddings and d_model make it ({cfg.max_len}, {cfg.d_model})")
+                raise ImportFileError(f"{shown}: {key(name)!r} has shape {tuple(table.shape)}, but "
+                                      f"config.json's max_position_embeddings and d_model make it "
+                                      f"({cfg.max_len}, {cfg.d_model})")
             tables[f"{side}_positions.weight"] = table
         return tables
     if family == "marian":

@@ -18,6 +18,7 @@ from minitx.tui.cli.common import (
     checkpoint_out,
     core_choice,
     interventions_for,
+    language_options,
     load_checkpoint_arg,
     pairs_option,
 )
@@ -66,6 +67,7 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
                    "[default: weights only]")
 @ablate_options()
 @pairs_option(MEAN_SOURCES_HELP)
+@language_options
 def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablate, ablate_kind,
                pairs) -> None:
     """Share CKPT (default: reverse) without its training state, or export a decoding trace.
