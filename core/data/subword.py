@@ -93,7 +93,9 @@ class SubwordVocab(Vocab):
         size = tokeniser.size if size is None else size
         if side not in SIDES:
             raise ValueError(f"a subword vocabulary's side is source or target, not {side!r}")
-        if not 1 <= size <= MAX_TOKENS or tokeniser.size > size:
+        if not 1 <= size <= MAX_TOKENS:
+            raise ValueError(f"a vocabulary of {size:,} ids is more than minitx reads ({MAX_TOKENS:,})")
+        if tokeniser.size > size:
             raise ValueError(f"the tokeniser has {tokeniser.size:,} ids; a vocabulary of {size:,} cannot "
                              "hold them")
         for name, i in (("pad", pad), ("sos", sos), ("eos", eos), ("unk", unk)):

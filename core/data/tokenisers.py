@@ -130,10 +130,15 @@ class _Pieces:
 
     def pieces(self) -> list[str | None]:
         """id -> piece (None: no piece has the id)."""
+        return list(self._table)
+
+    @cached_property
+    def _table(self) -> tuple[str | None, ...]:
+        """pieces(), made once (both sides of one tokeniser ask; NLLB's has 256,206 ids)."""
         table: list[str | None] = [None] * self.size
         for i, piece in self._by_id.items():
             table[i] = piece
-        return table
+        return tuple(table)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,8 +277,12 @@ class JsonTokeniser(_Pieces):
                  [normalizers.Replace(Regex("\n"), " "), squeeze]}[pipeline]
         tok = self._tokenizer
         model = spec["model"]
+        kept = tok.model  # the file's model, kept when it already has the class's settings
+        same_bpe = isinstance(kept, models.BPE) and kept.fuse_unk and not kept.byte_fallback \
+            and kept.dropout is None and kept.unk_token == unk and not kept.ignore_merges \
+            and kept.continuing_subword_prefix is None and kept.end_of_word_suffix is None
         try:
-            if pipeline == "nllb" and model.get("type") == "BPE":
+            if pipeline == "nllb" and model.get("type") == "BPE" and not same_bpe:
                 merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
                           for m in model.get("merges", [])]
                 tok.model = models.BPE(vocab=model.get("vocab"), merges=merges, unk_token=unk, fuse_unk=True,
@@ -321,6 +330,10 @@ class JsonTokeniser(_Pieces):
     def _by_id(self) -> dict[int, str]:
         vocab = self._tokenizer.get_vocab(with_added_tokens=True)  # 60 ms for 58,000 pieces: once
         return {i: piece for piece, i in vocab.items()}
+
+    def special_tokens(self) -> dict[int, str]:
+        """id -> text of every added special token."""
+        return {i: t.content for i, t in self._tokenizer.get_added_tokens_decoder().items() if t.special}
 
     @cached_property
     def special_ids(self) -> frozenset[int]:

@@ -261,8 +261,7 @@ def _languages(folder: Path, tokenizer_config: dict, family: str, tokeniser) -> 
     them; the code before the text (NLLB, mBART-50) or after its </s> (mBART, NLLB with
     legacy_behaviour)."""
     pattern = LANGUAGE_CODES[family]
-    special = tokeniser.special_ids
-    codes = sorted(t for i, t in enumerate(tokeniser.pieces()) if t and i in special and pattern.fullmatch(t))
+    codes = sorted(t for t in tokeniser.special_tokens().values() if pattern.fullmatch(t))
     if not codes:
         raise ImportFileError(f"{folder / TOKENIZER_JSON} has no language codes, which its tokeniser "
                               f"({family}) puts around every text")
