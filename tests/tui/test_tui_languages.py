@@ -33,8 +33,8 @@ async def test_languages_chosen_in_the_picker_are_what_the_decode_uses(tmp_path)
         error = str(app.screen.query_one("#language-error", Static).render())
         assert "'fra' is not one of the 4 codes" in error
         app.screen.query_one("#language-target", Input).value = "fra_Latn"
-        await pilot.press("enter")
         task = app.current.task
+        await pilot.press("enter")
         await wait_for(pilot, lambda: app.current.task is not task, "the languages applied")
         fra = app.current.task.vocab.tokeniser.token_id("fra_Latn")
         assert app.current.model.generation.forced_bos == fra

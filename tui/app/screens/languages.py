@@ -26,14 +26,14 @@ class LanguageScreen(ModalScreen[tuple[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="language-box", classes="dialog"):
-            yield Label("source language (its code goes where the tokeniser puts it):")
+            yield Label("source language:")
             yield Input(self.source, id="language-source", compact=True)
-            yield Label("target language (the decoder's forced first token):")
+            yield Label("target language (forced as the first output token):")
             yield Input(self.target, placeholder="blank: as it is", id="language-target", compact=True)
             yield OptionList(*(Option(code, id=f"code-{i}") for i, code in enumerate(self.codes)),
                              id="language-list")
             yield Static("", id="language-error", markup=False)
-            yield Label("[dim]Tab moves · Enter in a field translates · ↑↓ Enter picks a code · esc[/dim]")
+            yield Label("[dim]Tab next · Enter translates or picks · esc cancels[/dim]")
 
     def on_mount(self) -> None:
         self.query_one("#language-box").border_title = f"languages of {self.model_name}"
