@@ -6,7 +6,7 @@ output_logits, and beam search's sequences and scores generate(num_beams=K)'s. m
 NLLB's sources carry the source language's code where their tokenisers put it, and a target
 language is the decoder's forced first token, as generate(forced_bos_token_id=...) makes it.
 
-Tier 1 runs the two multilingual folders; the five others are tier 2 (slow)."""
+Tier 1 runs NLLB's folder, and mBART-50's for its languages; the rest is tier 2 (slow)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tests.huggingface.tiny_folders import NEW_FAMILIES, load_reference, save_mo
 
 MULTILINGUAL = ("mbart50", "nllb")
 SOURCES = ["Anna has 3 apples.", "On Friday, Zoë drives to Köln."]
-FAMILIES = [pytest.param(f, marks=() if f in MULTILINGUAL else pytest.mark.slow) for f in NEW_FAMILIES]
+FAMILIES = [pytest.param(f, marks=() if f == "nllb" else pytest.mark.slow) for f in NEW_FAMILIES]
 TARGETS = {"mbart50": "fr_XX", "nllb": "fra_Latn"}
 EOS_BOOST = {"pegasus": 20.0, "umt5": -4.0, "marian-odd": -4.0}  # outputs that end before the cap (a
 # negative factor turns an EOS row the decoder stream points away from)
@@ -109,6 +109,13 @@ def test_languages_are_where_the_tokeniser_puts_them_and_the_target_is_forced_fi
     assert ours == theirs and ours[0] == target
     assert (our_probs[1] - their_probs[1]).abs().max() < 1e-5
     assert task.vocab.text(ours) == tokeniser.decode(theirs, skip_special_tokens=True)
+    out = reference.generate(input_ids=torch.tensor([ids]), num_beams=3, num_return_sequences=3,
+                             do_sample=False, forced_bos_token_id=target, return_dict_in_generate=True,
+                             output_scores=True)
+    their_beams = [tuple(cut_after_end(row, generation.eos)) for row in out.sequences[:, 1:].tolist()]
+    hypotheses = BeamSearch(ckpt.model, ids, beams=3).run().hypotheses(3)
+    assert [h.tokens for h in hypotheses] == their_beams and their_beams[0][0] == target
+    assert [h.score for h in hypotheses] == pytest.approx(out.sequences_scores.tolist(), abs=1e-4)
 
 
 def test_an_unknown_language_code_is_one_line_naming_the_close_ones_and_exit_2(folders):
