@@ -38,7 +38,7 @@ from minitx.tui.app.screens.dialogs import (
     PairsFileScreen,
 )
 from minitx.tui.app.screens.explore import ExploreScreen
-from minitx.tui.app.screens.languages import LanguageScreen
+from minitx.tui.app.screens.languages import LanguageKeys
 from minitx.tui.app.screens.patch import PatchScreen
 from minitx.tui.app.screens.train import TrainScreen
 from minitx.tui.app.widgets.keybar import KEYBAR_SCREEN, Said
@@ -48,7 +48,7 @@ from minitx.tui.render.numbers import counted, short_path
 CLOSING_SIGNALS = ("SIGHUP", "SIGTERM")  # the terminal closed, or someone asked us to end
 
 
-class MinitxApp(App):
+class MinitxApp(LanguageKeys, App):
     CSS_PATH = "minitx.tcss"
     TITLE = "minitx"
     MODES = {"explore": ExploreScreen, "train": TrainScreen, "compare": CompareScreen}
@@ -58,8 +58,6 @@ class MinitxApp(App):
         # In the help; the footer is full at 80x24. Messages that need pairs name it.
         Binding("O", "pairs", "pairs", show=False,
                 tooltip="measure the model on a file of source/target pairs (.tsv, .csv, .jsonl)"),
-        Binding("L", "languages", "languages", show=False,
-                tooltip="a multilingual model's source and target languages (mBART-50, NLLB-200)"),
         Binding("c", "compare", "compare", tooltip="Compare: two models side by side"),
         HELP_BINDING,
         EXPORT_BINDING,
@@ -270,40 +268,6 @@ class MinitxApp(App):
 
         if not isinstance(self.screen, PairsFileScreen):
             self.push_screen(PairsFileScreen(self.current.name), chosen)
-
-    def action_languages(self) -> None:
-        from minitx.core.data.languages import current, languages
-
-        if not self.model_ready:
-            self.notify("no model loaded yet: languages are a multilingual model's")
-            return
-        codes = languages(self.current.task)
-        if not codes:
-            self.notify(f"{self.current.name} has no language codes (mBART-50 and NLLB-200 have them)")
-            return
-
-        def chosen(answer: tuple[str, str] | None) -> None:
-            if answer:
-                self.speak(self.current, *answer)
-
-        if not isinstance(self.screen, LanguageScreen):
-            source, _ = current(self.current.task)
-            target = self.current.model.generation.forced_bos
-            target = self.current.task.vocab.tokens[target] if target is not None else None
-            target = target if target in codes else None
-            self.push_screen(LanguageScreen(self.current.name, codes, source, target), chosen)
-
-    @work(thread=True, exclusive=True, group="pairs", exit_on_error=False)
-    def speak(self, record: LoadedModel, source: str, target: str) -> None:
-        """The same model reading sources in `source` and forced to answer in `target` (blank:
-        as it was), as --src-lang and --tgt-lang set them."""
-        from minitx.core.data.languages import with_languages
-
-        task, generation = with_languages(record.task, record.model.generation, source, target or None)
-        record.model.generation = generation
-        where = f"{source} → {target}" if target else f"from {source}"
-        self.post_message(ModelLoaded(describe_again(record, task), announce=False,
-                                      note=f"{record.name} translates {where}"))
 
     @work(thread=True, exclusive=True, group="pairs", exit_on_error=False)
     def measure_on_pairs(self, record: LoadedModel, path: str) -> None:

@@ -1,15 +1,20 @@
-"""The language picker (L): a multilingual model's source and target languages (mBART-50,
-NLLB-200), each typed or chosen from its codes, checked as the command line's --src-lang and
---tgt-lang are (core/data/languages.py). Dismisses with (source, target); the app applies them."""
+"""The language picker (L on Explore): a multilingual model's source and target languages
+(mBART-50, NLLB-200), each typed or chosen from its codes, checked as the command line's
+--src-lang and --tgt-lang are (core/data/languages.py): the dialog, and the app's side of it
+(LanguageKeys, a mixin of the app), which applies them to the model on screen."""
 
 from __future__ import annotations
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+
+from minitx.tui.app.loaded import LoadedModel, describe_again
+from minitx.tui.app.messages import ModelLoaded
 
 
 class LanguageScreen(ModalScreen[tuple[str, str] | None]):
@@ -57,3 +62,43 @@ class LanguageScreen(ModalScreen[tuple[str, str] | None]):
             self.query_one("#language-error", Static).update(error)
             return
         self.dismiss((source, target))
+
+
+class LanguageKeys:
+    """The app's L: the picker for the model on screen, and the model reading and answering in
+    the languages chosen there (a worker: the head scores are measured again)."""
+
+    def action_languages(self) -> None:
+        from minitx.core.data.languages import current, languages
+
+        if not self.model_ready:
+            self.notify("no model loaded yet: languages are a multilingual model's")
+            return
+        codes = languages(self.current.task)
+        if not codes:
+            self.notify(f"{self.current.name} has no language codes (mBART-50 and NLLB-200 have them)")
+            return
+
+        def chosen(answer: tuple[str, str] | None) -> None:
+            if answer:
+                self.speak(self.current, *answer)
+
+        if not isinstance(self.screen, LanguageScreen):
+            source, _ = current(self.current.task)
+            target = self.current.model.generation.forced_bos
+            target = self.current.task.vocab.tokens[target] if target is not None else None
+            target = target if target in codes else None
+            self.push_screen(LanguageScreen(self.current.name, codes, source, target), chosen)
+
+    @work(thread=True, exclusive=True, group="pairs", exit_on_error=False)
+    def speak(self, record: LoadedModel, source: str, target: str) -> None:
+        """The same model reading sources in `source` and forced to answer in `target` (blank:
+        as it was), as --src-lang and --tgt-lang set them."""
+        from minitx.core.data.languages import with_languages
+
+        task, generation = with_languages(record.task, record.model.generation, source, target or None)
+        record.model.generation = generation
+        where = f"{source} → {target}" if target else f"from {source}"
+        self.post_message(ModelLoaded(describe_again(record, task), announce=False,
+                                      note=f"{record.name} translates {where}"))
+
