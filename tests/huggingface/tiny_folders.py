@@ -14,7 +14,7 @@ FAMILIES names what each folder is like:
 NEW_FAMILIES, the families next door (tests/huggingface/test_families.py):
 - mbart50: mBART (pre-norm BART, scaled embeddings, final norms) with mBART-50's tokeniser;
 - nllb: M2M100's network (fairseq sinusoids, pre-norm, ReLU) with NLLB-200's tokeniser;
-- pegasus: Pegasus (sinusoid tables saved per side, pre-norm), with a T5 tokeniser of its ids;
+- pegasus: Pegasus (sinusoid tables saved per side, pre-norm) with PegasusTokenizer;
 - umt5: UMT5 (T5 v1.1 with a relative position bias in every layer), T5's tokeniser;
 - t5-gated-relu: T5 with feed_forward_proj "gated-relu";
 - bart-unequal: BART whose decoder's feed-forward is narrower than the encoder's;
@@ -34,7 +34,7 @@ from tests.huggingface.tiny_tokenisers import DEFAULT_SIZES, SPECIAL_IDS, save_t
 FAMILIES = ("marian", "t5", "flan-t5", "bart")
 NEW_FAMILIES = ("mbart50", "nllb", "pegasus", "umt5", "t5-gated-relu", "bart-unequal", "marian-odd")
 ALL_FAMILIES = FAMILIES + NEW_FAMILIES
-TOKENISERS = {"flan-t5": "t5", "umt5": "t5", "t5-gated-relu": "t5", "pegasus": "t5", "bart-unequal": "bart",
+TOKENISERS = {"flan-t5": "t5", "umt5": "t5", "t5-gated-relu": "t5", "bart-unequal": "bart",
               "marian-odd": "marian"}  # family -> the tiny tokeniser its folder gets (else its own)
 
 

@@ -37,10 +37,12 @@ FAMILIES = ("marian", "t5", "bart")
 MULTILINGUAL = ("nllb", "mbart50")  # tokenisers with language codes (not in the tokeniser tests' FAMILIES)
 NLLB_LANGUAGES = ("deu_Latn", "eng_Latn", "fra_Latn", "spa_Latn")  # a tiny NLLB's codes (the real has 202)
 MBART50_CODES = 52  # MBart50Tokenizer adds its 52 codes and <mask> after the pieces
-DEFAULT_SIZES = {"marian": 300, "t5": 300, "bart": 400, "nllb": 400, "mbart50": 400}
+OTHERS = ("pegasus",)  # nor this one, a folder's only (tests/huggingface/test_families.py)
+PEGASUS_SPECIALS = ["<pad>", "</s>", "<mask_1>", "<mask_2>", *(f"<unk_{i}>" for i in range(2, 103)), "<unk>"]
+DEFAULT_SIZES = {"marian": 300, "t5": 300, "bart": 400, "nllb": 400, "mbart50": 400, "pegasus": 400}
 T5_EXTRA_IDS = 10  # real T5 folders have 100 sentinels; ten keep a tiny vocabulary mostly pieces
 SIZE_RANGES = {"marian": (150, 500), "t5": (120, 700), "bart": (262, 1300), "nllb": (200, 600),
-               "mbart50": (200, 600)}  # what CORPUS trains
+               "mbart50": (200, 600), "pegasus": (300, 600)}  # what CORPUS trains
 
 NAMES = ["Anna", "José", "Zoë", "Jürgen", "François", "Søren", "Chloé", "Björn", "Renée", "Ömer",
          "Máire", "Luís", "Agnès", "Håkon", "Élodie", "Grégoire", "Małgorzata", "Tomás"]
@@ -115,6 +117,7 @@ SPECIAL_IDS = {  # family -> where the specials are, for a tokeniser of `size` i
     "bart": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
     "nllb": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
     "mbart50": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
+    "pegasus": lambda size: dict(pad=0, eos=1, unk=len(PEGASUS_SPECIALS) - 1, decoder_start=0, bos=None),
 }
 
 
@@ -123,8 +126,9 @@ def save_tokeniser(folder, family: str, vocab_size: int | None = None,
     """Train a `family` tokeniser of exactly `vocab_size` ids (default DEFAULT_SIZES) and save it
     into `folder` (created if missing) with transformers' own class. ValueError for a size the
     corpus cannot train. `separate_vocabs`: a Marian tokeniser with a vocabulary per side."""
-    if family not in FAMILIES + MULTILINGUAL:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES + MULTILINGUAL)}, not {family!r}")
+    known = FAMILIES + MULTILINGUAL + OTHERS
+    if family not in known:
+        raise ValueError(f"family must be one of {', '.join(known)}, not {family!r}")
     if separate_vocabs and family != "marian":
         raise ValueError("only a Marian tokeniser keeps separate vocabularies")
     size = DEFAULT_SIZES[family] if vocab_size is None else vocab_size
@@ -136,7 +140,8 @@ def save_tokeniser(folder, family: str, vocab_size: int | None = None,
     if separate_vocabs:
         tokenizer = _marian_separate(size)
     else:
-        make = {"marian": _marian, "t5": _t5, "bart": _bart, "nllb": _nllb, "mbart50": _mbart50}[family]
+        make = {"marian": _marian, "t5": _t5, "bart": _bart, "nllb": _nllb, "mbart50": _mbart50,
+                "pegasus": _pegasus}[family]
         tokenizer = make(size)
         assert len(tokenizer) == size, (family, len(tokenizer), size)
     files = tokenizer.save_pretrained(str(folder))
@@ -237,6 +242,23 @@ def _mbart50(size: int):
     if len(pieces) != wanted:
         raise ValueError(f"the corpus trains {len(pieces)} mBART-50 pieces, not {wanted}")
     return MBart50Tokenizer(vocab=pieces)
+
+
+def _pegasus(size: int):
+    """google/pegasus-*'s layout: <pad> 0, </s> 1, <mask_1> 2, <mask_2> 3, <unk_2> … <unk_102>,
+    <unk> 105, then the Unigram pieces. Written by PegasusTokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PegasusTokenizer
+
+    trained = Tokenizer(models.Unigram())
+    trained.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=size, unk_token="<unk>", show_progress=False,
+                                      special_tokens=PEGASUS_SPECIALS)
+    trained.train_from_iterator(_texts(), trainer)
+    pieces = [tuple(p) for p in json.loads(trained.to_str())["model"]["vocab"]]
+    if len(pieces) != size:
+        raise ValueError(f"the corpus trains {len(pieces)} Pegasus pieces, not {size}")
+    return PegasusTokenizer(vocab=pieces)
 
 
 def _spm(texts: list[str], size: int) -> bytes:
