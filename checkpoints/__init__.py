@@ -88,6 +88,30 @@ def open_folder_checkpoint(folder: Path, device: str = "cpu", progress=None, mod
     return Checkpoint(model, model.cfg, opened.task, summary, metadata, folder, source_files=opened.files)
 
 
+def model_folder_of(path: str | Path) -> Path | None:
+    """The Hugging Face model folder that `path` is, or is a file of (its config.json, its weights,
+    its tokeniser's files): what opening that path opens. None for anything else, and for a
+    .safetensors file of another name kept in such a folder (a checkpoint of its own)."""
+    from minitx.core.importing.hf_weights import WEIGHT_FILES
+    from minitx.core.importing.huggingface import is_folder
+
+    path = Path(path).expanduser()
+    if is_folder(path):
+        return path
+    if not path.is_file() or not is_folder(path.parent):
+        return None
+    if path.suffix == SUFFIX and path.name not in WEIGHT_FILES and not path.name.startswith("model-"):
+        return None  # model-00001-of-00002.safetensors: a shard of the folder's own weights
+    return path.parent
+
+
+def model_folders(folder: str | Path) -> list[Path]:
+    """The Hugging Face model folders directly inside `folder`, sorted by name."""
+    from minitx.core.importing.huggingface import is_folder
+
+    return sorted(p for p in Path(folder).iterdir() if is_folder(p))
+
+
 @dataclass(frozen=True)
 class Listing:
     name: str  # bundled name, or the file's path

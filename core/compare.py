@@ -53,11 +53,12 @@ class Comparison:
     a: ModelReport
     b: ModelReport
     config_diff: list[tuple[str, object, object]]  # (field, value in a, value in b), differences only
-    n: int  # shared fresh sequences
+    n: int  # shared sequences (fresh ones, or the pairs of A's task both models hold)
     seed: int
     agreement: float  # fraction of sequences on which both greedy outputs are identical
     weights: list[WeightDistance] = field(default_factory=list)  # parameters whose shapes match
     unmatched: list[str] = field(default_factory=list)  # parameters only one side has (or reshaped)
+    examples: str = ""  # what the n were, in words (Task.examples_words), and the seed of a draw
 
     @property
     def weight_distance(self) -> float | None:
@@ -160,7 +161,7 @@ def check_comparable(a: Checkpoint, b: Checkpoint) -> None:
     if same_tokens(a, b):
         return
     try:
-        b.task.parse(a.task.example(), max_len=b.model_config.max_len - 2)
+        b.task.parse(a.task.example(), max_len=b.task.source_limit(b.model_config.max_len))
     except ValueError as e:
         raise ValueError(f"the models read different vocabularies ({a.task.src_vocab.size} and "
                          f"{b.task.src_vocab.size} source tokens), and B cannot read A's sources: "
@@ -177,7 +178,7 @@ def _as_text_for(b: Checkpoint, a: Checkpoint, batch: Batch) -> Batch:
     src_rows, tgt_rows = [], []
     for source, target in zip(sources, targets):
         try:
-            src_rows.append(tb.parse(source, max_len=b.model_config.max_len - 2))
+            src_rows.append(tb.parse(source, max_len=tb.source_limit(b.model_config.max_len)))
             ids, _ = vocab.encode(vocab.split(target), unknown="unk")
         except ValueError as e:
             raise ValueError(f"B cannot read A's example {source!r} -> {target!r}: {e}") from None
@@ -198,12 +199,18 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
     other vocabularies get the same examples as text (same_tokens), and agree where they write
     the same text."""
     check_comparable(a, b)
-    longest = min(a.task.max_len, a.model_config.max_len - 2, b.model_config.max_len - 2)
+    sources = min(a.task.source_limit(a.model_config.max_len), b.task.source_limit(b.model_config.max_len))
+    longest = min(a.task.max_len, sources)
     shortest = min(a.task.min_len, longest)
     batch = a.task.batch(n, torch.Generator().manual_seed(seed), shortest, longest)
     if not a.task.exact_lengths:  # examples of their own lengths: keep those both models hold
+        # a target is held when SOS, it and EOS fit the positions (a source's limit is its own)
+        targets = min(a.model_config.max_len, b.model_config.max_len) - 2
         target_lengths = (batch.labels == a.task.vocab.eos).int().argmax(dim=1)  # (n,)
-        keep = (batch.lengths <= longest) & (target_lengths <= longest)
+        keep = (batch.lengths <= sources) & (target_lengths <= targets)
+        if not bool(keep.any()):
+            raise ValueError(f"none of the {len(batch)} examples fits both models (sources of at most "
+                             f"{sources} tokens, targets of at most {targets})")
         batch = Batch(batch.src[keep], batch.tgt[keep], batch.lengths[keep],
                       None if batch.alignment is None else batch.alignment[keep])
     n = len(batch)
@@ -229,6 +236,8 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
         agreement=agreement,
         weights=weights,
         unmatched=unmatched,
+        # fixed pairs are the same whatever the seed; fresh sequences are its draw
+        examples=a.task.examples_words(n) + (f", seed {seed}" if a.task.heldout is None else ""),
     )
 
 
@@ -242,7 +251,7 @@ def decode_both(a: Checkpoint, b: Checkpoint, source: str) -> dict[str, str | No
     (an expected output is None when the task cannot tell). Raises core.tasks.TaskInputError
     for text the task cannot parse, ValueError for models of different vocabularies."""
     check_comparable(a, b)
-    limit = min(a.model_config.max_len, b.model_config.max_len) - 2
+    limit = min(a.task.source_limit(a.model_config.max_len), b.task.source_limit(b.model_config.max_len))
     ids = a.task.parse(source, max_len=limit)
     out: dict[str, str | None] = {"source": a.task.format_source(ids)}
     for side, ckpt in (("a", a), ("b", b)):

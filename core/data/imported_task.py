@@ -95,12 +95,15 @@ class ImportedTask(PairsTask):
 
     def input_batch(self, batch_size: int, generator: torch.Generator, length: int | None = None) -> Batch:
         """The kept pairs where there are some; else sources and targets of random ordinary
-        tokens of the two vocabularies (lengths in INPUT_LENGTHS, or `length`, within the
-        model's positions), fed as the model's code fed them: inputs, no answers."""
+        tokens of the two vocabularies (lengths in INPUT_LENGTHS, or `length` cut to them),
+        fed as the model's code fed them: inputs, no answers. They fit the model: `max_len`
+        counts a source's own tokens, so a source fed wrapped holds two more, within the
+        positions; an unwrapped one may fill them, and then its target's decoder input (start
+        token first) must hold one token fewer."""
         if self.heldout is not None:
             return super().input_batch(batch_size, generator, length)
-        top = max(1, min(INPUT_LENGTHS[1], self.max_len))
-        lo, hi = (length, length) if length is not None else (min(INPUT_LENGTHS[0], top), top)
+        top = max(1, min(INPUT_LENGTHS[1], self.max_len - (0 if self.wraps_source else 1)))
+        lo, hi = (min(length, top),) * 2 if length is not None else (min(INPUT_LENGTHS[0], top), top)
         lengths = torch.randint(lo, hi + 1, (batch_size,), generator=generator)  # (B,)
         rows = [self._random_ids(self.src_vocab, int(n), generator) for n in lengths]
         targets = [self._random_ids(self.vocab, int(n), generator) for n in lengths]
@@ -165,6 +168,12 @@ class ImportedTask(PairsTask):
         real = torch.arange(S)[None, :] < batch.lengths[:, None]  # (B, S)
         written = table[own].masked_fill(~real, self.vocab.pad)  # (B, S)
         return written, ~((written == -1) & real).any(dim=1)
+
+    def source_limit(self, positions: int) -> int:
+        """The source as fed fills at most the model's positions: its own tokens, plus the two
+        that wrap it where the model's code wrapped sources (a tokeniser's own specials, as
+        Marian's </s>, are among the tokens `parse` counts)."""
+        return positions - 2 if self.wraps_source else positions
 
     def source_length(self, ids) -> int:
         return len(ids) - 2 if self.wraps_source else len(ids)

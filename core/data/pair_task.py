@@ -81,9 +81,12 @@ class PairSet:
         tgt[torch.arange(B), self.data.target.lengths[pairs] + 1] = vocab.eos
         return Batch(src=src, tgt=tgt, lengths=lengths)
 
-    def fitting(self, positions: int) -> tuple[PairSet, int]:
-        """The pairs whose source and target fit `positions` (plus SOS/EOS), and how many did not."""
-        fits = (self.source_lengths() <= positions - 2) & (self.target_lengths() <= positions - 2)
+    def fitting(self, positions: int, sources: int | None = None) -> tuple[PairSet, int]:
+        """The pairs whose source and target fit `positions` (plus SOS/EOS), and how many did not;
+        `sources`: the longest source instead (a task's source_limit: a Hugging Face source, its
+        </s> included, may fill the positions)."""
+        longest = positions - 2 if sources is None else sources
+        fits = (self.source_lengths() <= longest) & (self.target_lengths() <= positions - 2)
         return PairSet(self.data, self.index[fits]), int((~fits).sum())
 
 
@@ -125,6 +128,13 @@ class PairsTask(Task):
 
     def relabel(self, batch: Batch) -> Batch:
         return batch  # a pair's target is the data's
+
+    def sample_size(self, n: int) -> int:
+        return n if self.heldout is None else min(n, len(self.heldout))
+
+    def examples_words(self, n: int) -> str:
+        total = n if self.heldout is None else len(self.heldout)
+        return f"{n} {self.evaluated_on}" if n >= total else f"{n} of the {total} {self.evaluated_on}"
 
     def expected_output(self, src_ids):
         """A held-out pair's target when `src_ids` is the source of one (a checkpoint keeps them),
@@ -279,7 +289,7 @@ class PairsTask(Task):
 
     def check_positions(self, positions: int) -> None:
         """ValueError when the stored pairs do not fit a model of `positions`."""
-        _, too_long = self.heldout.fitting(positions)
+        _, too_long = self.heldout.fitting(positions, self.source_limit(positions))
         if too_long or self.max_target_len > positions - 2:
             raise ValueError(f"the data task's pairs are longer than the model's {positions} positions")
 
@@ -372,7 +382,7 @@ def read_for_model(path: str, task: Task, positions: int) -> FilePairs:
     without those longer than its positions. DataError when none is left."""
     separate = task.src_vocab if task.src_vocab != task.vocab else None
     loaded = files.load(path, task.vocab.level, task.vocab, separate)
-    pairs, skipped = PairSet.whole(loaded.data).fitting(positions)
+    pairs, skipped = PairSet.whole(loaded.data).fitting(positions, task.source_limit(positions))
     if not len(pairs):
         raise DataError(f"{path}: no pair fits the model's {positions} positions")
     return FilePairs(pairs, loaded.provenance, skipped, loaded.unknown)

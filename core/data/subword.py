@@ -12,8 +12,10 @@ and targets with target.spm, T5 and BART use one tokeniser for both. What each s
 - `text(ids)`: `tokenizer.decode(ids, skip_special_tokens=True)`.
 - `label(i)`: the piece readable in one line of one-cell characters: a space the piece stands
   for (sentencepiece's "▁", byte-level BPE's "Ġ") as WORD_START, byte-level pieces as the text
-  they stand for (a piece holding part of a UTF-8 character shows those bytes as \\xNN), special
-  tokens as spelled.
+  they stand for (a piece alone holding part of a UTF-8 character shows those bytes as \\xNN),
+  special tokens as spelled. `labels(ids)`, pieces side by side (a grid's columns, a beam's
+  header, the app's): a character cut into byte pieces shows whole on the piece where it starts
+  and as +it on the rest (row_labels); `shown_text(ids)` keeps <unk> where text() drops it.
 
 The specials are roles, not distinct tokens: `sos` is the decoder's start token (Marian and T5
 start from <pad>, BART from </s>), so sos may be pad or eos. Ids beyond the tokeniser's own
@@ -65,17 +67,58 @@ def _byte_table() -> dict[str, int]:
 BYTE_OF = _byte_table()
 
 
-def piece_label(piece: str, style: str, marker: str | None, byte_fallback: bool = False) -> str:
-    """A piece as the text it stands for, in one-cell characters (see the module's docstring)."""
+def piece_bytes(piece: str, style: str, marker: str | None, byte_fallback: bool = False) -> bytes:
+    """The UTF-8 bytes a piece stands for: a byte-level piece's bytes, a byte-fallback piece's
+    one byte, else its text (a sentencepiece marker as the space it stands for)."""
     if style == "bytes" and all(c in BYTE_OF for c in piece):
-        text = bytes(BYTE_OF[c] for c in piece).decode("utf-8", errors="backslashreplace")
-    elif byte_fallback and (byte := BYTE_PIECE.fullmatch(piece)):
-        return f"\\x{byte.group(1).lower()}"
-    elif style == "metaspace" and marker:
-        text = piece.replace(marker, " ")
-    else:
-        text = piece
-    return "".join(WORD_START if c == " " else "\\xb7" if c == WORD_START else visible_char(c) for c in text)
+        return bytes(BYTE_OF[c] for c in piece)
+    if byte_fallback and (byte := BYTE_PIECE.fullmatch(piece)):
+        return bytes([int(byte.group(1), 16)])
+    if style == "metaspace" and marker:
+        piece = piece.replace(marker, " ")
+    return piece.encode("utf-8")
+
+
+def _shown(c: str) -> str:
+    """A character of a piece's text in one cell: a space as WORD_START (a literal · escaped)."""
+    return WORD_START if c == " " else "\\xb7" if c == WORD_START else visible_char(c)
+
+
+def row_labels(pieces: Sequence[bytes | None]) -> list[str | None]:
+    """Labels of pieces side by side (a source, an output): the text their bytes stand for, each
+    character on the piece that holds its first byte, and a piece holding only the rest of one
+    (a byte-level tokeniser cuts é, or an emoji, into bytes) as + and that character. A byte
+    that starts no character is \\xNN. None stays None (a special token: labelled as spelled)."""
+    data = b"".join(p or b"" for p in pieces)
+    owner = [n for n, p in enumerate(pieces) for _ in (p or b"")]  # the piece of each byte
+    texts: list[list[str]] = [[] for _ in pieces]
+    rest: list[str] = ["" for _ in pieces]  # the character a piece holds the rest of
+    j = 0
+    while j < len(data):
+        lead = data[j]
+        size = 1 if lead < 0x80 else 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else \
+            4 if 0xF0 <= lead < 0xF8 else 0
+        try:
+            char = data[j : j + size].decode("utf-8") if size else ""
+        except UnicodeDecodeError:
+            char = ""
+        if not char:  # a byte that does not start a whole character here
+            texts[owner[j]].append(f"\\x{lead:02x}")
+            j += 1
+            continue
+        texts[owner[j]].append(_shown(char))
+        for k in range(j + 1, j + size):
+            if owner[k] != owner[j] and not texts[owner[k]] and not rest[owner[k]]:
+                rest[owner[k]] = _shown(char)
+        j += size
+    return [None if p is None else "".join(t) or (f"+{r}" if r else "")
+            for p, t, r in zip(pieces, texts, rest)]
+
+
+def piece_label(piece: str, style: str, marker: str | None, byte_fallback: bool = False) -> str:
+    """A piece alone as the text it stands for, in one-cell characters (row_labels of one piece:
+    a part of a character shows its bytes as \\xNN)."""
+    return row_labels([piece_bytes(piece, style, marker, byte_fallback)])[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -215,7 +258,23 @@ class SubwordVocab(Vocab):
         return label
 
     def labels(self, ids: Iterable[int]) -> list[str]:
-        return [self.label(int(i)) for i in ids]
+        """Labels of pieces side by side: row_labels, so a character cut into byte pieces shows
+        on the piece where it starts (and +it on the rest), not as \\xNN escapes."""
+        ids = [int(i) for i in ids]
+        t = self.tokeniser
+        pieces = [None if not 0 <= i < self.size or not self.tokens[i] or i in self._special
+                  else piece_bytes(self.tokens[i], t.pieces_style, t.marker, t.byte_fallback) for i in ids]
+        return [self.label(i) if shown is None else shown or "?" for i, shown in zip(ids, row_labels(pieces))]
+
+    def shown_text(self, ids: Iterable[int]) -> str:
+        """The text of ids as a header shows it: text(), but with <unk> (as the tokeniser spells
+        it) where a piece was unknown, as transformers' decode keeps it, rather than nothing."""
+        ids = [int(i) for i in ids]
+        if self.unk is None or self.unk not in ids:
+            return self.text(ids)
+        keep = [self.tokens[i] for i in ids
+                if 0 <= i < self.size and (i not in self._special or i == self.unk)]
+        return self.join(keep).strip()
 
     def with_language(self, language: str) -> SubwordVocab:
         """The same vocabulary with its texts in `language` (a multilingual tokeniser's code:

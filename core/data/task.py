@@ -163,6 +163,11 @@ class Task:
         would type for them."""
         return self.src_vocab.text(ids)
 
+    def shown_source(self, ids) -> str:
+        """Source ids as a header shows them: format_source's text, with a piece the model's
+        tokeniser did not know shown as its <unk> rather than dropped."""
+        return self.src_vocab.shown_text(ids)
+
     def source_length(self, ids) -> int:
         """How many of the fed source ids are the source's own tokens (not its wrapping): the
         length min_len, max_len and a batch's `lengths` count."""
@@ -204,6 +209,21 @@ class Task:
 
     def check_positions(self, positions: int) -> None:
         """ValueError when the task's examples cannot fit a model of `positions`."""
+
+    def sample_size(self, n: int) -> int:
+        """How many examples a measurement that asks for n gets: n fresh ones here; a task of
+        fixed pairs has no more than it keeps."""
+        return n
+
+    def examples_words(self, n: int) -> str:
+        """What `n` examples of a measurement are, in words: '500 fresh sequences', '4 pairs of
+        pairs.tsv', '3 of the 4 held-out pairs'."""
+        return f"{n} {self.evaluated_on}"
+
+    def source_limit(self, positions: int) -> int:
+        """The most source tokens (as `parse` counts them) a model of `positions` takes: room
+        for SOS and EOS of an output about as long as its source."""
+        return positions - 2
 
     def to_dict(self) -> dict:
         return {"name": self.name, "min_len": self.min_len, "max_len": self.max_len}

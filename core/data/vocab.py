@@ -145,6 +145,10 @@ class Vocab:
         """Ids -> the text a person reads: what `decode` prints."""
         return self.join(self.decode(ids))
 
+    def shown_text(self, ids: Iterable[int]) -> str:
+        """The text of ids as a header shows it (a subword vocabulary keeps <unk> visible)."""
+        return self.text(ids)
+
     def label(self, i: int) -> str:
         """A token as a grid label or list entry: visible and one cell per character (space as
         ␣, control, invisible and wide characters escaped, e.g. \\t or \\u4e2d)."""

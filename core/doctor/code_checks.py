@@ -50,6 +50,7 @@ CAUSES = {
     "saw-answer": "the model saw the answer in training (loss near zero, generation fails): the "
     "target not shifted right, or the causal mask missing",
     "ignores-source": "the decoder ignores its source: the model has learned nothing from it",
+    "fp16-overflow": "activations exceed fp16's range (65504): an fp16 run turns them to inf, then NaN",
 }
 
 # The two kinds of evidence, reported apart: does minitx's forward pass with this config have

@@ -59,6 +59,9 @@ from minitx.core.doctor.history_checks import (
     check_training_progress,
     check_warmup,
 )
+from minitx.core.doctor.precision import NAME as FP16_RANGE
+from minitx.core.doctor.precision import THRESHOLD as FP16_THRESHOLD
+from minitx.core.doctor.precision import check_fp16_range
 from minitx.core.doctor.trained_checks import (
     ALIGNMENT_THRESHOLD,
     SATURATED_SHARE,
@@ -77,8 +80,9 @@ from minitx.core.training.bug_presets import apply_bug
 COUNTERFACTUALS = tuple(v.check for v in VARIANTS)
 PRIORITY = ("future-leakage-values", "future-leakage-gradients", "copies-decoder-input",
             "source-dependence", "fused-agreement", "attention-saturation", "saturated-attention",
-            "permutation", "copies-source", "warmup", "training-progress", "answer-seen", "source-use",
-            "still-falling", "alignment", "rows-sum-to-one", "initial-loss", "overfit-one-batch", "accuracy")
+            "permutation", "fp16-range", "copies-source", "warmup", "training-progress", "answer-seen",
+            "source-use", "still-falling", "alignment", "rows-sum-to-one", "initial-loss",
+            "overfit-one-batch", "accuracy")
 
 # The checks that measure a cause directly, code and weights: a failure names the cause. A
 # cause that a less specific check only suggests (a stalled overfit suggests missing scaling)
@@ -103,6 +107,7 @@ DIRECT = {
     "diverged": ("training-progress",),
     "too-few-steps": ("still-falling",),
     "saw-answer": ("answer-seen",),
+    "fp16-overflow": ("fp16-range",),
 }
 # Symptoms of a bug on the trained weights, which other bugs can leave too (a model trained
 # without the causal mask also tends to repeat its decoder input): they name the bug unless its
@@ -183,9 +188,11 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool = 
         lambda: check_source_dependence(model, task),
     ):
         add(check())
+    if trained:  # fp16's range needs inputs only: on the model's pairs, or its vocabularies'
+        add(check_fp16_range(model, task))
     if not trained or not task.has_examples:
         why = "a fresh model: no trained weights to check" if not trained else NEEDS_EXAMPLES
-        for name, threshold in WEIGHT_CHECKS[:-len(HISTORY_CHECKS)] if trained else WEIGHT_CHECKS:
+        for name, threshold in WEIGHT_CHECKS[1:-len(HISTORY_CHECKS)] if trained else WEIGHT_CHECKS:
             add(skipped(name, "a check of trained weights", threshold, why, WEIGHTS))
         if trained:  # the run's own record needs no examples
             add(check_answer_seen(record, None), check_training_progress(record),
@@ -210,9 +217,10 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool = 
 
 
 # The weight checks, in the order run_doctor runs them (names and thresholds, for skipped rows);
-# the last four read the run's history only.
+# the first needs inputs only, the last four read the run's history only.
 HISTORY_CHECKS = ("answer-seen", "training-progress", "still-falling", "warmup")
 WEIGHT_CHECKS = (
+    (FP16_RANGE, FP16_THRESHOLD),
     ("accuracy", f">= {TASK_BAR}"),
     *((check, COUNTERFACTUAL_THRESHOLD) for check in COUNTERFACTUALS),
     ("source-use", f"> {SOURCE_GAIN:g}"),

@@ -72,3 +72,15 @@ def resolve_model_id(text: str) -> Path:
                          f"{', '.join(found[:3]) or 'no snapshot'}); download it with "
                          f"`hf download {model} --revision {revision}`")
     return snapshot
+
+
+def unfinished_download(folder: Path, names) -> str | None:
+    """Why `folder` lacks one of the files `names`, when it is a link to nothing: a snapshot of
+    the cache links each file to a blob, and a download that stopped leaves the link without its
+    blob. None when no such link is there."""
+    for name in names:
+        path = folder / name
+        if path.is_symlink() and not path.exists():
+            return (f"{path} links to {os.readlink(path)}, which is missing: the download is incomplete "
+                    "(download the model again)")
+    return None

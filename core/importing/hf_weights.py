@@ -48,6 +48,7 @@ import torch
 
 from minitx.core.config import GATED_ACTIVATIONS, ModelConfig
 from minitx.core.importing.errors import ImportFileError
+from minitx.core.importing.hf_cache import unfinished_download
 from minitx.core.importing.json_files import read_json_object
 from minitx.core.importing.state_files import read_state_dict
 from minitx.core.model.transformer import Seq2Seq
@@ -486,4 +487,5 @@ def _read_files(folder: Path, progress: Callable[[int, int], None] | None
         if progress:
             progress(len(shards), len(shards))
         return state, [folder / s for s in shards]
-    raise ImportFileError(f"{folder} has no weights: none of {', '.join(WEIGHT_FILES)}")
+    raise ImportFileError(unfinished_download(folder, WEIGHT_FILES)
+                          or f"{folder} has no weights: none of {', '.join(WEIGHT_FILES)}")

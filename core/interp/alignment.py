@@ -7,6 +7,8 @@ spreads attention uniformly over n positions scores about 1/n.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from minitx.core.data.batch import Batch
@@ -81,24 +83,28 @@ def head_scores(model: Seq2Seq, task: Task, n: int = 256, seed: int = 4321) -> t
     return "sharpness", head_sharpness(model, batch)
 
 
-def shown_head_scores(model: Seq2Seq, task: Task, n: int = 128) -> tuple[str, torch.Tensor]:
+def shown_head_scores(model: Seq2Seq, task: Task, n: int = 128,
+                      progress: Callable[[int, int], bool | None] | None = None) -> tuple[str, torch.Tensor]:
     """What a picture of every head is labelled with: head_scores on n of the task's examples,
     or, for a task with none to draw (an imported model without pairs), the sharpness of each
-    head on the task's example source alone."""
+    head on the task's example source alone (`progress` as example_sharpness's)."""
     try:
         return head_scores(model, task, n=n)
     except MissingPairs:
-        return "sharpness", example_sharpness(model, task)
+        return "sharpness", example_sharpness(model, task, progress)
 
 
-def example_sharpness(model: Seq2Seq, task: Task) -> torch.Tensor:
+def example_sharpness(model: Seq2Seq, task: Task,
+                      progress: Callable[[int, int], bool | None] | None = None) -> torch.Tensor:
     """(layers, heads) head_sharpness on the task's example source alone, teacher-forced on the
     model's own greedy output: what can be shown per head for a task with no examples to draw
-    (an imported model without pairs)."""
-    ids = task.parse(task.example(), max_len=model.cfg.max_len - 2)
+    (an imported model without pairs). `progress(step, cap)` as the output is decoded (a big
+    model's example may run to hundreds of steps), as greedy_decode's."""
+    ids = task.parse(task.example(), max_len=task.source_limit(model.cfg.max_len))
     src = torch.tensor([ids])  # (1, S)
     cfg = model.cfg
-    out = greedy_decode(model, src.to(model.device), task.decode_cap(len(ids), cfg.max_len))[0].tolist()
+    out = greedy_decode(model, src.to(model.device), task.decode_cap(len(ids), cfg.max_len),
+                        progress=progress)[0].tolist()
     out = out[: out.index(cfg.eos_id)] if cfg.eos_id in out else out[: cfg.max_len - 2]
     tgt = torch.tensor([[cfg.sos_id, *out, cfg.eos_id]])  # (1, T + 2)
     return head_sharpness(model, Batch(src, tgt, torch.tensor([task.source_length(ids)])))

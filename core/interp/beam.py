@@ -133,6 +133,7 @@ class BeamSearch(Replay):
         K, device = self.beams, self.model.device
         with eval_mode(self.model), torch.no_grad(), self.interventions.applied(self.model):
             src = torch.tensor([self.src_ids], device=device)  # (1, S)
+            self._src = src  # the source's rules (encoder_repetition_penalty...) read its ids
             memory, src_mask = self.model.encode(src)  # (1, S, d)
             # every beam reads the same source: its memory expanded, as generate expands it
             memory = memory.expand(K, *memory.shape[1:])
@@ -160,9 +161,9 @@ class BeamSearch(Replay):
     def _records(self) -> list[BeamStep]:
         return self.steps
 
-    def run(self) -> BeamSearch:
-        while self.step() is not None:
-            pass
+    def run(self, progress=None) -> BeamSearch:
+        """Every step to the end (Replay.step_all: `progress` as it goes)."""
+        self.step_all(progress)
         return self
 
     @torch.no_grad()
@@ -175,7 +176,8 @@ class BeamSearch(Replay):
         logits = self._decoder.step(self._sequences[:, t - 1])  # (K, V)
         V = logits.shape[-1]
         log_probs = logits.float().log_softmax(dim=-1)
-        log_probs = self.rules.process(log_probs, self._sequences[:, :t], max_length=self.max_length)
+        log_probs = self.rules.process(log_probs, self._sequences[:, :t], max_length=self.max_length,
+                                       src=self._src)
         totals = (log_probs + self._running[:, None]).reshape(1, K * V)  # (1, K V)
         top, flat = torch.topk(totals, k=C)  # (1, C) each: the step's candidates
         top, flat = top[0], flat[0]
@@ -341,13 +343,14 @@ def score_outputs(model: Seq2Seq, src_ids: list[int], outputs: list[list[int]], 
     totals = torch.zeros(N, device=device)
     interventions = interventions or Interventions()
     with eval_mode(model), interventions.applied(model):
-        memory, src_mask = model.encode(torch.tensor([src_ids], device=device))  # (1, S, d)
+        src = torch.tensor([src_ids], device=device)  # (1, S)
+        memory, src_mask = model.encode(src)  # (1, S, d)
         memory = memory.expand(N, *memory.shape[1:])
         src_mask = None if src_mask is None else src_mask.expand(N, *src_mask.shape[1:])
         decoder = decoder_for(model, memory, src_mask)
         for t in range(longest):
             log_probs = decoder.step(fed[:, t]).float().log_softmax(dim=-1)  # (N, V)
-            log_probs = rules.process(log_probs, fed[:, : t + 1], max_length=max_length)
+            log_probs = rules.process(log_probs, fed[:, : t + 1], max_length=max_length, src=src)
             picked = log_probs.gather(1, fed[:, t + 1 : t + 2])[:, 0]  # (N,)
             totals += torch.where(t < lengths, picked, torch.zeros_like(picked))
     return [Hypothesis(tuple(o), total, length_normalised(total, len(o), length_penalty), -1)

@@ -126,7 +126,8 @@ class CircuitRunner:
         tokens = torch.full((B, 1), rules.start, dtype=torch.long, device=src.device)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
         for _ in range(steps):
-            scores = rules.process(self.logits(circuit, src, tokens)[:, -1], tokens, max_length=steps + 1)
+            scores = rules.process(self.logits(circuit, src, tokens)[:, -1], tokens,
+                                   max_length=steps + 1, src=src)
             nxt = scores.argmax(-1).masked_fill(done, rules.pad)  # (B,)
             tokens = torch.cat([tokens, nxt[:, None]], dim=1)
             done |= rules.ends(nxt)
@@ -164,7 +165,7 @@ class CircuitResult:
     heads_faithfulness: float  # of its heads with every edge among them
     accuracy: float  # exact match of the circuit alone on fresh sequences
     model_accuracy: float  # of the whole model on the same sequences
-    accuracy_n: int
+    accuracy_n: int  # the examples exact match was measured on (a task of fixed pairs: at most all)
     keep: float
     n_pairs: int
     ablation: str = "mean"  # what a head outside the circuit outputs: its mean, or zero
@@ -176,6 +177,7 @@ class CircuitResult:
     total_edges: int = 0
     candidate_edges: int = 0  # the edges among the kept heads, before the edges were pruned
     measure: Faithfulness | None = None  # F of any other circuit on the same pairs (the app's)
+    accuracy_on: str = ""  # what the accuracy_n examples were, in words (Task.examples_words)
 
     def to_dict(self) -> dict:
         return {
@@ -251,6 +253,7 @@ def find_circuit(model: Seq2Seq, task, pairs: list[Pair], keep: float = KEEP,
             circuit = trial
         tell("pruning edges", i + 1, len(edges))
     tell("exact match", 0, 1)
+    accuracy_n = task.sample_size(accuracy_n)
     accuracy = circuit_accuracy(runner, circuit, task, accuracy_n)
     model_accuracy = circuit_accuracy(runner, None, task, accuracy_n)
     tell("exact match", 1, 1)
@@ -261,4 +264,4 @@ def find_circuit(model: Seq2Seq, task, pairs: list[Pair], keep: float = KEEP,
         head_scores={str(h): s for h, s in scores.items()}, paths=paths,
         model_difference=patcher.clean_difference, empty_difference=faithful.empty,
         total_heads=len(heads), total_edges=len(edges_among(model, heads)), candidate_edges=len(edges),
-        measure=faithful)
+        measure=faithful, accuracy_on=task.examples_words(accuracy_n))

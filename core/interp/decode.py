@@ -6,6 +6,7 @@ stepping back is just moving a pointer over recorded results, never recomputatio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -20,10 +21,12 @@ from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
 
 
 def greedy_decode(
-    model: Seq2Seq, src: torch.Tensor, max_new_tokens: int | None = None, use_cache: bool = True
+    model: Seq2Seq, src: torch.Tensor, max_new_tokens: int | None = None, use_cache: bool = True,
+    progress: Callable[[int, int], bool | None] | None = None,
 ) -> torch.Tensor:
     """src (B, S) -> generated ids (B, n) without the start token; the generation's PAD after
-    each sequence's end.
+    each sequence's end. `progress(step, cap)` after each step (a big model's long output is a
+    wait); a True answer stops there, with the steps so far.
 
     Encodes once; stops when every sequence has ended or after max_new_tokens (the model's
     generation settings may cap it further, as a Hugging Face folder's max_length does). Each
@@ -36,7 +39,7 @@ def greedy_decode(
         with torch.inference_mode():
             cap = model.generation.cap(max_new_tokens or output_cap(src.shape[1], model.cfg.max_len),
                                        model.cfg.max_len)
-            generated = _greedy_tokens(model, src, cap, use_cache)
+            generated = _greedy_tokens(model, src, cap, use_cache, progress)
         with torch.no_grad():
             return generated.clone()
 
@@ -79,7 +82,8 @@ def decoder_for(model: Seq2Seq, memory: torch.Tensor, src_mask: torch.Tensor | N
     return FullForwardDecoder(model, memory, src_mask)
 
 
-def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool) -> torch.Tensor:
+def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool,
+                   progress: Callable[[int, int], bool | None] | None = None) -> torch.Tensor:
     B = src.shape[0]
     rules = model.generation
     memory, src_mask = model.encode(src)  # src_mask None when nothing is padded
@@ -93,12 +97,14 @@ def _greedy_tokens(model: Seq2Seq, src: torch.Tensor, cap: int, use_cache: bool)
             logits = incremental.step(tokens[:, t])  # (B, V)
         else:
             logits = model.decode(tokens[:, : t + 1], memory, src_mask)[:, -1]  # (B, V)
-        scores = rules.process(logits, tokens[:, : t + 1], max_length=cap + 1)  # (B, V)
+        # float32, as generate processes them whatever the model computes in
+        scores = rules.process(logits.float(), tokens[:, : t + 1], max_length=cap + 1, src=src)  # (B, V)
         next_token = scores.argmax(dim=-1).masked_fill(done, rules.pad)  # (B,)
         t += 1
         tokens[:, t] = next_token
         done |= rules.ends(next_token)
-        if bool(done.all()):
+        stop = progress is not None and progress(t, cap)
+        if stop or bool(done.all()):
             break
     return tokens[:, 1 : t + 1]
 
@@ -109,10 +115,13 @@ def cut_after_end(tokens: list[int], eos: tuple[int, ...]) -> list[int]:
     return tokens[: ends[0] + 1] if ends else tokens
 
 
-def greedy_output(model: Seq2Seq, src_ids: list[int], cap: int | None = None) -> list[int]:
-    """One source's greedy output (greedy_decode, at most `cap` new tokens), up to and including
-    its end token: what a search is compared with, and what the model says for a typed source."""
-    generated = greedy_decode(model, torch.tensor([src_ids], device=model.device), max_new_tokens=cap)
+def greedy_output(model: Seq2Seq, src_ids: list[int], cap: int | None = None,
+                  progress: Callable[[int, int], bool | None] | None = None) -> list[int]:
+    """One source's greedy output (greedy_decode, at most `cap` new tokens, `progress` as its),
+    up to and including its end token: what a search is compared with, and what the model says
+    for a typed source."""
+    generated = greedy_decode(model, torch.tensor([src_ids], device=model.device), max_new_tokens=cap,
+                              progress=progress)
     return cut_after_end(generated[0].tolist(), model.generation.eos)
 
 
@@ -161,6 +170,9 @@ class StepResult:
     log_probs: torch.Tensor | None = None  # (V,) the model's next-token log-probabilities
     lens: torch.Tensor | None = None  # (layers, V) log-probabilities of each decoder layer's lens
     predicted: int | None = None  # the model's own choice (argmax); None: the same as token
+    # each generation rule that changed the choice here: (its setting, the token chosen before it)
+    ruled: tuple[tuple[str, int], ...] = ()
+    settings_forced: str = ""  # where the generation settings forced this token ("last step"), or ""
 
     @property
     def forced(self) -> bool:
@@ -169,9 +181,10 @@ class StepResult:
 
     @property
     def entropy(self) -> float:
-        """Of the next-token distribution, in nats (0: certain; ln V: uniform)."""
+        """Of the model's next-token distribution, in nats (0: certain; ln V: uniform); never
+        below 0, where rounding of a certain distribution would print -0.000."""
         lp = self.log_probs
-        return float(-(lp.exp() * lp).sum()) if lp is not None else float("nan")
+        return max(0.0, float(-(lp.exp() * lp).sum())) if lp is not None else float("nan")
 
 
 class Stepper(Replay):
@@ -235,9 +248,9 @@ class Stepper(Replay):
     def _records(self) -> list[StepResult]:
         return self.results
 
-    def run(self) -> list[StepResult]:
-        while self.step() is not None:
-            pass
+    def run(self, progress=None) -> list[StepResult]:
+        """Every step to the end (Replay.step_all: `progress` as it goes); the steps shown."""
+        self.step_all(progress)
         return self.results[: self.position]
 
     def force(self, token: int) -> StepResult:
@@ -299,10 +312,22 @@ class Stepper(Replay):
         log_probs = logits.log_softmax(dim=-1)[0]  # (V,): the model's whole distribution
         rules = self.model.generation
         prefix = torch.tensor([self.decoder_input(self.results[:index])], device=logits.device)  # (1, t)
-        # What may be chosen here (minitx: never PAD or SOS; a folder's settings may force a token)
-        probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1)[0].exp()
-        top = probs.topk(min(self.top_k, int((probs > 0).sum()) or 1))
-        predicted = int(top.indices[0])
+        src = torch.tensor([self.src_ids], device=logits.device)  # (1, S)
+        # What may be chosen here (minitx: never PAD or SOS; a folder's settings may force a token,
+        # or change scores): greedy decoding's own scores, the raw logits processed, as generate's
+        changes: list[tuple[str, int]] = []
+        scores = rules.process(logits.float(), prefix, max_length=self.cap + 1, src=src, changes=changes)[0]
+        # shown: the model's probability of each token greedy may choose, best scored first (1 for a
+        # forced one; a rule that changes scores, a penalty or a bias, changes the order, not these)
+        # a banned token scores -inf (remove_invalid_values: the lowest finite score)
+        possible = scores > torch.finfo(scores.dtype).min  # (V,)
+        if rules.changes_scores:
+            probs = log_probs.exp().masked_fill(~possible, 0.0)  # (V,)
+        else:
+            probs = rules.process(log_probs[None], prefix, max_length=self.cap + 1, src=src)[0].exp()
+        order = scores.topk(max(1, min(self.top_k, int(possible.sum())))).indices
+        predicted = int(order[0])
+        settings = rules.forced_token(prefix.shape[1], self.cap + 1)
         token = self.forced.get(index, predicted)  # forced over teacher over the model's choice
         if index not in self.forced and self.teacher is not None and index < len(self.teacher):
             token = self.teacher[index]
@@ -311,13 +336,15 @@ class Stepper(Replay):
             index=index,
             token=token,
             text=self.vocab.label(token),
-            top_k=[(int(i), float(p)) for p, i in zip(top.values, top.indices)],
+            top_k=[(int(i), float(probs[i])) for i in order],
             cross_attention=torch.stack([w[0, :, -1] for w in maps.cross]).cpu(),  # (L, h, S)
             self_attention=torch.stack([w[0, :, -1] for w in maps.decoder_self]).cpu(),
             is_end=token in rules.eos,
             log_probs=log_probs.cpu(),
             lens=lens,
             predicted=predicted,
+            ruled=tuple(changes),
+            settings_forced=settings[1] if settings else "",
         )
 
 

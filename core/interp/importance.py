@@ -35,10 +35,11 @@ class HeadEffect:
 @dataclass(frozen=True)
 class Importance:
     kind: str  # "zero" | "mean"
-    n: int
+    n: int  # the examples measured on (a task of fixed pairs: no more than it keeps)
     seed: int
     baseline: Score
     heads: list[HeadEffect]  # the most important first
+    examples: str = ""  # what they were, in words (Task.examples_words)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,7 +62,8 @@ def head_importance(model: Seq2Seq, task, n: int = 500, seed: int = 1234, kind: 
                     heads: list[Head] | None = None, min_len: int | None = None,
                     max_len: int | None = None,
                     progress: Callable[[int, int], bool | None] | None = None) -> Importance:
-    """Ablate each head alone on the same n fresh sequences; sorted by loss gained, then by
+    """Ablate each head alone on the same n fresh sequences (a task of fixed pairs: n of them, at
+    most all); sorted by loss gained, then by
     accuracy lost (the loss separates heads whose ablation every sequence survives).
     `progress(done, total)` after each head; returning True stops early (the heads measured so
     far are returned)."""
@@ -77,4 +79,4 @@ def head_importance(model: Seq2Seq, task, n: int = 500, seed: int = 1234, kind: 
         if progress is not None and progress(i + 1, len(heads)):
             break
     effects.sort(key=lambda e: (-e.loss_change, e.accuracy_change))
-    return Importance(kind, n, seed, baseline, effects)
+    return Importance(kind, len(batch), seed, baseline, effects, task.examples_words(len(batch)))

@@ -7,9 +7,10 @@ from __future__ import annotations
 class Replay:
     """Mixed into a stepping decode. The subclass keeps its records in `_records()` (each step's,
     in order), says when it is `finished` (at the pointer) and computes the next step in
-    `_compute_next()`; `position` is how many records are shown."""
+    `_compute_next()`; `position` is how many records are shown, `cap` the most there can be."""
 
     position = 0
+    cap = 0
 
     @property
     def finished(self) -> bool:
@@ -43,3 +44,11 @@ class Replay:
 
     def reset(self) -> None:
         self.position = 0
+
+    def step_all(self, progress=None) -> None:
+        """Step until finished. `progress(done, cap)` after each step (steps shown, and the most
+        there can be); a True answer stops there (a person left the wait), the rest computed
+        when stepped to."""
+        while self.step() is not None:
+            if progress is not None and progress(self.position, self.cap):
+                return

@@ -12,11 +12,17 @@ from greedy, against greedy's token), computing that step alone.
 - `ixg`, input x gradient: E . dF/dE, summed over the embedding dimension.
 - `ig`, integrated gradients (Sundararajan et al. 2017) from the all-<pad> baseline E0 (the pad
   token's vector at every position): (E - E0) . the integral over a of dF/dE at E0 + a (E - E0),
-  by Gauss-Legendre quadrature with `ig_steps` points (captum's default method), all points in
-  one batch. Its completeness gap (`delta`): the attributions' sum minus F(E) - F(E0) (`change`).
+  by Gauss-Legendre quadrature with `ig_steps` points (captum's default method). Its completeness
+  gap (`delta`): the attributions' sum minus F(E) - F(E0) (`change`).
 - `occlusion`: F(E) - F(E with position j's vector replaced by <pad>'s, or <unk>'s): the exact
-  drop of the log-probability, every position in one batch. The replaced position is still
-  attended to, as in the ig baseline (a <pad> *id* would be masked out instead).
+  drop of the log-probability. The replaced position is still attended to, as in the ig baseline
+  (a <pad> *id* would be masked out instead).
+
+Every method's rows (a step at one point of the path, a source with a token occluded) go through
+the model in batches of at most BATCH_FLOATS floats of activations, each step decoded only up to
+itself and only the positions read made logits: memory stays bounded whatever the model and the
+decode's length (a 511-step decode of a 74M model too), while the bundled models take every row
+in one batch. `progress(done, total)` follows the batches, and its True stops the work (Cancelled).
 - `attention`: the decode's own cross-attention rows, so both kinds read on one scale: one head,
   a layer's mean over heads, or `rollout` through the decoder's layers (Abnar & Zuidema 2020's
   residual-weighted rollout, with cross-attention as a sublayer: see `rollout`).
@@ -29,6 +35,7 @@ that the padding mask hides), so the attributions are of what the decode compute
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -47,9 +54,26 @@ FILLERS = ("pad", "unk")  # what occlusion (and ig's baseline is always <pad>) p
 DEFAULT_IG_STEPS = 32
 MAX_IG_STEPS = 1024
 ROLLOUT = "rollout"
-# Elements of one batch's (rows, positions, d) input a chunk may hold: bounds the activations a
-# backward keeps (~16M floats) for big models; the bundled ones take every step in one chunk.
-CHUNK_ELEMENTS = 1 << 24
+# Floats of activations one batch of rows may keep (about 256 MB in float32): every method's
+# rows (a step at an interpolation point, an occluded source) go through the model in batches
+# that fit, so memory stays bounded whatever the model and the decode's length. The bundled
+# models take every row in one batch.
+BATCH_FLOATS = 1 << 26
+# What a method's progress counts: ig and ixg finish steps, occlusion the sources it occludes
+# (each with every step at once).
+PROGRESS_UNITS = {"ig": "steps", "ixg": "steps", "occlusion": "sources"}  # the intact, each occluded
+
+# (done, total) in PROGRESS_UNITS; done may be a fraction (part of a step as ig's points go); True: stop
+Progress = Callable[[float, int], "bool | None"]
+
+
+class Cancelled(Exception):
+    """The progress callback asked to stop: the work ends at its next batch, nothing returned."""
+
+
+def _report(progress: Progress | None, done: float, total: int) -> None:
+    if progress is not None and progress(done, total):
+        raise Cancelled("attribution cancelled")
 
 
 # -- the decode attributed ---------------------------------------------------------------------------
@@ -90,12 +114,75 @@ NO_SOURCE_ATTENTION = ("this model's cross-attention reads the decoder, not the 
                        "variant): it has no attention over the source to show or compare")
 
 
-def greedy(model: Seq2Seq, task: Task, src: list[int], interventions: Interventions | None = None) -> Decode:
-    """Decode `src` greedily to its end (the task's cap), recording the attention."""
+def greedy(model: Seq2Seq, task: Task, src: list[int], interventions: Interventions | None = None,
+           progress: Progress | None = None) -> Decode:
+    """Decode `src` greedily to its end (the task's cap), recording the attention; progress(steps
+    done, the cap) after each step."""
     stepper = Stepper(model, src, top_k=1, cap=task.decode_cap(len(src), model.cfg.max_len),
                       interventions=interventions, vocab=task.vocab)
-    stepper.run()
+    while stepper.step() is not None:
+        _report(progress, stepper.position, stepper.cap)
     return Decode.of_stepper(stepper)
+
+
+# -- batches of rows -----------------------------------------------------------------------------
+def row_floats(model: Seq2Seq, source: int, positions: int, read: int) -> int:
+    """About how many floats one row's forward keeps for its backward, with `source` source
+    positions, decoding `positions` positions and reading the log-probabilities of `read` of them:
+    per layer and position a few stream-sized (d) and feed-forward-sized vectors and each head's
+    attention row, and the logits (with their log-softmax) of the positions read."""
+    cfg = model.cfg
+    h, d, ff = cfg.n_heads, cfg.d_model, cfg.d_ff
+    encoder = len(model.encoder) * source * (8 * d + 2 * ff + 2 * h * source)
+    decoder = len(model.decoder) * positions * (12 * d + 2 * ff + 2 * h * (positions + source))
+    return encoder + decoder + 2 * read * cfg.vocab_size
+
+
+def batches(model: Seq2Seq, source: int, last: list[int], read: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) runs of rows, in order, that fit BATCH_FLOATS together (one row at least):
+    row r decodes up to step last[r] and reads `read` positions."""
+    start = 0
+    while start < len(last):
+        stop, deepest = start + 1, last[start]
+        while stop < len(last):
+            deeper = max(deepest, last[stop])
+            if (stop + 1 - start) * row_floats(model, source, deeper + 1, read) > BATCH_FLOATS:
+                break
+            stop, deepest = stop + 1, deeper
+        yield start, stop
+        start = stop
+
+
+def _gradient_rows(attributed: list[int], points: int) -> list[int]:
+    """The last step of each row of a gradient at `points` points: row r is step r // points at
+    point r % points, reading that step alone."""
+    return [t for t in attributed for _ in range(points)]
+
+
+def _value_rows(model: Seq2Seq, attributed: list[int], count: int) -> tuple[list[int], int]:
+    """The last step of each row, and the positions a row reads, when `count` rows of vectors give
+    every attributed step's objective: a causal model's one teacher-forced row gives every step;
+    a model whose decoder sees later positions needs a row per step (its own prefix)."""
+    if model.causal:
+        return [max(attributed)] * count, len(attributed)
+    return attributed * count, 1
+
+
+def batch_count(model: Seq2Seq, source: int, steps: int, method: str,
+                ig_steps: int = DEFAULT_IG_STEPS) -> int:
+    """How many batches `attribute` runs the model in for a `source`-token source and a decode of
+    `steps` steps: one for the bundled models, thousands for a big model's long decode; 0 for
+    attention (the decode's own rows)."""
+    every = list(range(steps))
+    if method == "ig":
+        plan = _gradient_rows(every, ig_steps), 1
+    elif method == "ixg":
+        plan = _gradient_rows(every, 1), 1
+    elif method == "occlusion":
+        plan = _value_rows(model, every, source + 1)
+    else:
+        return 0
+    return sum(1 for _ in batches(model, source, *plan))
 
 
 # -- what is attributed --------------------------------------------------------------------------
@@ -136,13 +223,35 @@ class SourceFunction:
             vector = self.model.src_embed(torch.tensor([token], device=self.src.device))  # (1, d)
         return vector.expand(len(self.src), -1).detach()
 
+    def batches(self, last: list[int], read: int) -> Iterator[tuple[int, int]]:
+        """batches() of this source's rows."""
+        return batches(self.model, len(self.src), last, read)
+
     def __call__(self, vectors: torch.Tensor) -> torch.Tensor:
         """(B, S, d) -> (B, k): each attributed step's objective for each row."""
-        B, T, k = vectors.shape[0], self.steps, len(self.attributed)
+        return self.values(len(vectors), lambda rows: vectors[rows])
+
+    def values(self, count: int, vectors_of: Callable[[torch.Tensor], torch.Tensor],
+               progress: Progress | None = None) -> torch.Tensor:
+        """(count, k): each attributed step's objective for `count` rows of token vectors, made a
+        batch at a time (vectors_of: (R,) row indices -> (R, S, d)), so no more than a batch's
+        rows are ever held; progress(rows done, count) after each batch."""
+        k, device = len(self.attributed), self.src.device
+        last, read = _value_rows(self.model, self.attributed.tolist(), count)
         if self.model.causal:  # one teacher-forced row gives every step
-            return self._objective(vectors, self.inputs.expand(B, T), self.attributed.expand(B, k))
-        steps = self.attributed.repeat(B)  # (B*k,): each row's own prefix
-        return self.at_steps(vectors.repeat_interleave(k, dim=0), steps).view(B, k)
+            out = []
+            for start, stop in self.batches(last, read):
+                R = stop - start
+                out.append(self._objective(vectors_of(torch.arange(start, stop, device=device)),
+                                           self.inputs.expand(R, self.steps), self.attributed.expand(R, k)))
+                _report(progress, stop, count)
+            return torch.cat(out)
+        out = []  # row r * k + i: vector row r, fed its own prefix for step i
+        for start, stop in self.batches(last, read):
+            index = torch.arange(start, stop, device=device)  # (R,)
+            out.append(self.at_steps(vectors_of(index // k), self.attributed.to(device)[index % k]))
+            _report(progress, stop / k, count)
+        return torch.cat(out).view(count, k)
 
     def at_steps(self, vectors: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
         """(R, S, d) and (R,) step indices -> (R,): row r's objective at its own step (the rows a
@@ -155,18 +264,23 @@ class SourceFunction:
         return self._objective(vectors, inputs, steps[:, None])[:, 0]
 
     def _objective(self, vectors: torch.Tensor, inputs: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
-        """Rows of token vectors (R, S, d), decoder inputs (R, T), positions read (R, k) -> (R, k)."""
-        R = vectors.shape[0]
+        """Rows of token vectors (R, S, d), decoder inputs (R, T), positions read (R, k) -> (R, k).
+        The decoder runs up to the last position read (a later one changes no earlier one: the
+        causal mask, or the padding mask of a prefix), and only the positions read are made
+        logits."""
+        R, model = vectors.shape[0], self.model
+        where = where.to(inputs.device)
+        inputs = inputs[:, : int(where.max()) + 1]  # (R, T')
         src = self.src.expand(R, -1)  # (R, S): the ids only decide the padding mask (none here)
-        with hooks_active({self.model.src_embed: lambda looked_up, offset: vectors}):
-            logits = self.model(src, inputs)  # (R, T, V)
-        log_probs = logits.log_softmax(dim=-1)
-        where = where.to(log_probs.device)
-        rows = torch.arange(R, device=log_probs.device)[:, None]
-        chosen = log_probs[rows, where, self.tokens[where]]  # (R, k)
+        with hooks_active({model.src_embed: lambda looked_up, offset: vectors}):
+            memory, src_mask = model.encode(src)
+            stream = model.decoder_stream(inputs, memory, src_mask)  # (R, T', d)
+        rows = torch.arange(R, device=stream.device)[:, None]
+        log_probs = model.stream_logits(stream[rows, where]).log_softmax(dim=-1)  # (R, k, V)
+        chosen = log_probs.gather(-1, self.tokens[where][..., None])[..., 0]  # (R, k)
         if self.target is None:
             return chosen
-        return chosen - log_probs[rows, where, self.target]
+        return chosen - log_probs[..., self.target]
 
 
 # -- the methods ------------------------------------------------------------------------------------
@@ -226,39 +340,40 @@ def gauss_legendre(n: int) -> tuple[torch.Tensor, torch.Tensor]:
     return 0.5 * (1 + nodes), 0.5 * weights
 
 
-def _chunk_steps(rows_per_step: int, positions: int, d: int, steps: int) -> int:
-    """Steps per batch: as many as the element budget allows, at least one."""
-    return max(1, min(steps, CHUNK_ELEMENTS // max(1, rows_per_step * positions * d)))
-
-
-def _gradients(f: SourceFunction, points: torch.Tensor) -> torch.Tensor:
-    """(n, S, d) points -> (k, n, S, d): the gradient of each attributed step's objective at each
-    point, every point of a step in one batch (row = a point for a step: its gradient is that
-    step's alone)."""
-    n, S, d = points.shape
-    T, attributed = f.steps, f.attributed
-    out = []
-    per = _chunk_steps(n, S + T, d, len(attributed))
-    for start in range(0, len(attributed), per):
-        steps = attributed[start: start + per]  # (k,)
-        rows = points.repeat(len(steps), 1, 1).detach().requires_grad_(True)  # (k*n, S, d)
-        values = f.at_steps(rows, steps.repeat_interleave(n))  # (k*n,)
+def _contracted_gradients(f: SourceFunction, points: torch.Tensor, weights: torch.Tensor,
+                          direction: torch.Tensor, progress: Progress | None = None) -> torch.Tensor:
+    """(n, S, d) points, (n,) weights, (S, d) direction -> (k, S) over the attributed steps:
+    sum_i weights[i] * (direction . dF_t/dE at points[i]), summed over the embedding dimension.
+    A row is one step at one point (its gradient is that step's alone); rows go a batch at a
+    time and each batch's gradients are contracted before the next, so no more than a batch's
+    activations and gradients are ever held. progress(steps done, k) after each batch: a fraction
+    while a step's points are part done (one step's ig moves as its points do)."""
+    n, S = points.shape[:2]
+    k = len(f.attributed)
+    scores = torch.zeros(k, S, dtype=points.dtype, device=points.device)
+    _report(progress, 0, k)
+    for start, stop in f.batches(_gradient_rows(f.attributed.tolist(), n), 1):
+        index = torch.arange(start, stop, device=points.device)
+        step, point = index // n, index % n  # (R,) each
+        rows = points[point].detach().requires_grad_(True)  # (R, S, d)
+        values = f.at_steps(rows, f.attributed.to(points.device)[step])  # (R,)
         # None: the output does not depend on the source at all (a cross-attention that reads
         # the decoder): every gradient, and so every attribution, is 0
         (grad,) = torch.autograd.grad(values.sum(), rows, allow_unused=True)
-        grad = torch.zeros_like(rows) if grad is None else grad
-        out.append(grad.view(len(steps), n, S, d))
-    return torch.cat(out)
+        if grad is not None:
+            scores.index_add_(0, step, weights[point, None] * (direction * grad).sum(dim=-1))
+        _report(progress, stop / n, k)
+    return scores
 
 
-def input_x_gradient(f: SourceFunction) -> torch.Tensor:
+def input_x_gradient(f: SourceFunction, progress: Progress | None = None) -> torch.Tensor:
     """(k, S) over the attributed steps: E . dF_t/dE, summed over the embedding dimension."""
     E = f.token_vectors()  # (S, d)
-    grads = _gradients(f, E[None])[:, 0]  # (k, S, d)
-    return (E * grads).sum(dim=-1)
+    return _contracted_gradients(f, E[None], torch.ones(1, dtype=E.dtype, device=E.device), E, progress)
 
 
-def integrated_gradients(f: SourceFunction, steps: int, baseline: int) -> tuple[torch.Tensor, ...]:
+def integrated_gradients(f: SourceFunction, steps: int, baseline: int,
+                         progress: Progress | None = None) -> tuple[torch.Tensor, ...]:
     """(k, S) attributions over the attributed steps, (k,) change F(E) - F(E0), (k,) completeness
     gap: the sum of a step's attributions minus its change (0 for the exact integral)."""
     if not 1 <= steps <= MAX_IG_STEPS:
@@ -268,9 +383,8 @@ def integrated_gradients(f: SourceFunction, steps: int, baseline: int) -> tuple[
     alphas = alphas.to(E.dtype).to(E.device)
     weights = weights.to(E.dtype).to(E.device)
     points = E0 + alphas[:, None, None] * (E - E0)  # (n, S, d)
-    grads = _gradients(f, points)  # (k, n, S, d)
-    mean_grad = (weights[None, :, None, None] * grads).sum(dim=1)  # (k, S, d)
-    scores = ((E - E0) * mean_grad).sum(dim=-1)  # (k, S)
+    # (E - E0) . sum_i w_i grad_i: the weighted mean gradient along the path, times the path
+    scores = _contracted_gradients(f, points, weights, E - E0, progress)  # (k, S)
     with torch.no_grad():
         ends = f(torch.stack([E, E0]))  # (2, k)
     change = ends[0] - ends[1]
@@ -278,15 +392,21 @@ def integrated_gradients(f: SourceFunction, steps: int, baseline: int) -> tuple[
 
 
 @torch.no_grad()
-def occlusion(f: SourceFunction, filler: int) -> torch.Tensor:
+def occlusion(f: SourceFunction, filler: int, progress: Progress | None = None) -> torch.Tensor:
     """(k, S) over the attributed steps: F(E) - F(E with position j's vector replaced by the filler
-    token's), every j and the intact source in one batch."""
+    token's), for every j and the intact source (rows made a batch at a time)."""
     E, fill = f.token_vectors(), f.filled(filler)  # (S, d)
     S = E.shape[0]
-    variants = E.repeat(S + 1, 1, 1)  # (S+1, S, d): row 0 intact, row j+1 without position j
-    positions = torch.arange(S, device=E.device)
-    variants[positions + 1, positions] = fill[positions]
-    values = f(variants)  # (S+1, k)
+
+    def variants(rows: torch.Tensor) -> torch.Tensor:
+        """(R,) -> (R, S, d): row 0 intact, row j + 1 without position j."""
+        out = E.repeat(len(rows), 1, 1)
+        occluded = (rows > 0).nonzero()[:, 0]  # (R',) the batch's rows that occlude a position
+        positions = rows[occluded] - 1
+        out[occluded, positions] = fill[positions]
+        return out
+
+    values = f.values(S + 1, variants, progress)  # (S+1, k)
     return (values[0][None] - values[1:]).T  # (k, S)
 
 
@@ -374,23 +494,26 @@ def target_id(vocab: Vocab, text: str) -> int:
 
 def attribute(model: Seq2Seq, decode: Decode, method: str, *, target: int | None = None,
               ig_steps: int = DEFAULT_IG_STEPS, filler: int | None = None, view: str = ROLLOUT,
-              interventions: Interventions | None = None) -> SourceAttribution:
+              interventions: Interventions | None = None,
+              progress: Progress | None = None) -> SourceAttribution:
     """Attribute every step of `decode` (teacher-forced on its tokens) to its source positions.
 
     filler: occlusion's token id (default the source <pad>); view: the attention rows of
-    `attention`; interventions (an ablation): applied to every forward, as to the decode."""
+    `attention`; interventions (an ablation): applied to every forward, as to the decode;
+    progress(done, total) after each batch, in PROGRESS_UNITS[method] (True: stop, Cancelled)."""
     _check_request(model, method, target=target)
     result = SourceAttribution(method, list(decode.src), list(decode.tokens), torch.zeros(0), target)
     if method == "attention":
         result.scores, result.view = attention_rows(decode, view).float(), view
         return result
     return _measured(model, SourceFunction(model, decode.src, decode.tokens, target), result,
-                     ig_steps=ig_steps, filler=filler, interventions=interventions)
+                     ig_steps=ig_steps, filler=filler, interventions=interventions, progress=progress)
 
 
 def attribute_step(model: Seq2Seq, src: list[int], prefix: list[int], token: int, method: str, *,
                    target: int | None = None, ig_steps: int = DEFAULT_IG_STEPS, filler: int | None = None,
-                   interventions: Interventions | None = None) -> SourceAttribution:
+                   interventions: Interventions | None = None,
+                   progress: Progress | None = None) -> SourceAttribution:
     """Attribute one step: `token` output after `prefix` (teacher-forced), log p(token), or with a
     `target` log p(token) - log p(target), "why this token rather than that one here" (a beam
     hypothesis against greedy's token where the two part). Only that step is computed. The
@@ -403,7 +526,8 @@ def attribute_step(model: Seq2Seq, src: list[int], prefix: list[int], token: int
     tokens = [*prefix, token]
     result = SourceAttribution(method, list(src), tokens, torch.zeros(0), target, step=len(prefix))
     return _measured(model, SourceFunction(model, src, tokens, target, only=[len(prefix)]), result,
-                     ig_steps=ig_steps, filler=filler, interventions=interventions, with_value=True)
+                     ig_steps=ig_steps, filler=filler, interventions=interventions, with_value=True,
+                     progress=progress)
 
 
 def _check_request(model: Seq2Seq, method: str, **tokens: int | None) -> None:
@@ -417,19 +541,19 @@ def _check_request(model: Seq2Seq, method: str, **tokens: int | None) -> None:
 
 def _measured(model: Seq2Seq, f: SourceFunction, result: SourceAttribution, *, ig_steps: int,
               filler: int | None, interventions: Interventions | None,
-              with_value: bool = False) -> SourceAttribution:
+              with_value: bool = False, progress: Progress | None = None) -> SourceAttribution:
     """`result` with its method's scores of F (and ig's change and gap; with_value F itself), as
     plain CPU floats."""
     method, pad = result.method, model.cfg.source_pad_id
     with eval_mode(model), (interventions or Interventions()).applied(model):
         if method == "ixg":
-            result.scores = input_x_gradient(f)
+            result.scores = input_x_gradient(f, progress)
         elif method == "ig":
-            result.scores, result.change, result.delta = integrated_gradients(f, ig_steps, pad)
+            result.scores, result.change, result.delta = integrated_gradients(f, ig_steps, pad, progress)
             result.ig_steps = ig_steps
         else:
             fill = pad if filler is None else filler
-            result.scores = occlusion(f, fill)
+            result.scores = occlusion(f, fill, progress)
             result.filler = "pad" if fill == pad else "unk"
         if with_value:
             with torch.no_grad():

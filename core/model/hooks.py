@@ -10,6 +10,11 @@ in cached decoding (core/model/kv_cache.py), so one intervention behaves identic
 - an embedding hook on each token embedding table (the source's and the target's): it may read
   or replace the looked-up token vectors (B, T, d) before they are scaled and positions are added,
   which makes them the input of gradient-based attribution (core/interp);
+- a sublayer hook at every sublayer connection (core/model/transformer.py's Residual): `output`
+  may read or replace what the sublayer (self-attention, cross-attention, feed-forward) hands
+  the residual stream (B, T, d), `residual` the stream right after the addition (B, T, d),
+  before a post-norm model's norm: where activations grow past a number format's range
+  (core/interp/numerics.py). It acts in full forwards (the KV cache refuses it);
 - the head hook's input parts: `query_input` may give each query head its own input (B, h, T, d)
   for the query projection, `key_value_input` the same for the key and value projections (what
   path patching replaces); they act in full forwards (the KV cache refuses them).
@@ -51,7 +56,16 @@ class HeadHook:
         return self.query_input is not None or self.key_value_input is not None
 
 
-# id(module) -> its hook: attention blocks map to HeadHook, layers and embedding tables to a StreamEdit.
+@dataclass(frozen=True)
+class SublayerHook:
+    """What one sublayer connection's hook does; either part may be None."""
+
+    output: StreamEdit | None = None  # the sublayer's output (B, T, d), before it joins the stream
+    residual: StreamEdit | None = None  # the stream after the addition (B, T, d)
+
+
+# id(module) -> its hook: attention blocks map to HeadHook, sublayer connections to SublayerHook,
+# layers and embedding tables to a StreamEdit.
 _ACTIVE: ContextVar[dict[int, object] | None] = ContextVar("minitx_hooks", default=None)
 
 
@@ -65,6 +79,12 @@ def stream_hook(layer: nn.Module) -> StreamEdit | None:
     """The hook on the residual stream leaving this layer, or None."""
     active = _ACTIVE.get()
     return active.get(id(layer)) if active else None  # type: ignore[return-value]
+
+
+def sublayer_hook(connection: nn.Module) -> SublayerHook | None:
+    """The hook at this sublayer connection (a Residual), or None."""
+    active = _ACTIVE.get()
+    return active.get(id(connection)) if active else None  # type: ignore[return-value]
 
 
 def embedding_hook(table: nn.Module) -> StreamEdit | None:
@@ -91,7 +111,7 @@ def hooks_restored(captured: dict[int, object] | None) -> Iterator[None]:
 
 @contextmanager
 def hooks_active(hooks: dict[nn.Module, object]) -> Iterator[None]:
-    """Activate hooks {module: HeadHook or StreamEdit} for this block, on top of any already
+    """Activate hooks {module: HeadHook, SublayerHook or StreamEdit} for this block, on top of any already
     active (two models in one comparison each keep their own)."""
     token = _ACTIVE.set({**(_ACTIVE.get() or {}), **{id(m): h for m, h in hooks.items()}})
     try:

@@ -43,7 +43,14 @@ from minitx.core.model.components import (
     rotate_pairs,
     std_norm,
 )
-from minitx.core.model.hooks import HeadHook, StreamEdit, embedding_hook, head_hook, stream_hook
+from minitx.core.model.hooks import (
+    HeadHook,
+    StreamEdit,
+    embedding_hook,
+    head_hook,
+    stream_hook,
+    sublayer_hook,
+)
 from minitx.core.model.transformer import AttentionMaps, DecoderLayer, Seq2Seq
 
 
@@ -113,6 +120,9 @@ class _LayerState:
         sa, ca, ff = layer.self_attn, layer.cross_attn, layer.ff
         if any(hook is not None and hook.edits_inputs for hook in (head_hook(sa), head_hook(ca))):
             raise ValueError("a head's own query or key/value input acts in full forwards only, "
+                             "not in cached decoding")
+        if any(sublayer_hook(r) is not None for r in (layer.self_res, layer.cross_res, layer.ff_res)):
+            raise ValueError("a hook on a decoder sublayer's output acts in full forwards only, "
                              "not in cached decoding")
         is_gated = isinstance(ff, GatedFeedForward)
         return cls(

@@ -28,7 +28,7 @@ from minitx.core.model.components import (
     rotate_pairs,
     sinusoidal_table,
 )
-from minitx.core.model.hooks import embedding_hook, head_hook, stream_hook
+from minitx.core.model.hooks import embedding_hook, head_hook, stream_hook, sublayer_hook
 
 Rotary = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, k): rotary_angles() of a stream
 
@@ -149,7 +149,13 @@ class Residual(nn.Module):
         return self.norm(x) if self.pre else x
 
     def output(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        """x (B, T, d) the stream, sublayer_out (B, T, d) -> the stream after this connection."""
+        hook = sublayer_hook(self)  # a measurement's (core/interp/numerics.py), usually None
+        if hook is not None and hook.output is not None:
+            sublayer_out = hook.output(sublayer_out, 0)
         x = x + (self.drop(sublayer_out) if self.training else sublayer_out)
+        if hook is not None and hook.residual is not None:
+            x = hook.residual(x, 0)
         return x if self.pre else self.norm(x)
 
 
@@ -391,6 +397,12 @@ class Seq2Seq(nn.Module):
 
     def decode(self, tgt_in, memory, src_mask, maps: AttentionMaps | None = None):
         """(B, T) decoder input -> logits (B, T, V)."""
+        return self.stream_logits(self.decoder_stream(tgt_in, memory, src_mask, maps))
+
+    def decoder_stream(self, tgt_in, memory, src_mask, maps: AttentionMaps | None = None):
+        """(B, T) decoder input -> (B, T, d) the stream leaving the last decoder layer: what
+        `decode` turns into logits, for a caller that needs the logits of a few positions only
+        (stream_logits of those: a (B, T, V) tensor of a big vocabulary is gigabytes)."""
         # Padding only ever follows a target's end, so a causal decoder's real positions never see
         # it: only a decoder that sees later positions masks it. (A Hugging Face model's output
         # may hold PAD mid-sequence, which its own code never masks either.)
@@ -409,7 +421,7 @@ class Seq2Seq(nn.Module):
             if maps is not None:
                 maps.decoder_self.append(self_w)
                 maps.cross.append(cross_w)
-        return self.stream_logits(y)
+        return y
 
     def stream_logits(self, y: torch.Tensor) -> torch.Tensor:
         """(..., d) decoder stream -> (..., V) logits: the final norm (if the model has one) and

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable
 
 import torch
+import torch.nn.functional as F
 
 from minitx.core.data.batch import Batch
 from minitx.core.data.task import Task
@@ -24,6 +25,7 @@ from minitx.core.interp.decode import (
 )
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.results import EvalResult, Failure
+from minitx.core.training.text_scores import corpus_scores
 
 
 def trimmed(ids: list[int], eos: int, pad: int) -> list[int]:
@@ -42,19 +44,25 @@ def failure_of(source: list[int], generated: list[int], labels: list[int], eos: 
 
 def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 0,
           lines: list[int] | None = None, teacher_forced: bool = False,
-          max_wrong: int | None = None) -> EvalResult:
+          max_wrong: int | None = None, loss: bool = False, text: bool = False) -> EvalResult:
     """Decode every batch greedily and compare with its labels. Keeps the first `failures`
     wrong outputs (Failure; with `lines`[i], the file line of example i, when given).
     teacher_forced: the same verdicts from one forward pass per batch (a model whose decoder
     sees later tokens, or a request for failures, still decodes). max_wrong: stop after the
-    batch that brings the wrong examples past it; the result covers the batches scored."""
+    batch that brings the wrong examples past it; the result covers the batches scored.
+    loss: also the teacher-forced cross-entropy per target token (target_loss). text: also
+    corpus BLEU and chrF of the outputs as text against the targets as text (the task's
+    `format` of each, the way transformers' evaluation decodes both with skip_special_tokens)."""
     device, cfg = model.device, model.cfg
     correct, lengths, kept = [], [], []
     unknown, seen, wrong = 0, 0, 0
+    loss_sum, tokens, outputs, references = 0.0, 0, [], []
     src_unk, unk = task.src_vocab.unk, task.vocab.unk
     # One forward pass gives greedy's verdicts only where no rule depends on the step or the
-    # prefix (a Hugging Face folder's forced tokens, min_length, repeated n-grams).
-    forced = teacher_forced and model.causal and not failures and model.generation.context_free
+    # prefix (a Hugging Face folder's forced tokens, min_length, repeated n-grams); text needs
+    # the outputs themselves.
+    forced = (teacher_forced and model.causal and not failures and not text
+              and model.generation.context_free)
     batches = iter(batches)
     complete = True
     for batch in batches:
@@ -66,6 +74,12 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
             ok = exact_match(generated, batch.labels, eos=cfg.eos_id, pad=cfg.pad_id)
         correct.append(ok)
         lengths.append(batch.lengths)
+        if loss:
+            batch_sum, batch_tokens = target_loss(model, batch)
+            loss_sum, tokens = loss_sum + batch_sum, tokens + batch_tokens
+        if text:
+            outputs += [task.format(row) for row in generated.tolist()]
+            references += [task.format(row) for row in batch.labels.tolist()]
         if src_unk is not None:
             unknown += int((batch.src == src_unk).sum())
         if unk is not None:
@@ -89,7 +103,21 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
     ok, lens = torch.cat(correct), torch.cat(lengths)
     counts = {int(L): int((lens == L).sum()) for L in lens.unique()}
     return EvalResult(float(ok.float().mean()), len(ok), accuracy_by_length(ok, lens), counts, kept, unknown,
-                      int((~ok).sum()), complete)
+                      int((~ok).sum()), complete, loss_sum / tokens if loss and tokens else None, tokens,
+                      corpus_scores(outputs, references) if text else None)
+
+
+def target_loss(model: Seq2Seq, batch: Batch) -> tuple[float, int]:
+    """(summed cross-entropy, target tokens) of one teacher-forced batch, no dropout: every
+    label up to and including the end token, padding not (transformers' `labels` loss times
+    its token count, so a file's loss is the sums' sum over the counts' sum)."""
+    device, pad = model.device, model.cfg.pad_id
+    with eval_mode(model), torch.inference_mode():
+        logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
+        labels = batch.labels.to(device)  # (B, T): the target, EOS, then PAD
+        summed = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                 ignore_index=pad, reduction="sum")
+        return float(summed), int((labels != pad).sum())
 
 
 def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,

@@ -5,6 +5,10 @@ evaluation's result and its failures. No torch: the command line's and the app's
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a plain record too (sacrebleu's figures); imported only where it is computed
+    from minitx.core.training.text_scores import TextScores
 
 
 @dataclass(frozen=True)
@@ -46,3 +50,9 @@ class EvalResult:
     unknown: int = 0  # source and target tokens read as <unk>
     wrong: int = 0  # examples whose output is not exactly right
     complete: bool = True  # False: scoring stopped early (max_wrong), so `n` is fewer than asked
+    # Asked for with score(loss=True): cross-entropy per target token (end token included, padding
+    # not), summed over every pair and divided by `target_tokens`: transformers' `labels` loss of
+    # the whole set at once.
+    loss: float | None = None
+    target_tokens: int = 0
+    text: TextScores | None = None  # score(text=True): corpus BLEU and chrF of the outputs

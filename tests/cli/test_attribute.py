@@ -86,3 +86,56 @@ def test_the_agreement_table_has_every_head_the_reference_and_the_task(capsys):
 def test_what_it_cannot_use_is_one_line_and_exit_2(args, says):
     run = run_cli("attribute", "reverse", "3 1 4", *args)
     assert run.exit_code == 2 and says in assert_one_line_error(run)
+
+
+@pytest.mark.parametrize("flag", ["--svg", "--csv"])
+def test_an_output_file_that_cannot_be_written_is_one_line_before_any_work(flag, monkeypatch, tmp_path):
+    from minitx.tui.cli.commands import attribute
+
+    loaded = lambda *args: pytest.fail("the model was loaded")  # noqa: E731
+    monkeypatch.setattr(attribute, "checkpoint_and_sources", loaded)
+    run = run_cli("attribute", "reverse", "3 1 4", flag, str(tmp_path / "missing" / "x.svg"))
+    assert run.exit_code == 2
+    assert "does not exist" in assert_one_line_error(run) and not (tmp_path / "missing").exists()
+
+
+class Recorded:
+    """tui/cli/progress.py's Progress, keeping each stage and update (interrupt: Ctrl-C at that update)."""
+
+    calls: list = []
+    interrupt: tuple | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.description = ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def stage(self, description: str, total: int | None = None) -> None:
+        self.description = description
+
+    def update(self, done: int, total: int | None = None, description: str | None = None) -> None:
+        Recorded.calls.append((self.description, done, total))
+        if (self.description, done) == Recorded.interrupt:
+            raise KeyboardInterrupt
+
+
+def test_progress_moves_with_each_step_decoded_and_attributed_and_ctrl_c_is_one_line_exit_130(monkeypatch):
+    from minitx.core.interp import source_attribution
+    from minitx.tui.cli.commands import attribute
+
+    monkeypatch.setattr(attribute, "Progress", Recorded)
+    monkeypatch.setattr(source_attribution, "BATCH_FLOATS", 1)  # one row a batch, as a big model's
+    monkeypatch.setattr(Recorded, "calls", [])
+    ok("reverse", "3 1 4 1 5", "--method", "ixg")
+    decoding = [(done, total) for stage, done, total in Recorded.calls if stage.startswith("decoding")]
+    attributing = [(done, total) for stage, done, total in Recorded.calls
+                   if stage == "ixg of the source: steps"]
+    assert [done for done, _ in decoding] == [1, 2, 3, 4, 5, 6]  # the sixth step is <eos>
+    assert attributing == [(step, 6) for step in range(7)]  # 0 of 6, then each step
+    monkeypatch.setattr(Recorded, "interrupt", ("ixg of the source: steps", 3))
+    run = run_cli("attribute", "reverse", "3 1 4 1 5", "--method", "ixg")
+    assert run.exit_code == 130 and run.stderr.strip() == "Interrupted."

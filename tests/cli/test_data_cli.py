@@ -45,6 +45,8 @@ def test_training_on_a_tsv_of_ones_own_reaches_high_held_out_accuracy(trained):
     data = json.loads(run.stdout)
     assert data["n"] == 100 and data["accuracy"] == result["summary"]["accuracy"]
     assert "held-out pairs of letters.tsv" in data["evaluated_on"]
+    # text pairs: BLEU and chrF of the held-out outputs, high where nearly all are exact
+    assert data["chrf"] > 90 and "tok:13a" in data["bleu_signature"] and 0 <= data["loss"] < 0.5
 
 
 def test_decode_prints_text_and_names_the_characters_it_never_saw(trained):

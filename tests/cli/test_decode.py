@@ -47,7 +47,7 @@ def test_decode_prints_one_prediction_per_source(tiny_ckpt):
 
 
 def test_decode_reads_one_source_per_line_from_stdin(tiny_ckpt):
-    piped = run_cli("decode", tiny_ckpt, input="3 1 4\n\n2 7 1 8\n")
+    piped = run_cli("decode", tiny_ckpt, input="3 1 4\n2 7 1 8\n")
     direct = run_cli("decode", tiny_ckpt, "3 1 4", "2 7 1 8")
     assert piped.exit_code == 0, piped.stderr
     assert piped.stdout == direct.stdout
@@ -166,3 +166,19 @@ def test_top_k_without_json_lists_each_steps_likeliest_tokens_under_the_output()
     assert lines[0] == "5 1 4 1 3" and lines[1].startswith("  step 1: 5 1.00 · ")
     assert len(lines) == 1 + 6 and all(line.count(" · ") == 2 for line in lines[1:])  # 5 digits, <eos>
     assert run_cli("decode", "reverse", "31415").stdout.splitlines() == ["5 1 4 1 3"]  # not asked for
+
+
+@needs_bundled
+def test_piped_blank_lines_each_get_an_empty_output_line_so_outputs_line_up_with_inputs():
+    piped = "3 1 4 1\n\n2 7 1 8\n   \n5 6 7 9\n"
+    run = run_cli("decode", "reverse", input=piped)
+    assert run.exit_code == 0, run.stderr
+    assert run.stdout.split("\n")[:5] == ["1 4 1 3", "", "8 1 7 2", "", "9 7 6 5"]
+    data = json.loads(run_cli("decode", "reverse", "--json", input=piped).stdout)["results"]
+    assert [(r["source"], r.get("blank", False), r["prediction"]) for r in data] == [
+        ("3 1 4 1", False, "1 4 1 3"), ("", True, ""), ("2 7 1 8", False, "8 1 7 2"), ("", True, ""),
+        ("5 6 7 9", False, "9 7 6 5")]
+    beams = json.loads(run_cli("decode", "reverse", "--beams", "2", "--json", input=piped).stdout)["results"]
+    assert [r.get("blank", False) for r in beams] == [False, True, False, True, False]
+    only_blank = assert_one_line_error(run_cli("decode", "reverse", input="\n  \n"))
+    assert "no sources on stdin" in only_blank

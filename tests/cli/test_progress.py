@@ -17,10 +17,11 @@ from tests.cli.conftest import run_cli
 SMALL_LAB = ["--d-model", "16", "--heads", "2", "--layers", "1", "--lengths", "3-5", "--beyond", "7-8",
              "--steps", "4", "--eval-every", "2", "--eval-size", "10", "--seeds", "0", "--threads", "1"]
 COMMANDS = {  # command -> (arguments on the tiny checkpoint, what its progress says)
-    "heads": (["--n", "20"], "ablating each head on 20 sequences"),
+    "heads": (["--n", "20"], "ablating each head on 20 fresh sequences"),
     "circuit": (["--n-pairs", "4", "--n", "20"], "exact match"),
     "patch": (["--method", "exact"], "patching one activation at a time"),
     "eval": (["--n", "40"], "decoding 40 examples"),
+    "decode": (["3 1 4 1", "2 7 1 8"], "decoding source 2 of 2, step"),  # per source and per step
 }
 
 

@@ -138,3 +138,16 @@ def test_a_model_whose_cross_attention_reads_the_decoder_steps_with_growing_rows
     assert grid.shape == (len(results), max(5, len(results)))
     for i, r in enumerate(results):
         assert torch.equal(grid[i, : i + 1], r.cross_attention[0, 0]) and not grid[i, i + 1:].any()
+
+
+def test_decoding_reports_each_step_and_stops_where_the_progress_answer_says(model):
+    src = torch.tensor([[1, 2, 3, 4, 5, 6]])  # (1, S)
+    whole = greedy_decode(model, src, max_new_tokens=8)
+    heard = []
+    greedy_decode(model, src, max_new_tokens=8, progress=lambda step, cap: heard.append((step, cap)))
+    assert heard == [(t, 8) for t in range(1, whole.shape[1] + 1)]
+    stopped = greedy_decode(model, src, max_new_tokens=8, progress=lambda step, cap: step == 3)
+    assert stopped.shape[1] == 3 and torch.equal(stopped, whole[:, :3])
+    stepper = Stepper(model, [1, 2, 3, 4, 5, 6], cap=8, vocab=DIGITS)
+    assert len(stepper.run(progress=lambda step, cap: step == 2)) == 2
+    assert [r.token for r in stepper.run()] == whole[0, : len(stepper.results)].tolist()

@@ -114,3 +114,28 @@ def test_encoder_self_attention_is_recorded_once_per_source(reverse):
     ([5, 1, 4, 1, 3], [5, 1, 4, 1, 3, EOS], 5)])
 def test_the_first_wrong_step_is_where_the_output_first_differs(generated, expected, step):
     assert first_wrong_step(generated, expected, EOS) == step
+
+
+def test_a_step_the_generation_settings_force_says_where_and_keeps_the_models_own_distribution(reverse):
+    import dataclasses
+
+    own = reverse.model.generation
+    reverse.model.generation = dataclasses.replace(own, forced_eos=EOS, max_length=4)  # 3 tokens at most
+    try:
+        results = Stepper(reverse.model, SOURCE, vocab=DIGITS).run()
+    finally:
+        reverse.model.generation = own
+    assert [r.token for r in results] == [5, 1, EOS]
+    assert [r.settings_forced for r in results] == ["", "", "last step"]
+    last = results[-1]
+    assert not last.forced  # not a token a person forced: the settings' own rule
+    assert int(last.log_probs.argmax()) == 4 and last.log_probs[EOS] < -5  # the model wanted its 4
+    assert last.entropy == pytest.approx(float(-(last.log_probs.exp() * last.log_probs).sum()))
+
+
+def test_entropy_is_never_below_zero_where_rounding_makes_a_certain_step_slightly_negative():
+    from minitx.core.interp.decode import StepResult
+
+    certain = StepResult(0, 5, "5", [(5, 1.0)], torch.zeros(0), torch.zeros(0), False,
+                         log_probs=torch.tensor([1e-7, -40.0]))  # float32's log_softmax can give +1e-7
+    assert certain.entropy == 0.0 and f"{certain.entropy:.3f}" == "0.000"

@@ -11,13 +11,16 @@ import torch
 from minitx import checkpoints
 from minitx.core.config import ModelConfig
 from minitx.core.data.vocab import DIGITS
+from minitx.core.interp import source_attribution
 from minitx.core.interp.decode import Stepper
 from minitx.core.interp.source_attribution import (
+    Cancelled,
     Decode,
     SourceFunction,
     agreement,
     attribute,
     attribute_step,
+    batch_count,
     gauss_legendre,
     greedy,
     rollout,
@@ -33,8 +36,9 @@ SOURCE = [3, 1, 4, 1, 5, 9]
 
 def tiny(**options) -> Seq2Seq:
     torch.manual_seed(3)
-    cfg = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=2, max_len=16,
-                      **options)
+    shape = {"d_model": 16, "n_heads": 2, "d_ff": 32, "n_encoder_layers": 1, "n_decoder_layers": 2,
+             "max_len": 16}
+    cfg = ModelConfig(**{**shape, **options})
     return Seq2Seq(cfg).eval()
 
 
@@ -50,9 +54,14 @@ def reverse():
 
 
 # -- against captum --------------------------------------------------------------------------------
-def test_integrated_gradients_equal_captums_with_the_same_steps_and_method():
+@pytest.mark.parametrize("one_row_a_batch", [False, True])
+def test_integrated_gradients_equal_captums_with_the_same_steps_and_method(one_row_a_batch, monkeypatch):
+    """Also when every row (a step at one point of the path) goes through the model alone, as a
+    big model's long decode does."""
     from captum.attr import IntegratedGradients
 
+    if one_row_a_batch:
+        monkeypatch.setattr(source_attribution, "BATCH_FLOATS", 1)
     model = tiny()
     decode = tiny_decode(model)
     ours = attribute(model, decode, "ig", ig_steps=16)
@@ -287,3 +296,80 @@ def test_a_cross_attention_that_reads_the_decoder_leaves_nothing_to_attribute_an
         attribute(model, decode, "attention")
     with pytest.raises(ValueError, match="reads the decoder, not the source"):
         agreement(model, get_task("reverse"), [], "ig")
+
+
+# -- memory: rows in batches ---------------------------------------------------------------------------
+LONG = 60  # steps of the long decode (a tiny model of 64 positions)
+
+
+def long_decode(model: Seq2Seq, steps: int = LONG) -> Decode:
+    """A teacher-forced decode of `steps` digits (no attention rows: the objective methods read none)."""
+    torch.manual_seed(11)
+    return Decode(SOURCE, torch.randint(0, 10, (steps,)).tolist(), None, torch.zeros(0))
+
+
+def batch_shapes(model: Seq2Seq) -> tuple[list, object]:
+    """The (rows, decoder positions) of every batch the model is called with, and the hook's handle."""
+    seen: list[tuple[int, int]] = []
+    handle = model.decoder[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[:2]))
+    return seen, handle
+
+
+@pytest.mark.parametrize("bug", ["", "no-causal-mask"])
+def test_every_method_on_a_long_decode_calls_the_model_in_batches_that_fit_the_budget(bug, monkeypatch):
+    """A long decode's rows (each step at each interpolation point, each occluded source) go
+    through the model in batches no bigger than BATCH_FLOATS whatever the decode's length, and the
+    attributions are those of one batch of every row."""
+    model = tiny(bug=bug, max_len=64)
+    decode = long_decode(model)
+    budget = 6 * source_attribution.row_floats(model, len(SOURCE), LONG, 1)
+    for method in ("ig", "ixg", "occlusion"):
+        whole = attribute(model, decode, method, ig_steps=4)  # the default budget: one batch here
+        assert batch_count(model, len(SOURCE), LONG, method, ig_steps=4) == 1
+        monkeypatch.setattr(source_attribution, "BATCH_FLOATS", budget)
+        seen, handle = batch_shapes(model)
+        batched = attribute(model, decode, method, ig_steps=4)
+        handle.remove()
+        monkeypatch.undo()
+        read = LONG if method == "occlusion" and model.causal else 1  # positions a row reads
+        # every batch but the one-row ones fits: rows times each row's floats at its depth
+        assert all(rows == 1 or rows * source_attribution.row_floats(model, len(SOURCE), positions, read)
+                   <= budget for rows, positions in seen), seen
+        assert max(rows for rows, _ in seen) >= 2  # batches of several rows, not one a batch
+        per_source = 1 if model.causal else LONG  # rows of one vector row's every step
+        assert len(seen) >= 2 and sum(rows for rows, _ in seen) == {
+            "ig": 4 * LONG + 2 * per_source,  # each step at each point, then F(E) and F(E0)
+            "ixg": LONG, "occlusion": (len(SOURCE) + 1) * per_source}[method]
+        assert torch.allclose(batched.scores, whole.scores, atol=1e-5, rtol=0), method
+        if method == "ig":
+            assert torch.allclose(batched.delta, whole.delta, atol=1e-5, rtol=0)
+
+
+def test_a_step_is_decoded_only_up_to_itself_and_only_the_positions_read_become_logits(monkeypatch):
+    """The objective of step t feeds t + 1 decoder positions, and projects only the positions it
+    reads onto the vocabulary (a big vocabulary's logits of every position are gigabytes)."""
+    model = tiny(max_len=64)
+    decode = long_decode(model)
+    projected: list[tuple] = []
+    model.output.register_forward_pre_hook(lambda module, args: projected.append(tuple(args[0].shape)))
+    seen, handle = batch_shapes(model)
+    attribute_step(model, decode.src, decode.tokens[:9], decode.tokens[9], "ixg")
+    handle.remove()
+    assert seen == [(1, 10), (1, 10)]  # the gradient's row, then F(E): ten positions, the step's prefix
+    assert projected == [(1, 1, 16), (1, 1, 16)]  # one row, one position, d_model
+
+
+def test_progress_counts_the_steps_and_a_true_answer_stops_at_the_next_batch(monkeypatch):
+    model = tiny(max_len=64)
+    decode = long_decode(model)
+    monkeypatch.setattr(source_attribution, "BATCH_FLOATS",
+                        4 * 4 * source_attribution.row_floats(model, len(SOURCE), LONG, 1))
+    reports: list[tuple[int, int]] = []
+    attribute(model, decode, "ig", ig_steps=4, progress=lambda done, total: reports.append((done, total)))
+    assert reports[0] == (0, LONG) and reports[-1] == (LONG, LONG)
+    assert [done for done, _ in reports] == sorted(done for done, _ in reports) and len(reports) > 5
+    seen, handle = batch_shapes(model)
+    with pytest.raises(Cancelled):
+        attribute(model, decode, "ig", ig_steps=4, progress=lambda done, total: done > 0)
+    handle.remove()
+    assert len(seen) == 1  # the first batch, then it stopped

@@ -184,6 +184,10 @@ def _break(case: str, folder: Path) -> str:
         index = {"weight_map": {k: f"model-0000{1 + (k == moved)}-of-00002.safetensors" for k in weights}}
         (folder / "model.safetensors.index.json").write_text(json.dumps(index))
         return "model-00002-of-00002.safetensors"
+    if case == "a cache's weights link to a blob never downloaded":
+        (folder / "model.safetensors").unlink()
+        (folder / "model.safetensors").symlink_to("../../blobs/5d1e")  # as a snapshot links its files
+        return "model.safetensors links to ../../blobs/5d1e, which is missing: the download is incomplete"
     if case == "a config with fewer layers than the weights":
         config["encoder_layers"] = 1
         (folder / "config.json").write_text(json.dumps(config))
@@ -206,7 +210,8 @@ def _break(case: str, folder: Path) -> str:
 
 CASES = ["an encoder-only model", "an unknown activation", "no tokeniser", "a pickled object in the weights",
          "a shard that is missing", "a config with fewer layers than the weights",
-         "a config of another width", "one value that is not a number", "config.json that is not JSON"]
+         "a config of another width", "one value that is not a number", "config.json that is not JSON",
+         "a cache's weights link to a blob never downloaded"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -221,3 +226,17 @@ def test_a_folder_that_cannot_be_used_is_one_line_naming_the_file_exit_2_and_not
     assert not out.exists()
     decode = run_cli("decode", str(broken), "Hello")  # every command that opens it says the same
     assert decode.exit_code == 2 and assert_one_line_error(decode) == line
+
+
+def test_a_beam_header_shows_unknown_pieces_as_transformers_decode_keeps_them(marian):
+    from transformers import AutoTokenizer
+
+    text = "Ünïcødé 😀 test"  # the tiny Marian tokeniser knows neither Ü, ï nor the emoji
+    tokenizer = AutoTokenizer.from_pretrained(marian)
+    ids = tokenizer(text).input_ids
+    assert tokenizer.unk_token_id in ids
+    run = run_cli("decode", str(marian), text, "--beams", "2")
+    assert run.exit_code == 0, run.stderr
+    header = run.stdout.splitlines()[0].split(" · beam 2")[0]
+    assert header == tokenizer.decode(ids, skip_special_tokens=False).removesuffix("</s>").strip()
+    assert header.count("<unk>") == ids.count(tokenizer.unk_token_id)

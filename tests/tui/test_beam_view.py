@@ -43,6 +43,22 @@ def test_the_session_steps_back_by_replay_and_reranks_the_finished_under_another
     assert all(n.state != "pruned" for n in shown) and session.selected in {n.id for n in shown}
 
 
+def test_the_tree_keeps_its_sum_score_and_fate_columns_whole_in_a_narrow_box():
+    """At 60 columns (the box holds 54): the latest steps that fit, then every row's sum, score
+    and fate, greedy's whole ("greed" was what was left of it)."""
+    from minitx.tui.render.beam_tree import beam_tree
+
+    session = BeamSession(Record("sort"), [0, 8, 0, 3, 5, 9, 1, 2], beams=4)
+    session.run()
+    for width in (54, 40):
+        tree = beam_tree(session.search, session.rows(), vocab=session.record.task.vocab, eos=(EOS,),
+                         greedy=session.greedy, width=width, selected=session.best())
+        lines = tree.plain.splitlines()
+        assert max(len(line) for line in lines) <= width, width
+        assert lines[0].rstrip().endswith("sum   score  fate") and lines[1].rstrip().endswith("greedy")
+        assert all(len(line.split()) >= 2 for line in lines[2:])  # a sum and a score on every row
+
+
 async def searched(pilot) -> BeamScreen:
     """The sort model's beam view of "0 8 0", its search run to the end."""
     app = pilot.app
@@ -52,7 +68,8 @@ async def searched(pilot) -> BeamScreen:
     await pilot.press("B")
     await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen), "the beam view")
     screen = app.screen
-    await wait_for(pilot, lambda: screen.session.search.finished and not screen.playing, "the search")
+    await wait_for(pilot, lambda: screen.session is not None and screen.session.search.finished
+                   and not screen.playing, "the search")
     await pilot.pause()
     return screen
 
@@ -81,6 +98,9 @@ async def test_shift_b_shows_the_search_as_a_tree_at_80x24_and_the_keys_step_and
         assert "length penalty 0 (the search ran with 1): '0 0 8' would win" in shown
         await pilot.press("g")
         assert screen.query_one("#beam-grid").display and screen.query_one("#beam-grid").rows
+        await pilot.press("escape")  # one level back: the tree, then out of the view
+        assert app.screen is screen and screen.session.view == "tree"
+        assert screen.query_one("#beam-tree").display
         await pilot.press("escape")
         assert not isinstance(app.screen, BeamScreen)
 
@@ -106,5 +126,7 @@ async def test_a_model_whose_own_settings_search_says_so_over_greedy_and_teacher
         assert not isinstance(app.screen, BeamScreen)
         assert "teacher forcing cannot apply to it (g turns it off)" in notifications(app)[-1]
         await pilot.press("g", "B")
-        await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen), "the beam view")
+        await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen) and app.screen.session is not None,
+                       "the beam view")
+        await pilot.pause()
         assert "searching.safetensors · beam 3 ·" in "\n".join(screen_lines(app))

@@ -96,6 +96,8 @@ async def test_y_shows_why_at_80x24_in_a_worker_switches_the_method_and_e_export
         assert "'0 0 8' never parts from greedy" in "\n".join(screen_lines(app))
         await pilot.press("y")  # after the last method: the tree
         assert s.view == "tree" and screen.query_one("#beam-tree").display
+        await pilot.press("y", "escape")  # esc on the why: back one level, to the tree
+        assert app.screen is screen and s.view == "tree" and screen.query_one("#beam-tree").display
         await pilot.press("question_mark")
         await pilot.pause()
         assert "y why the chosen hypothesis's token, not greedy's" in "\n".join(screen_lines(app))

@@ -16,7 +16,14 @@ from minitx.tui.app.messages import AttributionReady
 from minitx.tui.app.screens.explore import ExploreScreen
 from minitx.tui.app.widgets.attention import AttentionGrid
 from tests.tui.test_exports import export, in_folder  # noqa: F401 - the export folder fixture
-from tests.tui.tui_helpers import model_ready, reverse_checkpoint, screen_lines, wait_for
+from tests.tui.tui_helpers import (
+    key_while_busy,
+    model_ready,
+    notifications,
+    reverse_checkpoint,
+    screen_lines,
+    wait_for,
+)
 
 
 def attributed(session) -> bool:
@@ -156,3 +163,50 @@ async def test_compare_shows_each_models_own_attribution():
         assert peaks == [0, 4]  # reverse's last digit is the first source token, copy's the last
         data = json.loads(screen.export_numbers().text)
         assert data["A"]["attribution"]["method"] == data["B"]["attribution"]["method"] == "ig"
+
+
+@pytest.mark.asyncio
+async def test_esc_stops_an_attribution_at_its_next_batch_and_nothing_of_it_is_drawn(monkeypatch):
+    """A big model's attribution (here the bundled one's, one row a batch) shows how far it is
+    while the screen stays live; a step's row whose step is left stops, and Esc stops the one
+    being computed: each at its next batch, the row goes and no result comes."""
+    import threading
+
+    from minitx.core.interp import source_attribution
+
+    monkeypatch.setattr(source_attribution, "BATCH_FLOATS", 1)  # one row a batch, as a 74M model's
+    release, reports = threading.Event(), []
+    report = source_attribution._report
+
+    def held(progress, done, total):  # each worker says 0%, then waits for the test
+        reports.append((threading.get_ident(), done))
+        report(progress, done, total)
+        release.wait(timeout=30)
+
+    monkeypatch.setattr(source_attribution, "_report", held)
+    app = create_app([reverse_checkpoint()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        session, grid = app.screen.session, app.screen.panel.grid
+        rows = lambda: [w for w in app.workers if w.group == "attribution"]  # noqa: E731
+        await pilot.press("left", "y")  # step 5's row
+        progress = "ig: measuring… 0% (esc stops)"
+        await wait_for(pilot, lambda: any(progress in line for line in screen_lines(app)), "its progress")
+        (fifth,) = rows()
+        key_while_busy(pilot, "left")  # step 4: step 5's row is no longer wanted
+        await wait_for(pilot, lambda: len(reports) == 2, "step 4's row")
+        (fourth,) = rows()
+        assert fifth.is_cancelled and not fourth.is_cancelled
+        key_while_busy(pilot, "escape")
+        await wait_for(pilot, lambda: session.attribution_method is None, "esc")
+        assert fourth.is_cancelled
+        release.set()
+        await wait_for(pilot, lambda: len(reports) == 4, "the workers' next batches")
+        await pilot.pause(0.2)
+        # each worker: one batch (a row: its step at one point of the path) after it was stopped
+        assert sorted(done for _, done in reports) == [0, 0, 1 / 32, 1 / 32], reports
+        assert len({thread for thread, _ in reports}) == 2
+        assert not session.attributions and not session.step_attributions and grid.under is None
+        assert "attribution stopped (y: again)" in notifications(app)
+        assert not any("measuring" in line for line in screen_lines(app))
+        assert session.view_mode == "grid"  # esc stopped the work; the view stays

@@ -89,3 +89,27 @@ async def test_at_80x24_the_doctor_fits_scrolls_and_keeps_its_footer_with_the_ca
         assert "weights: trained-unshifted:" in text  # the kind of evidence and the check behind it
         assert "↑↓ PgUp PgDn scroll" in lines[-1]  # the footer is still there
         assert screen.diagnoses[0].causes[0].key == "no-shift"
+
+
+def test_narrower_than_80_each_checks_note_has_lines_of_its_own_under_it():
+    """At 60 columns the note column had three cells: a word a line. Narrower than 80, a note
+    goes under its check, whole, and the rows keep their columns."""
+    from rich.console import Console
+
+    from minitx.core.doctor.code_checks import CheckResult
+
+    screen = DoctorScreen([type("Record", (), {"name": "reverse"})()])
+    notes = {"initial-loss": "4 inits: 3.07 to 3.38", "overfit-one-batch": "first grad norm 5.44"}
+    for name, value in (("initial-loss", 3.222), ("future-leakage-values", 0.0),
+                        ("overfit-one-batch", 7.2e-5)):
+        screen.results[0][name] = CheckResult(name, "", value, "< 0.01", True, detail=notes.get(name, ""))
+        screen.order.append(name)
+    console = Console(width=56, record=True, color_system=None)
+    console.print(screen._notes_below("code", 11))
+    lines = console.export_text().splitlines()
+    assert ["check", "measured", "threshold"] in [line.split() for line in lines]
+    for name, note in notes.items():
+        row = next(i for i, line in enumerate(lines) if line.split()[1:2] == [name])
+        assert lines[row + 1].strip() == note
+    at = [line.index("< 0.01") for line in lines if "< 0.01" in line]
+    assert len(at) == 3 and len(set(at)) == 1  # the rows keep one column for it

@@ -103,3 +103,68 @@ async def test_patching_a_sentence_of_pieces_starts_from_a_corruption_cut_into_a
         status = app.screen.query_one("#patch-status")
         await wait_for(pilot, lambda: "✗" in str(status.render()), "why not")
         assert str(status.render()).startswith("✗ the model says the same for both sources")
+
+
+def test_a_pretrained_model_says_it_was_trained_elsewhere_rather_than_blaming_an_old_file():
+    from minitx.tui.app.loaded import LoadedModel
+
+    def record(task_name: str, origin: dict) -> LoadedModel:
+        task = type("Task", (), {"name": task_name, "origin": origin})()
+        return LoadedModel("m", None, task, "post", 1, "cpu", [], 1, 1)
+
+    folder = record("huggingface", {"family": "marian"})
+    assert folder.pretrained
+    assert folder.no_history == "a marian model trained outside minitx"
+    imported = record("imported", {"layout": "tutorial"})
+    assert imported.pretrained and imported.no_history == "a tutorial model trained outside minitx"
+    assert not record("reverse", {}).pretrained
+    assert record("reverse", {}).no_history == "a file from before minitx kept them, or an export"
+
+
+@pytest.mark.slow  # tier 2: a folder opened through the dialog, decoded to its cap, at two sizes
+@pytest.mark.asyncio
+async def test_a_folder_opened_from_its_config_shows_its_forced_end_its_own_pieces_and_what_is_true_of_it(
+        marian48):
+    from minitx.tui.app.screens.beam import BeamScreen
+    from minitx.tui.app.screens.dialogs import ForceTokenScreen, OpenCheckpointScreen
+    from tests.tui.tui_helpers import notifications
+
+    app = create_app(["reverse"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, OpenCheckpointScreen), "the open dialog")
+        await pilot.press("tab", *f"{marian48}/config.json", "enter")
+        await wait_for(pilot, lambda: app.model_ready and app.current.name == "opus-mt-like", "the folder",
+                       60)
+        session = app.screen.session
+        await wait_for(pilot, lambda: session.stepper is not None and session.stepper.finished, "the decode")
+        last = session.stepper.current
+        assert last.settings_forced == "last step"  # its generation_config: EOS at max_length
+        panel = app.screen.panel
+        own = int(last.log_probs.argmax())
+        assert panel.topk.entries[0][0] == session.record.task.vocab.label(own) != "</s>"
+        assert panel.topk.entries[0][1] < 1 and "</s> forced (last step)" in panel.topk.footnote
+        assert "longer than trained" not in screen_text(app)
+        await pilot.press("h")
+        assert "(a marian model trained outside minitx)" in notifications(app)[-1]
+        # f: a piece as vocab.json spells it ("▁") or as the screen shows it ("·")
+        await pilot.press("x", "right", "f")
+        dialog = app.screen
+        assert isinstance(dialog, ForceTokenScreen)
+        vocab = session.record.task.vocab
+        piece = next(t for t in vocab.tokens if t.startswith("▁") and len(t) > 2)
+        dialog.query_one("#force-token", Input).value = piece
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ForceTokenScreen), "the forced piece")
+        assert session.stepper.results[0].token == vocab.tokens.index(piece)
+        # 60x20: the beam's sum, score and fate columns stay whole
+        await pilot.press("i", "enter")  # decoded afresh: the forced piece goes
+        await pilot.resize_terminal(60, 20)
+        await pilot.press("B")
+        await wait_for(pilot, lambda: isinstance(app.screen, BeamScreen)
+                       and app.screen.session.search.finished and not app.screen.playing, "the search", 60)
+        await pilot.pause(0.2)
+        lines = screen_text(app).splitlines()
+        assert any(line.rstrip(" │").endswith("greedy") for line in lines)
+        assert any("sum   score  fate" in line for line in lines)

@@ -235,3 +235,22 @@ async def test_the_all_heads_view_names_each_heads_strongest_role():
         under_layer_2 = next(line for i, line in enumerate(lines) if i and "H1 0.8" in lines[i - 1])
         assert under_layer_2.split() == ["anti-diag"] * 4  # reverse's layer 2 reads the mirror position
         assert [expected[f"cross:L2.H{h}"] for h in range(1, 5)] == ["anti-diagonal"] * 4
+
+
+def test_keys_of_other_screens_say_where_they_work_instead_of_nothing():
+    """- + S (the beam view's), u (Train's), 1 2 (Compare's) pressed on Explore: a line each."""
+    from minitx.tui.app.key_reasons import works_elsewhere
+    from minitx.tui.app.main import KEYS_ELSEWHERE
+    from minitx.tui.app.screens.explore import ExploreScreen
+    from minitx.tui.app.screens.train import TrainScreen
+
+    said = {key: works_elsewhere(ExploreScreen(), key, KEYS_ELSEWHERE)
+            for key in ("minus", "plus", "S", "u", "1", "2")}
+    assert said["minus"] == "- is the beam view's key, not this screen's: B in Explore opens it"
+    assert said["plus"].startswith("+ is the beam view's key") and said["S"].startswith("S is the beam")
+    assert said["u"] == "u is Train's key, not this screen's: t goes there"
+    assert said["1"].endswith("c goes there") and said["2"].startswith("2 is Compare's key")
+    assert works_elsewhere(TrainScreen(), "n", KEYS_ELSEWHERE) == \
+        "n is Explore's key, not this screen's: e goes there"
+    assert works_elsewhere(ExploreScreen(), "j", KEYS_ELSEWHERE) is None  # nobody's key: ignored
+

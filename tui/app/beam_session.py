@@ -30,7 +30,9 @@ class Contrast:
 
 class BeamSession:
     def __init__(self, record, src_ids: list[int], *, beams: int, ablated=frozenset(),
-                 length_penalty: float | None = None, early_stopping=None) -> None:
+                 length_penalty: float | None = None, early_stopping=None, progress=None) -> None:
+        """`progress(step, cap)` while greedy's output is decoded (a big model's may take many
+        seconds: the view makes the session in a worker); a True answer leaves it unfinished."""
         from minitx.core.interp.beam import BeamSearch
         from minitx.core.interp.decode import greedy_output
         from minitx.core.interp.interventions import Interventions
@@ -43,7 +45,7 @@ class BeamSession:
                                  cap=task.decode_cap(len(src_ids), model.cfg.max_len),
                                  interventions=self.interventions)
         with self.interventions.applied(model):
-            self.greedy = greedy_output(model, self.src_ids, self.search.cap)
+            self.greedy = greedy_output(model, self.src_ids, self.search.cap, progress)
         self.what_if = self.search.length_penalty  # the penalty the finished ones are ranked under
         self.selected: int | None = None  # the chosen node (a row of the tree)
         self.view = "tree"
@@ -164,9 +166,11 @@ class BeamSession:
         return bool(ranked and pool and ranked[0].node != pool[0])
 
     # -- one hypothesis, looked at ---------------------------------------------------------------
-    def stepper(self, node: int | None = None):
+    def stepper(self, node: int | None = None, progress=None):
         """A Stepper teacher-forced on the hypothesis' tokens (its cross-attention rows and lens at
-        each step), run to its end; made once per node."""
+        each step), run to its end; made once per node. `progress(step, cap)` as it runs (a big
+        model's long hypothesis takes seconds: the view makes it in a worker); a True answer
+        leaves it unmade."""
         from minitx.core.interp.decode import Stepper
 
         node = self.selected if node is None else node
@@ -174,9 +178,15 @@ class BeamSession:
             task, model = self.record.task, self.record.model
             stepper = Stepper(model, self.src_ids, top_k=5, interventions=self.interventions,
                               teacher=self.search.tokens(node), vocab=task.vocab)
-            stepper.run()
+            stepper.run(progress)
+            if not stepper.finished:
+                return stepper
             self._steppers[node] = stepper
         return self._steppers[node]
+
+    def has_stepper(self, node: int | None = None) -> bool:
+        """Whether the hypothesis' Stepper is made (looking at it costs nothing more)."""
+        return (self.selected if node is None else node) in self._steppers
 
     def set_view(self, view: str) -> None:
         self.view = view if view in VIEWS and view != self.view else "tree"

@@ -11,17 +11,23 @@ an `action_...` method that changes the sessions, then calls `self.refresh_view(
 
 from __future__ import annotations
 
+import time
+
 from textual import work
 from textual.binding import Binding
 from textual.widgets import Input
 
 from minitx.tui.app.attribution_keys import AttributionKeys
-from minitx.tui.app.decode_session import KINDS, DecodeSession
+from minitx.tui.app.decode_session import KINDS, RUN_AT_ONCE, DecodeSession
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.key_reasons import ExplainedKeys
 from minitx.tui.app.messages import RolesReady
 from minitx.tui.app.widgets.decode_panel import DecodePanel
 from minitx.tui.app.widgets.source_bar import SourceBar, SourceInput
+
+# Seconds of decoding a frame after the first (RUN_AT_ONCE: a small model's whole decode): a big
+# model's long decode grows on screen, a key between frames.
+RUN_FRAME = 0.3
 
 DECODE_BINDINGS = [
     Binding("right,n", "step", "step", tooltip="step one token"),
@@ -73,11 +79,12 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
     `position` is the shared step: each session shows min(position, the length of its decode)."""
 
     position = 0
+    _runs = 0  # runs started (or stopped by a key): a run's later frames go on only while it is the last
 
     def decode_why_not(self, action: str, parameters: tuple) -> str | None:
         """Why a decoding key does nothing now, or None (tui/app/key_reasons.py)."""
         panels = self.decode_panels()
-        if action == "close_view" and not self.view_open():
+        if action == "close_view" and not self.view_open() and not self.attributing():
             return "esc leaves a view for the attention grid: the grid is shown"
         if action == "scroll_columns" and not any(p.scroll_grid.cropped for p in panels):
             return "every column fits: < > scroll only a grid too wide to show"
@@ -129,6 +136,7 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
             bar.show_error(str(e))
             return False
         bar.show_error("")
+        self.stop_running()
         for session, source in zip(sessions, ids):
             session.set_source(source)
             task = session.record.task
@@ -183,6 +191,7 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
 
     @one_line_errors
     def action_step(self) -> None:
+        self.stop_running()
         ready = self._ready()
         if ready and all(s.finished for s in ready):
             self.notify("the decode is finished: ← steps back, x resets", timeout=3)
@@ -192,6 +201,7 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
 
     @one_line_errors
     def action_back(self) -> None:
+        self.stop_running()
         ready = self._ready()
         if ready:
             self.position = max(0, max(s.position for s in ready) - 1)
@@ -199,15 +209,36 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
 
     @one_line_errors
     def action_run(self) -> None:
+        self._runs = self._runs + 1  # a run started: an earlier one's frames stop
+        self._run_frame(self._runs, RUN_AT_ONCE)
+
+    @one_line_errors
+    def _run_frame(self, run: int, seconds: float) -> None:
+        """Decode for `seconds`, draw, and go on in the next frame until the end, unless a key
+        moved the decode meanwhile (another run, a step, back, reset, a new source) or another
+        screen covers this one (the beam view's B: Enter runs on from where it stopped)."""
         ready = self._ready()
-        if ready:
-            for session in ready:
-                session.run_to_end()
-            self.position = max(s.position for s in ready)
-            self._move()
+        if not ready or run != self._runs or (seconds != RUN_AT_ONCE and self.app.screen is not self):
+            return
+        until = time.monotonic() + seconds
+        for session in ready:
+            session.run_to_end(until)
+        self.position = max(s.position for s in ready)
+        self._move()
+        if not all(s.finished for s in ready):
+            if seconds == RUN_AT_ONCE:
+                cap = max(s.stepper.cap for s in ready)
+                self.notify(f"decoding to the end (at most {cap} steps), a frame at a time: ← → or x "
+                            "stop it there", timeout=4)
+            self.set_timer(0.001, lambda: self._run_frame(run, RUN_FRAME))
+
+    def stop_running(self) -> None:
+        """A key that moves the decode itself stops a run going on frame by frame."""
+        self._runs = self._runs + 1
 
     @one_line_errors
     def action_reset(self) -> None:
+        self.stop_running()
         if self._ready():
             self.position = 0
             self._move()
@@ -246,6 +277,8 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
 
     @one_line_errors
     def action_close_view(self) -> None:
+        if self.stop_attributions():  # Esc first stops an attribution being computed (AttributionKeys)
+            return
         for session in self.sessions():
             session.set_view("grid")
         self.refresh_view()
@@ -337,6 +370,12 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
         panels = self.decode_panels()
         if not panels:
             return
+        if any(p.session.runs_on for p in panels):  # a change's decode to the end outran its budget
+            for panel in panels:
+                panel.session.runs_on = False
+            self._runs += 1
+            run = self._runs
+            self.set_timer(0.001, lambda: self._run_frame(run, RUN_FRAME))
         self._start_attributions()  # before drawing: a cheap one is on this frame already
         self.query_one(SourceBar).show_selection(self.show_selection())
         for panel in panels:

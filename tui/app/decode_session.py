@@ -9,6 +9,7 @@ at module level: the app paints before torch loads.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,8 +29,18 @@ METHOD_NAMES = {"ig": "ig", "ixg": "ixg", "occlusion": "occlusion", "attention":
 ROW_LABELS = {"ig": "ig", "ixg": "ixg", "occlusion": "occl", "attention": "roll"}  # fit <eos>'s room
 
 
+# Seconds a decode to its end runs at once in the app (a small model's whole decode) before the
+# screen is drawn and the rest goes on a frame at a time (decode_keys.py's frames).
+RUN_AT_ONCE = 0.5
+
+
 class DecodeSession:
-    def __init__(self) -> None:
+    def __init__(self, budget: float | None = None) -> None:
+        """budget: seconds a decode to its end after a change (a head knocked out, teacher
+        forcing, a forced token) runs at once; past it, `runs_on` asks the screen to go on
+        frame by frame. None: all of it at once."""
+        self.budget = budget
+        self.runs_on = False
         self.record: LoadedModel | None = None
         self.stepper: Stepper | None = None
         self.target = 0  # the step the screen asked for; a decode that ended earlier stays at its end
@@ -47,6 +58,7 @@ class DecodeSession:
         self.attributions: dict[tuple, object] = {}  # attribution_key -> core SourceAttribution
         self.attributions_asked: set[tuple] = set()  # keys a worker is computing
         self.steps_asked: set[tuple] = set()  # (key, step) of the one-step rows being computed
+        self.attribution_progress: dict[tuple, float] = {}  # (key, step or None) -> share done
 
     # -- what is shown ---------------------------------------------------------------------------
     @property
@@ -68,8 +80,8 @@ class DecodeSession:
 
     @property
     def longest_source(self) -> int:
-        """Source tokens this model's positional table holds (plus SOS and EOS)."""
-        return self.record.model.cfg.max_len - 2 if self.record else 0
+        """Source tokens this model takes (its task's rule for its positions)."""
+        return self.record.task.source_limit(self.record.model.cfg.max_len) if self.record else 0
 
     @property
     def answer(self) -> list[int] | None:
@@ -149,6 +161,7 @@ class DecodeSession:
         self.roles, self.roles_asked = None, False
         self.attributions, self.attributions_asked = {}, set()
         self.step_attributions, self.steps_asked = {}, set()  # (key, step) -> one step's, asked
+        self.attribution_progress = {}
         self.layer_index, self.head_index = best_head(record.scores)
 
     def set_source(self, ids: list[int]) -> None:
@@ -173,9 +186,13 @@ class DecodeSession:
         at_end = self.stepper.finished
         self.stepper = self._new_stepper(self.stepper.src_ids)
         if at_end:
-            self.run_to_end()
+            self._run_within_budget()
         else:
             self.goto(self.target)
+
+    def _run_within_budget(self) -> None:
+        self.run_to_end(None if self.budget is None else time.monotonic() + self.budget)
+        self.runs_on = not self.stepper.finished
 
     def goto(self, position: int) -> None:
         """Move to `position` steps (a decode that ends earlier stays at its end)."""
@@ -187,8 +204,10 @@ class DecodeSession:
         while s.position < position and s.step() is not None:
             pass
 
-    def run_to_end(self) -> None:
-        self.stepper.run()
+    def run_to_end(self, until: float | None = None) -> None:
+        """Decode to the end, or (with `until`, a time.monotonic() deadline) as far as it gets by
+        then: a big model's long decode runs a frame at a time, the keys live between frames."""
+        self.stepper.run(None if until is None else lambda done, cap: time.monotonic() > until)
         self.target = self.stepper.position
 
     def select_head(self, layer: int, head: int) -> None:
@@ -219,7 +238,7 @@ class DecodeSession:
         """Output `token` at the current step, then decode greedily from it to the end."""
         self.stepper.force(token)
         self.forced = dict(self.stepper.forced)
-        self.run_to_end()
+        self._run_within_budget()
 
     # -- attribution -----------------------------------------------------------------------------
     @property
@@ -270,16 +289,42 @@ class DecodeSession:
 
     def attribution_done(self, job: AttributionJob, result) -> None:
         """Keep a job's result, if it is of this session's model."""
-        if job.step is None:
-            self.attributions_asked.discard(job.key)
-        else:
-            self.steps_asked.discard((job.key, job.step))
+        self.attribution_given_up(job)
         if job.record is not self.record:
             return
         if job.step is None:
             self.attributions[job.key] = result
         else:
             self.step_attributions[job.key, job.step] = result
+
+    def attribution_given_up(self, job: AttributionJob) -> None:
+        """A job is done, failed or stopped: no longer being computed (a later redraw may ask again)."""
+        if job.step is None:
+            self.attributions_asked.discard(job.key)
+        else:
+            self.steps_asked.discard((job.key, job.step))
+        self.attribution_progress.pop((job.key, job.step), None)
+
+    def stop_attributions(self) -> None:
+        """Esc while attributions are computed: nothing asked any more, and the row (or the
+        matrix) goes until y asks again."""
+        self.attributions_asked.clear()
+        self.steps_asked.clear()
+        self.attribution_progress.clear()
+        self.attribution_method = None
+        if self.view_mode == "attribution":
+            self.set_view("grid")
+
+    def attribution_measured(self, step: int | None) -> str:
+        """How far the attribution of `step` (None: every step's) is, as a percentage ("" before
+        its worker said): the current step's own row, or else the whole decode's."""
+        key = self.attribution_key()
+        if key is None:
+            return ""
+        done = self.attribution_progress.get((key, step))
+        if done is None and step is not None:
+            done = self.attribution_progress.get((key, None))
+        return "" if done is None else f"{done:.0%}"
 
     def attribution_row(self) -> list[float] | None:
         """The current step's shares (|a| / sum |a|, signed), or None before it is computed: the
@@ -309,15 +354,17 @@ class AttributionJob:
     decode: object  # core Decode
     step: int | None = None
 
-    def run(self):
+    def run(self, progress=None):
         """The core SourceAttribution (ig of every step takes about 0.1 s on a bundled model, of
-        one step about a tenth of that)."""
+        one step about a tenth of that; a 74M model's 511-step decode, hours: progress(done,
+        total) after each batch, True stops it with core's Cancelled)."""
         from minitx.core.interp.interventions import Interventions
         from minitx.core.interp.source_attribution import attribute, attribute_step
 
         method, interventions = self.key[0], Interventions(zero=self.key[3])
         if self.step is None:
-            return attribute(self.record.model, self.decode, method, interventions=interventions)
+            return attribute(self.record.model, self.decode, method, interventions=interventions,
+                             progress=progress)
         tokens = list(self.decode.tokens)
         return attribute_step(self.record.model, list(self.decode.src), tokens[: self.step],
-                              tokens[self.step], method, interventions=interventions)
+                              tokens[self.step], method, interventions=interventions, progress=progress)

@@ -39,8 +39,22 @@ class LoadedModel:
     measure: str = "alignment"  # what `scores` are: "alignment", or "sharpness" (no pattern expected)
 
     @property
+    def pretrained(self) -> bool:
+        """Trained outside minitx: an imported model or a Hugging Face folder (its task says which
+        code it came from; no minitx run, no snapshots, no lengths it was trained on)."""
+        return self.task.name in ("imported", "huggingface")
+
+    @property
+    def no_history(self) -> str:
+        """Why the model has no training curves or snapshots, said of what it is."""
+        if self.pretrained:
+            origin = self.task.origin.get("family") or self.task.origin.get("layout") or "imported"
+            return f"a {origin} model trained outside minitx"
+        return "a file from before minitx kept them, or an export"
+
+    @property
     def summary(self) -> str:
-        if self.task.name in ("imported", "huggingface"):  # its layout (family) and the options
+        if self.pretrained:  # its layout (family) and the options
             from minitx.core.model.components import short_option_labels
 
             layout = self.task.origin.get("layout") or self.task.origin.get("family") or "mapping"
@@ -50,15 +64,20 @@ class LoadedModel:
         return f"{self.name}{task} · {self.norm}-norm · {short_count(self.params)} params · {self.device}"
 
 
-def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None,
+def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None, progress=None,
                    **facts) -> LoadedModel:
     """Build the record (call from a worker thread: it runs the model on random sources);
-    `facts` are LoadedModel's training fields (train_config, resumable, steps, history)."""
+    `facts` are LoadedModel's training fields (train_config, resumable, steps, history).
+    progress(what, fraction) while a model without examples decodes its example source (a big
+    model's runs to hundreds of steps); a True answer stops it (the load was left)."""
     from minitx.core.interp.alignment import shown_head_scores
     from minitx.core.model.transformer import eval_mode, parameter_breakdown
 
+    def steps(done: int, cap: int):
+        return progress(f"decoding its example, step {done} of at most {cap}", done / cap)
+
     with eval_mode(model):  # the model may be a live run's: leave its mode as it was
-        measure, scores = shown_head_scores(model, task)
+        measure, scores = shown_head_scores(model, task, progress=steps if progress is not None else None)
     cfg = model.cfg
     return LoadedModel(name, model, task, cfg.norm, parameter_breakdown(model)["total"],
                        model.device.type, scores.tolist(), cfg.n_decoder_layers, cfg.n_heads, path,
@@ -114,7 +133,7 @@ def load_checkpoint_record(name_or_path: str, progress=None):
     ckpt = checkpoints.load(name_or_path, progress=progress)
     name = str(name_or_path) if looks_like_model_id(str(name_or_path)) else shown_name(path)
     steps, loss = ckpt.summary.get("steps"), ckpt.summary.get("loss")
-    return ckpt, describe_model(ckpt.model, ckpt.task, name, str(path),
+    return ckpt, describe_model(ckpt.model, ckpt.task, name, str(path), progress,
                                 train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
                                 steps=steps if isinstance(steps, int) else None,
                                 history=ckpt.history,

@@ -46,6 +46,12 @@ from minitx.tui.render.colors import colour_depth
 from minitx.tui.render.numbers import counted, short_path
 
 CLOSING_SIGNALS = ("SIGHUP", "SIGTERM")  # the terminal closed, or someone asked us to end
+# Where a key that does nothing on the screen shown works instead, and how to get there: the
+# line such a key says (key_reasons.works_elsewhere). In this order: a screen before a view.
+KEYS_ELSEWHERE = (("Explore", "e goes there", ExploreScreen), ("Train", "t goes there", TrainScreen),
+                  ("Compare", "c goes there", CompareScreen),
+                  ("the beam view", "B in Explore opens it", BeamScreen),
+                  ("the circuit view", "C in Explore opens it", CircuitScreen))
 
 
 class MinitxApp(LanguageKeys, App):
@@ -166,8 +172,9 @@ class MinitxApp(LanguageKeys, App):
         return self.why_not(action, parameters) is None
 
     def on_key(self, event: events.Key) -> None:
-        """Before the bindings: a key bound here that does nothing now says why (key_reasons.py)."""
-        reason = refusal(self.screen, event.key)
+        """Before the bindings: a key bound here that does nothing now says why, and a key of
+        another screen where it works (key_reasons.py)."""
+        reason = refusal(self.screen, event.key, KEYS_ELSEWHERE)
         if reason:
             self.notify(reason, timeout=4, markup=False)
 
@@ -187,8 +194,11 @@ class MinitxApp(LanguageKeys, App):
         set_threads()  # before the app's first torch work: threads started later take it
         self.post_message(LoadProgress(f"loading {name}…"))
 
-        def progress(what: str, fraction: float) -> None:  # a large folder's reading, step by step
+        worker = get_current_worker()
+
+        def progress(what: str, fraction: float) -> bool:  # a large folder's reading, step by step
             self.post_message(LoadProgress(f"loading {name}: {what} {fraction:.0%}…"))
+            return worker.is_cancelled  # another open, or the app's end: its decode stops here
 
         try:
             record = load_named(name, progress)
@@ -300,11 +310,11 @@ class MinitxApp(LanguageKeys, App):
         if not isinstance(self.screen, ChoiceDialog):
             self.push_screen(ChoiceDialog(question, choices), answered)
 
-    def ask_token(self, step: int, vocabulary: list[str], predicted: str, offered: list[int],
-                  chosen: Callable[[int | None], None]) -> None:
-        """The force-a-token dialog (step 1-based); `chosen` gets a token id, or None on esc."""
+    def ask_token(self, step: int, vocab, predicted: str, chosen: Callable[[int | None], None]) -> None:
+        """The force-a-token dialog (step 1-based, a token of `vocab`, the output vocabulary);
+        `chosen` gets a token id, or None on esc."""
         if not isinstance(self.screen, ForceTokenScreen):
-            self.push_screen(ForceTokenScreen(step, vocabulary, predicted, offered), chosen)
+            self.push_screen(ForceTokenScreen(step, vocab, predicted), chosen)
 
     def show_failures(self, model, task, interventions, chosen: Callable[[object], None]) -> None:
         """The failures dialog (it decodes in its own worker); `chosen` gets a core Failure or None."""
@@ -323,8 +333,12 @@ class MinitxApp(LanguageKeys, App):
 
         if not isinstance(self.screen, BeamScreen):
             own = record.model.generation.num_beams
-            session = BeamSession(record, src_ids, beams=own if own > 1 else DEFAULT_BEAMS, ablated=ablated)
-            self.push_screen(BeamScreen(session, layer=head[0], head=head[1]))
+            beams = own if own > 1 else DEFAULT_BEAMS
+
+            def prepare(progress):  # in the view's worker: greedy's output takes a big model seconds
+                return BeamSession(record, src_ids, beams=beams, ablated=ablated, progress=progress)
+
+            self.push_screen(BeamScreen(layer=head[0], head=head[1], prepare=prepare))
 
     def show_circuit(self, record) -> None:
         """The circuit view of a LoadedModel."""

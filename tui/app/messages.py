@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the app paints before torch loads: these are only the field
     from minitx.core.config import Recipe
     from minitx.core.doctor.code_checks import CheckResult
     from minitx.core.doctor.diagnosis import Diagnosis
+    from minitx.core.fine_tune_diff import FineTuneDiff
     from minitx.core.interp.circuit import Circuit, CircuitResult
     from minitx.core.interp.importance import Importance
     from minitx.core.interp.patching import PatchingResult
@@ -72,11 +73,13 @@ class LoadProgress(Message):
 
 @dataclass
 class ListingReady(Message):
-    """The checkpoints of a folder, and why the folder could not be read."""
+    """The checkpoints of a folder (and the Hugging Face model folders in it), and why the folder
+    could not be read."""
 
     folder: str
     listings: list[Listing]
     error: str = ""
+    model_folders: list = field(default_factory=list)  # Paths
 
 
 # -- compare ---------------------------------------------------------------------------------------
@@ -100,6 +103,14 @@ class PairFailed(Message):
 @dataclass
 class SummaryReady(Message):
     comparison: Comparison
+
+
+@dataclass
+class ChangesReady(Message):
+    """Compare's c: A against B as base and fine-tune, measured on `checkpoints`."""
+
+    changes: FineTuneDiff
+    checkpoints: tuple[Checkpoint, Checkpoint]
 
 
 # -- interventions (Explore's importance worker, the failures dialog's worker) --------------------
@@ -136,6 +147,15 @@ class AttributionReady(Message):
 
 
 @dataclass
+class AttributionProgress(Message):
+    """How far an AttributionJob is: `done` of `total` (a fraction of a step counts)."""
+
+    job: AttributionJob
+    done: float
+    total: int
+
+
+@dataclass
 class PatchProgress(Message):
     done: int
     total: int
@@ -144,6 +164,32 @@ class PatchProgress(Message):
 @dataclass
 class PatchReady(Message):
     result: PatchingResult | None = None
+    error: str = ""
+
+
+@dataclass
+class BeamPreparing(Message):
+    """The beam view's work in a worker (its session: greedy's output; a hypothesis's steps) at
+    `step` of at most `cap`."""
+
+    step: int
+    cap: int
+    what: str = "getting ready: greedy's output"
+
+
+@dataclass
+class HypothesisReady(Message):
+    """The beam view's chosen hypothesis has its Stepper: its grid or lens can be drawn."""
+
+    node: int
+    view: str
+
+
+@dataclass
+class BeamPrepared(Message):
+    """The beam view's session (a BeamSession), or why it could not be made."""
+
+    session: object = None
     error: str = ""
 
 

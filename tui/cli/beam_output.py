@@ -13,9 +13,9 @@ from minitx.core.data.vocab import TaskInputError
 from minitx.core.interp.beam import BeamSearch, score_outputs
 from minitx.core.interp.decode import greedy_output
 from minitx.core.interp.search_check import search_check
-from minitx.tui.cli.common import BadArgument, echo_json
+from minitx.tui.cli.common import BadArgument, echo_json, not_computed_data
 from minitx.tui.cli.progress import Progress
-from minitx.tui.cli.trace import trace_of
+from minitx.tui.cli.trace import blank_trace, trace_of
 from minitx.tui.render.beam_tables import (
     first_difference,
     hypothesis_data,
@@ -26,30 +26,39 @@ from minitx.tui.render.beam_tables import (
     tree_data,
 )
 
+BLANK_LINE = "(a blank line: nothing to decode)"  # its place among the sources' blocks
 
-def decode_with_beams(ckpt, sources: list[str], settings: dict, top_k: int, interventions,
+
+def decode_with_beams(ckpt, sources: list[str | None], settings: dict, top_k: int, interventions,
                       check: bool, as_json: bool) -> None:
     task = ckpt.task
     results = []
     with Progress("decode", enabled=not as_json) as progress:
-        progress.stage(f"beam {settings['beams']}", total=len(sources))
-        for done, text in enumerate(sources):
+        for number, text in enumerate(sources, 1):
+            if text is None:  # a blank line of stdin keeps its place
+                results.append({"json": blank_trace()})
+                continue
+            which = f"source {number} of {len(sources)}, " if len(sources) > 1 else ""
+            progress.stage(f"{which}beam {settings['beams']}, step")
             try:
-                ids = task.parse(text, max_len=ckpt.model_config.max_len - 2)
+                ids = task.parse(text, max_len=task.source_limit(ckpt.model_config.max_len))
                 trace = trace_of(ckpt, text, top_k, interventions) if as_json else None
             except TaskInputError as e:
                 raise click.BadParameter(str(e), param_hint="SOURCE") from None
-            results.append(_searched(ckpt, ids, settings, interventions, check, trace))
-            progress.update(done + 1)
+            results.append(_searched(ckpt, ids, settings, interventions, check, trace,
+                                     lambda done, cap: progress.update(done, cap)))
     if as_json:
-        echo_json({"checkpoint": str(ckpt.path), "task": task.name,
+        echo_json({"checkpoint": str(ckpt.path), "task": task.name, **not_computed_data(ckpt),
                    "results": [r["json"] for r in results]})
         return
     for number, result in enumerate(results):
         if number:
             click.echo("")
+        if "search" not in result:
+            click.echo(BLANK_LINE)
+            continue
         search = result["search"]
-        click.echo(f"{task.format_source(result['ids'])} · "
+        click.echo(f"{task.shown_source(result['ids'])} · "
                    f"{settings_line(search.beams, search.length_penalty, search.early_stopping)}")
         for line in nbest_lines(result["nbest"], result["greedy"], task):
             click.echo(line)
@@ -58,14 +67,16 @@ def decode_with_beams(ckpt, sources: list[str], settings: dict, top_k: int, inte
                 click.echo(line)
 
 
-def _searched(ckpt, ids: list[int], settings: dict, interventions, check: bool, trace: dict | None) -> dict:
-    """One source: the search, its n-best, greedy's output scored the same way, the check."""
+def _searched(ckpt, ids: list[int], settings: dict, interventions, check: bool, trace: dict | None,
+              progress=None) -> dict:
+    """One source: the search (`progress(step, cap)` as it goes), its n-best, greedy's output
+    scored the same way, the check."""
     model, task = ckpt.model, ckpt.task
     cap = task.decode_cap(len(ids), ckpt.model_config.max_len)
     options = dict(beams=settings["beams"], length_penalty=settings["length_penalty"],
                    early_stopping=settings["early_stopping"], cap=cap, interventions=interventions)
     try:
-        search = BeamSearch(model, ids, **options).run()
+        search = BeamSearch(model, ids, **options).run(progress)
         with interventions.applied(model):
             greedy_tokens = greedy_output(model, ids, search.cap)
         nbest = search.hypotheses(settings["nbest"])

@@ -173,13 +173,25 @@ def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: st
     from minitx import checkpoints
     from minitx.core.checkpoint import CheckpointError
     from minitx.core.training.trainer import resolve_device
+    from minitx.tui.cli.progress import Progress
 
-    try:
-        checkpoint = checkpoints.load(name_or_path, device=str(resolve_device(device)))
-    except CheckpointError as e:
-        raise BadArgument(str(e)) from None
-    ctx = click.get_current_context(silent=True)
-    chosen = ctx.meta.get(LANGUAGES_KEY) if ctx is not None else None
+    context = click.get_current_context(silent=True)
+    command = context.info_name if context is not None else "minitx"
+    params = context.params if context is not None else {}
+    # A big folder's reading takes seconds: a bar on a terminal, which goes when done (piped, the
+    # command's own progress lines follow soon enough; --json and --quiet: nothing).
+    with Progress(command or "minitx", enabled=not (params.get("as_json") or params.get("quiet")),
+                  plain=False) as progress:
+        progress.stage("loading the model")  # torch first: seconds before the folder says a word
+
+        def told(what: str, fraction: float) -> None:
+            progress.update(round(100 * fraction), 100, f"loading: {what} (%)")
+
+        try:
+            checkpoint = checkpoints.load(name_or_path, device=str(resolve_device(device)), progress=told)
+        except CheckpointError as e:
+            raise BadArgument(str(e)) from None
+    chosen = context.meta.get(LANGUAGES_KEY) if context is not None else None
     if chosen:
         from minitx.core.data.languages import LanguageError, with_languages
 
@@ -190,7 +202,17 @@ def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: st
             raise BadArgument(str(e)) from None
     if pairs is not None:
         checkpoint.task = task_on_pairs(checkpoint.task, pairs, checkpoint.model_config.max_len)
+    line = checkpoint.model.generation.not_computed_line
+    if line:  # a folder's setting minitx does not compute: every command that loads it says so
+        click.echo(f"note: {line}", err=True)
     return checkpoint
+
+
+def not_computed_data(ckpt) -> dict:
+    """What a --json output adds for a model whose generation settings hold what minitx does not
+    compute: {"not_computed": ["do_sample true", ...]}; {} otherwise."""
+    names = list(ckpt.model.generation.not_computed)
+    return {"not_computed": names} if names else {}
 
 
 def checkpoint_out(path, flag: str = "--out") -> None:
@@ -395,16 +417,21 @@ def checkpoint_and_sources(args, device: str) -> tuple:
     return load_sources_checkpoint(name, device, alone=not args), args
 
 
-def source_texts(args: list[str], example: str) -> list[str]:
+def source_texts(args: list[str], example: str, keep_blank: bool = False) -> list[str | None]:
     """Sources from the arguments; "-" (or none, when piped) reads one per line from stdin.
-    `example`: the command line a person could type instead."""
+    `example`: the command line a person could type instead. keep_blank: stdin's blank lines
+    stay in their places as None, for a command that answers each line with one, so its
+    outputs line up with its inputs (a blank argument is still a source, refused as empty);
+    stdin of blank lines alone is still no source."""
     if not args or args == ["-"]:
         if not args and sys.stdin.isatty():
             raise click.UsageError(f"give a source, e.g. {example}")
-        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
-        if not lines:
+        lines = sys.stdin.read().splitlines()
+        if not any(line.strip() for line in lines):
             raise click.UsageError("no sources on stdin (one per line)")
-        return lines
+        if keep_blank:
+            return [line if line.strip() else None for line in lines]
+        return [line for line in lines if line.strip()]
     return args
 
 

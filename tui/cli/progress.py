@@ -28,7 +28,8 @@ PLAIN_EVERY = 10.0  # seconds between plain lines
 
 class Progress:
     def __init__(self, command: str, *, enabled: bool = True, console=None, plain: bool = True) -> None:
-        from minitx.tui.cli.common import console as make_console
+        from rich.console import Console
+
         from minitx.tui.cli.output import QuietWhenClosed
 
         self.command = command
@@ -40,7 +41,9 @@ class Progress:
         self._said = None  # what the last plain line said (stage and count), so none repeats it
         self.mode = "off"
         if enabled:
-            terminal = console if console is not None and console.is_terminal else make_console(sys.stderr)
+            # stderr's console draws only the bar, on a terminal (common.console's padding rule
+            # is for pipes, where no bar is drawn): Rich's own, so loading a checkpoint may show it
+            terminal = console if console is not None and console.is_terminal else Console(file=sys.stderr)
             self.mode = "bar" if terminal.is_terminal else "plain" if plain else "off"
             self.console = terminal
             self.stream = QuietWhenClosed(sys.stderr)

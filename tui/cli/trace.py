@@ -6,18 +6,23 @@ from __future__ import annotations
 from minitx.core.interp.decode import Stepper
 
 
-def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_kind: bool = False) -> dict:
+def blank_trace() -> dict:
+    """A blank line of stdin, kept in its place: nothing decoded, an empty prediction."""
+    return {"source": "", "blank": True, "prediction": ""}
+
+
+def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_kind: bool = False,
+             progress=None) -> dict:
     """Decode one source with core's Stepper (under `interventions`, e.g. an ablation) and record
     everything as plain data: the prediction, each step's top-k, log-probability and entropy, and
     cross-attention as [layer][head][step][source]. every_kind: also decoder self-attention as
     [layer][head][step][decoder input] (zero after the step) with "decoder_inputs", and encoder
-    self-attention as [layer][head][source][source]."""
+    self-attention as [layer][head][source][source]. `progress(step, cap)` after each step."""
     task, vocab = ckpt.task, ckpt.task.vocab
-    limit = ckpt.model_config.max_len - 2  # room for SOS and EOS in the positional table
-    ids = task.parse(source_text, max_len=limit)
+    ids = task.parse(source_text, max_len=task.source_limit(ckpt.model_config.max_len))
     stepper = Stepper(ckpt.model, ids, top_k=top_k, cap=task.decode_cap(len(ids), ckpt.model_config.max_len),
                       interventions=interventions, vocab=vocab)
-    results = stepper.run()
+    results = stepper.run(progress)
     prediction = task.format(stepper.tokens)
     expected_ids = task.expected_output(ids)
     expected = None if expected_ids is None else task.format(expected_ids)
@@ -38,6 +43,8 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_k
         # tokens the vocabulary reads (a target had them) that no training source held
         "unseen_in_training_sources": [vocab.label(i) for i in task.unseen_source_tokens(ids)],
         "ablated": [str(h) for h in stepper.interventions.ablated],
+        # generation settings the folder sets that minitx does not compute (generate() would apply them)
+        "not_computed": list(ckpt.model.generation.not_computed),
         "steps": [
             {
                 "index": r.index,
@@ -46,6 +53,9 @@ def trace_of(ckpt, source_text: str, top_k: int = 5, interventions=None, every_k
                 "top_k": [{"token": t, "text": vocab.label(t), "p": p} for t, p in r.top_k],
                 "log_p": float(r.log_probs[r.token]),
                 "entropy": r.entropy,
+                # each generation rule that changed the choice here, and the token chosen without it
+                "ruled": [{"rule": rule, "instead": was, "instead_text": vocab.label(was)}
+                          for rule, was in r.ruled],
             }
             for r in results
         ],

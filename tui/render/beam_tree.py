@@ -12,7 +12,8 @@ from rich.text import Text
 LABEL_WIDTH = 6  # a token's label at most (a subword piece is cut: '▁trans…')
 END_MARK = "■"  # an end token in the tree (its label would widen every column)
 LEFT = 2  # '▸ ' before the selected row
-RIGHT = 22  # '   sum   score  mark' after every row
+FATE_WIDTH = len("greedy")  # the widest mark of the fate column ('✓12', 'out 3', 'greedy')
+RIGHT = 8 + 8 + 2 + FATE_WIDTH  # '     sum   score  greedy' after every row
 STATE_STYLES = {"pruned": "dim", "out": "yellow dim", "finished": "green", "running": "bold"}
 GREEDY_STYLE = "magenta"
 

@@ -90,7 +90,7 @@ def circuit_summary(result, n_heads: int) -> Group:
                       f" measured by running the circuit alone (its heads with every edge among them: "
                       f"{result.heads_faithfulness:.3f})"),
         Text(f"exact match   {result.accuracy:.1%} alone, {result.model_accuracy:.1%} the whole model "
-             f"({result.accuracy_n} sequences, greedy)"),
+             f"({result.accuracy_on or f'{result.accuracy_n} sequences'}, greedy)"),
     ]
     if circuit.edges:
         lines.append(Text("kept edges (receiver <- senders):"))

@@ -19,6 +19,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from minitx.tui.app.beam_work import BeamWork
 from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.help import HELP_BINDING
 from minitx.tui.app.key_reasons import ExplainedKeys
@@ -34,22 +35,27 @@ KEYS = {  # what each view's key line lists (every key is in the ? help with its
              ("l", "lens"), ("y", "why"), ("+/-", "length penalty"), ("0", "its own"), ("p", "pruned"),
              ("S", "search check"), ("E", "export"), ("esc", "close")],
     "grid": [("→/←", "its steps"), ("[/]", "layer"), (",/.", "head"), ("l", "lens"), ("g", "tree"),
-             ("y", "why"), ("esc", "close")],
-    "lens": [("→/←", "its steps"), ("g", "grid"), ("l", "tree"), ("y", "why"), ("esc", "close")],
-    "check": [("S", "tree"), ("E", "export"), ("esc", "close")],
+             ("y", "why"), ("esc", "tree"), ("q", "close")],
+    "lens": [("→/←", "its steps"), ("g", "grid"), ("l", "tree"), ("y", "why"), ("esc", "tree"),
+             ("q", "close")],
+    "check": [("S", "tree"), ("E", "export"), ("esc", "tree"), ("q", "close")],
     # y's entry is made when drawn: the next method, or the tree after the last
-    "why": [("↑/↓", "choose"), ("g", "grid"), ("l", "lens"), ("E", "export"), ("esc", "close")],
+    "why": [("↑/↓", "choose"), ("g", "grid"), ("l", "lens"), ("E", "export"), ("esc", "tree"),
+            ("q", "close")],
 }
 
 
-class BeamScreen(ExplainedKeys, ModalScreen[None]):
+class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
     AUTO_FOCUS = ""  # the arrows choose hypotheses, never scroll a focused box
     HELP_TITLE = "Beam search"
     HELP_NOTE = ("Rows: hypotheses (▸ chosen, ✓ finished, faded: pruned); greedy's on top.\n"
                  "y: how each source token favours its token over greedy's where they part\n"
                  "(the difference of their log p; attention rows are weights, not a contrast).")
     BINDINGS = [
-        Binding("escape,q", "dismiss(None)", "close"),
+        # esc goes back one level: from a hypothesis's grid, lens or why, or the search check, to
+        # the tree; from the tree, out of the view. q closes it from anywhere.
+        Binding("escape", "back", "back", tooltip="back to the tree (in the tree: close the view)"),
+        Binding("q", "dismiss(None)", "close", tooltip="close the beam view"),
         Binding("right,n", "step(1)", "step", show=False,
                 tooltip="one search step (in a hypothesis: its next step)"),
         Binding("left,b", "step(-1)", "back", show=False, tooltip="one step back"),
@@ -81,16 +87,21 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
     #beam-box { width: 100%; height: 100%; }
     #beam-status { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
     #beam-greedy, #beam-detail, #beam-keys { height: auto; }
-    #beam-body { height: 1fr; }
+    #beam-body { height: 1fr; scrollbar-gutter: stable; }  /* the tree keeps its width as it grows taller */
     #beam-tree { width: auto; height: auto; }
     """
 
-    def __init__(self, session, *, layer: int = 0, head: int = 0, play: bool = True) -> None:
+    def __init__(self, session=None, *, layer: int = 0, head: int = 0, play: bool = True,
+                 prepare=None) -> None:
+        """`session`, or `prepare(progress)`, which makes it (in a worker, the screen saying how
+        far greedy's decode is: a big model's takes seconds; esc leaves)."""
         super().__init__()
-        self.session = session  # a BeamSession (tui/app/beam_session.py)
+        self.session = session  # a BeamSession (tui/app/beam_session.py); None while prepared
+        self._prepare = prepare
         self.grid_layer, self.grid_head = layer, head
         self.hypothesis_step = 0  # in the grid and lens views: the chosen hypothesis's step shown
         self.checking = False
+        self.looking = False  # a worker makes the chosen hypothesis's steps (g, l on a long one)
         self.top = 0  # the first tree row drawn: a window around the chosen one, as tall as the box
         self.playing = False  # the search steps on by itself (B and Enter), a step per frame
         self.play_at_first = play
@@ -108,20 +119,17 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
             yield Static("", id="beam-detail")
             yield Static("", id="beam-keys")
 
-    def on_mount(self) -> None:
-        from minitx.tui.render.beam_tables import settings_line
-
-        s = self.session
-        search = s.search
-        self.query_one("#beam-box").border_title = \
-            f"{s.record.name} · {settings_line(search.beams, search.length_penalty, search.early_stopping)}"
-        if self.play_at_first:
-            self.action_run()  # the whole search at first sight, drawn as it goes (x resets, → steps)
-        else:
-            self.redraw()
+    def on_resize(self) -> None:
+        """The tree, its window and the key lines fit the new width and height (a tree drawn for
+        80 columns would lose its score columns at 60)."""
+        if self.session is not None:  # still getting ready: nothing drawn yet
+            self.call_after_refresh(self.redraw)
 
     # -- keys --------------------------------------------------------------------------------
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if self.session is None:
+            return None if action == "dismiss" else "the beam view is getting ready (greedy's output " \
+                "first): esc leaves"
         view = self.session.view
         if action in ("layer", "head") and view != "grid":
             return "[ ] , . choose the head of a hypothesis's grid: g shows it"
@@ -134,6 +142,14 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         if action == "step" and view == "why":
             return "the why is of one step, where the two part: ↑ ↓ another hypothesis, y the method"
         return None
+
+    def action_back(self) -> None:
+        if self.session.view == "tree":
+            self.dismiss(None)
+            return
+        self.playing = False
+        self.session.set_view("tree")
+        self.redraw()
 
     def action_step(self, steps: int) -> None:
         self.playing = False
@@ -185,6 +201,10 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         s = self.session
         if view in ("grid", "lens") and s.selected is None:
             self.notify("step the search (→) first: there is no hypothesis to look at yet", timeout=3)
+            return
+        if view in ("grid", "lens") and view != s.view and not s.has_stepper():
+            self.looking = True  # a long hypothesis: its steps in a worker, the status saying how far
+            self._look(s.selected, view)
             return
         s.set_view(view)
         if s.view in ("grid", "lens"):
@@ -270,6 +290,8 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         from minitx.tui.app.widgets.keybar import packed_keys
 
         s = self.session
+        if s is None:  # getting ready: the status line says how far
+            return
         search, task = s.search, s.record.task
         state = f"stopped: {self._why_stopped()}" if search.finished else \
             "searching…" if self.playing else "searching"
@@ -277,7 +299,7 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         shown = f" · rows {self.top + 1}-{min(rows, self.top + self._window(s.rows())[1])} of {rows}" \
             if s.view == "tree" and rows > self._window(s.rows())[1] else ""
         self.query_one("#beam-status", Static).update(
-            f"step {s.position} · {state}{shown} · source {task.format_source(s.src_ids)}")
+            f"step {s.position} · {state}{shown} · source {task.shown_source(s.src_ids)}")
         self.query_one("#beam-greedy", Static).update(self._greedy_line())
         for view, widget in (("tree", "#beam-tree"), ("grid", "#beam-grid"), ("lens", "#beam-lens"),
                              ("check", "#beam-check"), ("why", "#beam-why")):
@@ -389,6 +411,8 @@ class BeamScreen(ExplainedKeys, ModalScreen[None]):
         from minitx.tui.render.beam_tables import contrast_data, hypothesis_data, search_check_data, tree_data
 
         s = self.session
+        if s is None:
+            return json_numbers("beam", {"getting_ready": True})
         task = s.record.task
         data = {"source": task.format_source(s.src_ids), "greedy": s.greedy,
                 "nbest": [hypothesis_data(h, task) for h in s.search.hypotheses()],

@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minitx.tui.app.attribution_keys import ATTRIBUTION_BINDINGS
+from minitx.tui.app.change_keys import CHANGES_BINDING, ChangeKeys
 from minitx.tui.app.chart_keys import CHART_ACTIONS, CHART_BINDINGS, ChartKeys
 from minitx.tui.app.decode_keys import (
     CLOSE_BINDING,
@@ -49,7 +50,7 @@ VIEW_BINDINGS = [  # Explore's, on both panels; in the help (the footer keeps to
 ]
 
 
-class CompareScreen(ChartKeys, DecodeKeys, Screen):
+class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
     HELP_TITLE = "Compare"
     HELP_NOTE = ("Two models on one source, in step: Explore's keys drive both; k K change B,\n"
                  "so with B = A's model it reads \"A without those heads\". Third grid: |A−B|.")
@@ -64,6 +65,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         Binding("K", "clear_ablations", "restore", tooltip="restore every head of B"),
         Binding("d", "doctor", "doctor", tooltip="the doctor on both models"),
         Binding("v", "toggle_curves", "curves", tooltip="their training curves overlaid"),
+        CHANGES_BINDING,
         *CHART_BINDINGS,
         Binding("1", "pick('A')", "open A/B", tooltip="open model A / B"),
         Binding("2", "pick('B')", "open A/B", tooltip="open model A / B"),
@@ -127,11 +129,13 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             return self.chart_why_not(parameters)
         if action == "close_view" and self.charts_shown():
             return None  # esc leaves the curves too
+        if (why := self.changes_why_not(action)) is not None:
+            return why
         if action == "toggle_curves":  # neither file recorded curves: nothing to overlay
             if self.charts_shown() or any(m.history is not None for m in self.models.values()):
                 return None
-            return ("neither A nor B recorded training curves (files from before minitx kept them, "
-                    "or exports)" if self.models else "no models yet: 1 and 2 choose A and B")
+            return (f"neither A nor B recorded training curves ({_no_history(self.models)})"
+                    if self.models else "no models yet: 1 and 2 choose A and B")
         decoding = {b.action.split("(")[0] for b in (*DECODE_BINDINGS, *SOURCE_BINDINGS, *VIEW_BINDINGS)}
         if self.charts_shown() and action in decoding | {"ablate", "clear_ablations"}:
             return "the curves are shown: v goes back to the grids"
@@ -164,9 +168,8 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
 
     def _show_curves(self, a, b) -> None:
         """A's and B's histories, overlaid: A in the first colour, B in the second, always."""
-        self.curve_chart().show_runs([(f"A {a.name}", a.history), (f"B {b.name}", b.history)],
-                                     note="neither A nor B recorded curves (files from before minitx "
-                                          "kept them, or exports)")
+        note = f"neither A nor B recorded curves ({_no_history({'A': a, 'B': b})})"
+        self.curve_chart().show_runs([(f"A {a.name}", a.history), (f"B {b.name}", b.history)], note=note)
         self.describe_chart()
 
     def on_mount(self) -> None:
@@ -252,6 +255,8 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             self.summary_loading = False
             self.query_one("#summary-box").loading = False
             self.notify(f"cannot measure B: {error_text(event.worker.error)}", severity="error", markup=False)
+        if self.changes_failed(event):
+            return
         if event.worker.group == "compare" and event.state == WorkerState.ERROR:
             error = event.worker.error
             self.on_pair_failed(PairFailed(" and ".join(_named(n) for n in self.names if n),
@@ -285,6 +290,7 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
         self._show_curves(message.a, message.b)
         self.refresh_bindings()
         self.comparison, self.checkpoints = None, message.checkpoints
+        self.changes_reset()
         self.query_one("#pair-grids").loading = False
         self._set_status(self._pair_title())
         layers, heads = self.shape()  # A's working head, within what both models have
@@ -399,10 +405,20 @@ class CompareScreen(ChartKeys, DecodeKeys, Screen):
             self.call_after_refresh(self.refresh_view)
 
     def _draw_summary(self) -> None:
+        if self.draw_changes(self.query_one("#summary-box"), self.query_one("#summary", CompareSummary)):
+            return
         note = f"decoding {SUMMARY_SEQUENCES} fresh sequences with both models…" \
             if self.summary_loading else ""
         a = self.panels["A"].session
         self.query_one("#summary", CompareSummary).show(self.comparison, a.layer_index, a.head_index, note)
+
+
+def _no_history(models: dict) -> str:
+    """Why the models have no curves: one reason, or each side's where they differ."""
+    reasons = {side: m.no_history for side, m in models.items()}
+    if len(set(reasons.values())) == 1:
+        return next(iter(reasons.values()))
+    return "; ".join(f"{side}: {reason}" for side, reason in reasons.items())
 
 
 def _named(model) -> str:

@@ -64,6 +64,17 @@ class ChoiceDialog(ModalScreen[str | None]):
             self.dismiss(None)
 
 
+def show_options(option_list: OptionList, options: list[Option], empty: str) -> None:
+    """A dialog's list: its options with the first highlighted (Enter takes it, ↓ goes to the
+    second); a list with nothing to choose says `empty` and takes no focus, so Tab stays in
+    the dialog's path field and nothing typed there goes to the list."""
+    option_list.clear_options()
+    option_list.add_options(options or [Option(empty, disabled=True)])
+    option_list.disabled = not options
+    if options:
+        option_list.highlighted = 0
+
+
 NAME_COLUMN = 36  # the widest name column of the open dialog: the details keep the rest of 80
 
 
@@ -84,7 +95,7 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
         with Vertical(id="open-box", classes="dialog"):
             yield Label("", id="open-folder")
             yield OptionList(id="open-list")
-            yield Label("or type a .safetensors path, or a folder to list (Enter):")
+            yield Label("or type a .safetensors path, a model folder, or a folder to list (Enter):")
             yield Input(placeholder="path/to/model.safetensors", id="open-path", compact=True)
             yield Static("", id="open-error", markup=False)
             yield Label("[dim]↑↓ choose · Enter opens · Tab to the path · esc cancels[/dim]")
@@ -100,8 +111,9 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
         from minitx.core.checkpoint import CheckpointError
 
         try:
-            self.post_message(ListingReady(folder, checkpoints.list_checkpoints(folder)))
-        except CheckpointError as e:  # the bundled models at least
+            listings = checkpoints.list_checkpoints(folder)
+            self.post_message(ListingReady(folder, listings, model_folders=checkpoints.model_folders(folder)))
+        except (CheckpointError, OSError) as e:  # the bundled models at least
             self.post_message(ListingReady(folder, checkpoints.list_checkpoints(None), str(e)))
 
     def on_listing_ready(self, message: ListingReady) -> None:
@@ -112,44 +124,59 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
             self._show_error(message.error)
         self.folder = folder
         label = self.query_one("#open-folder", Label)
-        label.update(f"bundled models and *.safetensors in {folder}")
+        label.update(f"bundled models, *.safetensors and model folders in {folder}")
         options, self.paths = [], {}
         # One line each, in two columns: the name (a file's own: the folder is said above), cut in
         # its middle where it is long, then what it is; nothing wraps or scrolls sideways.
-        names = [listing.name if listing.path.parent == BUNDLED_DIR else listing.path.name
-                 for listing in found]
-        width = min(NAME_COLUMN, max((len(n) for n in names), default=0))
-        for i, (listing, name) in enumerate(zip(found, names)):
+        rows = [(listing.name if listing.path.parent == BUNDLED_DIR else listing.path.name, listing.path,
+                 _detail(listing)) for listing in found]
+        rows += [(f"{path.name}/", path, "Hugging Face model folder") for path in message.model_folders]
+        width = min(NAME_COLUMN, max((len(name) for name, _, _ in rows), default=0))
+        for i, (name, path, detail) in enumerate(rows):
             key = f"ckpt-{i}"
-            self.paths[key] = str(listing.path)
-            if listing.error:
-                detail = f"unreadable: {listing.error}"
-            else:
-                acc = "" if listing.accuracy is None else f"  acc {percent(listing.accuracy)}"
-                steps = "" if listing.steps is None else f"  {counted(listing.steps, 'step')}"
-                detail = f"{listing.task}{steps}{acc}"
+            self.paths[key] = str(path)
             line = Text(f"{middle_cut(name, width):<{width}}  {detail}", no_wrap=True, overflow="ellipsis")
             options.append(Option(line, id=key))
-        option_list = self.query_one("#open-list", OptionList)
-        option_list.clear_options()
-        option_list.add_options(options or [Option("no checkpoints here", disabled=True)])
+        show_options(self.query_one("#open-list", OptionList), options, "no checkpoints here")
 
     def _show_error(self, message: str) -> None:
         self.query_one("#open-error", Static).update(f"✗ {message}" if message else "")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        """A listed file of a model folder (the app started inside one lists its weights) opens
+        the folder, as the same file typed does."""
+        from minitx.checkpoints import model_folder_of
+
         if event.option.id in self.paths:
-            self.dismiss(self.paths[event.option.id])
+            path = self.paths[event.option.id]
+            self.dismiss(str(model_folder_of(path) or path))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """A model folder, or a file of one (its config.json, its weights), opens that model; any
+        other folder is listed; anything else is opened as a checkpoint (or says why not)."""
+        from minitx.checkpoints import model_folder_of
+
         text = event.value.strip()
+        path = Path(text).expanduser()
+        folder = model_folder_of(path) if text else None
         if not text:
             self._show_error("type a path first")
-        elif Path(text).expanduser().is_dir():
+        elif folder is not None:
+            self.dismiss(str(folder))
+        elif path.is_dir():
             self._show_error("")
-            self.list_folder(str(Path(text).expanduser()))
+            self.list_folder(str(path))
         else:
             self.dismiss(text)
+
+
+def _detail(listing) -> str:
+    """What a listed checkpoint is: its task, steps and accuracy, or why it cannot be read."""
+    if listing.error:
+        return f"unreadable: {listing.error}"
+    acc = "" if listing.accuracy is None else f"  acc {percent(listing.accuracy)}"
+    steps = "" if listing.steps is None else f"  {counted(listing.steps, 'step')}"
+    return f"{listing.task}{steps}{acc}"
 
 
 PAIR_SUFFIXES = (".tsv", ".csv", ".jsonl")  # the pair files core reads (docs/data.md)
@@ -170,8 +197,7 @@ class PairsFileScreen(ModalScreen[str | None]):
             if self.folder.is_dir() else []
         with Vertical(id="pairs-box", classes="dialog"):
             yield Label(f"pair files in {self.folder}", id="pairs-folder", markup=False)
-            yield OptionList(*(Option(p.name, id=f"pairs-{i}") for i, p in enumerate(found))
-                             or [Option("none here: type a path", disabled=True)], id="pairs-list")
+            yield OptionList(id="pairs-list")
             yield Label("or type a path (.tsv: source<TAB>target a line; .csv; .jsonl):")
             yield Input(placeholder="path/to/pairs.tsv", id="pairs-path", compact=True)
             yield Static("", id="pairs-error", markup=False)
@@ -180,6 +206,8 @@ class PairsFileScreen(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         self.query_one("#pairs-box").border_title = f"pairs to measure {self.model_name} on"
+        found = [Option(p.name, id=f"pairs-{i}") for i, p in enumerate(self.found)]
+        show_options(self.query_one("#pairs-list", OptionList), found, "none here: type a path")
         self.query_one("#pairs-list" if self.found else "#pairs-path").focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -197,19 +225,22 @@ class PairsFileScreen(ModalScreen[str | None]):
 
 
 class ForceTokenScreen(ModalScreen[int | None]):
-    """Ask which token to output at the current step; dismisses with its id, or None on esc."""
+    """Ask which token to output at the current step; dismisses with its id, or None on esc. A
+    token is typed as the screen shows it or as its vocabulary spells it (a subword piece's
+    "▁house" is "·house" on screen): both, as `minitx attribute --target` reads one."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
-    def __init__(self, step: int, vocabulary: list[str], predicted: str, offered: list[int]) -> None:
-        """step: 1-based, as the app counts; offered: the ids a person may choose."""
+    def __init__(self, step: int, vocab, predicted: str) -> None:
+        """step: 1-based, as the app counts; vocab: the model's output vocabulary (core Vocab)."""
         super().__init__()
-        self.step, self.vocabulary, self.predicted, self.offered = step, vocabulary, predicted, offered
+        self.step, self.vocab, self.predicted = step, vocab, predicted
 
     def compose(self) -> ComposeResult:
         from rich.markup import escape
 
-        tokens = " ".join(self.vocabulary[i] for i in self.offered)
+        vocab = self.vocab
+        tokens = " ".join(vocab.label(i) for i in range(vocab.size) if i not in (vocab.pad, vocab.sos))
         with Vertical(id="force-box", classes="dialog"):
             yield Label(f"At step {self.step} the model chose {escape(self.predicted)}. Output instead:")
             yield Input(placeholder="a token, e.g. 7 or <eos>", id="force-token", compact=True)
@@ -222,10 +253,14 @@ class ForceTokenScreen(ModalScreen[int | None]):
         self.query_one("#force-token").focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        from minitx.core.interp.source_attribution import target_id
+
         text = event.value.strip()
-        if text in self.vocabulary and self.vocabulary.index(text) in self.offered:
-            self.dismiss(self.vocabulary.index(text))
+        try:
+            self.dismiss(target_id(self.vocab, text))
             return
+        except ValueError:
+            pass
         shown = text if len(text) <= 12 else text[:12] + "…"
         self.query_one("#force-error", Static).update(
             f"✗ {shown!r} is not a token of this model" if text else "✗ type a token first")
@@ -288,7 +323,7 @@ class FailuresScreen(ModalScreen[object]):
         options = [Option(f"{task.format_source(f.source):<20} → {task.format(f.output):<20} "
                           f"wrong from step {f.first_wrong + 1}", id=f"failure-{i}")
                    for i, f in enumerate(message.failures)]
-        listing.add_options(options or [Option("none: every sequence is right", disabled=True)])
+        show_options(listing, options, "none: every sequence is right")
         listing.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

@@ -26,6 +26,9 @@ KIND_TITLES = {
 # The threshold column: 11 cells at 80 columns ("< 1e-05, and > 1e-03 with positions" wraps onto
 # four lines), wider as the terminal is, up to 24 (two lines).
 THRESHOLD_WIDTH, THRESHOLD_WIDEST = 11, 24
+# Narrower than this, one model's notes leave their column (a word a line at 60) for a line of
+# their own under each check.
+NOTES_BESIDE = 80
 
 
 class DoctorScreen(ModalScreen[None]):
@@ -139,10 +142,12 @@ class DoctorScreen(ModalScreen[None]):
 
         from minitx.core.doctor.diagnosis import format_number
 
-        table = Table(title=f"[b]{KIND_TITLES[kind]}[/b]", title_justify="left", box=None,
-                      padding=(0, 1, 0, 0), expand=True, show_edge=False)
         two = len(self.records) > 1
         threshold = min(THRESHOLD_WIDEST, max(THRESHOLD_WIDTH, self.app.size.width - 76))
+        if not two and self.app.size.width < NOTES_BESIDE:
+            return self._notes_below(kind, threshold)
+        table = Table(title=f"[b]{KIND_TITLES[kind]}[/b]", title_justify="left", box=None,
+                      padding=(0, 1, 0, 0), expand=True, show_edge=False)
         if not two:
             table.add_column("", no_wrap=True, width=4)
         table.add_column("check", no_wrap=True)
@@ -168,6 +173,39 @@ class DoctorScreen(ModalScreen[None]):
                          escape(r.detail)]
             table.add_row(*cells)
         return table
+
+    def _notes_below(self, kind: str, threshold: int):
+        """One model's checks at a narrow width: each row, and its note on the lines under it
+        (the columns keep one width from row to row, so the rows line up)."""
+        from rich.console import Group
+        from rich.markup import escape
+        from rich.padding import Padding
+        from rich.table import Table
+        from rich.text import Text
+
+        from minitx.core.doctor.diagnosis import format_number
+
+        results = [self.results[0][name] for name in self._rows(kind)]
+        values = [format_number(r.value) for r in results]
+        name_width = max(len("check"), *(len(r.name) for r in results))
+        value_width = max(len("measured"), *(len(v) for v in values))
+
+        def row(*cells) -> Table:
+            table = Table(box=None, padding=(0, 1, 0, 0), show_header=False, show_edge=False)
+            table.add_column(no_wrap=True, width=4)
+            table.add_column(no_wrap=True, width=name_width)
+            table.add_column(justify="right", no_wrap=True, width=value_width)
+            table.add_column(width=threshold)
+            table.add_row(*cells)
+            return table
+
+        parts = [Text.from_markup(f"[b]{KIND_TITLES[kind]}[/b]"), row("", "[b]check[/b]", "[b]measured[/b]",
+                                                                      "[b]threshold[/b]")]
+        for r, value in zip(results, values):
+            parts.append(row(STATUS_MARKUP[r.status], r.name, value, escape(r.threshold)))
+            if r.detail:
+                parts.append(Padding(Text(r.detail, style="dim"), (0, 0, 0, 5)))
+        return Group(*parts)
 
     def _verdicts(self) -> list:
         from rich.markup import escape

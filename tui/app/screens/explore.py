@@ -104,8 +104,8 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
         if action == "toggle_timeline":  # a file without history has no timeline to show
             if self.timeline_shown() or (current and current.history and current.history.snapshot_steps):
                 return None
-            return (f"{current.name if current else 'no model'}: no training snapshots to replay "
-                    "(a file from before minitx kept them, or an export)")
+            return (f"{current.name}: no training snapshots to replay ({current.no_history})" if current
+                    else "no model yet: no training snapshots to replay")
         if self.timeline_shown() and action in self._decode_actions() | self._intervention_actions() \
                 and action not in TIMELINE_KEYS:
             return "the replay is shown: h goes back to the decode"
@@ -326,9 +326,7 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
                 self._forced(token)
 
         vocab = session.record.task.vocab
-        offered = [i for i in range(vocab.size) if i not in (vocab.pad, vocab.sos)]  # what an output can be
-        self.app.ask_token(current.index + 1, vocab.labels(range(vocab.size)), vocab.label(current.predicted),
-                           offered, chosen)
+        self.app.ask_token(current.index + 1, vocab, vocab.label(current.predicted), chosen)
 
     @one_line_errors
     def _forced(self, token: int) -> None:

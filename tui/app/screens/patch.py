@@ -49,8 +49,8 @@ class PatchScreen(ModalScreen[None]):
         with Vertical(id="patch-box", classes="dialog"):
             yield Label(f"clean: {task.format_source(self.clean)} (the source on screen) · corrupted:")
             model = self.decoded[0]
-            yield Input(suggested_corruption(self.clean, task, model.cfg.max_len - 2), id="patch-source",
-                        compact=True)
+            limit = task.source_limit(model.cfg.max_len)
+            yield Input(suggested_corruption(self.clean, task, limit), id="patch-source", compact=True)
             yield Static("", id="patch-status", markup=False)
             with VerticalScroll(id="patch-result"):
                 yield Static("", id="patch-report")
@@ -66,7 +66,7 @@ class PatchScreen(ModalScreen[None]):
         event.stop()
         model, task = self.decoded
         try:
-            corrupted = task.parse(event.value, max_len=model.cfg.max_len - 2)
+            corrupted = task.parse(event.value, max_len=task.source_limit(model.cfg.max_len))
         except TaskInputError as e:
             self._status(f"✗ {e}")
             return

@@ -153,8 +153,10 @@ class AttentionGrid(Widget):
                               style="bold"))
         if cropped or self.zoom:
             zoom = " · z all" if self.zoom else " · z wide"
-            lines.append(Text(f"columns {shown.start + 1}-{shown.stop} of {len(self.columns)} · < > scroll"
-                              f"{zoom}", style="bold"))
+            where = f"{shown.start + 1}-{shown.stop} of {len(self.columns)}"
+            said = (f"columns {where} · < > scroll{zoom}", f"columns {where} · < >", f"{where} < >", where)
+            room = self.size.width or 80  # a narrow grid (Y's two at 60 columns) says it shorter
+            lines.append(Text(next((n for n in said if len(n) <= room), said[-1]), style="bold"))
         if self.hint:
             lines.append(Text(self.hint, style="italic dim"))
         if not self.compact:

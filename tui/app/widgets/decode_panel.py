@@ -18,7 +18,13 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
 
-from minitx.tui.app.decode_session import KIND_TITLES, METHOD_NAMES, ROW_LABELS, DecodeSession
+from minitx.tui.app.decode_session import (
+    KIND_TITLES,
+    METHOD_NAMES,
+    ROW_LABELS,
+    RUN_AT_ONCE,
+    DecodeSession,
+)
 from minitx.tui.app.widgets.attention import AttentionGrid, HeadsOverview, ScoreTable
 from minitx.tui.app.widgets.importance import ImportanceTable
 from minitx.tui.app.widgets.lens_view import LensTable
@@ -42,7 +48,7 @@ class DecodePanel(Vertical):
         super().__init__(id=id, classes="decode-panel")
         self.label = label  # "A" / "B" in Compare: titles name the side and the model
         self.with_side, self.with_output, self.step_hint = side, output, step_hint
-        self.session = DecodeSession()
+        self.session = DecodeSession(budget=RUN_AT_ONCE)  # a big model's decode: frame by frame
 
     def compose(self) -> ComposeResult:
         if self.with_output:
@@ -170,7 +176,9 @@ class DecodePanel(Vertical):
         progress = f"{right}/{s.position} right" if v.teacher else \
             f"step {s.position}/{length}" if length else f"step {s.position}"
         parts = [self.verdict(), progress]
-        if task.source_length(s.src_ids) > task.max_len:
+        # A model trained outside minitx: its training lengths are unknown (its positions limit a
+        # source, and a longer one is refused as it is typed).
+        if not v.record.pretrained and task.source_length(s.src_ids) > task.max_len:
             parts.append(Text(f"longer than trained ({task.max_len})", style="yellow"))
         level = task.vocab.level
         shown = [r.text + ("*" if r.forced else "") for r in s.results[: s.position]] or ["·"]
@@ -196,7 +204,14 @@ class DecodePanel(Vertical):
         note = f"entropy {r.entropy:.3f} nats"
         if r.forced:
             note += f" · {vocab.label(r.token)} forced"
-        self.topk.show([(vocab.label(i), p, float(r.log_probs[i])) for i, p in r.top_k], footnote=note)
+        top = r.top_k
+        if r.settings_forced:  # the settings chose, not the model: show what the model would have
+            own = v.record.model.generation.emittable(r.log_probs).exp().topk(s.top_k)  # (k,)
+            top = [(int(i), float(p)) for p, i in zip(own.values, own.indices)]
+            note += f"\n{vocab.label(r.token)} forced ({r.settings_forced})"
+        elif r.ruled:  # generation settings changed the choice: the model's own, then which rules
+            note += f"\nwas {vocab.label(r.ruled[0][1])}: {'+'.join(rule for rule, _ in r.ruled)}"
+        self.topk.show([(vocab.label(i), p, float(r.log_probs[i])) for i, p in top], footnote=note)
 
     def _title(self, picture: str) -> str:
         """Explore: 'cross-attention · L2 H2'. Compare: 'A reverse', the head at the bottom, so a
@@ -218,6 +233,9 @@ class DecodePanel(Vertical):
         v = self.session
         for view, widget in self._widgets().items():
             widget.display = view == v.view_mode
+        # Two grids side by side fill the box's width: its scrollbar keeps a gutter of its own,
+        # or it would cover the right one's last columns and its note.
+        self.grid_box.set_class(v.view_mode == "attribution", "two-grids")
         self.grid.numbers = v.numbers
         for grid in self.query(".attribution AttentionGrid").results(AttentionGrid):
             grid.numbers = v.numbers
@@ -264,7 +282,7 @@ class DecodePanel(Vertical):
             return None, f"{name}: step to a token (→) for its row"
         row = v.attribution_row()
         if row is None:
-            return None, f"{name}: measuring…"
+            return None, measuring(name, v.attribution_measured(current_row))
         token = v.stepper.results[current_row].text
         against = "" if v.attribution_method == "attention" else "; - against"
         note = f"{name}: what {token!r} depends on{against}"
@@ -345,8 +363,17 @@ class DecodePanel(Vertical):
         result = v.attribution
         signed = v.attribution_method != "attention"
         if result is None:
-            matrix.show([], columns, [], hint=f"{name}: measuring…", unit="share", signed=signed)
+            matrix.show([], columns, [], hint=measuring(name, v.attribution_measured(None), short=True),
+                        unit="share", signed=signed)
             return
         shares = result.shares()[: s.position].tolist()
         axes = name + (" (- against)" if signed else "")
         matrix.show(shares, columns, outputs, current, "", axes, unit="share", signed=signed)
+
+
+def measuring(method: str, done: str, short: bool = False) -> str:
+    """What an attribution row or matrix says while a worker computes it: how far, and how to stop
+    (short: for the matrix beside the head's grid, half the panel at 80 columns)."""
+    if short:
+        return f"{method}: {done or '…'} (esc stops)"
+    return f"{method}: measuring… {done + ' ' if done else ''}(esc stops)"

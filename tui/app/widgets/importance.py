@@ -38,7 +38,7 @@ class ImportanceTable(Widget):
             line.append(bar(fraction, 10), style="green")
             line.append(f" {self.done}/{self.total or '?'}")
             return line
-        lines = [Text(f"each head alone, {r.kind} · {r.n} sequences", style="bold"),
+        lines = [Text(f"each head alone, {r.kind} · {r.examples or f'{r.n} sequences'}", style="bold"),
                  Text(f"with all heads: {r.baseline.accuracy:.1%} exact, loss {r.baseline.loss:.4f}",
                       style="dim"),
                  Text(f"{'':2}{'head':<12}{'exact':>7}{'change':>8}{'loss +':>9}", style="bold")]

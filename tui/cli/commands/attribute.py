@@ -17,6 +17,7 @@ from minitx.tui.cli.common import (
     device_option,
     echo_json,
     language_options,
+    not_computed_data,
     source_texts,
     threads_option,
 )
@@ -35,7 +36,7 @@ AGREEMENT_SOURCES = 100  # --agreement's default --n: a few seconds with ig on a
 @click.option("--target", metavar="TOKEN", default=None,
               help="Contrast: attribute log p(output) - log p(TOKEN), why this rather than TOKEN.")
 @click.option("--ig-steps", type=click.IntRange(min=1), default=32, show_default=True,
-              help="ig: points of the path from the baseline (Gauss-Legendre), all in one batch.")
+              help="ig: points of the path from the baseline (Gauss-Legendre).")
 @click.option("--occlude-with", type=core_choice("interp.source_attribution", "FILLERS"), default="pad",
               show_default=True, help="occlusion: the token whose vector replaces a source token's.")
 @click.option("--attention", "view", default="rollout", show_default=True, metavar="ROWS",
@@ -86,8 +87,8 @@ def attribute_cmd(args, method, target, ig_steps, occlude_with, view, numbers, a
     """
     apply_threads(threads)
     for path, flag in ((svg, "--svg"), (csv_path, "--csv")):
-        if path is not None and Path(path).is_dir():
-            raise click.BadParameter(f"{path} is a folder; give a file name", param_hint=flag)
+        if path is not None:
+            _check_writable(path, flag)  # before any work: a file that cannot be written is one line now
     if agreement and method == "attention":
         raise click.UsageError("--agreement compares attention with an attribution method: give "
                                "--method ig, ixg or occlusion")
@@ -119,15 +120,19 @@ def attribute_cmd(args, method, target, ig_steps, occlude_with, view, numbers, a
 
     results = []
     with Progress("attribute", enabled=not as_json, console=console()) as progress:
-        progress.stage(f"{method} of each source", total=len(ids))
-        for done, src in enumerate(ids, 1):
-            decode = sa.greedy(model, task, src)
+        def moved(done: float, total: int) -> None:  # whole steps (ig's points move it in fractions)
+            progress.update(int(done), total)
+
+        for number, src in enumerate(ids, 1):
+            which = f"source {number}/{len(ids)}" if len(ids) > 1 else "the source"
+            progress.stage(f"decoding {which}: steps")
+            decode = sa.greedy(model, task, src, progress=moved)
             if not decode.tokens:
                 raise BadArgument(f"{task.format_source(src)!r}: the decode output nothing to attribute")
+            progress.stage(f"{method} of {which}: {sa.PROGRESS_UNITS.get(method, 'steps')}")
             result = sa.attribute(model, decode, method, target=contrast, ig_steps=ig_steps, filler=filler,
-                                  view=chosen_view)
+                                  view=chosen_view, progress=moved)
             results.append(attribution_data(result, task))
-            progress.update(done)
     if csv_path is not None:
         from minitx.tui.render.attribution_tables import attribution_csv
 
@@ -135,7 +140,8 @@ def attribute_cmd(args, method, target, ig_steps, occlude_with, view, numbers, a
     if svg is not None:
         _write(svg, _svg(results, numbers, f"minitx attribute · {Path(str(ckpt.path)).name}"), "--svg")
     if as_json:
-        echo_json({"checkpoint": str(ckpt.path), "task": task.name, "method": method, "results": results})
+        echo_json({"checkpoint": str(ckpt.path), "task": task.name, "method": method,
+                   **not_computed_data(ckpt), "results": results})
         return
     _print(results, numbers)
 
@@ -144,7 +150,8 @@ def _parsed(ckpt, texts: list[str]) -> list[list[int]]:
     from minitx.core.data.vocab import TaskInputError
 
     try:
-        return [ckpt.task.parse(text, max_len=ckpt.model_config.max_len - 2) for text in texts]
+        limit = ckpt.task.source_limit(ckpt.model_config.max_len)
+        return [ckpt.task.parse(text, max_len=limit) for text in texts]
     except TaskInputError as e:
         raise click.BadParameter(str(e), param_hint="SOURCE") from None
 
@@ -178,6 +185,15 @@ def _svg(results: list[dict], numbers: bool, title: str) -> str:
     return recorder.export_svg(title=title)
 
 
+def _check_writable(path: str, flag: str) -> None:
+    from minitx.core.checkpoint import CheckpointError, check_writable
+
+    try:
+        check_writable(Path(path))
+    except CheckpointError as e:
+        raise click.BadParameter(str(e), param_hint=flag) from None
+
+
 def _write(path: str, text: str, flag: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
@@ -207,7 +223,7 @@ def _agreement(ckpt, args, method, ig_steps, filler, n, seed, as_json) -> None:
                              progress=lambda done, total: progress.update(done, total))
     if as_json:
         echo_json({"checkpoint": str(ckpt.path), "task": task.name, "seed": None if args else seed,
-                   **table.to_dict()})
+                   **not_computed_data(ckpt), **table.to_dict()})
         return
     out.print(f"[bold]{task.name}[/]: {method} against cross-attention on {drawn}, "
               f"{table.steps} steps of their greedy decodes")

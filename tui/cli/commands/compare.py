@@ -48,15 +48,23 @@ def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, pairs, d
     their outputs agree, each layer's and head's alignment score (mean cross-attention on the
     source position the task expects) and how far apart their weights are.
 
+    Then, as for a base model (A) and its fine-tune (B): both models' loss per target token,
+    and on text pairs corpus BLEU and chrF (sacrebleu), their outputs side by side, each layer's
+    relative weight change |dW| / |W| (which layers moved) and each cross-attention head's change
+    on the pairs (which heads moved). Models of different architectures get the first two; the
+    others say in one line why they are skipped.
+
     \b
     Examples:
       minitx compare reverse reverse-no-shift
       minitx compare reverse my-run.safetensors --source "3 1 4 1 5"
       minitx compare reverse copy --n 200 --json
       minitx compare reverse reverse --ablate-b cross:L2.H1  # one head's part
+      minitx compare base/ tuned.safetensors --pairs test.tsv  # a fine-tune
     """
     apply_threads(threads)
     from minitx.core.compare import compare_loaded, decode_both
+    from minitx.core.fine_tune_diff import fine_tune_diff
 
     ckpt_a, ckpt_b = load_checkpoint_arg(a, device, pairs), load_checkpoint_arg(b, device, pairs)
     # Each model's ablation applies to that model only (two loads are two models, even of one file).
@@ -73,10 +81,13 @@ def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, pairs, d
         with Progress("compare", enabled=not as_json, console=out) as progress:
             progress.stage(f"decoding {n} fresh sequences with both models")
             result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=names)
+            progress.stage("loss, BLEU and chrF of both, and which layers and heads moved")
+            changes = fine_tune_diff(ckpt_a, ckpt_b, n=n, seed=seed)
     if as_json:
         data = result.to_dict()
         data["paths"] = {"a": str(ckpt_a.path), "b": str(ckpt_b.path)}
         data["decode"] = decoded
+        data["changes"] = changes.to_dict()
         echo_json(data)
         return
     sections = [
@@ -86,6 +97,9 @@ def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, pairs, d
         _alignment(result, ckpt_a.task.alignment_name, ckpt_b.task.alignment_name),
         _weights(result),
     ]
+    from minitx.tui.render.fine_tune_tables import fine_tune_sections
+
+    sections += fine_tune_sections(changes, names)  # base against fine-tuned
     if decoded is not None:
         sections.append(_decode_table(result, decoded))
     for heading, body in sections:
@@ -110,7 +124,7 @@ def _summary(c):
     table = _table("", f"A: {c.a.name}", f"B: {c.b.name}")
     table.add_row("task", c.a.task, c.b.task)
     table.add_row("parameters", f"{c.a.params:,}", f"{c.b.params:,}")
-    table.add_row(f"exact match ({c.n} sequences, seed {c.seed})", _pct(c.a.accuracy), _pct(c.b.accuracy))
+    table.add_row(f"exact match ({c.examples})", _pct(c.a.accuracy), _pct(c.b.accuracy))
     best = [r.best_head for r in (c.a, c.b)]
     label = "best alignment head" if c.a.head_measure == "alignment" else "sharpest head"
     table.add_row(label, *(f"L{l + 1} H{h + 1} {s:.2f}" for l, h, s in best))

@@ -17,6 +17,7 @@ from minitx.tui.cli.common import (
     interventions_for,
     language_options,
     looks_like_source,
+    not_computed_data,
     pairs_option,
     source_texts,
     threads_option,
@@ -97,16 +98,15 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
       minitx decode reverse 31415 --beams 4 --search-check  # n-best, greedy
 
     A source is digits (with or without spaces) for the digit tasks, text for dates and for a
-    model of your own pairs. Without colour (NO_COLOR, a 16-colour terminal, a pipe)
-    --attention draws the weights as shades (░▒▓█); --numbers prints them.
+    model of your own pairs. Piped, each line is a source and each gets one output line, a blank
+    line an empty one (in --json an entry with "blank": true), so outputs line up with inputs.
+    Without colour (NO_COLOR, a 16-colour terminal, a pipe) --attention draws the weights as
+    shades (░▒▓█); --numbers prints them.
     """
     apply_threads(threads)
     beam_options = _beam_options_alone(beams, length_penalty, nbest, early_stopping, search_check, attention)
     ckpt, args = checkpoint_and_sources(args, device)
     interventions = interventions_for(ckpt, ablate, ablate_kind, pairs=pairs)
-    from minitx.core.data.vocab import TaskInputError
-    from minitx.tui.cli.trace import trace_of
-
     own_beams = ckpt.model.generation.num_beams
     if beams == "default" and own_beams == 1:
         if beam_options:
@@ -123,16 +123,14 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
         settings = _beam_settings(beams, length_penalty, nbest, early_stopping, ckpt)
         from minitx.tui.cli.beam_output import decode_with_beams
 
-        decode_with_beams(ckpt, source_texts(args, EXAMPLE), settings, top_k, interventions, search_check,
-                          as_json)
+        decode_with_beams(ckpt, source_texts(args, EXAMPLE, keep_blank=True), settings, top_k, interventions,
+                          search_check, as_json)
         return
-    try:
-        texts = source_texts(args, EXAMPLE)
-        traces = [trace_of(ckpt, text, top_k, interventions) for text in texts]
-    except TaskInputError as e:
-        raise click.BadParameter(str(e), param_hint="SOURCE") from None
+    texts = source_texts(args, EXAMPLE, keep_blank=True)  # a blank line is answered by one
+    traces = _traced(ckpt, texts, top_k, interventions, as_json)
     if as_json:
-        echo_json({"checkpoint": str(ckpt.path), "task": ckpt.task.name, "results": traces})
+        echo_json({"checkpoint": str(ckpt.path), "task": ckpt.task.name, **not_computed_data(ckpt),
+                   "results": traces})
         return
     if attention:
         from minitx.tui.cli.common import console
@@ -140,8 +138,47 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
 
         out = console()
         for trace in traces:  # without colours (NO_COLOR, a pipe, 16 colours) the cells are shades
+            if trace.get("blank"):
+                out.print("")
+                continue
             out.print(trace_renderable(trace, numbers, width=out.width, depth=console_depth(out)))
         return
+    _notes(ckpt, [t for t in traces if not t.get("blank")], own_beams)
+    listed = click.get_current_context().get_parameter_source("top_k") != ParameterSource.DEFAULT
+    for trace in traces:
+        click.echo(trace["prediction"])
+        if listed:  # --top-k asked for: each step's likeliest tokens under the output
+            for number, step in enumerate(trace.get("steps", ()), 1):
+                likely = " · ".join(f"{t['text']} {t['p']:.2f}" for t in step["top_k"])
+                ruled = "".join(f" ({r['rule']}: {r['instead_text']} otherwise)" for r in step["ruled"])
+                click.echo(f"  step {number}: {likely}{ruled}")
+
+
+def _traced(ckpt, texts: list[str | None], top_k: int, interventions, as_json: bool) -> list[dict]:
+    """Each text's trace (a blank one's says so), with progress per source and per step: a big
+    model's long output takes a while (off with --json, as every command's progress)."""
+    from minitx.core.data.vocab import TaskInputError
+    from minitx.tui.cli.progress import Progress
+    from minitx.tui.cli.trace import blank_trace, trace_of
+
+    traces = []
+    with Progress("decode", enabled=not as_json) as progress:
+        for number, text in enumerate(texts, 1):
+            if text is None:  # a blank line of stdin
+                traces.append(blank_trace())
+                continue
+            which = f"source {number} of {len(texts)}, " if len(texts) > 1 else ""
+            progress.stage(f"decoding {which}step")
+            try:
+                traces.append(trace_of(ckpt, text, top_k, interventions,
+                                       progress=lambda done, cap: progress.update(done, cap)))
+            except TaskInputError as e:
+                raise click.BadParameter(str(e), param_hint="SOURCE") from None
+    return traces
+
+
+def _notes(ckpt, traces: list[dict], own_beams: int) -> None:
+    """What a person should know about the outputs, once for all of them (on stderr)."""
     outside = [t["source"] for t in traces if not t["within_training_lengths"]]
     if outside:  # one note, not one per line of a long stdin
         which = f"{outside[0]!r} is" if len(outside) == 1 else f"{len(outside)} sources are"
@@ -167,13 +204,6 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
         which = f"{capped[0]!r}" if len(capped) == 1 else f"{len(capped)} sources"
         click.echo(f"note: {which} reached the length cap without an <eos>: the output was cut there",
                    err=True)
-    listed = click.get_current_context().get_parameter_source("top_k") != ParameterSource.DEFAULT
-    for trace in traces:
-        click.echo(trace["prediction"])
-        if listed:  # --top-k asked for: each step's likeliest tokens under the output
-            for number, step in enumerate(trace["steps"], 1):
-                likely = " · ".join(f"{t['text']} {t['p']:.2f}" for t in step["top_k"])
-                click.echo(f"  step {number}: {likely}")
 
 
 def beams_value(value: str | None) -> int | str | None:

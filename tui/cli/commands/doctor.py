@@ -101,6 +101,7 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, pairs, **fresh) -
         model, task, subject, record = _subject(ckpt, device, fresh, pairs)
 
     from minitx.core.doctor.diagnosis import diagnose_model, run_doctor
+    from minitx.core.doctor.precision import precision_summary
 
     report = None if as_json else _Report(subject, explain)
     marks: list[str] = []
@@ -130,6 +131,7 @@ def doctor_cmd(ckpt, quick, device, threads, explain, as_json, pairs, **fresh) -
                 "passed": not failed,
                 "checks": [_jsonable(r.to_dict()) for r in results],
                 **diagnosis.to_dict(),
+                "precision": precision_summary(results),
             }
         )
     sys.exit(EXIT_FAILED if failed else 0)

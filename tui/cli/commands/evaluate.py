@@ -1,4 +1,5 @@
-"""`minitx eval`: exact-match accuracy per source length, and the first wrong outputs."""
+"""`minitx eval`: exact-match accuracy per source length, the loss per target token, corpus BLEU
+and chrF of text pairs, and the first wrong outputs."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from minitx.tui.cli.progress import Progress
 EVAL_BATCH = 500  # examples decoded at once
 
 
-@click.command("eval", short_help="Exact-match accuracy: fresh sequences, held-out pairs or a file.")
+@click.command("eval", short_help="Exact match, loss, BLEU, chrF on fresh, held-out or file pairs.")
 @click.argument("ckpt", required=False, callback=checkpoint_found)
 @sample_options("Examples to decode (fresh sequences, or the first N held-out pairs).")
 @click.option(
@@ -52,6 +53,10 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
     its held-out pairs (kept in the checkpoint), or any model on the pairs of a --pairs file
     (--data is the same; tokens it never saw read as <unk> and are counted).
 
+    Beside exact match: the loss (cross-entropy per target token, end token included, padding
+    not, over all the pairs at once: transformers' `labels` loss) and, on text pairs (held-out
+    or a file's), corpus BLEU and chrF of the greedy outputs by sacrebleu, with its signatures.
+
     \b
     Examples:
       minitx eval reverse --n 1000
@@ -76,7 +81,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
             given = read_for_model(pairs, task, positions)
             with Progress("eval", enabled=not as_json) as progress:
                 result = score(checkpoint.model, task, progress.track(given.batches(task), "decoding"),
-                               show_failures, given.lines())
+                               show_failures, given.lines(), loss=True, text=True)
             what = f"{given.provenance.file}: {result.n:,} pairs"
             if given.skipped:
                 what += f" ({given.skipped:,} skipped: longer than the model's positions allow)"
@@ -96,7 +101,8 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
             with Progress("eval", enabled=not as_json) as progress:
                 batches = progress.track(batches, f"decoding {n:,} examples, batches of {EVAL_BATCH}",
                                          -(-n // EVAL_BATCH))
-                result = score(checkpoint.model, task, batches, show_failures, lines)
+                result = score(checkpoint.model, task, batches, show_failures, lines, loss=True,
+                               text=task.heldout is not None)
             if task.heldout is not None:
                 what = (f"{result.n:,} held-out pairs of {task.provenance['data']['file']} (kept in the "
                         "checkpoint)")
@@ -106,6 +112,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
             else:
                 what = f"{result.n:,} {task.evaluated_on}, seed {seed}"
                 extra = {"seed": seed}
+    omitted = None if result.text else f"it is measured on {task.evaluated_on}, not text pairs"
     if as_json:
         echo_json(
             {
@@ -115,6 +122,11 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
                 "n": result.n,
                 **extra,
                 "accuracy": result.accuracy,
+                "loss": result.loss,
+                "target_tokens": result.target_tokens,
+                **(result.text.to_dict() if result.text else
+                   {"bleu": None, "chrf": None, "bleu_signature": None, "chrf_signature": None,
+                    "bleu_omitted": omitted}),
                 "by_length": {str(k): v for k, v in sorted(result.by_length.items())},
                 "count_by_length": {str(k): v for k, v in sorted(result.count_by_length.items())},
                 "unknown_tokens": result.unknown,
@@ -132,6 +144,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
     click.echo(f"{head} on {what}" if len(head) + len(what) + 4 <= width else f"{head}\n  on {what}")
     if result.unknown:
         click.echo(f"  {result.unknown:,} tokens unknown to the model were read as <unk>")
+    _print_scores(result, omitted)
     rows = _length_rows(result)
     width = max([3] + [len(label) for label, *_ in rows])
     for label, acc, low, high in rows:
@@ -139,6 +152,20 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
         click.echo(f"  length {label:>{width}}  {acc:7.1%}  {_bar(acc)}{note}")
     if show_failures:
         _print_failures(result.failures, result.wrong, task)
+
+
+def _print_scores(result, omitted: str | None) -> None:
+    """The loss per target token, and BLEU and chrF with their signatures (or why not)."""
+    if result.loss is not None:
+        click.echo(f"  loss {result.loss:.4g} per target token ({result.target_tokens:,} tokens, end "
+                   "tokens included)")
+    if result.text is None:
+        click.echo(f"  no BLEU or chrF: {omitted}")
+        return
+    text = result.text
+    click.echo(f"  BLEU {text.bleu:.2f}  chrF {text.chrf:.2f}  (sacrebleu, greedy outputs, corpus level)")
+    click.echo(f"    BLEU signature {text.bleu_signature}")
+    click.echo(f"    chrF signature {text.chrf_signature}")
 
 
 MAX_LENGTH_ROWS = 16  # more distinct lengths than this are grouped into ranges

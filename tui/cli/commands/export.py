@@ -1,5 +1,6 @@
-"""`minitx export`: an inference-only copy of a checkpoint, or one decoding trace as a file (JSON,
-CSV, an SVG picture, or one HTML page that needs no network: tui/render/trace_html.py)."""
+"""`minitx export`: an inference-only copy of a checkpoint, a Hugging Face folder of it (`--format
+hf`: core/importing/hf_export.py), or one decoding trace as a file (JSON, CSV, an SVG picture, or
+one HTML page that needs no network: tui/render/trace_html.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import csv
 import io
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import click
 
 from minitx.tui.cli.common import (
     MEAN_SOURCES_HELP,
+    BadArgument,
     ablate_options,
     checkpoint_found,
     checkpoint_out,
@@ -26,15 +29,16 @@ from minitx.tui.cli.common import (
 # Metadata worth keeping in a shared file: how it was trained (not the state to resume it).
 KEEP_METADATA = ("train_config",)
 TRACE_FORMATS = ["json", "csv", "svg", "html"]
+HF_FORMAT = "hf"  # a Hugging Face folder that transformers opens
 
 
-@click.command("export", short_help="Inference-only copy, or a trace as json/csv/svg/html.")
+@click.command("export", short_help="Inference-only copy, Hugging Face folder, or a trace file.")
 @click.argument("ckpt", required=False, callback=checkpoint_found)
 @click.option(
     "--out",
     "out",
-    type=click.Path(dir_okay=False),
-    help="File to write (for a trace, stdout when omitted).",
+    type=click.Path(),
+    help="File to write (for a trace, stdout when omitted); with --format hf, the folder.",
 )
 @click.option(
     "--dtype",
@@ -51,10 +55,12 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(TRACE_FORMATS),
+    type=click.Choice([*TRACE_FORMATS, HF_FORMAT]),
     default=None,
-    help="Trace format. [default: from --out's suffix, else json]",
+    help="Trace format [default: from --out's suffix, else json], or hf: the model as a Hugging Face "
+         "folder (config.json, model.safetensors, generation_config.json, tokeniser files).",
 )
+@click.option("--force", is_flag=True, help="With --format hf: replace a folder --out that is not empty.")
 @click.option(
     "--numbers/--no-numbers",
     default=True,
@@ -68,7 +74,7 @@ TRACE_FORMATS = ["json", "csv", "svg", "html"]
 @ablate_options()
 @pairs_option(MEAN_SOURCES_HELP)
 @language_options
-def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablate, ablate_kind,
+def export_cmd(ckpt, out, dtype, trace_source, fmt, force, numbers, keep_history, ablate, ablate_kind,
                pairs) -> None:
     """Share CKPT (default: reverse) without its training state, or export a decoding trace.
 
@@ -76,6 +82,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablat
     Examples:
       minitx export run.safetensors --out small.safetensors --dtype float16
       minitx export run.safetensors --out shared.safetensors --history
+      minitx export tuned.safetensors --format hf --out opus-mt-en-de-tuned/
       minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
       minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
       minitx export reverse --trace "3 1 4 1 5" --format html --out trace.html
@@ -86,8 +93,19 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablat
     file with every layer and head of cross, decoder self- and encoder self-attention (buttons
     switch them, a cell's weight shows on hover) and each step's output and top-k; it fetches
     nothing, so it opens offline.
+
+    --format hf writes a folder that transformers' AutoModelForSeq2SeqLM.from_pretrained and
+    AutoTokenizer open, whose generate() gives minitx's outputs: a Marian, T5 or BART model as
+    its family (docs/huggingface.md); a model of minitx's own as the family whose options it
+    has, or refused naming the option none has.
     """
     from minitx.core.checkpoint import save_checkpoint, write_atomic
+
+    if fmt == HF_FORMAT:
+        _export_folder(ckpt, out, force, dtype, trace_source, keep_history, ablate)
+        return
+    if force:
+        raise click.UsageError("--force applies to --format hf")
 
     if trace_source is not None and dtype is not None:
         raise click.UsageError("--dtype applies to checkpoint exports, not to --trace")
@@ -137,6 +155,30 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, numbers, keep_history, ablat
         return
     write_atomic(Path(out), text.encode("utf-8"))
     click.echo(f"wrote the {fmt} trace of {trace['source']!r} to {out}", err=True)
+
+
+def _export_folder(ckpt, out, force, dtype, trace_source, keep_history, ablate) -> None:
+    """--format hf: the checkpoint as a Hugging Face folder."""
+    for given, flag in ((trace_source, "--trace"), (dtype, "--dtype"), (keep_history, "--history"),
+                        (ablate, "--ablate")):
+        if given:
+            raise click.UsageError(f"{flag} does not apply to --format hf")
+    if out is None:
+        raise click.UsageError("--format hf writes a folder: give --out DIR")
+    from minitx.core.importing.hf_export import ExportError, check_out, export_folder
+
+    try:
+        check_out(Path(out), force)  # before the checkpoint is read
+    except ExportError as e:
+        raise BadArgument(f"--out: {e}") from None
+    checkpoint = load_checkpoint_arg(ckpt)
+    try:
+        done = export_folder(checkpoint.model, checkpoint.task, out, force)
+    except ExportError as e:
+        raise BadArgument(f"{ckpt or 'reverse'}: {e}") from None
+    how = "the family whose options it has" if done.matched else "its own family"
+    click.echo(f"exported {out}: a {done.family} folder ({how}) that transformers opens")
+    click.echo(textwrap.fill(", ".join(done.files), width=78, initial_indent="  ", subsequent_indent="  "))
 
 
 def _json(trace: dict, title: str, numbers: bool) -> str:

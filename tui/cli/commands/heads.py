@@ -70,15 +70,19 @@ def heads_cmd(ckpt, n, seed, kind, lengths, roles, pairs, device, threads, as_js
                                  f"{checkpoint.model_config.max_len - 2} tokens", param_hint="--lengths")
     out = console()
     with Progress("heads", enabled=not as_json, console=out) as progress:
-        progress.stage(f"ablating each head on {n} sequences", len(all_heads(checkpoint.model)))
+        progress.stage(f"ablating each head on {task.examples_words(task.sample_size(n))}",
+                       len(all_heads(checkpoint.model)))
         result = head_importance(checkpoint.model, task, n=n, seed=seed, kind=kind, min_len=lo, max_len=hi,
                                  progress=lambda done, total: progress.update(done, total))
     if as_json:
         echo_json({"checkpoint": str(checkpoint.path), "task": task.name, "lengths": [lo, hi],
                    **result.to_dict()})
         return
-    out.print(f"[bold]{task.name}[/]: each head {kind}-ablated alone, {n} sequences of length "
-              f"{lo}-{hi}, seed {seed}")
+    from rich.markup import escape
+
+    drawn = f" of length {lo}-{hi}, seed {seed}" if task.heldout is None else ""  # fixed pairs: no draw
+    out.print(f"[bold]{escape(task.name)}[/]: each head {kind}-ablated alone, "
+              f"{escape(result.examples)}{drawn}")
     out.print(f"with every head: exact match {result.baseline.accuracy:.1%}, "
               f"loss {result.baseline.loss:.4f}")
     out.print(_table(result))

@@ -17,8 +17,9 @@ from minitx.tui.cli.common import (
 )
 
 
-def inspect_data(ckpt) -> dict:
-    """Everything `inspect` shows, as plain data."""
+def inspect_data(ckpt, progress=None) -> dict:
+    """Everything `inspect` shows, as plain data. `progress(step, cap)` while a model without
+    examples decodes its example source (shown_head_scores)."""
     from minitx.core.checkpoint import describe_size
     from minitx.core.interp.alignment import shown_head_scores
     from minitx.core.model.components import components
@@ -26,7 +27,7 @@ def inspect_data(ckpt) -> dict:
 
     meta, task, vocab = ckpt.metadata, ckpt.task, ckpt.task.vocab
     # 256 of the task's examples; without any (no pairs kept), each head on its example source
-    measure, scores = shown_head_scores(ckpt.model, task, n=256)
+    measure, scores = shown_head_scores(ckpt.model, task, n=256, progress=progress)
     measured_on = "examples" if task.has_examples else f"the example source alone, {task.example()!r}"
     try:  # informational only: a file without it (or with a broken one) is still inspectable
         train_cfg = json.loads(meta["train_config"])
@@ -132,8 +133,13 @@ def inspect_cmd(ckpt, as_json) -> None:
       minitx inspect dates
       minitx inspect my-run.safetensors --json
     """
+    from minitx.tui.cli.progress import Progress
+
     checkpoint = load_checkpoint_arg(ckpt)
-    info = inspect_data(checkpoint)
+    with Progress("inspect", enabled=not as_json) as progress:
+        progress.stage("scoring the heads")  # a model without examples decodes its example source
+        info = inspect_data(checkpoint,
+                            lambda done, cap: progress.update(done, cap, "decoding its example, step"))
     if as_json:
         echo_json(info)
         return
@@ -157,6 +163,8 @@ def inspect_cmd(ckpt, as_json) -> None:
         out.print(_imported(info["imported"]), highlight=False)
     elif "huggingface" in info:
         out.print(_huggingface(info["huggingface"]), highlight=False)
+        if info["huggingface"]["generation"].get("sources"):
+            out.print(_generation_table(info["huggingface"]["generation"]))
     elif "provenance" in task:
         out.print(_provenance(task), highlight=False)
     if "src_vocab" in info and checkpoint.task.src_vocab.tokens == checkpoint.task.vocab.tokens:
@@ -261,6 +269,23 @@ def _huggingface(facts: dict) -> str:
                  f"{' '.join(spoken['codes'])}" if spoken else "")
     return escape(f"Hugging Face {facts['family']} model from {where}: {files}; options: "
                   f"{', '.join(facts['options'])}; {generation}{pairs}{notes}{languages}")
+
+
+def _generation_table(generation: dict):
+    """Each generation setting, its value and the file it came from (generation_config.json,
+    config.json, or generate()'s default); the ones minitx does not compute marked."""
+    from rich.table import Table
+    from rich.text import Text
+
+    missing = {n.split(" ")[0] for n in generation.get("not_computed", [])}
+    table = Table(title="generation settings (as transformers reads them)", title_justify="left")
+    for column in ("setting", "value", "from"):
+        table.add_column(column, overflow="fold")
+    for key, value, file in generation["sources"]:
+        where = file + (" · not computed by minitx" if key in missing else "")
+        table.add_row(Text(key), Text(value), Text(where),
+                      style="dim" if file == "default" else ("bold" if key in missing else None))
+    return table
 
 
 def _provenance(task: dict) -> str:

@@ -17,6 +17,7 @@ from minitx.tui.cli.common import (
     json_option,
     language_options,
     load_checkpoint_arg,
+    not_computed_data,
     pairs_option,
     threads_option,
 )
@@ -27,7 +28,7 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
     from minitx.core.data.vocab import TaskInputError
 
     try:
-        return ckpt.task.parse(text, max_len=ckpt.model_config.max_len - 2)
+        return ckpt.task.parse(text, max_len=ckpt.task.source_limit(ckpt.model_config.max_len))
     except TaskInputError as e:
         raise click.BadParameter(str(e), param_hint=flag) from None
 
@@ -106,7 +107,8 @@ def patch_cmd(ckpt, clean, corrupt, seed, method, pairs, device, threads, as_jso
     from minitx.tui.render.patch_tables import attribution_report, patching_data, patching_report
 
     if as_json:
-        data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method}
+        data = {"checkpoint": str(checkpoint.path), "task": task.name, "method": method,
+                **not_computed_data(checkpoint)}
         if result is None:  # the pair, as a sweep would have said it
             data.update({k: v for k, v in patcher.runs().to_dict().items() if not isinstance(v, dict)})
         echo_json({**data, **patching_data(result, estimate, agreed)})

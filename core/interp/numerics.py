@@ -1,0 +1,173 @@
+"""Numerics before they fail: how large each sublayer's activations get against a number format's
+range, and each layer's gradient norm.
+
+fp16's largest finite value is 65504: an activation above it becomes inf, and the next
+subtraction or 0 * inf (a masked attention weight times an inf value) NaN. T5's feed-forward
+outputs grow past it in later layers (transformers issues #5651, #9295, #14189), and
+transformers' DebugUnderflowOverflow names the module only after the inf. Measured in the model's
+own precision (fp32), the largest |activation| says where fp16 would overflow before any fp16 run:
+its headroom is the format's largest value divided by it (below 1: it overflows there). bf16
+keeps fp32's exponent (largest value about 3.4e38), so what overflows fp16 fits there.
+
+The points, in forward order, are each sublayer's output before it joins the residual stream
+and the stream right after the addition (the sublayer hook, core/model/hooks.py), per stack and
+layer: the encoder's self-attention and feed-forward, the decoder's self-attention,
+cross-attention and feed-forward. A norm's output is normalised, so it is not a point of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from minitx.core.model.hooks import SublayerHook, hooks_active
+from minitx.core.model.transformer import Seq2Seq, eval_mode
+
+FP16_MAX = float(torch.finfo(torch.float16).max)  # 65504
+BF16_MAX = float(torch.finfo(torch.bfloat16).max)  # about 3.39e38
+FORMATS = {"fp16": FP16_MAX, "bf16": BF16_MAX}
+
+# Each stack's sublayers in forward order, with the attribute of their connection (a Residual).
+SUBLAYERS = {
+    "encoder": (("self-attention", "attn_res"), ("feed-forward", "ff_res")),
+    "decoder": (("self-attention", "self_res"), ("cross-attention", "cross_res"), ("feed-forward", "ff_res")),
+}
+RESIDUAL = "residual after "  # the point after a sublayer's addition: "residual after feed-forward"
+
+
+@dataclass(frozen=True)
+class ActivationRange:
+    """The largest |activation| at one point of the forward pass."""
+
+    stack: str  # "encoder" or "decoder"
+    layer: int  # from 1
+    sublayer: str  # "self-attention", ..., or "residual after self-attention", ...
+    max: float  # the largest |value| on the batch (inf where the model already overflows)
+
+    def headroom(self, fmt: str = "fp16") -> float:
+        """The format's largest value / this point's largest |activation|: below 1, it overflows."""
+        return FORMATS[fmt] / self.max if self.max else float("inf")
+
+    def overflows(self, fmt: str = "fp16") -> bool:
+        return self.max > FORMATS[fmt]  # inf and NaN-free inf compare as above too
+
+    def to_dict(self) -> dict:
+        data = {**asdict(self), **{f"headroom_{fmt}": self.headroom(fmt) for fmt in FORMATS}}
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in data.items()}
+
+
+@dataclass(frozen=True)
+class LayerGradient:
+    """The gradient norm of one layer's parameters after a backward pass."""
+
+    stack: str
+    layer: int  # from 1
+    norm: float  # ||grad|| over the layer's parameters
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """One batch's measurements: activations in forward order, gradients per layer, the loss."""
+
+    activations: list[ActivationRange]
+    gradients: list[LayerGradient]
+    loss: float
+
+    def first_overflow(self, fmt: str = "fp16") -> ActivationRange | None:
+        return first_overflow(self.activations, fmt)
+
+    def to_dict(self) -> dict:
+        first = self.first_overflow()
+        return {"loss": self.loss, "activations": [a.to_dict() for a in self.activations],
+                "gradients": [g.to_dict() for g in self.gradients],
+                "first_overflow": None if first is None else first_overflow_dict(first)}
+
+
+def first_overflow(ranges: list[ActivationRange], fmt: str = "fp16") -> ActivationRange | None:
+    """The first point, in forward order, whose activations exceed the format's range."""
+    return next((r for r in ranges if r.overflows(fmt)), None)
+
+
+def first_overflow_dict(r: ActivationRange) -> dict:
+    """{stack, layer, sublayer, max}: what `doctor --json` says of the first overflow."""
+    return {"stack": r.stack, "layer": r.layer, "sublayer": r.sublayer,
+            "max": r.max if math.isfinite(r.max) else None}  # JSON has no inf
+
+
+def _connections(model: Seq2Seq) -> Iterator[tuple[str, int, str, torch.nn.Module]]:
+    """(stack, layer from 1, sublayer, its connection) in forward order: the encoder, then the decoder."""
+    for stack, layers in (("encoder", model.encoder), ("decoder", model.decoder)):
+        for index, layer in enumerate(layers, 1):
+            for sublayer, attribute in SUBLAYERS[stack]:
+                yield stack, index, sublayer, getattr(layer, attribute)
+
+
+@contextmanager
+def recording_ranges(model: Seq2Seq) -> Iterator[list[ActivationRange]]:
+    """Record the largest |activation| at every point of each forward pass run in this block;
+    the list fills when the block ends (points in forward order, the maximum over every pass)."""
+    found: dict[tuple[str, int, str], torch.Tensor] = {}  # 0-dim maxima, kept on the device
+
+    def keep(key: tuple[str, int, str]):
+        def read(x: torch.Tensor, offset: int) -> torch.Tensor:  # x (B, T, d), returned unchanged
+            top = x.detach().abs().amax().float()
+            found[key] = top if key not in found else torch.maximum(found[key], top)
+            return x
+        return read
+
+    hooks = {}
+    order: list[tuple[str, int, str]] = []
+    for stack, layer, sublayer, connection in _connections(model):
+        out, res = (stack, layer, sublayer), (stack, layer, RESIDUAL + sublayer)
+        order += [out, res]
+        hooks[connection] = SublayerHook(output=keep(out), residual=keep(res))
+    ranges: list[ActivationRange] = []
+    with hooks_active(hooks):
+        yield ranges
+    # one transfer for all the maxima, not one per point
+    values = torch.stack([found[k] for k in order]).tolist() if all(k in found for k in order) else []
+    ranges.extend(ActivationRange(*key, max=value) for key, value in zip(order, values))
+
+
+def layer_gradient_norms(model: Seq2Seq) -> list[LayerGradient]:
+    """Each encoder and decoder layer's gradient norm from the parameters' .grad (a parameter
+    without a gradient counts 0), encoder first."""
+    norms = []
+    for stack, layers in (("encoder", model.encoder), ("decoder", model.decoder)):
+        for index, layer in enumerate(layers, 1):
+            grads = [p.grad.detach().float().norm() for p in layer.parameters() if p.grad is not None]
+            total = float(torch.stack(grads).norm()) if grads else 0.0
+            norms.append(LayerGradient(stack, index, total))
+    return norms
+
+
+def measure_numerics(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor,
+                     labels: torch.Tensor) -> Numerics:
+    """One teacher-forced forward and backward pass on src (B, S), tgt_in (B, T), labels (B, T),
+    in eval mode (no dropout): each point's largest |activation|, each layer's gradient norm
+    of the mean cross-entropy over the non-PAD labels, and that loss. The parameters' gradients
+    are what they were before (a run's accumulated gradients are not disturbed)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    saved = [p.grad for p in params]
+    for p in params:
+        p.grad = None
+    try:
+        with eval_mode(model), torch.enable_grad(), recording_ranges(model) as ranges:
+            logits = model(src, tgt_in)  # (B, T, V)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                   ignore_index=model.cfg.pad_id)
+            if params:  # a model whose weights are all frozen has no gradients to measure
+                loss.backward()
+        gradients = layer_gradient_norms(model)
+    finally:
+        for p, grad in zip(params, saved):
+            p.grad = grad
+    return Numerics(ranges, gradients, float(loss.detach()))

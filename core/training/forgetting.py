@@ -1,0 +1,110 @@
+"""Forgetting, measured: how far a fine-tune has moved a model from its base on pairs it should
+still handle (a general-domain sample), teacher-forced, the measurements a run takes at each
+evaluation.
+
+- the general-domain loss: mean cross-entropy per target token (end token included, padding
+  not), the figure `minitx eval` gives (evaluation.target_loss), summed over every batch and
+  divided by their target tokens;
+- the mean KL divergence of the model's next-token distributions from the base's,
+  KL(P_model || P_base) = sum_v P_model(v) (log P_model(v) - log P_base(v)), at every target
+  position that is not padding, both models fed the same source and the same target prefix.
+  0: the model predicts exactly what its base did; it grows as the fine-tune moves the
+  distributions, whether or not the reference tokens' probabilities change.
+
+What the KL can and cannot tell: it measures change, not damage. On general pairs a rising KL
+with a flat general loss is a model that redistributes probability among tokens the reference
+does not use (its outputs may change while the loss does not); a rising loss is forgetting
+proper. On the probes (the run's own test sentences, which have no references) only the KL can
+be measured, and a large KL there is what a successful fine-tune is meant to cause: it tells
+that the model changed on those sentences, never whether for better. Two models must read the
+same tokens (a fine-tune and its base do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from minitx.core.data.batch import Batch
+from minitx.core.model.transformer import Seq2Seq, eval_mode
+from minitx.core.training.evaluation import target_loss
+
+FORGET_ALARM = 0.20  # the default: the general loss more than 20% above the base's
+FORGET_ALARM_LIMITS = (0.0, 10.0)  # 0% to 1000%: a rise the alarm may be set to
+
+
+def general_loss(model: Seq2Seq, batches: Iterable[Batch]) -> tuple[float, int]:
+    """(loss per target token, target tokens) over every batch, teacher-forced, no dropout."""
+    total, tokens = 0.0, 0
+    for batch in batches:
+        summed, count = target_loss(model, batch)
+        total, tokens = total + summed, tokens + count
+    if not tokens:
+        raise ValueError("no target tokens to measure the loss on")
+    return total / tokens, tokens
+
+
+def kl_to_base(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch]) -> float:
+    """Mean KL(P_model || P_base) of the next-token distributions over every non-padding target
+    position of the batches, both models teacher-forced on the same ids (nats)."""
+    if model.cfg.vocab_size != base.cfg.vocab_size:
+        raise ValueError(f"the model writes {model.cfg.vocab_size} tokens and its base "
+                         f"{base.cfg.vocab_size}: the KL needs one vocabulary")
+    total, positions = 0.0, 0
+    pad = model.cfg.pad_id
+    with eval_mode(model), eval_mode(base), torch.inference_mode():
+        for batch in batches:
+            src, tgt_in = batch.src.to(model.device), batch.decoder_input.to(model.device)
+            mine = model(src, tgt_in).float().log_softmax(-1)  # (B, T, V)
+            theirs = base(src.to(base.device), tgt_in.to(base.device)).float().log_softmax(-1)
+            theirs = theirs.to(mine.device)
+            kl = (mine.exp() * (mine - theirs)).sum(-1)  # (B, T)
+            real = batch.labels.to(mine.device) != pad  # (B, T)
+            total += float(kl[real].sum())
+            positions += int(real.sum())
+    if not positions:
+        raise ValueError("no target positions to measure the KL on")
+    return total / positions
+
+
+def check_forget_alarm(rise: float) -> float:
+    """The alarm's rise as a fraction (0.2 = 20%); ValueError outside 0% to 1000%."""
+    low, high = FORGET_ALARM_LIMITS
+    if not low <= rise <= high:  # NaN fails both
+        raise ValueError(f"the forgetting alarm must be a rise of {low:.0%} to {high:.0%}, not {rise:.0%}")
+    return rise
+
+
+@dataclass
+class Forgetting:
+    """A run's forgetting record: the base's general loss, then each evaluation's general loss
+    and KL to the base; the alarm goes off at the first evaluation whose general loss is more
+    than `alarm_rise` above the base's, and stays on (what `train --json` reports)."""
+
+    general_loss_base: float
+    alarm_rise: float = FORGET_ALARM
+    general_loss_end: float | None = None
+    kl_to_base_end: float | None = None
+    alarm: bool = False
+    alarm_step: int | None = None
+
+    def record(self, step: int, loss: float, kl: float | None) -> bool:
+        """One evaluation's figures; True when the alarm goes off at this one."""
+        self.general_loss_end, self.kl_to_base_end = loss, kl
+        if self.alarm or loss <= self.general_loss_base * (1 + self.alarm_rise):
+            return False
+        self.alarm, self.alarm_step = True, step
+        return True
+
+    def line(self) -> str:
+        """'forgetting: general-domain loss 1.92 -> 2.61 (+36%) at step 400', the CLI's alarm."""
+        rise = self.general_loss_end / self.general_loss_base - 1 if self.general_loss_base else float("inf")
+        return (f"forgetting: general-domain loss {self.general_loss_base:.3g} -> "
+                f"{self.general_loss_end:.3g} ({rise:+.0%}) at step {self.alarm_step}")
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("alarm_rise")
+        return data
