@@ -19,9 +19,10 @@ NORM_KINDS = ("layer", "rms", "std")
 # RMSNorm, and the Annotated Transformer's LayerNorm (eps added to the unbiased std).
 NORM_EPS = {"layer": 1e-5, "rms": 1e-6, "std": 1e-6}
 # relu, gelu (exact, erf) and silu MLPs; gelu-tanh: GELU's tanh approximation (T5's gelu_new);
-# gated: swiglu W2(silu(W1 x) * W3 x), geglu the same with the tanh GELU (T5 v1.1's gated-gelu).
-ACTIVATIONS = ("relu", "gelu", "swiglu", "silu", "gelu-tanh", "geglu")
-GATED_ACTIVATIONS = ("swiglu", "geglu")
+# gated: swiglu W2(silu(W1 x) * W3 x), geglu the same with the tanh GELU (T5 v1.1's gated-gelu),
+# reglu with ReLU (T5's gated-relu).
+ACTIVATIONS = ("relu", "gelu", "swiglu", "silu", "gelu-tanh", "geglu", "reglu")
+GATED_ACTIVATIONS = ("swiglu", "geglu", "reglu")
 # relative: T5's bucketed relative position bias, added to self-attention scores per head.
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none", "relative")
 ATTENTIONS = ("explicit", "fused")
@@ -105,7 +106,7 @@ class ModelConfig(_DictMixin):
     pad_id: int = 10  # embedding rows for PAD stay zero (padding_idx)
     sos_id: int = 11  # the first decoder input; the task's vocabulary decides all three ids
     eos_id: int = 12
-    d_model: int = 64  # width of every residual stream; must be even (sinusoidal PE)
+    d_model: int = 64  # width of every residual stream (an odd one: its sinusoids' last column is a sine)
     n_heads: int = 4  # d_model must divide evenly into heads (d_k = d_model / n_heads)
     d_ff: int = 256  # hidden width of each feed-forward block
     n_encoder_layers: int = 2
@@ -145,11 +146,12 @@ class ModelConfig(_DictMixin):
     tie_embeddings: bool = False  # the source and target token tables are one table
     tie_output: bool = False  # the output layer's weight is the target token table
     scale_output: bool = False  # the decoder stream times d_model^-0.5 before the output (T5 v1.0)
+    decoder_d_ff: int = 0  # the decoder's feed-forward width; 0: d_ff (BART-likes may differ)
+    relative_per_layer: bool = False  # "relative": a bias table per self-attention layer (UMT5)
 
     def __post_init__(self) -> None:
         _positive_int(self, "vocab_size", "d_model", "n_heads", "d_ff", "max_len")
         _positive_int(self, "n_encoder_layers", "n_decoder_layers")
-        _require(self.d_model % 2 == 0, "d_model", f"must be even, got {self.d_model}")
         _require(isinstance(self.d_head, int) and not isinstance(self.d_head, bool) and self.d_head >= 0,
                  "d_head", f"must be a positive integer (or 0: d_model / n_heads), got {self.d_head!r}")
         _require(
@@ -197,13 +199,16 @@ class ModelConfig(_DictMixin):
                  f"must be a token id below the source's {self.source_vocab_size} tokens (or -1: "
                  f"pad_id), got {self.src_pad_id!r}")
         for name in ("final_norms", "log_softmax", "bias", "scale_scores", "embed_scale", "embedding_norm",
-                     "tie_embeddings", "tie_output", "scale_output"):
+                     "tie_embeddings", "tie_output", "scale_output", "relative_per_layer"):
             _require(isinstance(getattr(self, name), bool), name, f"must be true or false, got "
                      f"{getattr(self, name)!r}")
         _require(isinstance(self.norm_eps, (int, float)) and not isinstance(self.norm_eps, bool)
                  and math.isfinite(self.norm_eps) and 0 <= self.norm_eps <= 0.1, "norm_eps",
                  f"must be a number in (0, 0.1] (or 0: the norm's default), got {self.norm_eps!r}")
         _positive_int(self, "relative_buckets", "relative_max_distance")
+        _require(isinstance(self.decoder_d_ff, int) and not isinstance(self.decoder_d_ff, bool)
+                 and self.decoder_d_ff >= 0, "decoder_d_ff",
+                 f"must be a positive integer (or 0: d_ff), got {self.decoder_d_ff!r}")
         _require(self.position_encoding != "relative" or self.relative_buckets >= 4, "relative_buckets",
                  f"relative positions need at least 4 buckets, got {self.relative_buckets}")
         _require(not self.tie_embeddings or self.source_vocab_size == self.vocab_size, "tie_embeddings",
@@ -250,6 +255,11 @@ class ModelConfig(_DictMixin):
         return super().from_dict(data)
 
     @property
+    def decoder_ff_width(self) -> int:
+        """The decoder's feed-forward width: d_ff unless decoder_d_ff says otherwise."""
+        return self.decoder_d_ff or self.d_ff
+
+    @property
     def d_k(self) -> int:
         """One head's query/key/value width."""
         return self.d_head or self.d_model // self.n_heads
@@ -262,7 +272,7 @@ class ModelConfig(_DictMixin):
 
 IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log_softmax", "d_head", "bias",
                  "scale_scores", "embed_scale", "embedding_norm", "relative_buckets", "relative_max_distance",
-                 "tie_embeddings", "tie_output", "scale_output")
+                 "tie_embeddings", "tie_output", "scale_output", "decoder_d_ff", "relative_per_layer")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
 FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "optimizer", "max_length")

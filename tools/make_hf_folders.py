@@ -5,6 +5,11 @@ spot (transformers is a test dependency: `./setup.sh` installs it).
 
     .venv/bin/python tools/make_hf_folders.py hf-tiny        # hf-tiny/marian, t5, flan-t5, bart
     .venv/bin/python tools/make_hf_folders.py hf-tiny --cache  # also as model ids in a cache folder
+    .venv/bin/python tools/make_hf_folders.py hf-tiny --families nllb mbart50  # the families next door
+
+--families chooses among marian, t5, flan-t5, bart (the default) and mbart50 (mBART with
+mBART-50's tokeniser and its 52 language codes), nllb (M2M100's network with NLLB-200's tokeniser,
+four language codes), pegasus, umt5, t5-gated-relu, bart-unequal, marian-odd.
 
 With --cache, the folders are laid out as the Hugging Face cache keeps downloads
 (hf-tiny/hub/models--tiny--marian/snapshots/...), so `HF_HUB_CACHE=hf-tiny/hub minitx decode
@@ -25,19 +30,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.huggingface.tiny_folders import FAMILIES, save_model  # noqa: E402
+from tests.huggingface.tiny_folders import ALL_FAMILIES, FAMILIES, save_model  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the folder to make them in")
     parser.add_argument("--cache", action="store_true", help="also lay them out as a Hugging Face cache")
+    parser.add_argument("--families", nargs="+", choices=ALL_FAMILIES, default=list(FAMILIES),
+                        help="which families (default: %(default)s)")
     args = parser.parse_args()
     from transformers.utils import logging
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-    for family in FAMILIES:
+    for family in args.families:
         folder = args.out / family
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -59,6 +59,13 @@ class HuggingFaceTask(ImportedTask):
         return HuggingFaceTask(self.vocab, self.src_vocab, self.origin, heldout, provenance, counts, min_len,
                                max_len, max_target_len)
 
+    def with_vocabularies(self, vocab: Vocab, src_vocab: Vocab) -> HuggingFaceTask:
+        """The same task read by other vocabularies of its tokeniser (another language:
+        core/data/languages.py). Pairs it keeps stay as they were read (commands choose the
+        languages before they read --pairs)."""
+        return HuggingFaceTask(vocab, src_vocab, self.origin, self.heldout, self.provenance or None,
+                               self.counts or None, self.min_len, self.max_len, self.max_target_len)
+
     @classmethod
     def from_dict(cls, data: dict, vocab: Vocab, src_vocab: Vocab) -> HuggingFaceTask:
         """From a checkpoint, checked as an imported model's task is."""

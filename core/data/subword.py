@@ -28,6 +28,7 @@ In a checkpoint the tokeniser's files travel as bytes beside the weights (`files
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -135,7 +136,9 @@ class SubwordVocab(Vocab):
         size = tokeniser.size if size is None else size
         if side not in SIDES:
             raise ValueError(f"a subword vocabulary's side is source or target, not {side!r}")
-        if not 1 <= size <= MAX_TOKENS or tokeniser.size > size:
+        if not 1 <= size <= MAX_TOKENS:
+            raise ValueError(f"a vocabulary of {size:,} ids is more than minitx reads ({MAX_TOKENS:,})")
+        if tokeniser.size > size:
             raise ValueError(f"the tokeniser has {tokeniser.size:,} ids; a vocabulary of {size:,} cannot "
                              "hold them")
         for name, i in (("pad", pad), ("sos", sos), ("eos", eos), ("unk", unk)):
@@ -272,6 +275,11 @@ class SubwordVocab(Vocab):
         keep = [self.tokens[i] for i in ids
                 if 0 <= i < self.size and (i not in self._special or i == self.unk)]
         return self.join(keep).strip()
+
+    def with_language(self, language: str) -> SubwordVocab:
+        """The same vocabulary with its texts in `language` (a multilingual tokeniser's code:
+        core/data/languages.py); ValueError for a code the tokeniser lacks."""
+        return dataclasses.replace(self, tokeniser=self.tokeniser.with_language(language))
 
     # -- files -----------------------------------------------------------------------------
     def files(self) -> dict[str, bytes]:

@@ -8,8 +8,12 @@ What transformers 5 does, and so what is done here:
   for the family rebuilds parts of it from its own code, keeping only the file's vocabulary:
   T5Tokenizer (the file's Precompiled normaliser, if any, and nothing else; whitespace split, then
   "▁" before every word; </s> appended) and BartTokenizer, which is RobertaTokenizer (no
-  normaliser; byte-level pieces; <s> … </s>). Padding and truncation stored in the file are
-  off, as `tokenizer(text)` has them. The named special tokens are special (skipped by decode).
+  normaliser; byte-level pieces; <s> … </s>), and the sentencepiece-made ones, NllbTokenizer,
+  MBart50Tokenizer, MBartTokenizer and PegasusTokenizer (the file's pieces, the class's own
+  normalisers around the file's Precompiled map, Metaspace, text then </s>, a language code
+  before it (NLLB, mBART-50) or after it (mBART, NLLB's legacy_behaviour)). Padding and
+  truncation stored in the file are off, as `tokenizer(text)` has them. The named special
+  tokens are special (skipped by decode).
   `clean_up_tokenization_spaces` is ignored for a BPE model, as transformers 5 ignores it.
 - Marian (MarianTokenizer, a Python tokeniser): text is split at the added tokens (</s>, <unk>,
   <pad>: typed, they are those tokens), a leading ">>xx<<" language code is a token of its own,
@@ -28,16 +32,21 @@ a file is a TokeniserFileError naming the file.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 from collections.abc import Sequence
 from functools import cached_property
 
 import sentencepiece
-from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 TOKENIZER_JSON = "tokenizer.json"
-PIPELINES = ("file", "t5", "roberta")  # tokenizer.json as it is, or as transformers' class rebuilds it
+# tokenizer.json as it is, or as transformers' class rebuilds it (T5Tokenizer, RobertaTokenizer,
+# NllbTokenizer, MBart50Tokenizer, MBartTokenizer, PegasusTokenizer)
+PIPELINES = ("file", "t5", "roberta", "nllb", "mbart50", "mbart", "pegasus")
+SENTENCEPIECE_LIKE = ("nllb", "mbart50", "mbart", "pegasus")  # Metaspace, the file's pieces, "$A </s>"
+LANGUAGE_PLACES = ("prefix", "suffix")  # a language code before the text, or after its </s>
 SPIECE_UNDERLINE = "▁"
 MAX_ADDED_TOKENS = 10_000
 MAX_TOKEN_TEXT = 200
@@ -121,10 +130,15 @@ class _Pieces:
 
     def pieces(self) -> list[str | None]:
         """id -> piece (None: no piece has the id)."""
+        return list(self._table)
+
+    @cached_property
+    def _table(self) -> tuple[str | None, ...]:
+        """pieces(), made once (both sides of one tokeniser ask; NLLB's has 256,206 ids)."""
         table: list[str | None] = [None] * self.size
         for i, piece in self._by_id.items():
             table[i] = piece
-        return table
+        return tuple(table)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,10 +150,13 @@ class JsonTokeniser(_Pieces):
 
     settings: pipeline (PIPELINES), specials (the named and extra special tokens: special, so
     decoding skips them), cleanup (clean_up_tokenization_spaces), and for "t5" eos, for
-    "roberta" cls, sep, add_prefix_space, trim_offsets."""
+    "roberta" cls, sep, add_prefix_space, trim_offsets, for the sentencepiece-made pipelines eos
+    and unk, and for a multilingual one languages (its codes), language (the one this side's
+    texts are in) and language_at (LANGUAGE_PLACES)."""
 
     kind = TOKENIZER_JSON
-    FIELDS = {"pipeline", "specials", "cleanup", "eos", "cls", "sep", "add_prefix_space", "trim_offsets"}
+    FIELDS = {"pipeline", "specials", "cleanup", "eos", "cls", "sep", "add_prefix_space", "trim_offsets",
+              "unk", "languages", "language", "language_at"}
 
     def __init__(self, files: dict[str, bytes], settings: dict) -> None:
         settings = _only(settings, self.FIELDS)
@@ -172,7 +189,38 @@ class JsonTokeniser(_Pieces):
         elif pipeline == "roberta":
             self._roberta(_text(settings.get("cls"), "start token"), _text(settings.get("sep"), "end token"),
                           _flag(settings, "add_prefix_space", False), _flag(settings, "trim_offsets", True))
+        elif pipeline in SENTENCEPIECE_LIKE:
+            self._sentencepiece(pipeline, spec, _text(settings.get("eos"), "end token"),
+                                _text(settings.get("unk"), "unknown token"))
+        self.languages = tuple(_texts(settings.get("languages", []), "language codes"))
+        self.language_id: int | None = None  # the code this side's texts get, where it has one
+        self.language_at = settings.get("language_at", "prefix")
+        if self.languages:
+            self._language(settings.get("language"))
         self.pieces_style, self.marker = self._style(spec, pipeline)
+
+    def _language(self, language) -> None:
+        if self.language_at not in LANGUAGE_PLACES:
+            raise ValueError(f"the tokeniser's language_at must be one of {', '.join(LANGUAGE_PLACES)}")
+        if language not in self.languages:
+            raise ValueError(f"the tokeniser's language {str(language)[:40]!r} is not one of its codes")
+        self.language_id = self._id(language)
+        self.settings["language"] = language
+
+    def with_language(self, language: str) -> JsonTokeniser:
+        """The same tokeniser with its texts in `language` (one of `languages`): what
+        transformers' `src_lang` / `tgt_lang` set. ValueError for a code it lacks."""
+        return self.with_languages(self.languages, self.language_at, language)
+
+    def with_languages(self, languages: Sequence[str], place: str, language: str) -> JsonTokeniser:
+        """The same tokeniser, multilingual: `languages` its codes, each text's code at `place`
+        (LANGUAGE_PLACES), its texts in `language`."""
+        other = copy.copy(self)  # the tokenizers object is shared: nothing here changes it
+        other.settings = {**self.settings, "languages": list(languages), "language_at": place}
+        other.languages = tuple(_texts(list(languages), "language codes"))
+        other.language_at = place
+        other._language(language)
+        return other
 
     def _mark_special(self, specials: list[str]) -> None:
         """transformers makes every named special token an added special token (a new id when
@@ -212,11 +260,56 @@ class JsonTokeniser(_Pieces):
                                                           trim_offsets=trim_offsets,
                                                           add_prefix_space=add_prefix_space)
 
+    def _sentencepiece(self, pipeline: str, spec: dict, eos: str, unk: str) -> None:
+        """The pipeline NllbTokenizer, MBart50Tokenizer, MBartTokenizer and PegasusTokenizer build
+        around the file's pieces (transformers 5 keeps the file's vocabulary, merges and
+        Precompiled map, and replaces the rest with its class's own)."""
+        found = spec.get("normalizer") or {}
+        chain = found.get("normalizers", []) if found.get("type") == "Sequence" else [found]
+        node = next((n for n in chain if isinstance(n, dict) and n.get("type") == "Precompiled"), None)
+        precompiled = [normalizers.Precompiled(_charsmap(node))] if node else []
+        squeeze = normalizers.Replace(Regex(" {2,}"), " ")
+        strip = normalizers.Strip(left=False, right=True)
+        chain = {"nllb": precompiled + [squeeze] if precompiled else [],
+                 "mbart50": [*precompiled, strip, squeeze],
+                 "mbart": [*precompiled, strip, normalizers.Replace(Regex(" {2,}"), SPIECE_UNDERLINE)],
+                 "pegasus": precompiled + [squeeze] if precompiled else
+                 [normalizers.Replace(Regex("\n"), " "), squeeze]}[pipeline]
+        tok = self._tokenizer
+        model = spec["model"]
+        kept = tok.model  # the file's model, kept when it already has the class's settings
+        same_bpe = isinstance(kept, models.BPE) and kept.fuse_unk and not kept.byte_fallback \
+            and kept.dropout is None and kept.unk_token == unk and not kept.ignore_merges \
+            and kept.continuing_subword_prefix is None and kept.end_of_word_suffix is None
+        try:
+            if pipeline == "nllb" and model.get("type") == "BPE" and not same_bpe:
+                merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
+                          for m in model.get("merges", [])]
+                tok.model = models.BPE(vocab=model.get("vocab"), merges=merges, unk_token=unk, fuse_unk=True,
+                                       byte_fallback=False)
+            elif model.get("type") == "Unigram":
+                vocab = [(str(p), float(score)) for p, score in model.get("vocab", [])]
+                unk_id = next((i for i, (p, _) in enumerate(vocab) if p == unk), None) \
+                    if pipeline == "pegasus" else 3
+                tok.model = models.Unigram(vocab, unk_id=unk_id, byte_fallback=False)
+        except Exception as e:  # the Rust constructors raise their own types
+            raise TokeniserFileError(TOKENIZER_JSON, f"has a model transformers' class cannot rebuild "
+                                                     f"({_first_line(e)})") from None
+        tok.normalizer = normalizers.Sequence(chain) if chain else None
+        metaspace = pre_tokenizers.Metaspace(replacement=SPIECE_UNDERLINE, prepend_scheme="always",
+                                             split=True)
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), metaspace]) \
+            if pipeline == "mbart" else metaspace
+        tok.decoder = decoders.Metaspace(replacement=SPIECE_UNDERLINE, prepend_scheme="always", split=True)
+        # The language code, where there is one, is added around this (encode)
+        tok.post_processor = processors.TemplateProcessing(single=["$A", eos], pair=["$A", "$B", eos],
+                                                           special_tokens=[(eos, self._id(eos))])
+
     @staticmethod
     def _style(spec: dict, pipeline: str) -> tuple[str, str | None]:
         """How pieces spell their text: "bytes" (byte-level BPE), "metaspace" (a word-start
         character, returned too) or "plain"."""
-        if pipeline == "t5":
+        if pipeline == "t5" or pipeline in SENTENCEPIECE_LIKE:
             return "metaspace", SPIECE_UNDERLINE
         if pipeline == "roberta":
             return "bytes", None
@@ -238,6 +331,10 @@ class JsonTokeniser(_Pieces):
         vocab = self._tokenizer.get_vocab(with_added_tokens=True)  # 60 ms for 58,000 pieces: once
         return {i: piece for piece, i in vocab.items()}
 
+    def special_tokens(self) -> dict[int, str]:
+        """id -> text of every added special token."""
+        return {i: t.content for i, t in self._tokenizer.get_added_tokens_decoder().items() if t.special}
+
     @cached_property
     def special_ids(self) -> frozenset[int]:
         """What decoding skips: every added special token."""
@@ -250,7 +347,11 @@ class JsonTokeniser(_Pieces):
         """Texts -> ids with the tokeniser's own special tokens: `tokenizer(text)["input_ids"]`
         (and `tokenizer(text_target=text)["input_ids"]`: the same tokeniser for both sides)."""
         encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
-        return [e.ids for e in encode(list(texts), add_special_tokens=True)]
+        rows = [e.ids for e in encode(list(texts), add_special_tokens=True)]
+        code = self.language_id
+        if code is None:
+            return rows
+        return [[code, *ids] if self.language_at == "prefix" else [*ids, code] for ids in rows]
 
     def decode(self, ids: Sequence[int]) -> str:
         """`tokenizer.decode(ids, skip_special_tokens=True)` (ids with no piece are dropped, as

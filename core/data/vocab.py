@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 LEVELS = ("digits", "char", "word")
 RESERVED_TOKENS = ("<pad>", "<sos>", "<eos>", "<unk>")
-MAX_TOKENS = 200_000  # a vocabulary read from a file is refused beyond this
+MAX_TOKENS = 300_000  # a vocabulary read from a file is refused beyond this (NLLB-200 has 256,206)
 MAX_TOKEN_CHARS = 64  # longest word kept in a vocabulary; longer words become UNK
 MAX_INPUT_CHARS = 2000  # longer typed text is refused before it is split (pastes of 10k chars)
 

@@ -88,6 +88,8 @@ def origin_family(task: Task) -> str | None:
 def family_for(model: Seq2Seq, task: Task) -> tuple[str, bool]:
     """(the family to write the model as, whether it was matched by its options)."""
     family = origin_family(task)
+    if family is not None and family not in ORDER:  # opened (mBART, NLLB, Pegasus, UMT5), not written
+        raise ExportError(f"minitx does not write {family} folders yet (it writes {', '.join(ORDER)})")
     if family is not None:
         problems = _differences(model, family)
         if problems:
@@ -186,7 +188,7 @@ def folder_config(cfg: ModelConfig, family: str, model_type: str = "") -> dict[s
         return config
     config = {**common, "encoder_layers": cfg.n_encoder_layers, "decoder_layers": cfg.n_decoder_layers,
               "encoder_attention_heads": cfg.n_heads, "decoder_attention_heads": cfg.n_heads,
-              "encoder_ffn_dim": cfg.d_ff, "decoder_ffn_dim": cfg.d_ff,
+              "encoder_ffn_dim": cfg.d_ff, "decoder_ffn_dim": cfg.decoder_ff_width,
               "max_position_embeddings": cfg.max_len,
               "activation_function": _inverse(ACTIVATIONS)[cfg.activation],
               "scale_embedding": cfg.embed_scale, "dropout": cfg.dropout, "attention_dropout": 0.0,

@@ -21,10 +21,12 @@ Every problem is an ImportFileError, one line naming the file (and its line, key
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from minitx.core.data.subword import MAX_FILE_BYTES, SubwordVocab
 from minitx.core.data.tokenisers import (
+    SENTENCEPIECE_LIKE,
     TOKENIZER_JSON,
     JsonTokeniser,
     MarianTokeniser,
@@ -44,13 +46,28 @@ TARGET_VOCAB = "target_vocab.json"
 NAMED = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # transformers' class for a folder -> the tokeniser minitx computes it with
 CLASSES = {"T5Tokenizer": "t5", "BartTokenizer": "roberta", "RobertaTokenizer": "roberta",
-           "MarianTokenizer": "marian"}
-MODEL_TYPES = {"t5": "t5", "bart": "roberta", "marian": "marian"}
+           "MarianTokenizer": "marian", "NllbTokenizer": "nllb", "MBart50Tokenizer": "mbart50",
+           "MBartTokenizer": "mbart", "PegasusTokenizer": "pegasus", "M2M100Tokenizer": "m2m100"}
+MODEL_TYPES = {"t5": "t5", "mt5": "t5", "umt5": "t5", "bart": "roberta", "marian": "marian", "mbart": "mbart",
+               "pegasus": "pegasus", "m2m_100": "m2m100"}
+# The multilingual tokenisers: a language code's spelling (its added tokens that match are the
+# codes), the class's default source language, and where the code goes.
+LANGUAGE_CODES = {"nllb": re.compile(r"[a-z]{3}_[A-Z][a-z]{3}"), "mbart50": re.compile(r"[a-z]{2}_[A-Z]{2}"),
+                  "mbart": re.compile(r"[a-z]{2}_[A-Z]{2}")}
+DEFAULT_LANGUAGE = {"nllb": "eng_Latn", "mbart50": "en_XX", "mbart": "en_XX"}
+_SENTENCEPIECE = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
 DEFAULTS = {  # each class's special tokens when the folder names none
     "t5": {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"},
     "roberta": {"bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>",
                 "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"},
     "marian": {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"},
+    "nllb": {"bos_token": "<s>", "sep_token": "</s>", "cls_token": "<s>", "mask_token": "<mask>",
+             **_SENTENCEPIECE},
+    "mbart50": {"sep_token": "</s>", "cls_token": "<s>", "mask_token": "<mask>", **_SENTENCEPIECE},
+    "mbart": {"bos_token": "<s>", "sep_token": "</s>", "cls_token": "<s>", "mask_token": "<mask>",
+              **_SENTENCEPIECE},
+    "pegasus": {"mask_token": "<mask_2>", **_SENTENCEPIECE},
+    "m2m100": {},
     "file": {},
 }
 STRIP_FLAGS = ("lstrip", "rstrip", "single_word")  # an added token's, in the tokeniser's settings
@@ -64,6 +81,9 @@ def read_tokenisers(folder, config: dict, start_id: int | None = None) -> tuple[
     tokenizer_config = _object(folder, TOKENIZER_CONFIG, required=False)
     family = _family(tokenizer_config, config)
     named, extra = _specials(folder, tokenizer_config, family)
+    if family == "m2m100":
+        raise ImportFileError(f"{folder}: M2M100Tokenizer's files (sentencepiece.bpe.model and vocab.json) "
+                              "are not read yet; minitx reads NLLB-200's tokenizer.json (NllbTokenizer)")
     if family == "marian":
         source, target = _marian(folder, tokenizer_config, named, extra)
         files = {"source": MARIAN_FILES, "target": MARIAN_FILES}
@@ -80,7 +100,11 @@ def read_tokenisers(folder, config: dict, start_id: int | None = None) -> tuple[
             settings.update(cls=_needed(folder, named, "cls_token"), sep=_needed(folder, named, "sep_token"),
                             add_prefix_space=_bool(folder, tokenizer_config, "add_prefix_space", False),
                             trim_offsets=_bool(folder, tokenizer_config, "trim_offsets", True))
+        elif family in SENTENCEPIECE_LIKE:
+            settings.update(eos=_needed(folder, named, "eos_token"), unk=_needed(folder, named, "unk_token"))
         source = target = _built(folder, JsonTokeniser, {TOKENIZER_JSON: _read(path)}, settings)
+        if family in LANGUAGE_CODES:
+            source, target = _languages(folder, tokenizer_config, family, source)
         files = {"source": (TOKENIZER_JSON,), "target": (TOKENIZER_JSON,)}
     start = start_id if start_id is not None else config.get("decoder_start_token_id")
     if not _is_id(start):
@@ -225,6 +249,35 @@ def _role(folder: Path, config: dict, named: dict[str, str], tokeniser, role: st
         raise ImportFileError(f"{folder / MODEL_CONFIG}: {role}_token_id is {theirs}, but the tokeniser's "
                               f"{role} token {token!r} is id {mine}")
     return mine if mine is not None else theirs
+
+
+# -- languages -------------------------------------------------------------------------------
+
+
+def _languages(folder: Path, tokenizer_config: dict, family: str, tokeniser) -> tuple:
+    """(source, target) tokenisers of a multilingual folder: its codes (the special tokens
+    spelled as the family spells them), the source in tokenizer_config.json's src_lang (else the
+    class's default) and the target in its tgt_lang (else the source's), as transformers sets
+    them; the code before the text (NLLB, mBART-50) or after its </s> (mBART, NLLB with
+    legacy_behaviour)."""
+    pattern = LANGUAGE_CODES[family]
+    codes = sorted(t for t in tokeniser.special_tokens().values() if pattern.fullmatch(t))
+    if not codes:
+        raise ImportFileError(f"{folder / TOKENIZER_JSON} has no language codes, which its tokeniser "
+                              f"({family}) puts around every text")
+    legacy = _bool(folder, tokenizer_config, "legacy_behaviour", False)
+    suffix = family == "mbart" or (family == "nllb" and legacy)
+    chosen = {}
+    for key, default in (("src_lang", DEFAULT_LANGUAGE[family]), ("tgt_lang", None)):
+        value = tokenizer_config.get(key)
+        if value is None:
+            value = default if default is not None else chosen["src_lang"]
+        if value not in codes:
+            raise ImportFileError(f"{folder / TOKENIZER_CONFIG}: {key} {str(value)[:40]!r} is not one of the "
+                                  f"tokeniser's {len(codes)} language codes")
+        chosen[key] = value
+    source = tokeniser.with_languages(codes, "suffix" if suffix else "prefix", chosen["src_lang"])
+    return source, source.with_language(chosen["tgt_lang"])
 
 
 # -- Marian ----------------------------------------------------------------------------------

@@ -3,17 +3,24 @@ ModelConfig and the weights under minitx's names, checked against each other bef
 built (docs/huggingface.md).
 
 Families (config.json's model_type): marian (opus-mt), t5 / mt5 (T5 v1.0 and v1.1, Flan-T5, mT5),
-bart. What each computes, as minitx options (core/config.py):
+umt5, bart, mbart (mBART, mBART-50), m2m_100 (M2M100, NLLB-200), pegasus. What each computes, as
+minitx options (core/config.py):
 
 - marian: post-norm LayerNorm; a sinusoidal table with sines and cosines in halves; token
   vectors times sqrt(d) if scale_embedding; biases; output tied, plus final_logits_bias;
 - t5: pre-norm, T5's RMSNorm, final norms; a relative position bias per stack; plain token
   vectors; no biases, scores not divided by sqrt(d_k); output tied and times d^-0.5 (v1.0) or
-  its own lm_head (v1.1, Flan-T5);
+  its own lm_head (v1.1, Flan-T5); umt5 the same with a relative position bias in every
+  self-attention layer, each its own;
 - bart: post-norm LayerNorm; learned positions (offset 2); token vectors as scale_embedding,
-  then layernorm_embedding; biases; output tied, plus final_logits_bias.
-mBART's network would be BART's made pre-norm, but its tokeniser's language codes are not read
-(docs/huggingface.md): it is refused rather than half opened.
+  then layernorm_embedding; biases; output tied, plus final_logits_bias;
+- mbart: BART made pre-norm, with a LayerNorm after each stack;
+- pegasus: Marian's embeddings and sinusoids (saved in its files, a table per side, read as
+  learned tables are; computed when absent), pre-norm, a LayerNorm after each stack;
+- m2m_100: pre-norm, a LayerNorm after each stack, scaled token vectors, fairseq's sinusoids
+  (sines then cosines, frequencies 10000^(-i / (d/2 - 1))) looked up from row pad + 1; no
+  final_logits_bias.
+The encoder's and the decoder's feed-forward widths may differ (encoder_ffn_dim, decoder_ffn_dim).
 
 BART's position tables have two rows more than positions (its code looks position p up at row
 p + 2, a remnant of fairseq); minitx keeps the rows positions use, rows 2 onwards. Marian's table
@@ -39,7 +46,7 @@ from typing import Any
 
 import torch
 
-from minitx.core.config import ModelConfig
+from minitx.core.config import GATED_ACTIVATIONS, ModelConfig
 from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.hf_cache import unfinished_download
 from minitx.core.importing.json_files import read_json_object
@@ -48,7 +55,10 @@ from minitx.core.model.transformer import Seq2Seq
 from minitx.core.tensor_checks import all_finite
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; a tokenizer.json is read elsewhere
-FAMILIES = {"marian": "marian", "t5": "t5", "mt5": "t5", "bart": "bart"}
+FAMILIES = {"marian": "marian", "t5": "t5", "mt5": "t5", "umt5": "umt5", "bart": "bart", "mbart": "mbart",
+            "m2m_100": "m2m_100", "pegasus": "pegasus"}
+T5_LIKE = ("t5", "umt5")
+PRE_NORM = ("mbart", "m2m_100", "pegasus")  # BART-like layers made pre-norm, a LayerNorm after each stack
 OTHER_KINDS = {  # model types people will try, and what they are
     **dict.fromkeys(("bert", "roberta", "distilbert", "xlm-roberta", "deberta-v2", "electra"),
                     "an encoder-only model"),
@@ -56,18 +66,18 @@ OTHER_KINDS = {  # model types people will try, and what they are
                     "a decoder-only model"),
     "whisper": "a speech model (its encoder reads audio, not tokens)",
     "speech_to_text": "a speech model (its encoder reads audio, not tokens)",
-    "vision-encoder-decoder": "an image-to-text model", "pegasus": "not supported yet (pegasus)",
-    "mbart": "not supported yet (its tokeniser's language codes)",
+    "vision-encoder-decoder": "an image-to-text model",
     "led": "not supported yet (Longformer's attention)", "longt5": "not supported yet (LongT5's attention)",
-    "umt5": "not supported yet (UMT5's per-layer relative positions)", "m2m_100": "not supported yet",
-    "nllb-moe": "not supported yet", "fsmt": "not supported yet", "prophetnet": "not supported yet",
+    "nllb-moe": "not supported yet (mixture-of-experts layers)", "pegasus_x": "not supported yet",
+    "fsmt": "not supported yet", "prophetnet": "not supported yet",
     "blenderbot": "not supported yet", "encoder-decoder": "a pairing of two models that minitx cannot read",
 }
-SUPPORTED = "marian (opus-mt), t5 and mt5 (T5, Flan-T5, mT5) and bart"
+SUPPORTED = ("marian (opus-mt), t5, mt5 and umt5 (T5, Flan-T5, mT5, UMT5), bart, mbart (mBART, mBART-50), "
+             "m2m_100 (M2M100, NLLB-200) and pegasus")
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu", "gelu_new": "gelu-tanh",
                "gelu_pytorch_tanh": "gelu-tanh", "gelu_fast": "gelu-tanh"}
-T5_FEED_FORWARD = {"relu": "relu", "gated-gelu": "geglu", "gated-gelu_new": "geglu", "gated-silu": "swiglu",
-                   "gated-swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu-tanh"}
+T5_FEED_FORWARD = {"relu": "relu", "gated-relu": "reglu", "gated-gelu": "geglu", "gated-gelu_new": "geglu",
+                   "gated-silu": "swiglu", "gated-swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu-tanh"}
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 BART_POSITION_OFFSET = 2
@@ -146,8 +156,8 @@ class _Config:
                                   "share these")
         return values[0]
 
-    def activation(self, key: str, table: dict[str, str]) -> str:
-        value = self.data.get(key, "relu")
+    def activation(self, key: str, table: dict[str, str], default: str = "relu") -> str:
+        value = self.data.get(key, default)
         if value not in table:
             raise ImportFileError(f"{self.path}: {key} {json.dumps(value)[:40]} is an activation minitx does "
                                   f"not compute (it computes {', '.join(sorted(table))})")
@@ -162,7 +172,7 @@ def model_config(folder: Path, config: dict[str, Any], family: str) -> ModelConf
     eos = c.first_int("eos_token_id")
     start = c.int("decoder_start_token_id", config.get("bos_token_id"), minimum=0)
     common = {"dropout": 0.0, "pad_id": pad, "eos_id": eos, "sos_id": start}
-    if family == "t5":
+    if family in T5_LIKE:
         vocab = c.int("vocab_size")
         heads, d_kv, d = c.int("num_heads"), c.int("d_kv"), c.int("d_model")
         # transformers 5 reads scale_decoder_outputs; older configs say it by tie_word_embeddings
@@ -173,8 +183,9 @@ def model_config(folder: Path, config: dict[str, Any], family: str) -> ModelConf
                              n_decoder_layers=c.int("num_decoder_layers", c.data.get("num_layers")),
                              max_len=max(512, c.int("n_positions", 512)), norm="pre", norm_kind="rms",
                              norm_eps=c.float("layer_norm_epsilon", 1e-6), final_norms=True,
-                             activation=c.activation("feed_forward_proj", T5_FEED_FORWARD),
-                             position_encoding="relative",
+                             activation=c.activation("feed_forward_proj", T5_FEED_FORWARD,
+                                                     "gated-gelu" if family == "umt5" else "relu"),
+                             position_encoding="relative", relative_per_layer=family == "umt5",
                              relative_buckets=c.int("relative_attention_num_buckets", 32, minimum=4),
                              relative_max_distance=c.int("relative_attention_max_distance", 128),
                              bias=False, scale_scores=False, embed_scale=False, scale_output=scale,
@@ -182,9 +193,10 @@ def model_config(folder: Path, config: dict[str, Any], family: str) -> ModelConf
     d = c.int("d_model")
     shared = c.bool("share_encoder_decoder_embeddings", True) if family == "marian" else True
     vocab = c.int("decoder_vocab_size", c.data.get("vocab_size")) if not shared else c.int("vocab_size")
+    d_ff, decoder_d_ff = c.int("encoder_ffn_dim"), c.int("decoder_ffn_dim")
     fields = dict(vocab_size=vocab, d_model=d,
                   n_heads=c.same("encoder_attention_heads", "decoder_attention_heads"),
-                  d_ff=c.same("encoder_ffn_dim", "decoder_ffn_dim"),
+                  d_ff=d_ff, decoder_d_ff=decoder_d_ff if decoder_d_ff != d_ff else 0,
                   n_encoder_layers=c.int("encoder_layers"), n_decoder_layers=c.int("decoder_layers"),
                   max_len=c.int("max_position_embeddings", minimum=3), norm_kind="layer", norm_eps=1e-5,
                   activation=c.activation("activation_function", ACTIVATIONS),
@@ -192,9 +204,12 @@ def model_config(folder: Path, config: dict[str, Any], family: str) -> ModelConf
     if not shared:
         fields["src_vocab_size"] = c.int("vocab_size")
         fields["src_pad_id"] = pad
-    if family == "marian":
-        return _model_config(c, norm="post", position_encoding="sinusoidal", **fields)
-    return _model_config(c, norm="post", position_encoding="learned", embedding_norm=True, **fields)
+    norm = "pre" if family in PRE_NORM else "post"
+    if family in ("marian", "m2m_100"):
+        return _model_config(c, norm=norm, position_encoding="sinusoidal", **fields)
+    # Pegasus' sinusoids are a table per side in its files, as learned positions are
+    return _model_config(c, norm=norm, position_encoding="learned", embedding_norm=family != "pegasus",
+                         **fields)
 
 
 def _model_config(c: _Config, **fields: Any) -> ModelConfig:
@@ -211,8 +226,8 @@ def _model_config(c: _Config, **fields: Any) -> ModelConfig:
 def _layer_names(family: str, cfg: ModelConfig) -> dict[str, str]:
     """minitx name -> the folder's name (without a "model." prefix) for every layer tensor."""
     names: dict[str, str] = {}
-    gated = cfg.activation in ("swiglu", "geglu")
-    if family == "t5":
+    gated = cfg.activation in GATED_ACTIVATIONS
+    if family in T5_LIKE:
         ff = {"w1.weight": "DenseReluDense.wi_0.weight", "w3.weight": "DenseReluDense.wi_1.weight",
               "w2.weight": "DenseReluDense.wo.weight"} if gated else \
             {"0.weight": "DenseReluDense.wi.weight", "3.weight": "DenseReluDense.wo.weight"}
@@ -236,6 +251,12 @@ def _layer_names(family: str, cfg: ModelConfig) -> dict[str, str]:
         names = {k.replace("o_proj", "out_proj"): v for k, v in names.items()}
         names["encoder_norm.weight"] = "encoder.final_layer_norm.weight"
         names["decoder_norm.weight"] = "decoder.final_layer_norm.weight"
+        if cfg.relative_per_layer:  # UMT5: every layer's self-attention has its own
+            for stack, count in (("encoder", cfg.n_encoder_layers), ("decoder", cfg.n_decoder_layers)):
+                names.update({f"{stack}.{i}.position_bias.weight":
+                              f"{stack}.block.{i}.layer.0.SelfAttention.relative_attention_bias.weight"
+                              for i in range(count)})
+            return names
         for side, stack in (("src", "encoder"), ("tgt", "decoder")):
             first = f"{stack}.block.0.layer.0.SelfAttention"
             names[f"{side}_position_bias.weight"] = f"{first}.relative_attention_bias.weight"
@@ -257,10 +278,14 @@ def _layer_names(family: str, cfg: ModelConfig) -> dict[str, str]:
                 names[f"{mine}.ff.0.{p}"] = f"{at}.fc1.{p}"
                 names[f"{mine}.ff.3.{p}"] = f"{at}.fc2.{p}"
                 names[f"{mine}.ff_res.norm.{p}"] = f"{at}.final_layer_norm.{p}"
-    if family == "bart":
+    if cfg.embedding_norm:  # BART, mBART
         for p in ("weight", "bias"):
             names[f"src_embed_norm.{p}"] = f"encoder.layernorm_embedding.{p}"
             names[f"tgt_embed_norm.{p}"] = f"decoder.layernorm_embedding.{p}"
+    if cfg.norm == "pre":  # mBART, M2M100, Pegasus: a LayerNorm after each stack
+        for p in ("weight", "bias"):
+            names[f"encoder_norm.{p}"] = f"encoder.layer_norm.{p}"
+            names[f"decoder_norm.{p}"] = f"decoder.layer_norm.{p}"
     return names
 
 
@@ -320,7 +345,7 @@ def read_weights(folder: Path, family: str, cfg: ModelConfig,
     if not tie_output:
         tensors["output.weight"] = out
     cfg = cfg.replace(tie_embeddings=tie_embeddings, tie_output=tie_output)
-    if cfg.bias:  # Marian and BART: the output's bias is final_logits_bias, (1, V), zeros if absent
+    if cfg.bias:  # the output's bias is final_logits_bias, (1, V); zeros if absent (M2M100 has none)
         bias = state.get("final_logits_bias")
         used.add("final_logits_bias")
         tensors["output.bias"] = bias.reshape(-1) if bias is not None else torch.zeros(cfg.vocab_size)
@@ -337,14 +362,31 @@ def read_weights(folder: Path, family: str, cfg: ModelConfig,
 
 def _positions(state: dict[str, torch.Tensor], family: str, cfg: ModelConfig, used: set[str],
                key: Callable[[str], str], shown: Path) -> dict[str, torch.Tensor]:
-    if family == "t5":
+    if family in T5_LIKE:
         return {}
+    if family == "pegasus":  # its sinusoids are parameters, saved per side: the file's are the weights
+        tables = {}
+        for side, stack in (("src", "encoder"), ("tgt", "decoder")):
+            name = f"{stack}.embed_positions.weight"
+            used.add(name)
+            table = state.get(name)
+            if table is None:
+                table = marian_positions(cfg.max_len, cfg.d_model)
+            elif tuple(table.shape) != (cfg.max_len, cfg.d_model):
+                raise ImportFileError(f"{shown}: {key(name)!r} has shape {tuple(table.shape)}, but "
+                                      f"config.json's max_position_embeddings and d_model make it "
+                                      f"({cfg.max_len}, {cfg.d_model})")
+            tables[f"{side}_positions.weight"] = table
+        return tables
     if family == "marian":
         table = state.get("encoder.embed_positions.weight")
         used.update(f"{stack}.embed_positions.weight" for stack in ("encoder", "decoder"))
         if table is None or tuple(table.shape) != (cfg.max_len, cfg.d_model):
             table = marian_positions(cfg.max_len, cfg.d_model)
         return {"positional": table}
+    if family == "m2m_100":  # computed, never stored (a buffer transformers does not save)
+        used.update(f"{stack}.embed_positions.weights" for stack in ("encoder", "decoder"))
+        return {"positional": fairseq_positions(cfg.max_len, cfg.d_model, cfg.pad_id)}
     found = {}
     for side, stack in (("src", "encoder"), ("tgt", "decoder")):
         name = f"{stack}.embed_positions.weight"
@@ -361,8 +403,8 @@ def _positions(state: dict[str, torch.Tensor], family: str, cfg: ModelConfig, us
 
 
 def marian_positions(positions: int, d: int) -> torch.Tensor:
-    """(positions, d): Marian's sinusoids, sines in the first half and cosines in the second (not
-    interleaved as minitx's own are), computed in float64 as transformers computes them."""
+    """(positions, d): Marian's (and Pegasus') sinusoids, sines in the first half and cosines in the
+    second (not interleaved as minitx's own are), computed in float64 as transformers computes them."""
     j = torch.arange(d, dtype=torch.float64)
     angles = torch.arange(positions, dtype=torch.float64)[:, None] / torch.pow(10000.0, 2 * (j // 2) / d)
     half = d // 2 + d % 2
@@ -370,6 +412,21 @@ def marian_positions(positions: int, d: int) -> torch.Tensor:
     table[:, :half] = torch.sin(angles[:, 0::2])
     table[:, half:] = torch.cos(angles[:, 1::2])
     return table.to(torch.float32)
+
+
+def fairseq_positions(positions: int, d: int, pad: int) -> torch.Tensor:
+    """(positions, d): M2M100's sinusoids (fairseq's), as transformers computes them in float32:
+    sines in the first d/2 columns, cosines in the next, frequencies exp(-i log(10000) / (d/2 - 1)),
+    a zero column last for an odd d. Position p of a sequence without padding reads row
+    pad + 1 + p of that table (transformers numbers positions from pad + 1), so these are those rows."""
+    half = d // 2
+    rows = pad + 1 + positions
+    frequencies = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1)))
+    angles = torch.arange(rows, dtype=torch.int64).float().unsqueeze(1) * frequencies.unsqueeze(0)
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).view(rows, -1)  # (rows, 2 half)
+    if d % 2 == 1:
+        table = torch.cat([table, torch.zeros(rows, 1)], dim=1)
+    return table[pad + 1 :].contiguous()
 
 
 def _check(tensors: dict[str, torch.Tensor], cfg: ModelConfig, shown: Path, theirs: dict[str, str]) -> None:

@@ -103,8 +103,8 @@ def norm_layer(cfg: ModelConfig) -> nn.Module:
 def activation_function(name: str):
     """The elementwise function of a plain MLP or of a gated block's gate, by ModelConfig name:
     relu; gelu exact (erf); gelu-tanh and geglu's gate GELU's tanh approximation, which is T5's
-    gelu_new formula; silu (Marian's "swish") and swiglu's gate x * sigmoid(x)."""
-    if name == "relu":
+    gelu_new formula; silu (Marian's "swish") and swiglu's gate x * sigmoid(x); reglu's gate relu."""
+    if name in ("relu", "reglu"):
         return F.relu
     if name == "gelu":
         return F.gelu
@@ -122,12 +122,13 @@ class FeedForward(nn.Sequential):
     (checkpoints depend on them); dropout is skipped outside training because at batch 1 every
     module call is a noticeable share of encoding or an uncached decoding step."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, width: int = 0) -> None:
+        width = width or cfg.d_ff
         super().__init__(
-            nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias),
+            nn.Linear(cfg.d_model, width, bias=cfg.bias),
             _Activation(cfg.activation),
             nn.Dropout(cfg.dropout),
-            nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias),
+            nn.Linear(width, cfg.d_model, bias=cfg.bias),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
@@ -160,12 +161,13 @@ class GatedFeedForward(nn.Module):
     """W2(act(W1 x) * W3 x): W1 and W3 d -> f, W2 f -> d (3fd + 2f + d parameters with biases, half
     as many again as the two-linear block of the same d_ff). SwiGLU, and T5 v1.1's gated GELU."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, width: int = 0) -> None:
         super().__init__()
+        width = width or cfg.d_ff
         self.activation = cfg.activation
-        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)  # the gate
-        self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)  # what the gate lets through
-        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.w1 = nn.Linear(cfg.d_model, width, bias=cfg.bias)  # the gate
+        self.w3 = nn.Linear(cfg.d_model, width, bias=cfg.bias)  # what the gate lets through
+        self.w2 = nn.Linear(width, cfg.d_model, bias=cfg.bias)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
@@ -173,8 +175,10 @@ class GatedFeedForward(nn.Module):
         return self.w2(self.drop(hidden) if self.training else hidden)
 
 
-def feed_forward(cfg: ModelConfig) -> nn.Module:
-    return GatedFeedForward(cfg) if cfg.activation in GATED_ACTIVATIONS else FeedForward(cfg)
+def feed_forward(cfg: ModelConfig, width: int = 0) -> nn.Module:
+    """The config's block, `width` wide inside (0: d_ff; the decoder's may differ)."""
+    block = GatedFeedForward if cfg.activation in GATED_ACTIVATIONS else FeedForward
+    return block(cfg, width)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,12 +186,13 @@ def feed_forward(cfg: ModelConfig) -> nn.Module:
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
-    """(max_len, d): PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same)."""
+    """(max_len, d): PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same) (an odd d
+    ends in a sine)."""
     position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (L, 1)
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
     table = torch.zeros(max_len, d_model)
     table[:, 0::2] = torch.sin(position * inv_freq)
-    table[:, 1::2] = torch.cos(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq[: d_model // 2])
     return table
 
 
@@ -234,7 +239,7 @@ def relative_buckets(relative: torch.Tensor, bidirectional: bool, buckets: int, 
 class RelativePositionBias(nn.Module):
     """One learned scalar per head and bucket (buckets x h parameters), added to every
     self-attention score of its stack: computed once and shared by all the stack's layers, as
-    T5 does in its first layer."""
+    T5 does in its first layer (UMT5: one per layer, each layer's own)."""
 
     def __init__(self, cfg: ModelConfig, bidirectional: bool) -> None:
         super().__init__()
@@ -295,7 +300,10 @@ def components(cfg: ModelConfig) -> dict[str, str]:
     ff = {"relu": "ReLU MLP: W2 relu(W1 x)", "gelu": "GELU MLP: W2 gelu(W1 x)",
           "silu": "SiLU MLP: W2 silu(W1 x)", "gelu-tanh": "GELU (tanh approximation) MLP: W2 gelu(W1 x)",
           "swiglu": "SwiGLU: W2(silu(W1 x) * W3 x)",
-          "geglu": "GEGLU: W2(gelu(W1 x) * W3 x), GELU's tanh approximation"}[cfg.activation]
+          "geglu": "GEGLU: W2(gelu(W1 x) * W3 x), GELU's tanh approximation",
+          "reglu": "ReGLU: W2(relu(W1 x) * W3 x)"}[cfg.activation]
+    if cfg.decoder_d_ff:
+        ff += f"; {cfg.d_ff} wide in the encoder, {cfg.decoder_d_ff} in the decoder"
     if not cfg.bias:
         ff += ", no biases"
     positions = {"sinusoidal": "sinusoidal table added to the embeddings (no parameters)",
@@ -303,7 +311,8 @@ def components(cfg: ModelConfig) -> dict[str, str]:
                  "rope": "rotary, on self-attention queries and keys (no parameters)",
                  "none": "none: attention sees a set, not a sequence",
                  "relative": f"relative position bias on self-attention scores, {cfg.relative_buckets} "
-                             f"buckets up to distance {cfg.relative_max_distance}, one per stack"
+                             f"buckets up to distance {cfg.relative_max_distance}, "
+                             f"{'one per layer' if cfg.relative_per_layer else 'one per stack'}"
                  }[cfg.position_encoding]
     if cfg.kv_heads == cfg.n_heads:
         attention = f"multi-head: {cfg.n_heads} heads, each its own K and V"

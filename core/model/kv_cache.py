@@ -8,7 +8,8 @@ step is flat functional code on the decoder's weights (Q, K and V stacked once p
 tests/core/test_incremental.py holds this file to them for every configuration (post/pre-norm,
 LayerNorm/RMSNorm/the std norm, final norms after a post-norm stack, relu/gelu/SwiGLU, every
 position encoding, grouped-query attention, unscaled attention, padded sources, separate source
-vocabularies, a log-softmax output, swapped cross).
+vocabularies, a log-softmax output, swapped cross, a relative bias per layer, a decoder
+feed-forward of its own width).
 
 The variants act here as they do in the modules, through the same functions
 (core/model/components.py): RoPE turns the new query and key by the position being fed (the cached
@@ -32,6 +33,7 @@ from torch import nn
 from minitx.core.model.attention import additive_mask, attention, shared_heads
 from minitx.core.model.components import (
     GatedFeedForward,
+    RelativePositionBias,
     RMSNorm,
     StdNorm,
     activation_function,
@@ -109,6 +111,7 @@ class _LayerState:
     self_hook: HeadHook | None
     cross_hook: HeadHook | None
     stream_hook: StreamEdit | None
+    own_bias: RelativePositionBias | None  # the layer's own relative positions (UMT5), else None
     self_keys_values: torch.Tensor | None = None  # (2, B, g, t, k): K and V, one concat per step
     cross_keys_values: torch.Tensor | None = None  # (2, B, g, S, k) of the memory (or growing, as self)
 
@@ -135,6 +138,7 @@ class _LayerState:
             self_hook=head_hook(sa),
             cross_hook=head_hook(ca),
             stream_hook=stream_hook(layer),
+            own_bias=layer.position_bias,
         )
 
 
@@ -203,8 +207,10 @@ class IncrementalDecoder:
         rotary = self._rotary_at(self.position, y.device) if self._rope else None
         # T5: this position's query over every key so far, (1, h, 1, position + 1), for all layers
         bias = self.model.position_bias("tgt", 1, self.position + 1, self.position) if self._relative \
-            else None
+            else None  # (None where each layer has its own: UMT5)
         for state in self._layers:
+            if state.own_bias is not None:  # (1, h, 1, position + 1), this layer's own table
+                bias = state.own_bias(1, self.position + 1, self.position)
             y = self._layer_step(state, y, maps, rotary, bias)
             if state.stream_hook is not None:
                 y = state.stream_hook(y[:, None], self.position)[:, 0]  # (B, d) as (B, 1, d)

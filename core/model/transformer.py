@@ -159,6 +159,14 @@ class Residual(nn.Module):
         return x if self.pre else self.norm(x)
 
 
+def own_position_bias(cfg: ModelConfig, bidirectional: bool) -> RelativePositionBias | None:
+    """A layer's own relative position bias (UMT5's layers each have one); None where the stack
+    shares one (T5) or has none."""
+    if cfg.position_encoding == "relative" and cfg.relative_per_layer:
+        return RelativePositionBias(cfg, bidirectional)
+    return None
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -166,9 +174,12 @@ class EncoderLayer(nn.Module):
         self.ff = feed_forward(cfg)
         self.attn_res = Residual(cfg)
         self.ff_res = Residual(cfg)
+        self.position_bias = own_position_bias(cfg, bidirectional=True)
 
     def forward(self, x, mask, need_weights=False, rotary: Rotary | None = None,
                 position_bias: torch.Tensor | None = None):
+        if self.position_bias is not None:  # (1, h, S, S): this layer's own
+            position_bias = self.position_bias(x.shape[1], x.shape[1])
         h = self.attn_res.input(x)
         a, weights = self.self_attn(h, self.self_attn.keys_values(h, rotary), mask, need_weights,
                                     rotary=rotary, bias=position_bias)
@@ -185,10 +196,11 @@ class DecoderLayer(nn.Module):
         self.cross_reads_decoder = cfg.bug == "swap-cross"
         self.self_attn = MultiHeadAttention(cfg)
         self.cross_attn = MultiHeadAttention(cfg)
-        self.ff = feed_forward(cfg)
+        self.ff = feed_forward(cfg, cfg.decoder_ff_width)
         self.self_res = Residual(cfg)
         self.cross_res = Residual(cfg)
         self.ff_res = Residual(cfg)
+        self.position_bias = own_position_bias(cfg, bidirectional=False)
 
     def cross_inputs(self, h, memory, src_mask, tgt_mask, causal):
         """What cross-attention attends over: (keys/values, mask, causal)."""
@@ -203,6 +215,8 @@ class DecoderLayer(nn.Module):
         self-attention only (source and target positions share no coordinate, so cross-attention
         is never rotated), as is position_bias (1, h, T, T), T5's relative positions. (Decoding
         one position at a time against cached keys/values is core/model/kv_cache.py.)"""
+        if self.position_bias is not None:  # (1, h, T, T): this layer's own
+            position_bias = self.position_bias(y.shape[1], y.shape[1])
         h = self.self_res.input(y)
         a, self_w = self.self_attn(h, self.self_attn.keys_values(h, rotary), tgt_mask, need_weights,
                                    causal, rotary, position_bias)
@@ -259,7 +273,7 @@ class Seq2Seq(nn.Module):
         elif cfg.position_encoding == "learned":  # one table per side: their positions differ
             self.src_positions = token_table(cfg.max_len, d, None)
             self.tgt_positions = token_table(cfg.max_len, d, None)
-        elif cfg.position_encoding == "relative":  # one bias table per stack, shared by its layers
+        elif cfg.position_encoding == "relative" and not cfg.relative_per_layer:  # one per stack
             self.src_position_bias = RelativePositionBias(cfg, bidirectional=True)
             self.tgt_position_bias = RelativePositionBias(cfg, bidirectional=False)
         if cfg.embedding_norm:
@@ -356,8 +370,8 @@ class Seq2Seq(nn.Module):
     def position_bias(self, side: str, queries: int, keys: int, offset: int = 0) -> torch.Tensor | None:
         """(1, h, queries, keys) added to the `side` stack's self-attention scores (T5's relative
         positions; query positions from offset), or None for every other position encoding."""
-        if self.cfg.position_encoding != "relative":
-            return None
+        if self.cfg.position_encoding != "relative" or self.cfg.relative_per_layer:
+            return None  # (a layer with its own table computes its own)
         table = self.src_position_bias if side == "src" else self.tgt_position_bias
         return table(queries, keys, offset)
 

@@ -49,7 +49,8 @@ def test_configs_round_trip_through_a_plain_dict(cls):
 @pytest.mark.parametrize(
     "changes, field",
     [
-        ({"d_model": 63, "n_heads": 1}, "d_model"),  # odd width
+        ({"d_model": 63, "n_heads": 2}, "d_model"),  # an odd width not divisible by heads
+        ({"decoder_d_ff": -1}, "decoder_d_ff"),
         ({"d_model": 64, "n_heads": 5}, "d_model"),  # not divisible by heads
         ({"d_ff": 0}, "d_ff"),
         ({"n_encoder_layers": -1}, "n_encoder_layers"),

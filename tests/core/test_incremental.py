@@ -48,6 +48,13 @@ CONFIGS = {
         "tie_embeddings": True, "tie_output": True},
     "Marian: silu, scaled embeddings": {"activation": "silu"},
     "gelu tanh": {"activation": "gelu-tanh"},
+    "UMT5: a relative bias per layer, T5's gated-relu": {
+        "norm": "pre", "norm_kind": "rms", "activation": "reglu", "position_encoding": "relative",
+        "relative_per_layer": True, "bias": False, "scale_scores": False, "embed_scale": False,
+        "relative_buckets": 8, "relative_max_distance": 16},
+    "mBART-like: pre-norm, embedding norm, a decoder feed-forward of its own width, odd d_model": {
+        "norm": "pre", "position_encoding": "learned", "embedding_norm": True, "activation": "gelu",
+        "decoder_d_ff": 40, "d_model": 63, "n_heads": 3},
 }
 
 

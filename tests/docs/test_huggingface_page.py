@@ -38,6 +38,7 @@ def page_script(family: str) -> str:
             lines.append(line)
     script = "\n".join(lines)
     script = script.replace(".venv/bin/python tools/", f"{sys.executable} {ROOT / 'tools'}/")
+    script = re.sub(r"(?m)^\.venv/bin/python ", f"{sys.executable} ", script)  # the page's python -c
     return script.replace("MODEL=tiny/marian", f"MODEL=tiny/{family}")
 
 

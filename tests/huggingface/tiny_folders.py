@@ -10,6 +10,15 @@ FAMILIES names what each folder is like:
 - t5: T5 v1.0 (ReLU, tied output rescaled by d_model^-0.5, relative position bias);
 - flan-t5: T5 v1.1 / Flan-T5 (gated GELU, its own lm_head, heads narrower than d_model / h);
 - bart: BART (learned positions with their offset of 2, layernorm_embedding, GELU, forced BOS).
+
+NEW_FAMILIES, the families next door (tests/huggingface/test_families.py):
+- mbart50: mBART (pre-norm BART, scaled embeddings, final norms) with mBART-50's tokeniser;
+- nllb: M2M100's network (fairseq sinusoids, pre-norm, ReLU) with NLLB-200's tokeniser;
+- pegasus: Pegasus (sinusoid tables saved per side, pre-norm) with PegasusTokenizer;
+- umt5: UMT5 (T5 v1.1 with a relative position bias in every layer), T5's tokeniser;
+- t5-gated-relu: T5 with feed_forward_proj "gated-relu";
+- bart-unequal: BART whose decoder's feed-forward is narrower than the encoder's;
+- marian-odd: Marian with an odd d_model (33, three heads of 11).
 """
 
 from __future__ import annotations
@@ -23,10 +32,14 @@ import torch
 from tests.huggingface.tiny_tokenisers import DEFAULT_SIZES, SPECIAL_IDS, save_tokeniser
 
 FAMILIES = ("marian", "t5", "flan-t5", "bart")
+NEW_FAMILIES = ("mbart50", "nllb", "pegasus", "umt5", "t5-gated-relu", "bart-unequal", "marian-odd")
+ALL_FAMILIES = FAMILIES + NEW_FAMILIES
+TOKENISERS = {"flan-t5": "t5", "umt5": "t5", "t5-gated-relu": "t5", "bart-unequal": "bart",
+              "marian-odd": "marian"}  # family -> the tiny tokeniser its folder gets (else its own)
 
 
 def tokeniser_family(family: str) -> str:
-    return "t5" if family == "flan-t5" else family
+    return TOKENISERS.get(family, family)
 
 
 def vocab_size(family: str) -> int:
@@ -53,6 +66,8 @@ def hf_model(family: str, layers: int = 2, d_model: int = 32, heads: int = 4, d_
     )
 
     ids, vocab = special_ids(family), vocab_size(family)
+    if family in NEW_FAMILIES:
+        return _new_family(family, ids, vocab, layers, d_model, heads, d_ff, positions)
     if family == "marian":
         config = MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
                               encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads,
@@ -80,6 +95,54 @@ def hf_model(family: str, layers: int = 2, d_model: int = 32, heads: int = 4, d_
     return BartForConditionalGeneration(config)
 
 
+def _new_family(family: str, ids: dict, vocab: int, layers: int, d_model: int, heads: int, d_ff: int,
+                positions: int):
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        M2M100Config,
+        M2M100ForConditionalGeneration,
+        MarianConfig,
+        MarianMTModel,
+        MBartConfig,
+        MBartForConditionalGeneration,
+        PegasusConfig,
+        PegasusForConditionalGeneration,
+        T5Config,
+        T5ForConditionalGeneration,
+        UMT5Config,
+        UMT5ForConditionalGeneration,
+    )
+
+    tokens = dict(vocab_size=vocab, pad_token_id=ids["pad"], eos_token_id=ids["eos"],
+                  decoder_start_token_id=ids["start"], forced_eos_token_id=ids["eos"])
+    if family in ("umt5", "t5-gated-relu"):
+        shape = dict(d_model=d_model, d_kv=d_model // heads, d_ff=d_ff, num_layers=layers,
+                     num_decoder_layers=layers, num_heads=heads, relative_attention_num_buckets=8,
+                     relative_attention_max_distance=20)
+        if family == "umt5":
+            return UMT5ForConditionalGeneration(UMT5Config(**shape, **tokens))
+        return T5ForConditionalGeneration(T5Config(**shape, **tokens, feed_forward_proj="gated-relu"))
+    if family == "marian-odd":
+        d_model, heads = 33, 3
+    shape = dict(d_model=d_model, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads,
+                 decoder_attention_heads=heads, encoder_ffn_dim=d_ff, decoder_ffn_dim=d_ff,
+                 max_position_embeddings=positions)
+    if family == "mbart50":
+        return MBartForConditionalGeneration(MBartConfig(**shape, **tokens, bos_token_id=ids["bos"],
+                                                         scale_embedding=True))
+    if family == "nllb":
+        return M2M100ForConditionalGeneration(M2M100Config(**shape, **tokens, bos_token_id=ids["bos"],
+                                                           scale_embedding=True, activation_function="relu"))
+    if family == "pegasus":
+        return PegasusForConditionalGeneration(PegasusConfig(**shape, **tokens, scale_embedding=True))
+    if family == "bart-unequal":
+        return BartForConditionalGeneration(BartConfig(**{**shape, "decoder_ffn_dim": d_ff - 16}, **tokens,
+                                                       bos_token_id=ids["bos"]))
+    return MarianMTModel(MarianConfig(**shape, **tokens, decoder_vocab_size=vocab, scale_embedding=True,
+                                      activation_function="swish", bos_token_id=ids["eos"]))
+
+
 def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0, **shape) -> Path:
     """Save a random model of `family` into `folder` (save_pretrained's own files, the generation
     settings a real folder of the family has, and its tokeniser). Returns the folder."""
@@ -98,9 +161,13 @@ def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0,
         ids = special_ids(family)
         # EOS's row of the output table, longer: outputs end at different steps, not only at the cap
         model.get_output_embeddings().weight[ids["eos"]] *= eos_boost
-    if family == "marian":  # opus-mt's: PAD is never produced, EOS forced at the last position
+    if family in ("marian", "marian-odd"):  # opus-mt's: PAD never produced, EOS forced at the last position
         model.generation_config.bad_words_ids = [[ids["pad"]]]
         model.generation_config.max_length = 24
+    if family in NEW_FAMILIES:
+        model.generation_config.max_length = 24
+    if family == "pegasus":  # random weights put PAD (its zero row) first: banned, as Marian bans it
+        model.generation_config.bad_words_ids = [[ids["pad"]]]
     if family == "bart":  # bart-large-cnn's: the output starts with <s>
         model.generation_config.max_length = 24
         model.generation_config.forced_bos_token_id = ids["bos"]

@@ -34,9 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FAMILIES = ("marian", "t5", "bart")
-DEFAULT_SIZES = {"marian": 300, "t5": 300, "bart": 400}
+MULTILINGUAL = ("nllb", "mbart50")  # tokenisers with language codes (not in the tokeniser tests' FAMILIES)
+NLLB_LANGUAGES = ("deu_Latn", "eng_Latn", "fra_Latn", "spa_Latn")  # a tiny NLLB's codes (the real has 202)
+MBART50_CODES = 52  # MBart50Tokenizer adds its 52 codes and <mask> after the pieces
+OTHERS = ("pegasus",)  # nor this one, a folder's only (tests/huggingface/test_families.py)
+PEGASUS_SPECIALS = ["<pad>", "</s>", "<mask_1>", "<mask_2>", *(f"<unk_{i}>" for i in range(2, 103)), "<unk>"]
+DEFAULT_SIZES = {"marian": 300, "t5": 300, "bart": 400, "nllb": 400, "mbart50": 400, "pegasus": 400}
 T5_EXTRA_IDS = 10  # real T5 folders have 100 sentinels; ten keep a tiny vocabulary mostly pieces
-SIZE_RANGES = {"marian": (150, 500), "t5": (120, 700), "bart": (262, 1300)}  # what CORPUS trains
+SIZE_RANGES = {"marian": (150, 500), "t5": (120, 700), "bart": (262, 1300), "nllb": (200, 600),
+               "mbart50": (200, 600), "pegasus": (300, 600)}  # what CORPUS trains
 
 NAMES = ["Anna", "José", "Zoë", "Jürgen", "François", "Søren", "Chloé", "Björn", "Renée", "Ömer",
          "Máire", "Luís", "Agnès", "Håkon", "Élodie", "Grégoire", "Małgorzata", "Tomás"]
@@ -109,6 +115,9 @@ SPECIAL_IDS = {  # family -> where the specials are, for a tokeniser of `size` i
     "marian": lambda size: dict(pad=size - 1, eos=0, unk=1, decoder_start=size - 1, bos=None),
     "t5": lambda size: dict(pad=0, eos=1, unk=2, decoder_start=0, bos=None),
     "bart": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
+    "nllb": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
+    "mbart50": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
+    "pegasus": lambda size: dict(pad=0, eos=1, unk=len(PEGASUS_SPECIALS) - 1, decoder_start=0, bos=None),
 }
 
 
@@ -117,8 +126,9 @@ def save_tokeniser(folder, family: str, vocab_size: int | None = None,
     """Train a `family` tokeniser of exactly `vocab_size` ids (default DEFAULT_SIZES) and save it
     into `folder` (created if missing) with transformers' own class. ValueError for a size the
     corpus cannot train. `separate_vocabs`: a Marian tokeniser with a vocabulary per side."""
-    if family not in FAMILIES:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")
+    known = FAMILIES + MULTILINGUAL + OTHERS
+    if family not in known:
+        raise ValueError(f"family must be one of {', '.join(known)}, not {family!r}")
     if separate_vocabs and family != "marian":
         raise ValueError("only a Marian tokeniser keeps separate vocabularies")
     size = DEFAULT_SIZES[family] if vocab_size is None else vocab_size
@@ -130,7 +140,9 @@ def save_tokeniser(folder, family: str, vocab_size: int | None = None,
     if separate_vocabs:
         tokenizer = _marian_separate(size)
     else:
-        tokenizer = {"marian": _marian, "t5": _t5, "bart": _bart}[family](size)
+        make = {"marian": _marian, "t5": _t5, "bart": _bart, "nllb": _nllb, "mbart50": _mbart50,
+                "pegasus": _pegasus}[family]
+        tokenizer = make(size)
         assert len(tokenizer) == size, (family, len(tokenizer), size)
     files = tokenizer.save_pretrained(str(folder))
     return TokeniserInfo(family, size, files=tuple(sorted(Path(f).name for f in files)),
@@ -195,6 +207,58 @@ def _bart(size: int):
     return BartTokenizerFast(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
                              mask_token=AddedToken("<mask>", lstrip=True, rstrip=False, normalized=False,
                                                    special=True))
+
+
+def _nllb(size: int):
+    """NLLB-200's layout: a sentencepiece-style BPE (<s> 0, <pad> 1, </s> 2, <unk> 3, the pieces),
+    then the language codes and <mask>. Written by NllbTokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import NllbTokenizer
+
+    trained = Tokenizer(models.BPE(unk_token="<unk>"))
+    trained.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.BpeTrainer(vocab_size=size - len(NLLB_LANGUAGES) - 1, show_progress=False,
+                                  special_tokens=["<s>", "<pad>", "</s>", "<unk>"])
+    trained.train_from_iterator(_texts(), trainer)
+    model = json.loads(trained.to_str())["model"]
+    return NllbTokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
+                         extra_special_tokens=list(NLLB_LANGUAGES))
+
+
+def _mbart50(size: int):
+    """mBART-50's layout: <s> 0, <pad> 1, </s> 2, <unk> 3, the Unigram pieces (trained as
+    sentencepiece orders them, <unk> <s> </s> first, which the class replaces), then its 52
+    language codes and <mask>. Written by MBart50Tokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import MBart50Tokenizer
+
+    trained = Tokenizer(models.Unigram())
+    trained.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    wanted = size - MBART50_CODES - 2  # its 3 specials give way to 4, and <mask> comes last
+    trainer = trainers.UnigramTrainer(vocab_size=wanted, unk_token="<unk>", show_progress=False,
+                                      special_tokens=["<unk>", "<s>", "</s>"])
+    trained.train_from_iterator(_texts(), trainer)
+    pieces = [tuple(p) for p in json.loads(trained.to_str())["model"]["vocab"]]
+    if len(pieces) != wanted:
+        raise ValueError(f"the corpus trains {len(pieces)} mBART-50 pieces, not {wanted}")
+    return MBart50Tokenizer(vocab=pieces)
+
+
+def _pegasus(size: int):
+    """google/pegasus-*'s layout: <pad> 0, </s> 1, <mask_1> 2, <mask_2> 3, <unk_2> … <unk_102>,
+    <unk> 105, then the Unigram pieces. Written by PegasusTokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PegasusTokenizer
+
+    trained = Tokenizer(models.Unigram())
+    trained.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=size, unk_token="<unk>", show_progress=False,
+                                      special_tokens=PEGASUS_SPECIALS)
+    trained.train_from_iterator(_texts(), trainer)
+    pieces = [tuple(p) for p in json.loads(trained.to_str())["model"]["vocab"]]
+    if len(pieces) != size:
+        raise ValueError(f"the corpus trains {len(pieces)} Pegasus pieces, not {size}")
+    return PegasusTokenizer(vocab=pieces)
 
 
 def _spm(texts: list[str], size: int) -> bytes:

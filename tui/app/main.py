@@ -38,6 +38,7 @@ from minitx.tui.app.screens.dialogs import (
     PairsFileScreen,
 )
 from minitx.tui.app.screens.explore import ExploreScreen
+from minitx.tui.app.screens.languages import LanguageKeys
 from minitx.tui.app.screens.patch import PatchScreen
 from minitx.tui.app.screens.train import TrainScreen
 from minitx.tui.app.widgets.keybar import KEYBAR_SCREEN, Said
@@ -53,7 +54,7 @@ KEYS_ELSEWHERE = (("Explore", "e goes there", ExploreScreen), ("Train", "t goes 
                   ("the circuit view", "C in Explore opens it", CircuitScreen))
 
 
-class MinitxApp(App):
+class MinitxApp(LanguageKeys, App):
     CSS_PATH = "minitx.tcss"
     TITLE = "minitx"
     MODES = {"explore": ExploreScreen, "train": TrainScreen, "compare": CompareScreen}

@@ -143,10 +143,33 @@ def checkpoint_found(ctx, param, value):
     return value
 
 
+LANGUAGES_KEY = "minitx.languages"  # where --src-lang / --tgt-lang wait for the checkpoint to load
+
+
+def _language_value(ctx, param, value):
+    if value is not None:
+        ctx.meta.setdefault(LANGUAGES_KEY, {})[param.name] = value
+    return value
+
+
+def language_options(command):
+    """--src-lang and --tgt-lang, on every command that decodes: a multilingual model's languages
+    (mBART-50, NLLB-200), applied as load_checkpoint_arg loads the model."""
+    command = click.option(
+        "--tgt-lang", metavar="CODE", default=None, expose_value=False, callback=_language_value,
+        help="A multilingual model's output language (e.g. fra_Latn, fr_XX): the decoder's forced first "
+             "token, as generate(forced_bos_token_id=...). minitx inspect lists the codes.")(command)
+    return click.option(
+        "--src-lang", metavar="CODE", default=None, expose_value=False, callback=_language_value,
+        help="A multilingual model's source language (e.g. eng_Latn, en_XX): its code where the "
+             "tokeniser puts it (default: the folder's src_lang).")(command)
+
+
 def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: str | None = None):
     """A bundled name or a path -> core Checkpoint; one that cannot be found or read is a
     BadArgument (every command that takes a checkpoint exits 2 for it). With `pairs` (a
-    command's --pairs FILE) its task measures on that file's pairs (core/data/given_pairs.py)."""
+    command's --pairs FILE) its task measures on that file's pairs (core/data/given_pairs.py);
+    the command's --src-lang / --tgt-lang (language_options) set a multilingual model's languages."""
     from minitx import checkpoints
     from minitx.core.checkpoint import CheckpointError
     from minitx.core.training.trainer import resolve_device
@@ -167,6 +190,15 @@ def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: st
         try:
             checkpoint = checkpoints.load(name_or_path, device=str(resolve_device(device)), progress=told)
         except CheckpointError as e:
+            raise BadArgument(str(e)) from None
+    chosen = context.meta.get(LANGUAGES_KEY) if context is not None else None
+    if chosen:
+        from minitx.core.data.languages import LanguageError, with_languages
+
+        try:
+            checkpoint.task, checkpoint.model.generation = with_languages(
+                checkpoint.task, checkpoint.model.generation, chosen.get("src_lang"), chosen.get("tgt_lang"))
+        except LanguageError as e:
             raise BadArgument(str(e)) from None
     if pairs is not None:
         checkpoint.task = task_on_pairs(checkpoint.task, pairs, checkpoint.model_config.max_len)

@@ -16,8 +16,13 @@ def first_difference(a, b) -> int | None:
 
 
 def output_text(task, tokens) -> str:
-    """An output as the task writes it; the empty output (EOS first) says so."""
-    return task.format(list(tokens)) or "(empty: EOS first)"
+    """An output as the task writes it; an empty one says why: EOS first, or only special
+    tokens (a multilingual model's forced language code, then EOS)."""
+    text = task.format(list(tokens))
+    if text:
+        return text
+    ends_first = not tokens or tokens[0] == task.vocab.eos
+    return "(empty: EOS first)" if ends_first else "(empty: special tokens only)"
 
 
 def hypothesis_data(hypothesis, task) -> dict:

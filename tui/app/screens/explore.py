@@ -56,6 +56,8 @@ INTERVENTION_BINDINGS = [
     # In the help; the footer is full at 80x24.
     Binding("C", "circuit", "circuit", show=False, tooltip="the circuit: what carries the answer"),
     Binding("B", "beam", "beam", show=False, tooltip="beam search: the search as a tree beside greedy"),
+    Binding("L", "app.languages", "languages", show=False,
+            tooltip="a multilingual model's source and target languages (mBART-50, NLLB-200)"),
     # A view taller than its box (the ranking of 24 heads, 48 heads at once); in the ranking ↑ ↓
     # choose the head, so k knocks out the one on the row.
     Binding("up", "scroll_view(-1)", "scroll", show=False, tooltip=SCROLL_TIP),

@@ -16,6 +16,7 @@ from minitx.tui.cli.common import (
     core_choice,
     device_option,
     echo_json,
+    language_options,
     not_computed_data,
     source_texts,
     threads_option,
@@ -54,6 +55,7 @@ AGREEMENT_SOURCES = 100  # --agreement's default --n: a few seconds with ig on a
               help="--agreement: how many sources.")
 @click.option("--seed", type=click.IntRange(min=0), default=1234, show_default=True,
               help="--agreement: which sources are drawn.")
+@language_options
 @device_option
 @threads_option
 def attribute_cmd(args, method, target, ig_steps, occlude_with, view, numbers, as_json, svg, csv_path,

@@ -14,6 +14,7 @@ from minitx.tui.cli.common import (
     echo_json,
     interventions_for,
     json_option,
+    language_options,
     load_checkpoint_arg,
     pairs_option,
     sample_options,
@@ -33,6 +34,7 @@ WEIGHT_ROWS = 10  # tensors listed in the weight-distance table (JSON has them a
 @ablate_options("a", "b")
 @pairs_option("Compare on the source/target pairs of FILE (.tsv, .csv or .jsonl), read by each model in "
               "its own vocabulary, instead of A's examples: what a model that keeps none needs.")
+@language_options
 @device_option
 @threads_option
 @json_option

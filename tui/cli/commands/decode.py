@@ -15,6 +15,7 @@ from minitx.tui.cli.common import (
     device_option,
     echo_json,
     interventions_for,
+    language_options,
     looks_like_source,
     not_computed_data,
     pairs_option,
@@ -75,6 +76,7 @@ def _named(args: tuple[str, ...]) -> tuple[str, ...]:
                    "this is a search error or a model error; flag repetition.")
 @ablate_options()
 @pairs_option(MEAN_SOURCES_HELP)
+@language_options
 @device_option
 @threads_option
 def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, nbest, early_stopping,

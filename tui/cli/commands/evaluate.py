@@ -16,6 +16,7 @@ from minitx.tui.cli.common import (
     echo_json,
     interventions_for,
     json_option,
+    language_options,
     lengths_option_value,
     load_checkpoint_arg,
     sample_options,
@@ -41,6 +42,7 @@ EVAL_BATCH = 500  # examples decoded at once
 @click.option("--failures", "show_failures", type=click.IntRange(min=0), default=0, metavar="N",
               help="Also list up to N wrong outputs, each with the step where it first goes wrong.")
 @ablate_options()
+@language_options
 @device_option
 @threads_option
 @json_option

@@ -21,6 +21,7 @@ from minitx.tui.cli.common import (
     checkpoint_out,
     core_choice,
     interventions_for,
+    language_options,
     load_checkpoint_arg,
     pairs_option,
 )
@@ -72,6 +73,7 @@ HF_FORMAT = "hf"  # a Hugging Face folder that transformers opens
                    "[default: weights only]")
 @ablate_options()
 @pairs_option(MEAN_SOURCES_HELP)
+@language_options
 def export_cmd(ckpt, out, dtype, trace_source, fmt, force, numbers, keep_history, ablate, ablate_kind,
                pairs) -> None:
     """Share CKPT (default: reverse) without its training state, or export a decoding trace.

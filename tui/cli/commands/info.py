@@ -86,14 +86,18 @@ def _imported_facts(task, cfg) -> dict:
 
 def _hf_facts(ckpt) -> dict:
     """Where a Hugging Face model came from, its options in words and its generation settings."""
+    from minitx.core.data.languages import current, languages
     from minitx.core.model.components import option_labels
 
     task = ckpt.task
+    source, target = current(task)
+    spoken = {"languages": {"codes": list(languages(task)), "source": source, "target": target}} \
+        if source is not None else {}
     pairs = (None if task.heldout is None
              else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
     return {**task.origin, "options": option_labels(ckpt.model_config),
             "generation": ckpt.model.generation.to_dict(), "notes": ckpt.summary.get("notes", []),
-            "pairs": pairs}
+            "pairs": pairs, **spoken}
 
 
 def describe_history(history) -> str:
@@ -267,8 +271,11 @@ def _huggingface(facts: dict) -> str:
     pairs = (f"; {facts['pairs']['kept']:,} example pairs of {facts['pairs']['file']}" if facts["pairs"]
              else "; no example pairs (give --pairs FILE to measure)")
     notes = "".join(f"; note: {n}" for n in facts["notes"])
+    spoken = facts.get("languages")
+    languages = (f"; {len(spoken['codes'])} languages (--src-lang, --tgt-lang; source {spoken['source']}): "
+                 f"{' '.join(spoken['codes'])}" if spoken else "")
     return escape(f"Hugging Face {facts['family']} model from {where}: {files}; options: "
-                  f"{', '.join(facts['options'])}; {generation}{pairs}{notes}")
+                  f"{', '.join(facts['options'])}; {generation}{pairs}{notes}{languages}")
 
 
 def _generation_table(generation: dict):

@@ -15,6 +15,7 @@ from minitx.tui.cli.common import (
     echo_json,
     interventions_for,
     json_option,
+    language_options,
     load_checkpoint_arg,
     not_computed_data,
     pairs_option,
@@ -43,6 +44,7 @@ def _parse(ckpt, text: str, flag: str) -> list[int]:
               show_default=True,
               help="Exact patching, the fast attribution estimate, or both side by side.")
 @pairs_option()
+@language_options
 @device_option
 @threads_option
 @json_option
@@ -144,6 +146,7 @@ def _checkpoint_first(args: tuple[str, ...]) -> tuple[str, ...]:
               help="Tokens shown per layer and step.")
 @ablate_options()
 @pairs_option(MEAN_SOURCES_HELP)
+@language_options
 @device_option
 @threads_option
 @json_option
