@@ -1,7 +1,8 @@
 """The beam view's work in workers, each saying how far it is in the view's status line and
 left when the view closes (esc, q): its session (greedy's output first, a big model's hundreds
-of steps), and the chosen hypothesis's steps teacher-forced for g and l. Mixed into BeamScreen
-(tui/app/screens/beam.py), which draws what they make."""
+of steps), and the chosen hypothesis's steps teacher-forced for g and l; the search check (S)
+and one step's contrastive attribution (y), each a line where it fails, never a traceback.
+Mixed into BeamScreen (tui/app/screens/beam.py), which draws what they make."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from textual import work
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from minitx.tui.app.messages import BeamPrepared, BeamPreparing, HypothesisReady
+from minitx.tui.app.messages import BeamChecked, BeamContrasted, BeamPrepared, BeamPreparing, HypothesisReady
 
 
 class BeamWork:
     """Needs the screen's `session` (None until made), `_prepare(progress)`, `looking`,
-    `hypothesis_step`, `play_at_first`, `action_run()` and `redraw()`."""
+    `checking`, `hypothesis_step`, `play_at_first`, `action_run()` and `redraw()`."""
 
     def on_mount(self) -> None:
         if self.session is None:
@@ -83,4 +84,30 @@ class BeamWork:
         if s.selected == message.node and s.view != message.view:
             s.set_view(message.view)
             self.hypothesis_step = len(s.stepper().results) - 1
+        self.redraw()
+
+    @work(thread=True, group="beam-contrast", exit_on_error=False)
+    def _contrast(self, job) -> None:
+        try:
+            self.post_message(BeamContrasted(job, job.run()))
+        except Exception as e:  # a model the method cannot attribute: a line, never a traceback
+            self.post_message(BeamContrasted(job, None, str(e)))
+
+    def on_beam_contrasted(self, message: BeamContrasted) -> None:
+        self.session.contrast_done(message.job, message.result, message.error)
+        if message.error:
+            self.notify(f"cannot attribute: {message.error}", severity="error", markup=False, timeout=10)
+        self.redraw()  # and the chosen one's, if the selection moved meanwhile
+
+    @work(thread=True, exclusive=True, group="beam-check", exit_on_error=False)
+    def _check(self) -> None:
+        try:
+            self.post_message(BeamChecked(self.session.run_check()))
+        except Exception as e:  # a model the check cannot search: a line, never a traceback
+            self.post_message(BeamChecked(None, str(e) or "it could not finish"))
+
+    def on_beam_checked(self, message: BeamChecked) -> None:
+        self.checking = False
+        if message.error:
+            self.notify(f"cannot run the search check: {message.error}", severity="error", markup=False)
         self.redraw()

@@ -154,3 +154,11 @@ def saved_train_config(ckpt) -> TrainConfig | None:
 def open_error(name: str, error: str) -> str:
     """'cannot open NAME: WHY', without naming the file twice when the reason already does."""
     return f"cannot open: {error}" if name and name in error else f"cannot open {name}: {error}"
+
+
+def no_history_of(models: dict) -> str:
+    """Why the models (side -> record) have no curves: one reason, or each side's where they differ."""
+    reasons = {side: m.no_history for side, m in models.items()}
+    if len(set(reasons.values())) == 1:
+        return next(iter(reasons.values()))
+    return "; ".join(f"{side}: {reason}" for side, reason in reasons.items())

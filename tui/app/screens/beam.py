@@ -12,7 +12,6 @@ The state is a BeamSession (tui/app/beam_session.py); this screen only draws it.
 from __future__ import annotations
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -23,7 +22,6 @@ from minitx.tui.app.beam_work import BeamWork
 from minitx.tui.app.exports import EXPORT_BINDING
 from minitx.tui.app.help import HELP_BINDING
 from minitx.tui.app.key_reasons import ExplainedKeys
-from minitx.tui.app.messages import BeamChecked, BeamContrasted
 from minitx.tui.app.widgets.attention import AttentionGrid
 from minitx.tui.app.widgets.beam_why import ContrastView
 from minitx.tui.app.widgets.lens_view import LensTable
@@ -225,19 +223,6 @@ class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
             s.set_view("tree")
         self.redraw()
 
-    @work(thread=True, group="beam-contrast", exit_on_error=False)
-    def _contrast(self, job) -> None:
-        try:
-            self.post_message(BeamContrasted(job, job.run()))
-        except Exception as e:  # a model the method cannot attribute: a line, never a traceback
-            self.post_message(BeamContrasted(job, None, str(e)))
-
-    def on_beam_contrasted(self, message: BeamContrasted) -> None:
-        self.session.contrast_done(message.job, message.result, message.error)
-        if message.error:
-            self.notify(f"cannot attribute: {message.error}", severity="error", markup=False, timeout=10)
-        self.redraw()  # and the chosen one's, if the selection moved meanwhile
-
     def action_penalty(self, steps: int) -> None:
         if steps:
             self.session.change_penalty(steps)
@@ -266,19 +251,6 @@ class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
             if s.check is None and not self.checking:
                 self.checking = True
                 self._check()
-        self.redraw()
-
-    @work(thread=True, exclusive=True, group="beam-check", exit_on_error=False)
-    def _check(self) -> None:
-        try:
-            self.post_message(BeamChecked(self.session.run_check()))
-        except Exception as e:  # a model the check cannot search: a line, never a traceback
-            self.post_message(BeamChecked(None, str(e) or "it could not finish"))
-
-    def on_beam_checked(self, message: BeamChecked) -> None:
-        self.checking = False
-        if message.error:
-            self.notify(f"cannot run the search check: {message.error}", severity="error", markup=False)
         self.redraw()
 
     # -- drawing ------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from minitx.tui.app.decode_keys import (
     DecodeKeys,
 )
 from minitx.tui.app.errors import error_text, one_line_errors
-from minitx.tui.app.loaded import open_error
+from minitx.tui.app.loaded import no_history_of, open_error
 from minitx.tui.app.messages import PairFailed, PairLoaded, SummaryReady
 from minitx.tui.app.widgets.compare_summary import CompareSummary
 from minitx.tui.app.widgets.curve_chart import CurveChart
@@ -134,7 +134,7 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
         if action == "toggle_curves":  # neither file recorded curves: nothing to overlay
             if self.charts_shown() or any(m.history is not None for m in self.models.values()):
                 return None
-            return (f"neither A nor B recorded training curves ({_no_history(self.models)})"
+            return (f"neither A nor B recorded training curves ({no_history_of(self.models)})"
                     if self.models else "no models yet: 1 and 2 choose A and B")
         decoding = {b.action.split("(")[0] for b in (*DECODE_BINDINGS, *SOURCE_BINDINGS, *VIEW_BINDINGS)}
         if self.charts_shown() and action in decoding | {"ablate", "clear_ablations"}:
@@ -168,7 +168,7 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
 
     def _show_curves(self, a, b) -> None:
         """A's and B's histories, overlaid: A in the first colour, B in the second, always."""
-        note = f"neither A nor B recorded curves ({_no_history({'A': a, 'B': b})})"
+        note = f"neither A nor B recorded curves ({no_history_of({'A': a, 'B': b})})"
         self.curve_chart().show_runs([(f"A {a.name}", a.history), (f"B {b.name}", b.history)], note=note)
         self.describe_chart()
 
@@ -411,14 +411,6 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
             if self.summary_loading else ""
         a = self.panels["A"].session
         self.query_one("#summary", CompareSummary).show(self.comparison, a.layer_index, a.head_index, note)
-
-
-def _no_history(models: dict) -> str:
-    """Why the models have no curves: one reason, or each side's where they differ."""
-    reasons = {side: m.no_history for side, m in models.items()}
-    if len(set(reasons.values())) == 1:
-        return next(iter(reasons.values()))
-    return "; ".join(f"{side}: {reason}" for side, reason in reasons.items())
 
 
 def _named(model) -> str:
