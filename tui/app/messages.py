@@ -253,6 +253,8 @@ class Progress(Message):
     eta_s: float
     accuracy: str | None  # the last evaluation as the progress says it: 'acc 97.3%', 'acc <99.9% (…)'
     probe: LiveProbe | None = None
+    scores: str | None = None  # a fine-tune's last evaluation: 'BLEU 3.1→25.4 · chrF 20.1→48.2'
+    heldout_loss: str | None = None  # ... and its loss per held-out target token: 'loss 5.2100→1.0300'
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from minitx.core.training.events import RunListener
-from minitx.tui.render.numbers import accuracy_text
+from minitx.tui.render.numbers import accuracy_text, scores_change
 
 
 class Metrics:
@@ -107,14 +107,7 @@ def task_summary(task) -> str:
 def fine_tune_scores(trainer) -> str | None:
     """'loss 5.21 -> 1.03 · BLEU 3.1 -> 25.4 · chrF 20.1 -> 48.2': a fine-tune's base
     against its weights now, on its held-out pairs; None for other runs."""
-    base, now = trainer.base_scores, trainer.last_scores
-    if not (trainer.cfg.init and base and now):
-        return None
-    parts = []
-    for key, name, fmt in (("loss", "loss", ".4f"), ("bleu", "BLEU", ".1f"), ("chrf", "chrF", ".1f")):
-        if base.get(key) is not None and now.get(key) is not None:
-            parts.append(f"{name} {base[key]:{fmt}} -> {now[key]:{fmt}}")
-    return " · ".join(parts)
+    return scores_change(trainer.base_scores, trainer.last_scores) if trainer.cfg.init else None
 
 
 def log_line(stats, until: float = 0.0) -> str:

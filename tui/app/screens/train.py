@@ -179,7 +179,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
     # -- the form (the form's side of it: tui/app/run_check.py's FormChecks) ------------------
     def _model_changed(self, app) -> None:
         if self.recipes and self.state not in ACTIVE:
-            self.form.offer(self._starts())
+            self.form.offer(self._starts(), chosen=self.first_start())
             self.validate_form()
         self._draw_title()
 
@@ -251,7 +251,8 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         self.losses, self.last, self.progress_messages = [], None, 0
         self.ended_record = None
         self.current_run = TrainingRun(number, *configs, run_path(self.app.save_dir, name, number),
-                                       post=self.post_message, resume_from=start.resume_path)
+                                       post=self.post_message, resume_from=start.resume_path,
+                                       base=start.base)
         self.views.new_run()
         self._set_state("running")
         self.set_focus(None)
@@ -398,10 +399,13 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             return
         p = self.last
         parts = [f"step {p.step}/{p.total}", f"loss {format_loss(p.loss)}"]
-        if p.accuracy is not None:
+        if p.scores:  # a fine-tune's held-out BLEU and chrF, its base's first (its exact match: below)
+            parts.append(p.scores)
+        elif p.accuracy is not None:
             parts.append(p.accuracy)
         if self.state in ACTIVE:
-            parts += [f"{p.steps_per_s:.0f} steps/s", f"ETA {p.eta_s:.0f} s"]
+            parts += [f"ETA {p.eta_s:.0f} s"] if p.scores else [f"{p.steps_per_s:.0f} steps/s",
+                                                                f"ETA {p.eta_s:.0f} s"]
         elif self.state in ENDED:
             parts.append("u explores it" if self.check_action("use_run", ()) else "explored")
         state = "" if self.state == "running" else f"[{self.state}] "

@@ -88,9 +88,12 @@ class TrainViews(ContentSwitcher):
             # whole screen ten times a second took the GIL from training often enough to cost ~10%.
             self.chart.refresh()
             self.chart_drawn = now
-            # What the status line has no room for at 80 columns.
+            # What the status line has no room for at 80 columns (a fine-tune's held-out loss and
+            # exact match: its BLEU and chrF take their place there).
+            held_out = f"held-out {message.heldout_loss} · {message.accuracy} · " \
+                if message.heldout_loss else ""
             self.query_one(f"#{CURVES}").border_subtitle = (
-                f"lr {message.lr:.1e} · grad norm {message.grad_norm:.2f}")
+                f"{held_out}lr {message.lr:.1e} · grad norm {message.grad_norm:.2f}")
         if message.probe:
             p = message.probe
             layer, head = p.best
