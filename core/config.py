@@ -27,6 +27,9 @@ POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none", "relative")
 ATTENTIONS = ("explicit", "fused")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("flat", "cosine")
+# adamw: Adam with decoupled weight decay (plain Adam at weight_decay 0, the scratch recipes');
+# adafactor: torch.optim.Adafactor, what T5 was trained and is often fine-tuned with.
+OPTIMIZERS = ("adamw", "adafactor")
 TOKENISATIONS = ("char", "word")
 
 # The deliberate classic bugs a run can be trained (or a model built) with, to see what each looks
@@ -259,6 +262,9 @@ IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log
                  "tie_embeddings", "tie_output", "scale_output")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
+FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "optimizer", "max_length")
+_TRAIN_DEFAULTS: dict[str, Any] = {}  # filled below, once TrainConfig exists
+
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
 LEGACY_LENGTH_FIELDS = {"min_len": "min_source_len", "max_len": "max_source_len"}
 
@@ -298,6 +304,21 @@ class TrainConfig(_DictMixin):
     valid: str = ""  # held-out pairs; empty: a seeded share of `data` is held out
     tokens: str = "char"  # how a data file's text becomes tokens: "char" or "word"
     expect: str = ""  # the cross-attention pattern a data file should show, if one is known
+    # Fine-tuning (docs/training.md, "Fine-tuning"); each default is what a run computed before
+    # the field existed, and a config at the default omits it (to_dict), as ModelConfig's do.
+    init: str = ""  # the model a fine-tune starts from (folder, model id, checkpoint, bundled name)
+    accumulate: int = 1  # micro-batches of batch_size whose gradients make one optimiser step
+    label_smoothing: float = 0.0  # torch's CrossEntropyLoss(label_smoothing), transformers' label_smoother
+    weight_decay: float = 0.0  # AdamW's decoupled weight decay (0: Adam)
+    optimizer: str = "adamw"
+    max_length: int = 0  # tokens a source or target (end token included) is cut to; 0: the model's positions
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        for name in FINE_TUNE_FIELDS:
+            if data[name] == _TRAIN_DEFAULTS[name]:
+                del data[name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -307,8 +328,14 @@ class TrainConfig(_DictMixin):
             data = {LEGACY_LENGTH_FIELDS.get(k, k): v for k, v in data.items()}
         return super().from_dict(data)
 
+    @property
+    def step_pairs(self) -> int:
+        """Pairs one optimiser step takes in one process (all processes: times their number)."""
+        return self.batch_size * self.accumulate
+
     def __post_init__(self) -> None:
-        _positive_int(self, "min_source_len", "max_source_len", "steps", "batch_size", "eval_size")
+        _positive_int(self, "min_source_len", "max_source_len", "steps", "batch_size", "eval_size",
+                      "accumulate")
         _require(
             self.min_source_len <= self.max_source_len,
             "min_source_len",
@@ -362,6 +389,20 @@ class TrainConfig(_DictMixin):
         _require(not self.until or self.eval_every > 0, "until",
                  "needs evaluations to stop at: eval_every must be above 0")
         _require(isinstance(self.probe_source, str), "probe_source", "must be text such as '3 1 4'")
+        _choice(self, "optimizer", OPTIMIZERS)
+        for name, top in (("label_smoothing", 1.0), ("weight_decay", math.inf)):
+            value = getattr(self, name)
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                     and 0 <= value < top, name, f"must be a finite number from 0 (off), got {value!r}"
+                     + (" (below 1)" if top == 1.0 else ""))
+        _require(isinstance(self.max_length, int) and not isinstance(self.max_length, bool)
+                 and (self.max_length == 0 or self.max_length >= 2), "max_length",
+                 f"must be 2 or more tokens (0: the model's positions), got {self.max_length!r}")
+        _require(isinstance(self.init, str), "init", "must name a model")
+        _require(not self.init or self.task == DATA_TASK, "init",
+                 "a fine-tune learns a file of pairs: give --data FILE")
+        _require(not self.init or not self.bug, "bug", "a fine-tune trains the model it starts from, "
+                 "without a deliberate bug")
         if self.probe_source and self.task != DATA_TASK:  # a data file's vocabulary is its own
             try:
                 get_task(self.task, self.min_source_len, self.max_source_len).parse(self.probe_source)
@@ -393,6 +434,9 @@ class TrainConfig(_DictMixin):
         progress = min(1.0, (step - self.warmup) / span)
         floor = self.lr_floor
         return self.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+_TRAIN_DEFAULTS.update({f.name: f.default for f in dataclasses.fields(TrainConfig)})
 
 
 @dataclass(frozen=True)

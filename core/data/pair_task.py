@@ -269,7 +269,8 @@ class PairsTask(Task):
         if data.get("expect", "") not in EXPECTATIONS:
             raise ValueError("the data task's expected alignment is not diagonal or anti-diagonal")
         provenance, counts = data.get("provenance"), data.get("counts")
-        check_provenance(provenance)
+        # char or word; a model fine-tuned on a file (`train --init`) read it in its own vocabulary's
+        check_provenance(provenance, ("char", "word", vocab.level))
         if not isinstance(counts, dict) or not all(isinstance(k, str) and len(k) < 40 and isinstance(v, int)
                                                     and v >= 0 for k, v in counts.items()):
             raise ValueError("the data task's counts are not named non-negative integers")
@@ -382,9 +383,14 @@ class PairSampler:
     """Shuffled epochs over a PairSet from `generator`, optionally one length bucket per batch."""
 
     def __init__(self, pairs: PairSet, batch_size: int, generator: torch.Generator, buckets: bool,
-                 vocab: Vocab) -> None:
+                 vocab: Vocab, make_batch=None, min_rows: int = 1) -> None:
+        """`make_batch(pairs, which)`: how the task feeds its pairs (default: one vocabulary);
+        an epoch's last batch is left out when it has fewer than `min_rows` pairs (a step split
+        among processes and micro-batches needs a pair for each)."""
+        self.min_rows = min_rows
         self.pairs, self.batch_size, self.generator = pairs, batch_size, generator
         self.buckets, self.vocab = buckets, vocab
+        self.make_batch = make_batch or (lambda pairs, which: pairs.batch(which, vocab))
         self.epoch = 0
         self._start_epoch(generator)
 
@@ -397,14 +403,14 @@ class PairSampler:
         """One epoch's batches: positions into the pair set."""
         order = torch.randperm(len(self.pairs), generator=generator)
         if not self.buckets:
-            return list(order.split(self.batch_size))
+            return [b for b in order.split(self.batch_size) if len(b) >= self.min_rows]
         lengths = self.pairs.source_lengths()
         batches = []
         for pool in order.split(self.batch_size * POOL):
             by_length = pool[torch.sort(lengths[pool], stable=True).indices]
             batches.extend(by_length.split(self.batch_size))
         shuffle = torch.randperm(len(batches), generator=generator).tolist()
-        return [batches[i] for i in shuffle]
+        return [batches[i] for i in shuffle if len(batches[i]) >= self.min_rows]
 
     def next_batch(self) -> Batch:
         if self.cursor == len(self.plan):
@@ -412,7 +418,7 @@ class PairSampler:
             self._start_epoch(self.generator)
         which = self.plan[self.cursor]
         self.cursor += 1
-        return self.pairs.batch(which, self.vocab)
+        return self.make_batch(self.pairs, which)
 
     def state(self) -> tuple[dict, torch.Tensor]:
         return {"epoch": self.epoch, "cursor": self.cursor}, self.epoch_rng

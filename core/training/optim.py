@@ -1,4 +1,5 @@
-"""Adam for the Trainer: torch's fused Adam kernel, called directly, on one flat buffer.
+"""The Trainer's optimisers: Adam (AdamW with a weight decay) as torch's fused kernel, called
+directly, on one flat buffer; and torch.optim.Adafactor with the same face (`make_optimizer`).
 
 torch.optim.Adam(fused=True) runs the same kernel, but its first call imports torch._dynamo,
 seconds of every training process (docs/performance.md, "Why the code is shaped as it is").
@@ -20,10 +21,14 @@ import torch
 
 
 class FusedAdam:
-    """Adam without weight decay over a fixed list of float parameters on one device."""
+    """Adam over a fixed list of float parameters on one device; with weight_decay, AdamW
+    (torch.optim.AdamW's decoupled decay, its fused kernel)."""
+
+    FIELDS = ("step", "exp_avg", "exp_avg_sq")  # each parameter's state, as torch.optim names it
 
     def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float],
-                 eps: float) -> None:
+                 eps: float, weight_decay: float = 0.0) -> None:
+        self.weight_decay = weight_decay
         self.params = list(params)
         if not self.params or len({(p.device, p.dtype) for p in self.params}) != 1:
             raise ValueError("FusedAdam needs parameters of one dtype on one device")
@@ -88,10 +93,12 @@ class FusedAdam:
         self._gathered = False  # the next step's grads need gathering, zero_grad or not
         self._step.add_(1)
         self._stepped = True
-        torch._fused_adam_(
+        # AdamW's kernel only with a decay: Adam's stays bit for bit what scratch runs computed
+        kernel = torch._fused_adamw_ if self.weight_decay else torch._fused_adam_
+        kernel(
             [self._weights], [self._grads], [self._exp_avg], [self._exp_avg_sq], [], [self._step],
             amsgrad=False, lr=self.param_groups[0]["lr"], beta1=self.betas[0], beta2=self.betas[1],
-            weight_decay=0.0, eps=self.eps, maximize=False, grad_scale=None, found_inf=None)
+            weight_decay=self.weight_decay, eps=self.eps, maximize=False, grad_scale=None, found_inf=None)
 
     # -- state, as torch.optim shows it --------------------------------------------------------
     @property
@@ -116,3 +123,44 @@ class FusedAdam:
             exp_avg_sq.copy_(s["exp_avg_sq"])
         self._step.fill_(max(float(s["step"]) for s in state.values()))
         self._stepped = True
+
+
+class Adafactor:
+    """torch.optim.Adafactor (T5's optimiser) with FusedAdam's face: the Trainer sets the lr in
+    param_groups, clips, steps, and saves and restores `state` the same way."""
+
+    FIELDS = ("step", "row_var", "col_var", "variance")  # a matrix keeps row/col, a vector variance
+
+    def __init__(self, params: list[torch.Tensor], lr: float, weight_decay: float = 0.0) -> None:
+        self.params = list(params)
+        self._optim = torch.optim.Adafactor(self.params, lr=lr, weight_decay=weight_decay)
+        self.param_groups = self._optim.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self._optim.zero_grad(set_to_none=False)
+        for p in self.params:  # every parameter has a gradient, zero if backward left it out
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+
+    def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
+        return torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+
+    def step(self) -> None:
+        self._optim.step()
+
+    @property
+    def state(self) -> dict[torch.Tensor, dict[str, torch.Tensor]]:
+        return {p: dict(s) for p, s in self._optim.state.items() if s}
+
+    @torch.no_grad()
+    def load_state(self, state: dict[torch.Tensor, dict[str, torch.Tensor]]) -> None:
+        for p, s in state.items():
+            self._optim.state[p] = {k: v.clone() for k, v in s.items()}
+
+
+def make_optimizer(params: list[torch.Tensor], cfg) -> FusedAdam | Adafactor:
+    """The optimiser a TrainConfig names, set up as it says."""
+    if cfg.optimizer == "adafactor":
+        return Adafactor(params, cfg.lr, cfg.weight_decay)
+    return FusedAdam(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
+                     weight_decay=cfg.weight_decay)

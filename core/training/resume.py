@@ -17,7 +17,10 @@ from minitx.core.data.pair_files import DataError, sha256_of
 # The TrainConfig fields a continued run may change; everything else, the whole model config
 # included, is the run's own. data and valid: a file may have moved; its contents are checked
 # (check_same_data), not its name.
-FREE_ON_RESUME = ("steps", "device", "eval_every", "eval_size", "until", "data", "valid")
+# batch_size and accumulate: how a step's pairs are split, which may change with the number of
+# processes as long as a step takes the same pairs (same_step_pairs).
+FREE_ON_RESUME = ("steps", "device", "eval_every", "eval_size", "until", "data", "valid", "batch_size",
+                  "accumulate")
 
 
 def resumed_config(path, saved_model: ModelConfig, saved: TrainConfig, asked: TrainConfig | None,
@@ -38,6 +41,28 @@ def resumed_config(path, saved_model: ModelConfig, saved: TrainConfig, asked: Tr
                                   f"{getattr(asked, key)!r} (a continued run may change only "
                                   f"{', '.join(FREE_ON_RESUME[:5])})")
     return saved.replace(**{k: getattr(asked, k) for k in FREE_ON_RESUME})
+
+
+def same_step_pairs(path, saved: TrainConfig, asked: TrainConfig, saved_processes,
+                    processes: int) -> TrainConfig:
+    """`asked` split so that a step takes the pairs the saved run's steps took (batch size x
+    accumulate x processes): a run saved under torchrun resumes in one process, and the other
+    way round, by accumulating more (or fewer) micro-batches when its split was not changed."""
+    if type(saved_processes) is not int or saved_processes < 1:
+        raise CheckpointError(f"{path} has invalid training metadata: processes {saved_processes!r}")
+    total = saved.step_pairs * saved_processes
+    split_unchanged = (asked.batch_size, asked.accumulate) == (saved.batch_size, saved.accumulate)
+    if split_unchanged and processes != saved_processes:
+        per_process, left = divmod(total, asked.batch_size * processes)
+        if not left and per_process:
+            asked = asked.replace(accumulate=per_process)
+    if asked.step_pairs * processes != total:
+        raise CheckpointError(
+            f"cannot resume {path}: its steps took {total} pairs ({saved.batch_size} x {saved.accumulate} "
+            f"micro-batches x {saved_processes} processes); {asked.batch_size} x {asked.accumulate} x "
+            f"{processes} processes take {asked.step_pairs * processes}: give --batch-size and --accumulate "
+            "that make the same")
+    return asked
 
 
 def restart_from(value, step: int, peak_lr: float) -> tuple[int, float] | None:
@@ -72,17 +97,23 @@ def check_same_data(path, task, train_cfg: TrainConfig) -> None:
                 f"(sha256 {digest[:12]}…)")
 
 
-def check_optim_state(optim_state: dict, params: dict[str, torch.Tensor], step: int) -> None:
-    """Adam moments from a file: one complete, finite set per parameter (none before step 1),
-    each the parameter's shape, so a broken file fails here and not in the middle of training."""
+def check_optim_state(optim_state: dict, params: dict[str, torch.Tensor], step: int,
+                      fields: tuple[str, ...] = ("step", "exp_avg", "exp_avg_sq")) -> None:
+    """Adam moments (or Adafactor's variances, `fields`) from a file: one complete, finite set
+    per parameter (none before step 1), each the parameter's shape, so a broken file fails here
+    and not in the middle of training."""
     if step > 0 and len(optim_state) != len(params):
         raise ValueError(f"optimizer state covers {len(optim_state)} of {len(params)} parameters")
     names = {id(p): n for n, p in params.items()}
     for p, s in optim_state.items():
         name = names[id(p)]
-        if set(s) != {"step", "exp_avg", "exp_avg_sq"}:
+        if "step" not in s or not set(s) <= set(fields):
+            raise ValueError(f"optimizer state of {name} has fields {sorted(s)}")
+        if "exp_avg" in fields and set(s) != set(fields):
             raise ValueError(f"optimizer state of {name} has fields {sorted(s)}")
         for key in ("exp_avg", "exp_avg_sq"):
+            if key not in s:
+                continue
             if s[key].shape != p.shape or s[key].dtype != p.dtype:
                 raise ValueError(f"optimizer {key} of {name} has shape {tuple(s[key].shape)} and "
                                  f"dtype {s[key].dtype}, the parameter {tuple(p.shape)} {p.dtype}")
@@ -90,5 +121,5 @@ def check_optim_state(optim_state: dict, params: dict[str, torch.Tensor], step: 
             raise ValueError(f"optimizer step of {name} is not a single float")
         s["step"] = s["step"].reshape(())
         finite = all(bool(torch.isfinite(t).all()) for t in s.values())
-        if not finite or bool((s["exp_avg_sq"] < 0).any()):
+        if not finite or any(bool((s[k] < 0).any()) for k in s if k != "exp_avg"):
             raise ValueError(f"optimizer state of {name} holds NaN, infinite or negative values")

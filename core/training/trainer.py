@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -30,15 +31,34 @@ from minitx.core.data.tasks import get_task, task_for_config
 from minitx.core.history import History, snapshot_due
 from minitx.core.model.transformer import Seq2Seq, set_training
 from minitx.core.training.bug_presets import apply_bug, bug_preset
-from minitx.core.training.evaluation import evaluate
+from minitx.core.training.divergence import first_non_finite_layer
+from minitx.core.training.evaluation import evaluate, score
 from minitx.core.training.events import RunListener
-from minitx.core.training.optim import FusedAdam
+from minitx.core.training.fine_tune import base_record, fine_tune_task, train_as_family
+from minitx.core.training.optim import make_optimizer
 from minitx.core.training.probe import probe, probe_example
+from minitx.core.training.processes import Processes, shard
 from minitx.core.training.results import EvalResult, StepStats
-from minitx.core.training.resume import check_optim_state, check_same_data, restart_from, resumed_config
+from minitx.core.training.resume import (
+    check_optim_state,
+    check_same_data,
+    restart_from,
+    resumed_config,
+    same_step_pairs,
+)
 
 EARLY_STOP_BATCH = 100  # sequences per batch of an evaluation that may stop early (--until)
+FINE_TUNE_EVAL_BATCH = 64  # held-out pairs decoded at once by a fine-tune's evaluation
 HELD_OUT_SEED_OFFSET = 1_000_003  # plus the run's seed: held-out sequences, apart from the training stream
+
+
+def scores_of(result: EvalResult) -> dict:
+    """A fine-tune's evaluation as plain numbers: exact match, loss per target token, BLEU, chrF."""
+    text = result.text
+    return {"accuracy": result.accuracy, "loss": result.loss, "bleu": text.bleu if text else None,
+            "chrf": text.chrf if text else None, "n": result.n,
+            **({"bleu_signature": text.bleu_signature, "chrf_signature": text.chrf_signature}
+               if text else {})}
 
 
 class TrainingDiverged(RuntimeError):
@@ -69,11 +89,52 @@ def planned_run(model_cfg: ModelConfig, train_cfg: TrainConfig):
     return model_cfg, train_cfg, task
 
 
+def planned_fine_tune(base: Checkpoint, model_cfg: ModelConfig, train_cfg: TrainConfig):
+    """(ModelConfig, TrainConfig, Task) of a fine-tune of `base` (train_cfg.init): the base's
+    network (its dropout may differ: how it trains), and the data file's pairs in its
+    vocabularies (a DataError, one line, for a bad file)."""
+    if model_cfg.replace(dropout=base.model_config.dropout) != base.model_config:
+        theirs, mine = base.model_config.to_dict(), model_cfg.to_dict()
+        changed = next((k for k in sorted(set(theirs) | set(mine)) if theirs.get(k) != mine.get(k)), "")
+        raise ValueError(f"{changed or 'init'}: a fine-tune keeps its base's architecture "
+                         f"({train_cfg.init}'s {changed} is {theirs.get(changed)!r})")
+    task = fine_tune_task(base.task, train_cfg.data, train_cfg.valid, train_cfg.seed, model_cfg.max_len,
+                          train_cfg.max_length)
+    return model_cfg, train_cfg, task
+
+
 class Trainer:
-    def __init__(self, model_cfg: ModelConfig | None = None, train_cfg: TrainConfig | None = None):
-        model_cfg, train_cfg, self.task = planned_run(model_cfg or ModelConfig(), train_cfg or TrainConfig())
+    def __init__(self, model_cfg: ModelConfig | None = None, train_cfg: TrainConfig | None = None,
+                 base: Checkpoint | None = None, processes: Processes | None = None,
+                 base_info: dict | None = None):
+        """A run of these configs. A fine-tune (train_cfg.init) starts from `base`, a loaded
+        model (its weights, generation settings and task's vocabularies); `base_info` is what
+        the file says of the base (computed from `base` when not given). `processes`: the
+        torchrun group (default: joined from the environment, or this process alone)."""
+        if train_cfg is not None and train_cfg.init:
+            if base is None:
+                raise ValueError(f"init: a fine-tune needs its base model loaded ({train_cfg.init})")
+            model_cfg, train_cfg, self.task = planned_fine_tune(base, model_cfg or base.model_config,
+                                                                train_cfg)
+            self.base_info = base_info or base_record(train_cfg.init, base.model, base.task)
+        else:
+            model_cfg, train_cfg, self.task = planned_run(model_cfg or ModelConfig(),
+                                                          train_cfg or TrainConfig())
+            self.base_info = None
         self.model_cfg, self.cfg = model_cfg, train_cfg
         self.device = resolve_device(train_cfg.device)
+        self.processes = processes or Processes.from_environment(self.device)
+        if self.device.type == "cuda" and self.processes.distributed:
+            self.device = torch.device("cuda", self.processes.local_rank)  # one GPU a process
+        # Every process draws each step's pairs (all processes' together) from the same seeded
+        # stream and trains on its shard, in `accumulate` micro-batches (processes.py).
+        self.step_rows = train_cfg.step_pairs * self.processes.world
+        self._parts = self.processes.world * train_cfg.accumulate  # micro-batches of a step, all processes'
+        shard(self.step_rows, self.processes, train_cfg.accumulate)  # ValueError: more parts than pairs
+        if self.task.train is not None and len(self.task.train) < self._parts:
+            processes = "1 process" if self.processes.world == 1 else f"{self.processes.world} processes"
+            raise ValueError(f"batch_size: {len(self.task.train)} training pairs cannot be shared by "
+                             f"{processes} x {train_cfg.accumulate} micro-batches")
         # A bug preset may feed the model other data (copies for no-reverse, while the task
         # still says reverse) or feed it differently (no-shift); chosen here, once.
         bug = bug_preset(train_cfg.bug)
@@ -82,15 +143,23 @@ class Trainer:
         self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
         self.model = Seq2Seq(model_cfg).to(self.device)
-        # torch's fused Adam kernel over one flat buffer of all parameters, without torch.optim's
-        # first-call import of torch._dynamo (core/training/optim.py)
-        self.optimizer = FusedAdam(list(self.model.parameters()), lr=train_cfg.lr,
-                                   betas=(train_cfg.beta1, train_cfg.beta2), eps=train_cfg.eps)
+        if base is not None:  # a fine-tune: the base's weights and how it generates
+            self.model.load_state_dict(base.model.state_dict())
+            self.model.generation = base.model.generation
+            train_as_family(self.model, self.task)
+        # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
+        # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
+        self.optimizer = make_optimizer(self.trainable(), train_cfg)
+        # torch.distributed's data parallel: gradients averaged over the processes in backward
+        self._ddp = torch.nn.parallel.DistributedDataParallel(
+            self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None) \
+            if self.processes.distributed else None
         self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
         self._sampler = None  # shuffled epochs over a data file's training pairs
         if self.task.train is not None:
-            self._sampler = PairSampler(self.task.train, train_cfg.batch_size, self.data_generator,
-                                        train_cfg.bucket_lengths, self.task.vocab)
+            self._sampler = PairSampler(self.task.train, self.step_rows, self.data_generator,
+                                        train_cfg.bucket_lengths, self.task.vocab, self.task.pairs_batch,
+                                        min_rows=self._parts)
         self.step_count = 0
         self.seconds = 0.0
         self.seconds_at_start = 0.0  # what a resumed run had already trained
@@ -108,6 +177,12 @@ class Trainer:
         self.listeners: tuple[RunListener, ...] = ()  # of the run in progress (see run())
         self.run_seconds = 0.0  # wall time of this process's runs: steps, evaluations, snapshots
         self.run_steps = 0  # steps this process's runs took
+        self.base_scores: dict | None = None  # a fine-tune's held-out scores of its base (step 0)
+        self.last_scores: dict | None = None  # ... and of its latest evaluation
+
+    def trainable(self) -> list[torch.nn.Parameter]:
+        """The parameters the optimiser changes (a fine-tune keeps some as its family does)."""
+        return [p for p in self.model.parameters() if p.requires_grad]
 
     @property
     def done(self) -> bool:
@@ -133,48 +208,53 @@ class Trainer:
         return self.cfg.lr_at(step, self.lr_restart, self.schedule_from)
 
     def next_batch(self) -> Batch:
+        """The next step's pairs, every process's micro-batches together (step_rows of them)."""
         if self._sampler is not None:
             return self._sampler.next_batch()
         power = self.cfg.length_power
         if self.cfg.bucket_lengths and self._data_task.exact_lengths:
             lo, hi = self.cfg.min_source_len, self.cfg.max_source_len
             length = int(draw_lengths(1, lo, hi, self.data_generator, power))
-            return self._data_task.batch(self.cfg.batch_size, self.data_generator, length, length)
-        return self._data_task.batch(self.cfg.batch_size, self.data_generator, length_power=power)
+            return self._data_task.batch(self.step_rows, self.data_generator, length, length)
+        return self._data_task.batch(self.step_rows, self.data_generator, length_power=power)
 
     def train_step(self) -> StepStats:
         """One optimiser step on a fresh batch. Raises TrainingDiverged before applying a
         non-finite update, so the weights stay at the last good state."""
         if self.step_count == 0 and not self.history.snapshot_steps:
             self.snapshot()  # the untrained model's attention starts the timeline
+        if self.cfg.init and self.step_count == 0 and self.base_scores is None:
+            self.evaluate(self.cfg.eval_size, self.heldout_seed)  # the base: what the fine-tune starts from
+            self.base_scores = self.last_scores
         start = time.perf_counter()
         step = self.step_count + 1
         lr = self.lr_for(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         src, decoder_input, labels = (t.to(self.device, non_blocking=True)
-                                      for t in self._feed(self.next_batch()))  # (B, S), (B, T), (B, T)
+                                      for t in self._feed(self.next_batch()))  # (R, S), (R, T), (R, T)
         if not self.model.training:  # only when something switched it (an app's decode, say)
             set_training(self.model, True)
-        logits = self.model(src, decoder_input)  # (B, T, V)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                               ignore_index=self.model_cfg.pad_id)
-        self.optimizer.zero_grad()
-        loss.backward()
+        micro = shard(len(src), self.processes, self.cfg.accumulate)
+        loss = self._accumulated_loss(src, decoder_input, labels, micro)
         grad_norm = self.optimizer.clip_grad_norm(self.cfg.clip_grad_norm)  # over one flat buffer
-        loss_value, norm_value = float(loss.detach()), float(grad_norm)
+        loss_value, norm_value = float(loss), float(grad_norm)
         if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+            layer = next(filter(None, (first_non_finite_layer(self.model, src[rows], decoder_input[rows])
+                                       for rows in micro)), None)
+            where = f"first non-finite in {layer}" if layer else \
+                "the forward pass finite, the gradient not"
             self.optimizer.zero_grad()
             raise TrainingDiverged(
                 f"training diverged at step {step}: loss {loss_value:.4g}, grad norm "
-                f"{norm_value:.4g} (try a lower learning rate); the last good weights are kept"
+                f"{norm_value:.4g}, {where} (try a lower learning rate); the last good weights are kept"
             )
         self.optimizer.step()
         elapsed = time.perf_counter() - start
         self.step_count = step
         self.seconds += elapsed
         self.last_loss = loss_value
-        stats = StepStats(step, loss_value, norm_value, lr, self.cfg.batch_size / elapsed, self.seconds)
+        stats = StepStats(step, loss_value, norm_value, lr, self.step_rows / elapsed, self.seconds)
         self.history.record_step(step, loss_value, lr, norm_value, stats.examples_per_s, self.seconds)
         if self.cfg.eval_every and (step % self.cfg.eval_every == 0 or step == self.cfg.steps):
             # Before the last step, an evaluation that cannot reach --until stops early.
@@ -186,6 +266,29 @@ class Trainer:
         if snapshot_due(step, self.cfg.steps) or self.done:
             self.snapshot()
         return stats
+
+    def _accumulated_loss(self, src: torch.Tensor, decoder_input: torch.Tensor, labels: torch.Tensor,
+                          micro: list[slice]) -> torch.Tensor:
+        """Forward and backward of this process's micro-batches of the step; the step's loss: the
+        mean cross-entropy over ALL its target tokens (every process's, every micro-batch's;
+        padding not), never a mean of micro-batch means. Each micro-batch's summed loss is
+        divided by the step's token count, so the accumulated gradient is the full batch's."""
+        pad = self.model_cfg.pad_id
+        tokens = int((labels != pad).sum())  # (R, T): the whole step's rows, so no message needed
+        per_process = tokens / self.processes.world  # DDP averages over processes: undo it
+        model = self._ddp or self.model
+        self.optimizer.zero_grad()
+        total = torch.zeros((), device=self.device)
+        for i, rows in enumerate(micro):
+            last = i == len(micro) - 1
+            with nullcontext() if last or self._ddp is None else self._ddp.no_sync():
+                logits = model(src[rows], decoder_input[rows])  # (b, T, V)
+                part = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[rows].reshape(-1),
+                                       ignore_index=pad, reduction="sum",
+                                       label_smoothing=self.cfg.label_smoothing)
+                (part / per_process).backward()
+            total += part.detach()
+        return self.processes.sum(total) / tokens
 
     def snapshot(self) -> None:
         """Record the probe source's cross-attention (every layer and head) at this step."""
@@ -201,17 +304,24 @@ class Trainer:
         data file's held-out pairs, teacher-forced (the same figure as greedy decoding, in one
         pass). The run's own evaluation (no n or seed given) goes into the history. With
         stop_below (a run with --until) it goes EARLY_STOP_BATCH examples at a time and stops at
-        the batch that puts the target out of reach, so evaluations far from it cost little."""
+        the batch that puts the target out of reach, so evaluations far from it cost little.
+        A fine-tune's measures its held-out pairs by greedy decoding: exact match, loss, BLEU, chrF."""
+        own = n is None and seed is None
         start = time.perf_counter()
-        result = evaluate(self.model, self.task, n or self.cfg.eval_size,
-                          seed=self.heldout_seed if seed is None else seed,
-                          batch_size=EARLY_STOP_BATCH if stop_below else 500,
-                          teacher_forced=True, stop_below=stop_below)
+        n, seed = n or self.cfg.eval_size, self.heldout_seed if seed is None else seed
+        if self.cfg.init:  # a fine-tune: also loss per target token, corpus BLEU and chrF (greedy)
+            batches = self.task.evaluation_batches(n, seed, FINE_TUNE_EVAL_BATCH)
+            result = score(self.model, self.task, batches, loss=True, text=True)
+            self.last_scores = scores_of(result)
+        else:
+            result = evaluate(self.model, self.task, n, seed=seed,
+                              batch_size=EARLY_STOP_BATCH if stop_below else 500,
+                              teacher_forced=True, stop_below=stop_below)
         self.eval_seconds += time.perf_counter() - start
         self.last_accuracy = result.accuracy
         # an evaluation stopped early (--until out of reach) measured a few examples: no figure
         self.accuracy_step = self.step_count if result.complete else None
-        if n is None and seed is None:
+        if own:
             self.history.record_eval(self.step_count, result.accuracy, result.n, result.complete)
             for listener in self.listeners:
                 listener.on_evaluation(self, result)
@@ -224,7 +334,8 @@ class Trainer:
         self.listeners = listeners
         try:
             while not self.done and (until_step is None or self.step_count < until_step):
-                if any([listener.stop_requested(self) for listener in listeners]):  # each asked
+                stop = any([listener.stop_requested(self) for listener in listeners])  # each asked
+                if self.processes.any(stop, self.device):  # every process stops at the same step
                     break
                 start = time.perf_counter()
                 stats = self.train_step()
@@ -254,6 +365,9 @@ class Trainer:
             "seconds": round(self.seconds, 3),
             **({"until_reached_at": self.until_reached_at} if self.until_reached_at else {}),
             "bug": self.cfg.bug,
+            **({"base": self.base_info} if self.base_info else {}),
+            **({"base_scores": self.base_scores} if self.base_scores else {}),
+            **({"scores": self.last_scores} if self.last_scores and self.cfg.init else {}),
             "minitx_version": __version__,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
@@ -279,6 +393,8 @@ class Trainer:
         """Atomic save; with resumable, the file carries what resume() needs. The accuracy it
         states is measured on the weights it writes (measure_weights)."""
         self.measure_weights()
+        if not self.processes.main:  # only the first process writes
+            return Path(path)
         extra = {}
         if resumable:
             extra = {
@@ -288,6 +404,10 @@ class Trainer:
                                        "lr_restart": self.lr_restart,
                                        **({"schedule_from": self.schedule_from}
                                           if self.schedule_from else {}),
+                                       **({"processes": self.processes.world}
+                                          if self.processes.distributed else {}),
+                                       **({"base": self.base_info} if self.base_info else {}),
+                                       **({"base_scores": self.base_scores} if self.base_scores else {}),
                                        **({"data": self._sampler.state()[0]} if self._sampler else {})}),
             }
         saved = save_checkpoint(path, self.model, self.task, self.summary(),
@@ -321,9 +441,16 @@ class Trainer:
         saved_cfg = resumed_config(path, ckpt.model_config, saved, train_cfg, model_cfg)
         if saved_cfg.task == DATA_TASK:
             check_same_data(path, ckpt.task, saved_cfg)
+        processes = Processes.from_environment(resolve_device(saved_cfg.device))
+        saved_cfg = same_step_pairs(path, saved, saved_cfg, trainer_info.get("processes", 1), processes.world)
+        base_info = trainer_info.get("base")
+        if saved_cfg.init and not isinstance(base_info, dict):
+            raise CheckpointError(f"{path} is a fine-tune that does not say what its base was")
         # The saved model config already has the bug's effects applied; apply_bug is idempotent.
+        # A fine-tune continues from the file itself: its weights, tokenisers and generation.
         try:
-            trainer = cls(ckpt.model_config, saved_cfg)
+            trainer = cls(ckpt.model_config, saved_cfg, ckpt if saved_cfg.init else None, processes,
+                          base_info)
         except DataError:
             raise
         except ValueError as e:  # a training config that does not fit the saved model
@@ -348,7 +475,7 @@ class Trainer:
         self.model.load_state_dict(ckpt.model.state_dict())
         state = ckpt.train_state
         try:
-            params = dict(self.model.named_parameters())
+            params = {n: p for n, p in self.model.named_parameters() if p.requires_grad}
             optim_state = {}
             for key, value in state.items():
                 if not key.startswith("optim."):
@@ -359,7 +486,7 @@ class Trainer:
             seconds = float(info.get("seconds", 0.0))
             if step < 0 or not seconds >= 0:
                 raise ValueError(f"step {step} and seconds {seconds} must not be negative")
-            check_optim_state(optim_state, params, step)
+            check_optim_state(optim_state, params, step, self.optimizer.FIELDS)
             restart = restart_from(info.get("lr_restart"), step, self.cfg.lr)
             schedule_from = info.get("schedule_from", 0)
             if type(schedule_from) is not int or not 0 <= schedule_from <= step:
@@ -381,6 +508,8 @@ class Trainer:
         self.last_loss = info.get("last_loss")
         self.last_accuracy = info.get("last_accuracy")
         self.lr_restart, self.schedule_from = restart, schedule_from
+        base_scores = info.get("base_scores")
+        self.base_scores = base_scores if isinstance(base_scores, dict) else None
         self._load_history(ckpt)
 
     def _load_history(self, ckpt: Checkpoint) -> None:

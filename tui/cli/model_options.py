@@ -156,6 +156,29 @@ TRAINING_OPTIONS = [
 ]
 
 
+# Fine-tuning (`train --init`) and how a step is made: train's own (docs/training.md, "Fine-tuning").
+FINE_TUNE_OPTIONS = [
+    click.option("--init", metavar="MODEL",
+                 help="Fine-tune MODEL (a Hugging Face folder or cache id, an imported or any minitx "
+                      "checkpoint, a bundled name) on --data: its architecture, weights and tokenisers; "
+                      "the fine-tuning defaults of its family (docs/training.md)."),
+    click.option("--accumulate", type=click.IntRange(min=1),
+                 help="Micro-batches of --batch-size whose gradients make one step (a step takes "
+                      "batch size x accumulate x processes pairs). [default: 1]"),
+    click.option("--label-smoothing", type=click.FloatRange(0, 1, max_open=True), metavar="EPS",
+                 help="Label smoothing of the loss, as torch's CrossEntropyLoss(label_smoothing). "
+                      "[default: 0]"),
+    click.option("--weight-decay", type=click.FloatRange(0), metavar="WD",
+                 help="AdamW's decoupled weight decay. [default: 0.01 fine-tuning, 0 from scratch]"),
+    click.option("--optimizer", type=core_choice("config", "OPTIMIZERS"),
+                 help="adamw (Adam at weight decay 0), or torch's Adafactor (T5's, at lr 1e-3). "
+                      "[default: adamw]"),
+    click.option("--max-length", type=click.IntRange(min=2), metavar="N",
+                 help="Cut sources and targets to N tokens (the end token kept), as a tokeniser's "
+                      "truncation does; counted. [default: the model's positions]"),
+]
+
+
 def apply(options):
     """A decorator that adds `options` (a list of click.option decorators) in order."""
 

@@ -22,8 +22,11 @@ class Metrics:
 
     def write_eval(self, step: int, result) -> None:
         """An evaluation: the examples it really measured, and whether it stopped early."""
+        text = result.text  # a fine-tune's: its loss, BLEU and chrF too
         self._write({"kind": "eval", "step": step, "accuracy": result.accuracy, "n": result.n,
-                     "complete": result.complete})
+                     "complete": result.complete,
+                     **({"loss": result.loss} if result.loss is not None else {}),
+                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {})})
 
     def _write(self, row: dict) -> None:
         if self.file is not None:
@@ -40,6 +43,8 @@ def describe_run(trainer) -> str:
 
     m, t = trainer.model_cfg, trainer.cfg
     params = parameter_breakdown(trainer.model)["total"]
+    if t.init:
+        return _fine_tune_what(trainer, params)
     bug = f" bug={t.bug}" if t.bug else ""
     # Two lines that each fit 80 columns: the model, then the run.
     return (
@@ -47,6 +52,22 @@ def describe_run(trainer) -> str:
         f"heads {m.n_heads} layers {m.n_encoder_layers}+{m.n_decoder_layers} · {params:,} params\n"
         f"{_schedule_what(trainer)} · batch {t.batch_size} · {trainer.device.type}{bug}"
     )
+
+
+def _fine_tune_what(trainer, params: int) -> str:
+    """A fine-tune's header: its base and pairs, then its settings (the family's defaults
+    under the options given): what it will do, each line within 80 columns."""
+    t, c, base = trainer.cfg, trainer.task.counts, trainer.base_info or {}
+    file = trainer.task.provenance["data"]["file"]
+    cut = f", {c['cut_too_long']:,} cut to fit" if c.get("cut_too_long") else ""
+    optimiser = f"AdamW wd {t.weight_decay:g}" if t.optimizer == "adamw" else "Adafactor"
+    split = f"batch {t.batch_size}" + (f" x {t.accumulate}" if t.accumulate > 1 else "") + \
+        (f" x {trainer.processes.world} processes" if trainer.processes.distributed else "")
+    return (f"fine-tuning {t.init} ({base.get('family', 'minitx')}, {params:,} params, dropout "
+            f"{trainer.model_cfg.dropout:g})\n"
+            f"on {file}: {c['train']:,} pairs ({c['heldout']:,} held out{cut})\n"
+            f"{_schedule_what(trainer)} · {optimiser} · {split} · {trainer.device.type}"
+            + (f" · label smoothing {t.label_smoothing:g}" if t.label_smoothing else ""))
 
 
 def _schedule_what(trainer) -> str:
@@ -81,6 +102,19 @@ def task_summary(task) -> str:
         return (f"{file}: {c['train']:,} pairs ({c['heldout']:,} held out), "
                 f"{task.vocab.size - len(task.vocab.specials)} {task.vocab.level} tokens")
     return f"{task.name} {task.min_len}-{task.max_len}" if task.exact_lengths else task.name
+
+
+def fine_tune_scores(trainer) -> str | None:
+    """'loss 5.21 -> 1.03 · BLEU 3.1 -> 25.4 · chrF 20.1 -> 48.2': a fine-tune's base
+    against its weights now, on its held-out pairs; None for other runs."""
+    base, now = trainer.base_scores, trainer.last_scores
+    if not (trainer.cfg.init and base and now):
+        return None
+    parts = []
+    for key, name, fmt in (("loss", "loss", ".4f"), ("bleu", "BLEU", ".1f"), ("chrf", "chrF", ".1f")):
+        if base.get(key) is not None and now.get(key) is not None:
+            parts.append(f"{name} {base[key]:{fmt}} -> {now[key]:{fmt}}")
+    return " · ".join(parts)
 
 
 def log_line(stats, until: float = 0.0) -> str:

@@ -149,6 +149,12 @@ def inspect_cmd(ckpt, as_json) -> None:
              *([] if "huggingface" in info else [f"source lengths {task['min_len']}-{task['max_len']}"]),
              pattern]
     out.print(field_lines(about, out.width), highlight=False)
+    base = info["training"].get("base")
+    if isinstance(base, dict):  # a fine-tune (`train --init`): what it started from
+        from rich.markup import escape
+
+        out.print(escape(f"fine-tuned from {base.get('init')} ({base.get('family')}; the base's weights: "
+                         f"sha256 {str(base.get('sha256'))[:16]}…)"), highlight=False)
     if "imported" in info:
         out.print(_imported(info["imported"]), highlight=False)
     elif "huggingface" in info:
@@ -179,7 +185,8 @@ def inspect_cmd(ckpt, as_json) -> None:
     panels = [_key_values("model", info["model_config"])]
     if info["train_config"]:
         panels.append(_key_values("training config", info["train_config"]))
-    panels.append(_key_values("training summary", info["training"]))
+    shown = {k: v for k, v in info["training"].items() if k != "base"}  # the base has its own line
+    panels.append(_key_values("training summary", shown))
     out.print(Columns(panels))
     out.print(describe_history(checkpoint.history), markup=False)
 

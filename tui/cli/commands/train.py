@@ -29,7 +29,7 @@ from minitx.tui.cli.common import (
     threads_option,
 )
 from minitx.tui.cli.output import quiet_stderr, quiet_stdout
-from minitx.tui.cli.train_progress import Reporter, SaveEvery
+from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores
 
 RUN_OPTIONS = [
     click.option("--out", "out", type=click.Path(dir_okay=False),
@@ -61,7 +61,7 @@ RUN_OPTIONS = [
 @click.command("train")
 @model_options.recipe_option
 @model_options.apply(model_options.TASK_OPTIONS + model_options.TRAINING_OPTIONS
-                      + model_options.MODEL_OPTIONS + RUN_OPTIONS)
+                      + model_options.FINE_TUNE_OPTIONS + model_options.MODEL_OPTIONS + RUN_OPTIONS)
 def train_cmd(**opts) -> None:
     """Train a model and save it as a checkpoint.
 
@@ -79,6 +79,8 @@ def train_cmd(**opts) -> None:
       minitx train --data pairs.tsv --out mine.safetensors   # your own pairs
       minitx train --data train.tsv --valid valid.tsv --tokens word
       minitx train --task dates --steps 3000 --out dates.safetensors
+      minitx train --init opus-mt-en-de/ --data mine.tsv --out mine.safetensors  # fine-tune
+      torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv --accumulate 2
 
     docs/training.md describes the recipes, docs/components.md the component switches
     (--norm-kind, --position-encoding, --activation swiglu, --kv-heads; `minitx lab` compares
@@ -94,6 +96,9 @@ def train_cmd(**opts) -> None:
 
     trainer, out_path = _prepare(opts)
     out, err = quiet_stdout(), quiet_stderr()
+    lead = trainer.processes.main  # under torchrun only the first process prints and writes
+    if not lead:
+        opts = {**opts, "quiet": True, "metrics": None}
     if not opts["quiet"]:
         for note in trainer.task.notes():  # a data file's skipped pairs, once
             err.write(f"note: {note}\n")
@@ -112,21 +117,25 @@ def train_cmd(**opts) -> None:
                 if trainer.step_count == 0:
                     raise
                 trainer.save(out_path, resumable=True)
-                raise click.ClickException(f"{e}; step {trainer.step_count} saved to {out_path}") from None
+                raise click.ClickException(f"{e}; step {trainer.step_count} saved to {out_path}"
+                                           if lead else "") from None
             stopped = signals.caught is not None and not trainer.done
             if not stopped and (trainer.last_accuracy is None or trainer.cfg.eval_every == 0):
                 reporter.evaluated_after(trainer, trainer.evaluate())  # the result always states it
         if stopped:
             trainer.save(out_path, resumable=True)
-            err.write(f"{signals.name} at step {trainer.step_count}/{trainer.cfg.steps}: resumable "
-                      f"checkpoint saved to {out_path}, {_kept(trainer)} (continue: minitx train "
-                      f"--resume {out_path})\n")
+            if lead:
+                err.write(f"{signals.name} at step {trainer.step_count}/{trainer.cfg.steps}: resumable "
+                          f"checkpoint saved to {out_path}, {_kept(trainer)} (continue: minitx train "
+                          f"--resume {out_path})\n")
             sys.exit(128 + signals.caught)
         save_start = time.perf_counter()
         trainer.save(out_path, resumable=True)
     timings = {"startup": loop_start - process_started(), "loop": save_start - loop_start,
                "training": trainer.seconds_this_run, "evaluation": trainer.eval_seconds,
                "saving": time.perf_counter() - save_start}
+    if not lead:
+        return
     _report_result(trainer, out_path, out, opts["as_json"], timings)
     if out.gone:  # say where the result went, since stdout could not
         err.write(f"note: standard output was closed ({out.closed_at}); the run went on to step "
@@ -145,7 +154,11 @@ def _prepare(opts):
     if opts["out"]:
         checkpoint_out(opts["out"])
     try:
-        if opts["resume"]:
+        if opts["init"]:
+            trainer = _fine_tune(opts)
+            name = run_name(trainer.cfg.task, trainer.cfg.data)
+            out_path = Path(opts["out"]) if opts["out"] else run_path(".", name, next_run_number(".", name))
+        elif opts["resume"]:
             if opts["recipe"]:
                 raise click.UsageError("--recipe cannot be combined with --resume: the run has its configs")
             saved = load_checkpoint_arg(opts["resume"])  # cannot be found or read: exit 2
@@ -180,6 +193,43 @@ def _prepare(opts):
         )
     _warn_if_shadowed(out_path)
     return trainer, out_path
+
+
+# Options that shape a model or choose its task: a fine-tune's come from its base (--init).
+NOT_WITH_INIT = ("recipe", "task", "lengths", "bug", "tokens", "expect", "resume", "restart_schedule")
+
+
+def _refuse_beside_init(opts) -> None:
+    """An architecture or task option beside --init: one line naming it."""
+    from minitx.core.options import MODEL_OPTIONS
+
+    for name in [*(n for n in MODEL_OPTIONS if n != "dropout"), "layers", *NOT_WITH_INIT]:
+        if opts.get(name) not in (None, False):
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{flag} cannot be combined with --init: a fine-tune's architecture, "
+                                   "task and tokenisers are its base model's")
+    if not opts["data"]:
+        raise click.UsageError("--init needs --data PAIRS: the pairs to fine-tune on")
+
+
+def _fine_tune(opts):
+    """A Trainer fine-tuning --init's model on --data, its family's defaults under the options."""
+    from minitx.core.config import TrainConfig
+    from minitx.core.data.task import DATA_TASK
+    from minitx.core.training.fine_tune import family_of, fine_tune_defaults, folder_dropout
+    from minitx.core.training.trainer import Trainer
+
+    _refuse_beside_init(opts)
+    try:
+        base = load_checkpoint_arg(opts["init"])  # not a model: exit 2, naming it
+    except BadArgument as e:
+        raise BadArgument(f"--init: {e}") from None
+    defaults = fine_tune_defaults(family_of(base.task), opts["optimizer"] or "adamw")
+    train_cfg = TrainConfig(task=DATA_TASK, data=opts["data"], init=opts["init"], **defaults)
+    dropout = folder_dropout(base.task)  # a folder's config.json; else the checkpoint's own
+    model_cfg = base.model_config if dropout is None else base.model_config.replace(dropout=dropout)
+    model_cfg, train_cfg = model_options.configs(model_cfg, train_cfg, opts)
+    return Trainer(model_cfg, train_cfg, base=base)
 
 
 def schedule_ended_note(trainer, path: str) -> str:
@@ -303,5 +353,12 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
     final = [f"final exact match {acc:.1%} on {n} {task.evaluated_on}", f"loss {summary['loss']:.4f}",
              f"{trainer.seconds_this_run:.0f} s this run{in_all}"]
     out.write(field_lines(final, width).plain + "\n")
+    scores = fine_tune_scores(trainer)
+    if scores:  # the base -> the fine-tuned weights, on the same held-out pairs
+        first, *rest = scores.split(" · ")
+        out.write(field_lines([f"base -> fine-tuned ({n} {task.evaluated_on}): {first}", *rest], width).plain
+                  + "\n")
+        for name, key in (("BLEU", "bleu_signature"), ("chrF", "chrf_signature")):
+            out.write(f"  {name}: sacrebleu {trainer.last_scores[key]}\n")
     out.write(field_lines([f"saved {out_path}", "resumable; `minitx export` makes a copy to share"],
                           width).plain + "\n")
