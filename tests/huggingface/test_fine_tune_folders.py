@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,41 @@ def test_two_torchrun_processes_reach_one_process_accumulating_twice_and_resume_
                      "--threads", 1, "--quiet")
     assert code == 0, text
     assert checkpoints.load(str(two)).train_config.accumulate == 2
+
+
+@pytest.fixture
+def late_signals_land_here():
+    """A signal Python handles after the run restored its handlers lands in this no-op."""
+    numbers = [signal.SIGINT, signal.SIGHUP, signal.SIGTERM]
+    previous = {number: signal.signal(number, lambda *_: None) for number in numbers}
+    yield
+    for number, handler in previous.items():
+        signal.signal(number, handler)
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143),  # the others: the same path, tier 2
+                                          pytest.param(signal.SIGHUP, 129, marks=pytest.mark.slow),
+                                          pytest.param(signal.SIGINT, 130, marks=pytest.mark.slow)])
+def test_a_fine_tune_stopped_by_a_signal_saves_and_resumes_to_the_uninterrupted_weights(
+        marian, tmp_path, monkeypatch, late_signals_land_here, signum, code):
+    data = write_pairs(tmp_path / "pairs.tsv")
+    common = ["--init", marian, "--data", data, "--valid", data, "--batch-size", 4, "--steps", 4,
+              "--threads", 1, "--quiet", "--eval-every", 0]
+    straight, stopped = tmp_path / "straight.safetensors", tmp_path / "stopped.safetensors"
+    assert run("train", *common, "--out", straight)[0] == 0
+    original = Trainer.train_step
+
+    def step_then_signal(self):
+        stats = original(self)
+        if stats.step == 2:
+            os.kill(os.getpid(), signum)
+        return stats
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "train_step", step_then_signal)
+        assert run("train", *common, "--out", stopped)[0] == code
+    assert checkpoints.load(str(stopped)).summary["steps"] == 2
+    resumed = run("train", "--resume", stopped, "--data", data, "--valid", data, "--threads", 1, "--quiet")
+    assert resumed[0] == 0, resumed[1]
+    a, b = checkpoints.load(str(stopped)).model, checkpoints.load(str(straight)).model
+    assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
