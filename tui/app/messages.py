@@ -257,6 +257,30 @@ class Progress(Message):
     heldout_loss: str | None = None  # ... and its loss per held-out target token: 'loss 5.2100→1.0300'
 
 
+@dataclass(frozen=True)
+class ProbeLine:
+    """One probe's greedy output at an evaluation of a fine-tune (core.history.ProbeRecord's)."""
+
+    source: str
+    output: str
+    base_output: str
+    changed: list[int]  # indices of output.split() words its base's output does not have there
+
+
+@dataclass
+class Watching(Message):
+    """Posted by the training worker after each evaluation of a watched fine-tune: the probes'
+    outputs, the KL to the base (on general pairs, else on the probes) and the general-domain
+    loss, and the forgetting alarm's line once it has gone off (core's Forgetting.line())."""
+
+    step: int
+    probes: list[ProbeLine]
+    kl_to_base: float | None
+    kl_on: str  # "general" or "probes"
+    general_loss: tuple[float, float] | None = None  # (the base's, now)
+    alarm: str | None = None
+
+
 @dataclass
 class RunStarted(Message):
     summary: str

@@ -17,7 +17,7 @@ from textual.message import Message
 
 from minitx.core.training.run_files import run_name
 from minitx.tui.app.errors import error_text
-from minitx.tui.app.messages import LiveProbe, Progress, RunEnded, RunStarted, Saved
+from minitx.tui.app.messages import LiveProbe, ProbeLine, Progress, RunEnded, RunStarted, Saved, Watching
 from minitx.tui.render.numbers import accuracy_text, scores_change, short_count
 
 POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
@@ -142,7 +142,20 @@ class TrainingRun:
         self._post_progress(trainer, stats, probe)
 
     def on_evaluation(self, trainer, result) -> None:
-        pass  # the step that ran it carries its accuracy
+        """The step that ran it carries its accuracy; a watched fine-tune's probes and forgetting
+        (what core recorded in the history at this evaluation) go to the screen now."""
+        watched = trainer.history.watched
+        if watched is None or not watched.steps or watched.steps[-1] != trainer.step_count:
+            return
+        step = watched.steps[-1]
+        probes = [ProbeLine(r.source, r.output, r.base_output, list(r.changed))
+                  for r in watched.probes if r.step == step]
+        forgetting = trainer.watcher.forgetting if trainer.watcher is not None else None
+        self.post(Watching(
+            step, probes, watched.kl_to_base[-1] if watched.kl_to_base else None, watched.kl_on,
+            (forgetting.general_loss_base, forgetting.general_loss_end)
+            if forgetting is not None and forgetting.general_loss_end is not None else None,
+            forgetting.line() if forgetting is not None and forgetting.alarm else None))
 
     def on_snapshot(self, trainer, step: int) -> None:
         pass  # the history holds it; the timeline reads it once the run ends

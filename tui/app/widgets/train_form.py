@@ -42,17 +42,19 @@ FIELDS = {
     "optimizer": "optim", "warmup": "warmup", "dropout": "dropout", "seed": "seed", "device": "device",
     "d_model": "d_model", "heads": "heads", "kv_heads": "K/V", "layers": "layers",
     "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
-    "until": "until", "probe_source": "probe", "tokens": "tokens",
-    "data": "data", "expect": "expect", "valid": "held-out",
+    "until": "until", "probe_source": "probe", "tokens": "tokens", "expect": "expect",
+    "data": "data", "valid": "held-out", "general": "general",
 }
 # Fields a row to a row, by the terminal's width: the columns of each field taking more than one.
-# Four columns from 78 characters (80x24: 8 rows), three below (60x20: 10 rows); both fill every row.
-ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 3, "valid": 3},
-             3: {SOURCE: 2, "probe_source": 2, "data": 2, "valid": 2}}
+# Four columns from 78 characters (80x24: 8 rows), three below (60x20: 11 rows); both fill every row.
+ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 2, "valid": 2, "general": 2},
+             3: {SOURCE: 1, "probe_source": 2, "data": 2, "valid": 3, "general": 3}}
 FOUR_COLUMNS = 78  # the form's width from which four fields fit a row
 PLACEHOLDERS = {"kv_heads": "= heads", "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)",
-                "valid": "blank: 5% of data"}
-FINE_TUNE_DATA = "the pairs to fine-tune on (.tsv/.csv/.jsonl)"  # data's placeholder for a fine-tune
+                "valid": "blank: 5% of data", "general": "a fine-tune's: pairs to keep"}
+PROBES_SEPARATOR = "|"  # a fine-tune's probe field holds several sources: "the cat | a house"
+FINE_TUNE_DATA = "pairs to learn (.tsv/.csv/.jsonl)"  # data's placeholder for a fine-tune
+FINE_TUNE_ONLY = ("general",)  # pairs it should still handle: forgetting measured on them
 OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
 CHOICES = ("task", "schedule", "optimizer", "norm", "norm_kind", "activation", "position_encoding",
            "device", "tokens", "expect")  # picked from lists core defines, not typed
@@ -120,6 +122,8 @@ def probe_hint(task: str) -> str:
     """The probe field's placeholder: what an empty probe means for `task`."""
     from minitx.core.data.tasks import get_task
 
+    if task == "fine-tune":
+        return f"empty: 3 held-out; a {PROBES_SEPARATOR} b"
     if task == DATA_TASK:
         return "empty: the first held-out pair"
     example = get_task(task).example_batch()
@@ -147,6 +151,8 @@ def field_texts(model_cfg, train_cfg) -> dict[str, str]:
         texts["kv_heads"] = ""  # multi-head: empty, so a new `heads` keeps one K/V head each
     if own_lengths(train_cfg.task):
         texts["lengths"] = ""  # the file's (or the task's) own, as the field shows them
+    if train_cfg.probes:  # a fine-tune's probes, in the probe field
+        texts["probe_source"] = f" {PROBES_SEPARATOR} ".join(train_cfg.probes)
     return texts
 
 
@@ -290,7 +296,7 @@ class TrainForm(Grid):
         locked = self.locked()
         texts = field_texts(start.model, start.train)
         if start.init:  # its pairs are a data file's, still to be named
-            texts.update(task=DATA_TASK, data="", valid="")
+            texts.update(task=DATA_TASK, data="", valid="", general="", probe_source="")
         task = self.query_one("#task", ChoiceField)
         task.set_choices(self.tasks + ([DATA_TASK] if texts["task"] == DATA_TASK else []), texts["task"])
         if start.base is not None:  # a fine-tune's text becomes its base's pieces (subwords)
@@ -333,8 +339,11 @@ class TrainForm(Grid):
         lengths.disabled = own_lengths(name) or "lengths" in locked
         for field in DATA_ONLY:
             self.query_one(f"#{field}").disabled = not data or field in locked
+        for field in FINE_TUNE_ONLY:
+            self.query_one(f"#{field}").disabled = not fine_tune
         if name and self.tasks:  # core is loaded
-            self.query_one("#probe_source", Input).placeholder = probe_hint(name)
+            hint = probe_hint("fine-tune" if fine_tune else name)
+            self.query_one("#probe_source", Input).placeholder = hint
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "data":  # before the screen validates the form (it bubbles on)
@@ -369,13 +378,18 @@ class TrainForm(Grid):
         # Only what was changed: a field left as it was keeps the start's exact value (its
         # d_ff, its activation) instead of the rules for a changed d_model or norm.
         changed = {name: text for name, text in values.items() if text != base[name]}
-        for name in ("data", "task", "lengths", *DATA_ONLY):  # what the data file decides, below
+        for name in ("data", "task", "lengths", *DATA_ONLY, *FINE_TUNE_ONLY):  # decided below
             changed.pop(name, None)
         data = (values["data"] or "").strip()
         if start.init:  # a fine-tune of the open model: its pairs are a data file
             if not data:
                 raise OptionError("data", "a fine-tune learns a file of pairs: name it here")
             changed["init"] = start.init
+            probes = changed.pop("probe_source", "") or ""  # a fine-tune watches several probes
+            changed["probes"] = tuple(p.strip() for p in probes.split(PROBES_SEPARATOR) if p.strip())
+            general = (values["general"] or "").strip()
+            if general:
+                changed["general"] = checked_data_path(general, "general")
         if data:  # a data file is the task, and its pairs their own lengths
             path = checked_data_path(data)
             if data != base["data"] or start.init:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import ContentSwitcher
+from textual.widgets import ContentSwitcher, Static
 
-from minitx.tui.app.messages import Progress, TimelineMoved
+from minitx.tui.app.messages import Progress, TimelineMoved, Watching
 from minitx.tui.app.widgets.attention import AttentionGrid, ScoreTable
 from minitx.tui.app.widgets.curve_chart import CurveChart
 from minitx.tui.app.widgets.timeline import Timeline
@@ -30,6 +31,7 @@ class TrainViews(ContentSwitcher):
 
     def compose(self) -> ComposeResult:
         with Vertical(id=CURVES):
+            yield Static("", id="watching", markup=False)
             yield CurveChart(id="curves")
         with Horizontal(id=ATTENTION):
             with Vertical(id="probe-panel"):
@@ -46,6 +48,7 @@ class TrainViews(ContentSwitcher):
         self.query_one("#probe", AttentionGrid).show(
             [], [], [], hint="the best head on the probe source, live")
         self.timeline.display = False
+        self.query_one("#watching").display = False  # a fine-tune's probes and forgetting
         self.chart.show_runs([], note="press space to train: its curves draw here as it runs")
 
     @property
@@ -74,6 +77,7 @@ class TrainViews(ContentSwitcher):
         self.chart.x_end = None
         self.chart.show_runs([], note="starting…")
         self.query_one(f"#{CURVES}").border_subtitle = ""
+        self.query_one("#watching").display = False
         self.show_timeline(None)
 
     def run_started(self, label: str, history) -> None:
@@ -104,7 +108,18 @@ class TrainViews(ContentSwitcher):
             self.query_one("#probe-scores", ScoreTable).show(p.scores, (layer, head),
                                                             note="best head in brackets")
 
-    def run_ended(self, history, task) -> None:
+    def watching(self, message: Watching) -> None:
+        """A fine-tune's probes at its latest evaluation, changed words marked against its base's
+        output, then the KL to the base and the general loss, or the forgetting alarm in red."""
+        watch = self.query_one("#watching", Static)
+        watch.update(watching_text(message))
+        watch.display = True
+
+    def run_ended(self, history, task, tall: bool) -> None:
+        """The run as it ran; a fine-tune's probe lines stay where the screen is `tall` enough
+        for them beside the form (h in Explore replays them)."""
+        if not tall:
+            self.query_one("#watching").display = False
         self.chart.x_end = None  # the run as it ran (--until may have ended it early)
         self.chart.refresh()
         self.show_timeline(history, task)
@@ -137,3 +152,28 @@ class TrainViews(ContentSwitcher):
             self.query_one("#probe-scores", ScoreTable).show(
                 timeline.scores[timeline.index], timeline.head,
                 note=f"L{layer + 1} H{head + 1} at step {timeline.step}")
+
+
+def watching_text(message: Watching) -> Text:
+    """'the cat → die [Katze]' a probe a line (changed words bold and reversed: visible without
+    colour), and one line of forgetting: 'KL to base 0.042 (on the probes)', the general loss
+    base → now, or the alarm ('forgetting: general-domain loss 1.92 -> 2.61 (+36%) at step 400')."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for probe in message.probes:
+        text.append(f"{probe.source} → ", style="dim")
+        for i, word in enumerate(probe.output.split()):
+            text.append(" " if i else "")
+            text.append(word, style="bold reverse" if i in probe.changed else "")
+        text.append("\n")
+    if message.alarm:
+        text.append(f"⚠ {message.alarm}", style="bold red")
+        return text
+    parts = []
+    if message.kl_to_base is not None:
+        on = "general pairs" if message.kl_on == "general" else "probes"
+        parts.append(f"KL to base {message.kl_to_base:.3g} (on the {on})")
+    if message.general_loss is not None:
+        base, now = message.general_loss
+        parts.append(f"general loss {base:.3g}→{now:.3g}")
+    text.append(" · ".join(parts) or f"step {message.step}", style="dim")
+    return text
