@@ -133,7 +133,7 @@ class TrainViews(ContentSwitcher):
         panel, scores = self.query_one("#probe-panel"), self.query_one("#probe-scores-panel")
         if shown:
             self.timeline.show_history(history, task)
-            panel.border_title = f"timeline · probe {self.timeline.source_text}"
+            panel.border_title = self.timeline.title_line()
             panel.border_subtitle = self.timeline.position_line()
             # Scores step with the timeline where the task expects a pattern; else the run's last.
             scores.border_title = "alignment, then" if self.timeline.scores else "sharpness, at the end"
@@ -146,7 +146,9 @@ class TrainViews(ContentSwitcher):
         message.stop()
         timeline = self.timeline
         if timeline.display:
-            self.query_one("#probe-panel").border_subtitle = timeline.position_line()
+            panel = self.query_one("#probe-panel")
+            panel.border_subtitle = timeline.position_line()
+            panel.border_title = timeline.title_line()
         if timeline.scores:
             layer, head = timeline.head
             self.query_one("#probe-scores", ScoreTable).show(
