@@ -114,7 +114,8 @@ async def test_the_app_fine_tunes_an_opened_folder_live_and_q_saves_a_file_that_
         form = screen.form
         assert form.start.label == "fine-tune opus-mt-tiny" and form.start.init == str(folder)
         assert screen.query_one("#lr", Input).value == "2e-05"  # Marian's, from core
-        assert screen.query_one("#d_model", Input).disabled and not screen.query_one("#dropout", Input).disabled
+        assert screen.query_one("#d_model", Input).disabled  # the base's architecture
+        assert not screen.query_one("#dropout", Input).disabled  # how it trains
         assert form.error == "data: a fine-tune learns a file of pairs: name it here"
         for name, value in {"data": str(data), "steps": "100000", "batch_size": "4", "lr": "0.003",
                             "probe_source": "the cat | a red house"}.items():

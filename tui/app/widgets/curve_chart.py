@@ -24,6 +24,7 @@ from minitx.tui.render.charts import (
 )
 
 CHART_ORDER = list(CHARTS)
+WATCH_CHARTS = ("general_loss", "kl_to_base", "numerics")  # a fine-tune's watching: g offers them then
 
 
 class CurveChart(Widget):
@@ -48,8 +49,15 @@ class CurveChart(Widget):
         self.note = note
         self.refresh()
 
+    def charts(self) -> list[str]:
+        """The charts g cycles through: a fine-tune's watching adds its own."""
+        watched = any(h.watched is not None for _, h in self.runs)
+        return [c for c in CHART_ORDER if watched or c not in WATCH_CHARTS]
+
     def cycle(self, by: int = 1) -> str:
-        self.chart = CHART_ORDER[(CHART_ORDER.index(self.chart) + by) % len(CHART_ORDER)]
+        order = self.charts()
+        at = order.index(self.chart) if self.chart in order else -1
+        self.chart = order[(at + by) % len(order)]
         self.refresh()
         return self.chart
 
