@@ -153,6 +153,17 @@ class Watcher:
                              [(g.stack, g.layer, g.norm) for g in numerics.gradients], records)
         return alarm
 
+    def forgetting_dict(self, history: History) -> dict:
+        """`train --json`'s forgetting object: general_loss_base, general_loss_end, kl_to_base_end,
+        alarm, alarm_step, and kl_on (what the KL was measured on; without general pairs the
+        probes, and no loss)."""
+        if self.forgetting is not None:
+            return {**self.forgetting.to_dict(), "kl_on": "general"}
+        w = history.watched
+        return {"general_loss_base": None, "general_loss_end": None,
+                "kl_to_base_end": w.kl_to_base[-1] if w is not None and w.kl_to_base else None,
+                "alarm": False, "alarm_step": None, "kl_on": "probes"}
+
 
 def watcher_for(model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...], general: str,
                 alarm_rise: float, max_length: int, general_size: int) -> Watcher:
@@ -164,3 +175,12 @@ def watcher_for(model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ..
         batches = [task.pairs_batch(pairs, torch.arange(start, min(len(pairs), start + GENERAL_BATCH)))
                    for start in range(0, len(pairs), GENERAL_BATCH)]
     return Watcher(model, base, task, probes, batches, alarm_rise)
+
+
+def last_probes(history: History) -> list[ProbeRecord]:
+    """The probes' records of the latest watched evaluation."""
+    w = history.watched
+    if w is None or not w.probes:
+        return []
+    last = w.probes[-1].step
+    return [r for r in w.probes if r.step == last]
