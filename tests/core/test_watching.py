@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from minitx import checkpoints
 from minitx.core.history import History, ProbeRecord
-from minitx.core.interp.numerics import FP16_MAX
+from minitx.core.number_formats import FORMATS, FP16_MAX
 from minitx.core.training.fine_tune import fine_tune_task, general_pairs
 from minitx.core.training.watching import Watcher, changed_words, marked
 from minitx.tui.cli.main import main
@@ -138,6 +138,10 @@ def test_watching_finds_a_damaged_model_blind_and_an_unchanged_one_quiet(files):
     assert watcher.forgetting.alarm_step == 7 and history.watched.kl_to_base[-1] > 0.1
     same = Watcher(base.model, base.model, task, (), general, alarm_rise=0.2)
     assert not same.watch(7, History()) and same.forgetting.kl_to_base_end == pytest.approx(0, abs=1e-6)
+
+
+def test_the_formats_largest_values_are_torchs():
+    assert FORMATS == {"fp16": torch.finfo(torch.float16).max, "bf16": torch.finfo(torch.bfloat16).max}
 
 
 def test_changed_words_are_the_ones_the_base_did_not_write_there():
