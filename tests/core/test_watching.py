@@ -89,6 +89,8 @@ def test_a_model_taught_another_task_raises_the_alarm_and_its_file_keeps_every_w
     assert first["headroom_fp16"][0] == pytest.approx(FP16_MAX / first["max"][0], rel=1e-4)
     assert [g["stack"] for g in numerics["gradients"]].count("decoder") == cfg.n_decoder_layers
     assert all(n > 0 for g in numerics["gradients"] for n in g["norm"])
+    code, text = run("curves", out, "--chart", "general_loss", "--chart", "kl_to_base", "--height", 3)
+    assert code == 0 and "general-domain loss" in text and "KL to the base model" in text, text
     # the attention stays in the file: every layer and head, one row per output token
     record = checkpoints.load(str(out)).history.watched.probes[-1]
     assert record.attention.shape == (cfg.n_decoder_layers, cfg.n_heads, len(record.output_tokens),

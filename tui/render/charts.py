@@ -33,6 +33,9 @@ CHARTS = {
     "accuracy": ("held-out exact match", False),
     "lr": ("learning rate", False),
     "grad_norm": ("grad norm", True),
+    # a watched fine-tune's (core/training/watching.py): one point per evaluation
+    "general_loss": ("general-domain loss", True),
+    "kl_to_base": ("KL to the base model", False),
 }
 X_AXES = ("step", "time")
 AXIS_NAMES = {"step": "step", "time": "time"}  # written once, before the x tick labels
