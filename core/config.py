@@ -67,6 +67,13 @@ def _choice(obj: Any, name: str, choices: tuple[str, ...]) -> None:
     _require(value in choices, name, f"must be one of {', '.join(choices)}; got {value!r}")
 
 
+def _without_defaults(data: dict[str, Any], names: tuple[str, ...],
+                      defaults: dict[str, Any]) -> dict[str, Any]:
+    """`data` without the fields of `names` that hold their defaults: a config that does not use
+    options added later writes what it wrote before they existed."""
+    return {k: v for k, v in data.items() if k not in names or v != defaults[k]}
+
+
 class _DictMixin:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload]
@@ -229,11 +236,7 @@ class ModelConfig(_DictMixin):
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, but the import options only when they differ from their defaults."""
-        data = super().to_dict()
-        for name in IMPORT_FIELDS:
-            if data[name] == _DEFAULTS[name]:
-                del data[name]
-        return data
+        return _without_defaults(super().to_dict(), IMPORT_FIELDS, _DEFAULTS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -320,11 +323,8 @@ class TrainConfig(_DictMixin):
     watch: bool = True  # probes, forgetting and numerics at each evaluation of a fine-tune
 
     def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        for name in FINE_TUNE_FIELDS:
-            if data[name] == _TRAIN_DEFAULTS[name]:
-                del data[name]
-        return data
+        """Every field, but the fine-tuning ones only when they differ from their defaults."""
+        return _without_defaults(super().to_dict(), FINE_TUNE_FIELDS, _TRAIN_DEFAULTS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):

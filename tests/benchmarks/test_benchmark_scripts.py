@@ -33,6 +33,7 @@ SMOKE_RUNS = {
     "attribution_speed.py": (["--smoke", "--threads", "1"], "ig (32 steps) / occlusion"),
     "hf_load.py": (["--smoke"], "ratio minitx / transformers: load"),
     "hf_decode.py": (["--smoke", "--threads", "1"], "tokens identical: yes"),
+    "hf_train_step.py": (["--smoke", "--threads", "1"], "ratio minitx / transformers: time per step"),
     "tui_hf_model.py": (["--smoke"], "every head at once (48)"),
 }
 

@@ -46,7 +46,7 @@ def config(pairs, **changes) -> TrainConfig:
     train, valid = pairs
     return TrainConfig(**{"task": "data", "data": train, "valid": valid, "init": "reverse",
                           **fine_tune_defaults("minitx"), "lr": 1e-3, "steps": 3, "eval_every": 0,
-                          "device": "cpu", **changes})
+                          "eval_size": 4, "device": "cpu", **changes})
 
 
 def weights(trainer) -> dict[str, torch.Tensor]:
@@ -60,7 +60,7 @@ def trainer_for(base, pairs, **changes) -> Trainer:
 def test_batch_32_and_16_accumulated_twice_end_at_the_same_weights(base, pairs):
     whole = trainer_for(base, pairs, batch_size=32)
     split = trainer_for(base, pairs, batch_size=16, accumulate=2)
-    for _ in range(3):
+    for _ in range(2):
         a, b = whole.train_step(), split.train_step()
         assert a.loss == pytest.approx(b.loss, rel=1e-5)  # the mean over all the step's tokens
     mine, theirs = weights(whole), weights(split)
@@ -70,7 +70,7 @@ def test_batch_32_and_16_accumulated_twice_end_at_the_same_weights(base, pairs):
     assert len(compared) > 30
     assert all(torch.allclose(mine[n], theirs[n], rtol=1e-5, atol=1e-6) for n in compared)
     moved = trainer_for(base, pairs, batch_size=16)  # a different step: other weights (the test can fail)
-    for _ in range(3):
+    for _ in range(2):
         moved.train_step()
     assert any(not torch.allclose(mine[n], weights(moved)[n], rtol=1e-5, atol=1e-6) for n in compared)
 
@@ -105,11 +105,10 @@ def test_each_process_takes_its_own_shard_and_the_shards_are_the_steps_micro_bat
 
 
 def test_a_resumed_fine_tune_reaches_the_uninterrupted_weights_and_keeps_its_base(base, pairs, tmp_path):
-    straight = trainer_for(base, pairs, batch_size=8, steps=4)
+    straight = trainer_for(base, pairs, batch_size=8, steps=3)
     while not straight.done:
         straight.train_step()
-    first = trainer_for(base, pairs, batch_size=8, steps=4)
-    first.train_step()
+    first = trainer_for(base, pairs, batch_size=8, steps=3)
     first.train_step()
     first.save(tmp_path / "half.safetensors")
     resumed = Trainer.resume(tmp_path / "half.safetensors")
@@ -192,3 +191,18 @@ def test_an_adafactor_fine_tune_resumes_to_the_uninterrupted_weights(base, pairs
     mine, theirs = weights(resumed), weights(straight)
     assert all(torch.equal(mine[n], theirs[n]) for n in mine)
     assert any(not torch.equal(mine[n], w) for n, w in weights(trainer_for(base, pairs)).items())
+
+
+def test_pairs_longer_than_max_length_are_cut_and_counted(base, pairs):
+    from minitx.core.training.fine_tune import fine_tune_task
+
+    train, valid = pairs
+    whole = fine_tune_task(base.task, train, valid, 0, base.model_config.max_len, 0)
+    cut = fine_tune_task(base.task, train, valid, 0, base.model_config.max_len, 6)
+    # a digit model wraps nothing; a Batch adds start and end: 4 digits a side fit 6 positions
+    assert int(cut.train.source_lengths().max()) == 4 and int(cut.train.target_lengths().max()) == 4
+    longer = int(((whole.train.source_lengths() > 4) | (whole.train.target_lengths() > 4)).sum())
+    held = int(((whole.heldout.source_lengths() > 4) | (whole.heldout.target_lengths() > 4)).sum())
+    assert whole.counts["cut_too_long"] == 0 and cut.counts["cut_too_long"] == longer + held > 0
+    sources = whole.train.data.source, cut.train.data.source
+    assert all(sources[0].row(i)[:4] == sources[1].row(i) for i in range(len(cut.train)))  # the start kept

@@ -162,9 +162,8 @@ def late_signals_land_here():
         signal.signal(number, handler)
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143),  # the others: the same path, tier 2
-                                          pytest.param(signal.SIGHUP, 129, marks=pytest.mark.slow),
-                                          pytest.param(signal.SIGINT, 130, marks=pytest.mark.slow)])
+@pytest.mark.slow  # core's resume test is tier 1 (tests/core/test_fine_tune.py); this, the command's
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
 def test_a_fine_tune_stopped_by_a_signal_saves_and_resumes_to_the_uninterrupted_weights(
         marian, tmp_path, monkeypatch, late_signals_land_here, signum, code):
     data = write_pairs(tmp_path / "pairs.tsv")
@@ -188,3 +187,15 @@ def test_a_fine_tune_stopped_by_a_signal_saves_and_resumes_to_the_uninterrupted_
     assert resumed[0] == 0, resumed[1]
     a, b = checkpoints.load(str(stopped)).model, checkpoints.load(str(straight)).model
     assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_a_subword_source_is_cut_as_the_tokeniser_truncates_it_its_end_token_kept(marian, tmp_path):
+    from minitx.core.training.fine_tune import fine_tune_task
+
+    base = checkpoints.load(str(marian))
+    text = "the old town and the red house and the blue sky"
+    data = write_pairs(tmp_path / "long.tsv", [(text, "danke")] * 4)
+    task = fine_tune_task(base.task, str(data), str(data), 0, base.model_config.max_len, 5)
+    row, full = task.train.data.source.row(0), base.task.src_vocab.row_ids([text])[0]
+    assert len(row) == 5 and row[-1] == base.task.src_vocab.eos and row[:4] == full[:4]
+    assert task.counts["cut_too_long"] == 8  # four training pairs and the same four held out
