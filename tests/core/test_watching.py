@@ -98,16 +98,30 @@ def test_a_model_taught_another_task_raises_the_alarm_and_its_file_keeps_every_w
     assert torch.allclose(record.attention.sum(-1), torch.ones(record.attention.shape[:-1]), atol=1e-4)
 
 
-def test_the_alarm_is_a_cli_line_and_without_general_pairs_the_kl_on_the_probes_stands_in(files, tmp_path):
-    code, text = fine_tune(files, tmp_path / "a.safetensors", "--general", files["reverse"],
-                           "--forget-alarm", 0, "--lr", 3e-3, "--log-every", 1)
-    assert code == 0, text
-    assert "forgetting: general-domain loss " in text and "at step 1" in text
+def test_without_general_pairs_the_kl_on_the_probes_stands_in_and_no_alarm_can_fire(files, tmp_path):
     code, text = fine_tune(files, tmp_path / "b.safetensors", "--json")
     assert code == 0, text
     forgetting = json.loads(text)["forgetting"]
     assert forgetting["kl_on"] == "probes" and forgetting["general_loss_end"] is None
     assert forgetting["kl_to_base_end"] is not None and not forgetting["alarm"]
+
+
+def test_the_alarm_is_a_cli_line_and_a_resumed_run_goes_on_watching_and_keeps_it(files, tmp_path):
+    out = tmp_path / "ft.safetensors"
+    code, text = fine_tune(files, out, "--general", files["reverse"], "--forget-alarm", 0, "--lr", 3e-3,
+                           "--log-every", 1)
+    assert code == 0, text
+    alarm = next(line for line in text.splitlines() if line.startswith("forgetting: general-domain loss "))
+    assert alarm.endswith("at step 1") and "%) at step" in alarm
+    code, text = run("train", "--resume", out, "--steps", 3, "--data", files["copy"], "--threads", 1,
+                     "--json")
+    assert code == 0, text
+    forgetting = json.loads(text)["forgetting"]
+    assert forgetting["alarm"] and forgetting["alarm_step"] == 1  # the alarm of the first part stays
+    watched = checkpoints.load(str(out)).history.watched
+    assert watched.steps == [0, 1, 2, 3] and watched.general_loss[0] == pytest.approx(
+        forgetting["general_loss_base"])
+    assert watched.general_loss[-1] == pytest.approx(forgetting["general_loss_end"])
 
 
 @pytest.mark.parametrize("args, message", [
