@@ -7,11 +7,12 @@ side in one run, taking turns.
 
 The fine-tune: MODEL (default the bundled reverse model, 236k parameters) taught to copy
 (1,000 pairs of 4-10 digits, 100 of them held out), 1,000 steps of 16 pairs at its family's
-defaults, evaluated every 200 steps (six evaluations with step 0's); the watched run's --general
-is 200 reversal pairs (what the model knew). Reported per run: the whole process, and the
---json timings' training and evaluation seconds (the watching's time counts as evaluation's);
-then the medians and the cost as a ratio: (watched - unwatched) / unwatched whole process, and
-the watching's seconds over the training seconds. Goal: at most 10% of the training time.
+defaults, evaluated every 200 steps (six evaluations with step 0's); the watched run's
+--general is 500 reversal pairs (what the model knew; the most a run at the defaults
+measures, its --eval-size). Reported per run: the whole process, and the --json timings'
+training and evaluation seconds (the watching's time counts as evaluation's); then the
+medians and the cost as ratios: (watched - unwatched) / unwatched whole process, and the
+watching's seconds over the training seconds. Goal: at most 10% of the training time.
 --smoke: 20 steps, one repeat (checks it runs).
 """
 
@@ -66,7 +67,7 @@ def main() -> None:
     runs: dict[bool, list[dict]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        data, general = pairs(tmp / "copy.tsv", 1000, 0, False), pairs(tmp / "reverse.tsv", 200, 1, True)
+        data, general = pairs(tmp / "copy.tsv", 1000, 0, False), pairs(tmp / "reverse.tsv", 500, 1, True)
         print(f"minitx train --init {args.model} --data copy.tsv --steps {steps} --json --threads 1, "
               f"with --general reverse.tsv (watched) or --no-watch; load average "
               f"{os.getloadavg()[0]:.1f} at the start")

@@ -30,7 +30,13 @@ from minitx.core.interp.decode import cut_after_end, greedy_decode
 from minitx.core.interp.numerics import measure_numerics
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.fine_tune import general_pairs
-from minitx.core.training.forgetting import Forgetting, check_forget_alarm, general_loss, kl_to_base
+from minitx.core.training.forgetting import (
+    Forgetting,
+    check_forget_alarm,
+    general_loss,
+    general_loss_and_kl,
+    kl_to_base,
+)
 
 DEFAULT_PROBES = 3  # held-out sources watched when no --probe is given
 NUMERICS_PAIRS = 16  # held-out pairs of the numerics' forward and backward pass
@@ -126,8 +132,7 @@ class Watcher:
         """Measure the model at `step` into `history`; True when the forgetting alarm goes off here."""
         loss = None
         if self.general:
-            loss, _ = general_loss(self.model, self.general)
-            kl = kl_to_base(self.model, self.base, self.general)
+            loss, kl = general_loss_and_kl(self.model, self.base, self.general)
         else:
             kl = kl_to_base(self.model, self.base, [self._probe_kl_batch])
         alarm = False

@@ -18,6 +18,7 @@ from minitx import checkpoints
 from minitx.core.history import History, ProbeRecord
 from minitx.core.number_formats import FORMATS, FP16_MAX
 from minitx.core.training.fine_tune import fine_tune_task, general_pairs
+from minitx.core.training.forgetting import general_loss, general_loss_and_kl, kl_to_base
 from minitx.core.training.watching import Watcher, changed_words, marked
 from minitx.tui.cli.main import main
 
@@ -154,6 +155,10 @@ def test_watching_finds_a_damaged_model_blind_and_an_unchanged_one_quiet(files):
     assert watcher.forgetting.alarm_step == 7 and history.watched.kl_to_base[-1] > 0.1
     same = Watcher(base.model, base.model, task, (), general, alarm_rise=0.2)
     assert not same.watch(7, History()) and same.forgetting.kl_to_base_end == pytest.approx(0, abs=1e-6)
+    # the one pass a watched evaluation takes gives forgetting.py's two figures
+    loss, kl = general_loss_and_kl(damaged, base.model, general)
+    assert loss == pytest.approx(general_loss(damaged, general)[0], rel=1e-6)
+    assert kl == pytest.approx(kl_to_base(damaged, base.model, general), rel=1e-6)
 
 
 def test_the_formats_largest_values_are_torchs():
