@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -30,17 +29,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the pairs files come from the tests that use them too
+from tests.core.digit_pair_files import digit_pairs  # noqa: E402
+
 MINITX = str(Path(sys.executable).parent / "minitx")
-
-
-def pairs(path: Path, count: int, seed: int, reverse: bool) -> Path:
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(count):
-        s = [str(rng.randrange(10)) for _ in range(rng.randint(4, 10))]
-        lines.append(" ".join(s) + "\t" + " ".join(s[::-1] if reverse else s) + "\n")
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
 
 
 def one(model: str, data: Path, general: Path, out: Path, steps: int, watch: bool) -> dict:
@@ -67,7 +59,8 @@ def main() -> None:
     runs: dict[bool, list[dict]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        data, general = pairs(tmp / "copy.tsv", 1000, 0, False), pairs(tmp / "reverse.tsv", 500, 1, True)
+        data = digit_pairs(tmp / "copy.tsv", 1000, 0, reverse=False, longest=10)
+        general = digit_pairs(tmp / "reverse.tsv", 500, 1, reverse=True, longest=10)
         print(f"minitx train --init {args.model} --data copy.tsv --steps {steps} --json --threads 1, "
               f"with --general reverse.tsv (watched) or --no-watch; load average "
               f"{os.getloadavg()[0]:.1f} at the start")

@@ -7,7 +7,6 @@ one line, exit 2, nothing written."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -21,21 +20,12 @@ from minitx.core.training.fine_tune import fine_tune_task, general_pairs
 from minitx.core.training.forgetting import general_loss, general_loss_and_kl, kl_to_base
 from minitx.core.training.watching import Watcher, changed_words, marked
 from minitx.tui.cli.main import main
+from tests.core.digit_pair_files import digit_pairs
 
 
 def run(*args) -> tuple[int, str]:
     result = CliRunner().invoke(main, [str(a) for a in args])
     return result.exit_code, result.output
-
-
-def digit_pairs(path: Path, count: int, seed: int, reverse: bool) -> Path:
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(count):
-        s = [str(rng.randrange(10)) for _ in range(rng.randint(4, 8))]
-        lines.append(" ".join(s) + "\t" + " ".join(s[::-1] if reverse else s) + "\n")
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")
