@@ -17,10 +17,10 @@ from minitx.core.data.pair_files import DataError, sha256_of
 # The TrainConfig fields a continued run may change; everything else, the whole model config
 # included, is the run's own. data and valid: a file may have moved; its contents are checked
 # (check_same_data), not its name.
-# batch_size and accumulate: how a step's pairs are split, which may change with the number of
-# processes as long as a step takes the same pairs (same_step_pairs).
-FREE_ON_RESUME = ("steps", "device", "eval_every", "eval_size", "until", "data", "valid", "batch_size",
-                  "accumulate")
+FREE_ON_RESUME = ("steps", "device", "eval_every", "eval_size", "until", "data", "valid")
+# How a step's pairs are split: it may change (with the number of processes, say) as long as a
+# step takes the same pairs, which same_step_pairs checks.
+SPLIT_ON_RESUME = ("batch_size", "accumulate")
 
 
 def resumed_config(path, saved_model: ModelConfig, saved: TrainConfig, asked: TrainConfig | None,
@@ -36,11 +36,11 @@ def resumed_config(path, saved_model: ModelConfig, saved: TrainConfig, asked: Tr
     if asked is None:
         return saved
     for key, value in saved.to_dict().items():
-        if key not in FREE_ON_RESUME and getattr(asked, key) != value:
+        if key not in FREE_ON_RESUME + SPLIT_ON_RESUME and getattr(asked, key) != value:
             raise CheckpointError(f"cannot resume {path}: its {key} is {value!r}, the run asks for "
                                   f"{getattr(asked, key)!r} (a continued run may change only "
                                   f"{', '.join(FREE_ON_RESUME[:5])})")
-    return saved.replace(**{k: getattr(asked, k) for k in FREE_ON_RESUME})
+    return saved.replace(**{k: getattr(asked, k) for k in FREE_ON_RESUME + SPLIT_ON_RESUME})
 
 
 def same_step_pairs(path, saved: TrainConfig, asked: TrainConfig, saved_processes,
