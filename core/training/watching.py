@@ -105,7 +105,7 @@ class Watcher:
     def __init__(self, model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...] = (),
                  general: list[Batch] | None = None, alarm_rise: float = 0.2) -> None:
         self.model, self.task = model, task
-        self.base = copy.deepcopy(base).requires_grad_(False)
+        self.base = copy.deepcopy(base).to(model.device).requires_grad_(False)  # before any step: the base
         self.sources = probe_sources(task, probes, model.cfg.max_len)
         self.general = general or []
         self.alarm_rise = check_forget_alarm(alarm_rise)
