@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from minitx.core.number_formats import FORMATS
+
 if TYPE_CHECKING:  # torch is imported where tensors are made or read: the app draws histories
     import torch  # (from files, or a live run's) before torch has been loaded
 
@@ -348,8 +350,6 @@ class History:
         """Each point's largest |activation| and headroom to fp16 and bf16 (format's largest value
         / the activation: below 1 it overflows; None where infinite), each layer's gradient norm,
         at each watched evaluation."""
-        from minitx.core.interp.numerics import FORMATS  # torch: only when numbers are asked for
-
         w = self.watched
         if w is None or not w.activation_max:
             return None

@@ -92,7 +92,7 @@ def option_for_field(field: str) -> str:
     """The option that sets a config field (core's errors name fields)."""
     by_field = {f: o for o, f in MODEL_OPTIONS.items()}
     by_field.update({"n_encoder_layers": "layers", "n_decoder_layers": "layers",
-                     "min_source_len": "lengths", "max_source_len": "lengths"})
+                     "min_source_len": "lengths", "max_source_len": "lengths", "probes": "probe"})
     return by_field.get(field, field)
 
 
@@ -150,6 +150,7 @@ def configs_from_options(
             raise OptionError("kv_heads", f"{heads} heads cannot keep {group} query heads per K/V "
                                           "head; give the K/V heads too")
         model_changes["kv_heads"] = heads // group
+    _probes(given, train_cfg)
     train_changes = {field: given[name] for name, field in train_options().items() if name in given}
     if train_changes.get("bug") == "none":
         train_changes["bug"] = ""
@@ -174,6 +175,23 @@ def configs_from_options(
         raise OptionError("positions", f"a table of {model_cfg.max_len} positions cannot hold sources "
                                        f"of {longest} tokens plus SOS and EOS")
     return model_cfg, train_cfg
+
+
+def _probes(given: dict[str, Any], train_cfg: TrainConfig) -> None:
+    """`probe_source` given as several texts (the CLI's repeatable --probe): a fine-tune's probes;
+    a run from scratch snapshots one."""
+    texts = given.get("probe_source")
+    if not isinstance(texts, (list, tuple)):
+        return
+    del given["probe_source"]
+    if given.get("init") or train_cfg.init:
+        if texts:
+            given["probes"] = tuple(texts)
+    elif len(texts) > 1:
+        raise OptionError("probe_source", "a run from scratch snapshots one probe; several are for a "
+                                          "fine-tune (--init)")
+    elif texts:
+        given["probe_source"] = texts[0]
 
 
 def _longest_source(train_cfg: TrainConfig) -> int:

@@ -435,7 +435,8 @@ class Trainer:
 
     @classmethod
     def resume(cls, path, train_cfg: TrainConfig | None = None,
-               model_cfg: ModelConfig | None = None, restart_schedule: bool = False) -> Trainer:
+               model_cfg: ModelConfig | None = None, restart_schedule: bool = False,
+               watch_base: Seq2Seq | None = None) -> Trainer:
         """Continue a run from a resumable checkpoint. A train_cfg (and model_cfg), if given,
         must match the saved ones except where core/training/resume.py's rule lets a run change.
 
@@ -443,7 +444,8 @@ class Trainer:
         reached to its floor at the new `steps` (TrainConfig.lr_at's restart, docs/curves.md).
         `restart_schedule` starts a new schedule instead (warmup, then the decay to the floor at
         the new `steps`) from these weights and Adam moments: the way to train a finished run
-        further (`schedule_ended` says whether it was)."""
+        further (`schedule_ended` says whether it was). A fine-tune goes on being watched when
+        `watch_base`, the model it started from, is given."""
         ckpt = load_checkpoint(path)
         saved = ckpt.train_config
         if saved is None or not ckpt.resumable:
@@ -467,7 +469,7 @@ class Trainer:
         # A fine-tune continues from the file itself: its weights, tokenisers and generation.
         try:
             trainer = cls(ckpt.model_config, saved_cfg, ckpt if saved_cfg.init else None, processes,
-                          base_info)
+                          base_info, watch_base)
         except DataError:
             raise
         except ValueError as e:  # a training config that does not fit the saved model
@@ -541,4 +543,6 @@ class Trainer:
             raise CheckpointError(f"{ckpt.path} has history snapshots of another probe source than "
                                   "its training config's")
         self.history = history
+        if self.watcher is not None:
+            self.watcher.resume_from(history)
 

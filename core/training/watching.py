@@ -30,7 +30,13 @@ from minitx.core.interp.decode import cut_after_end, greedy_decode
 from minitx.core.interp.numerics import measure_numerics
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.fine_tune import general_pairs
-from minitx.core.training.forgetting import Forgetting, check_forget_alarm, general_loss, kl_to_base
+from minitx.core.training.forgetting import (
+    Forgetting,
+    check_forget_alarm,
+    general_loss,
+    general_loss_and_kl,
+    kl_to_base,
+)
 
 DEFAULT_PROBES = 3  # held-out sources watched when no --probe is given
 NUMERICS_PAIRS = 16  # held-out pairs of the numerics' forward and backward pass
@@ -99,7 +105,7 @@ class Watcher:
     def __init__(self, model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...] = (),
                  general: list[Batch] | None = None, alarm_rise: float = 0.2) -> None:
         self.model, self.task = model, task
-        self.base = copy.deepcopy(base).requires_grad_(False)
+        self.base = copy.deepcopy(base).to(model.device).requires_grad_(False)  # before any step: the base
         self.sources = probe_sources(task, probes, model.cfg.max_len)
         self.general = general or []
         self.alarm_rise = check_forget_alarm(alarm_rise)
@@ -126,8 +132,7 @@ class Watcher:
         """Measure the model at `step` into `history`; True when the forgetting alarm goes off here."""
         loss = None
         if self.general:
-            loss, _ = general_loss(self.model, self.general)
-            kl = kl_to_base(self.model, self.base, self.general)
+            loss, kl = general_loss_and_kl(self.model, self.base, self.general)
         else:
             kl = kl_to_base(self.model, self.base, [self._probe_kl_batch])
         alarm = False
@@ -153,6 +158,17 @@ class Watcher:
                              [(g.stack, g.layer, g.norm) for g in numerics.gradients], records)
         return alarm
 
+    def forgetting_dict(self, history: History) -> dict:
+        """`train --json`'s forgetting object: general_loss_base, general_loss_end, kl_to_base_end,
+        alarm, alarm_step, and kl_on (what the KL was measured on; without general pairs the
+        probes, and no loss)."""
+        if self.forgetting is not None:
+            return {**self.forgetting.to_dict(), "kl_on": "general"}
+        w = history.watched
+        return {"general_loss_base": None, "general_loss_end": None,
+                "kl_to_base_end": w.kl_to_base[-1] if w is not None and w.kl_to_base else None,
+                "alarm": False, "alarm_step": None, "kl_on": "probes"}
+
 
 def watcher_for(model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...], general: str,
                 alarm_rise: float, max_length: int, general_size: int) -> Watcher:
@@ -164,3 +180,12 @@ def watcher_for(model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ..
         batches = [task.pairs_batch(pairs, torch.arange(start, min(len(pairs), start + GENERAL_BATCH)))
                    for start in range(0, len(pairs), GENERAL_BATCH)]
     return Watcher(model, base, task, probes, batches, alarm_rise)
+
+
+def last_probes(history: History) -> list[ProbeRecord]:
+    """The probes' records of the latest watched evaluation."""
+    w = history.watched
+    if w is None or not w.probes:
+        return []
+    last = w.probes[-1].step
+    return [r for r in w.probes if r.step == last]

@@ -110,6 +110,35 @@ def fine_tune_scores(trainer) -> str | None:
     return scores_change(trainer.base_scores, trainer.last_scores) if trainer.cfg.init else None
 
 
+def watch_lines(trainer, width: int) -> list[str]:
+    """A watched fine-tune's end: forgetting (base -> end, the KL to the base) and each probe's
+    output beside the base's, the changed words in brackets."""
+    from minitx.core.training.watching import last_probes, marked
+
+    if trainer.watcher is None:
+        return []
+    lines = []
+    f = trainer.watcher.forgetting_dict(trainer.history)
+    if f["general_loss_end"] is not None:
+        rise = f["general_loss_end"] / f["general_loss_base"] - 1 if f["general_loss_base"] else float("inf")
+        alarm = f" · ALARM since step {f['alarm_step']}" if f["alarm"] else ""
+        lines.append(f"forgetting: general-domain loss {f['general_loss_base']:.3g} -> "
+                     f"{f['general_loss_end']:.3g} ({rise:+.0%}) · KL to base "
+                     f"{f['kl_to_base_end']:.3g}{alarm}")
+    elif f["kl_to_base_end"] is not None:
+        lines.append(f"KL to base on the probes {f['kl_to_base_end']:.3g} (no --general: change, not "
+                     "forgetting)")
+    for r in last_probes(trainer.history):
+        lines.append(_cut(f"probe {r.probe + 1}: {r.source}", width))
+        lines.append(_cut(f"  base: {r.base_output}", width))
+        lines.append(_cut(f"  now:  {marked(r.output, r.changed)}", width))
+    return lines
+
+
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def log_line(stats, until: float = 0.0) -> str:
     line = (
         f"step {stats.step:>6}  loss {short_loss(stats.loss)}  grad {stats.grad_norm:.3f}  "
@@ -174,6 +203,16 @@ class Reporter(RunListener):
         has it already."""
         self._evaluated = result
         self.last_accuracy = accuracy_text(result.accuracy, result.n, result.complete, trainer.cfg.until)
+        forgetting = trainer.watcher.forgetting if trainer.watcher is not None else None
+        if forgetting is not None and forgetting.alarm_step == trainer.step_count and not self.quiet:
+            self.say(forgetting.line())
+
+    def say(self, line: str) -> None:
+        """A line between the progress lines (above the bar on a terminal)."""
+        if self.progress is not None:
+            self.progress.console.print(line, markup=False, highlight=False)
+        else:
+            self.out.write(line + "\n")
 
     def evaluated_after(self, trainer, result) -> None:
         """The evaluation after the run ended, when its last step had none."""

@@ -33,10 +33,10 @@ CHARTS = {
     "accuracy": ("held-out exact match", False),
     "lr": ("learning rate", False),
     "grad_norm": ("grad norm", True),
-    # a fine-tune's watching (core/training/watching.py), one point an evaluation
+    # a watched fine-tune's (core/training/watching.py): one point per evaluation
     "general_loss": ("general-domain loss", True),
-    "kl_to_base": ("KL to base", True),
-    "numerics": ("fp16 headroom and gradient norm per layer", False),  # a table: numerics_text
+    "kl_to_base": ("KL to the base model", False),
+    "numerics": ("fp16 headroom and gradient norm per layer", False),  # the app's table: numerics_text
 }
 EVALUATION_CHARTS = ("accuracy", "general_loss", "kl_to_base")  # a point an evaluation, marked
 X_AXES = ("step", "time")

@@ -29,7 +29,7 @@ from minitx.tui.cli.common import (
     threads_option,
 )
 from minitx.tui.cli.output import quiet_stderr, quiet_stdout
-from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores
+from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores, watch_lines
 
 RUN_OPTIONS = [
     click.option("--out", "out", type=click.Path(dir_okay=False),
@@ -167,7 +167,8 @@ def _prepare(opts):
                 raise CheckpointError(f"{opts['resume']} holds no training state (an exported file?); "
                                       "it cannot be resumed")
             model_cfg, train_cfg = model_options.configs(saved_model, saved_train, opts)
-            trainer = Trainer.resume(opts["resume"], train_cfg, model_cfg, opts["restart_schedule"])
+            trainer = Trainer.resume(opts["resume"], train_cfg, model_cfg, opts["restart_schedule"],
+                                     _watch_base(saved))
             out_path = Path(opts["out"] or opts["resume"])
         else:
             model_cfg, train_cfg = model_options.configs(*model_options.recipe_configs(opts["recipe"]), opts)
@@ -230,6 +231,24 @@ def _fine_tune(opts):
     model_cfg = base.model_config if dropout is None else base.model_config.replace(dropout=dropout)
     model_cfg, train_cfg = model_options.configs(model_cfg, train_cfg, opts)
     return Trainer(model_cfg, train_cfg, base=base)
+
+
+def _watch_base(saved):
+    """A resumed fine-tune's base, to go on watching against: its --init model where that still
+    loads with the weights the file records (sha256); None otherwise (the run is not watched)."""
+    import json
+
+    from minitx.core.training.fine_tune import weights_sha256
+
+    train = saved.train_config
+    if train is None or not train.init or not train.watch:
+        return None
+    try:
+        recorded = json.loads(saved.metadata.get("trainer", "{}")).get("base", {}).get("sha256")
+        base = load_checkpoint_arg(train.init)
+    except (BadArgument, ValueError, AttributeError):
+        return None
+    return base.model if weights_sha256(base.model) == recorded else None
 
 
 def schedule_ended_note(trainer, path: str) -> str:
@@ -325,6 +344,15 @@ class StopOnSignal(RunListener):
         return self.caught is not None
 
 
+def _watch_json(trainer) -> dict:
+    """A watched fine-tune's forgetting object, and its probes' last outputs beside the base's."""
+    from minitx.core.training.watching import last_probes
+
+    probes = [{k: v for k, v in r.info().items() if k in ("source", "output", "base_output", "changed")}
+              for r in last_probes(trainer.history)]
+    return {"forgetting": trainer.watcher.forgetting_dict(trainer.history), "probes": probes}
+
+
 def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[str, float]) -> None:
     summary = trainer.summary()
     if as_json:
@@ -338,6 +366,7 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
                 "seconds_this_run": round(trainer.seconds_this_run, 3),
                 # where this run's time went: the loop holds training and evaluation
                 "timings": {k: round(v, 3) for k, v in timings.items()},
+                **(_watch_json(trainer) if trainer.watcher is not None else {}),
             }
         ) + "\n")
         return
@@ -360,5 +389,7 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
                   + "\n")
         for name, key in (("BLEU", "bleu_signature"), ("chrF", "chrf_signature")):
             out.write(f"  {name}: sacrebleu {trainer.last_scores[key]}\n")
+    for line in watch_lines(trainer, width):
+        out.write(line + "\n")
     out.write(field_lines([f"saved {out_path}", "resumable; `minitx export` makes a copy to share"],
                           width).plain + "\n")
