@@ -142,3 +142,22 @@ async def test_the_app_fine_tunes_an_opened_folder_live_and_q_saves_a_file_that_
     assert resumed.step_count == step
     resumed.run()
     assert resumed.step_count == step + 2
+
+    # Opened again, its Train form offers to resume it, and Explore's h replays its probes.
+    app = create_app([str(path)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await pilot.press("h")
+        timeline = app.screen.timeline()
+        await wait_for(pilot, lambda: timeline.display and timeline.steps, "the replay")
+        records = saved.history.watched.probes
+        assert len(timeline.steps) == len(records) and timeline.steps[0] == 0  # the base's output first
+        assert timeline.bar().plain.splitlines()[-1].startswith("probe 1/2 · the cat → ")
+        first = records[0]
+        assert timeline.target == first.output_tokens and timeline.source == first.source_tokens
+        await pilot.press("end")
+        last = sorted(records, key=lambda r: (r.probe, r.step))[-1]
+        assert timeline.bar().plain.splitlines()[-1] == f"probe 2/2 · a red house → {last.output}"
+        await pilot.press("t")
+        await wait_for(pilot, lambda: getattr(app.screen, "state", "") == "idle", "the train form")
+        assert app.screen.form.start.resume_path == str(path)
