@@ -159,5 +159,14 @@ async def test_the_app_fine_tunes_an_opened_folder_live_and_q_saves_a_file_that_
         last = sorted(records, key=lambda r: (r.probe, r.step))[-1]
         assert timeline.bar().plain.splitlines()[-1] == f"probe 2/2 · a red house → {last.output}"
         await pilot.press("t")
-        await wait_for(pilot, lambda: getattr(app.screen, "state", "") == "idle", "the train form")
-        assert app.screen.form.start.resume_path == str(path)
+        screen = app.screen
+        await wait_for(pilot, lambda: getattr(screen, "state", "") == "idle", "the train form")
+        assert screen.form.start.resume_path == str(path)
+        # Resumed, it goes on watching against its base (the folder is still there).
+        screen.query_one("#steps", Input).value = str(step + 4)
+        await pilot.pause()
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.state == "finished", "the resumed run", 60)
+        assert screen.trainer.watcher is not None  # drawn during the run (hidden at its end at 80x24)
+        assert str(screen.query_one("#watching", Static).render()).startswith("the cat → ")
+        assert screen.trainer.history.watched.steps[-1] == step + 4

@@ -82,7 +82,7 @@ class TrainingRun:
         # the terminal (docs/performance.md).
         set_threads()
         if self.resume_from:  # a fine-tune's file holds its own weights and tokenisers
-            trainer = Trainer.resume(self.resume_from, self.train_cfg)
+            trainer = Trainer.resume(self.resume_from, self.train_cfg, watch_base=self.watch_base())
         elif self.train_cfg.init:  # the base's weights are copied: the model on screen stays as it is
             trainer = Trainer(self.model_cfg, self.train_cfg, base=as_checkpoint(self.base))
         else:
@@ -106,6 +106,21 @@ class TrainingRun:
                                 train_config=trainer.cfg, steps=trainer.step_count,
                                 history=trainer.history)
         self.post(RunEnded(trainer.step_count, self.stop.is_set(), record))
+
+    def watch_base(self):
+        """A resumed fine-tune's base, to go on watching against: its init model where that still
+        opens with the weights the file records; None (not watched) otherwise or for other runs."""
+        from minitx import checkpoints
+        from minitx.core.training.fine_tune import is_recorded_base
+
+        train = self.train_cfg
+        if not (train.init and train.watch):
+            return None
+        try:
+            saved, base = checkpoints.load(self.resume_from), checkpoints.load(train.init)
+        except Exception:  # noqa: BLE001 - gone or changed: the run goes on unwatched, as the CLI's
+            return None
+        return base.model if is_recorded_base(saved, base.model) else None
 
     # -- what the trainer's run tells (RunListener's hooks) ------------------------------------
     _stats = None  # the last step's StepStats

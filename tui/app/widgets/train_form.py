@@ -411,6 +411,8 @@ class TrainForm(Grid):
         if start.init:
             for name in fine_tune_locked():  # shown as the base has them; never changed
                 changed.pop(name, None)
+        if start.base is not None:  # `tokens` shows the base's pieces: no option of its run
+            changed.pop("tokens", None)
         model_cfg, train_cfg = configs_from_options(start.model, train, typed_options(changed))
         if start.resume_path and train_cfg.steps <= start.resume_step:
             raise OptionError("steps", f"the run is already at step {start.resume_step}; "

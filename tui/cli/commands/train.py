@@ -236,19 +236,16 @@ def _fine_tune(opts):
 def _watch_base(saved):
     """A resumed fine-tune's base, to go on watching against: its --init model where that still
     loads with the weights the file records (sha256); None otherwise (the run is not watched)."""
-    import json
-
-    from minitx.core.training.fine_tune import weights_sha256
+    from minitx.core.training.fine_tune import is_recorded_base
 
     train = saved.train_config
     if train is None or not train.init or not train.watch:
         return None
     try:
-        recorded = json.loads(saved.metadata.get("trainer", "{}")).get("base", {}).get("sha256")
         base = load_checkpoint_arg(train.init)
-    except (BadArgument, ValueError, AttributeError):
+    except BadArgument:
         return None
-    return base.model if weights_sha256(base.model) == recorded else None
+    return base.model if is_recorded_base(saved, base.model) else None
 
 
 def schedule_ended_note(trainer, path: str) -> str:
