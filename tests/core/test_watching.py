@@ -82,6 +82,8 @@ def test_a_model_taught_another_task_raises_the_alarm_and_its_file_keeps_every_w
     assert all(n > 0 for g in numerics["gradients"] for n in g["norm"])
     code, text = run("curves", out, "--chart", "general_loss", "--chart", "kl_to_base", "--height", 3)
     assert code == 0 and "general-domain loss" in text and "KL to the base model" in text, text
+    code, text = run("curves", out, "--format", "csv")
+    assert code == 0 and "ft,max encoder 1 self-attention,0," in text and "ft,kl_to_base,2," in text
     # the attention stays in the file: every layer and head, one row per output token
     record = checkpoints.load(str(out)).history.watched.probes[-1]
     assert record.attention.shape == (cfg.n_decoder_layers, cfg.n_heads, len(record.output_tokens),

@@ -20,13 +20,18 @@ class Metrics:
     def write_step(self, stats) -> None:
         self._write({"kind": "step", **stats.to_dict()})
 
-    def write_eval(self, step: int, result) -> None:
-        """An evaluation: the examples it really measured, and whether it stopped early."""
+    def write_eval(self, step: int, result, watched=None) -> None:
+        """An evaluation: the examples it really measured, and whether it stopped early; a
+        watched fine-tune's general_loss and kl_to_base at that step too (history.Watched)."""
         text = result.text  # a fine-tune's: its loss, BLEU and chrF too
+        forgetting = {}
+        if watched is not None and watched.steps and watched.steps[-1] == step:
+            forgetting = {name: watched.series_of(name)[-1] for name in ("general_loss", "kl_to_base")
+                          if watched.series_of(name)}
         self._write({"kind": "eval", "step": step, "accuracy": result.accuracy, "n": result.n,
                      "complete": result.complete,
                      **({"loss": result.loss} if result.loss is not None else {}),
-                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {})})
+                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {}), **forgetting})
 
     def _write(self, row: dict) -> None:
         if self.file is not None:
@@ -198,7 +203,7 @@ class Reporter(RunListener):
     def on_step(self, trainer, stats) -> None:
         self.metrics.write_step(stats)
         if self._evaluated is not None:  # after its step's row: a step row drops later evaluations
-            self.metrics.write_eval(stats.step, self._evaluated)
+            self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched)
             self._evaluated = None
         if self._logged(stats) and not self.quiet and self.plain:
             self.out.write(log_line(stats, trainer.cfg.until) + "\n")
@@ -223,7 +228,7 @@ class Reporter(RunListener):
 
     def evaluated_after(self, trainer, result) -> None:
         """The evaluation after the run ended, when its last step had none."""
-        self.metrics.write_eval(trainer.step_count, result)
+        self.metrics.write_eval(trainer.step_count, result, trainer.history.watched)
 
     # -- the progress bar ------------------------------------------------------------------
     def _start_bar(self) -> None:
