@@ -163,7 +163,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2, help="processes per side, taking turns")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per process")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads, both sides (0: minitx's default)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads, both sides (0: minitx's default)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--folder", type=Path, help="make (or reuse) the folder here, not in a temporary one")
     parser.add_argument("--smoke", action="store_true", help="a tiny model, one step: checks the script runs")
@@ -201,7 +202,8 @@ def report(results: dict, args) -> None:
         step = statistics.median(s for run in runs for s in run["seconds"])
         peak = max(run["peak_bytes"] for run in runs)
         rows[side] = (step, peak)
-        print(f"{side:14} {1000 * step:>9.0f} ms {runs[0]['tokens'] / step:>13,.0f} {peak / 2**20:>13,.0f} MiB")
+        print(f"{side:14} {1000 * step:>9.0f} ms {runs[0]['tokens'] / step:>13,.0f} "
+              f"{peak / 2**20:>13,.0f} MiB")
     (mine_step, mine_peak), (their_step, their_peak) = rows["minitx"], rows["transformers"]
     print(f"ratio minitx / transformers: time per step {mine_step / their_step:.2f}x (goal <= 1.0x), "
           f"{memory} {mine_peak / their_peak:.2f}x (goal <= 1.2x)")

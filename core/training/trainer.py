@@ -145,16 +145,9 @@ class Trainer:
             if bug.data_task else self.task
         self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
-        if base is None:
-            self.model = Seq2Seq(model_cfg).to(self.device)
-        else:  # a fine-tune: the base's weights and how it generates
-            with torch.device("meta"):  # nothing allocated or drawn: the base's tensors become the weights
-                self.model = Seq2Seq(model_cfg)
-            weights = base.model.own_state_dict()
-            if train_cfg.optimizer != "adamw":  # AdamW copies them into its buffer; others step in place
-                weights = {k: t.clone() for k, t in weights.items()}
-            self.model.load_own_state_dict(weights, assign=True)
-            self.model = self.model.to(self.device)
+        self.model = Seq2Seq(model_cfg).to(self.device)
+        if base is not None:  # a fine-tune: the base's weights and how it generates
+            self.model.load_state_dict(base.model.state_dict())
             self.model.generation = base.model.generation
             train_as_family(self.model, self.task)
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
