@@ -174,6 +174,10 @@ def test_a_long_runs_probe_attention_is_thinned_to_the_files_limit_first_and_las
     steps = [p["step"] for p in info["probes"]]
     assert len(steps) <= 100 and steps[0] == 0 and steps[-1] == 2990
     assert len(tensors["watch_steps"]) == 300  # the series stay whole
+    shared = history.for_sharing().watched  # export --history: 256 KB of attention at most
+    assert sum(r.attention.numel() * 4 for r in shared.probes) <= 256 * 1024
+    assert shared.probes[0].step == 0 and shared.probes[-1].step == 2990
+    assert len(history.watched.probes) == 300  # a copy: the run's own history keeps every record
     again = History.from_tensors(tensors, 2, 4, 64, 10, None)
     assert [r.step for r in again.watched.probes] == steps
     tensors["watch_probe_attention"] = tensors["watch_probe_attention"][:-1]
