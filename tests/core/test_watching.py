@@ -183,3 +183,13 @@ def test_a_long_runs_probe_attention_is_thinned_to_the_files_limit_first_and_las
     tensors["watch_probe_attention"] = tensors["watch_probe_attention"][:-1]
     with pytest.raises(ValueError, match="watch_info does not describe"):
         History.from_tensors(tensors, 2, 4, 64, 10, None)
+
+
+def test_a_file_of_more_evaluations_than_a_series_keeps_reads_back_with_its_probes():
+    history = History()
+    for step in range(2600):  # the series thin to 2,000 points, the probes to 100 evaluations apart
+        records = [ProbeRecord(step, 0, "s", "o", "o", [], ["a"], ["b"], torch.ones(1, 1, 1, 1))] \
+            if step % 7 == 0 else []
+        history.record_watch(step, 0.1, None, "probes", probes=records)
+    again = History.from_tensors(history.to_tensors(), 1, 1, 64, 10, None)
+    assert len(again.watched.steps) == 2000 and len(again.watched.probes) == 100
