@@ -31,6 +31,7 @@ from minitx.core.interp.numerics import measure_numerics
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.fine_tune import general_pairs
 from minitx.core.training.forgetting import (
+    FORGET_ALARM,
     Forgetting,
     check_forget_alarm,
     general_loss,
@@ -98,10 +99,6 @@ def read_probes(model: Seq2Seq, task: Task, sources: list[list[int]]) -> list[tu
     return [(out, cross[i, :, :, : len(out), : len(sources[i])].clone()) for i, out in enumerate(outputs)]
 
 
-def same_place(a: Seq2Seq, b: Seq2Seq) -> bool:
-    return a.device == b.device
-
-
 def shares_tensors(a: Seq2Seq, b: Seq2Seq) -> bool:
     """Whether any parameter of `a` is stored where one of `b` is (then training b changes a)."""
     mine = {p.data_ptr() for p in b.parameters()}
@@ -114,9 +111,9 @@ class Watcher:
     it is only run in inference mode)."""
 
     def __init__(self, model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...] = (),
-                 general: list[Batch] | None = None, alarm_rise: float = 0.2) -> None:
+                 general: list[Batch] | None = None, alarm_rise: float = FORGET_ALARM) -> None:
         self.model, self.task = model, task
-        self.base = base if same_place(base, model) and not shares_tensors(base, model) \
+        self.base = base if base.device == model.device and not shares_tensors(base, model) \
             else copy.deepcopy(base).to(model.device)  # a copy only where the base moves as training does
         self.sources = probe_sources(task, probes, model.cfg.max_len)
         self.general = general or []
