@@ -70,7 +70,7 @@ def _fine_tune_what(trainer, params: int) -> str:
         (f" x {trainer.processes.world} processes" if trainer.processes.distributed else "")
     return (f"fine-tuning {t.init} ({base.get('family', 'minitx')}, {params:,} params, dropout "
             f"{trainer.model_cfg.dropout:g})\n"
-            f"on {file}: {c['train']:,} pairs ({c['heldout']:,} held out{cut})\n"
+            f"on {file}: {c['train']:,} pair{'s' * (c['train'] != 1)} ({c['heldout']:,} held out{cut})\n"
             f"{_schedule_what(trainer)} · {optimiser} · {split} · {trainer.device.type}"
             + (f" · label smoothing {t.label_smoothing:g}" if t.label_smoothing else ""))
 
