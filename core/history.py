@@ -583,7 +583,9 @@ def _watched(tensors: dict, layers: int, heads: int, last: int | None) -> Watche
         for r in info["probes"]:
             shape = (layers, heads, len(r["output_tokens"]), len(r["source_tokens"]))
             n = math.prod(shape)
-            if r["step"] not in steps or flat.dtype != torch.float32 or at + n > flat.numel():
+            # a probe's step is a watched evaluation's, though the series may have thinned it away
+            if not 0 <= r["step"] <= (steps[-1] if last is None else last) or flat.dtype != torch.float32 \
+                    or at + n > flat.numel():
                 raise ValueError
             attention = flat[at: at + n].reshape(shape)
             at += n

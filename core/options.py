@@ -61,9 +61,10 @@ class OptionError(ValueError):
 
 def train_options() -> dict[str, str]:
     """option name -> TrainConfig field: every field has an option of its own name except the
-    source lengths, which `lengths` sets together."""
+    source lengths, which `lengths` sets together, and a fine-tune's probes, which several
+    `probe_source` texts give (_probes)."""
     return {f.name: f.name for f in dataclasses.fields(TrainConfig)
-            if f.name not in ("min_source_len", "max_source_len")}
+            if f.name not in ("min_source_len", "max_source_len", "probes")}
 
 
 def option_names() -> list[str]:
@@ -150,8 +151,10 @@ def configs_from_options(
             raise OptionError("kv_heads", f"{heads} heads cannot keep {group} query heads per K/V "
                                           "head; give the K/V heads too")
         model_changes["kv_heads"] = heads // group
-    _probes(given, train_cfg)
+    probes = _probes(given, train_cfg)
     train_changes = {field: given[name] for name, field in train_options().items() if name in given}
+    if probes:
+        train_changes["probes"] = probes
     if train_changes.get("bug") == "none":
         train_changes["bug"] = ""
     if train_changes.get("eval_every") == 0 and "until" not in given:
@@ -177,21 +180,21 @@ def configs_from_options(
     return model_cfg, train_cfg
 
 
-def _probes(given: dict[str, Any], train_cfg: TrainConfig) -> None:
-    """`probe_source` given as several texts (the CLI's repeatable --probe): a fine-tune's probes;
-    a run from scratch snapshots one."""
+def _probes(given: dict[str, Any], train_cfg: TrainConfig) -> tuple[str, ...]:
+    """`probe_source` given as several texts (the CLI's repeatable --probe): a fine-tune's probes
+    (returned, and taken out of `given`); a run from scratch snapshots one (left as its text)."""
     texts = given.get("probe_source")
     if not isinstance(texts, (list, tuple)):
-        return
+        return ()
     del given["probe_source"]
     if given.get("init") or train_cfg.init:
-        if texts:
-            given["probes"] = tuple(texts)
-    elif len(texts) > 1:
+        return tuple(texts)
+    if len(texts) > 1:
         raise OptionError("probe_source", "a run from scratch snapshots one probe; several are for a "
                                           "fine-tune (--init)")
-    elif texts:
+    if texts:
         given["probe_source"] = texts[0]
+    return ()
 
 
 def _longest_source(train_cfg: TrainConfig) -> int:

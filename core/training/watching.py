@@ -12,8 +12,8 @@ a model (`minitx train --init`), beside its held-out scores, into the run's hist
   fp16 and bf16) and each layer's gradient norm, from one forward and backward pass on the first
   NUMERICS_PAIRS held-out pairs, the run's own gradients left as they were.
 
-The base model is a frozen copy of the weights the fine-tune started from; its outputs and its
-general loss are measured once.
+The base model is the one the fine-tune started from, held as it was loaded (copied only where
+its tensors are the model's own or on another device); its outputs are measured once.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from minitx.core.interp.numerics import measure_numerics
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.fine_tune import general_pairs
 from minitx.core.training.forgetting import (
+    FORGET_ALARM,
     Forgetting,
     check_forget_alarm,
     general_loss,
@@ -98,14 +99,22 @@ def read_probes(model: Seq2Seq, task: Task, sources: list[list[int]]) -> list[tu
     return [(out, cross[i, :, :, : len(out), : len(sources[i])].clone()) for i, out in enumerate(outputs)]
 
 
+def shares_tensors(a: Seq2Seq, b: Seq2Seq) -> bool:
+    """Whether any parameter of `a` is stored where one of `b` is (then training b changes a)."""
+    mine = {p.data_ptr() for p in b.parameters()}
+    return any(p.data_ptr() in mine for p in a.parameters())
+
+
 class Watcher:
     """A fine-tune's watching; `watch(step)` measures the model as it is now into its history.
-    `base`: the weights the fine-tune started from (copied and frozen here)."""
+    `base`: the model the fine-tune started from, never trained (its gradients are not computed:
+    it is only run in inference mode)."""
 
     def __init__(self, model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...] = (),
-                 general: list[Batch] | None = None, alarm_rise: float = 0.2) -> None:
+                 general: list[Batch] | None = None, alarm_rise: float = FORGET_ALARM) -> None:
         self.model, self.task = model, task
-        self.base = copy.deepcopy(base).to(model.device).requires_grad_(False)  # before any step: the base
+        self.base = base if base.device == model.device and not shares_tensors(base, model) \
+            else copy.deepcopy(base).to(model.device)  # a copy only where the base moves as training does
         self.sources = probe_sources(task, probes, model.cfg.max_len)
         self.general = general or []
         self.alarm_rise = check_forget_alarm(alarm_rise)

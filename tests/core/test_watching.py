@@ -82,6 +82,8 @@ def test_a_model_taught_another_task_raises_the_alarm_and_its_file_keeps_every_w
     assert all(n > 0 for g in numerics["gradients"] for n in g["norm"])
     code, text = run("curves", out, "--chart", "general_loss", "--chart", "kl_to_base", "--height", 3)
     assert code == 0 and "general-domain loss" in text and "KL to the base model" in text, text
+    code, text = run("curves", out, "--format", "csv")
+    assert code == 0 and "ft,max encoder 1 self-attention,0," in text and "ft,kl_to_base,2," in text
     # the attention stays in the file: every layer and head, one row per output token
     record = checkpoints.load(str(out)).history.watched.probes[-1]
     assert record.attention.shape == (cfg.n_decoder_layers, cfg.n_heads, len(record.output_tokens),
@@ -172,8 +174,22 @@ def test_a_long_runs_probe_attention_is_thinned_to_the_files_limit_first_and_las
     steps = [p["step"] for p in info["probes"]]
     assert len(steps) <= 100 and steps[0] == 0 and steps[-1] == 2990
     assert len(tensors["watch_steps"]) == 300  # the series stay whole
+    shared = history.for_sharing().watched  # export --history: 256 KB of attention at most
+    assert sum(r.attention.numel() * 4 for r in shared.probes) <= 256 * 1024
+    assert shared.probes[0].step == 0 and shared.probes[-1].step == 2990
+    assert len(history.watched.probes) == 300  # a copy: the run's own history keeps every record
     again = History.from_tensors(tensors, 2, 4, 64, 10, None)
     assert [r.step for r in again.watched.probes] == steps
     tensors["watch_probe_attention"] = tensors["watch_probe_attention"][:-1]
     with pytest.raises(ValueError, match="watch_info does not describe"):
         History.from_tensors(tensors, 2, 4, 64, 10, None)
+
+
+def test_a_file_of_more_evaluations_than_a_series_keeps_reads_back_with_its_probes():
+    history = History()
+    for step in range(2600):  # the series thin to 2,000 points, the probes to 100 evaluations apart
+        records = [ProbeRecord(step, 0, "s", "o", "o", [], ["a"], ["b"], torch.ones(1, 1, 1, 1))] \
+            if step % 7 == 0 else []
+        history.record_watch(step, 0.1, None, "probes", probes=records)
+    again = History.from_tensors(history.to_tensors(), 1, 1, 64, 10, None)
+    assert len(again.watched.steps) == 2000 and len(again.watched.probes) == 100

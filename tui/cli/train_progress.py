@@ -5,6 +5,7 @@ run (core/training/events.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from minitx.core.training.events import RunListener
 from minitx.tui.render.numbers import accuracy_text, scores_change
@@ -20,13 +21,18 @@ class Metrics:
     def write_step(self, stats) -> None:
         self._write({"kind": "step", **stats.to_dict()})
 
-    def write_eval(self, step: int, result) -> None:
-        """An evaluation: the examples it really measured, and whether it stopped early."""
+    def write_eval(self, step: int, result, watched=None) -> None:
+        """An evaluation: the examples it really measured, and whether it stopped early; a
+        watched fine-tune's general_loss and kl_to_base at that step too (history.Watched)."""
         text = result.text  # a fine-tune's: its loss, BLEU and chrF too
+        forgetting = {}
+        if watched is not None and watched.steps and watched.steps[-1] == step:
+            forgetting = {name: watched.series_of(name)[-1] for name in ("general_loss", "kl_to_base")
+                          if watched.series_of(name)}
         self._write({"kind": "eval", "step": step, "accuracy": result.accuracy, "n": result.n,
                      "complete": result.complete,
                      **({"loss": result.loss} if result.loss is not None else {}),
-                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {})})
+                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {}), **forgetting})
 
     def _write(self, row: dict) -> None:
         if self.file is not None:
@@ -44,7 +50,7 @@ def describe_run(trainer) -> str:
     m, t = trainer.model_cfg, trainer.cfg
     params = parameter_breakdown(trainer.model)["total"]
     if t.init:
-        return _fine_tune_what(trainer, params)
+        return _fine_tune_what(trainer, params) + _watch_what(trainer)
     bug = f" bug={t.bug}" if t.bug else ""
     # Two lines that each fit 80 columns: the model, then the run.
     return (
@@ -68,6 +74,24 @@ def _fine_tune_what(trainer, params: int) -> str:
             f"on {file}: {c['train']:,} pair{'s' * (c['train'] != 1)} ({c['heldout']:,} held out{cut})\n"
             f"{_schedule_what(trainer)} · {optimiser} · {split} · {trainer.device.type}"
             + (f" · label smoothing {t.label_smoothing:g}" if t.label_smoothing else ""))
+
+
+def _watch_what(trainer) -> str:
+    """A watched fine-tune's last header line (within 80 columns): 'watching 3 probes ·
+    forgetting on reverse.tsv (200 pairs, alarm +20%) · numerics'."""
+    w = trainer.watcher
+    if w is None:
+        return ""
+    from minitx.tui.cli.common import field_lines
+
+    probes = f"watching {len(w.sources)} probe{'s' * (len(w.sources) != 1)}"
+    if w.general:
+        pairs = sum(len(batch) for batch in w.general)
+        name = Path(trainer.cfg.general).name
+        forgetting = f"forgetting on {name} ({pairs:,} pairs, alarm +{w.alarm_rise:.0%})"
+    else:
+        forgetting = "no --general: KL on the probes"
+    return "\n" + field_lines([probes, forgetting, "numerics"], 80).plain
 
 
 def _schedule_what(trainer) -> str:
@@ -114,6 +138,7 @@ def watch_lines(trainer, width: int) -> list[str]:
     """A watched fine-tune's end: forgetting (base -> end, the KL to the base) and each probe's
     output beside the base's, the changed words in brackets."""
     from minitx.core.training.watching import last_probes, marked
+    from minitx.tui.cli.common import field_lines
 
     if trainer.watcher is None:
         return []
@@ -121,10 +146,11 @@ def watch_lines(trainer, width: int) -> list[str]:
     f = trainer.watcher.forgetting_dict(trainer.history)
     if f["general_loss_end"] is not None:
         rise = f["general_loss_end"] / f["general_loss_base"] - 1 if f["general_loss_base"] else float("inf")
-        alarm = f" · ALARM since step {f['alarm_step']}" if f["alarm"] else ""
-        lines.append(f"forgetting: general-domain loss {f['general_loss_base']:.3g} -> "
-                     f"{f['general_loss_end']:.3g} ({rise:+.0%}) · KL to base "
-                     f"{f['kl_to_base_end']:.3g}{alarm}")
+        fields = [f"forgetting: general-domain loss {f['general_loss_base']:.3g} -> "
+                  f"{f['general_loss_end']:.3g} ({rise:+.0%})", f"KL to base {f['kl_to_base_end']:.3g}"]
+        if f["alarm"]:
+            fields.append(f"ALARM since step {f['alarm_step']}")
+        lines += field_lines(fields, width).plain.splitlines()
     elif f["kl_to_base_end"] is not None:
         lines.append(f"KL to base on the probes {f['kl_to_base_end']:.3g} (no --general: change, not "
                      "forgetting)")
@@ -191,7 +217,7 @@ class Reporter(RunListener):
     def on_step(self, trainer, stats) -> None:
         self.metrics.write_step(stats)
         if self._evaluated is not None:  # after its step's row: a step row drops later evaluations
-            self.metrics.write_eval(stats.step, self._evaluated)
+            self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched)
             self._evaluated = None
         if self._logged(stats) and not self.quiet and self.plain:
             self.out.write(log_line(stats, trainer.cfg.until) + "\n")
@@ -216,7 +242,7 @@ class Reporter(RunListener):
 
     def evaluated_after(self, trainer, result) -> None:
         """The evaluation after the run ended, when its last step had none."""
-        self.metrics.write_eval(trainer.step_count, result)
+        self.metrics.write_eval(trainer.step_count, result, trainer.history.watched)
 
     # -- the progress bar ------------------------------------------------------------------
     def _start_bar(self) -> None:
