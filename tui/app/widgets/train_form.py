@@ -385,8 +385,9 @@ class TrainForm(Grid):
             if not data:
                 raise OptionError("data", "a fine-tune learns a file of pairs: name it here")
             changed["init"] = start.init
-            probes = changed.pop("probe_source", "") or ""  # a fine-tune watches several probes
-            changed["probes"] = tuple(p.strip() for p in probes.split(PROBES_SEPARATOR) if p.strip())
+            # a fine-tune watches several probes: several texts (as --probe repeated gives them)
+            probes = values["probe_source"] or ""
+            changed["probe_source"] = [p.strip() for p in probes.split(PROBES_SEPARATOR) if p.strip()]
             general = (values["general"] or "").strip()
             if general:
                 changed["general"] = checked_data_path(general, "general")
