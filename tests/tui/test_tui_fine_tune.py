@@ -170,3 +170,41 @@ async def test_the_app_fine_tunes_an_opened_folder_live_and_q_saves_a_file_that_
         assert screen.trainer.watcher is not None  # drawn during the run (hidden at its end at 80x24)
         assert str(screen.query_one("#watching", Static).render()).startswith("the cat → ")
         assert screen.trainer.history.watched.steps[-1] == step + 4
+
+
+@pytest.mark.slow  # a fine-tune in the app until its first evaluation: a few seconds
+@pytest.mark.asyncio
+async def test_the_app_raises_the_forgetting_alarm_in_red_when_a_reverser_is_taught_to_copy(tmp_path):
+    from textual.widgets import Input, Static
+
+    from minitx.tui.app.main import create_app
+    from tests.core.digit_pair_files import digit_pairs
+    from tests.tui.tui_helpers import key_while_busy, model_ready, notifications, wait_for
+
+    copy = digit_pairs(tmp_path / "copy.tsv", 400, seed=1, reverse=False)
+    reverse = digit_pairs(tmp_path / "reverse.tsv", 64, seed=2, reverse=True)
+    app = create_app(["reverse"])
+    app.save_dir = tmp_path
+    async with app.run_test(size=(80, 24)) as pilot:
+        await model_ready(pilot)
+        await pilot.press("t")
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.state == "idle", "the train form")
+        source = screen.query_one("#from")
+        for _ in range(len(source.choices)):  # a model minitx trained: its recipe first, fine-tune offered
+            if screen.form.start.init:
+                break
+            source.action_move(1)
+            await pilot.pause()
+        assert screen.form.start.label == "fine-tune reverse"
+        values = {"data": str(copy), "general": str(reverse), "steps": "100000", "lr": "0.003"}
+        for name, value in values.items():
+            screen.query_one(f"#{name}", Input).value = value
+        await pilot.pause()
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.query_one("#watching").display, "the first evaluation", 120)
+        last = str(screen.query_one("#watching", Static).render()).splitlines()[-1]  # red: tier 1 tests it
+        assert last.startswith("⚠ forgetting: general-domain loss ") and "%) at step 200" in last
+        assert any(n.startswith("forgetting: general-domain loss ") for n in notifications(app))
+        key_while_busy(pilot, "x")
+        await wait_for(pilot, lambda: screen.state == "stopped", "the stop")
