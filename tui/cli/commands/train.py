@@ -104,6 +104,12 @@ def train_cmd(**opts) -> None:
             err.write(f"note: {note}\n")
         if trainer.schedule_ended and not opts["restart_schedule"]:
             err.write(schedule_ended_note(trainer, opts["resume"]) + "\n")
+        if opts["forget_alarm"] is not None and not trainer.cfg.general:
+            err.write("note: --forget-alarm watches the --general pairs' loss; without --general no "
+                      "alarm can go off\n")
+        if trainer.cfg.init and trainer.cfg.watch and trainer.watcher is None and trainer.processes.main:
+            err.write(f"note: not watched: {trainer.cfg.init} no longer loads with the weights this "
+                      "fine-tune started from, so there is no base to compare with\n")
     reporter = Reporter(trainer, out, quiet=opts["quiet"] or opts["as_json"], log_every=opts["log_every"],
                         metrics=opts["metrics"], resume=bool(opts["resume"]))
     listeners = [reporter] + ([SaveEvery(out_path, opts["save_every"])] if opts["save_every"] else [])
