@@ -275,7 +275,8 @@ IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log
                  "tie_embeddings", "tie_output", "scale_output", "decoder_d_ff", "relative_per_layer")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
-FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "optimizer", "max_length")
+FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "optimizer", "max_length",
+                    "probes", "general", "forget_alarm", "watch")
 _TRAIN_DEFAULTS: dict[str, Any] = {}  # filled below, once TrainConfig exists
 
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
@@ -325,6 +326,11 @@ class TrainConfig(_DictMixin):
     weight_decay: float = 0.0  # AdamW's decoupled weight decay (0: Adam)
     optimizer: str = "adamw"
     max_length: int = 0  # tokens a source or target (end token included) is cut to; 0: the model's positions
+    # Watching a fine-tune (core/training/watching.py, docs/training.md "Watching a fine-tune")
+    probes: tuple[str, ...] = ()  # sources decoded at each evaluation (empty: three held-out ones)
+    general: str = ""  # pairs the model should still handle: forgetting measured on them
+    forget_alarm: float = 0.2  # alarm: general loss this much above the base's (forgetting.py)
+    watch: bool = True  # probes, forgetting and numerics at each evaluation of a fine-tune
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, but the fine-tuning ones only when they differ from their defaults."""
@@ -399,6 +405,18 @@ class TrainConfig(_DictMixin):
         _require(not self.until or self.eval_every > 0, "until",
                  "needs evaluations to stop at: eval_every must be above 0")
         _require(isinstance(self.probe_source, str), "probe_source", "must be text such as '3 1 4'")
+        if isinstance(self.probes, list):  # as JSON gives it back
+            object.__setattr__(self, "probes", tuple(self.probes))
+        _require(isinstance(self.probes, tuple)
+                 and all(isinstance(p, str) and p.strip() for p in self.probes),
+                 "probes", "must be sources as text, none empty")
+        _require(not self.probes or self.init, "probes",
+                 "several probes are a fine-tune's (--init); a run from scratch snapshots one --probe")
+        _require(isinstance(self.general, str), "general", "must name a file of pairs")
+        _require(not self.general or self.init, "general", "measures a fine-tune's forgetting: give --init")
+        _require(isinstance(self.forget_alarm, (int, float)) and not isinstance(self.forget_alarm, bool),
+                 "forget_alarm", f"must be a rise such as 0.2 (20%), not {self.forget_alarm!r}")
+        _require(isinstance(self.watch, bool), "watch", "must be true or false")
         _choice(self, "optimizer", OPTIMIZERS)
         for name, top in (("label_smoothing", 1.0), ("weight_decay", math.inf)):
             value = getattr(self, name)

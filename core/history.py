@@ -13,6 +13,13 @@ Tensors of a file (all optional; the checkpoint prefixes each name with "history
   (once --until was out of reach), so its accuracy is rough
   probe_steps (K,) int64, probe_source (S,) int64, probe_target (T,) int64,
   probe_attention (K, layers, heads, T, S) float32
+  A fine-tune's watching (core/training/watching.py), one entry per evaluation, all optional:
+  watch_steps (W,) int64, watch_general_loss and watch_kl_to_base (W,) float32,
+  watch_activation_max (W, points) float32 (inf where fp32 itself overflowed), watch_grad_norm
+  (W, layers of both stacks) float32, watch_info (N,) uint8: UTF-8 JSON of what has no number
+  (which pairs the KL was measured on, the points' and layers' names, each probe's texts), and
+  watch_probe_attention (M,) float32: every kept probe record's cross-attention
+  (layers, heads, output tokens, source tokens), flattened one after another in watch_info's order.
 
 A file is untrusted: from_tensors() checks names, dtypes, shapes, sizes, values and step numbers
 and raises HistoryError (one sentence) for anything a recorder could not have written.
@@ -29,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from minitx.core.number_formats import FORMATS
+
 if TYPE_CHECKING:  # torch is imported where tensors are made or read: the app draws histories
     import torch  # (from files, or a live run's) before torch has been loaded
 
@@ -43,6 +52,13 @@ IN_MEMORY_POINTS = 200_000  # beyond this a long run thins its in-memory history
 EVAL_SIZES = ("eval_n", "eval_complete")  # optional, with eval_steps
 PROBE_KEYS = ("probe_steps", "probe_source", "probe_target", "probe_attention")
 NON_NEGATIVE = ("loss", "lr", "grad_norm", "examples_per_s", "seconds")
+# A fine-tune's probes' cross-attention in a file: at most MAX_SNAPSHOTS evaluations and this
+# many bytes (an opus-mt model's three probes of 30 tokens take 520 KB an evaluation).
+PROBE_ATTENTION_BYTES = 8 * 2**20
+WATCH_SERIES = ("general_loss", "kl_to_base")  # one value per watched evaluation (curves' series)
+WATCH_KEYS = ("watch_steps", "watch_info", "watch_general_loss", "watch_kl_to_base",
+              "watch_activation_max", "watch_grad_norm", "watch_probe_attention")
+MAX_WATCH_INFO_BYTES = 64 * 2**20
 MAX_METRICS_BYTES = 256 * 1024 * 1024  # a metrics file of a million steps is about 150 MB
 
 
@@ -91,6 +107,66 @@ class Snapshots:
         self.attention = [self.attention[i] for i in keep]
 
 
+@dataclass
+class ProbeRecord:
+    """One probe's greedy output at one evaluation, beside its base's output, and the
+    cross-attention paid while writing it."""
+
+    step: int
+    probe: int  # which of the run's probes (from 0)
+    source: str
+    output: str
+    base_output: str  # the base model's greedy output for the same source
+    changed: list[int]  # indices of output.split() words the base's output does not have there
+    source_tokens: list[str]  # the fed source's pieces: the attention's columns
+    output_tokens: list[str]  # the generated pieces (end token included): its rows
+    attention: torch.Tensor  # (layers, heads, len(output_tokens), len(source_tokens))
+
+    def info(self) -> dict:
+        return {"step": self.step, "probe": self.probe, "source": self.source, "output": self.output,
+                "base_output": self.base_output, "changed": list(self.changed),
+                "source_tokens": list(self.source_tokens), "output_tokens": list(self.output_tokens)}
+
+
+@dataclass
+class Watched:
+    """A fine-tune's watching: at each evaluation the general-domain loss (with general pairs),
+    the mean KL to the base (on the general pairs, else on the probes: `kl_on`), each point's
+    largest |activation| and each layer's gradient norm, and the probes' outputs."""
+
+    kl_on: str = "general"  # "general" or "probes"
+    points: list[list] = field(default_factory=list)  # [stack, layer, sublayer] in forward order
+    layers: list[list] = field(default_factory=list)  # [stack, layer]: the gradient norms' order
+    steps: list[int] = field(default_factory=list)
+    general_loss: list[float] = field(default_factory=list)  # empty without general pairs
+    kl_to_base: list[float] = field(default_factory=list)
+    activation_max: list[list[float]] = field(default_factory=list)  # per step, per point
+    grad_norm: list[list[float]] = field(default_factory=list)  # per step, per layer
+    probes: list[ProbeRecord] = field(default_factory=list)
+
+    def series_of(self, name: str) -> list[float]:
+        return {"general_loss": self.general_loss, "kl_to_base": self.kl_to_base}[name]
+
+    def probe_steps(self) -> list[int]:
+        return sorted({r.step for r in self.probes})
+
+    def thinned(self, limit: int, probe_bytes: int) -> Watched:
+        """A copy with at most `limit` evaluations' series, and the probe records of at most
+        MAX_SNAPSHOTS evaluations within `probe_bytes` of attention (evenly, first and last kept)."""
+        keep = keep_indices(self.steps, limit)
+        out = Watched(self.kl_on, self.points, self.layers, [self.steps[i] for i in keep])
+        for name in ("general_loss", "kl_to_base", "activation_max", "grad_norm"):
+            values = getattr(self, name)
+            setattr(out, name, [values[i] for i in keep] if values else [])
+        steps = self.probe_steps()
+        if steps:
+            each = max(sum(r.attention.numel() * 4 for r in self.probes) / len(steps), 1)
+            count = max(2, min(MAX_SNAPSHOTS, int(probe_bytes // each)))
+            kept = {steps[i] for i in keep_indices(steps, count)}
+            out.probes = [r for r in self.probes if r.step in kept]
+        return out
+
+
 class History:
     def __init__(self) -> None:
         self.steps = array("q")
@@ -100,6 +176,7 @@ class History:
         self.eval_n = array("q")  # 0: not recorded (a file from before sizes were kept)
         self.eval_complete = array("b")
         self.snapshots: Snapshots | None = None
+        self.watched: Watched | None = None  # a fine-tune's probes, forgetting and numerics
 
     # -- recording -------------------------------------------------------------------------
     def record_step(self, step: int, loss: float, lr: float, grad_norm: float,
@@ -150,6 +227,39 @@ class History:
         if len(self.snapshots.steps) > 4 * MAX_SNAPSHOTS:
             self.snapshots.thin(2 * MAX_SNAPSHOTS)
 
+    def record_watch(self, step: int, kl_to_base: float | None, general_loss: float | None = None,
+                     kl_on: str = "general", activations: list[tuple[str, int, str, float]] = (),
+                     gradients: list[tuple[str, int, float]] = (), probes: list[ProbeRecord] = ()) -> None:
+        """One evaluation's watching of a fine-tune (core/training/watching.py): activations as
+        (stack, layer, sublayer, largest |activation|) in forward order, gradients as (stack,
+        layer, norm); a second record at the same step replaces the first."""
+        import torch
+
+        w = self.watched = self.watched or Watched(kl_on)
+        if w.steps and w.steps[-1] == step:
+            w.steps.pop()
+            for values in (w.general_loss, w.kl_to_base, w.activation_max, w.grad_norm):
+                if len(values) > len(w.steps):
+                    values.pop()
+            w.probes = [r for r in w.probes if r.step != step]
+        w.steps.append(step)
+        if general_loss is not None:
+            w.general_loss.append(general_loss)
+        if kl_to_base is not None:
+            w.kl_to_base.append(kl_to_base)
+        if activations:
+            w.points = [[stack, layer, sublayer] for stack, layer, sublayer, _ in activations]
+            w.activation_max.append([value for *_, value in activations])
+        if gradients:
+            w.layers = [[stack, layer] for stack, layer, _ in gradients]
+            w.grad_norm.append([norm for *_, norm in gradients])
+        for record in probes:
+            if bool(torch.isfinite(record.attention).all()):  # never a file no loader takes
+                record.attention = record.attention.detach().to("cpu", torch.float32)
+                w.probes.append(record)
+        if len(w.probe_steps()) > 4 * MAX_SNAPSHOTS:  # a long run: memory, as record_snapshot keeps it
+            w.probes = w.thinned(len(w.steps), PROBE_ATTENTION_BYTES * 2 * MAX_SNAPSHOTS).probes
+
     def _thin_steps(self, limit: int) -> None:
         keep = keep_indices(list(self.steps), limit)
         self.steps = array("q", (self.steps[i] for i in keep))
@@ -175,10 +285,13 @@ class History:
         that, chosen by keep_indices (a chart of a long run needs no more than it can draw)."""
         if name == "accuracy":
             steps, values = self.eval_steps, self.accuracy
+        elif name in WATCH_SERIES:
+            values = self.watched.series_of(name) if self.watched else []
+            steps = self.watched.steps if values else []
         elif name in self.values:
             steps, values = self.steps, self.values[name]
         else:
-            raise KeyError(f"no series {name!r}; the series are {', '.join(SERIES)}")
+            raise KeyError(f"no series {name!r}; the series are {', '.join((*SERIES, *WATCH_SERIES))}")
         n = min(len(steps), len(values))
         steps, values = steps[:n], values[:n]  # copies (of arrays: cheap), taken together
         if at_most is not None and n > at_most:
@@ -218,12 +331,42 @@ class History:
             evaluations = self.evaluations()
             data["series"]["accuracy"]["n"] = [n for _, _, n, _ in evaluations]
             data["series"]["accuracy"]["complete"] = [done for _, _, _, done in evaluations]
+        for name in WATCH_SERIES:
+            steps, values = self.series(name)
+            if steps:
+                data["series"][name] = {"step": steps, "value": [_round(v) for v in values]}
+        if "kl_to_base" in data["series"]:
+            data["series"]["kl_to_base"]["on"] = self.watched.kl_on
+        data["probes"] = [r.info() for r in self.watched.probes] if self.watched else []
+        data["numerics"] = self._numerics_dict()
         snaps = self.snapshots
         data["snapshots"] = None if snaps is None else {
             "step": list(snaps.steps), "source": snaps.source, "target": snaps.target,
             "shape": [len(snaps.steps), *snaps.attention[0].shape] if snaps.attention else [],
         }
         return data
+
+    def _numerics_dict(self) -> dict | None:
+        """Each point's largest |activation| and headroom to fp16 and bf16 (format's largest value
+        / the activation: below 1 it overflows; None where infinite), each layer's gradient norm,
+        at each watched evaluation."""
+        w = self.watched
+        if w is None or not w.activation_max:
+            return None
+        def headroom(top: float, largest: float) -> float | None:
+            return None if not largest or not math.isfinite(largest) else _round(top / largest)
+
+        activations = []
+        for i, (stack, layer, sublayer) in enumerate(w.points):
+            maxima = [row[i] for row in w.activation_max]
+            activations.append({"stack": stack, "layer": layer, "sublayer": sublayer,
+                                "max": [_round(v) if math.isfinite(v) else None for v in maxima],
+                                **{f"headroom_{fmt}": [headroom(top, v) for v in maxima]
+                                   for fmt, top in FORMATS.items()}})
+        gradients = [{"stack": stack, "layer": layer, "norm": [_round(row[i]) for row in w.grad_norm]}
+                     for i, (stack, layer) in enumerate(w.layers)] if w.grad_norm else []
+        return {"step": list(w.steps[: len(w.activation_max)]), "activations": activations,
+                "gradients": gradients}
 
     def for_sharing(self) -> History:
         """This history with its snapshots thinned (evenly, the first and last kept) to at most
@@ -234,6 +377,8 @@ class History:
             each = snaps.attention[0].numel() * snaps.attention[0].element_size()
             shared.snapshots = Snapshots(snaps.source, snaps.target, list(snaps.steps), list(snaps.attention))
             shared.snapshots.thin(max(2, min(MAX_SNAPSHOTS, SHARED_SNAPSHOT_BYTES // each)))
+        if self.watched is not None:
+            shared.watched = self.watched.thinned(MAX_POINTS, SHARED_SNAPSHOT_BYTES)
         return shared
 
     # -- the file --------------------------------------------------------------------------
@@ -263,6 +408,8 @@ class History:
             out["probe_source"] = torch.tensor(snaps.source, dtype=torch.int64)
             out["probe_target"] = torch.tensor(snaps.target, dtype=torch.int64)
             out["probe_attention"] = torch.stack(snaps.attention).contiguous()  # (K, L, h, T, S)
+        if self.watched is not None and self.watched.steps:
+            out.update(_watch_tensors(self.watched.thinned(MAX_POINTS, PROBE_ATTENTION_BYTES)))
         return out
 
     @classmethod
@@ -270,7 +417,7 @@ class History:
                      max_len: int, vocab_size: int, last_step: int | None) -> History:
         """Validate a file's history tensors (names without the "history." prefix) against the
         model that holds them; `last_step` is the run's step count when the file states one."""
-        known = {"steps", *SERIES, "eval_steps", *EVAL_SIZES, *PROBE_KEYS}
+        known = {"steps", *SERIES, "eval_steps", *EVAL_SIZES, *PROBE_KEYS, *WATCH_KEYS}
         unknown = sorted(set(tensors) - known)
         if unknown:
             raise HistoryError(f"unknown history tensor {unknown[0]!r}")
@@ -301,6 +448,10 @@ class History:
             raise HistoryError("history has evaluation sizes but no evaluations")
         if _present(tensors, PROBE_KEYS, "probe_steps"):
             history.snapshots = _snapshots(tensors, layers, heads, max_len, vocab_size, limit)
+        if _present(tensors, ("watch_steps", "watch_info"), "watch_steps"):
+            history.watched = _watched(tensors, layers, heads, limit)
+        elif any(name in tensors for name in WATCH_KEYS):
+            raise HistoryError("history has watching figures but no watch_steps")
         return history
 
 
@@ -387,6 +538,70 @@ def _snapshots(tensors: dict, layers: int, heads: int, max_len: int, vocab_size:
     if not bool(torch.isfinite(attention).all()) or bool(((attention < 0) | (attention > 1)).any()):
         raise HistoryError("history probe_attention holds weights outside 0-1")
     return Snapshots(source, target, steps, list(attention.unbind(0)))
+
+
+def _watch_tensors(w: Watched) -> dict[str, torch.Tensor]:
+    import torch
+
+    info = {"kl_on": w.kl_on, "points": w.points, "layers": w.layers, "probes": [r.info() for r in w.probes]}
+    out = {"watch_steps": torch.tensor(w.steps, dtype=torch.int64),
+           "watch_info": torch.frombuffer(bytearray(json.dumps(info).encode()), dtype=torch.uint8)}
+    for name in ("general_loss", "kl_to_base", "activation_max", "grad_norm"):
+        values = getattr(w, name)
+        if values:
+            out[f"watch_{name}"] = torch.tensor(values, dtype=torch.float32)
+    if w.probes:
+        out["watch_probe_attention"] = torch.cat([r.attention.reshape(-1) for r in w.probes])
+    return out
+
+
+def _watched(tensors: dict, layers: int, heads: int, last: int | None) -> Watched:
+    """A file's watching figures, checked against each other and the model (HistoryError)."""
+    import torch
+
+    steps = _steps(tensors["watch_steps"], "watch_steps", MAX_POINTS, first=0, last=last)
+    raw = tensors["watch_info"]
+    if raw.dtype != torch.uint8 or raw.dim() != 1 or raw.numel() > MAX_WATCH_INFO_BYTES:
+        raise HistoryError("history watch_info must be UTF-8 JSON bytes (uint8)")
+    try:
+        info = json.loads(bytes(raw.tolist()).decode("utf-8"))
+        w = Watched(info["kl_on"], info["points"], info["layers"], steps)
+        if w.kl_on not in ("general", "probes") or not isinstance(info["probes"], list):
+            raise ValueError
+        for name, size in (("general_loss", None), ("kl_to_base", None), ("activation_max", len(w.points)),
+                           ("grad_norm", len(w.layers))):
+            t = tensors.get(f"watch_{name}")
+            if t is None:
+                continue
+            shape = (len(steps),) if size is None else (len(steps), size)
+            if t.dtype != torch.float32 or tuple(t.shape) != shape or bool((t.isnan() | (t < 0)).any()) \
+                    or (size is None and not bool(torch.isfinite(t).all())):
+                raise HistoryError(f"history watch_{name} must be {shape} float32 values from 0")
+            setattr(w, name, t.tolist())
+        flat = tensors.get("watch_probe_attention", torch.zeros(0))
+        at = 0
+        for r in info["probes"]:
+            shape = (layers, heads, len(r["output_tokens"]), len(r["source_tokens"]))
+            n = math.prod(shape)
+            # a probe's step is a watched evaluation's, though the series may have thinned it away
+            if not 0 <= r["step"] <= (steps[-1] if last is None else last) or flat.dtype != torch.float32 \
+                    or at + n > flat.numel():
+                raise ValueError
+            attention = flat[at: at + n].reshape(shape)
+            at += n
+            if not bool(((attention >= 0) & (attention <= 1)).all()):
+                raise HistoryError("history watch_probe_attention holds weights outside 0-1")
+            w.probes.append(ProbeRecord(
+                int(r["step"]), int(r["probe"]), str(r["source"]), str(r["output"]), str(r["base_output"]),
+                [int(i) for i in r["changed"]], [str(t) for t in r["source_tokens"]],
+                [str(t) for t in r["output_tokens"]], attention.clone()))
+        if at != flat.numel():
+            raise ValueError
+    except HistoryError:
+        raise
+    except (ValueError, TypeError, KeyError, RecursionError, UnicodeDecodeError, RuntimeError):
+        raise HistoryError("history watch_info does not describe its watching figures") from None
+    return w
 
 
 # ---------------------------------------------------------------------------------------------

@@ -61,9 +61,10 @@ class OptionError(ValueError):
 
 def train_options() -> dict[str, str]:
     """option name -> TrainConfig field: every field has an option of its own name except the
-    source lengths, which `lengths` sets together."""
+    source lengths, which `lengths` sets together, and a fine-tune's probes, which several
+    `probe_source` texts give (_probes)."""
     return {f.name: f.name for f in dataclasses.fields(TrainConfig)
-            if f.name not in ("min_source_len", "max_source_len")}
+            if f.name not in ("min_source_len", "max_source_len", "probes")}
 
 
 def option_names() -> list[str]:
@@ -92,7 +93,7 @@ def option_for_field(field: str) -> str:
     """The option that sets a config field (core's errors name fields)."""
     by_field = {f: o for o, f in MODEL_OPTIONS.items()}
     by_field.update({"n_encoder_layers": "layers", "n_decoder_layers": "layers",
-                     "min_source_len": "lengths", "max_source_len": "lengths"})
+                     "min_source_len": "lengths", "max_source_len": "lengths", "probes": "probe"})
     return by_field.get(field, field)
 
 
@@ -150,7 +151,10 @@ def configs_from_options(
             raise OptionError("kv_heads", f"{heads} heads cannot keep {group} query heads per K/V "
                                           "head; give the K/V heads too")
         model_changes["kv_heads"] = heads // group
+    probes = _probes(given, train_cfg)
     train_changes = {field: given[name] for name, field in train_options().items() if name in given}
+    if probes:
+        train_changes["probes"] = probes
     if train_changes.get("bug") == "none":
         train_changes["bug"] = ""
     if train_changes.get("eval_every") == 0 and "until" not in given:
@@ -174,6 +178,23 @@ def configs_from_options(
         raise OptionError("positions", f"a table of {model_cfg.max_len} positions cannot hold sources "
                                        f"of {longest} tokens plus SOS and EOS")
     return model_cfg, train_cfg
+
+
+def _probes(given: dict[str, Any], train_cfg: TrainConfig) -> tuple[str, ...]:
+    """`probe_source` given as several texts (the CLI's repeatable --probe): a fine-tune's probes
+    (returned, and taken out of `given`); a run from scratch snapshots one (left as its text)."""
+    texts = given.get("probe_source")
+    if not isinstance(texts, (list, tuple)):
+        return ()
+    del given["probe_source"]
+    if given.get("init") or train_cfg.init:
+        return tuple(texts)
+    if len(texts) > 1:
+        raise OptionError("probe_source", "a run from scratch snapshots one probe; several are for a "
+                                          "fine-tune (--init)")
+    if texts:
+        given["probe_source"] = texts[0]
+    return ()
 
 
 def _longest_source(train_cfg: TrainConfig) -> int:

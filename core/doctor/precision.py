@@ -16,13 +16,13 @@ import torch
 from minitx.core.data.task import Task
 from minitx.core.doctor.code_checks import CAUSES, WEIGHTS, CheckResult, input_batch
 from minitx.core.interp.numerics import (
-    FP16_MAX,
     ActivationRange,
     first_overflow,
     first_overflow_dict,
     recording_ranges,
 )
 from minitx.core.model.transformer import Seq2Seq, eval_mode
+from minitx.core.number_formats import FP16_MAX
 
 NAME = "fp16-range"
 SEQUENCES = 32  # the pairs (or inputs) the check runs on

@@ -27,10 +27,7 @@ import torch.nn.functional as F
 
 from minitx.core.model.hooks import SublayerHook, hooks_active
 from minitx.core.model.transformer import Seq2Seq, eval_mode
-
-FP16_MAX = float(torch.finfo(torch.float16).max)  # 65504
-BF16_MAX = float(torch.finfo(torch.bfloat16).max)  # about 3.39e38
-FORMATS = {"fp16": FP16_MAX, "bf16": BF16_MAX}
+from minitx.core.number_formats import FORMATS
 
 # Each stack's sublayers in forward order, with the attribute of their connection (a Residual).
 SUBLAYERS = {

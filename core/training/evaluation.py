@@ -115,9 +115,14 @@ def target_loss(model: Seq2Seq, batch: Batch) -> tuple[float, int]:
     with eval_mode(model), torch.inference_mode():
         logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
         labels = batch.labels.to(device)  # (B, T): the target, EOS, then PAD
-        summed = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                 ignore_index=pad, reduction="sum")
-        return float(summed), int((labels != pad).sum())
+        return float(summed_cross_entropy(logits, labels, pad)), int((labels != pad).sum())
+
+
+def summed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, pad: int) -> torch.Tensor:
+    """The cross-entropy of logits (B, T, V) against labels (B, T), summed over every label
+    that is not PAD, in float32: target_loss's sum."""
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                           ignore_index=pad, reduction="sum")
 
 
 def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,

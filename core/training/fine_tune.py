@@ -211,3 +211,23 @@ def fine_tune_task(base: Task, data: str, valid: str, seed: int, positions: int,
                          if base.alignment_name in EXPECTATIONS else "", *shape)
     task.train = train
     return task
+
+
+def general_pairs(path: str, task: Task, positions: int, max_length: int, limit: int) -> PairSet:
+    """The first `limit` pairs of `path` (a fine-tune's --general: pairs the model should still
+    handle), read and cut as its training pairs are; DataError naming the file for one the
+    model's tokenisers cannot read."""
+    loaded = _read(path, task)
+    _check_targets(path, loaded.data, task)
+    whole, _ = cut_to(loaded.data, task, positions, max_length)
+    return PairSet(whole, torch.arange(min(limit, len(whole))))
+
+
+def is_recorded_base(saved, model: torch.nn.Module) -> bool:
+    """Whether `model` is the base a fine-tuned file (a core Checkpoint) records: its weights'
+    sha256 is the file's (what a resumed run goes on watching against, core/training/watching.py)."""
+    try:
+        recorded = json.loads(saved.metadata.get("trainer", "{}")).get("base", {}).get("sha256")
+    except (ValueError, AttributeError):
+        return False
+    return recorded is not None and weights_sha256(model) == recorded

@@ -46,6 +46,7 @@ from minitx.core.training.resume import (
     resumed_config,
     same_step_pairs,
 )
+from minitx.core.training.watching import watcher_for
 
 EARLY_STOP_BATCH = 100  # sequences per batch of an evaluation that may stop early (--until)
 FINE_TUNE_EVAL_BATCH = 64  # held-out pairs decoded at once by a fine-tune's evaluation
@@ -106,11 +107,13 @@ def planned_fine_tune(base: Checkpoint, model_cfg: ModelConfig, train_cfg: Train
 class Trainer:
     def __init__(self, model_cfg: ModelConfig | None = None, train_cfg: TrainConfig | None = None,
                  base: Checkpoint | None = None, processes: Processes | None = None,
-                 base_info: dict | None = None):
+                 base_info: dict | None = None, watch_base: Seq2Seq | None = None):
         """A run of these configs. A fine-tune (train_cfg.init) starts from `base`, a loaded
         model (its weights, generation settings and task's vocabularies); `base_info` is what
-        the file says of the base (computed from `base` when not given). `processes`: the
-        torchrun group (default: joined from the environment, or this process alone)."""
+        the file says of the base (computed from `base` when not given: a new fine-tune).
+        `processes`: the torchrun group (default: joined from the environment, or this process
+        alone). A fine-tune is watched (core/training/watching.py) against the model it started
+        from: `base`'s for a new one, `watch_base` for a resumed one (none given: not watched)."""
         if train_cfg is not None and train_cfg.init:
             if base is None:
                 raise ValueError(f"init: a fine-tune needs its base model loaded ({train_cfg.init})")
@@ -177,6 +180,10 @@ class Trainer:
         self.listeners: tuple[RunListener, ...] = ()  # of the run in progress (see run())
         self.run_seconds = 0.0  # wall time of this process's runs: steps, evaluations, snapshots
         self.run_steps = 0  # steps this process's runs took
+        origin = base.model if base is not None and base_info is None else watch_base
+        self.watcher = watcher_for(self.model, origin, self.task, train_cfg.probes, train_cfg.general,
+                                   train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size) \
+            if train_cfg.init and train_cfg.watch and origin is not None and self.processes.main else None
         self.base_scores: dict | None = None  # a fine-tune's held-out scores of its base (step 0)
         self.last_scores: dict | None = None  # ... and of its latest evaluation
 
@@ -226,6 +233,7 @@ class Trainer:
         if self.cfg.init and self.step_count == 0 and self.base_scores is None:
             self.evaluate(self.cfg.eval_size, self.heldout_seed)  # the base: what the fine-tune starts from
             self.base_scores = self.last_scores
+            self.watch()
         start = time.perf_counter()
         step = self.step_count + 1
         lr = self.lr_for(step)
@@ -323,9 +331,18 @@ class Trainer:
         self.accuracy_step = self.step_count if result.complete else None
         if own:
             self.history.record_eval(self.step_count, result.accuracy, result.n, result.complete)
+            self.watch()
             for listener in self.listeners:
                 listener.on_evaluation(self, result)
         return result
+
+    def watch(self) -> None:
+        """A fine-tune's probes, forgetting and numerics at this step, into the history (its time
+        counts as evaluation's)."""
+        if self.watcher is not None:
+            start = time.perf_counter()
+            self.watcher.watch(self.step_count, self.history)
+            self.eval_seconds += time.perf_counter() - start
 
     def run(self, *listeners: RunListener, until_step: int | None = None) -> StepStats | None:
         """Train until cfg.steps (or `until_step`, or a listener asks to stop); returns the last
@@ -418,7 +435,8 @@ class Trainer:
 
     @classmethod
     def resume(cls, path, train_cfg: TrainConfig | None = None,
-               model_cfg: ModelConfig | None = None, restart_schedule: bool = False) -> Trainer:
+               model_cfg: ModelConfig | None = None, restart_schedule: bool = False,
+               watch_base: Seq2Seq | None = None) -> Trainer:
         """Continue a run from a resumable checkpoint. A train_cfg (and model_cfg), if given,
         must match the saved ones except where core/training/resume.py's rule lets a run change.
 
@@ -426,7 +444,8 @@ class Trainer:
         reached to its floor at the new `steps` (TrainConfig.lr_at's restart, docs/curves.md).
         `restart_schedule` starts a new schedule instead (warmup, then the decay to the floor at
         the new `steps`) from these weights and Adam moments: the way to train a finished run
-        further (`schedule_ended` says whether it was)."""
+        further (`schedule_ended` says whether it was). A fine-tune goes on being watched when
+        `watch_base`, the model it started from, is given."""
         ckpt = load_checkpoint(path)
         saved = ckpt.train_config
         if saved is None or not ckpt.resumable:
@@ -450,7 +469,7 @@ class Trainer:
         # A fine-tune continues from the file itself: its weights, tokenisers and generation.
         try:
             trainer = cls(ckpt.model_config, saved_cfg, ckpt if saved_cfg.init else None, processes,
-                          base_info)
+                          base_info, watch_base)
         except DataError:
             raise
         except ValueError as e:  # a training config that does not fit the saved model
@@ -524,4 +543,6 @@ class Trainer:
             raise CheckpointError(f"{ckpt.path} has history snapshots of another probe source than "
                                   "its training config's")
         self.history = history
+        if self.watcher is not None:
+            self.watcher.resume_from(history)
 

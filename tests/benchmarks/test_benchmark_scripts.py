@@ -35,6 +35,7 @@ SMOKE_RUNS = {
     "hf_decode.py": (["--smoke", "--threads", "1"], "tokens identical: yes"),
     "hf_train_step.py": (["--smoke", "--threads", "1"], "ratio minitx / transformers: time per step"),
     "tui_hf_model.py": (["--smoke"], "every head at once (48)"),
+    "watch_cost.py": (["--smoke"], "over the training seconds"),
 }
 
 

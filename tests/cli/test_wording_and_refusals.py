@@ -84,7 +84,7 @@ def test_the_space_mark_is_explained_only_for_a_model_of_characters():
 
 def test_the_probe_source_option_takes_any_task_s_source():
     shown = run_cli("train", "--help").stdout
-    assert "--probe-source SOURCE" in shown and "DIGITS" not in shown
+    assert "--probe, --probe-source TEXT" in shown and "DIGITS" not in shown
 
 
 def test_at_80_columns_train_s_last_lines_break_between_fields(tmp_path, monkeypatch):

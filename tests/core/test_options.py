@@ -58,11 +58,23 @@ def test_bug_none_means_no_bug():
     assert train_cfg.bug == ""
 
 
-def test_every_train_config_field_but_the_lengths_has_an_option_of_its_own_name():
+def test_every_train_config_field_but_the_lengths_and_probes_has_an_option_of_its_own_name():
     import dataclasses
 
     names = set(option_names())
-    assert {f.name for f in dataclasses.fields(TrainConfig)} - names == {"min_source_len", "max_source_len"}
+    assert {f.name for f in dataclasses.fields(TrainConfig)} - names == {"min_source_len", "max_source_len",
+                                                                          "probes"}
+
+
+def test_several_probe_sources_are_a_fine_tunes_probes_and_refused_from_scratch():
+    base = TrainConfig(task="data", data="pairs.tsv", init="reverse")
+    _, train = configs_from_options(ModelConfig(), base, {"probe_source": ("3 1 4", "2 7")})
+    assert train.probes == ("3 1 4", "2 7") and train.probe_source == ""
+    _, train = configs_from_options(ModelConfig(), TrainConfig(), {"probe_source": ("3 1 4",)})
+    assert train.probe_source == "3 1 4" and train.probes == ()
+    with pytest.raises(OptionError, match="several are for a fine-tune") as e:
+        configs_from_options(ModelConfig(), TrainConfig(), {"probe_source": ("3 1 4", "2 7")})
+    assert e.value.option == "probe_source"
 
 
 @pytest.mark.parametrize("options, blamed", [

@@ -14,8 +14,9 @@ from minitx.core.data.given_pairs import with_pairs
 from minitx.core.doctor.code_checks import CAUSES
 from minitx.core.doctor.precision import check_fp16_range
 from minitx.core.importing.huggingface import open_folder
-from minitx.core.interp.numerics import FP16_MAX, measure_numerics, recording_ranges
+from minitx.core.interp.numerics import measure_numerics, recording_ranges
 from minitx.core.model.kv_cache import IncrementalDecoder
+from minitx.core.number_formats import FP16_MAX
 from tests.cli.conftest import run_cli
 from tests.huggingface.changed_folders import changed_copy, pairs_file, scaled
 from tests.huggingface.tiny_folders import load_reference, save_model

@@ -338,7 +338,7 @@ async def test_choices_change_with_arrow_keys_in_place_and_the_edited_field_is_m
         assert task.value != before and screen.form.values()["task"] == task.value
         assert screen.form_error == ""
         # Nothing opened over the form: every label of it is still on screen.
-        form_rows = "\n".join(screen_text(app).splitlines()[1:8])
+        form_rows = "\n".join(screen_text(app).splitlines()[1:1 + screen.form.styles.grid_size_rows])
         assert all(f" {label} " in form_rows for label in ("from", *FIELDS.values()))
         await pilot.press("escape")
         assert not row.has_class("-editing") and app.focused is None

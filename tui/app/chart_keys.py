@@ -13,10 +13,11 @@ from textual.binding import Binding
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.widgets.curve_chart import CurveChart
 from minitx.tui.app.widgets.timeline import Timeline
-from minitx.tui.render.charts import CHARTS
+from minitx.tui.render.charts import CHARTS, EVALUATION_CHARTS
 
 CHART_BINDINGS = [
-    Binding("g", "chart('cycle')", "next chart", tooltip="next chart: loss, accuracy, lr, grad norm"),
+    Binding("g", "chart('cycle')", "next chart", tooltip="next chart: loss, accuracy, lr, grad norm, "
+            "a fine-tune's general loss, KL to base, numerics"),
     Binding("l", "chart('toggle_log')", "log/linear", tooltip="log or linear scale"),
     Binding("m", "chart('toggle_smoothing')", "smooth", tooltip="smoothing on/off"),
     Binding("k", "chart('toggle_x_axis')", "x: step/time", tooltip="x axis: step or time"),
@@ -60,8 +61,10 @@ class ChartKeys:
         chart = self.curve_chart().chart
         if parameters == ("toggle_log",) and not CHARTS[chart][1]:
             return f"the {chart} chart has no log scale: g shows the next chart"
-        if parameters == ("toggle_smoothing",) and chart == "accuracy":
-            return "accuracy is never smoothed: each point is one evaluation"
+        if parameters != ("cycle",) and chart == "numerics":
+            return "the numerics chart is a table of the evaluations: g shows the next chart"
+        if parameters == ("toggle_smoothing",) and chart in EVALUATION_CHARTS:
+            return f"{CHARTS[chart][0]} is never smoothed: each point is one evaluation"
         return None
 
     @one_line_errors

@@ -290,6 +290,32 @@ class Progress(Message):
     eta_s: float
     accuracy: str | None  # the last evaluation as the progress says it: 'acc 97.3%', 'acc <99.9% (…)'
     probe: LiveProbe | None = None
+    scores: str | None = None  # a fine-tune's last evaluation: 'BLEU 3.1→25.4 · chrF 20.1→48.2'
+    heldout_loss: str | None = None  # ... and its loss per held-out target token: 'loss 5.2100→1.0300'
+
+
+@dataclass(frozen=True)
+class ProbeLine:
+    """One probe's greedy output at an evaluation of a fine-tune (core.history.ProbeRecord's)."""
+
+    source: str
+    output: str
+    base_output: str
+    changed: list[int]  # indices of output.split() words its base's output does not have there
+
+
+@dataclass
+class Watching(Message):
+    """Posted by the training worker after each evaluation of a watched fine-tune: the probes'
+    outputs, the KL to the base (on general pairs, else on the probes) and the general-domain
+    loss, and the forgetting alarm's line once it has gone off (core's Forgetting.line())."""
+
+    step: int
+    probes: list[ProbeLine]
+    kl_to_base: float | None
+    kl_on: str  # "general" or "probes"
+    general_loss: tuple[float, float] | None = None  # (the base's, now)
+    alarm: str | None = None
 
 
 @dataclass

@@ -14,7 +14,7 @@ from textual.widgets import Input
 
 from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import ChoiceChanged, FormDefaults, RunChecked
-from minitx.tui.app.widgets.train_form import SOURCE, Start, choice_values
+from minitx.tui.app.widgets.train_form import SOURCE, Start, choice_values, fine_tune_train
 from minitx.tui.render.numbers import short_count
 
 CHECK_DELAY = 0.3  # seconds the form stays unchanged before its run is checked (a data file read)
@@ -30,15 +30,18 @@ def parameter_count(model_cfg) -> int:
         return parameter_breakdown(Seq2Seq(model_cfg))["total"]
 
 
-def check_run(model_cfg, train_cfg) -> RunChecked:
-    """The form's configs checked as a run would use them; an error is 'option: message'."""
+def check_run(model_cfg, train_cfg, base=None) -> RunChecked:
+    """The form's configs checked as a run would use them; an error is 'option: message'. A
+    fine-tune's (train_cfg.init) are checked against `base`, the model on screen it starts from."""
     from minitx.core.data.pair_files import DataError
     from minitx.core.training.probe import probe_example
-    from minitx.core.training.trainer import planned_run
+    from minitx.core.training.trainer import planned_fine_tune, planned_run
+    from minitx.tui.app.loaded import as_checkpoint
 
     configs = (model_cfg, train_cfg)
     try:
-        planned_model, planned_train, task = planned_run(model_cfg, train_cfg)
+        planned_model, planned_train, task = planned_fine_tune(as_checkpoint(base), model_cfg, train_cfg) \
+            if train_cfg.init else planned_run(model_cfg, train_cfg)
         probe_example(task, planned_train.probe_source)
     except DataError as e:  # names the file and the line
         return RunChecked(configs, error=f"data: {e}")
@@ -86,23 +89,47 @@ class FormChecks:
         from minitx.core.config import DEFAULT_RECIPE
 
         self.recipes = message.recipes
-        self.form.offer(self._starts(), message.choices, DEFAULT_RECIPE)
+        self.form.offer(self._starts(), message.choices, self.first_start() or DEFAULT_RECIPE)
         self.form.disabled = False
         self.state = "idle"
         self.validate_form()
         self._model_changed(self.app)
 
     def _starts(self) -> dict[str, Start]:
-        """Every recipe, and the open checkpoint's configs (like) and saved run (resume)."""
+        """Every recipe, and the open checkpoint's configs (like) and saved run (resume), and a
+        fine-tune of the open model (a folder, a model id or a file: `train --init`)."""
+        from minitx.core.training.fine_tune import family_of, folder_dropout
+
         starts = {name: Start(f"recipe {name}", r.model, r.train) for name, r in self.recipes.items()}
         current = self.app.current
-        if current is not None and current.train_config is not None:
-            starts["like"] = Start(f"like {current.name}", current.model.cfg, current.train_config)
-            if current.resumable and current.path:
-                starts["resume"] = Start(f"resume {current.name} (step {current.steps})",
-                                         current.model.cfg, current.train_config, current.path,
-                                         current.steps or 0)
+        if current is None:
+            return starts
+        saved = current.train_config
+        if saved is not None and not saved.init:  # a fine-tune's configs need its base: fine-tune it
+            starts["like"] = Start(f"like {current.name}", current.model.cfg, saved)
+        if saved is not None and current.resumable and current.path:
+            starts["resume"] = Start(f"resume {current.name} (step {current.steps})",
+                                     current.model.cfg, saved, current.path, current.steps or 0,
+                                     base=current if saved.init else None)
+        if current.path:
+            family = family_of(current.task)
+            dropout = folder_dropout(current.task)  # a folder's config.json; else the model's own
+            model = current.model.cfg if dropout is None else current.model.cfg.replace(dropout=dropout)
+            starts["fine-tune"] = Start(f"fine-tune {current.name}", model, fine_tune_train(family),
+                                        init=current.path, base=current, family=family)
         return starts
+
+    def first_start(self) -> str | None:
+        """The start the form shows for the model just opened: a fine-tuned file's run to resume,
+        a fine-tune of a Hugging Face folder or id or an imported model (minitx's own files keep
+        the start shown)."""
+        current = self.app.current
+        if current is None or not current.path:
+            return None
+        saved = current.train_config
+        if saved is not None and saved.init and current.resumable:
+            return "resume"
+        return "fine-tune" if current.task.name in ("huggingface", "imported") else None
 
     def validate_form(self):
         """The form's configs (None: a field's problem, marked); their run is checked once the
@@ -113,7 +140,8 @@ class FormChecks:
         elif configs is not None and not self.check_holds():
             if self._check_timer is not None:
                 self._check_timer.stop()
-            self._check_timer = self.set_timer(CHECK_DELAY, lambda: self.check_form_run(configs))
+            base = self.form.start.base  # a fine-tune's model (read here, on the UI thread)
+            self._check_timer = self.set_timer(CHECK_DELAY, lambda: self.check_form_run(configs, base))
         self._draw_note()
         return configs
 
@@ -122,12 +150,12 @@ class FormChecks:
         if self._check_timer is not None:
             self._check_timer.stop()
         self.start_when_checked = True
-        self.check_form_run(self.form_configs)
+        self.check_form_run(self.form_configs, self.form.start.base)
         self._draw_note()
 
     @work(thread=True, exclusive=True, group="check", exit_on_error=False)
-    def check_form_run(self, configs) -> None:
-        self.post_message(check_run(*configs))
+    def check_form_run(self, configs, base) -> None:
+        self.post_message(check_run(*configs, base=base))
 
     def on_run_checked(self, message: RunChecked) -> None:
         if message.configs != self.form_configs:

@@ -17,8 +17,8 @@ from textual.message import Message
 
 from minitx.core.training.run_files import run_name
 from minitx.tui.app.errors import error_text
-from minitx.tui.app.messages import LiveProbe, Progress, RunEnded, RunStarted, Saved
-from minitx.tui.render.numbers import accuracy_text, short_count
+from minitx.tui.app.messages import LiveProbe, ProbeLine, Progress, RunEnded, RunStarted, Saved, Watching
+from minitx.tui.render.numbers import accuracy_text, scores_change, short_count
 
 POST_INTERVAL = 0.1  # seconds between Progress messages: at most 10 a second
 PROBE_INTERVAL = 1.0  # seconds between probe refreshes (two small forward passes), at least
@@ -43,11 +43,13 @@ class TrainingRun:
     the screen (thread-safe)."""
 
     def __init__(self, number: int, model_cfg, train_cfg, path: Path, post: Callable[[Message], None],
-                 resume_from: str | None = None) -> None:
+                 resume_from: str | None = None, base=None) -> None:
         self.number, self.model_cfg, self.train_cfg, self.path = number, model_cfg, train_cfg, path
         self.post, self.resume_from = post, resume_from
+        self.base = base  # a fine-tune's model on screen (LoadedModel): what it starts from
         name = run_name(train_cfg.task, train_cfg.data)
-        self.name = f"run {number} · {'resumed ' if resume_from else ''}{name}"
+        kind = "resumed " if resume_from else "fine-tune " if train_cfg.init else ""
+        self.name = f"run {number} · {kind}{name}"
         self.trainer = None  # set by the worker; read only when no step is running
         self.first_step = 0  # where it started (a resumed run: the saved step)
         self.saved_step: int | None = None  # the step the last save wrote
@@ -74,19 +76,23 @@ class TrainingRun:
         from minitx.core.model.transformer import parameter_breakdown
         from minitx.core.training.threads import set_threads
         from minitx.core.training.trainer import Trainer
-        from minitx.tui.app.loaded import describe_model
+        from minitx.tui.app.loaded import as_checkpoint, describe_model
 
         # minitx's default leaves a core to the UI thread: torch's threads on every core starve
         # the terminal (docs/performance.md).
         set_threads()
-        trainer = Trainer.resume(self.resume_from, self.train_cfg) if self.resume_from \
-            else Trainer(self.model_cfg, self.train_cfg)
+        if self.resume_from:  # a fine-tune's file holds its own weights and tokenisers
+            trainer = Trainer.resume(self.resume_from, self.train_cfg, watch_base=self.watch_base())
+        elif self.train_cfg.init:  # the base's weights are copied: the model on screen stays as it is
+            trainer = Trainer(self.model_cfg, self.train_cfg, base=as_checkpoint(self.base))
+        else:
+            trainer = Trainer(self.model_cfg, self.train_cfg)
         self.first_step = trainer.step_count
         self.trainer = trainer
         params = parameter_breakdown(trainer.model)["total"]
         self.post(RunStarted(f"{self.name} · {trainer.model_cfg.norm}-norm · "
                              f"{short_count(params)} params · {trainer.device.type}"))
-        self._cancelled, self._pending, self._accuracy = cancelled, [], None
+        self._cancelled, self._pending, self._accuracy, self._scores = cancelled, [], None, (None, None)
         self._last_post = self._last_probe = 0.0
         self._probe_interval, self._posted = PROBE_INTERVAL, None
         trainer.run(self)
@@ -100,6 +106,21 @@ class TrainingRun:
                                 train_config=trainer.cfg, steps=trainer.step_count,
                                 history=trainer.history)
         self.post(RunEnded(trainer.step_count, self.stop.is_set(), record))
+
+    def watch_base(self):
+        """A resumed fine-tune's base, to go on watching against: its init model where that still
+        opens with the weights the file records; None (not watched) otherwise or for other runs."""
+        from minitx import checkpoints
+        from minitx.core.training.fine_tune import is_recorded_base
+
+        train = self.train_cfg
+        if not (train.init and train.watch):
+            return None
+        try:
+            saved, base = checkpoints.load(self.resume_from), checkpoints.load(train.init)
+        except Exception:  # noqa: BLE001 - gone or changed: the run goes on unwatched, as the CLI's
+            return None
+        return base.model if is_recorded_base(saved, base.model) else None
 
     # -- what the trainer's run tells (RunListener's hooks) ------------------------------------
     _stats = None  # the last step's StepStats
@@ -120,6 +141,11 @@ class TrainingRun:
         if stats.accuracy is not None:  # as the command line's progress says it
             self._accuracy = accuracy_text(stats.accuracy, stats.eval_n or 0, stats.eval_complete,
                                            trainer.cfg.until, short=True)
+            # a fine-tune's held-out BLEU and chrF, its base's before them (core measured both)
+            if trainer.cfg.init:
+                base, now = trainer.base_scores, trainer.last_scores
+                self._scores = (scores_change(base, now, True, ("bleu", "chrf")),
+                                scores_change(base, now, True, ("loss",)))
         now = time.monotonic()
         if now - self._last_post < POST_INTERVAL and not trainer.done:
             return
@@ -131,7 +157,20 @@ class TrainingRun:
         self._post_progress(trainer, stats, probe)
 
     def on_evaluation(self, trainer, result) -> None:
-        pass  # the step that ran it carries its accuracy
+        """The step that ran it carries its accuracy; a watched fine-tune's probes and forgetting
+        (what core recorded in the history at this evaluation) go to the screen now."""
+        watched = trainer.history.watched
+        if watched is None or not watched.steps or watched.steps[-1] != trainer.step_count:
+            return
+        step = watched.steps[-1]
+        probes = [ProbeLine(r.source, r.output, r.base_output, list(r.changed))
+                  for r in watched.probes if r.step == step]
+        forgetting = trainer.watcher.forgetting if trainer.watcher is not None else None
+        self.post(Watching(
+            step, probes, watched.kl_to_base[-1] if watched.kl_to_base else None, watched.kl_on,
+            (forgetting.general_loss_base, forgetting.general_loss_end)
+            if forgetting is not None and forgetting.general_loss_end is not None else None,
+            forgetting.line() if forgetting is not None and forgetting.alarm else None))
 
     def on_snapshot(self, trainer, step: int) -> None:
         pass  # the history holds it; the timeline reads it once the run ends
@@ -143,7 +182,7 @@ class TrainingRun:
         rate = trainer.steps_per_s
         self._posted = Progress(
             stats.step, trainer.cfg.steps, self._pending, stats.loss, stats.grad_norm, stats.lr, rate,
-            (trainer.cfg.steps - stats.step) / max(rate, 1e-6), self._accuracy, probe)
+            (trainer.cfg.steps - stats.step) / max(rate, 1e-6), self._accuracy, probe, *self._scores)
         self.post(self._posted)
         self._pending, self._last_post = [], time.monotonic()
 

@@ -33,6 +33,25 @@ class Accuracy(click.ParamType):
         return number
 
 
+class Rise(click.ParamType):
+    """A rise in percent, 20 or 20%, as a fraction (0.2); 0% to 1000% (forgetting.py's rule)."""
+
+    name = "PCT"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        from minitx.core.training.forgetting import check_forget_alarm  # torch: only when given
+
+        text = str(value).strip().removesuffix("%")
+        try:
+            return check_forget_alarm(float(text) / 100)
+        except ValueError as e:
+            self.fail(str(e) if text.replace(".", "", 1).lstrip("-").isdigit() or "inf" in text.lower()
+                      or "nan" in text.lower() else f"expected a percentage such as 20, got {value!r}",
+                      param, ctx)
+
+
 def _recipe_option():
     return click.option("--recipe", type=LazyChoice(recipe_names), default=None,
                         help="Named starting configuration: fast, reference, or modern (fast's "
@@ -150,9 +169,11 @@ TRAINING_OPTIONS = [
                  help="Stop at the first evaluation whose exact match is at least ACC (0.99 or "
                       "99%), and save; --steps stays the cap; 0 trains every step. "
                       "[default: recipe; fast stops at 99.9%]"),
-    click.option("--probe-source", metavar="SOURCE",
-                 help="Source whose cross-attention the checkpoint keeps snapshots of, as the task "
-                      "reads it ('3 1 4 1 5'; a line's source for --data). [default: the task's own]"),
+    click.option("--probe", "--probe-source", "probe_source", metavar="TEXT", multiple=True,
+                 help="A source to watch, as the task reads it ('3 1 4 1 5'; a line's source for "
+                      "--data): from scratch, the one whose cross-attention the checkpoint keeps "
+                      "snapshots of; fine-tuning, repeatable: each one's output and attention at "
+                      "every evaluation. [default: the task's own; fine-tuning, 3 held-out sources]"),
 ]
 
 
@@ -173,6 +194,16 @@ FINE_TUNE_OPTIONS = [
     click.option("--optimizer", type=core_choice("config", "OPTIMIZERS"),
                  help="adamw (Adam at weight decay 0), or torch's Adafactor (T5's, at lr 1e-3). "
                       "[default: adamw]"),
+    click.option("--general", type=click.Path(dir_okay=False), metavar="PAIRS",
+                 help="Pairs the model should still handle (a general-domain sample): their loss and "
+                      "the KL to the base at each evaluation, and an alarm when it forgets. "
+                      "[default: none; the KL on the probes stands in]"),
+    click.option("--forget-alarm", type=Rise(), metavar="PCT",
+                 help="Alarm when the --general loss rises more than PCT over the base's (0-1000). "
+                      "[default: 20]"),
+    click.option("--watch/--no-watch", "watch", default=None,
+                 help="Probes, forgetting and numerics at each evaluation of a fine-tune. "
+                      "[default: watch]"),
     click.option("--max-length", type=click.IntRange(min=2), metavar="N",
                  help="Cut sources and targets to N tokens (the end token kept), as a tokeniser's "
                       "truncation does; counted. [default: the model's positions]"),

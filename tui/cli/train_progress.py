@@ -5,9 +5,10 @@ run (core/training/events.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from minitx.core.training.events import RunListener
-from minitx.tui.render.numbers import accuracy_text
+from minitx.tui.render.numbers import accuracy_text, scores_change
 
 
 class Metrics:
@@ -20,13 +21,18 @@ class Metrics:
     def write_step(self, stats) -> None:
         self._write({"kind": "step", **stats.to_dict()})
 
-    def write_eval(self, step: int, result) -> None:
-        """An evaluation: the examples it really measured, and whether it stopped early."""
+    def write_eval(self, step: int, result, watched=None) -> None:
+        """An evaluation: the examples it really measured, and whether it stopped early; a
+        watched fine-tune's general_loss and kl_to_base at that step too (history.Watched)."""
         text = result.text  # a fine-tune's: its loss, BLEU and chrF too
+        forgetting = {}
+        if watched is not None and watched.steps and watched.steps[-1] == step:
+            forgetting = {name: watched.series_of(name)[-1] for name in ("general_loss", "kl_to_base")
+                          if watched.series_of(name)}
         self._write({"kind": "eval", "step": step, "accuracy": result.accuracy, "n": result.n,
                      "complete": result.complete,
                      **({"loss": result.loss} if result.loss is not None else {}),
-                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {})})
+                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {}), **forgetting})
 
     def _write(self, row: dict) -> None:
         if self.file is not None:
@@ -44,7 +50,7 @@ def describe_run(trainer) -> str:
     m, t = trainer.model_cfg, trainer.cfg
     params = parameter_breakdown(trainer.model)["total"]
     if t.init:
-        return _fine_tune_what(trainer, params)
+        return _fine_tune_what(trainer, params) + _watch_what(trainer)
     bug = f" bug={t.bug}" if t.bug else ""
     # Two lines that each fit 80 columns: the model, then the run.
     return (
@@ -68,6 +74,24 @@ def _fine_tune_what(trainer, params: int) -> str:
             f"on {file}: {c['train']:,} pair{'s' * (c['train'] != 1)} ({c['heldout']:,} held out{cut})\n"
             f"{_schedule_what(trainer)} · {optimiser} · {split} · {trainer.device.type}"
             + (f" · label smoothing {t.label_smoothing:g}" if t.label_smoothing else ""))
+
+
+def _watch_what(trainer) -> str:
+    """A watched fine-tune's last header line (within 80 columns): 'watching 3 probes ·
+    forgetting on reverse.tsv (200 pairs, alarm +20%) · numerics'."""
+    w = trainer.watcher
+    if w is None:
+        return ""
+    from minitx.tui.cli.common import field_lines
+
+    probes = f"watching {len(w.sources)} probe{'s' * (len(w.sources) != 1)}"
+    if w.general:
+        pairs = sum(len(batch) for batch in w.general)
+        name = Path(trainer.cfg.general).name
+        forgetting = f"forgetting on {name} ({pairs:,} pairs, alarm +{w.alarm_rise:.0%})"
+    else:
+        forgetting = "no --general: KL on the probes"
+    return "\n" + field_lines([probes, forgetting, "numerics"], 80).plain
 
 
 def _schedule_what(trainer) -> str:
@@ -107,14 +131,38 @@ def task_summary(task) -> str:
 def fine_tune_scores(trainer) -> str | None:
     """'loss 5.21 -> 1.03 · BLEU 3.1 -> 25.4 · chrF 20.1 -> 48.2': a fine-tune's base
     against its weights now, on its held-out pairs; None for other runs."""
-    base, now = trainer.base_scores, trainer.last_scores
-    if not (trainer.cfg.init and base and now):
-        return None
-    parts = []
-    for key, name, fmt in (("loss", "loss", ".4f"), ("bleu", "BLEU", ".1f"), ("chrf", "chrF", ".1f")):
-        if base.get(key) is not None and now.get(key) is not None:
-            parts.append(f"{name} {base[key]:{fmt}} -> {now[key]:{fmt}}")
-    return " · ".join(parts)
+    return scores_change(trainer.base_scores, trainer.last_scores) if trainer.cfg.init else None
+
+
+def watch_lines(trainer, width: int) -> list[str]:
+    """A watched fine-tune's end: forgetting (base -> end, the KL to the base) and each probe's
+    output beside the base's, the changed words in brackets."""
+    from minitx.core.training.watching import last_probes, marked
+    from minitx.tui.cli.common import field_lines
+
+    if trainer.watcher is None:
+        return []
+    lines = []
+    f = trainer.watcher.forgetting_dict(trainer.history)
+    if f["general_loss_end"] is not None:
+        rise = f["general_loss_end"] / f["general_loss_base"] - 1 if f["general_loss_base"] else float("inf")
+        fields = [f"forgetting: general-domain loss {f['general_loss_base']:.3g} -> "
+                  f"{f['general_loss_end']:.3g} ({rise:+.0%})", f"KL to base {f['kl_to_base_end']:.3g}"]
+        if f["alarm"]:
+            fields.append(f"ALARM since step {f['alarm_step']}")
+        lines += field_lines(fields, width).plain.splitlines()
+    elif f["kl_to_base_end"] is not None:
+        lines.append(f"KL to base on the probes {f['kl_to_base_end']:.3g} (no --general: change, not "
+                     "forgetting)")
+    for r in last_probes(trainer.history):
+        lines.append(_cut(f"probe {r.probe + 1}: {r.source}", width))
+        lines.append(_cut(f"  base: {r.base_output}", width))
+        lines.append(_cut(f"  now:  {marked(r.output, r.changed)}", width))
+    return lines
+
+
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def log_line(stats, until: float = 0.0) -> str:
@@ -169,7 +217,7 @@ class Reporter(RunListener):
     def on_step(self, trainer, stats) -> None:
         self.metrics.write_step(stats)
         if self._evaluated is not None:  # after its step's row: a step row drops later evaluations
-            self.metrics.write_eval(stats.step, self._evaluated)
+            self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched)
             self._evaluated = None
         if self._logged(stats) and not self.quiet and self.plain:
             self.out.write(log_line(stats, trainer.cfg.until) + "\n")
@@ -181,10 +229,20 @@ class Reporter(RunListener):
         has it already."""
         self._evaluated = result
         self.last_accuracy = accuracy_text(result.accuracy, result.n, result.complete, trainer.cfg.until)
+        forgetting = trainer.watcher.forgetting if trainer.watcher is not None else None
+        if forgetting is not None and forgetting.alarm_step == trainer.step_count and not self.quiet:
+            self.say(forgetting.line())
+
+    def say(self, line: str) -> None:
+        """A line between the progress lines (above the bar on a terminal)."""
+        if self.progress is not None:
+            self.progress.console.print(line, markup=False, highlight=False)
+        else:
+            self.out.write(line + "\n")
 
     def evaluated_after(self, trainer, result) -> None:
         """The evaluation after the run ended, when its last step had none."""
-        self.metrics.write_eval(trainer.step_count, result)
+        self.metrics.write_eval(trainer.step_count, result, trainer.history.watched)
 
     # -- the progress bar ------------------------------------------------------------------
     def _start_bar(self) -> None:

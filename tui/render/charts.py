@@ -33,7 +33,12 @@ CHARTS = {
     "accuracy": ("held-out exact match", False),
     "lr": ("learning rate", False),
     "grad_norm": ("grad norm", True),
+    # a watched fine-tune's (core/training/watching.py): one point per evaluation
+    "general_loss": ("general-domain loss", True),
+    "kl_to_base": ("KL to the base model", False),
+    "numerics": ("fp16 headroom and gradient norm per layer", False),  # the app's table: numerics_text
 }
+EVALUATION_CHARTS = ("accuracy", "general_loss", "kl_to_base")  # a point an evaluation, marked
 X_AXES = ("step", "time")
 AXIS_NAMES = {"step": "step", "time": "time"}  # written once, before the x tick labels
 # Okabe-Ito colours (told apart with every common colour blindness) and marks that differ
@@ -84,6 +89,8 @@ def curve_of(label: str, history: History, chart: str, x_axis: str = "step",
         evaluations = history.evaluations()
         steps, values = steps[: len(evaluations)], values[: len(evaluations)]
         rough = tuple(not complete for *_, complete in evaluations[: len(steps)])
+    elif chart in EVALUATION_CHARTS:  # a fine-tune's watched evaluations: as few, never smoothed
+        steps, values = history.series(chart)
     else:
         steps, values = history.series(chart, at_most=CURVE_POINTS)
         per_point = max(1.0, len(history.steps) / max(1, len(steps)))
@@ -150,9 +157,9 @@ def chart_text(curves: list[Curve], chart: str, width: int, height: int = 0, log
         canvas = _Canvas(width - margin - 1, rows)
         for index, curve in shown:
             canvas.draw(curve, RUN_STYLES[index % len(RUN_STYLES)], x_scale, y_scale,
-                        markers=chart == "accuracy", steps_axis=x_axis == "step")
+                        markers=chart in EVALUATION_CHARTS, steps_axis=x_axis == "step")
         key = legend([c.label if c.x else f"{c.label} (none)" for c in curves],
-                     averaged=canvas.averaged if chart != "accuracy" else 1,
+                     averaged=canvas.averaged if chart not in EVALUATION_CHARTS else 1,
                      evaluations=canvas.evaluations, rough=canvas.rough,
                      unit="steps" if x_axis == "step" else "points")
         needed = len(_heading(top, key, width)) if heading else 0
@@ -468,3 +475,61 @@ def duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s" if s % 60 else f"{s // 60}m"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+# -- a fine-tune's numerics, per layer -----------------------------------------------------------
+SPARKS = "▁▂▃▄▅▆▇█"
+SUBLAYER_SHORT = {"self-attention": "self", "cross-attention": "cross", "feed-forward": "ff"}
+STACK_SHORT = {"encoder": "enc", "decoder": "dec"}
+
+
+def short_point(sublayer: str) -> str:
+    """'feed-forward' -> 'ff', 'residual after feed-forward' -> 'res ff'."""
+    words = sublayer.split(" after ")
+    return " ".join([*(["res"] if len(words) > 1 else []), SUBLAYER_SHORT.get(words[-1], words[-1])])
+
+
+def sparkline(values: list[float], lo: float, hi: float, width: int, log: bool = False) -> str:
+    """`values` as one line of block heights between lo and hi, the last `width` of them (each
+    cell one evaluation, the latest at the right); ! for a value that is not finite."""
+    cells = []
+    for value in values[-width:]:
+        if value is None or not math.isfinite(value) or (log and value <= 0):
+            cells.append("!")
+            continue
+        fraction = _Scale(lo, hi, log).fraction(value) if hi > lo else 0.5
+        cells.append(SPARKS[max(0, min(len(SPARKS) - 1, round(fraction * (len(SPARKS) - 1))))])
+    return "".join(cells).ljust(width)
+
+
+def numerics_text(layers: list[tuple[str, list[float], str, list[float]]], steps: list[int],
+                  width: int, height: int) -> Text:
+    """A fine-tune's numerics at each watched evaluation (`steps`), one row a layer: 'enc L1',
+    the fp16 headroom of its tightest point (65504 / its largest |activation|, log scale: below 1
+    it overflows, red) and that point's name, then its gradient norm. `layers`: (name,
+    headroom per evaluation, the tightest point now, gradient norm per evaluation)."""
+    if not steps or not layers:
+        return Text("no numerics recorded: a fine-tune's evaluations record them (train --init)",
+                    style="italic dim")
+    label = max(len(name) for name, *_ in layers)
+    spark = max(4, (width - label - 2 - 18 - 9) // 2)
+    text = Text(f"fp16 headroom (tightest point) · gradient norm · {len(steps)} evaluations, "
+                f"step {steps[0]}-{steps[-1]}\n", style="bold", no_wrap=True, overflow="crop")
+    rooms = [v for _, h, _, _ in layers for v in h if v is not None and math.isfinite(v) and v > 0]
+    norms = [v for *_, g in layers for v in g if v is not None and math.isfinite(v) and v > 0]
+    room_lo, room_hi = (min(rooms), max(rooms)) if rooms else (1.0, 1.0)
+    norm_lo, norm_hi = (min(norms), max(norms)) if norms else (1.0, 1.0)
+    shown = layers if len(layers) <= height - 1 else layers[: max(0, height - 2)]
+    for name, headroom, point, grads in shown:
+        now = headroom[-1] if headroom else None
+        overflow = now is not None and math.isfinite(now) and now < 1
+        text.append(f"{name:<{label}}  ")
+        text.append(sparkline(headroom, room_lo, room_hi, spark, log=True), style="red" if overflow else "")
+        room = "-" if now is None or not math.isfinite(now) else f"{now:.3g}"
+        text.append(f" {room:>8} {point:<8} ", style="bold red" if overflow else "")
+        text.append(sparkline(grads, norm_lo, norm_hi, spark, log=True) if grads else " " * spark)
+        text.append(f" {f'{grads[-1]:.3g}' if grads else '-':>8}\n")
+    if len(shown) < len(layers):
+        text.append(f"… {len(layers) - len(shown)} more layers: a taller terminal shows them", style="dim")
+    text.rstrip()
+    return text

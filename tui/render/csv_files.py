@@ -27,13 +27,27 @@ def matrix_csv(weights, row_labels: list[str], columns: list[str], corner: str) 
 def curves_csv(runs) -> str:
     """One row per recorded point of (label, History) runs: run, series, step, training seconds at
     that step, value."""
-    from minitx.core.history import SERIES
+    from minitx.core.history import SERIES, WATCH_SERIES
 
     def points():
         for label, history in runs:
-            for name in SERIES:
+            for name in (*SERIES, *WATCH_SERIES):
                 steps, values = history.series(name)
                 for step, seconds, value in zip(steps, history.seconds_at(steps), values):
                     yield [label, name, step, f"{seconds:.6g}", f"{value:.8g}"]
+            yield from numerics(label, history)
+
+    def numerics(label, history):  # a watched fine-tune's 'max decoder 2 feed-forward', 'grad_norm encoder 1'
+        w = history.watched
+        if w is None or not w.activation_max:
+            return
+        seconds = history.seconds_at(w.steps)
+        named = [(f"max {stack} {layer} {sublayer}", [row[i] for row in w.activation_max])
+                 for i, (stack, layer, sublayer) in enumerate(w.points)]
+        named += [(f"grad_norm {stack} {layer}", [row[i] for row in w.grad_norm])
+                  for i, (stack, layer) in enumerate(w.layers) if w.grad_norm]
+        for name, values in named:
+            for step, at, value in zip(w.steps, seconds, values):
+                yield [label, name, step, f"{at:.6g}", f"{value:.8g}"]
 
     return rows_csv(["run", "series", "step", "seconds", "value"], points())

@@ -59,3 +59,22 @@ def accuracy_text(accuracy: float, n: int, complete: bool, until: float, short: 
 def counted(n: int, noun: str) -> str:
     """'1 step', '2 steps', '1,000 steps': a count and its noun, singular for one."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+# A fine-tune's held-out scores (core.training.trainer.scores_of): key, name, digits.
+FINE_TUNE_SCORES = (("loss", "loss", ".4f"), ("bleu", "BLEU", ".1f"), ("chrf", "chrF", ".1f"))
+
+
+def scores_change(base: dict | None, now: dict | None, short: bool = False,
+                  keys: tuple[str, ...] = ("loss", "bleu", "chrf")) -> str | None:
+    """'loss 5.2100 -> 1.0300 · BLEU 3.1 -> 25.4 · chrF 20.1 -> 48.2': a fine-tune's base against
+    its weights now on its held-out pairs, for `keys`; `short` (the app): 'BLEU 3.1→25.4'. None
+    without both."""
+    if not (base and now):
+        return None
+    parts = []
+    for key, name, digits in (score for score in FINE_TUNE_SCORES if score[0] in keys):
+        if base.get(key) is not None and now.get(key) is not None:
+            arrow = "→" if short else " -> "
+            parts.append(f"{name} {base[key]:{digits}}{arrow}{now[key]:{digits}}")
+    return " · ".join(parts)

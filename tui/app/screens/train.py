@@ -36,7 +36,7 @@ from minitx.tui.app.chart_keys import (
 )
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.key_reasons import ExplainedKeys
-from minitx.tui.app.messages import ModelLoaded, Progress, RunEnded, RunStarted, Saved
+from minitx.tui.app.messages import ModelLoaded, Progress, RunEnded, RunStarted, Saved, Watching
 from minitx.tui.app.run_check import FormChecks
 from minitx.tui.app.training import TrainingRun
 from minitx.tui.app.widgets.keybar import KeyBar
@@ -47,6 +47,7 @@ from minitx.tui.render.numbers import counted, format_loss, percent, short_path
 
 ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to stop)
 ENDED = ("finished", "stopped")  # a run's model is there to explore, save or continue
+TALL = 32  # rows from which a fine-tune's probe lines stay beside the form once its run ends
 
 
 class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
@@ -83,6 +84,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         self.losses: list[float] = []
         self.last: Progress | None = None
         self.progress_messages = 0  # how many Progress messages this run (throttle check)
+        self.alarmed = False
 
     @property
     def trainer(self):
@@ -179,7 +181,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
     # -- the form (the form's side of it: tui/app/run_check.py's FormChecks) ------------------
     def _model_changed(self, app) -> None:
         if self.recipes and self.state not in ACTIVE:
-            self.form.offer(self._starts())
+            self.form.offer(self._starts(), chosen=self.first_start())
             self.validate_form()
         self._draw_title()
 
@@ -249,9 +251,11 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         name = run_name(configs[1].task, configs[1].data)
         number = self.next_number(name)
         self.losses, self.last, self.progress_messages = [], None, 0
+        self.alarmed = False  # the forgetting alarm has been said
         self.ended_record = None
         self.current_run = TrainingRun(number, *configs, run_path(self.app.save_dir, name, number),
-                                       post=self.post_message, resume_from=start.resume_path)
+                                       post=self.post_message, resume_from=start.resume_path,
+                                       base=start.base)
         self.views.new_run()
         self._set_state("running")
         self.set_focus(None)
@@ -327,10 +331,17 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         self._publish_run()
 
     @one_line_errors
+    def on_watching(self, message: Watching) -> None:
+        self.views.watching(message)
+        if message.alarm and not self.alarmed:  # the moment it goes off: said once, in red
+            self.alarmed = True
+            self.notify(message.alarm, severity="error", markup=False, timeout=10)
+
+    @one_line_errors
     def on_run_ended(self, message: RunEnded) -> None:
         self.ended_record = message.record
         trainer = self.trainer
-        self.views.run_ended(trainer.history, trainer.task)
+        self.views.run_ended(trainer.history, trainer.task, tall=self.app.size.height >= TALL)
         self._set_state("stopped" if message.stopped else "finished")
         verb = "stopped" if message.stopped else "finished"
         if trainer.until_reached_at is not None:
@@ -398,11 +409,14 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             return
         p = self.last
         parts = [f"step {p.step}/{p.total}", f"loss {format_loss(p.loss)}"]
-        if p.accuracy is not None:
+        if p.scores:  # a fine-tune's held-out BLEU and chrF, its base's first (its exact match: below)
+            parts.append(p.scores)
+        elif p.accuracy is not None:
             parts.append(p.accuracy)
         if self.state in ACTIVE:
-            parts += [f"{p.steps_per_s:.0f} steps/s", f"ETA {p.eta_s:.0f} s"]
-        elif self.state in ENDED:
+            parts += [f"ETA {p.eta_s:.0f} s"] if p.scores else [f"{p.steps_per_s:.0f} steps/s",
+                                                                f"ETA {p.eta_s:.0f} s"]
+        elif self.state in ENDED and not p.scores:  # (a fine-tune's scores take the room: u is below)
             parts.append("u explores it" if self.check_action("use_run", ()) else "explored")
         state = "" if self.state == "running" else f"[{self.state}] "
         stats.update(state + " · ".join(parts), layout=False)

@@ -1,4 +1,5 @@
-"""One chart of training curves at a time (loss, held-out accuracy, lr, grad norm), for one run or
+"""One chart of training curves at a time (loss, held-out accuracy, lr, grad norm; a fine-tune's
+general-domain loss, KL to base and numerics per layer too), for one run or
 several overlaid; the screen binds keys to cycle the chart and toggle scale, smoothing and x axis.
 
 The widget draws histories (core.history.History, live or from files) through tui/render/charts.py, the
@@ -11,9 +12,19 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from minitx.tui.render.charts import CHARTS, X_AXES, chart_text, curve_of
+from minitx.tui.render.charts import (
+    CHARTS,
+    EVALUATION_CHARTS,
+    STACK_SHORT,
+    X_AXES,
+    chart_text,
+    curve_of,
+    numerics_text,
+    short_point,
+)
 
 CHART_ORDER = list(CHARTS)
+WATCH_CHARTS = ("general_loss", "kl_to_base", "numerics")  # a fine-tune's watching: g offers them then
 
 
 class CurveChart(Widget):
@@ -38,8 +49,15 @@ class CurveChart(Widget):
         self.note = note
         self.refresh()
 
+    def charts(self) -> list[str]:
+        """The charts g cycles through: a fine-tune's watching adds its own."""
+        watched = any(h.watched is not None for _, h in self.runs)
+        return [c for c in CHART_ORDER if watched or c not in WATCH_CHARTS]
+
     def cycle(self, by: int = 1) -> str:
-        self.chart = CHART_ORDER[(CHART_ORDER.index(self.chart) + by) % len(CHART_ORDER)]
+        order = self.charts()
+        at = order.index(self.chart) if self.chart in order else -1
+        self.chart = order[(at + by) % len(order)]
         self.refresh()
         return self.chart
 
@@ -58,10 +76,12 @@ class CurveChart(Widget):
     def describe(self) -> str:
         """'loss · log · smoothed · by step': what is drawn, for a border title."""
         title, log_allowed = CHARTS[self.chart]
+        if self.chart == "numerics":  # a table of the evaluations: no scale, smoothing or x axis
+            return title
         parts = [title]
         if log_allowed:
             parts.append("log" if self.log_scale else "linear")
-        if self.smoothed and self.chart != "accuracy":
+        if self.smoothed and self.chart not in EVALUATION_CHARTS:
             parts.append("smoothed")
         parts.append("by training time" if self.x_axis == "time" else "by step")
         return " · ".join(parts)
@@ -69,6 +89,13 @@ class CurveChart(Widget):
     def render(self) -> Text:
         if all(h.empty for _, h in self.runs):
             return Text(self.note, style="italic dim")
+        if self.chart == "numerics":  # the first run that has them (a table, not curves)
+            watched = next((h.watched for _, h in self.runs if h.watched is not None), None)
+            steps = watched.steps[: len(watched.activation_max)] if watched is not None else []
+            text = numerics_text(numerics_rows(watched) if steps else [], steps, self.size.width,
+                                 self.size.height)
+            text.no_wrap, text.overflow = True, "crop"
+            return text
         curves = [curve_of(label, history, self.chart, self.x_axis, self.smoothed)
                   for label, history in self.runs]
         # The border title names the chart (describe()): the heading line is the legend alone.
@@ -77,3 +104,25 @@ class CurveChart(Widget):
         text.no_wrap = True
         text.overflow = "crop"
         return text
+
+
+def numerics_rows(watched) -> list[tuple[str, list[float], str, list[float]]]:
+    """Per layer of a fine-tune's watching (core.history.Watched), in forward order: its name,
+    the fp16 headroom of its tightest point at each evaluation (core's ActivationRange.headroom),
+    that point now, and its gradient norm at each evaluation."""
+    from minitx.core.interp.numerics import ActivationRange
+
+    layers: dict[tuple[str, int], list[tuple[str, list[float]]]] = {}
+    for i, (stack, layer, sublayer) in enumerate(watched.points):
+        rooms = [ActivationRange(stack, layer, sublayer, row[i]).headroom("fp16")
+                 for row in watched.activation_max]
+        layers.setdefault((stack, layer), []).append((sublayer, rooms))
+    grads = {(stack, layer): [row[i] for row in watched.grad_norm]
+             for i, (stack, layer) in enumerate(watched.layers)}
+    rows = []
+    for (stack, layer), points in layers.items():
+        tightest = [min(rooms[e] for _, rooms in points) for e in range(len(watched.activation_max))]
+        point = min(points, key=lambda p: p[1][-1])[0]
+        rows.append((f"{STACK_SHORT.get(stack, stack)} L{layer}", tightest, short_point(point),
+                     grads.get((stack, layer), [])))
+    return rows

@@ -1,6 +1,11 @@
 """A timeline of a run's probe snapshots: one head's cross-attention on the probe source at one
 moment of training, a scrub bar, and play. On a reverse model you watch the anti-diagonal form.
 
+A fine-tune's history holds more (core.history.Watched): each probe's greedy output at each
+evaluation, with the cross-attention paid while writing it. Its timeline replays those instead,
+probe after probe, each through its evaluations: the output (the words changed from its base's
+output marked) above the grid, whose rows are the output's own tokens.
+
 The head shown first is the one that aligns best in the last snapshot (the head that ends up
 doing the task's work); every frame shows the same head until another is chosen (move_head). The
 screen binds the keys: back, forward, first/last, play/pause, the head (step_by, go_to,
@@ -27,7 +32,7 @@ COMPACT_BAR_WIDTH = 12  # one line, in a border beside the step and snapshot num
 class Timeline(Vertical):
     DEFAULT_CSS = """
     Timeline { height: 1fr; }
-    Timeline #timeline-bar { height: 2; }
+    Timeline #timeline-bar { height: auto; max-height: 3; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None,
@@ -40,6 +45,9 @@ class Timeline(Vertical):
         self.source: list[str] = []
         self.source_text = ""  # the probe source as the task writes it ("dcebe", "3 1 4")
         self.target: list[str] = []
+        # a fine-tune's probes: each frame's (source, output) labels and its caption
+        self.labels: list[tuple[list[str], list[str]]] = []
+        self.captions: list[Text] = []
         self.head = (0, 0)
         self.index = 0
         self.last_step = 0
@@ -66,6 +74,11 @@ class Timeline(Vertical):
         """The snapshots of a core History (None or none recorded: a note says so). With the
         task, the head shown is the best aligned one at the end; without, layer 1 head 1."""
         self.pause()
+        self.labels, self.captions = [], []
+        watched = history.watched if history is not None else None
+        if watched is not None and watched.probes:
+            self._show_probes(watched, history)
+            return
         snaps = history.snapshots if history is not None else None
         if snaps is None or not snaps.steps:
             self.steps, self.frames, self.scores = [], [], []
@@ -86,6 +99,22 @@ class Timeline(Vertical):
         else:
             self.head = (0, 0)
         self.index = len(self.steps) - 1  # the trained model first; scrub back to watch it form
+        self._draw()
+
+    def _show_probes(self, watched, history) -> None:
+        """A fine-tune's probes: probe after probe, each through its evaluations."""
+        records = sorted(watched.probes, key=lambda r: (r.probe, r.step))
+        probes = len({r.probe for r in records})
+        self.steps = [r.step for r in records]
+        self.frames = [r.attention.tolist() for r in records]  # (L, h, output tokens, source tokens) each
+        self.scores = []
+        self.labels = [(list(r.source_tokens), list(r.output_tokens)) for r in records]
+        self.captions = [probe_caption(r, probes) for r in records]
+        self.source, self.target = self.labels[-1]
+        self.source_text = records[-1].source
+        self.last_step = history.last_step or max(self.steps)
+        self.head = (len(self.frames[-1]) - 1, 0)  # the last layer's: closest to the words written
+        self.index = 0  # the first probe as its base wrote it; → or p watch it change
         self._draw()
 
     def step_by(self, delta: int) -> bool:
@@ -140,6 +169,13 @@ class Timeline(Vertical):
         text.append("─" * (width - 1 - at) + "▏", style="dim")
         return text
 
+    def title_line(self) -> str:
+        """What a compact timeline's border names: the probe source, or a fine-tune's probe and
+        what it wrote at this evaluation."""
+        if self.captions:
+            return f"replay · {self.captions[self.index].plain}"
+        return f"timeline · probe {self.source_text}"
+
     def position_line(self) -> str:
         """'step 120/1000 ▕━━●───▏ 12/92 · playing': the compact timeline's one line of bar."""
         if not self.steps:
@@ -157,9 +193,13 @@ class Timeline(Vertical):
         text.append("\n")
         layer, head = self.head
         score = f" aligns {self.scores[self.index][layer][head]:.2f}" if self.scores else ""
-        text.append(f"snapshot {self.index + 1}/{len(self.steps)} · L{layer + 1} H{head + 1}{score}")
+        what = "evaluation" if self.captions else "snapshot"
+        text.append(f"{what} {self.index + 1}/{len(self.steps)} · L{layer + 1} H{head + 1}{score}")
         if self.playing:
             text.append(" · playing", style="bold")
+        if self.captions:
+            text.append("\n")
+            text.append_text(self.captions[self.index])
         return text
 
     def _draw(self) -> None:
@@ -171,9 +211,24 @@ class Timeline(Vertical):
             grid.show([], [], [])
             return
         layer, head = self.head
-        axes = "" if self.compact else "rows: correct outputs (teacher forced) · columns: the probe source"
+        if self.labels:  # a fine-tune's probe: its greedy output's tokens, written by the model
+            self.source, self.target = self.labels[self.index]
+            axes = "" if self.compact else "rows: the output it wrote (greedy) · columns: the probe"
+        else:
+            axes = "" if self.compact else \
+                "rows: correct outputs (teacher forced) · columns: the probe source"
         grid.show(self.frames[self.index][layer][head], self.source, self.target, axes=axes)
         self.post_message(TimelineMoved())
+
+
+def probe_caption(record, probes: int) -> Text:
+    """'probe 1/3 · the cat → die Katze' with the words changed from its base's output in bold
+    reverse (visible without colour)."""
+    text = Text(f"probe {record.probe + 1}/{probes} · {record.source} → ", style="dim")
+    for i, word in enumerate(record.output.split()):
+        text.append(" " if i else "")
+        text.append(word, style="bold reverse" if i in record.changed else "")
+    return text
 
 
 def _scores(snaps, task) -> list[list[list[float]]]:

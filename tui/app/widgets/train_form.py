@@ -1,12 +1,15 @@
 """The Train screen's form: where a run starts from, and its named values.
 
 `from` picks the configs the fields start from: a recipe, the open checkpoint's own configs
-(`like`), or the open checkpoint's saved run (`resume`, which only lets steps, device and
-until change). Every other field is named after its option in core.options (`batch_size`, `heads`,
-`lengths`, ...) and the form turns what was changed into configs with
-core.options.configs_from_options, the one function the CLI uses too; an OptionError names the
-field to mark. A data file is its own task: while one is typed the task field says so and the
-lengths are the file's (neither can be edited), and only then do `tokens` and `expect` apply.
+(`like`), the open checkpoint's saved run (`resume`, which only lets steps, device and
+until change), or a fine-tune of the open model (`fine-tune`: `minitx train --init`, from
+core's fine-tuning defaults for its family; its architecture and tokenisers are the model's, so
+only the training fields and the pairs files can change, and the pairs file must be given).
+Every other field is named after its option in core.options (`batch_size`, `heads`, `lengths`,
+...) and the form turns what was changed into configs with core.options.configs_from_options,
+the one function the CLI uses too; an OptionError names the field to mark. A data file is its
+own task: while one is typed the task field says so and the lengths are the file's (neither can
+be edited), and only then do `tokens`, `expect` and `held-out` apply.
 
 Adding a field: one entry in FIELDS (and in CHOICES if core gives a list of values); every row
 of both layouts (ROW_SPANS) must stay full.
@@ -36,21 +39,29 @@ DATA_TASK = "data"  # core's name of a data file's task (core.data.task.DATA_TAS
 FIELDS = {
     "task": "task", "lengths": "lengths",
     "steps": "steps", "batch_size": "batch", "lr": "lr", "schedule": "schedule",
-    "warmup": "warmup", "dropout": "dropout", "seed": "seed", "device": "device",
+    "optimizer": "optim", "warmup": "warmup", "dropout": "dropout", "seed": "seed", "device": "device",
     "d_model": "d_model", "heads": "heads", "kv_heads": "K/V", "layers": "layers",
     "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
-    "until": "until", "probe_source": "probe", "tokens": "tokens",
-    "data": "data", "expect": "expect",
+    "until": "until", "probe_source": "probe", "tokens": "tokens", "expect": "expect",
+    "data": "data", "valid": "held-out", "general": "general",
 }
 # Fields a row to a row, by the terminal's width: the columns of each field taking more than one.
-# Four columns from 78 characters (80x24: 7 rows), three below (60x20: 9 rows); both fill every row.
-ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 3}, 3: {SOURCE: 2, "probe_source": 2, "data": 2}}
+# Four columns from 78 characters (80x24: 8 rows), three below (60x20: 11 rows); both fill every row.
+ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 2, "valid": 2, "general": 2},
+             3: {SOURCE: 1, "probe_source": 2, "data": 2, "valid": 3, "general": 3}}
 FOUR_COLUMNS = 78  # the form's width from which four fields fit a row
-PLACEHOLDERS = {"kv_heads": "= heads", "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)"}
+PLACEHOLDERS = {"kv_heads": "= heads", "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)",
+                "valid": "blank: 5% of data", "general": "a fine-tune's: pairs to keep"}
+PROBES_SEPARATOR = "|"  # a fine-tune's probe field holds several sources: "the cat | a house"
+FINE_TUNE_DATA = "pairs to learn (.tsv/.csv/.jsonl)"  # data's placeholder for a fine-tune
+FINE_TUNE_ONLY = ("general",)  # pairs it should still handle: forgetting measured on them
 OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
-CHOICES = ("task", "schedule", "norm", "norm_kind", "activation", "position_encoding",
+CHOICES = ("task", "schedule", "optimizer", "norm", "norm_kind", "activation", "position_encoding",
            "device", "tokens", "expect")  # picked from lists core defines, not typed
-DATA_ONLY = ("tokens", "expect")  # they apply to a data file only
+DATA_ONLY = ("tokens", "expect", "valid")  # they apply to a data file only
+# What a fine-tune takes from its base, besides the model options: its task and tokenisers
+# (core's planned_fine_tune lets only the dropout of the architecture differ: how it trains).
+BASE_DECIDES = ("task", "lengths", "tokens", "expect", "layers")
 EXPECT_LABELS = {"": "none", "anti-diagonal": "anti-diag"}  # what `expect` shows: short, never cut
 
 
@@ -98,7 +109,8 @@ def choice_values() -> dict[str, list]:
     from minitx.core.data.task import EXPECTATIONS
     from minitx.core.data.tasks import TASKS
 
-    return {"task": list(TASKS), "schedule": list(config.SCHEDULES), "norm": list(config.NORMS),
+    return {"task": list(TASKS), "schedule": list(config.SCHEDULES),
+            "optimizer": list(config.OPTIMIZERS), "norm": list(config.NORMS),
             "norm_kind": list(config.NORM_KINDS), "activation": list(config.ACTIVATIONS),
             "position_encoding": list(config.POSITION_ENCODINGS), "device": list(config.DEVICES),
             "tokens": list(config.TOKENISATIONS),
@@ -110,6 +122,8 @@ def probe_hint(task: str) -> str:
     """The probe field's placeholder: what an empty probe means for `task`."""
     from minitx.core.data.tasks import get_task
 
+    if task == "fine-tune":
+        return f"empty: 3 held-out; a {PROBES_SEPARATOR} b"
     if task == DATA_TASK:
         return "empty: the first held-out pair"
     example = get_task(task).example_batch()
@@ -137,6 +151,8 @@ def field_texts(model_cfg, train_cfg) -> dict[str, str]:
         texts["kv_heads"] = ""  # multi-head: empty, so a new `heads` keeps one K/V head each
     if own_lengths(train_cfg.task):
         texts["lengths"] = ""  # the file's (or the task's) own, as the field shows them
+    if train_cfg.probes:  # a fine-tune's probes, in the probe field
+        texts["probe_source"] = f" {PROBES_SEPARATOR} ".join(train_cfg.probes)
     return texts
 
 
@@ -148,7 +164,24 @@ def free_when_resuming() -> set[str]:
     return {name for name, field in train_options().items() if field in FREE_ON_RESUME and name in FIELDS}
 
 
-def checked_data_path(text: str) -> str:
+def fine_tune_locked() -> set[str]:
+    """The fields a fine-tune keeps as its base has them: the architecture (but its dropout)
+    and the task."""
+    from minitx.core.options import MODEL_OPTIONS
+
+    return {name for name in FIELDS if name in MODEL_OPTIONS and name != "dropout"} | set(BASE_DECIDES)
+
+
+def fine_tune_train(family: str, optimizer: str = "adamw"):
+    """The TrainConfig a fine-tune of `family` starts from: core's defaults for it (and for the
+    optimizer chosen), on the task a data file gives once the form names one."""
+    from minitx.core.config import TrainConfig
+    from minitx.core.training.fine_tune import fine_tune_defaults
+
+    return TrainConfig(**fine_tune_defaults(family, optimizer))
+
+
+def checked_data_path(text: str, option: str = "data") -> str:
     """A data file's path, expanded; OptionError when it is not a file (its lines are read,
     and their errors named, when the run starts)."""
     from pathlib import Path
@@ -157,7 +190,7 @@ def checked_data_path(text: str) -> str:
 
     path = Path(text).expanduser()
     if not path.is_file():
-        raise OptionError("data", f"{text} is {'a folder' if path.is_dir() else 'not a file'}")
+        raise OptionError(option, f"{text} is {'a folder' if path.is_dir() else 'not a file'}")
     return str(path)
 
 
@@ -170,6 +203,15 @@ class Start:
     train: Any  # core.config.TrainConfig
     resume_path: str | None = None  # set: continue this file's run
     resume_step: int = 0
+    init: str | None = None  # set: fine-tune this model (its path), `train`'s --init
+    # the model a fine-tune starts from (tui.app.loaded.LoadedModel), or continues; not compared
+    base: Any = dataclasses.field(default=None, compare=False)
+    family: str = ""  # a fine-tune's family: which of core's defaults it starts from
+
+    def train_for(self, optimizer: str):
+        """The train config the fields start from, a fine-tune's for the optimizer chosen (its
+        lr and weight decay are the optimizer's)."""
+        return fine_tune_train(self.family, optimizer) if self.init else self.train
 
 
 class TrainForm(Grid):
@@ -179,6 +221,7 @@ class TrainForm(Grid):
         self.error = ""  # the form's first problem, "option: message"
         self.columns = 4
         self.tasks: list[str] = []  # the built-in tasks the task field offers without a data file
+        self.choices: dict[str, list] = {}  # what each choice field offers (core's lists)
         self.task_before = ""  # the task chosen before a data file took its place
         self.lengths_before = ""  # the lengths typed before a task of its own lengths took them
 
@@ -225,6 +268,7 @@ class TrainForm(Grid):
         self.starts = starts
         for name, values in (choices or {}).items():
             self.query_one(f"#{name}", ChoiceField).set_choices(values)
+        self.choices = choices or self.choices
         if choices and "task" in choices:
             self.tasks = list(choices["task"])
         source.set_choices([(key, start.label) for key, start in starts.items()], chosen)
@@ -236,9 +280,13 @@ class TrainForm(Grid):
         return self.starts.get(self.query_one(f"#{SOURCE}", ChoiceField).value)
 
     def locked(self) -> set[str]:
-        """The fields a resumed run keeps as they were."""
+        """The fields a resumed run keeps as they were, and those a fine-tune keeps as its base."""
         start = self.start
-        return set() if start is None or start.resume_path is None else set(FIELDS) - free_when_resuming()
+        if start is None:
+            return set()
+        if start.resume_path is not None:
+            return set(FIELDS) - free_when_resuming()
+        return fine_tune_locked() if start.init else set()
 
     def fill(self) -> None:
         """Show the chosen start's values; a resumed run's fixed values cannot be edited."""
@@ -247,8 +295,15 @@ class TrainForm(Grid):
             return
         locked = self.locked()
         texts = field_texts(start.model, start.train)
+        if start.init:  # its pairs are a data file's, still to be named
+            texts.update(task=DATA_TASK, data="", valid="", general="", probe_source="")
         task = self.query_one("#task", ChoiceField)
         task.set_choices(self.tasks + ([DATA_TASK] if texts["task"] == DATA_TASK else []), texts["task"])
+        if start.base is not None:  # a fine-tune's text becomes its base's pieces (subwords)
+            texts["tokens"] = start.base.task.vocab.level
+        tokens = self.query_one("#tokens", ChoiceField)
+        tokens.set_choices([texts["tokens"]] if start.base is not None else self.choices.get("tokens", []),
+                           texts["tokens"])
         for name, text in texts.items():
             widget = self.query_one(f"#{name}")
             widget.value = text
@@ -264,7 +319,9 @@ class TrainForm(Grid):
         data = (self.query_one("#data", Input).value or "").strip()
         task, lengths = self.query_one("#task", ChoiceField), self.query_one("#lengths", Input)
         locked = self.locked()
-        if data:
+        fine_tune = self.start is not None and self.start.init
+        self.query_one("#data", Input).placeholder = FINE_TUNE_DATA if fine_tune else PLACEHOLDERS["data"]
+        if data or fine_tune:
             if task.value != DATA_TASK:
                 self.task_before = task.value or self.task_before
             task.set_choices([(DATA_TASK, "data file")])
@@ -282,8 +339,11 @@ class TrainForm(Grid):
         lengths.disabled = own_lengths(name) or "lengths" in locked
         for field in DATA_ONLY:
             self.query_one(f"#{field}").disabled = not data or field in locked
+        for field in FINE_TUNE_ONLY:
+            self.query_one(f"#{field}").disabled = not fine_tune
         if name and self.tasks:  # core is loaded
-            self.query_one("#probe_source", Input).placeholder = probe_hint(name)
+            hint = probe_hint("fine-tune" if fine_tune else name)
+            self.query_one("#probe_source", Input).placeholder = hint
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "data":  # before the screen validates the form (it bubbles on)
@@ -292,6 +352,10 @@ class TrainForm(Grid):
     def on_choice_changed(self, message: ChoiceChanged) -> None:
         if message.field.id == "task":
             self.follow_task()
+        elif message.field.id == "optimizer" and self.start is not None and self.start.init:
+            # a fine-tune's lr is the optimizer's (Adafactor's 1e-3, AdamW's the family's)
+            lr = self.start.train_for(message.field.value or "adamw").lr
+            self.query_one("#lr", Input).value = f"{lr:g}"
 
     def values(self) -> dict[str, str | None]:
         """Each field's text (a choice's value); None for an OPTIONAL field left empty."""
@@ -308,18 +372,36 @@ class TrainForm(Grid):
         from minitx.core.options import OptionError, configs_from_options
 
         start = self.start
-        base, values = field_texts(start.model, start.train), self.values()
+        values = self.values()
+        train = start.train_for(values["optimizer"] or "adamw")
+        base = field_texts(start.model, train)
         # Only what was changed: a field left as it was keeps the start's exact value (its
         # d_ff, its activation) instead of the rules for a changed d_model or norm.
         changed = {name: text for name, text in values.items() if text != base[name]}
-        for name in ("data", "task", "lengths", *DATA_ONLY):  # what the data file decides, below
+        for name in ("data", "task", "lengths", *DATA_ONLY, *FINE_TUNE_ONLY):  # decided below
             changed.pop(name, None)
         data = (values["data"] or "").strip()
+        if start.init:  # a fine-tune of the open model: its pairs are a data file
+            if not data:
+                raise OptionError("data", "a fine-tune learns a file of pairs: name it here")
+            changed["init"] = start.init
+            # a fine-tune watches several probes: several texts (as --probe repeated gives them)
+            probes = values["probe_source"] or ""
+            changed["probe_source"] = [p.strip() for p in probes.split(PROBES_SEPARATOR) if p.strip()]
+            general = (values["general"] or "").strip()
+            if general:
+                changed["general"] = checked_data_path(general, "general")
         if data:  # a data file is the task, and its pairs their own lengths
             path = checked_data_path(data)
-            if data != base["data"]:
+            if data != base["data"] or start.init:
                 changed["data"] = path
             changed.update({name: values[name] for name in DATA_ONLY if values[name] != base[name]})
+            valid = (values["valid"] or "").strip()
+            changed.pop("valid", None)
+            if valid:
+                changed["valid"] = checked_data_path(valid, "valid")
+            elif base["valid"]:
+                changed["valid"] = ""
         else:
             if values["task"] != base["task"]:
                 changed["task"] = values["task"]
@@ -327,7 +409,12 @@ class TrainForm(Grid):
                 changed.update(data="", valid="", expect="")
             if not own_lengths(values["task"] or "") and values["lengths"] != base["lengths"]:
                 changed["lengths"] = values["lengths"]
-        model_cfg, train_cfg = configs_from_options(start.model, start.train, typed_options(changed))
+        if start.init:
+            for name in fine_tune_locked():  # shown as the base has them; never changed
+                changed.pop(name, None)
+        if start.base is not None:  # `tokens` shows the base's pieces: no option of its run
+            changed.pop("tokens", None)
+        model_cfg, train_cfg = configs_from_options(start.model, train, typed_options(changed))
         if start.resume_path and train_cfg.steps <= start.resume_step:
             raise OptionError("steps", f"the run is already at step {start.resume_step}; "
                                        "raise steps to continue it")

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import ContentSwitcher
+from textual.widgets import ContentSwitcher, Static
 
-from minitx.tui.app.messages import Progress, TimelineMoved
+from minitx.tui.app.messages import Progress, TimelineMoved, Watching
 from minitx.tui.app.widgets.attention import AttentionGrid, ScoreTable
 from minitx.tui.app.widgets.curve_chart import CurveChart
 from minitx.tui.app.widgets.timeline import Timeline
@@ -30,6 +31,7 @@ class TrainViews(ContentSwitcher):
 
     def compose(self) -> ComposeResult:
         with Vertical(id=CURVES):
+            yield Static("", id="watching", markup=False)
             yield CurveChart(id="curves")
         with Horizontal(id=ATTENTION):
             with Vertical(id="probe-panel"):
@@ -46,6 +48,7 @@ class TrainViews(ContentSwitcher):
         self.query_one("#probe", AttentionGrid).show(
             [], [], [], hint="the best head on the probe source, live")
         self.timeline.display = False
+        self.query_one("#watching").display = False  # a fine-tune's probes and forgetting
         self.chart.show_runs([], note="press space to train: its curves draw here as it runs")
 
     @property
@@ -74,6 +77,7 @@ class TrainViews(ContentSwitcher):
         self.chart.x_end = None
         self.chart.show_runs([], note="starting…")
         self.query_one(f"#{CURVES}").border_subtitle = ""
+        self.query_one("#watching").display = False
         self.show_timeline(None)
 
     def run_started(self, label: str, history) -> None:
@@ -88,9 +92,12 @@ class TrainViews(ContentSwitcher):
             # whole screen ten times a second took the GIL from training often enough to cost ~10%.
             self.chart.refresh()
             self.chart_drawn = now
-            # What the status line has no room for at 80 columns.
+            # What the status line has no room for at 80 columns (a fine-tune's held-out loss and
+            # exact match: its BLEU and chrF take their place there).
+            held_out = f"held-out {message.heldout_loss} · {message.accuracy} · " \
+                if message.heldout_loss else ""
             self.query_one(f"#{CURVES}").border_subtitle = (
-                f"lr {message.lr:.1e} · grad norm {message.grad_norm:.2f}")
+                f"{held_out}lr {message.lr:.1e} · grad norm {message.grad_norm:.2f}")
         if message.probe:
             p = message.probe
             layer, head = p.best
@@ -101,7 +108,18 @@ class TrainViews(ContentSwitcher):
             self.query_one("#probe-scores", ScoreTable).show(p.scores, (layer, head),
                                                             note="best head in brackets")
 
-    def run_ended(self, history, task) -> None:
+    def watching(self, message: Watching) -> None:
+        """A fine-tune's probes at its latest evaluation, changed words marked against its base's
+        output, then the KL to the base and the general loss, or the forgetting alarm in red."""
+        watch = self.query_one("#watching", Static)
+        watch.update(watching_text(message))
+        watch.display = True
+
+    def run_ended(self, history, task, tall: bool) -> None:
+        """The run as it ran; a fine-tune's probe lines stay where the screen is `tall` enough
+        for them beside the form (h in Explore replays them)."""
+        if not tall:
+            self.query_one("#watching").display = False
         self.chart.x_end = None  # the run as it ran (--until may have ended it early)
         self.chart.refresh()
         self.show_timeline(history, task)
@@ -115,7 +133,7 @@ class TrainViews(ContentSwitcher):
         panel, scores = self.query_one("#probe-panel"), self.query_one("#probe-scores-panel")
         if shown:
             self.timeline.show_history(history, task)
-            panel.border_title = f"timeline · probe {self.timeline.source_text}"
+            panel.border_title = self.timeline.title_line()
             panel.border_subtitle = self.timeline.position_line()
             # Scores step with the timeline where the task expects a pattern; else the run's last.
             scores.border_title = "alignment, then" if self.timeline.scores else "sharpness, at the end"
@@ -128,9 +146,36 @@ class TrainViews(ContentSwitcher):
         message.stop()
         timeline = self.timeline
         if timeline.display:
-            self.query_one("#probe-panel").border_subtitle = timeline.position_line()
+            panel = self.query_one("#probe-panel")
+            panel.border_subtitle = timeline.position_line()
+            panel.border_title = timeline.title_line()
         if timeline.scores:
             layer, head = timeline.head
             self.query_one("#probe-scores", ScoreTable).show(
                 timeline.scores[timeline.index], timeline.head,
                 note=f"L{layer + 1} H{head + 1} at step {timeline.step}")
+
+
+def watching_text(message: Watching) -> Text:
+    """'the cat → die [Katze]' a probe a line (changed words bold and reversed: visible without
+    colour), and one line of forgetting: 'KL to base 0.042 (on the probes)', the general loss
+    base → now, or the alarm ('forgetting: general-domain loss 1.92 -> 2.61 (+36%) at step 400')."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for probe in message.probes:
+        text.append(f"{probe.source} → ", style="dim")
+        for i, word in enumerate(probe.output.split()):
+            text.append(" " if i else "")
+            text.append(word, style="bold reverse" if i in probe.changed else "")
+        text.append("\n")
+    if message.alarm:
+        text.append(f"⚠ {message.alarm}", style="bold red")
+        return text
+    parts = []
+    if message.kl_to_base is not None:
+        on = "general pairs" if message.kl_on == "general" else "probes"
+        parts.append(f"KL to base {message.kl_to_base:.3g} (on the {on})")
+    if message.general_loss is not None:
+        base, now = message.general_loss
+        parts.append(f"general loss {base:.3g}→{now:.3g}")
+    text.append(" · ".join(parts) or f"step {message.step}", style="dim")
+    return text

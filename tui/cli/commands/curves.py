@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-CHART_NAMES = ["loss", "accuracy", "lr", "grad_norm"]
+CHART_NAMES = ["loss", "accuracy", "lr", "grad_norm", "general_loss", "kl_to_base"]
 
 
 @click.command("curves", short_help="Training curves of runs: charts, CSV or JSON.")
@@ -35,6 +35,7 @@ def curves_cmd(runs, charts, x_axis, scale, smooth, height, fmt, out) -> None:
       minitx curves a.safetensors b.safetensors --chart loss --smooth
       minitx curves run.jsonl --chart lr --chart grad_norm --x time
       minitx curves run.safetensors --format csv --out run.csv
+      minitx curves ft.safetensors --chart general_loss --chart kl_to_base  # forgetting
 
     A checkpoint keeps at most 2,000 points per series (thinned evenly, first and last kept);
     a --metrics file has every step. docs/curves.md explains what is recorded.

@@ -29,7 +29,7 @@ from minitx.tui.cli.common import (
     threads_option,
 )
 from minitx.tui.cli.output import quiet_stderr, quiet_stdout
-from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores
+from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores, watch_lines
 
 RUN_OPTIONS = [
     click.option("--out", "out", type=click.Path(dir_okay=False),
@@ -104,6 +104,12 @@ def train_cmd(**opts) -> None:
             err.write(f"note: {note}\n")
         if trainer.schedule_ended and not opts["restart_schedule"]:
             err.write(schedule_ended_note(trainer, opts["resume"]) + "\n")
+        if opts["forget_alarm"] is not None and not trainer.cfg.general:
+            err.write("note: --forget-alarm watches the --general pairs' loss; without --general no "
+                      "alarm can go off\n")
+        if trainer.cfg.init and trainer.cfg.watch and trainer.watcher is None and trainer.processes.main:
+            err.write(f"note: not watched: {trainer.cfg.init} no longer loads with the weights this "
+                      "fine-tune started from, so there is no base to compare with\n")
     reporter = Reporter(trainer, out, quiet=opts["quiet"] or opts["as_json"], log_every=opts["log_every"],
                         metrics=opts["metrics"], resume=bool(opts["resume"]))
     listeners = [reporter] + ([SaveEvery(out_path, opts["save_every"])] if opts["save_every"] else [])
@@ -167,7 +173,8 @@ def _prepare(opts):
                 raise CheckpointError(f"{opts['resume']} holds no training state (an exported file?); "
                                       "it cannot be resumed")
             model_cfg, train_cfg = model_options.configs(saved_model, saved_train, opts)
-            trainer = Trainer.resume(opts["resume"], train_cfg, model_cfg, opts["restart_schedule"])
+            trainer = Trainer.resume(opts["resume"], train_cfg, model_cfg, opts["restart_schedule"],
+                                     _watch_base(saved))
             out_path = Path(opts["out"] or opts["resume"])
         else:
             model_cfg, train_cfg = model_options.configs(*model_options.recipe_configs(opts["recipe"]), opts)
@@ -230,6 +237,21 @@ def _fine_tune(opts):
     model_cfg = base.model_config if dropout is None else base.model_config.replace(dropout=dropout)
     model_cfg, train_cfg = model_options.configs(model_cfg, train_cfg, opts)
     return Trainer(model_cfg, train_cfg, base=base)
+
+
+def _watch_base(saved):
+    """A resumed fine-tune's base, to go on watching against: its --init model where that still
+    loads with the weights the file records (sha256); None otherwise (the run is not watched)."""
+    from minitx.core.training.fine_tune import is_recorded_base
+
+    train = saved.train_config
+    if train is None or not train.init or not train.watch:
+        return None
+    try:
+        base = load_checkpoint_arg(train.init)
+    except BadArgument:
+        return None
+    return base.model if is_recorded_base(saved, base.model) else None
 
 
 def schedule_ended_note(trainer, path: str) -> str:
@@ -325,6 +347,15 @@ class StopOnSignal(RunListener):
         return self.caught is not None
 
 
+def _watch_json(trainer) -> dict:
+    """A watched fine-tune's forgetting object, and its probes' last outputs beside the base's."""
+    from minitx.core.training.watching import last_probes
+
+    probes = [{k: v for k, v in r.info().items() if k in ("source", "output", "base_output", "changed")}
+              for r in last_probes(trainer.history)]
+    return {"forgetting": trainer.watcher.forgetting_dict(trainer.history), "probes": probes}
+
+
 def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[str, float]) -> None:
     summary = trainer.summary()
     if as_json:
@@ -338,6 +369,7 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
                 "seconds_this_run": round(trainer.seconds_this_run, 3),
                 # where this run's time went: the loop holds training and evaluation
                 "timings": {k: round(v, 3) for k, v in timings.items()},
+                **(_watch_json(trainer) if trainer.watcher is not None else {}),
             }
         ) + "\n")
         return
@@ -360,5 +392,7 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
                   + "\n")
         for name, key in (("BLEU", "bleu_signature"), ("chrF", "chrf_signature")):
             out.write(f"  {name}: sacrebleu {trainer.last_scores[key]}\n")
+    for line in watch_lines(trainer, width):
+        out.write(line + "\n")
     out.write(field_lines([f"saved {out_path}", "resumable; `minitx export` makes a copy to share"],
                           width).plain + "\n")
