@@ -94,8 +94,12 @@ def test_a_model_taught_another_task_raises_the_alarm_and_its_file_keeps_every_w
 def test_without_general_pairs_the_kl_on_the_probes_stands_in_and_no_alarm_can_fire(files, tmp_path):
     code, text = fine_tune(files, tmp_path / "b.safetensors", "--json")
     assert code == 0, text
-    forgetting = json.loads(text)["forgetting"]
+    result = json.loads(text)
+    forgetting = result["forgetting"]
     assert forgetting["kl_on"] == "probes" and forgetting["general_loss_end"] is None
+    held_out = {line.split("\t")[0] for line in files["copy"].read_text().splitlines()}
+    # the probes are held-out sources: three, or as many as are held out (2 of these 40 pairs)
+    assert len(result["probes"]) == 2 and all(p["source"] in held_out for p in result["probes"])
     assert forgetting["kl_to_base_end"] is not None and not forgetting["alarm"]
 
 
