@@ -46,6 +46,8 @@ MODEL_OPTIONS = {
     "tie_embeddings": "tie_embeddings",
     "tie_output": "tie_output",
     "scale_output": "scale_output",
+    "decoder_d_ff": "decoder_d_ff",
+    "relative_per_layer": "relative_per_layer",
 }
 # Options that set something other than one field of the same name.
 COMBINED_OPTIONS = ("layers", "lengths")

@@ -35,7 +35,8 @@ def write_pairs(path: Path, pairs=PAIRS) -> Path:
 
 
 def run(*args) -> tuple[int, str]:
-    result = CliRunner().invoke(main, [str(a) for a in args])
+    # wide enough that no path of pytest's folders is wrapped inside a word
+    result = CliRunner().invoke(main, [str(a) for a in args], env={"COLUMNS": "400"})
     return result.exit_code, result.output
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from rich.text import Text
 
+from minitx.tui.app.form_fields import FIELDS, field_texts, fine_tune_locked, fine_tune_train
 from minitx.tui.app.messages import ProbeLine, Watching
-from minitx.tui.app.widgets.train_form import FIELDS, field_texts, fine_tune_locked, fine_tune_train
 from minitx.tui.app.widgets.train_views import watching_text
 from minitx.tui.render.charts import numerics_text
 from minitx.tui.render.numbers import scores_change

@@ -8,12 +8,12 @@ import time
 import pytest
 from textual.widgets import Input, Static
 
+from minitx.tui.app.form_fields import FIELDS
 from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.dialogs import ChoiceDialog
 from minitx.tui.app.screens.explore import ExploreScreen
 from minitx.tui.app.widgets.curve_chart import CurveChart
-from minitx.tui.app.widgets.train_form import FIELDS
 from tests.tui.tui_helpers import (
     fill_form,
     model_ready,

@@ -166,7 +166,7 @@ class MinitxApp(LanguageKeys, App):
             return "in Compare, 1 and 2 open models A and B"
         if self.current_mode == "compare" and action == "compare":
             return "this is Compare: 1 and 2 choose models A and B"
-        return None
+        return self.languages_why_not() if action == "languages" else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return self.why_not(action, parameters) is None

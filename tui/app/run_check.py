@@ -3,19 +3,23 @@ or dropped: its task made (a data file read, every line checked), its probe sour
 its parameters counted without building its weights.
 
 check_run is what a thread worker runs; FormChecks is the Train screen's side of the form: its
-starts (recipes, like, resume), validating it as it is edited, and checking the run it gives
-once it has stayed unchanged for CHECK_DELAY. Nothing here imports torch at module level.
+starts (recipes, like, resume), validating it as it is edited, checking the run it gives once it
+has stayed unchanged for CHECK_DELAY, and the note under it (its first problem, or where `w`
+saves and the next run's size). Nothing here imports torch at module level.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual import work
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from minitx.tui.app.errors import error_text
+from minitx.tui.app.form_fields import SOURCE, Start, choice_values, fine_tune_train
 from minitx.tui.app.messages import ChoiceChanged, FormDefaults, RunChecked
-from minitx.tui.app.widgets.train_form import SOURCE, Start, choice_values, fine_tune_train
-from minitx.tui.render.numbers import short_count
+from minitx.tui.app.training import ACTIVE
+from minitx.tui.render.numbers import short_count, short_path
 
 CHECK_DELAY = 0.3  # seconds the form stays unchanged before its run is checked (a data file read)
 
@@ -53,7 +57,7 @@ def check_run(model_cfg, train_cfg, base=None) -> RunChecked:
 
 class FormChecks:
     """Mixed into the Train screen (which has `form`, `recipes`, `state`, `start_asking` and
-    `_draw_note`)."""
+    `save_path`)."""
 
     form_configs = None  # (ModelConfig, TrainConfig) the form gives now, if it validates
     checked: RunChecked | None = None  # the last check of a run the form gave
@@ -72,6 +76,24 @@ class FormChecks:
         """The last check is of the run the form gives now."""
         return self.checked is not None and self.form_configs is not None \
             and self.checked.configs == self.form_configs
+
+    def draw_note(self) -> None:
+        """The form's first problem, or where `w` saves and the size of the next run."""
+        note, run, error = self.query_one("#form-note", Static), self.current_run, self.form_error
+        if error and self.state not in ACTIVE:
+            data = (self.form.values()["data"] or "").strip()
+            if data:  # the field above shows the whole path: the reason needs the room
+                error = error.replace(data, Path(data).name)
+            note.update(f"✗ {error}")
+            return
+        where = short_path(self.save_path)
+        if run is None or self.state in ("idle", "failed"):
+            text = f"w will save the next run to {where}"
+        elif run.saved_step is not None:  # the path last: where a line must wrap, it wraps whole
+            text = f"w saves {run.name} (saved at step {run.saved_step}) to {where}"
+        else:
+            text = f"w saves {run.name} to {where}"
+        note.update(text if self.state in ACTIVE else text + self.next_run_note())
 
     def next_run_note(self) -> str:
         """' · next run 236k params' (or that the check is under way) for the note."""
@@ -142,7 +164,7 @@ class FormChecks:
                 self._check_timer.stop()
             base = self.form.start.base  # a fine-tune's model (read here, on the UI thread)
             self._check_timer = self.set_timer(CHECK_DELAY, lambda: self.check_form_run(configs, base))
-        self._draw_note()
+        self.draw_note()
         return configs
 
     def check_now(self) -> None:
@@ -151,7 +173,7 @@ class FormChecks:
             self._check_timer.stop()
         self.start_when_checked = True
         self.check_form_run(self.form_configs, self.form.start.base)
-        self._draw_note()
+        self.draw_note()
 
     @work(thread=True, exclusive=True, group="check", exit_on_error=False)
     def check_form_run(self, configs, base) -> None:
@@ -163,7 +185,7 @@ class FormChecks:
         self.checked = message
         if message.error:
             self.form.mark_field(message.error.partition(": ")[0])
-        self._draw_note()
+        self.draw_note()
         if self.start_when_checked:
             self.start_when_checked = False
             self.start_asking()

@@ -37,6 +37,10 @@ def save(trainer, path: str) -> Saved:
         return Saved(error=f"save failed: {error_text(e)}")
 
 
+ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to stop)
+ENDED = ("finished", "stopped")  # a run's model is there to explore, save or continue
+
+
 class TrainingRun:
     """One run: its number, where `w` saves it, and the state it shares between the UI thread
     and its worker (a few Events and one pending save request). `post` delivers a message to

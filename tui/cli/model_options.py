@@ -97,6 +97,11 @@ MODEL_OPTIONS = [
                  help="Relative positions: buckets per direction. [default: 32]"),
     click.option("--relative-max-distance", type=click.IntRange(min=1),
                  help="Relative positions: the distance from which all share a bucket. [default: 128]"),
+    click.option("--relative-per-layer/--no-relative-per-layer", "relative_per_layer", default=None,
+                 help="Relative positions: a bias table in every self-attention layer (UMT5), not one "
+                      "per stack. [default: one per stack]"),
+    click.option("--decoder-d-ff", type=click.IntRange(min=0),
+                 help="The decoder's feed-forward width, where it differs from --d-ff. [default: --d-ff]"),
     click.option("--d-head", type=click.IntRange(min=1),
                  help="Width of one head's queries, keys and values. [default: d_model / heads]"),
     click.option("--bias/--no-bias", "bias", default=None,

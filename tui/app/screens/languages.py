@@ -68,16 +68,24 @@ class LanguageKeys:
     """The app's L: the picker for the model on screen, and the model reading and answering in
     the languages chosen there (a worker: the head scores are measured again)."""
 
+    def languages_why_not(self) -> str | None:
+        """Why L does nothing now (off the footer and the help, and said when pressed), or None."""
+        from minitx.core.data.languages import languages
+
+        if not self.model_ready:
+            return "no model loaded yet: languages are a multilingual model's"
+        if not languages(self.current.task):
+            return f"{self.current.name} has no language codes (mBART-50 and NLLB-200 have them)"
+        return None
+
     def action_languages(self) -> None:
         from minitx.core.data.languages import current, languages
 
-        if not self.model_ready:
-            self.notify("no model loaded yet: languages are a multilingual model's")
+        why = self.languages_why_not()
+        if why:
+            self.notify(why)
             return
         codes = languages(self.current.task)
-        if not codes:
-            self.notify(f"{self.current.name} has no language codes (mBART-50 and NLLB-200 have them)")
-            return
 
         def chosen(answer: tuple[str, str] | None) -> None:
             if answer:

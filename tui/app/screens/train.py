@@ -38,15 +38,13 @@ from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.key_reasons import ExplainedKeys
 from minitx.tui.app.messages import ModelLoaded, Progress, RunEnded, RunStarted, Saved, Watching
 from minitx.tui.app.run_check import FormChecks
-from minitx.tui.app.training import TrainingRun
+from minitx.tui.app.training import ACTIVE, ENDED, TrainingRun
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.titlebar import TitleBar
 from minitx.tui.app.widgets.train_form import TrainForm
 from minitx.tui.app.widgets.train_views import TrainViews
 from minitx.tui.render.numbers import counted, format_loss, percent, short_path
 
-ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to stop)
-ENDED = ("finished", "stopped")  # a run's model is there to explore, save or continue
 TALL = 32  # rows from which a fine-tune's probe lines stay beside the form once its run ends
 
 
@@ -307,7 +305,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         # them up until the run ends (the title bar names the run meanwhile).
         self.form.display = state not in ACTIVE
         self._draw_stats()
-        self._draw_note()
+        self.draw_note()
         self._publish_run()
         self.refresh_bindings()
 
@@ -354,7 +352,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             self.notify(message.error, severity="error", markup=False)
         else:
             self.notify(f"saved {message.path}", markup=False)
-        self._draw_note()
+        self.draw_note()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state != WorkerState.ERROR:
@@ -382,24 +380,6 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         if status != app.run_status:
             app.run_status = status
             app.run_changed.publish(app)
-
-    def _draw_note(self) -> None:
-        """The form's first problem, or where `w` saves and the size of the next run."""
-        note, run, error = self.query_one("#form-note", Static), self.current_run, self.form_error
-        if error and self.state not in ACTIVE:
-            data = (self.form.values()["data"] or "").strip()
-            if data:  # the field above shows the whole path: the reason needs the room
-                error = error.replace(data, Path(data).name)
-            note.update(f"✗ {error}")
-            return
-        where = short_path(self.save_path)
-        if run is None or self.state in ("idle", "failed"):
-            text = f"w will save the next run to {where}"
-        elif run.saved_step is not None:  # the path last: where a line must wrap, it wraps whole
-            text = f"w saves {run.name} (saved at step {run.saved_step}) to {where}"
-        else:
-            text = f"w saves {run.name} to {where}"
-        note.update(text if self.state in ACTIVE else text + self.next_run_note())
 
     def _draw_stats(self) -> None:
         stats = self.query_one("#stats", Static)

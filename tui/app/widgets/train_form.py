@@ -11,16 +11,15 @@ the one function the CLI uses too; an OptionError names the field to mark. A dat
 own task: while one is typed the task field says so and the lengths are the file's (neither can
 be edited), and only then do `tokens`, `expect` and `held-out` apply.
 
-Adding a field: one entry in FIELDS (and in CHOICES if core gives a list of values); every row
-of both layouts (ROW_SPANS) must stay full.
+The fields themselves (which, their types, choices and texts, what a start locks) are
+tui/app/form_fields.py's; this module lays them out and edits them. Adding a field: one entry
+in FIELDS (and in CHOICES if core gives a list of values) there; every row of both layouts
+(ROW_SPANS) here must stay full.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
-from typing import Any
 
 from textual import events
 from textual.app import ComposeResult
@@ -28,23 +27,27 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.widgets import Input, Label
 
+from minitx.tui.app.form_fields import (
+    CHOICES,
+    DATA_ONLY,
+    DATA_TASK,
+    FIELDS,
+    FINE_TUNE_ONLY,
+    OPTIONAL,
+    PROBES_SEPARATOR,
+    SOURCE,
+    Start,
+    checked_data_path,
+    field_texts,
+    fine_tune_locked,
+    free_when_resuming,
+    own_lengths,
+    probe_hint,
+    typed_options,
+)
 from minitx.tui.app.messages import ChoiceChanged
 from minitx.tui.app.widgets.choice import ChoiceField
 
-SOURCE = "from"  # not an option: which configs the fields start from
-DATA_TASK = "data"  # core's name of a data file's task (core.data.task.DATA_TASK)
-# option name -> label, in the form's order after `from`: the data, the optimiser, the model's
-# size, its components (docs/components.md), when to stop and what to record, and last a data
-# file of your own with its tokenisation and the attention pattern it should show.
-FIELDS = {
-    "task": "task", "lengths": "lengths",
-    "steps": "steps", "batch_size": "batch", "lr": "lr", "schedule": "schedule",
-    "optimizer": "optim", "warmup": "warmup", "dropout": "dropout", "seed": "seed", "device": "device",
-    "d_model": "d_model", "heads": "heads", "kv_heads": "K/V", "layers": "layers",
-    "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
-    "until": "until", "probe_source": "probe", "tokens": "tokens", "expect": "expect",
-    "data": "data", "valid": "held-out", "general": "general",
-}
 # Fields a row to a row, by the terminal's width: the columns of each field taking more than one.
 # Four columns from 78 characters (80x24: 8 rows), three below (60x20: 11 rows); both fill every row.
 ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 2, "valid": 2, "general": 2},
@@ -52,17 +55,7 @@ ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 2, "valid": 2, "general":
 FOUR_COLUMNS = 78  # the form's width from which four fields fit a row
 PLACEHOLDERS = {"kv_heads": "= heads", "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)",
                 "valid": "blank: 5% of data", "general": "a fine-tune's: pairs to keep"}
-PROBES_SEPARATOR = "|"  # a fine-tune's probe field holds several sources: "the cat | a house"
 FINE_TUNE_DATA = "pairs to learn (.tsv/.csv/.jsonl)"  # data's placeholder for a fine-tune
-FINE_TUNE_ONLY = ("general",)  # pairs it should still handle: forgetting measured on them
-OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
-CHOICES = ("task", "schedule", "optimizer", "norm", "norm_kind", "activation", "position_encoding",
-           "device", "tokens", "expect")  # picked from lists core defines, not typed
-DATA_ONLY = ("tokens", "expect", "valid")  # they apply to a data file only
-# What a fine-tune takes from its base, besides the model options: its task and tokenisers
-# (core's planned_fine_tune lets only the dropout of the architecture differ: how it trains).
-BASE_DECIDES = ("task", "lengths", "tokens", "expect", "layers")
-EXPECT_LABELS = {"": "none", "anti-diagonal": "anti-diag"}  # what `expect` shows: short, never cut
 
 
 class FormInput(Input):
@@ -70,148 +63,6 @@ class FormInput(Input):
     focus (no key of the screen fires then): Enter starts the run, esc leaves the form."""
 
     BINDINGS = [Binding("escape", "screen.leave_form", "leave form")]
-
-
-def option_types() -> dict[str, str]:
-    """option name -> 'int' | 'float' | 'str' | 'bool': the type of the config field it sets."""
-    from minitx.core.config import ModelConfig, TrainConfig
-    from minitx.core.options import MODEL_OPTIONS, train_options
-
-    model = {f.name: f.type for f in dataclasses.fields(ModelConfig)}
-    train = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
-    types = {name: model[field] for name, field in MODEL_OPTIONS.items()}
-    types.update({name: train[field] for name, field in train_options().items()})
-    types.update(layers="int", lengths="str")
-    return types
-
-
-def typed_options(values: dict[str, str | None]) -> dict[str, Any]:
-    """Form text -> option values of the config fields' types; OptionError for bad text."""
-    from minitx.core.options import OptionError
-
-    types, typed = option_types(), {}
-    for name, text in values.items():
-        kind = types.get(name, "str")
-        if kind not in ("int", "float") or text is None:
-            typed[name] = text
-            continue
-        try:
-            typed[name] = int(text) if kind == "int" else float(text)
-        except ValueError:
-            raise OptionError(name, f"must be {'a whole number' if kind == 'int' else 'a number'}, "
-                                    f"got {text!r}") from None
-    return typed
-
-
-def choice_values() -> dict[str, list]:
-    """What each CHOICES field offers: core's own lists (values, or (value, label) pairs)."""
-    from minitx.core import config
-    from minitx.core.data.task import EXPECTATIONS
-    from minitx.core.data.tasks import TASKS
-
-    return {"task": list(TASKS), "schedule": list(config.SCHEDULES),
-            "optimizer": list(config.OPTIMIZERS), "norm": list(config.NORMS),
-            "norm_kind": list(config.NORM_KINDS), "activation": list(config.ACTIVATIONS),
-            "position_encoding": list(config.POSITION_ENCODINGS), "device": list(config.DEVICES),
-            "tokens": list(config.TOKENISATIONS),
-            "expect": [(e, EXPECT_LABELS.get(e, e)) for e in EXPECTATIONS]}
-
-
-@functools.cache
-def probe_hint(task: str) -> str:
-    """The probe field's placeholder: what an empty probe means for `task`."""
-    from minitx.core.data.tasks import get_task
-
-    if task == "fine-tune":
-        return f"empty: 3 held-out; a {PROBES_SEPARATOR} b"
-    if task == DATA_TASK:
-        return "empty: the first held-out pair"
-    example = get_task(task).example_batch()
-    return f"empty: {get_task(task).format(example.src[0])}"
-
-
-def own_lengths(task: str) -> bool:
-    """The task's sources have lengths of their own (a data file, dates): `lengths` does not apply."""
-    from minitx.core.data.tasks import TASKS
-
-    return task == DATA_TASK or task not in TASKS or not TASKS[task].exact_lengths
-
-
-def field_texts(model_cfg, train_cfg) -> dict[str, str]:
-    """What each field shows for a pair of configs."""
-    from minitx.core.options import MODEL_OPTIONS, train_options
-
-    values = {**{n: getattr(model_cfg, f) for n, f in MODEL_OPTIONS.items()},
-              **{n: getattr(train_cfg, f) for n, f in train_options().items()},
-              "layers": model_cfg.n_decoder_layers,
-              "lengths": f"{train_cfg.min_source_len}-{train_cfg.max_source_len}"}
-    texts = {name: f"{values[name]:g}" if isinstance(values[name], float) else str(values[name])
-             for name in FIELDS}
-    if model_cfg.kv_heads == model_cfg.n_heads:
-        texts["kv_heads"] = ""  # multi-head: empty, so a new `heads` keeps one K/V head each
-    if own_lengths(train_cfg.task):
-        texts["lengths"] = ""  # the file's (or the task's) own, as the field shows them
-    if train_cfg.probes:  # a fine-tune's probes, in the probe field
-        texts["probe_source"] = f" {PROBES_SEPARATOR} ".join(train_cfg.probes)
-    return texts
-
-
-def free_when_resuming() -> set[str]:
-    """The fields a continued run may change: those of core's resume rule the form has."""
-    from minitx.core.options import train_options
-    from minitx.core.training.resume import FREE_ON_RESUME
-
-    return {name for name, field in train_options().items() if field in FREE_ON_RESUME and name in FIELDS}
-
-
-def fine_tune_locked() -> set[str]:
-    """The fields a fine-tune keeps as its base has them: the architecture (but its dropout)
-    and the task."""
-    from minitx.core.options import MODEL_OPTIONS
-
-    return {name for name in FIELDS if name in MODEL_OPTIONS and name != "dropout"} | set(BASE_DECIDES)
-
-
-def fine_tune_train(family: str, optimizer: str = "adamw"):
-    """The TrainConfig a fine-tune of `family` starts from: core's defaults for it (and for the
-    optimizer chosen), on the task a data file gives once the form names one."""
-    from minitx.core.config import TrainConfig
-    from minitx.core.training.fine_tune import fine_tune_defaults
-
-    return TrainConfig(**fine_tune_defaults(family, optimizer))
-
-
-def checked_data_path(text: str, option: str = "data") -> str:
-    """A data file's path, expanded; OptionError when it is not a file (its lines are read,
-    and their errors named, when the run starts)."""
-    from pathlib import Path
-
-    from minitx.core.options import OptionError
-
-    path = Path(text).expanduser()
-    if not path.is_file():
-        raise OptionError(option, f"{text} is {'a folder' if path.is_dir() else 'not a file'}")
-    return str(path)
-
-
-@dataclasses.dataclass(frozen=True)
-class Start:
-    """One value of `from`: the configs the fields start from."""
-
-    label: str
-    model: Any  # core.config.ModelConfig
-    train: Any  # core.config.TrainConfig
-    resume_path: str | None = None  # set: continue this file's run
-    resume_step: int = 0
-    init: str | None = None  # set: fine-tune this model (its path), `train`'s --init
-    # the model a fine-tune starts from (tui.app.loaded.LoadedModel), or continues; not compared
-    base: Any = dataclasses.field(default=None, compare=False)
-    family: str = ""  # a fine-tune's family: which of core's defaults it starts from
-
-    def train_for(self, optimizer: str):
-        """The train config the fields start from, a fine-tune's for the optimizer chosen (its
-        lr and weight decay are the optimizer's)."""
-        return fine_tune_train(self.family, optimizer) if self.init else self.train
 
 
 class TrainForm(Grid):

@@ -35,7 +35,7 @@ def curves_cmd(runs, charts, x_axis, scale, smooth, height, fmt, out) -> None:
       minitx curves a.safetensors b.safetensors --chart loss --smooth
       minitx curves run.jsonl --chart lr --chart grad_norm --x time
       minitx curves run.safetensors --format csv --out run.csv
-      minitx curves ft.safetensors --chart general_loss --chart kl_to_base  # forgetting
+      minitx curves ft.safetensors --chart general_loss  # forgetting
 
     A checkpoint keeps at most 2,000 points per series (thinned evenly, first and last kept);
     a --metrics file has every step. docs/curves.md explains what is recorded.

@@ -79,8 +79,8 @@ def train_cmd(**opts) -> None:
       minitx train --data pairs.tsv --out mine.safetensors   # your own pairs
       minitx train --data train.tsv --valid valid.tsv --tokens word
       minitx train --task dates --steps 3000 --out dates.safetensors
-      minitx train --init opus-mt-en-de/ --data mine.tsv --out mine.safetensors  # fine-tune
-      torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv --accumulate 2
+      minitx train --init opus-mt-en-de/ --data mine.tsv --out ft.safetensors
+      torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv
 
     docs/training.md describes the recipes, docs/components.md the component switches
     (--norm-kind, --position-encoding, --activation swiglu, --kv-heads; `minitx lab` compares
