@@ -36,6 +36,8 @@ SMOKE_RUNS = {
     "hf_train_step.py": (["--smoke", "--threads", "1"], "ratio minitx / transformers: time per step"),
     "tui_hf_model.py": (["--smoke"], "every head at once (48)"),
     "watch_cost.py": (["--smoke"], "over the training seconds"),
+    "nllb_decode.py": (["--smoke"], "tokens identical: yes"),
+    "attribution_memory.py": (["--smoke"], "occlusion of every step"),
 }
 
 

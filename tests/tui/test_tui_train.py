@@ -128,7 +128,7 @@ async def test_a_key_press_is_handled_while_training_runs():
     app = create_app([reverse_checkpoint()])
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await on_train_screen(pilot)
-        fill_form(screen, steps="5000")
+        fill_form(screen, steps="500000")  # never ends before the keys below
         await pilot.press("space")
         await wait_for(pilot, lambda: len(screen.losses) >= 5, "training")
         # The help comes up while progress keeps arriving, polled without the pilot's own "wait

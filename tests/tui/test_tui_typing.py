@@ -44,8 +44,8 @@ async def type_into_the_train_form(chosen=None) -> None:
         screen = await on_train_screen(pilot)
         fields = list(screen.query(Input))
         assert {"steps", "lr", "data", "probe_source", "until"} <= {f.id for f in fields}
-        for field in fields:
-            if chosen is None or field.id in chosen:
+        for field in fields:  # (a field off for this run takes no keys: a fine-tune's general pairs)
+            if (chosen is None and not field.disabled) or (chosen and field.id in chosen):
                 await type_everything(pilot, field)
                 assert screen.state == "idle" and screen.current_run is None  # space, x, w, u did nothing
         await pilot.press("enter")  # Enter starts a run from a field: this form cannot start

@@ -126,8 +126,8 @@ class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
     # -- keys --------------------------------------------------------------------------------
     def why_not(self, action: str, parameters: tuple[object, ...]) -> str | None:
         if self.session is None:
-            return None if action == "dismiss" else "the beam view is getting ready (greedy's output " \
-                "first): esc leaves"
+            return None if action in ("dismiss", "back") else "the beam view is getting ready " \
+                "(greedy's output first): esc leaves"
         view = self.session.view
         if action in ("layer", "head") and view != "grid":
             return "[ ] , . choose the head of a hypothesis's grid: g shows it"
@@ -142,7 +142,7 @@ class BeamScreen(BeamWork, ExplainedKeys, ModalScreen[None]):
         return None
 
     def action_back(self) -> None:
-        if self.session.view == "tree":
+        if self.session is None or self.session.view == "tree":  # (None: still getting ready)
             self.dismiss(None)
             return
         self.playing = False
