@@ -192,10 +192,15 @@ def _padded(rows: list[list[int]], pad: int) -> torch.Tensor:
     return torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
+def source_limit_of_both(a: Checkpoint, b: Checkpoint) -> int:
+    """The longest source both models hold (each task's source limit under its positions)."""
+    return min(a.task.source_limit(a.model_config.max_len), b.task.source_limit(b.model_config.max_len))
+
+
 def held_by_both(a: Checkpoint, b: Checkpoint, batch: Batch) -> Batch:
     """The examples of A's batch that both models hold: a source within each model's source
     limit, a target whose SOS, tokens and EOS fit both models' positions (ValueError: none)."""
-    sources = min(a.task.source_limit(a.model_config.max_len), b.task.source_limit(b.model_config.max_len))
+    sources = source_limit_of_both(a, b)
     targets = min(a.model_config.max_len, b.model_config.max_len) - 2
     target_lengths = (batch.labels == a.task.vocab.eos).int().argmax(dim=1)  # (n,)
     keep = (batch.lengths <= sources) & (target_lengths <= targets)  # (n,)
@@ -217,7 +222,7 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
     other vocabularies get the same examples as text (same_tokens), and agree where they write
     the same text."""
     check_comparable(a, b)
-    sources = min(a.task.source_limit(a.model_config.max_len), b.task.source_limit(b.model_config.max_len))
+    sources = source_limit_of_both(a, b)
     longest = min(a.task.max_len, sources)
     shortest = min(a.task.min_len, longest)
     batch = a.task.batch(n, torch.Generator().manual_seed(seed), shortest, longest)
@@ -226,7 +231,7 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
     n = len(batch)
     shared = same_tokens(a, b)
     batch_b = batch if shared else _as_text_for(b, a, batch)
-    gen_a, gen_b = _decode(a, batch), _decode(b, batch_b)  # (n, ~T + 2)
+    gen_a, gen_b = greedy_outputs(a, batch), greedy_outputs(b, batch_b)  # (n, ~T + 2)
     if shared:
         width = max(gen_a.shape[1], gen_b.shape[1])
         eos, pad = a.task.vocab.eos, a.task.vocab.pad
@@ -251,7 +256,8 @@ def compare_loaded(a: Checkpoint, b: Checkpoint, n: int = 500, seed: int = 1234,
     )
 
 
-def _decode(ckpt: Checkpoint, batch: Batch) -> torch.Tensor:
+def greedy_outputs(ckpt: Checkpoint, batch: Batch) -> torch.Tensor:
+    """(n, ~T + 2) the model's greedy outputs of the batch's sources, under its task's cap."""
     cap = ckpt.task.decode_cap(batch.src.shape[1], ckpt.model_config.max_len)
     return greedy_decode(ckpt.model, batch.src.to(ckpt.model.device), max_new_tokens=cap).cpu()
 
@@ -261,13 +267,13 @@ def decode_both(a: Checkpoint, b: Checkpoint, source: str) -> dict[str, str | No
     (an expected output is None when the task cannot tell). Raises core.tasks.TaskInputError
     for text the task cannot parse, ValueError for models of different vocabularies."""
     check_comparable(a, b)
-    limit = min(a.task.source_limit(a.model_config.max_len), b.task.source_limit(b.model_config.max_len))
+    limit = source_limit_of_both(a, b)
     ids = a.task.parse(source, max_len=limit)
     out: dict[str, str | None] = {"source": a.task.format_source(ids)}
     for side, ckpt in (("a", a), ("b", b)):
         mine = ids if ckpt is a or same_tokens(a, b) else ckpt.task.parse(source, max_len=limit)
         example = Batch(torch.tensor([mine]), torch.zeros(1, 1, dtype=torch.long), torch.tensor([len(mine)]))
-        out[side] = ckpt.task.format(_decode(ckpt, example)[0].tolist())
+        out[side] = ckpt.task.format(greedy_outputs(ckpt, example)[0].tolist())
         expected = ckpt.task.expected_output(mine)
         out[f"expected_{side}"] = None if expected is None else ckpt.task.format(expected)
     return out

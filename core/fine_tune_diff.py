@@ -24,10 +24,9 @@ from dataclasses import asdict, dataclass, field, fields
 import torch
 
 from minitx.core.checkpoint import Checkpoint
-from minitx.core.compare import held_by_both, same_tokens, weight_distances
+from minitx.core.compare import greedy_outputs, held_by_both, same_tokens, weight_distances
 from minitx.core.data.batch import Batch
 from minitx.core.interp.alignment import cross_attention
-from minitx.core.interp.decode import greedy_decode
 from minitx.core.training.evaluation import target_loss
 from minitx.core.training.text_scores import corpus_scores
 
@@ -153,8 +152,7 @@ def head_changes(a: Checkpoint, b: Checkpoint, batch: Batch) -> list[HeadChange]
 def _side(ckpt: Checkpoint, batch: Batch, text: bool) -> tuple[SideScores, list[str], list[str], list[str]]:
     """(scores, outputs, references, sources) of one model on its batch."""
     task, model = ckpt.task, ckpt.model
-    cap = task.decode_cap(batch.src.shape[1], ckpt.model_config.max_len)
-    generated = greedy_decode(model, batch.src.to(model.device), max_new_tokens=cap).cpu()
+    generated = greedy_outputs(ckpt, batch)
     outputs = [task.format(row) for row in generated.tolist()]
     references = [task.format(row) for row in batch.labels.tolist()]
     sources = [task.format_source(row) for row in batch.src.tolist()]

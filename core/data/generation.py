@@ -150,7 +150,10 @@ class Generation:
         """(setting, scores -> scores) for each rule that acts at this step, in transformers'
         order: generate's _get_logits_processor."""
         t, device = prefix.shape[1], prefix.device
-        eos = torch.tensor(self.eos, device=device)
+
+        def eos() -> torch.Tensor:  # made only where a rule that reads it acts, not every step
+            return torch.tensor(self.eos, device=device)
+
         if self.sequence_bias:
             yield "sequence_bias", lambda s: _biased(s, prefix, self.sequence_bias)
         if self.encoder_repetition_penalty != 1.0:
@@ -172,7 +175,7 @@ class Generation:
                 return s
             yield "bad_words_ids", ban_words
         if self.min_length and t < self.min_length:
-            yield "min_length", lambda s: s.index_fill(-1, eos, float("-inf"))
+            yield "min_length", lambda s: s.index_fill(-1, eos(), float("-inf"))
         if self.forced_bos is not None and t == 1:
             yield "forced_bos_token_id", lambda s: _only(s, self.forced_bos)
         if self.forced_eos is not None and t == max_length - 1:
@@ -182,7 +185,7 @@ class Generation:
         decay = self.exponential_decay_length_penalty
         if decay is not None and t > decay[0] + 1:  # counted from the start token, as generate counts
             growth = decay[1] ** (t - decay[0] - 1) - 1
-            yield "exponential_decay_length_penalty", lambda s: _decayed(s, eos, growth)
+            yield "exponential_decay_length_penalty", lambda s: _decayed(s, eos(), growth)
         if self.suppressed:
             yield "suppress_tokens", lambda s: s.index_fill(-1, torch.tensor(self.suppressed, device=device),
                                                             float("-inf"))

@@ -338,7 +338,7 @@ class JsonTokeniser(_Pieces):
     @cached_property
     def special_ids(self) -> frozenset[int]:
         """What decoding skips: every added special token."""
-        return frozenset(i for i, t in self._tokenizer.get_added_tokens_decoder().items() if t.special)
+        return frozenset(self.special_tokens())
 
     def token_id(self, token: str) -> int | None:
         return self._tokenizer.token_to_id(token)

@@ -4,7 +4,7 @@ files, which transformers' AutoModelForSeq2SeqLM and AutoTokenizer open.
 
 The inverse of opening a folder (huggingface.py), and built from the same rules so that the two
 cannot drift apart:
-- the tensor names are hf_weights' table (`_layer_names`, TABLES), read the other way;
+- the tensor names are hf_weights' table (`layer_names`, TABLES), read the other way;
 - config.json is written from the model's options, then read back with hf_weights.model_config:
   a family is the one whose reading gives back the model's options exactly. A model that never
   was a Hugging Face one (trained by minitx) is written as the first family that computes what
@@ -42,7 +42,7 @@ from minitx.core.importing.hf_weights import (
     BART_POSITION_OFFSET,
     FAMILIES,
     T5_FEED_FORWARD,
-    _layer_names,
+    layer_names,
     marian_positions,
     model_config,
 )
@@ -248,7 +248,7 @@ def folder_state(model: Seq2Seq, family: str) -> dict[str, torch.Tensor]:
     Marian's sinusoids not at all (transformers computes them from their shape)."""
     cfg, prefix = model.cfg, PREFIX[family]
     own = {k: t.detach().to("cpu", torch.float32) for k, t in model.own_state_dict().items()}
-    state = {prefix + theirs: own[mine] for mine, theirs in _layer_names(family, cfg).items()}
+    state = {prefix + theirs: own[mine] for mine, theirs in layer_names(family, cfg).items()}
     state[prefix + "shared.weight"] = own["src_embed.weight"]
     if not cfg.tie_output:
         state["lm_head.weight"] = own["output.weight"]

@@ -223,7 +223,7 @@ def _model_config(c: _Config, **fields: Any) -> ModelConfig:
 # Names: minitx's tensor -> the folder's
 
 
-def _layer_names(family: str, cfg: ModelConfig) -> dict[str, str]:
+def layer_names(family: str, cfg: ModelConfig) -> dict[str, str]:
     """minitx name -> the folder's name (without a "model." prefix) for every layer tensor."""
     names: dict[str, str] = {}
     gated = cfg.activation in GATED_ACTIVATIONS
@@ -318,7 +318,7 @@ def read_weights(folder: Path, family: str, cfg: ModelConfig,
     def key(name: str) -> str:  # the folder's own spelling of a name, for messages
         return f"model.{name}" if prefixed and not name.startswith("lm_head") else name
 
-    names = _layer_names(family, cfg)
+    names = layer_names(family, cfg)
     used: set[str] = set()
     tensors: dict[str, torch.Tensor] = {}
     for mine, theirs in names.items():

@@ -66,9 +66,6 @@ class LayerGradient:
     layer: int  # from 1
     norm: float  # ||grad|| over the layer's parameters
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class Numerics:
@@ -77,15 +74,6 @@ class Numerics:
     activations: list[ActivationRange]
     gradients: list[LayerGradient]
     loss: float
-
-    def first_overflow(self, fmt: str = "fp16") -> ActivationRange | None:
-        return first_overflow(self.activations, fmt)
-
-    def to_dict(self) -> dict:
-        first = self.first_overflow()
-        return {"loss": self.loss, "activations": [a.to_dict() for a in self.activations],
-                "gradients": [g.to_dict() for g in self.gradients],
-                "first_overflow": None if first is None else first_overflow_dict(first)}
 
 
 def first_overflow(ranges: list[ActivationRange], fmt: str = "fp16") -> ActivationRange | None:

@@ -47,32 +47,9 @@ def general_loss(model: Seq2Seq, batches: Iterable[Batch]) -> tuple[float, int]:
     return total / tokens, tokens
 
 
-def kl_to_base(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch]) -> float:
-    """Mean KL(P_model || P_base) of the next-token distributions over every non-padding target
-    position of the batches, both models teacher-forced on the same ids (nats)."""
-    if model.cfg.vocab_size != base.cfg.vocab_size:
-        raise ValueError(f"the model writes {model.cfg.vocab_size} tokens and its base "
-                         f"{base.cfg.vocab_size}: the KL needs one vocabulary")
-    total, positions = 0.0, 0
-    pad = model.cfg.pad_id
-    with eval_mode(model), eval_mode(base), torch.inference_mode():
-        for batch in batches:
-            src, tgt_in = batch.src.to(model.device), batch.decoder_input.to(model.device)
-            mine = model(src, tgt_in).float().log_softmax(-1)  # (B, T, V)
-            theirs = base(src.to(base.device), tgt_in.to(base.device)).float().log_softmax(-1)
-            theirs = theirs.to(mine.device)
-            kl = (mine.exp() * (mine - theirs)).sum(-1)  # (B, T)
-            real = batch.labels.to(mine.device) != pad  # (B, T)
-            total += float(kl[real].sum())
-            positions += int(real.sum())
-    if not positions:
-        raise ValueError("no target positions to measure the KL on")
-    return total / positions
-
-
-def general_loss_and_kl(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch]) -> tuple[float, float]:
-    """(general_loss, kl_to_base) of the same batches in one pass: each batch's model logits serve
-    both (what a watched evaluation measures; a third fewer forward passes than the two apart)."""
+def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch]) -> tuple[float, float, int]:
+    """(summed cross-entropy, summed KL(P_model || P_base), non-padding target positions) over
+    every batch, both models teacher-forced on the same ids: each batch's logits serve both."""
     if model.cfg.vocab_size != base.cfg.vocab_size:
         raise ValueError(f"the model writes {model.cfg.vocab_size} tokens and its base "
                          f"{base.cfg.vocab_size}: the KL needs one vocabulary")
@@ -89,6 +66,22 @@ def general_loss_and_kl(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch])
             loss += float(summed_cross_entropy(logits, labels, pad))
             kl += float((mine.exp() * (mine - theirs)).sum(-1)[real].sum())
             tokens += int(real.sum())
+    return loss, kl, tokens
+
+
+def kl_to_base(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch]) -> float:
+    """Mean KL(P_model || P_base) of the next-token distributions over every non-padding target
+    position of the batches, both models teacher-forced on the same ids (nats)."""
+    _, kl, positions = _summed_loss_and_kl(model, base, batches)
+    if not positions:
+        raise ValueError("no target positions to measure the KL on")
+    return kl / positions
+
+
+def general_loss_and_kl(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch]) -> tuple[float, float]:
+    """(general_loss, kl_to_base) of the same batches in one pass: each batch's model logits serve
+    both (what a watched evaluation measures; a third fewer forward passes than the two apart)."""
+    loss, kl, tokens = _summed_loss_and_kl(model, base, batches)
     if not tokens:
         raise ValueError("no target tokens to measure the loss on")
     return loss / tokens, kl / tokens
@@ -125,7 +118,7 @@ class Forgetting:
 
     def line(self) -> str:
         """'forgetting: general-domain loss 1.92 -> 2.61 (+36%) at step 400', the CLI's alarm."""
-        rise = self.general_loss_end / self.general_loss_base - 1 if self.general_loss_base else float("inf")
+        rise = loss_rise(self.general_loss_base, self.general_loss_end)
         return (f"forgetting: general-domain loss {self.general_loss_base:.3g} -> "
                 f"{self.general_loss_end:.3g} ({rise:+.0%}) at step {self.alarm_step}")
 
@@ -133,3 +126,8 @@ class Forgetting:
         data = asdict(self)
         data.pop("alarm_rise")
         return data
+
+
+def loss_rise(base: float, end: float) -> float:
+    """How much the general-domain loss rose over the base's (0.36: +36%); inf from a zero base."""
+    return end / base - 1 if base else float("inf")

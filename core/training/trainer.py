@@ -239,12 +239,14 @@ class Trainer:
         lr = self.lr_for(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        src, decoder_input, labels = self._feed(self.next_batch())  # (R, S), (R, T), (R, T) on the CPU
+        tokens = int((labels != self.model_cfg.pad_id).sum())  # counted before the copy: no device sync
         src, decoder_input, labels = (t.to(self.device, non_blocking=True)
-                                      for t in self._feed(self.next_batch()))  # (R, S), (R, T), (R, T)
+                                      for t in (src, decoder_input, labels))
         if not self.model.training:  # only when something switched it (an app's decode, say)
             set_training(self.model, True)
         micro = shard(len(src), self.processes, self.cfg.accumulate)
-        loss = self._accumulated_loss(src, decoder_input, labels, micro)
+        loss = self._accumulated_loss(src, decoder_input, labels, micro, tokens)
         grad_norm = self.optimizer.clip_grad_norm(self.cfg.clip_grad_norm)  # over one flat buffer
         loss_value, norm_value = float(loss), float(grad_norm)
         if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
@@ -276,13 +278,14 @@ class Trainer:
         return stats
 
     def _accumulated_loss(self, src: torch.Tensor, decoder_input: torch.Tensor, labels: torch.Tensor,
-                          micro: list[slice]) -> torch.Tensor:
+                          micro: list[slice], tokens: int | None = None) -> torch.Tensor:
         """Forward and backward of this process's micro-batches of the step; the step's loss: the
         mean cross-entropy over ALL its target tokens (every process's, every micro-batch's;
         padding not), never a mean of micro-batch means. Each micro-batch's summed loss is
         divided by the step's token count, so the accumulated gradient is the full batch's."""
         pad = self.model_cfg.pad_id
-        tokens = int((labels != pad).sum())  # (R, T): the whole step's rows, so no message needed
+        if tokens is None:  # (R, T): the whole step's rows, so no message needed
+            tokens = int((labels != pad).sum())
         per_process = tokens / self.processes.world  # DDP averages over processes: undo it
         model = self._ddp or self.model
         self.optimizer.zero_grad()

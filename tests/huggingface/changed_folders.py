@@ -30,7 +30,12 @@ def scaled(name: str, factor: float) -> Callable[[dict[str, torch.Tensor]], None
     return edit
 
 
+def write_pairs(path: Path, pairs) -> Path:
+    """(source, target) pairs as a TSV file."""
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    return path
+
+
 def pairs_file(path: Path, count: int, seed: int) -> Path:
     """`count` source/target pairs of the tiny corpus as a TSV file."""
-    path.write_text("".join(f"{s}\t{t}\n" for s, t in corpus(count, seed=seed)), encoding="utf-8")
-    return path
+    return write_pairs(path, corpus(count, seed=seed))

@@ -14,9 +14,10 @@ import torch
 
 from minitx import checkpoints
 from minitx.core.config import TrainConfig
-from minitx.core.importing.hf_weights import BART_POSITION_OFFSET, _layer_names
+from minitx.core.importing.hf_weights import BART_POSITION_OFFSET, layer_names
 from minitx.core.training.fine_tune import fine_tune_defaults
 from minitx.core.training.trainer import Trainer
+from tests.huggingface.changed_folders import write_pairs
 from tests.huggingface.conftest import reference_tokeniser
 from tests.huggingface.tiny_folders import load_reference, save_model
 
@@ -27,11 +28,6 @@ PAIRS = [("the cat sat on the mat", "die Katze sass auf der Matte"),
          ("where is the station", "wo ist der Bahnhof")]
 CLIP = 1.0  # transformers' Trainer's max_grad_norm
 STEP_FAMILIES = ("marian", "t5", "bart")
-
-
-def write_pairs(path, pairs=PAIRS):
-    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module", params=STEP_FAMILIES)
@@ -47,7 +43,7 @@ def their_name(reference, name: str) -> str:
 
 def pairs_of(reference, model_cfg, family: str) -> list[tuple[str, torch.nn.Parameter, slice]]:
     """(minitx name, transformers parameter, its rows) for every tensor minitx trains."""
-    names = dict(_layer_names(family, model_cfg))
+    names = dict(layer_names(family, model_cfg))
     names.update({"src_embed.weight": "shared.weight", "tgt_embed.weight": "decoder.embed_tokens.weight",
                   "output.weight": "lm_head.weight"})
     if family == "bart":
@@ -70,7 +66,7 @@ def close(mine: torch.Tensor, theirs: torch.Tensor, floor: float = 0.0, tol: flo
 
 def test_one_fine_tune_step_is_transformers_labels_loss_and_adamw_step(folder, tmp_path):
     family, path = folder
-    data = write_pairs(tmp_path / "pairs.tsv")
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
     base = checkpoints.load(str(path))
     # every pair in the one step: the whole file trains, and is also what it is measured on
     cfg = TrainConfig(task="data", data=str(data), valid=str(data), init=str(path),

@@ -22,16 +22,12 @@ from minitx.core.config import TrainConfig
 from minitx.core.training.fine_tune import fine_tune_defaults
 from minitx.core.training.trainer import Trainer
 from minitx.tui.cli.main import main
+from tests.huggingface.changed_folders import write_pairs
 from tests.huggingface.tiny_folders import save_model
 
 PAIRS = [("the cat", "die katze"), ("a red house", "ein rotes haus"), ("good morning", "guten morgen"),
          ("the dog", "der hund"), ("where is it", "wo ist es"), ("thank you", "danke"),
          ("blue sky", "blauer himmel"), ("old town", "alte stadt")]
-
-
-def write_pairs(path: Path, pairs=PAIRS) -> Path:
-    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
-    return path
 
 
 def run(*args) -> tuple[int, str]:
@@ -48,7 +44,7 @@ def marian(tmp_path_factory) -> Path:
 def test_a_fine_tuned_file_opens_decodes_shows_its_base_and_resumes_without_the_folder(marian, tmp_path):
     folder = tmp_path / "opus-mt-tiny"
     shutil.copytree(marian, folder)
-    data = write_pairs(tmp_path / "pairs.tsv")
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
     out = tmp_path / "ft.safetensors"
     code, text = run("train", "--init", folder, "--data", data, "--valid", data, "--steps", 2,
                      "--batch-size", 4, "--out", out, "--threads", 1, "--log-every", 1)
@@ -78,7 +74,7 @@ def test_a_fine_tuned_file_opens_decodes_shows_its_base_and_resumes_without_the_
     (["--accumulate", "0"], "'--accumulate': 0 is not in the range"),
 ])
 def test_bad_options_beside_init_are_one_line_exit_2_and_nothing_written(marian, tmp_path, args, message):
-    data = write_pairs(tmp_path / "pairs.tsv")
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
     code, text = run("train", "--init", marian, "--data", data, "--out", tmp_path / "x.safetensors", *args)
     assert code == 2 and message in " ".join(text.split()), text
     assert not (tmp_path / "x.safetensors").exists()
@@ -98,7 +94,7 @@ def test_bad_pairs_name_their_line_exit_2_and_nothing_written(marian, tmp_path, 
 
 
 def test_init_of_a_file_that_is_not_a_model_is_one_line(tmp_path):
-    data = write_pairs(tmp_path / "pairs.tsv")
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
     code, text = run("train", "--init", data, "--data", data, "--out", tmp_path / "x.safetensors")
     assert code == 2 and "--init:" in text and "not a safetensors file" in text, text
     assert not (tmp_path / "x.safetensors").exists()
@@ -115,7 +111,7 @@ def test_a_file_in_another_encoding_is_one_line(marian, tmp_path):
 @pytest.mark.parametrize("family", ["marian", "t5", "bart"])
 def test_a_short_fine_tune_of_a_tiny_folder_learns_its_pairs(family, tmp_path):
     folder = save_model(tmp_path / family, family)
-    data = write_pairs(tmp_path / "pairs.tsv")
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
     base = checkpoints.load(str(folder))
     cfg = TrainConfig(task="data", data=str(data), valid=str(data), init=str(folder),
                       **{**fine_tune_defaults(family), "lr": 3e-3, "steps": 60, "batch_size": 8,
@@ -167,7 +163,7 @@ def late_signals_land_here():
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
 def test_a_fine_tune_stopped_by_a_signal_saves_and_resumes_to_the_uninterrupted_weights(
         marian, tmp_path, monkeypatch, late_signals_land_here, signum, code):
-    data = write_pairs(tmp_path / "pairs.tsv")
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
     common = ["--init", marian, "--data", data, "--valid", data, "--batch-size", 4, "--steps", 4,
               "--threads", 1, "--quiet", "--eval-every", 0]
     straight, stopped = tmp_path / "straight.safetensors", tmp_path / "stopped.safetensors"

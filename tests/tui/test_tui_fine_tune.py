@@ -84,9 +84,6 @@ def test_the_numerics_table_names_each_layers_tightest_point_and_marks_an_fp16_o
 
 
 # -- in the app (tier 2) -----------------------------------------------------------------------
-PAIRS = [("the cat", "die katze"), ("a red house", "ein rotes haus"), ("good morning", "guten morgen"),
-         ("the dog", "der hund"), ("where is it", "wo ist es"), ("thank you", "danke"),
-         ("blue sky", "blauer himmel"), ("old town", "alte stadt")]
 
 
 @pytest.mark.slow  # a fine-tune in the app, end to end, then its file resumed: several seconds
@@ -98,19 +95,17 @@ async def test_the_app_fine_tunes_an_opened_folder_live_and_q_saves_a_file_that_
     from minitx.core.training.trainer import Trainer
     from minitx.tui.app.main import create_app
     from minitx.tui.app.screens.dialogs import ChoiceDialog
+    from tests.huggingface.changed_folders import write_pairs
+    from tests.huggingface.test_fine_tune_folders import PAIRS
     from tests.huggingface.tiny_folders import save_model
-    from tests.tui.tui_helpers import key_while_busy, model_ready, wait_for
+    from tests.tui.tui_helpers import key_while_busy, model_ready, on_train_screen, wait_for
 
     folder = save_model(tmp_path / "opus-mt-tiny", "marian", layers=1, heads=2, d_model=16, d_ff=24)
-    data = tmp_path / "pairs.tsv"
-    data.write_text("".join(f"{s}\t{t}\n" for s, t in PAIRS), encoding="utf-8")
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
     app = create_app([str(folder)])
     app.save_dir = tmp_path
     async with app.run_test(size=(80, 24)) as pilot:
-        await model_ready(pilot)
-        await pilot.press("t")
-        screen = app.screen
-        await wait_for(pilot, lambda: screen.state == "idle", "the train form")
+        screen = await on_train_screen(pilot)
         form = screen.form
         assert form.start.label == "fine-tune opus-mt-tiny" and form.start.init == str(folder)
         assert screen.query_one("#lr", Input).value == "2e-05"  # Marian's, from core
@@ -179,17 +174,14 @@ async def test_the_app_raises_the_forgetting_alarm_in_red_when_a_reverser_is_tau
 
     from minitx.tui.app.main import create_app
     from tests.core.digit_pair_files import digit_pairs
-    from tests.tui.tui_helpers import key_while_busy, model_ready, notifications, wait_for
+    from tests.tui.tui_helpers import key_while_busy, notifications, on_train_screen, wait_for
 
     copy = digit_pairs(tmp_path / "copy.tsv", 400, seed=1, reverse=False)
     reverse = digit_pairs(tmp_path / "reverse.tsv", 64, seed=2, reverse=True)
     app = create_app(["reverse"])
     app.save_dir = tmp_path
     async with app.run_test(size=(80, 24)) as pilot:
-        await model_ready(pilot)
-        await pilot.press("t")
-        screen = app.screen
-        await wait_for(pilot, lambda: screen.state == "idle", "the train form")
+        screen = await on_train_screen(pilot)
         source = screen.query_one("#from")
         for _ in range(len(source.choices)):  # a model minitx trained: its recipe first, fine-tune offered
             if screen.form.start.init:

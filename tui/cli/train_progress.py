@@ -137,6 +137,7 @@ def fine_tune_scores(trainer) -> str | None:
 def watch_lines(trainer, width: int) -> list[str]:
     """A watched fine-tune's end: forgetting (base -> end, the KL to the base) and each probe's
     output beside the base's, the changed words in brackets."""
+    from minitx.core.training.forgetting import loss_rise
     from minitx.core.training.watching import last_probes, marked
     from minitx.tui.cli.common import field_lines
 
@@ -145,7 +146,7 @@ def watch_lines(trainer, width: int) -> list[str]:
     lines = []
     f = trainer.watcher.forgetting_dict(trainer.history)
     if f["general_loss_end"] is not None:
-        rise = f["general_loss_end"] / f["general_loss_base"] - 1 if f["general_loss_base"] else float("inf")
+        rise = loss_rise(f["general_loss_base"], f["general_loss_end"])
         fields = [f"forgetting: general-domain loss {f['general_loss_base']:.3g} -> "
                   f"{f['general_loss_end']:.3g} ({rise:+.0%})", f"KL to base {f['kl_to_base_end']:.3g}"]
         if f["alarm"]:
