@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from minitx.core.data.pair_files import Columns
 from minitx.core.data.task import DATA_TASK, EXPECTATIONS
 from minitx.core.data.tasks import TASKS, get_task
 
@@ -276,7 +277,7 @@ IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
 FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "optimizer", "max_length",
-                    "probes", "general", "forget_alarm", "watch")
+                    "probes", "general", "forget_alarm", "watch", "src_lang", "tgt_lang")
 _TRAIN_DEFAULTS: dict[str, Any] = {}  # filled below, once TrainConfig exists
 
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
@@ -331,6 +332,10 @@ class TrainConfig(_DictMixin):
     general: str = ""  # pairs the model should still handle: forgetting measured on them
     forget_alarm: float = 0.2  # alarm: general loss this much above the base's (forgetting.py)
     watch: bool = True  # probes, forgetting and numerics at each evaluation of a fine-tune
+    # The pair's languages (--src-lang/--tgt-lang): a multilingual model's codes, and the keys or
+    # columns of a translation set's records that hold each side (core/data/pair_files.Columns).
+    src_lang: str = ""
+    tgt_lang: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, but the fine-tuning ones only when they differ from their defaults."""
@@ -343,6 +348,11 @@ class TrainConfig(_DictMixin):
         if isinstance(data, dict) and LEGACY_LENGTH_FIELDS.keys() & data.keys():
             data = {LEGACY_LENGTH_FIELDS.get(k, k): v for k, v in data.items()}
         return super().from_dict(data)
+
+    @property
+    def columns(self) -> Columns:
+        """Which fields of the pair files are the source and the target (their languages)."""
+        return Columns(self.src_lang or None, self.tgt_lang or None)
 
     @property
     def step_pairs(self) -> int:
@@ -417,6 +427,8 @@ class TrainConfig(_DictMixin):
         _require(isinstance(self.forget_alarm, (int, float)) and not isinstance(self.forget_alarm, bool),
                  "forget_alarm", f"must be a rise such as 0.2 (20%), not {self.forget_alarm!r}")
         _require(isinstance(self.watch, bool), "watch", "must be true or false")
+        for name in ("src_lang", "tgt_lang"):
+            _require(isinstance(getattr(self, name), str), name, "must be a code such as en or fra_Latn")
         _choice(self, "optimizer", OPTIMIZERS)
         for name, top in (("label_smoothing", 1.0), ("weight_decay", math.inf)):
             value = getattr(self, name)

@@ -16,14 +16,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from minitx.core.data.imported_task import ImportedTask
+from minitx.core.data.pair_files import BY_NAME, Columns
 from minitx.core.data.pair_task import PairSet, PairsTask, read_for_model
 from minitx.core.data.task import EXPECTATIONS, Task
 
 
-def with_pairs(task: Task, path: str | Path, positions: int, limit: int | None = None) -> Task:
+def with_pairs(task: Task, path: str | Path, positions: int, limit: int | None = None,
+               columns: Columns = BY_NAME) -> Task:
     """`task` measuring on the pairs of `path` that fit `positions` (the first `limit` of them,
-    if given). DataError (one line, naming the file and line) for a bad file or none that fits."""
-    read = read_for_model(str(path), task, positions)
+    if given; the sides `columns` picks). DataError (one line, naming the file and line) for a bad
+    file or none that fits."""
+    read = read_for_model(str(path), task, positions, columns)
     kept = read.pairs if limit is None else PairSet(read.pairs.data, read.pairs.index[:limit])
     provenance = {"data": read.provenance.to_dict(), "valid": None, "tokens": task.vocab.level}
     counts = {"read": len(read.pairs) + read.skipped, "heldout": len(kept), "skipped_too_long": read.skipped,

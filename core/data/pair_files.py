@@ -7,9 +7,14 @@ pairs; TSV, the common case, is read in blocks of bytes with one decode and one 
 (benchmarks/data_load.py measures a million pairs).
 
 Formats, chosen by the file's suffix (anything else is read as TSV):
-- .tsv/.txt: `source<TAB>target` per line, an optional `source<TAB>target` header;
-- .csv: two columns through the csv module (quoted fields may hold commas, quotes, newlines);
-- .jsonl/.ndjson: one `{"source": ..., "target": ...}` object per line.
+- .tsv/.txt: `source<TAB>target` per line, an optional header;
+- .csv: columns through the csv module (quoted fields may hold commas, quotes, newlines), an
+  optional header;
+- .jsonl/.ndjson: one object per line: `{"source": ..., "target": ...}`, or a translation record as
+  the Hub's translation sets hold them, `{"translation": {"en": ..., "fr": ...}}` (or the language
+  keys at the top), its sides picked by the languages (Columns);
+- .parquet: as the Hub stores translation sets: a `translation` column of language-keyed records,
+  or text columns named `source`/`target` or by the languages (through pyarrow, an extra).
 Blank lines are skipped; surrounding whitespace of a field is dropped (core/data/vocab.py).
 """
 
@@ -19,6 +24,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +33,14 @@ import torch
 
 CHUNK = 50_000  # pairs handed on at a time (CSV, JSONL): bounds the Python strings alive at once
 BLOCK = 4 << 20  # bytes of TSV read at a time (~100,000 short lines)
-SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
+            ".parquet": "parquet"}
+SIDES = ("source", "target")
+# A first row that is a header, not a pair: each cell a column name (source, src, input, ...) or a
+# language code as the Hub's sets name their columns (en, fr, en_XX, eng_Latn, pt-BR, zh-Hant).
+COLUMN_NAMES = frozenset({"source", "target", "src", "tgt", "trg", "input", "output", "text", "translation",
+                          "original", "reference", "ref", "hypothesis", "prompt", "completion", "label"})
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:[_-][A-Za-z]{2,4})?")
 
 
 class DataError(ValueError):
@@ -39,6 +52,44 @@ class DataError(ValueError):
 
 def file_format(path: str | os.PathLike) -> str:
     return SUFFIXES.get(Path(path).suffix.lower(), "tsv")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which fields of a file are the source and the target. A record's `source`/`target` keys, a
+    header's `source`/`target` columns, or the first and second column; with languages given
+    (`--src-lang`/`--tgt-lang`), the keys or columns named by them (`key`), as a Hub translation
+    set's `{"translation": {"en": ..., "fr": ...}}` records and `en,fr` headers name them."""
+
+    source: str | None = None  # the source's language (a code as the model or the data spells it)
+    target: str | None = None
+
+    def languages(self) -> tuple[str | None, str | None]:
+        return self.source, self.target
+
+    def key(self, side: str, keys) -> str | None:
+        """The key of `keys` (a record's or a header's) holding `side`: the side's name, else its
+        language exactly, else the language's first part (`en_XX`, `en-GB` -> `en`); None if none."""
+        keys = list(keys)
+        language = self.source if side == "source" else self.target
+        candidates = [side] if language is None else [language, re.split(r"[_-]", language)[0], side]
+        lowered = {str(k).lower(): k for k in keys}
+        return next((lowered[c.lower()] for c in candidates if c.lower() in lowered), None)
+
+    def keys(self, keys, where: str) -> tuple[str, str]:
+        """(source key, target key) of a record's or header's `keys`; DataError (naming `where`)
+        when a side has none."""
+        found = tuple(self.key(side, keys) for side in SIDES)
+        for side, key, language in zip(SIDES, found, self.languages()):
+            if key is None:
+                shown = ", ".join(str(k) for k in keys) if keys else "none"
+                if language is None:
+                    raise DataError(f"{where}: no \"{side}\" field (the fields: {shown}); name the languages "
+                                    "with --src-lang and --tgt-lang")
+                raise DataError(f"{where}: no {language!r} field for the {side} (the fields: {shown})")
+        if found[0] == found[1]:
+            raise DataError(f"{where}: the source and the target are the same field ({found[0]!r})")
+        return found
 
 
 @dataclass(frozen=True)
@@ -98,8 +149,29 @@ def sha256_of(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def _is_header(fields: list[str]) -> bool:
-    return [f.strip().lower() for f in fields] == ["source", "target"]
+BY_NAME = Columns()  # the sides by name: `source`/`target` keys or header, else the first two columns
+
+
+def _is_header(fields: list[str], columns: Columns) -> bool:
+    """Whether a first row names its columns: each cell a column name or a language code (or one
+    of the languages given), never a pair read as one (`en,de` heading a CSV is a header)."""
+    cells = [f.strip() for f in fields]
+    named = {c.lower() for c in columns.languages() if c}
+    return len(cells) >= 2 and len(set(cells)) == len(cells) and all(
+        c.lower() in COLUMN_NAMES or c.lower() in named or LANGUAGE_CODE.fullmatch(c) for c in cells)
+
+
+def _header_columns(path: Path, line: int, header: list[str], columns: Columns) -> tuple[int, int]:
+    """(source column, target column) a header names: by the languages given, else `source` and
+    `target`, else the first two of a two-column header."""
+    cells = [c.strip() for c in header]
+    if columns.languages() == (None, None) and not {"source", "target"} <= {c.lower() for c in cells}:
+        if len(cells) == 2:
+            return 0, 1
+        raise DataError(f"{path}, line {line}: the header names {len(cells)} columns ({', '.join(cells)}); "
+                        "say which are the source and the target with --src-lang and --tgt-lang")
+    source, target = columns.keys(cells, f"{path}, line {line} (the header)")
+    return cells.index(source), cells.index(target)
 
 
 def _decode(block: bytes, path: Path, first_line: int) -> str:
@@ -133,11 +205,11 @@ def _blocks(path: Path, digest) -> Iterator[tuple[int, str]]:
                 return
 
 
-def _tsv(path: Path, digest) -> Iterator[tuple[torch.Tensor, list[str], list[str]]]:
+def _tsv(path: Path, digest, columns: Columns) -> Iterator[tuple[torch.Tensor, list[str], list[str]]]:
     """Chunks of (line numbers, sources, targets). A block whose lines all hold one tab is split
     in one call (a split per line is 3-4x slower); blank lines, a header and errors are found
-    from each line's tab count."""
-    header_possible = True
+    from each line's tab count. A header may name the columns the other way round."""
+    header_possible, swapped = True, False
     for first, text in _blocks(path, digest):
         lines = text.split("\n")
         tabs = [line.count("\t") for line in lines]
@@ -154,18 +226,21 @@ def _tsv(path: Path, digest) -> Iterator[tuple[torch.Tensor, list[str], list[str
             start = next((i for i in range(len(lines)) if i not in skip), None)
             if start is not None:
                 header_possible = False
-                if _is_header(lines[start].split("\t")):
+                cells = lines[start].split("\t")
+                if _is_header(cells, columns):
                     skip.add(start)
+                    swapped = _header_columns(path, first + start, cells, columns) == (1, 0)
         numbers = torch.arange(first, first + len(lines), dtype=torch.int32)
         if skip:
             keep = [i for i in range(len(lines)) if i not in skip]
             numbers, text = numbers[keep], "\n".join(lines[i] for i in keep)
         if len(numbers):
             fields = text.replace("\n", "\t").split("\t")  # source, target, source, target, ...
-            yield numbers, fields[0::2], fields[1::2]
+            sources, targets = fields[0::2], fields[1::2]
+            yield (numbers, targets, sources) if swapped else (numbers, sources, targets)
 
 
-def _csv_pairs(path: Path, digest) -> Iterator[tuple[int, str, str]]:
+def _csv_pairs(path: Path, digest, columns: Columns) -> Iterator[tuple[int, str, str]]:
     numbered = _lines(path, digest)
     where = {"line": 0}
 
@@ -175,24 +250,46 @@ def _csv_pairs(path: Path, digest) -> Iterator[tuple[int, str, str]]:
             yield text
 
     reader = csv.reader(texts())
-    first = True
+    first, picked, width = True, (0, 1), 2
     try:
         for row in reader:
             if not row or not any(cell.strip() for cell in row):
                 continue
-            if len(row) != 2:
-                columns = f"{len(row)} column{'s' if len(row) != 1 else ''}"
-                raise DataError(f"{path}, line {where['line']}: {columns}; a pair has 2 (source,target)")
-            if first and _is_header(row):
+            if first and _is_header(row, columns):
                 first = False
+                picked, width = _header_columns(path, where["line"], row, columns), len(row)
                 continue
             first = False
-            yield where["line"], row[0], row[1]
+            if len(row) != width:
+                columns_read = f"{len(row)} column{'s' if len(row) != 1 else ''}"
+                wanted = "a pair has 2 (source,target)" if width == 2 else f"the header names {width}"
+                raise DataError(f"{path}, line {where['line']}: {columns_read}; {wanted}")
+            yield where["line"], row[picked[0]], row[picked[1]]
     except csv.Error as e:
         raise DataError(f"{path}, line {where['line']}: not valid CSV ({e})") from None
 
 
-def _jsonl_pairs(path: Path, digest) -> Iterator[tuple[int, str, str]]:
+def _named(key: str, side: str) -> str:
+    """A field as an error names it: `"target"`, or `"fr" (the target)`."""
+    return f'"{key}"' if key == side else f'"{key}" (the {side})'
+
+
+def _record_sides(record, columns: Columns, where: str) -> tuple[str, str]:
+    """(source, target) of one record: `{"source", "target"}`, or a translation record
+    (`{"translation": {"en": ..., "fr": ...}}`, or the language keys at the top)."""
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: not a JSON object with \"source\" and \"target\" (or \"translation\")")
+    inner = record.get("translation")
+    if isinstance(inner, dict) and not ("source" in record and "target" in record):
+        record, where = inner, f"{where}, \"translation\""
+    keys = columns.keys(list(record), where)
+    for side, key in zip(SIDES, keys):
+        if not isinstance(record[key], str):
+            raise DataError(f"{where}: {_named(key, side)} is not a string")
+    return record[keys[0]], record[keys[1]]
+
+
+def _jsonl_pairs(path: Path, digest, columns: Columns) -> Iterator[tuple[int, str, str]]:
     for number, line in _lines(path, digest):
         if not line.strip():
             continue
@@ -201,14 +298,45 @@ def _jsonl_pairs(path: Path, digest) -> Iterator[tuple[int, str, str]]:
         except (ValueError, RecursionError) as e:
             reason = str(e).split(":")[0] if str(e) else type(e).__name__
             raise DataError(f"{path}, line {number}: not valid JSON ({reason})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}, line {number}: not a JSON object with \"source\" and \"target\"")
-        for key in ("source", "target"):
-            if key not in record:
-                raise DataError(f"{path}, line {number}: no \"{key}\" field")
-            if not isinstance(record[key], str):
-                raise DataError(f"{path}, line {number}: \"{key}\" is not a string")
-        yield number, record["source"], record["target"]
+        yield (number, *_record_sides(record, columns, f"{path}, line {number}"))
+
+
+def _parquet(path: Path, digest, columns: Columns) -> Iterator[tuple[torch.Tensor, list[str], list[str]]]:
+    """Chunks of a parquet file, as the Hub stores translation sets: a `translation` column of
+    language-keyed records, or text columns (`source`/`target`, or named by the languages). Its
+    rows are numbered from 1 where a text file has lines."""
+    try:
+        import pyarrow.parquet as pq  # an extra: only a parquet file needs it
+    except ImportError:
+        raise DataError(f"{path}: reading parquet needs pyarrow: pip install 'minitx[parquet]'") from None
+    with _open(path) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    try:
+        table = pq.ParquetFile(path)
+        names = table.schema_arrow.names
+    except Exception as e:  # pyarrow's errors have no common base worth naming
+        raise DataError(f"{path}: not a readable parquet file ({str(e).splitlines()[0][:120]})") from None
+    if "translation" in names and not {"source", "target"} <= set(names):
+        chosen, nested = ["translation"], True
+    else:
+        chosen, nested = list(columns.keys(names, f"{path} (its columns)")), False
+    row = 1
+    for batch in table.iter_batches(batch_size=CHUNK, columns=chosen):
+        if nested:
+            records = batch.column(0).to_pylist()
+            pairs = [_record_sides(r, columns, f"{path}, row {row + i}, \"translation\"")
+                     if isinstance(r, dict) else _record_sides(r, columns, f"{path}, row {row + i}")
+                     for i, r in enumerate(records)]
+            sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
+        else:
+            sources, targets = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+            for side, key, texts in zip(SIDES, chosen, (sources, targets)):
+                bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+                if bad is not None:
+                    raise DataError(f"{path}, row {row + bad}: {_named(key, side)} is not a string")
+        yield torch.arange(row, row + len(sources), dtype=torch.int32), sources, targets
+        row += len(sources)
 
 
 def _chunked(pairs: Iterator[tuple[int, str, str]]) -> Iterator[tuple[torch.Tensor, list[str], list[str]]]:
@@ -224,16 +352,18 @@ def _chunked(pairs: Iterator[tuple[int, str, str]]) -> Iterator[tuple[torch.Tens
         yield torch.tensor(numbers, dtype=torch.int32), sources, targets
 
 
-READERS = {"tsv": _tsv, "csv": lambda path, digest: _chunked(_csv_pairs(path, digest)),
-           "jsonl": lambda path, digest: _chunked(_jsonl_pairs(path, digest))}
+READERS = {"tsv": _tsv, "csv": lambda path, digest, columns: _chunked(_csv_pairs(path, digest, columns)),
+           "jsonl": lambda path, digest, columns: _chunked(_jsonl_pairs(path, digest, columns)),
+           "parquet": _parquet}
 
 
-def read_chunks(path: str | os.PathLike, digest=None) -> Iterator[tuple[torch.Tensor, list[str], list[str]]]:
+def read_chunks(path: str | os.PathLike, digest=None, columns: Columns = BY_NAME,
+                ) -> Iterator[tuple[torch.Tensor, list[str], list[str]]]:
     """Chunks of (line numbers (int32), sources, targets) of every pair, each field stripped of
-    surrounding whitespace; DataError at the first problem."""
+    surrounding whitespace, its sides picked by `columns`; DataError at the first problem."""
     path = Path(path)
     digest = digest if digest is not None else hashlib.sha256()
-    for numbers, sources, targets in READERS[file_format(path)](path, digest):
+    for numbers, sources, targets in READERS[file_format(path)](path, digest, columns):
         sources = [t.strip() for t in sources]
         targets = [t.strip() for t in targets]
         for side, texts in (("source", sources), ("target", targets)):
@@ -243,7 +373,8 @@ def read_chunks(path: str | os.PathLike, digest=None) -> Iterator[tuple[torch.Te
         yield numbers, sources, targets
 
 
-def read_text_pairs(path: str | os.PathLike, digest=None) -> Iterator[tuple[int, str, str]]:
+def read_text_pairs(path: str | os.PathLike, digest=None, columns: Columns = BY_NAME,
+                    ) -> Iterator[tuple[int, str, str]]:
     """(line number, source, target) of every pair: read_chunks one pair at a time."""
-    for numbers, sources, targets in read_chunks(path, digest):
+    for numbers, sources, targets in read_chunks(path, digest, columns):
         yield from zip(numbers.tolist(), sources, targets)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from minitx.core.data.pair_files import DataError, Provenance, file_format, read_chunks
+from minitx.core.data.pair_files import BY_NAME, Columns, DataError, Provenance, file_format, read_chunks
 from minitx.core.data.subword import SUBWORD
 from minitx.core.data.vocab import RESERVED_TOKENS, Vocab, build_vocab
 
@@ -217,11 +217,12 @@ class Loaded:
 
 
 def load(path: str | os.PathLike, level: str, vocab: Vocab | None = None,
-         src_vocab: Vocab | None = None) -> Loaded:
+         src_vocab: Vocab | None = None, columns: Columns = BY_NAME) -> Loaded:
     """Read and tokenise a whole file. Without `vocab`, ids are provisional (see Loaded.tokens
     and `renumber`); with it, they are the vocabulary's and unknown tokens are UNK (a
     vocabulary without UNK refuses them). `src_vocab` reads the sources in a vocabulary of their
-    own (an imported model's); by default `vocab` reads both sides."""
+    own (an imported model's); by default `vocab` reads both sides. `columns`: which fields are the
+    source and the target (a translation record's languages)."""
     path = Path(path)
     sides = (getattr(src_vocab, "side", None), getattr(vocab, "side", None))
     if level == SUBWORD and sides != ("source", "target"):
@@ -231,7 +232,7 @@ def load(path: str | os.PathLike, level: str, vocab: Vocab | None = None,
     source_tokeniser = tokeniser if src_vocab is None else _Tokeniser(level, src_vocab)
     sides = {"source": ([], []), "target": ([], [])}  # side -> (id chunks, length chunks)
     lines = []
-    for numbers, sources, targets in read_chunks(path, digest):
+    for numbers, sources, targets in read_chunks(path, digest, columns):
         for (chunks, lengths), texts, reader in zip(sides.values(), (sources, targets),
                                                     (source_tokeniser, tokeniser)):
             try:

@@ -22,7 +22,7 @@ import torch
 
 from minitx.core.data import pair_ids as files
 from minitx.core.data.batch import Batch
-from minitx.core.data.pair_files import DataError, Provenance
+from minitx.core.data.pair_files import BY_NAME, Columns, DataError, Provenance
 from minitx.core.data.pair_ids import PairData, Side
 from minitx.core.data.task import DATA_TASK, EXPECTATIONS, Task
 from minitx.core.data.vocab import Vocab
@@ -184,10 +184,11 @@ class PairsTask(Task):
     # -- building ----------------------------------------------------------------------------
     @classmethod
     def from_files(cls, path: str, valid: str = "", level: str = "char", seed: int = 0,
-                   positions: int = 64, expect: str = "") -> PairsTask:
+                   positions: int = 64, expect: str = "", columns: Columns = BY_NAME,
+                   ) -> PairsTask:
         """Read `path` (and `valid`), hold out pairs, build the vocabulary from the training
         pairs that fit `positions`. DataError (one line, file and line) for a bad file."""
-        loaded = files.load(path, level)
+        loaded = files.load(path, level, columns=columns)
         everything = PairSet.whole(loaded.data)
         n = len(everything)
         if valid:
@@ -210,7 +211,7 @@ class PairsTask(Task):
         renumbered, vocab, left_out = files.renumber(loaded.data, loaded.tokens, counts, level)
         train = PairSet(renumbered, train.index)
         if valid:
-            held = files.load(valid, level, vocab)
+            held = files.load(valid, level, vocab, columns=columns)
             heldout, heldout_too_long = PairSet.whole(held.data).fitting(positions)
             valid_info = held.provenance.to_dict()
         else:
@@ -378,11 +379,11 @@ class FilePairs:
         return self.pairs.data.lines[self.pairs.index].tolist()
 
 
-def read_for_model(path: str, task: Task, positions: int) -> FilePairs:
-    """Every pair of `path` in the vocabularies of the model's task (unknown tokens as UNK),
-    without those longer than its positions. DataError when none is left."""
+def read_for_model(path: str, task: Task, positions: int, columns: Columns = BY_NAME) -> FilePairs:
+    """Every pair of `path` (its sides picked by `columns`) in the vocabularies of the model's task
+    (unknown tokens as UNK), without those longer than its positions. DataError when none is left."""
     separate = task.src_vocab if task.src_vocab != task.vocab else None
-    loaded = files.load(path, task.vocab.level, task.vocab, separate)
+    loaded = files.load(path, task.vocab.level, task.vocab, separate, columns)
     pairs, skipped = PairSet.whole(loaded.data).fitting(positions, task.source_limit(positions))
     if not len(pairs):
         raise DataError(f"{path}: no pair fits the model's {positions} positions")

@@ -52,7 +52,7 @@ def task_for_config(train_cfg, positions: int) -> Task:
     a model of `positions` (DataError, one line, for a bad file)."""
     if train_cfg.task == DATA_TASK:
         return PairsTask.from_files(train_cfg.data, train_cfg.valid, train_cfg.tokens, train_cfg.seed,
-                                    positions, train_cfg.expect)
+                                    positions, train_cfg.expect, train_cfg.columns)
     task = get_task(train_cfg.task, train_cfg.min_source_len, train_cfg.max_source_len)
     if task.max_len + 2 > positions:
         raise ValueError(f"max_len: the model's {positions} positions cannot hold {task.name} sources of "

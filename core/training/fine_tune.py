@@ -24,7 +24,7 @@ import torch
 
 from minitx.core.data import pair_ids as files
 from minitx.core.data.imported_task import ImportedTask
-from minitx.core.data.pair_files import DataError
+from minitx.core.data.pair_files import BY_NAME, Columns, DataError
 from minitx.core.data.pair_ids import PairData, Side
 from minitx.core.data.pair_task import HOLDOUT_SHARE, MIN_HOLDOUT, PairSet, PairsTask
 from minitx.core.data.subword import SUBWORD
@@ -110,9 +110,9 @@ def folder_dropout(task: Task) -> float | None:
 
 
 # -- the pairs ------------------------------------------------------------------------------------
-def _read(path: str, task: Task):
+def _read(path: str, task: Task, columns: Columns):
     separate = task.src_vocab if task.src_vocab != task.vocab else None
-    return files.load(path, task.vocab.level, task.vocab, separate)
+    return files.load(path, task.vocab.level, task.vocab, separate, columns)
 
 
 SPACE_MARKS = " \u2581\u0120"  # a space, sentencepiece's "▁", byte-level BPE's "Ġ"
@@ -170,16 +170,17 @@ def cut_to(data: PairData, task: Task, positions: int, max_length: int) -> tuple
     return PairData(source, target, data.lines), int((source_cut | target_cut).sum())
 
 
-def fine_tune_task(base: Task, data: str, valid: str, seed: int, positions: int, max_length: int) -> Task:
+def fine_tune_task(base: Task, data: str, valid: str, seed: int, positions: int, max_length: int,
+                   columns: Columns = BY_NAME) -> Task:
     """The base model's task with `data`'s pairs to train on and held-out pairs to measure on
     (`valid`, or a seeded share of `data` as a data file's task holds out), read by the base's
     own vocabularies. DataError (one line naming the file and line) for a bad file."""
-    loaded = _read(data, base)
+    loaded = _read(data, base, columns)
     _check_targets(data, loaded.data, base)
     whole, cut = cut_to(loaded.data, base, positions, max_length)
     n = len(whole)
     if valid:
-        held = _read(valid, base)
+        held = _read(valid, base, columns)
         _check_targets(valid, held.data, base)
         held_data, held_cut = cut_to(held.data, base, positions, max_length)
         train, heldout = PairSet.whole(whole), PairSet.whole(held_data)
@@ -213,11 +214,12 @@ def fine_tune_task(base: Task, data: str, valid: str, seed: int, positions: int,
     return task
 
 
-def general_pairs(path: str, task: Task, positions: int, max_length: int, limit: int) -> PairSet:
+def general_pairs(path: str, task: Task, positions: int, max_length: int, limit: int,
+                  columns: Columns = BY_NAME) -> PairSet:
     """The first `limit` pairs of `path` (a fine-tune's --general: pairs the model should still
     handle), read and cut as its training pairs are; DataError naming the file for one the
     model's tokenisers cannot read."""
-    loaded = _read(path, task)
+    loaded = _read(path, task, columns)
     _check_targets(path, loaded.data, task)
     whole, _ = cut_to(loaded.data, task, positions, max_length)
     return PairSet(whole, torch.arange(min(limit, len(whole))))

@@ -100,7 +100,7 @@ def planned_fine_tune(base: Checkpoint, model_cfg: ModelConfig, train_cfg: Train
         raise ValueError(f"{changed or 'init'}: a fine-tune keeps its base's architecture "
                          f"({train_cfg.init}'s {changed} is {theirs.get(changed)!r})")
     task = fine_tune_task(base.task, train_cfg.data, train_cfg.valid, train_cfg.seed, model_cfg.max_len,
-                          train_cfg.max_length)
+                          train_cfg.max_length, train_cfg.columns)
     return model_cfg, train_cfg, task
 
 
@@ -182,7 +182,8 @@ class Trainer:
         self.run_steps = 0  # steps this process's runs took
         origin = base.model if base is not None and base_info is None else watch_base
         self.watcher = watcher_for(self.model, origin, self.task, train_cfg.probes, train_cfg.general,
-                                   train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size) \
+                                   train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size,
+                                   train_cfg.columns) \
             if train_cfg.init and train_cfg.watch and origin is not None and self.processes.main else None
         self.base_scores: dict | None = None  # a fine-tune's held-out scores of its base (step 0)
         self.last_scores: dict | None = None  # ... and of its latest evaluation

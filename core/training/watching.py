@@ -24,6 +24,7 @@ import difflib
 import torch
 
 from minitx.core.data.batch import Batch
+from minitx.core.data.pair_files import BY_NAME, Columns
 from minitx.core.data.task import Task
 from minitx.core.history import History, ProbeRecord
 from minitx.core.interp.decode import cut_after_end, greedy_decode
@@ -180,12 +181,13 @@ class Watcher:
 
 
 def watcher_for(model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...], general: str,
-                alarm_rise: float, max_length: int, general_size: int) -> Watcher:
+                alarm_rise: float, max_length: int, general_size: int, columns: Columns = BY_NAME,
+                ) -> Watcher:
     """A run's Watcher from its settings: `general` a file of pairs (at most `general_size` of
     them measured), read as the fine-tune's own pairs are (DataError naming the file)."""
     batches = None
     if general:
-        pairs = general_pairs(general, task, model.cfg.max_len, max_length, general_size)
+        pairs = general_pairs(general, task, model.cfg.max_len, max_length, general_size, columns)
         batches = [task.pairs_batch(pairs, torch.arange(start, min(len(pairs), start + GENERAL_BATCH)))
                    for start in range(0, len(pairs), GENERAL_BATCH)]
     return Watcher(model, base, task, probes, batches, alarm_rise)

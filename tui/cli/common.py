@@ -191,10 +191,12 @@ def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: st
             checkpoint = checkpoints.load(name_or_path, device=str(resolve_device(device)), progress=told)
         except CheckpointError as e:
             raise BadArgument(str(e)) from None
-    chosen = context.meta.get(LANGUAGES_KEY) if context is not None else None
-    if chosen:
-        from minitx.core.data.languages import LanguageError, with_languages
+    chosen = (context.meta.get(LANGUAGES_KEY) if context is not None else None) or {}
+    from minitx.core.data.languages import LanguageError, languages, with_languages
 
+    # On a model without language codes the languages only name the pair file's fields (a
+    # translation set's keys or header): a multilingual model takes them as its codes too.
+    if chosen and (languages(checkpoint.task) or (pairs or params.get("pairs")) is None):
         try:
             checkpoint.task, checkpoint.model.generation = with_languages(
                 checkpoint.task, checkpoint.model.generation, chosen.get("src_lang"), chosen.get("tgt_lang"))
@@ -226,14 +228,24 @@ def checkpoint_out(path, flag: str = "--out") -> None:
                                  f"app's pickers look for (e.g. {stem}{SUFFIX})", param_hint=flag)
 
 
+def pair_columns():
+    """Which fields of a --pairs file are the source and the target: the languages of the
+    command's --src-lang / --tgt-lang (a translation set's keys or header), core's Columns."""
+    from minitx.core.data.pair_files import Columns
+
+    context = click.get_current_context(silent=True)
+    chosen = (context.meta.get(LANGUAGES_KEY) if context is not None else None) or {}
+    return Columns(chosen.get("src_lang"), chosen.get("tgt_lang"))
+
+
 def task_on_pairs(task, pairs: str, positions: int):
-    """`task` measuring on the pairs of the file `pairs`; a bad file is a BadArgument (one line
-    naming the file and line, exit 2)."""
+    """`task` measuring on the pairs of the file `pairs` (their sides picked by the command's
+    languages); a bad file is a BadArgument (one line naming the file and line, exit 2)."""
     from minitx.core.data.given_pairs import with_pairs
     from minitx.core.data.pair_files import DataError
 
     try:
-        return with_pairs(task, pairs, positions)
+        return with_pairs(task, pairs, positions, columns=pair_columns())
     except DataError as e:
         raise BadArgument(f"--pairs: {e}") from None
 

@@ -133,8 +133,15 @@ TASK_OPTIONS = [
     click.option("--bug", type=LazyChoice(lambda: ["none", *bug_names()]),
                  help="Build or train with a deliberate classic bug, to see what it looks like."),
     click.option("--data", type=click.Path(),
-                 help="Train on your own pairs: a .tsv (source<TAB>target), .csv or .jsonl file "
+                 help="Train on your own pairs: a .tsv (source<TAB>target), .csv, .jsonl or .parquet file "
                       "(docs/data.md). 5% (at least 100 pairs) is held out unless --valid is given."),
+    click.option("--src-lang", metavar="CODE",
+                 help="The source's language: the key or column of --data, --valid and --general that "
+                      "holds it (a translation set's 'en'), and a multilingual model's code (eng_Latn, "
+                      "en_XX), whose first part names the key too."),
+    click.option("--tgt-lang", metavar="CODE",
+                 help="The target's language, as --src-lang: the data's key, a multilingual model's "
+                      "code (its labels' code and the forced first token)."),
     click.option("--valid", type=click.Path(),
                  help="Held-out pairs to measure accuracy on, instead of holding out part of --data."),
     click.option("--tokens", type=core_choice("config", "TOKENISATIONS"),

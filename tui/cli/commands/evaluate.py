@@ -19,6 +19,7 @@ from minitx.tui.cli.common import (
     language_options,
     lengths_option_value,
     load_checkpoint_arg,
+    pair_columns,
     sample_options,
     threads_option,
 )
@@ -78,7 +79,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
                 raise click.UsageError("--lengths and --pairs: a file's pairs have their own lengths")
             from minitx.core.data.pair_task import read_for_model
 
-            given = read_for_model(pairs, task, positions)
+            given = read_for_model(pairs, task, positions, pair_columns())
             with Progress("eval", enabled=not as_json) as progress:
                 result = score(checkpoint.model, task, progress.track(given.batches(task), "decoding"),
                                show_failures, given.lines(), loss=True, text=True)
