@@ -41,6 +41,18 @@ SIDES = ("source", "target")
 COLUMN_NAMES = frozenset({"source", "target", "src", "tgt", "trg", "input", "output", "text", "translation",
                           "original", "reference", "ref", "hypothesis", "prompt", "completion", "label"})
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:[_-][A-Za-z]{2,4})?")
+# ISO 639-3 (as NLLB-200's codes begin: eng_Latn) -> ISO 639-1 (as the Hub's sets name their keys:
+# en), for the languages that have a two-letter code; NLLB's zho_Hans/zho_Hant are both zh.
+ISO_639_1 = dict(pair.split(":") for pair in (
+    "afr:af amh:am arb:ar ara:ar asm:as azj:az bak:ba bel:be ben:bn bod:bo bos:bs bul:bg cat:ca ces:cs "
+    "cym:cy dan:da deu:de ell:el eng:en epo:eo est:et eus:eu ewe:ee fao:fo fin:fi fra:fr gla:gd gle:ga "
+    "glg:gl guj:gu hat:ht hau:ha heb:he hin:hi hrv:hr hun:hu hye:hy ibo:ig ind:id isl:is ita:it jav:jv "
+    "jpn:ja kan:kn kat:ka kaz:kk khm:km kin:rw kir:ky kor:ko lao:lo lit:lt ltz:lb lug:lg lvs:lv lav:lv "
+    "mal:ml mar:mr mkd:mk mlt:mt mri:mi mya:my nld:nl nno:nn nob:nb nor:no npi:ne nep:ne nya:ny oci:oc "
+    "ory:or pan:pa pbt:ps pus:ps pes:fa fas:fa pol:pl por:pt ron:ro rus:ru san:sa sin:si slk:sk slv:sl "
+    "smo:sm sna:sn snd:sd som:so spa:es sqi:sq als:sq srp:sr sun:su swe:sv swh:sw swa:sw tam:ta tat:tt "
+    "tel:te tgk:tg tgl:tl tha:th tir:ti tsn:tn tur:tr uig:ug ukr:uk urd:ur uzn:uz uzb:uz vie:vi wol:wo "
+    "xho:xh yid:yi ydd:yi yor:yo zho:zh zsm:ms msa:ms zul:zu").split())
 
 
 class DataError(ValueError):
@@ -68,11 +80,14 @@ class Columns:
         return self.source, self.target
 
     def key(self, side: str, keys) -> str | None:
-        """The key of `keys` (a record's or a header's) holding `side`: the side's name, else its
-        language exactly, else the language's first part (`en_XX`, `en-GB` -> `en`); None if none."""
+        """The key of `keys` (a record's or a header's) holding `side`: its language exactly, else
+        the language's first part (`en_XX`, `en-GB` -> `en`) or that part's two-letter code
+        (NLLB's `eng_Latn` -> `en`), else the side's name; None if none."""
         keys = list(keys)
         language = self.source if side == "source" else self.target
-        candidates = [side] if language is None else [language, re.split(r"[_-]", language)[0], side]
+        first = re.split(r"[_-]", language)[0] if language else ""
+        candidates = [side] if language is None else [language, first, ISO_639_1.get(first.lower(), first),
+                                                      side]
         lowered = {str(k).lower(): k for k in keys}
         return next((lowered[c.lower()] for c in candidates if c.lower() in lowered), None)
 

@@ -37,10 +37,11 @@ def test_language_keys_at_the_top_of_a_record_are_read_as_a_translation_records(
 
 
 def test_a_model_code_picks_the_key_of_its_language(tmp_path):
-    """mBART-50's en_XX and a region's en-GB name the record's "en"; an exact key wins."""
+    """mBART-50's en_XX, a region's en-GB and NLLB's eng_Latn name the record's "en"."""
     path = translation_jsonl(tmp_path / "kde4.jsonl")
     assert pairs(path, "en_XX", "fr_XX")[0] == ("good morning", "bonjour")
     assert pairs(path, "en-GB", "fr")[0] == ("good morning", "bonjour")
+    assert pairs(path, "fra_Latn", "eng_Latn")[1] == ("merci", "thank you")  # NLLB's ISO 639-3 codes
 
 
 def test_a_translation_record_without_languages_asks_for_them_naming_the_file_line_and_keys(tmp_path):
