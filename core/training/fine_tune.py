@@ -172,7 +172,9 @@ def cut_to(data: PairData, task: Task, positions: int, max_length: int) -> tuple
     if source_limit < 1 or target_limit < 1:
         raise DataError(f"max_length {max_length} leaves no room for a token")
     source, source_cut = _cut(data.source, source_limit, keep_last=own_specials)
-    target, target_cut = _cut(data.target, target_limit, keep_last=False)
+    # a row ending with </s>, a language code after it (target_ends), keeps it as truncation does
+    coded = task.vocab.target_ends[1] != task.vocab.eos
+    target, target_cut = _cut(data.target, target_limit, keep_last=coded)
     return PairData(source, target, data.lines), int((source_cut | target_cut).sum())
 
 
