@@ -17,7 +17,7 @@ import torch
 from minitx import checkpoints
 from minitx.core.config import TrainConfig
 from minitx.core.families import FAMILIES, OUTPUT_BIAS
-from minitx.core.training.fine_tune import family_name, family_of, fine_tune_defaults
+from minitx.core.training.fine_tune import family_of, fine_tune_defaults
 from minitx.core.training.optim import decayed_names
 from minitx.core.training.trainer import Trainer
 from tests.huggingface.changed_folders import write_pairs
@@ -74,7 +74,7 @@ def test_five_adamw_steps_of_a_fine_tune_end_at_a_transformers_loops_weights(fol
     path = save_model(tmp_path / folder_family, folder_family)
     key = KEY[folder_family]
     base, trainer, losses = minitx_steps(path, write_pairs(tmp_path / "pairs.tsv", PAIRS))
-    assert family_of(base.task) == key and family_name(base.task) == NAMES[folder_family]
+    assert family_of(base.task) == key and base.task.family_name() == NAMES[folder_family]
 
     reference = load_reference(path)  # eval(): no dropout, as minitx's run above
     if key == "pegasus":  # its sinusoids are nn.Embedding(_freeze=True); from_pretrained unfreezes them

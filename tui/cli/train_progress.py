@@ -65,11 +65,10 @@ def _fine_tune_what(trainer, params: int) -> str:
     under the options given): what it will do, each line within 80 columns. The family as a
     person calls it (NLLB-200, mBART-50), and a multilingual model's pair of languages."""
     from minitx.core.data.languages import current
-    from minitx.core.training.fine_tune import family_name
 
     t, c = trainer.cfg, trainer.task.counts
     source, target = current(trainer.task)
-    family = family_name(trainer.task) + (f" {source} → {target}" if source else "")
+    family = trainer.task.family_name() + (f" {source} → {target}" if source else "")
     file = trainer.task.provenance["data"]["file"]
     cut = f", {c['cut_too_long']:,} cut to fit" if c.get("cut_too_long") else ""
     optimiser = f"AdamW wd {t.weight_decay:g}" if t.optimizer == "adamw" else "Adafactor"

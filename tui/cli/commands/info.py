@@ -24,7 +24,6 @@ def inspect_data(ckpt, progress=None) -> dict:
     from minitx.core.interp.alignment import shown_head_scores
     from minitx.core.model.components import components
     from minitx.core.model.transformer import block_parameters, parameter_breakdown
-    from minitx.core.training.fine_tune import family_name
 
     meta, task, vocab = ckpt.metadata, ckpt.task, ckpt.task.vocab
     # 256 of the task's examples; without any (no pairs kept), each head on its example source
@@ -42,7 +41,7 @@ def inspect_data(ckpt, progress=None) -> dict:
         "format_version": meta.get("format_version"),
         "minitx_version": meta.get("minitx_version"),
         "resumable": ckpt.resumable,
-        "family": family_name(task),  # as a person calls it: NLLB-200, mBART-50, Marian, minitx
+        "family": task.family_name(),  # as a person calls it: NLLB-200, mBART-50, Marian, minitx
         "task": {
             **{k: v for k, v in task.to_dict().items() if k != "heldout"},  # ids: --json of eval
             "description": task.description,
