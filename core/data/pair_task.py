@@ -75,10 +75,11 @@ class PairSet:
             wrapped[:, 1:-1] = src
             wrapped[torch.arange(B), lengths + 1] = src_vocab.eos
             src = wrapped
+        start, end = vocab.target_ends
         tgt = torch.full((B, T + 2), vocab.pad, dtype=torch.long)
-        tgt[:, 0] = vocab.sos
+        tgt[:, 0] = start
         tgt[:, 1 : T + 1] = body
-        tgt[torch.arange(B), self.data.target.lengths[pairs] + 1] = vocab.eos
+        tgt[torch.arange(B), self.data.target.lengths[pairs] + 1] = end
         return Batch(src=src, tgt=tgt, lengths=lengths)
 
     def fitting(self, positions: int, sources: int | None = None) -> tuple[PairSet, int]:

@@ -122,6 +122,9 @@ class _Pieces:
     """A vocabulary's view of a tokeniser's pieces, from its table of id -> piece (`_by_id`)."""
 
     _by_id: dict[int, str]
+    languages: tuple[str, ...] = ()  # a multilingual tokeniser's language codes
+    language_id: int | None = None  # the code this side's texts get, where it has one
+    language_at = "prefix"  # where the code goes (LANGUAGE_PLACES)
 
     @cached_property
     def size(self) -> int:

@@ -35,7 +35,10 @@ FAMILIES = ("marian", "t5", "flan-t5", "bart")
 NEW_FAMILIES = ("mbart50", "nllb", "pegasus", "umt5", "t5-gated-relu", "bart-unequal", "marian-odd")
 ALL_FAMILIES = FAMILIES + NEW_FAMILIES
 TOKENISERS = {"flan-t5": "t5", "umt5": "t5", "t5-gated-relu": "t5", "bart-unequal": "bart",
-              "marian-odd": "marian"}  # family -> the tiny tokeniser its folder gets (else its own)
+              "marian-odd": "marian", "mbart-cc25": "mbart"}  # family -> the tiny tokeniser its folder gets
+# (else its own); folders whose tokeniser writes a target's language code after its </s>, and
+# the network each shares
+SUFFIX_CODE_FOLDERS = {"mbart-cc25": "mbart50", "nllb-legacy": "nllb"}
 
 
 def tokeniser_family(family: str) -> str:
@@ -66,6 +69,7 @@ def hf_model(family: str, layers: int = 2, d_model: int = 32, heads: int = 4, d_
     )
 
     ids, vocab = special_ids(family), vocab_size(family)
+    family = SUFFIX_CODE_FOLDERS.get(family, family)
     if family in NEW_FAMILIES:
         return _new_family(family, ids, vocab, layers, d_model, heads, d_ff, positions)
     if family == "marian":
@@ -164,7 +168,7 @@ def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0,
     if family in ("marian", "marian-odd"):  # opus-mt's: PAD never produced, EOS forced at the last position
         model.generation_config.bad_words_ids = [[ids["pad"]]]
         model.generation_config.max_length = 24
-    if family in NEW_FAMILIES:
+    if SUFFIX_CODE_FOLDERS.get(family, family) in NEW_FAMILIES:
         model.generation_config.max_length = 24
     if family == "pegasus":  # random weights put PAD (its zero row) first: banned, as Marian bans it
         model.generation_config.bad_words_ids = [[ids["pad"]]]

@@ -146,7 +146,8 @@ def checkpoint_found(ctx, param, value):
 LANGUAGES_KEY = "minitx.languages"  # where --src-lang / --tgt-lang wait for the checkpoint to load
 
 
-def _language_value(ctx, param, value):
+def language_value(ctx, param, value):
+    """A --src-lang / --tgt-lang value, kept where load_checkpoint_arg applies it to the model."""
     if value is not None:
         ctx.meta.setdefault(LANGUAGES_KEY, {})[param.name] = value
     return value
@@ -156,11 +157,11 @@ def language_options(command):
     """--src-lang and --tgt-lang, on every command that decodes: a multilingual model's languages
     (mBART-50, NLLB-200), applied as load_checkpoint_arg loads the model."""
     command = click.option(
-        "--tgt-lang", metavar="CODE", default=None, expose_value=False, callback=_language_value,
+        "--tgt-lang", metavar="CODE", default=None, expose_value=False, callback=language_value,
         help="A multilingual model's output language (e.g. fra_Latn, fr_XX): the decoder's forced first "
              "token, as generate(forced_bos_token_id=...). minitx inspect lists the codes.")(command)
     return click.option(
-        "--src-lang", metavar="CODE", default=None, expose_value=False, callback=_language_value,
+        "--src-lang", metavar="CODE", default=None, expose_value=False, callback=language_value,
         help="A multilingual model's source language (e.g. eng_Latn, en_XX): its code where the "
              "tokeniser puts it (default: the folder's src_lang).")(command)
 
@@ -196,7 +197,8 @@ def load_checkpoint_arg(name_or_path: str | None, device: str = "cpu", pairs: st
 
     # On a model without language codes the languages only name the pair file's fields (a
     # translation set's keys or header): a multilingual model takes them as its codes too.
-    if chosen and (languages(checkpoint.task) or (pairs or params.get("pairs")) is None):
+    reads_pairs = (pairs or params.get("pairs") or params.get("data")) is not None
+    if chosen and (languages(checkpoint.task) or not reads_pairs):
         try:
             checkpoint.task, checkpoint.model.generation = with_languages(
                 checkpoint.task, checkpoint.model.generation, chosen.get("src_lang"), chosen.get("tgt_lang"))

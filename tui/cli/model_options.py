@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from minitx.tui.cli.common import LazyChoice, bug_names, core_choice, recipe_names, task_names
+from minitx.tui.cli.common import LazyChoice, bug_names, core_choice, language_value, recipe_names, task_names
 
 FROM_RECIPE = "[default: recipe]"
 
@@ -135,11 +135,11 @@ TASK_OPTIONS = [
     click.option("--data", type=click.Path(),
                  help="Train on your own pairs: a .tsv (source<TAB>target), .csv, .jsonl or .parquet file "
                       "(docs/data.md). 5% (at least 100 pairs) is held out unless --valid is given."),
-    click.option("--src-lang", metavar="CODE",
+    click.option("--src-lang", metavar="CODE", callback=language_value,
                  help="The source's language: the key or column of --data, --valid and --general that "
                       "holds it (a translation set's 'en'), and a multilingual model's code (eng_Latn, "
                       "en_XX), whose first part names the key too."),
-    click.option("--tgt-lang", metavar="CODE",
+    click.option("--tgt-lang", metavar="CODE", callback=language_value,
                  help="The target's language, as --src-lang: the data's key, a multilingual model's "
                       "code (its labels' code and the forced first token)."),
     click.option("--valid", type=click.Path(),
@@ -202,7 +202,11 @@ FINE_TUNE_OPTIONS = [
                  help="Label smoothing of the loss, as torch's CrossEntropyLoss(label_smoothing). "
                       "[default: 0]"),
     click.option("--weight-decay", type=click.FloatRange(0), metavar="WD",
-                 help="AdamW's decoupled weight decay. [default: 0.01 fine-tuning, 0 from scratch]"),
+                 help="AdamW's decoupled weight decay: a fine-tune's spares biases and norms, as "
+                      "transformers' Trainer does. [default: 0.01 fine-tuning, 0 from scratch]"),
+    click.option("--decay-all/--no-decay-all", "decay_all", default=None,
+                 help="Weight decay on every parameter of a fine-tune, biases and norms too. "
+                      "[default: no-decay-all]"),
     click.option("--optimizer", type=core_choice("config", "OPTIMIZERS"),
                  help="adamw (Adam at weight decay 0), or torch's Adafactor (T5's, at lr 1e-3). "
                       "[default: adamw]"),
