@@ -91,12 +91,15 @@ def test_train_src_lang_tgt_lang_learn_the_pair_as_transformers_tokeniser_and_ge
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--tgt-lang", "fra_Latn"), "--src-lang and --tgt-lang choose the languages of a fine-tune's base"),
-    (("--init", "reverse", "--data", "PAIRS", "--tgt-lang", "fra_Latn"), "--tgt-lang: this model has no "
-                                                                         "language codes"),
+    (("--tgt-lang", "fra_Latn"), "--src-lang and --tgt-lang name the languages of --data's pairs"),
+    # a model without codes: the languages only name the data's fields, and this file has no such field
+    (("--init", "reverse", "--data", "PAIRS", "--src-lang", "en", "--tgt-lang", "fra_Latn"),
+     "p.jsonl, line 1, \"translation\": no 'fra_Latn' field for the target (the fields: en, de)"),
 ])
 def test_train_languages_without_a_multilingual_base_are_one_line_exit_2(args, message, tmp_path):
-    args = tuple(str(write_pairs(tmp_path / "p.tsv", PAIRS)) if a == "PAIRS" else a for a in args)
+    pairs = tmp_path / "p.jsonl"
+    pairs.write_text(json.dumps({"translation": {"en": "3 1 4", "de": "4 1 3"}}) + "\n", encoding="utf-8")
+    args = tuple(str(pairs) if a == "PAIRS" else a for a in args)
     run = run_cli("train", *args, "--out", str(tmp_path / "x.safetensors"))
     assert run.exit_code == 2 and message in assert_one_line_error(run)
     assert not (tmp_path / "x.safetensors").exists()
