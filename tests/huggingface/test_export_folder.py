@@ -1,9 +1,10 @@
 """`minitx export MODEL --format hf --out DIR`: a folder that transformers opens with no missing or
 unexpected keys, holding the weights it came from, whose generate() gives minitx's greedy ids and
 whose tokeniser reads text as the original's does; for tiny Marian, T5, Flan-T5 and BART folders
-opened in minitx, and for imported files whose folder is gone (the tokeniser's settings written
-from what the file keeps). A model no family computes, an occupied DIR, and a failure while
-writing leave nothing behind."""
+opened in minitx, for files fine-tuned from tiny mBART-50, NLLB (M2M100's network), Pegasus,
+UMT5 and Marian-with-a-vocabulary-per-side folders, and for imported files whose folder is gone
+(the tokeniser's settings written from what the file keeps). A model no family computes, an
+occupied DIR, and a failure while writing leave nothing behind."""
 
 import json
 import shutil
@@ -17,8 +18,9 @@ from minitx import checkpoints
 from minitx.core.importing import hf_export
 from minitx.core.interp.decode import greedy_decode
 from tests.cli.conftest import assert_one_line_error, run_cli
+from tests.huggingface.changed_folders import write_pairs
 from tests.huggingface.test_exact import generate, generated, sources
-from tests.huggingface.tiny_folders import FAMILIES, save_model
+from tests.huggingface.tiny_folders import FAMILIES, SEPARATE_MARIAN, save_model
 
 TEXTS = ["Zoë eats 3 cakes in Zürich.", "The house is small.", "Hello, world!"]
 
@@ -234,3 +236,42 @@ def test_an_exported_folder_keeps_the_score_rules_generate_applies(marian, tmp_p
     minitx_model = checkpoints.load(str(folder)).model
     src, mask = sources("marian", seed=5)
     assert generate(reference, src, mask) == generated(minitx_model, src)
+
+
+FINE_TUNED = ["nllb", SEPARATE_MARIAN,
+              *(pytest.param(f, marks=pytest.mark.slow) for f in ("mbart50", "pegasus", "umt5"))]
+TUNING_PAIRS = [("The house is small.", "Das Haus ist klein."), ("Anna has 3 apples.", "Anna hat 3 Äpfel."),
+                ("Hello, world!", "Hallo, Welt!"),
+                ("On Friday, Zoë drives to Köln.", "Am Freitag fährt Zoë nach Köln.")]
+
+
+@pytest.mark.parametrize("family", FINE_TUNED)
+def test_a_file_fine_tuned_from_each_family_exports_a_folder_transformers_loads_and_generates_from(
+        family, tmp_path):
+    """`train --init` two steps, then `export --format hf`: no missing or unexpected keys, the
+    fine-tuned weights (not the base's), generate() gives minitx's greedy ids, and AutoTokenizer
+    reads the written tokeniser as the base's."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        folder = save_model(tmp_path / family, family)
+    pairs = write_pairs(tmp_path / "pairs.tsv", TUNING_PAIRS)
+    tuned = tmp_path / "tuned.safetensors"
+    run = run_cli("train", "--init", str(folder), "--data", str(pairs), "--steps", "2", "--batch-size", "4",
+                  "--lr", "0.01", "--out", str(tuned), "--threads", "1", "--quiet")
+    assert run.exit_code == 0, run.stderr
+    out = tmp_path / "exported"
+    run = run_cli("export", str(tuned), "--format", "hf", "--out", str(out))
+    assert run.exit_code == 0, run.stderr
+    reference, info, tokenizer = opened(out)
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+    minitx_model = checkpoints.load(str(tuned)).model
+    base, written = load_file(str(folder / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    moved = [n for n in set(base) & set(written) if not torch.equal(base[n], written[n])]
+    assert moved, "the exported weights are the base's, not the fine-tune's"
+    src, mask = sources(family, seed=5)
+    assert generate(reference, src, mask) == generated(minitx_model, src)
+    _, _, original = opened(folder)
+    for text in TEXTS:
+        assert tokenizer(text, text_target=text) == original(text, text_target=text)

@@ -19,6 +19,9 @@ NEW_FAMILIES, the families next door (tests/huggingface/test_families.py):
 - t5-gated-relu: T5 with feed_forward_proj "gated-relu";
 - bart-unequal: BART whose decoder's feed-forward is narrower than the encoder's;
 - marian-odd: Marian with an odd d_model (33, three heads of 11).
+
+And SEPARATE_MARIAN ("marian-separate"): opus-mt's layout with a vocabulary per side
+(share_encoder_decoder_embeddings false: a token table each, target_vocab.json), for export.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from tests.huggingface.tiny_tokenisers import DEFAULT_SIZES, SPECIAL_IDS, save_t
 FAMILIES = ("marian", "t5", "flan-t5", "bart")
 NEW_FAMILIES = ("mbart50", "nllb", "pegasus", "umt5", "t5-gated-relu", "bart-unequal", "marian-odd")
 ALL_FAMILIES = FAMILIES + NEW_FAMILIES
+SEPARATE_MARIAN = "marian-separate"
 TOKENISERS = {"flan-t5": "t5", "umt5": "t5", "t5-gated-relu": "t5", "bart-unequal": "bart",
-              "marian-odd": "marian"}  # family -> the tiny tokeniser its folder gets (else its own)
+              "marian-odd": "marian", SEPARATE_MARIAN: "marian"}  # family -> its tokeniser
 
 
 def tokeniser_family(family: str) -> str:
@@ -66,7 +70,7 @@ def hf_model(family: str, layers: int = 2, d_model: int = 32, heads: int = 4, d_
     )
 
     ids, vocab = special_ids(family), vocab_size(family)
-    if family in NEW_FAMILIES:
+    if family in NEW_FAMILIES or family == SEPARATE_MARIAN:
         return _new_family(family, ids, vocab, layers, d_model, heads, d_ff, positions)
     if family == "marian":
         config = MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
@@ -140,7 +144,8 @@ def _new_family(family: str, ids: dict, vocab: int, layers: int, d_model: int, h
         return BartForConditionalGeneration(BartConfig(**{**shape, "decoder_ffn_dim": d_ff - 16}, **tokens,
                                                        bos_token_id=ids["bos"]))
     return MarianMTModel(MarianConfig(**shape, **tokens, decoder_vocab_size=vocab, scale_embedding=True,
-                                      activation_function="swish", bos_token_id=ids["eos"]))
+                                      activation_function="swish", bos_token_id=ids["eos"],
+                                      share_encoder_decoder_embeddings=family != SEPARATE_MARIAN))
 
 
 def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0, **shape) -> Path:
@@ -161,10 +166,10 @@ def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0,
         ids = special_ids(family)
         # EOS's row of the output table, longer: outputs end at different steps, not only at the cap
         model.get_output_embeddings().weight[ids["eos"]] *= eos_boost
-    if family in ("marian", "marian-odd"):  # opus-mt's: PAD never produced, EOS forced at the last position
+    if family in ("marian", "marian-odd", SEPARATE_MARIAN):  # opus-mt's: PAD never produced, EOS forced last
         model.generation_config.bad_words_ids = [[ids["pad"]]]
         model.generation_config.max_length = 24
-    if family in NEW_FAMILIES:
+    if family in NEW_FAMILIES or family == SEPARATE_MARIAN:
         model.generation_config.max_length = 24
     if family == "pegasus":  # random weights put PAD (its zero row) first: banned, as Marian bans it
         model.generation_config.bad_words_ids = [[ids["pad"]]]
@@ -177,7 +182,8 @@ def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0,
         _untie_lm_head(folder, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # MarianTokenizer recommends sacremoses, which it does not use
-        save_tokeniser(folder, tokeniser_family(family), vocab_size(family))
+        save_tokeniser(folder, tokeniser_family(family), vocab_size(family),
+                       separate_vocabs=family == SEPARATE_MARIAN)
     return folder
 
 
