@@ -51,9 +51,22 @@ def tokeniser_files(task: Task) -> dict[str, bytes]:
             if (folder / name).is_file():
                 files[name] = (folder / name).read_bytes()
         if TOKENIZER_CONFIG in files:
+            kept = json.loads(files[TOKENIZER_CONFIG])
+            languages = languages_of(task)
+            if any(kept.get(k) != v for k, v in languages.items()):  # the model's pair, not the base's
+                files[TOKENIZER_CONFIG] = json_bytes({**kept, **languages})
             return files
     files[TOKENIZER_CONFIG] = json_bytes(_tokenizer_config(task))
     return files
+
+
+def languages_of(task: Task) -> dict[str, str]:
+    """src_lang and tgt_lang of a multilingual tokeniser (NLLB, mBART), as the task reads its
+    sides (hf_tokenisers reads them back from these keys); empty for any other."""
+    source, target = task.src_vocab.tokeniser.settings, task.vocab.tokeniser.settings
+    if "language" not in source or "language" not in target:
+        return {}
+    return {"src_lang": source["language"], "tgt_lang": target["language"]}
 
 
 def _tokenizer_config(task: Task) -> dict[str, Any]:
@@ -81,6 +94,9 @@ def _tokenizer_config(task: Task) -> dict[str, Any]:
                      "single_word": bool(single), "normalized": False,
                      "special": text in settings.get("specials", [])}
             for text, i, lstrip, rstrip, single in settings.get("added", [])}
+    config.update(languages_of(task))
+    if settings.get("language_at") == "suffix" and kind == "nllb":  # the code after </s>
+        config["legacy_behaviour"] = True
     named = {v for k, v in config.items() if k.endswith("_token")}
     extra = [t for t in settings.get("specials", []) if t not in named]
     if extra:

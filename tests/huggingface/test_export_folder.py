@@ -75,7 +75,8 @@ def test_an_exported_folder_loads_in_transformers_with_the_weights_and_generates
         assert tokenizer(text, text_target=text) == original(text, text_target=text)
 
 
-@pytest.mark.parametrize("family", ["marian", pytest.param("t5", marks=pytest.mark.slow), "bart"])
+@pytest.mark.parametrize("family", ["marian", "bart", "nllb", *(
+    pytest.param(f, marks=pytest.mark.slow) for f in ("t5", "mbart50", "pegasus", "umt5", SEPARATE_MARIAN))])
 def test_an_imported_file_whose_folder_is_gone_exports_a_tokeniser_transformers_reads_the_same(
         family, tmp_path):
     folder = save_model(tmp_path / family, family)
@@ -275,3 +276,40 @@ def test_a_file_fine_tuned_from_each_family_exports_a_folder_transformers_loads_
     _, _, original = opened(folder)
     for text in TEXTS:
         assert tokenizer(text, text_target=text) == original(text, text_target=text)
+
+
+def test_a_multilingual_models_language_pair_is_the_exported_tokenisers(tmp_path):
+    """An NLLB model set to translate French to German writes src_lang and tgt_lang: the exported
+    tokeniser reads sources and targets as NllbTokenizer(src_lang=fra_Latn, tgt_lang=deu_Latn)
+    does, and generate() forces the German code first, as minitx's greedy decoding does."""
+    from transformers import AutoTokenizer
+
+    from minitx.core.data.languages import with_languages
+
+    folder = save_model(tmp_path / "nllb", "nllb")
+    ckpt = checkpoints.load(str(folder))
+    ckpt.task, ckpt.model.generation = with_languages(ckpt.task, ckpt.model.generation, "fra_Latn",
+                                                      "deu_Latn")
+    hf_export.export_folder(ckpt.model, ckpt.task, tmp_path / "out")
+    reference, _, tokenizer = opened(tmp_path / "out")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        original = AutoTokenizer.from_pretrained(folder, src_lang="fra_Latn", tgt_lang="deu_Latn")
+    for text in TEXTS:
+        assert tokenizer(text, text_target=text) == original(text, text_target=text)
+    src, mask = sources("nllb", seed=5)
+    theirs = generate(reference, src, mask)
+    assert theirs == generated(ckpt.model, src)
+    assert {row[0] for row in theirs} == {original.convert_tokens_to_ids("deu_Latn")}
+
+
+def test_an_m2m100_model_with_an_output_bias_is_refused_as_its_family_has_none(tmp_path):
+    """M2M100/NLLB have no final_logits_bias: a model whose output bias is not zero cannot be
+    written as one without changing what it computes; one line, nothing written."""
+    folder = save_model(tmp_path / "nllb", "nllb")
+    ckpt = checkpoints.load(str(folder))
+    with torch.no_grad():
+        ckpt.model.output.bias[5] = 0.25
+    with pytest.raises(hf_export.ExportError, match="m2m_100 has no output bias"):
+        hf_export.export_folder(ckpt.model, ckpt.task, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
