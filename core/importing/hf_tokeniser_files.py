@@ -19,6 +19,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from minitx.core.data.m2m100_tokeniser import M2M100_CODES, M2M100Tokeniser
 from minitx.core.data.subword import SubwordVocab
 from minitx.core.data.task import Task
 from minitx.core.data.tokenisers import TOKENIZER_JSON
@@ -73,14 +74,17 @@ def _tokenizer_config(task: Task) -> dict[str, Any]:
     """tokenizer_config.json from the settings a model keeps of its tokeniser."""
     vocab = task.vocab
     settings = vocab.tokeniser.settings
-    kind = "marian" if vocab.tokeniser.kind == "marian" else settings["pipeline"]
+    kind = settings["pipeline"] if "pipeline" in settings else vocab.tokeniser.kind  # marian, m2m100
     config: dict[str, Any] = {"tokenizer_class": TOKENISER_CLASSES.get(kind, PLAIN_CLASS),
                               "clean_up_tokenization_spaces": bool(settings.get("cleanup", False)),
                               "pad_token": vocab.tokens[vocab.pad]}
     if vocab.unk is not None:
         config["unk_token"] = vocab.tokens[vocab.unk]
-    if kind in ("marian", "t5"):
+    if kind in ("marian", "t5", M2M100Tokeniser.kind):
         config["eos_token"] = settings["eos"]
+    if kind == M2M100Tokeniser.kind:  # its codes: the class's list that the settings hold
+        config["language_codes"] = next(k for k, codes in M2M100_CODES.items()
+                                        if list(codes) == settings["languages"])
     if kind == "roberta":
         config.update(bos_token=settings["cls"], cls_token=settings["cls"], eos_token=settings["sep"],
                       sep_token=settings["sep"], add_prefix_space=bool(settings.get("add_prefix_space")),

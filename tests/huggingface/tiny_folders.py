@@ -21,7 +21,8 @@ NEW_FAMILIES, the families next door (tests/huggingface/test_families.py):
 - marian-odd: Marian with an odd d_model (33, three heads of 11).
 
 And SEPARATE_MARIAN ("marian-separate"): opus-mt's layout with a vocabulary per side
-(share_encoder_decoder_embeddings false: a token table each, target_vocab.json), for export.
+(share_encoder_decoder_embeddings false: a token table each, target_vocab.json), for export; and
+"m2m100": M2M100's network (as nllb's) with M2M100Tokenizer's own files.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ FAMILIES = ("marian", "t5", "flan-t5", "bart")
 NEW_FAMILIES = ("mbart50", "nllb", "pegasus", "umt5", "t5-gated-relu", "bart-unequal", "marian-odd")
 ALL_FAMILIES = FAMILIES + NEW_FAMILIES
 SEPARATE_MARIAN = "marian-separate"
+OTHER_FAMILIES = (SEPARATE_MARIAN, "m2m100")  # tested where they matter (export, M2M100's tokeniser)
 TOKENISERS = {"flan-t5": "t5", "umt5": "t5", "t5-gated-relu": "t5", "bart-unequal": "bart",
               "marian-odd": "marian", SEPARATE_MARIAN: "marian"}  # family -> its tokeniser
 
@@ -70,7 +72,7 @@ def hf_model(family: str, layers: int = 2, d_model: int = 32, heads: int = 4, d_
     )
 
     ids, vocab = special_ids(family), vocab_size(family)
-    if family in NEW_FAMILIES or family == SEPARATE_MARIAN:
+    if family in NEW_FAMILIES or family in OTHER_FAMILIES:
         return _new_family(family, ids, vocab, layers, d_model, heads, d_ff, positions)
     if family == "marian":
         config = MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
@@ -135,7 +137,7 @@ def _new_family(family: str, ids: dict, vocab: int, layers: int, d_model: int, h
     if family == "mbart50":
         return MBartForConditionalGeneration(MBartConfig(**shape, **tokens, bos_token_id=ids["bos"],
                                                          scale_embedding=True))
-    if family == "nllb":
+    if family in ("nllb", "m2m100"):
         return M2M100ForConditionalGeneration(M2M100Config(**shape, **tokens, bos_token_id=ids["bos"],
                                                            scale_embedding=True, activation_function="relu"))
     if family == "pegasus":
@@ -169,7 +171,7 @@ def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0,
     if family in ("marian", "marian-odd", SEPARATE_MARIAN):  # opus-mt's: PAD never produced, EOS forced last
         model.generation_config.bad_words_ids = [[ids["pad"]]]
         model.generation_config.max_length = 24
-    if family in NEW_FAMILIES or family == SEPARATE_MARIAN:
+    if family in NEW_FAMILIES or family in OTHER_FAMILIES:
         model.generation_config.max_length = 24
     if family == "pegasus":  # random weights put PAD (its zero row) first: banned, as Marian bans it
         model.generation_config.bad_words_ids = [[ids["pad"]]]
