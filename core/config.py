@@ -276,7 +276,7 @@ IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
 FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "optimizer", "max_length",
-                    "probes", "general", "forget_alarm", "watch")
+                    "decay_all", "probes", "general", "forget_alarm", "watch")
 _TRAIN_DEFAULTS: dict[str, Any] = {}  # filled below, once TrainConfig exists
 
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
@@ -324,6 +324,7 @@ class TrainConfig(_DictMixin):
     accumulate: int = 1  # micro-batches of batch_size whose gradients make one optimiser step
     label_smoothing: float = 0.0  # torch's CrossEntropyLoss(label_smoothing), transformers' label_smoother
     weight_decay: float = 0.0  # AdamW's decoupled weight decay (0: Adam)
+    decay_all: bool = False  # a fine-tune decays biases and norms too (default: as Trainer, not them)
     optimizer: str = "adamw"
     max_length: int = 0  # tokens a source or target (end token included) is cut to; 0: the model's positions
     # Watching a fine-tune (core/training/watching.py, docs/training.md "Watching a fine-tune")

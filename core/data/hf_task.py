@@ -16,6 +16,7 @@ the model's own tokeniser. What differs:
 from __future__ import annotations
 
 from minitx.core.data.imported_task import ImportedTask
+from minitx.core.data.origin import Origin
 from minitx.core.data.pair_task import PairSet
 from minitx.core.data.vocab import Vocab
 
@@ -26,13 +27,13 @@ EXAMPLE = "The weather is nice today."  # a source to show first when no pairs w
 class HuggingFaceTask(ImportedTask):
     name = HF_TASK
 
-    def __init__(self, vocab: Vocab, src_vocab: Vocab, origin: dict, heldout: PairSet | None = None,
+    def __init__(self, vocab: Vocab, src_vocab: Vocab, origin: Origin, heldout: PairSet | None = None,
                  provenance: dict | None = None, counts: dict | None = None, min_len: int = 1,
                  max_len: int = 1, max_target_len: int = 1) -> None:
         super().__init__(vocab, src_vocab, False, origin, heldout, provenance, counts, min_len, max_len,
                          max_target_len)
-        model = origin.get("model_id") or origin.get("folder") or "a folder"
-        family = origin.get("family") or "Hugging Face"
+        model = origin.model_id or origin.folder or "a folder"
+        family = origin.family or "Hugging Face"
         self.description = f"{model}, a {family} model from Hugging Face"
 
     def model_fields(self) -> dict[str, int]:

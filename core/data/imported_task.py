@@ -16,8 +16,8 @@ with the two vocabularies it was trained with and the way its code fed sources.
   sequences of the vocabularies (input_batch), and typed sources work everywhere.
 - Decoding budget: the nn.Transformer tutorial's `translate`, at most the wrapped source's
   length plus 4 new tokens (or the longest kept target plus end, if longer).
-- `origin`: where the model came from (layout, files and their sha256, the special tokens as
-  the files spell them), for `inspect` and the app's header.
+- `origin` (core/data/origin.py): where the model came from (layout, files and their sha256,
+  the special tokens as the files spell them), for `inspect` and the app's header.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from minitx.core.data.batch import Batch
+from minitx.core.data.origin import Origin
 from minitx.core.data.pair_ids import PairData, Side
 from minitx.core.data.pair_task import (
     MAX_STORED_TOKENS,
@@ -60,7 +61,9 @@ class ImportedTask(PairsTask):
     exact_lengths = False
     evaluated_on = "held-out pairs"
 
-    def __init__(self, vocab: Vocab, src_vocab: Vocab, wraps_source: bool, origin: dict,
+    origin: Origin
+
+    def __init__(self, vocab: Vocab, src_vocab: Vocab, wraps_source: bool, origin: Origin,
                  heldout: PairSet | None = None, provenance: dict | None = None,
                  counts: dict | None = None, min_len: int = 1, max_len: int = 1,
                  max_target_len: int = 1) -> None:
@@ -72,8 +75,8 @@ class ImportedTask(PairsTask):
         self.provenance, self.counts = provenance or {}, counts or {}
         self.expect = self.alignment_name = ""
         self.max_target_len = max_target_len
-        layout = origin.get("layout") or "a mapping"
-        weights = origin.get("weights", {}).get("file", "a file")
+        layout = origin.layout or "a mapping"
+        weights = (origin.record.get("weights") or {}).get("file", "a file")
         self.description = f"a model imported from {weights} ({layout})"
 
     @property
@@ -197,7 +200,7 @@ class ImportedTask(PairsTask):
     def to_dict(self) -> dict:
         data = {"name": self.name, "min_len": self.min_len, "max_len": self.max_len,
                 "max_target_len": self.max_target_len, "wraps_source": self.wraps_source,
-                "origin": self.origin}
+                "origin": self.origin.to_dict()}
         if self.heldout is not None:
             stored = super().to_dict()
             data.update(provenance=self.provenance, counts=self.counts, heldout=stored["heldout"])
@@ -235,7 +238,7 @@ class ImportedTask(PairsTask):
             heldout = stored_pairs(data["heldout"], vocab, src_vocab, tokeniser_specials)
         elif "provenance" in data or "counts" in data:
             raise ValueError("the imported task describes pairs it does not keep")
-        return cls(vocab, src_vocab, data["wraps_source"], origin, heldout, provenance, counts,
+        return cls(vocab, src_vocab, data["wraps_source"], Origin(origin), heldout, provenance, counts,
                    ints["min_len"], ints["max_len"], ints["max_target_len"])
 
 

@@ -12,16 +12,18 @@ import dataclasses
 import difflib
 
 from minitx.core.data.generation import Generation
+from minitx.core.data.subword import SubwordVocab
+from minitx.core.data.task import Task
 
 
 class LanguageError(ValueError):
     """A language code the model lacks, or a model without any: one line for a person."""
 
 
-def languages(task) -> tuple[str, ...]:
+def languages(task: Task) -> tuple[str, ...]:
     """The task's language codes (its source tokeniser's), () for a model without them."""
-    tokeniser = getattr(task.src_vocab, "tokeniser", None) if hasattr(task, "src_vocab") else None
-    return tuple(getattr(tokeniser, "languages", ()))
+    vocab = task.src_vocab
+    return tuple(vocab.tokeniser.languages) if isinstance(vocab, SubwordVocab) else ()
 
 
 def current(task) -> tuple[str | None, str | None]:

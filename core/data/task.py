@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import torch
 
 from minitx.core.data.batch import Batch, beyond, draw_lengths
+from minitx.core.data.origin import Origin
 from minitx.core.data.vocab import DIGITS, Vocab
 
 DATA_TASK = "data"  # the task of a model trained on a file of pairs
@@ -41,6 +42,7 @@ class Task:
     train = None  # the pairs a model learns from, when they are a fixed set
     provenance: dict = {}  # where a data file's pairs came from (read-only here)
     wraps_source = False  # sources are fed as SOS source EOS (an imported model's pipeline did so)
+    origin: Origin | None = None  # where a model trained outside minitx came from (imported_task.py)
     # Examples with known answers to measure on (False: an imported model that keeps no pairs;
     # then batch() and evaluation_batches() raise MissingPairs, and input_batch() still works).
     has_examples = True

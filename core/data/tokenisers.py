@@ -122,6 +122,7 @@ class _Pieces:
     """A vocabulary's view of a tokeniser's pieces, from its table of id -> piece (`_by_id`)."""
 
     _by_id: dict[int, str]
+    languages: tuple[str, ...] = ()  # a multilingual tokeniser's language codes
 
     @cached_property
     def size(self) -> int:

@@ -90,8 +90,7 @@ class Exported:
 def origin_family(task: Task) -> str | None:
     """marian, t5 or bart for a model that came from a Hugging Face folder (opened, imported or
     fine-tuned: its task keeps the folder's origin and tokeniser); None otherwise."""
-    origin = getattr(task, "origin", None) or {}
-    family = FAMILIES.get(str(origin.get("family")))
+    family = FAMILIES.get(task.origin.family) if task.origin is not None else None
     return family if family and isinstance(task.vocab, SubwordVocab) else None
 
 
@@ -300,7 +299,7 @@ def export_folder(model: Seq2Seq, task: Task, out: str | Path, force: bool = Fal
     check_out(out, force)
     family, matched = family_for(model, task)
     cfg = model.cfg
-    model_type = str((getattr(task, "origin", None) or {}).get("model_type") or "")
+    model_type = task.origin.model_type if task.origin is not None else ""
     written = {"config.json": json_bytes(folder_config(cfg, family, model_type)),
                "generation_config.json": json_bytes(generation_config(model.generation, cfg,
                                                                       _longest(task, cfg.max_len))),

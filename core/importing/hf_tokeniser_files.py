@@ -45,7 +45,7 @@ def tokeniser_files(task: Task) -> dict[str, bytes]:
     if not isinstance(task.vocab, SubwordVocab):
         return minitx_tokeniser(task)
     files = {**task.src_vocab.files(), **task.vocab.files()}
-    folder = Path(str((getattr(task, "origin", None) or {}).get("folder") or ""))
+    folder = Path(task.origin.folder if task.origin is not None else "")
     if folder.is_dir() and all((folder / n).is_file() and (folder / n).read_bytes() == data
                                for n, data in files.items()):
         for name in (TOKENIZER_CONFIG, TOKENS_MAP_FILE, ADDED_TOKENS):
@@ -129,7 +129,7 @@ def minitx_tokeniser(task: Task) -> dict[str, bytes]:
         tokenizer.decoder = decoders.Fuse()  # characters joined; words and digits with spaces
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials.values()])
     sos, eos = specials[vocab.sos], specials[vocab.eos]
-    if getattr(task, "wraps_source", False):
+    if task.wraps_source:
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{sos} $A {eos}", special_tokens=[(sos, vocab.sos), (eos, vocab.eos)])
     config = {"tokenizer_class": PLAIN_CLASS, "clean_up_tokenization_spaces": False,

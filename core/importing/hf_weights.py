@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from minitx.core.config import GATED_ACTIVATIONS, ModelConfig
+from minitx.core.families import MODEL_TYPES
 from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.hf_cache import unfinished_download
 from minitx.core.importing.json_files import read_json_object
@@ -55,8 +56,7 @@ from minitx.core.model.transformer import Seq2Seq
 from minitx.core.tensor_checks import all_finite
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; a tokenizer.json is read elsewhere
-FAMILIES = {"marian": "marian", "t5": "t5", "mt5": "t5", "umt5": "umt5", "bart": "bart", "mbart": "mbart",
-            "m2m_100": "m2m_100", "pegasus": "pegasus"}
+FAMILIES = MODEL_TYPES  # config.json's model_type -> its family (core/families.py)
 T5_LIKE = ("t5", "umt5")
 PRE_NORM = ("mbart", "m2m_100", "pegasus")  # BART-like layers made pre-norm, a LayerNorm after each stack
 OTHER_KINDS = {  # model types people will try, and what they are

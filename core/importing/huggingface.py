@@ -15,6 +15,7 @@ import torch
 
 from minitx.core.data.generation import Generation
 from minitx.core.data.hf_task import HuggingFaceTask
+from minitx.core.data.origin import Origin
 from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.hf_generation import read_generation
 from minitx.core.importing.hf_tokenisers import read_tokenisers
@@ -87,7 +88,7 @@ def open_folder(folder: str | Path, progress: Progress | None = None, model_id: 
     origin = {"family": read.family, "model_type": read.config.get("model_type"), "folder": str(folder),
               "model_id": model_id or None,
               "files": {p.name: _facts(p, hashes) for p in [folder / "config.json", *read.files]}}
-    task = HuggingFaceTask(vocab, src_vocab, origin, max_len=cfg.max_len, min_len=1)
+    task = HuggingFaceTask(vocab, src_vocab, Origin(origin), max_len=cfg.max_len, min_len=1)
     summary = {"imported": {"layout": "huggingface", "family": read.family, "file": folder.name}}
     return Opened(read.model, task, summary, read.notes, read.files)
 

@@ -34,6 +34,7 @@ import torch
 from minitx.core.config import NORM_EPS, NORM_KINDS, ModelConfig
 from minitx.core.data.given_pairs import with_pairs
 from minitx.core.data.imported_task import ImportedTask
+from minitx.core.data.origin import Origin
 from minitx.core.data.pair_task import STORED_HELDOUT
 from minitx.core.data.vocab import MAX_TOKEN_CHARS, Vocab, valid_token
 from minitx.core.importing.errors import ImportFileError
@@ -181,7 +182,7 @@ def import_model(weights: str | os.PathLike, src_vocab: str | os.PathLike, tgt_v
     _check_vocab_rows(mapped, weights, "output.weight", tgt_file, "output layer")
 
     wraps = bool(settings.wrap_source)
-    task = ImportedTask(target, source, wraps, {}, max_len=positions - 2 if wraps else positions)
+    task = ImportedTask(target, source, wraps, Origin({}), max_len=positions - 2 if wraps else positions)
     cfg = cfg.replace(**task.model_fields())
     _check_shapes(mapped, weights, cfg)
     model = Seq2Seq(cfg)
@@ -198,7 +199,7 @@ def import_model(weights: str | os.PathLike, src_vocab: str | os.PathLike, tgt_v
         "specials": {"src": _spellings(source), "tgt": _spellings(target)},
         "positions": _positions_origin(model),
     }
-    task = ImportedTask(target, source, wraps, origin, max_len=task.max_len)
+    task = ImportedTask(target, source, wraps, Origin(origin), max_len=task.max_len)
     if pairs:
         task, pair_notes = kept_pairs(task, Path(pairs), positions)
         notes += pair_notes

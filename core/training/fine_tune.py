@@ -2,9 +2,11 @@
 trained further on a file of pairs (`minitx train --init MODEL --data PAIRS`, docs/training.md).
 
 What this module decides, once:
-- the defaults a fine-tune starts from, per family (FINE_TUNE_DEFAULTS; the CLI's header and
-  the app's form read them here): AdamW with weight decay 0.01 at lr 2e-5 (Marian, BART) or
-  1e-4 (T5), or Adafactor at 1e-3 for T5 when asked;
+- the defaults a fine-tune starts from, per family (fine_tune_defaults; the CLI's header and
+  the app's form read them here): AdamW with weight decay 0.01 at the family's learning rate
+  (core/families.py: 2e-5 Marian and BART, 3e-5 mBART, 5e-5 M2M100/NLLB and Pegasus, 1e-4 T5
+  and UMT5), or Adafactor at 1e-3 when asked;
+- what trains as the family's transformers model trains (train_as_family, from core/families.py);
 - the pairs it learns from and is measured on, read by the model's own tokenisers (targets as
   `tokenizer(text_target=...)` gives its labels), held out as a data file's are, and cut to the
   model's positions or `max_length` (as a tokeniser's truncation cuts: the end token stays),
@@ -27,49 +29,54 @@ from minitx.core.data.imported_task import ImportedTask
 from minitx.core.data.pair_files import DataError
 from minitx.core.data.pair_ids import PairData, Side
 from minitx.core.data.pair_task import HOLDOUT_SHARE, MIN_HOLDOUT, PairSet, PairsTask
-from minitx.core.data.subword import SUBWORD
+from minitx.core.data.subword import SUBWORD, SubwordVocab
 from minitx.core.data.task import EXPECTATIONS, Task
+from minitx.core.families import Family, family
 
-# family -> the TrainConfig fields a fine-tune of it starts from (the scratch recipes keep theirs).
-# transformers' Trainer's AdamW (betas 0.9/0.999, eps 1e-8, gradient norm clipped at 1) with the
-# Hugging Face course's weight decay and learning rates; "minitx": a model minitx trained.
+# The TrainConfig fields every fine-tune starts from (the scratch recipes keep theirs), the
+# learning rate being its family's (core/families.py): transformers' Trainer's AdamW (betas
+# 0.9/0.999, eps 1e-8, gradient norm clipped at 1) with the Hugging Face course's weight decay.
 COMMON_DEFAULTS = {"optimizer": "adamw", "weight_decay": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
                    "clip_grad_norm": 1.0, "warmup": 0, "schedule": "flat", "batch_size": 16,
                    "steps": 1000, "eval_every": 200, "eval_size": 500, "until": 0.0,
                    "bucket_lengths": False, "length_power": 0.0}
-FAMILY_LR = {"marian": 2e-5, "bart": 2e-5, "t5": 1e-4, "minitx": 1e-4}
 ADAFACTOR_LR = 1e-3  # T5's own (google-research/text-to-text-transfer-transformer #230)
 
 
+def base_family(task: Task) -> Family:
+    """The family of the model a task belongs to (a Hugging Face folder's, kept by its task's
+    origin through import and fine-tuning); core/families.py's MINITX for any other."""
+    return family(task.origin.family if task.origin is not None else None)
+
+
 def family_of(task: Task) -> str:
-    """marian, t5 or bart for a Hugging Face model's task; "minitx" for any other."""
-    family = getattr(task, "origin", {}).get("family") if hasattr(task, "origin") else None
-    return family if family in FAMILY_LR else "minitx"
+    """The family's key ("marian", "mbart", ...; "minitx" for a model minitx trained)."""
+    return base_family(task).key
 
 
-# What transformers keeps fixed while it trains a family: Marian's and BART's final_logits_bias
-# is a buffer there (minitx's output bias), so a fine-tune leaves it as the base has it.
-FROZEN = {"marian": ("output.bias",), "bart": ("output.bias",)}
-# Families whose token tables have no padding_idx in transformers: T5's PAD row is a token like
-# any other (the decoder starts from it), so it learns; minitx's tables keep PAD's row fixed.
-PAD_ROW_TRAINED = ("t5",)
+def family_name(task: Task) -> str:
+    """The family as a person calls it, its tokeniser telling mBART-50 from mBART and NLLB-200
+    from M2M100."""
+    pipeline = task.vocab.tokeniser.settings.get("pipeline") if isinstance(task.vocab, SubwordVocab) else None
+    return base_family(task).display_name(pipeline)
 
 
 def train_as_family(model: torch.nn.Module, task: Task) -> None:
-    """Make the model learn what transformers' model of the base's family learns: FROZEN
-    tensors fixed, PAD's rows trained where its tables have no padding_idx."""
-    family = family_of(task)
+    """Make the model learn what transformers' model of the base's family learns: the tensors
+    it keeps fixed (buffers, frozen tables, an output bias it lacks) fixed, PAD's rows trained
+    where its tables have no padding_idx."""
+    kind = base_family(task)
     for name, p in model.named_parameters():
-        if name in FROZEN.get(family, ()):
+        if name in kind.frozen:
             p.requires_grad_(False)
-    if family in PAD_ROW_TRAINED:
+    if kind.pad_row_trained:
         for table in (model.src_embed, model.tgt_embed):
             table.padding_idx = None
 
 
-def fine_tune_defaults(family: str, optimizer: str = "adamw") -> dict:
-    """The TrainConfig fields a fine-tune of `family` starts from."""
-    defaults = dict(COMMON_DEFAULTS, lr=FAMILY_LR.get(family, FAMILY_LR["minitx"]))
+def fine_tune_defaults(key: str, optimizer: str = "adamw") -> dict:
+    """The TrainConfig fields a fine-tune of the family called `key` starts from."""
+    defaults = dict(COMMON_DEFAULTS, lr=family(key).lr)
     if optimizer == "adafactor":  # Adafactor decays by its own rule; no Adam moments to tune
         defaults.update(optimizer="adafactor", lr=ADAFACTOR_LR, weight_decay=0.0)
     return defaults
@@ -87,18 +94,17 @@ def weights_sha256(model: torch.nn.Module) -> str:
 def base_record(name: str, model: torch.nn.Module, task: Task) -> dict:
     """What a fine-tuned file says of its base: the name given, the family, the model id or
     folder where it was one, and the sha256 of its weights."""
-    origin = getattr(task, "origin", {}) or {}
     record = {"init": name, "family": family_of(task), "sha256": weights_sha256(model)}
-    for key in ("model_id", "folder"):
-        if origin.get(key):
-            record[key] = origin[key]
+    if task.origin is not None:
+        where = {"model_id": task.origin.model_id, "folder": task.origin.folder}
+        record.update({k: v for k, v in where.items() if v})
     return record
 
 
 def folder_dropout(task: Task) -> float | None:
     """The dropout a Hugging Face folder's config.json trains with (T5's dropout_rate, Marian's
     and BART's dropout); None when the base is no folder that can be read now."""
-    folder = (getattr(task, "origin", {}) or {}).get("folder")
+    folder = task.origin.folder if task.origin is not None else ""
     if not folder or not (Path(folder) / "config.json").is_file():
         return None
     try:

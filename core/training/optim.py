@@ -13,37 +13,74 @@ What a caller sees stays torch.optim's: `state[param]` = step, exp_avg, exp_avg_
 step was taken, `param_groups[0]["lr"]`. Code that swaps a parameter's storage or drops
 its .grad (`p.data = ...` as Module.to does, model.zero_grad()) is put right at the next norm or
 step: the values are taken back into the buffers, never silently skipped.
+
+Weight decay, as transformers' Trainer groups it (Trainer.get_decay_parameter_names): every
+parameter but biases and norms' weights (a parameter inside an nn.LayerNorm, or whose name says
+bias or norm: T5's relative position bias is one, by its name); a fine-tune decays so unless
+TrainConfig.decay_all, which decays every parameter (what minitx did before). The flat buffer
+holds the decayed parameters first, so each part is one kernel call: AdamW's over the first,
+Adam's over the rest.
 """
 
 from __future__ import annotations
 
+import re
+
 import torch
+
+# transformers' Trainer's names of parameters it does not decay (matched in the lowercased name)
+NO_DECAY_NAMES = tuple(re.compile(p) for p in (r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)",
+                                                r"_norm(?:$|\.)"))
+
+
+def decayed_names(model: torch.nn.Module) -> set[str]:
+    """The parameters transformers' Trainer decays: not inside an nn.LayerNorm, and not named
+    as a bias or a norm (NO_DECAY_NAMES), as its get_parameter_names walks the modules."""
+    norms = {f"{m}.{n}" if m else n for m, module in model.named_modules()
+             if isinstance(module, torch.nn.LayerNorm) for n, _ in module.named_parameters()}
+    return {name for name, _ in model.named_parameters()
+            if name not in norms and not any(p.search(name.lower()) for p in NO_DECAY_NAMES)}
+
+
+def decay_flags(model: torch.nn.Module, params: list[torch.Tensor], cfg) -> list[bool] | None:
+    """Which of `params` (the model's) weight decay falls on: Trainer's groups for a fine-tune,
+    every one with cfg.decay_all or from scratch (None)."""
+    if not cfg.init or cfg.decay_all:
+        return None
+    decayed = decayed_names(model)
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [names[id(p)] in decayed for p in params]
 
 
 class FusedAdam:
     """Adam over a fixed list of float parameters on one device; with weight_decay, AdamW
-    (torch.optim.AdamW's decoupled decay, its fused kernel)."""
+    (torch.optim.AdamW's decoupled decay, its fused kernel) on the parameters `decay` marks
+    (default: all of them)."""
 
     FIELDS = ("step", "exp_avg", "exp_avg_sq")  # each parameter's state, as torch.optim names it
 
     def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float],
-                 eps: float, weight_decay: float = 0.0) -> None:
+                 eps: float, weight_decay: float = 0.0, decay: list[bool] | None = None) -> None:
         self.weight_decay = weight_decay
         self.params = list(params)
+        decay = [True] * len(self.params) if decay is None else list(decay)
         if not self.params or len({(p.device, p.dtype) for p in self.params}) != 1:
             raise ValueError("FusedAdam needs parameters of one dtype on one device")
         self.param_groups = [{"lr": lr}]  # the Trainer sets each step's lr here
         self.betas, self.eps = betas, eps
         first = self.params[0]
         sizes = [p.numel() for p in self.params]
+        # the decayed parameters first, the rest after (both in their order): one slice each
+        order = sorted(range(len(self.params)), key=lambda i: not decay[i])
+        self._decayed = sum(sizes[i] for i in order if decay[i])  # elements of the first slice
         flat = [torch.zeros(sum(sizes), dtype=first.dtype, device=first.device) for _ in range(4)]
         self._weights, self._grads, self._exp_avg, self._exp_avg_sq = flat  # each (N,)
         self._step = torch.zeros((), dtype=torch.float32, device=first.device)  # as torch.optim keeps it
         self._stepped = False
         self._gathered = False
         # per parameter: its views into each buffer
-        self._views = [tuple(buf.split(sizes)[i].view_as(p) for buf in flat)
-                       for i, p in enumerate(self.params)]
+        chunks = [dict(zip(order, buf.split([sizes[i] for i in order]))) for buf in flat]
+        self._views = [tuple(chunk[i].view_as(p) for chunk in chunks) for i, p in enumerate(self.params)]
         self._gather()  # each weight moves into its buffer, each .grad points at its own
         self._gathered = False  # and the first backward's result is gathered before use
 
@@ -94,11 +131,16 @@ class FusedAdam:
         self._step.add_(1)
         self._stepped = True
         # AdamW's kernel only with a decay: Adam's stays bit for bit what scratch runs computed
-        kernel = torch._fused_adamw_ if self.weight_decay else torch._fused_adam_
-        kernel(
-            [self._weights], [self._grads], [self._exp_avg], [self._exp_avg_sq], [], [self._step],
-            amsgrad=False, lr=self.param_groups[0]["lr"], beta1=self.betas[0], beta2=self.betas[1],
-            weight_decay=self.weight_decay, eps=self.eps, maximize=False, grad_scale=None, found_inf=None)
+        k = self._decayed if self.weight_decay else 0
+        for part, decay in ((slice(0, k), self.weight_decay), (slice(k, None), 0.0)):
+            buffers = [self._weights[part], self._grads[part], self._exp_avg[part], self._exp_avg_sq[part]]
+            if not buffers[0].numel():
+                continue
+            kernel = torch._fused_adamw_ if decay else torch._fused_adam_
+            kernel(
+                *([b] for b in buffers), [], [self._step],
+                amsgrad=False, lr=self.param_groups[0]["lr"], beta1=self.betas[0], beta2=self.betas[1],
+                weight_decay=decay, eps=self.eps, maximize=False, grad_scale=None, found_inf=None)
 
     # -- state, as torch.optim shows it --------------------------------------------------------
     @property
@@ -131,9 +173,13 @@ class Adafactor:
 
     FIELDS = ("step", "row_var", "col_var", "variance")  # a matrix keeps row/col, a vector variance
 
-    def __init__(self, params: list[torch.Tensor], lr: float, weight_decay: float = 0.0) -> None:
+    def __init__(self, params: list[torch.Tensor], lr: float, weight_decay: float = 0.0,
+                 decay: list[bool] | None = None) -> None:
         self.params = list(params)
-        self._optim = torch.optim.Adafactor(self.params, lr=lr, weight_decay=weight_decay)
+        decay = [True] * len(self.params) if decay is None else list(decay)
+        groups = [{"params": [p for p, d in zip(self.params, decay) if d == want],
+                   "weight_decay": weight_decay if want else 0.0} for want in (True, False)]
+        self._optim = torch.optim.Adafactor([g for g in groups if g["params"]], lr=lr)
         self.param_groups = self._optim.param_groups
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -158,9 +204,12 @@ class Adafactor:
             self._optim.state[p] = {k: v.clone() for k, v in s.items()}
 
 
-def make_optimizer(params: list[torch.Tensor], cfg) -> FusedAdam | Adafactor:
-    """The optimiser a TrainConfig names, set up as it says."""
+def make_optimizer(params: list[torch.Tensor], cfg, model: torch.nn.Module | None = None
+                   ) -> FusedAdam | Adafactor:
+    """The optimiser a TrainConfig names, set up as it says; weight decay on the parameters
+    decay_flags picks from `model`'s (on all of them without a model)."""
+    decay = decay_flags(model, params, cfg) if model is not None else None
     if cfg.optimizer == "adafactor":
-        return Adafactor(params, cfg.lr, cfg.weight_decay)
+        return Adafactor(params, cfg.lr, cfg.weight_decay, decay)
     return FusedAdam(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
-                     weight_decay=cfg.weight_decay)
+                     weight_decay=cfg.weight_decay, decay=decay)

@@ -152,7 +152,7 @@ class Trainer:
             train_as_family(self.model, self.task)
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
-        self.optimizer = make_optimizer(self.trainable(), train_cfg)
+        self.optimizer = make_optimizer(self.trainable(), train_cfg, self.model)
         # torch.distributed's data parallel: gradients averaged over the processes in backward
         self._ddp = torch.nn.parallel.DistributedDataParallel(
             self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None) \

@@ -11,7 +11,7 @@ import torch
 from minitx.core.config import ModelConfig
 from minitx.core.data.tasks import get_task
 from minitx.core.model.transformer import Seq2Seq
-from minitx.core.training.optim import FusedAdam
+from minitx.core.training.optim import FusedAdam, decayed_names
 
 
 def _losses_and_weights(make_optimizer, steps=5):
@@ -124,3 +124,49 @@ def test_loaded_moments_continue_the_run_bit_for_bit():
         optimizer.step()
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters()))
     assert float(second.state[next(twin.parameters())]["step"]) == 4
+
+
+def _decay_run(make_optimizer, steps=5):
+    """`steps` AdamW steps of a small model at weight decay 0.5 (large: a decay on the wrong
+    tensors shows); its parameters."""
+    params, _ = _losses_and_weights(make_optimizer, steps)
+    return params
+
+
+def _trainer_groups(params, decay, weight_decay):
+    return [{"params": [p for p, d in zip(params, decay) if d], "weight_decay": weight_decay},
+            {"params": [p for p, d in zip(params, decay) if not d], "weight_decay": 0.0}]
+
+
+def test_adamw_with_a_decay_mask_steps_as_torchs_adamw_in_trainers_two_groups():
+    model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
+                                max_len=16))
+    decayed = decayed_names(model)
+    decay = [n in decayed for n, _ in model.named_parameters()]
+    assert any(decay) and not all(decay)
+    ours = _decay_run(lambda p: FusedAdam(p, 1e-3, (0.9, 0.98), 1e-9, weight_decay=0.5, decay=decay))
+    two_groups = _decay_run(lambda p: _OneLr(torch.optim.AdamW(
+        _trainer_groups(p, decay, 0.5), lr=1e-3, betas=(0.9, 0.98), eps=1e-9, fused=True)))
+    one_group = _decay_run(lambda p: _OneLr(torch.optim.AdamW(p, lr=1e-3, betas=(0.9, 0.98), eps=1e-9,
+                                                              weight_decay=0.5, fused=True)))
+    everywhere = _decay_run(lambda p: FusedAdam(p, 1e-3, (0.9, 0.98), 1e-9, weight_decay=0.5))
+    assert all(torch.equal(a, b) for a, b in zip(ours, two_groups))
+    assert all(torch.equal(a, b) for a, b in zip(everywhere, one_group))  # decay-all: one group
+    spared = [a for a, b, d in zip(ours, one_group, decay) if not d and not torch.equal(a, b)]
+    assert spared  # the two references differ exactly where the mask spares a tensor
+
+
+class _OneLr:
+    """A torch optimiser whose every group takes the lr the test sets on the first."""
+
+    def __init__(self, optimizer):
+        self._optim = optimizer
+        self.param_groups = [{"lr": 0.0}]
+
+    def zero_grad(self, set_to_none=True):
+        self._optim.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        for group in self._optim.param_groups:
+            group["lr"] = self.param_groups[0]["lr"]
+        self._optim.step()

@@ -17,6 +17,7 @@ import torch
 
 from minitx.checkpoints import load
 from minitx.core.data.languages import LanguageError, code_of, current, languages, with_languages
+from minitx.core.data.tasks import get_task
 from minitx.core.interp.beam import BeamSearch
 from minitx.core.interp.decode import Stepper, cut_after_end
 from tests.huggingface.conftest import reference_tokeniser
@@ -125,7 +126,7 @@ def test_an_unknown_language_code_is_one_line_naming_the_close_ones_and_exit_2(f
 
     folder = str(folders("nllb")[0])
     with pytest.raises(LanguageError, match="no language codes"):
-        code_of(type("Task", (), {"src_vocab": None})(), "fra_Latn")
+        code_of(get_task("reverse"), "fra_Latn")
     result = CliRunner().invoke(main, ["decode", folder, "Anna has 3 apples.", "--tgt-lang", "fra"])
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()

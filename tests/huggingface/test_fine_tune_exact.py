@@ -3,7 +3,8 @@ transformers (tests/huggingface/tiny_folders.py), minitx's Trainer (`train --ini
 transformers loop take the same pairs, tokenised by transformers' own tokeniser
 (`tokenizer(sources, text_target=targets)`, padding labelled -100), and give the same loss and
 gradient norm as `model(..., labels=...)`, the same gradients of every trained tensor (1e-5
-relative) and, after one torch.optim.AdamW step with the same settings, the same weights."""
+relative) and, after one torch.optim.AdamW step with the same settings (weight decay in
+transformers' Trainer's two groups), the same weights."""
 
 from __future__ import annotations
 
@@ -42,19 +43,32 @@ def their_name(reference, name: str) -> str:
 
 
 def pairs_of(reference, model_cfg, family: str) -> list[tuple[str, torch.nn.Parameter, slice]]:
-    """(minitx name, transformers parameter, its rows) for every tensor minitx trains."""
+    """(minitx name, transformers parameter, its rows) for every tensor minitx trains (and
+    Pegasus' position tables, which it keeps fixed)."""
     names = dict(layer_names(family, model_cfg))
     names.update({"src_embed.weight": "shared.weight", "tgt_embed.weight": "decoder.embed_tokens.weight",
                   "output.weight": "lm_head.weight"})
-    if family == "bart":
+    if model_cfg.position_encoding == "learned":  # BART's and mBART's learned tables, Pegasus' sinusoids
         names.update({"src_positions.weight": "encoder.embed_positions.weight",
                       "tgt_positions.weight": "decoder.embed_positions.weight"})
     params = dict(reference.named_parameters(remove_duplicate=False))
     out = []
     for mine, theirs in names.items():
-        rows = slice(BART_POSITION_OFFSET, None) if "positions" in mine else slice(None)
+        offset = "positions" in mine and family in ("bart", "mbart")  # position p at row p + 2
+        rows = slice(BART_POSITION_OFFSET, None) if offset else slice(None)
         out.append((mine, params[their_name(reference, theirs)], rows))
     return out
+
+
+def trainer_groups(reference, weight_decay: float) -> list[dict]:
+    """transformers' Trainer's AdamW parameter groups: the parameters its
+    get_decay_parameter_names picks at `weight_decay`, the rest (biases, norms) at 0."""
+    from transformers import Trainer
+
+    decayed = set(Trainer.get_decay_parameter_names(None, reference))
+    named = [(n, p) for n, p in reference.named_parameters() if p.requires_grad]
+    return [{"params": [p for n, p in named if n in decayed], "weight_decay": weight_decay},
+            {"params": [p for n, p in named if n not in decayed], "weight_decay": 0.0}]
 
 
 def close(mine: torch.Tensor, theirs: torch.Tensor, floor: float = 0.0, tol: float = 1e-5) -> bool:
@@ -98,7 +112,7 @@ def test_one_fine_tune_step_is_transformers_labels_loss_and_adamw_step(folder, t
     assert not bad, f"{family} gradients differ: {bad}"
     assert abs(stats.loss - loss.item()) <= 1e-5 * loss.item()
     assert abs(stats.grad_norm - float(norm)) <= 1e-5 * float(norm)
-    optimiser = torch.optim.AdamW(trained, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    optimiser = torch.optim.AdamW(trainer_groups(reference, 0.01), lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
     optimiser.step()
     # Adam's first step moves each weight by lr x sign(its gradient): a weight whose gradient is
     # zero but for rounding (a key bias's all are: softmax ignores what adds to every score) moves

@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 from minitx.core.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig
 from minitx.core.data.imported_task import ImportedTask
+from minitx.core.data.origin import Origin
 from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.hf_tokenisers import read_tokenisers
 from minitx.core.model.transformer import Seq2Seq
@@ -93,7 +94,7 @@ def test_marian_with_a_vocabulary_per_side_reads_and_decodes_each_with_its_own(t
 def _checkpoint(tiny, path):
     """A tiny random model of the folder's tokeniser (its start token PAD or EOS), saved."""
     source, target = read_tokenisers(tiny.path, tiny.config)
-    task = ImportedTask(target, source, False, {"layout": "huggingface"}, max_len=30)
+    task = ImportedTask(target, source, False, Origin({"layout": "huggingface"}), max_len=30)
     cfg = ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, max_len=32,
                       **task.model_fields())
     save_checkpoint(path, Seq2Seq(cfg), task)

@@ -141,7 +141,7 @@ def test_a_checkpoint_of_an_imported_model_reloads_with_its_vocabularies_and_log
     assert ckpt.model_config == result.model.cfg
     assert ckpt.task.name == "imported" and ckpt.task.wraps_source
     assert ckpt.task.src_vocab == result.task.src_vocab and ckpt.task.vocab == result.task.vocab
-    assert ckpt.task.origin["layout"] == layout
+    assert ckpt.task.origin.layout == layout
     batch = held_out_batch(trained, n=8)
     with torch.no_grad():
         tgt_in = batch.tgt[:, :-1]

@@ -13,6 +13,7 @@ from safetensors.torch import save_file
 
 from minitx.core.checkpoint import CheckpointError, load_checkpoint
 from minitx.core.data.imported_task import NO_PAIRS, ImportedTask, MissingPairs
+from minitx.core.data.origin import Origin
 from minitx.core.data.vocab import Vocab
 from tests.importing.conftest import import_args, run_import
 from tests.reference_models import toy
@@ -22,7 +23,7 @@ TGT = Vocab(("<s>", "</s>", "<blank>", "1", "3", "7", "9"), pad=2, sos=0, eos=1,
 
 
 def task(wraps: bool = True) -> ImportedTask:
-    return ImportedTask(TGT, SRC, wraps, {"layout": "annotated"}, max_len=10)
+    return ImportedTask(TGT, SRC, wraps, Origin({"layout": "annotated"}), max_len=10)
 
 
 def test_sources_are_read_in_the_source_vocabulary_and_wrapped_outputs_in_the_target_one():
@@ -41,7 +42,7 @@ def test_a_source_is_written_in_the_target_vocabulary_by_its_text_for_the_copies
     """Two vocabularies number the same digits differently: "the model copies its source" is
     compared by token text, the wrapping left out; a token the targets lack cannot be copied."""
     src = Vocab((*SRC.tokens, "8"), pad=1, sos=2, eos=3, unk=0, level="word")
-    t = ImportedTask(TGT, src, True, {"layout": "annotated"}, max_len=10)
+    t = ImportedTask(TGT, src, True, Origin({"layout": "annotated"}), max_len=10)
     from minitx.core.data.batch import Batch
 
     fed = torch.tensor([t.parse("3 1 7") + [1], t.parse("7 8")  + [1, 1]])  # (2, 6) PAD after

@@ -48,7 +48,7 @@ class LoadedModel:
     def no_history(self) -> str:
         """Why the model has no training curves or snapshots, said of what it is."""
         if self.pretrained:
-            origin = self.task.origin.get("family") or self.task.origin.get("layout") or "imported"
+            origin = self.task.origin.family or self.task.origin.layout or "imported"
             return f"a {origin} model trained outside minitx"
         return "a file from before minitx kept them, or an export"
 
@@ -57,7 +57,7 @@ class LoadedModel:
         if self.pretrained:  # its layout (family) and the options
             from minitx.core.model.components import short_option_labels
 
-            layout = self.task.origin.get("layout") or self.task.origin.get("family") or "mapping"
+            layout = self.task.origin.layout or self.task.origin.family or "mapping"
             return (f"{self.name} · {layout}: {short_option_labels(self.model.cfg)} · "
                     f"{short_count(self.params)} params · {self.device}")
         task = "" if self.task.name in self.name else f" · {self.task.name}"

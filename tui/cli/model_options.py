@@ -195,7 +195,11 @@ FINE_TUNE_OPTIONS = [
                  help="Label smoothing of the loss, as torch's CrossEntropyLoss(label_smoothing). "
                       "[default: 0]"),
     click.option("--weight-decay", type=click.FloatRange(0), metavar="WD",
-                 help="AdamW's decoupled weight decay. [default: 0.01 fine-tuning, 0 from scratch]"),
+                 help="AdamW's decoupled weight decay: a fine-tune's spares biases and norms, as "
+                      "transformers' Trainer does. [default: 0.01 fine-tuning, 0 from scratch]"),
+    click.option("--decay-all/--no-decay-all", "decay_all", default=None,
+                 help="Weight decay on every parameter of a fine-tune, biases and norms too. "
+                      "[default: no-decay-all]"),
     click.option("--optimizer", type=core_choice("config", "OPTIMIZERS"),
                  help="adamw (Adam at weight decay 0), or torch's Adafactor (T5's, at lr 1e-3). "
                       "[default: adamw]"),

@@ -202,7 +202,9 @@ def _subject(ckpt, device: str, fresh: dict, pairs: str | None = None):
 def _expect(task, pattern: str) -> None:
     """--expect for a checkpoint: the pattern its task's cross-attention should show, for a task
     that names none (a data file trained without --expect, an imported model)."""
-    if task.alignment_name or not hasattr(task, "expect"):
+    from minitx.core.data.pair_task import PairsTask
+
+    if task.alignment_name or not isinstance(task, PairsTask):
         raise click.BadParameter(f"the {task.name} task has its own expected pattern"
                                  f"{f' ({task.alignment_name})' if task.alignment_name else ''}",
                                  param_hint="--expect")

@@ -141,7 +141,7 @@ def import_cmd(file, layout, mapping, src_vocab, tgt_vocab, out, heads, tokens, 
     task, cfg = imported.task, imported.model.cfg
     facts = {"checkpoint": str(out_path), "layout": layout or "mapping", "model_config": cfg.to_dict(),
              "source_wrapping": task.wrapping(), "pairs_kept": len(task.heldout) if task.heldout else 0,
-             "origin": task.origin}
+             "origin": task.origin.to_dict()}
     if as_json:
         echo_json(facts)
         return
@@ -197,13 +197,13 @@ def _import_folder(name: str, out: str, pairs: str | None, as_json: bool) -> Non
         click.echo(f"note: {note}", err=True)
     cfg = opened.model.cfg
     if as_json:
-        echo_json({"checkpoint": str(out_path), "family": task.origin["family"],
+        echo_json({"checkpoint": str(out_path), "family": task.origin.family,
                    "model_config": cfg.to_dict(),
-                   "pairs_kept": len(task.heldout) if task.heldout else 0, "origin": task.origin,
+                   "pairs_kept": len(task.heldout) if task.heldout else 0, "origin": task.origin.to_dict(),
                    "generation": opened.model.generation.to_dict()})
         return
     params = parameter_breakdown(opened.model)["total"]
-    click.echo(f"imported {name} ({task.origin['family']}): {cfg.n_encoder_layers}+{cfg.n_decoder_layers} "
+    click.echo(f"imported {name} ({task.origin.family}): {cfg.n_encoder_layers}+{cfg.n_decoder_layers} "
                f"layers, d_model {cfg.d_model}, {cfg.n_heads} heads, d_ff {cfg.d_ff}, {params:,} parameters; "
                f"{task.vocab.size:,} target pieces")
     click.echo(f"wrote {out_path} · next: minitx inspect {out_path}")

@@ -81,7 +81,8 @@ def _imported_facts(task, cfg) -> dict:
 
     pairs = (None if task.heldout is None
              else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
-    return {**task.origin, "source_wrapping": task.wrapping(), "options": option_labels(cfg), "pairs": pairs}
+    return {**task.origin.to_dict(), "source_wrapping": task.wrapping(), "options": option_labels(cfg),
+            "pairs": pairs}
 
 
 def _hf_facts(ckpt) -> dict:
@@ -95,7 +96,7 @@ def _hf_facts(ckpt) -> dict:
         if source is not None else {}
     pairs = (None if task.heldout is None
              else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
-    return {**task.origin, "options": option_labels(ckpt.model_config),
+    return {**task.origin.to_dict(), "options": option_labels(ckpt.model_config),
             "generation": ckpt.model.generation.to_dict(), "notes": ckpt.summary.get("notes", []),
             "pairs": pairs, **spoken}
 
