@@ -34,6 +34,8 @@ from minitx.core.config import ModelConfig
 from minitx.core.data.generation import Generation
 from minitx.core.data.subword import SubwordVocab
 from minitx.core.data.task import Task
+from minitx.core.families import FAMILIES as FAMILY_TABLE
+from minitx.core.families import family as family_entry
 from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.hf_tokeniser_files import json_bytes, tokeniser_files
 from minitx.core.importing.hf_tokenisers import read_tokenisers
@@ -52,7 +54,7 @@ from minitx.core.model.transformer import Seq2Seq
 from minitx.core.options import MODEL_OPTIONS
 
 # The families in the order a model of minitx's own is tried against them (a model that came
-# from a folder is written as its own family, any of hf_weights' FAMILIES).
+# from a folder is written as its own family, any of core/families.py's).
 ORDER = ("marian", "bart", "t5")
 ARCHITECTURES = {"marian": "MarianMTModel", "bart": "BartForConditionalGeneration",
                  "t5": "T5ForConditionalGeneration", "mt5": "MT5ForConditionalGeneration",
@@ -60,12 +62,14 @@ ARCHITECTURES = {"marian": "MarianMTModel", "bart": "BartForConditionalGeneratio
                  "m2m_100": "M2M100ForConditionalGeneration", "pegasus": "PegasusForConditionalGeneration"}
 # The BART-like families keep their weights under "model." (their lm_head and final_logits_bias
 # not); T5's have no prefix.
-PREFIX = {family: "" if family in T5_LIKE else "model." for family in set(FAMILIES.values())}
+PREFIX = {family: "" if family in T5_LIKE else "model." for family in FAMILY_TABLE}
 # Learned position tables looked up at row p + 2 (BART's, kept by mBART); Pegasus' sinusoid
 # tables are saved as they are; Marian's and M2M100's are computed, never saved.
 OFFSET_POSITIONS = ("bart", "mbart")
 SAVED_POSITIONS = ("pegasus",)
-NO_OUTPUT_BIAS = ("m2m_100",)  # no final_logits_bias: the output has no bias to write
+# No final_logits_bias in the folder (core/families.py freezes minitx's output bias at zeros for
+# it): the output has no bias to write.
+NO_OUTPUT_BIAS = ("m2m_100",)
 # Options that change no figure transformers computes: dropout (none at inference), how
 # attention is computed (explicit or fused: the same softmax(QK^T)V).
 SAME_EITHER_WAY = ("dropout", "attention")
@@ -100,7 +104,8 @@ def family_for(model: Seq2Seq, task: Task) -> tuple[str, bool]:
     if family is not None:
         problems = _differences(model, family)
         if problems:
-            raise ExportError(f"this {family} model cannot be written back as one: {problems[0]}")
+            raise ExportError(f"this {family_entry(family).name} model cannot be written back as one: "
+                              f"{problems[0]}")
         return family, False
     found = {f: _differences(model, f) for f in ORDER}
     for f in ORDER:
@@ -131,7 +136,8 @@ def _differences(model: Seq2Seq, family: str) -> list[str]:
         problems.append("bart's output is its token table (--tie-output)")
     bias = model.own_state_dict().get("output.bias")
     if family in NO_OUTPUT_BIAS and bias is not None and bool(bias.detach().ne(0).any()):
-        problems.append(f"{family} has no output bias (final_logits_bias), and this model's is not zero")
+        problems.append(f"{family_entry(family).name} has no output bias (final_logits_bias), and this "
+                        "model's is not zero")
     try:
         back = model_config(Path("config.json").parent, folder_config(cfg, family), family)
     except (ImportFileError, ValueError, KeyError) as e:

@@ -310,6 +310,6 @@ def test_an_m2m100_model_with_an_output_bias_is_refused_as_its_family_has_none(t
     ckpt = checkpoints.load(str(folder))
     with torch.no_grad():
         ckpt.model.output.bias[5] = 0.25
-    with pytest.raises(hf_export.ExportError, match="m2m_100 has no output bias"):
+    with pytest.raises(hf_export.ExportError, match="M2M100 has no output bias"):
         hf_export.export_folder(ckpt.model, ckpt.task, tmp_path / "out")
     assert not (tmp_path / "out").exists()
