@@ -93,6 +93,7 @@ def _tokenizer_config(task: Task) -> dict[str, Any]:
             config["mask_token"] = "<mask>"
     if kind == "marian":
         config["separate_vocabs"] = settings.get("vocab") == TARGET_VOCAB
+    if kind in ("marian", M2M100Tokeniser.kind):  # Python tokenisers: their added tokens, by id
         config["added_tokens_decoder"] = {
             str(i): {"content": text, "lstrip": bool(lstrip), "rstrip": bool(rstrip),
                      "single_word": bool(single), "normalized": False,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import warnings
 
 import pytest
@@ -85,7 +86,7 @@ def test_an_m2m100_folder_with_its_own_tokeniser_decodes_fine_tunes_and_exports(
     """French to German: minitx's greedy output of a typed source is generate()'s with the
     tokeniser's ids and the German code forced first; `train --init` fine-tunes on pairs read by
     the tokeniser, whose file reopens with it, and the export's AutoTokenizer reads sources and
-    targets as the base's."""
+    targets as the base's, with the base folder there and without it."""
     import torch
 
     from minitx import checkpoints
@@ -125,3 +126,12 @@ def test_an_m2m100_folder_with_its_own_tokeniser_decodes_fine_tunes_and_exports(
     base = transformers_tokeniser(folder, tgt_lang="en")  # the export names the model's pair: en, en
     for text in TYPED[:6]:
         assert exported(text, text_target=text) == base(text, text_target=text)
+    shutil.rmtree(folder)  # tokenizer_config.json written from what the file keeps
+    run = run_cli("export", str(tuned), "--format", "hf", "--out", str(tmp_path / "again"))
+    assert run.exit_code == 0, run.stderr
+    _, _, written = opened(tmp_path / "again")
+    assert type(written).__name__ == "M2M100Tokenizer"
+    for text in TYPED[:6]:
+        assert written(text, text_target=text) == base(text, text_target=text)
+        ids = base(text).input_ids
+        assert written.decode(ids, skip_special_tokens=True) == base.decode(ids, skip_special_tokens=True)
