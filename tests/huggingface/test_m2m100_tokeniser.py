@@ -2,8 +2,9 @@
 core/data/m2m100_tokeniser.py) against transformers' M2M100Tokenizer of the same tiny folder
 (tests/huggingface/tiny_tokenisers.py): the ids of sources and of text_target in several
 language pairs, decoding back to text, the codes as tokens at the ids transformers gives them;
-and a tiny M2M100 folder with them opens, decodes as generate() does, fine-tunes and exports a
-tokeniser AutoTokenizer reads the same."""
+and a tiny M2M100 folder with them opens, decodes as generate() does, scores its pairs with
+transformers' labels loss, fine-tunes and exports a tokeniser AutoTokenizer reads the same (the
+folder tests are tier 2)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def test_source_and_target_ids_are_m2m100_tokenizers(folder, src_lang, tgt_lang)
         expected = reference(text, text_target=text)
         assert source.encode_text(text) == expected["input_ids"], text
         assert target.encode_text(text) == expected["labels"], text
+        assert target.row_ids([text])[0] + [target.eos] == expected["labels"]  # a pair file's target row
         assert expected["input_ids"][0] == reference.convert_tokens_to_ids(f"__{src_lang}__")
 
 
@@ -135,3 +137,29 @@ def test_an_m2m100_folder_with_its_own_tokeniser_decodes_fine_tunes_and_exports(
         assert written(text, text_target=text) == base(text, text_target=text)
         ids = base(text).input_ids
         assert written.decode(ids, skip_special_tokens=True) == base.decode(ids, skip_special_tokens=True)
+
+
+@pytest.mark.slow
+def test_eval_of_an_m2m100_folder_gives_transformers_labels_loss_of_its_pairs(tmp_path):
+    """The pairs a fine-tune learns from are read as M2M100Tokenizer(text, text_target=...) reads
+    them: `eval --pairs`'s loss is transformers' `labels` loss over the file's target tokens."""
+    import torch
+
+    from tests.huggingface.changed_folders import write_pairs
+    from tests.huggingface.test_export_folder import TUNING_PAIRS
+    from tests.huggingface.tiny_folders import load_reference, save_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        folder = save_model(tmp_path / "m2m100", "m2m100")
+    pairs = write_pairs(tmp_path / "pairs.tsv", TUNING_PAIRS)
+    got = json.loads(run_cli("eval", str(folder), "--pairs", str(pairs), "--json").stdout)
+    tokenizer, model = transformers_tokeniser(folder, tgt_lang="en"), load_reference(folder)
+    total, tokens = 0.0, 0
+    for source, target in TUNING_PAIRS:
+        enc = tokenizer(source, text_target=target, return_tensors="pt")
+        with torch.no_grad():
+            total += float(model(input_ids=enc.input_ids, labels=enc.labels).loss) * enc.labels.shape[1]
+        tokens += enc.labels.shape[1]
+    assert got["target_tokens"] == tokens
+    assert got["loss"] == pytest.approx(total / tokens, rel=1e-5)
