@@ -33,7 +33,7 @@ class HuggingFaceTask(ImportedTask):
         super().__init__(vocab, src_vocab, False, origin, heldout, provenance, counts, min_len, max_len,
                          max_target_len)
         model = origin.model_id or origin.folder or "a folder"
-        family = origin.family or "Hugging Face"
+        family = self.family_name() if origin.family else "Hugging Face"
         self.description = f"{model}, a {family} model from Hugging Face"
 
     def model_fields(self) -> dict[str, int]:

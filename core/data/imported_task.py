@@ -34,8 +34,10 @@ from minitx.core.data.pair_task import (
     check_provenance,
     stored_pairs,
 )
+from minitx.core.data.subword import SubwordVocab
 from minitx.core.data.task import Task
 from minitx.core.data.vocab import Vocab
+from minitx.core.families import Family, family
 
 IMPORTED_TASK = "imported"
 EXTRA_NEW_TOKENS = 4  # the tutorial's translate(): max_len = wrapped length + 5, BOS included
@@ -82,6 +84,17 @@ class ImportedTask(PairsTask):
     @property
     def src_vocab(self) -> Vocab:
         return self._src_vocab
+
+    def family(self) -> Family:
+        """A Hugging Face folder's family, kept by the origin through import and fine-tuning;
+        MINITX for a model `minitx import` read with a mapping."""
+        return family(self.origin.family)
+
+    def family_name(self) -> str:
+        """The family's name, its tokeniser telling mBART-50 from mBART, NLLB-200 from M2M100."""
+        vocab = self.vocab
+        pipeline = vocab.tokeniser.settings.get("pipeline") if isinstance(vocab, SubwordVocab) else None
+        return self.family().display_name(pipeline)
 
     @property
     def has_examples(self) -> bool:  # type: ignore[override]

@@ -192,12 +192,25 @@ class SubwordVocab(Vocab):
             raise TaskInputError(f"the {what} has {len(ids)} tokens; this model takes at most {max_len}")
         return ids
 
+    @property
+    def target_ends(self) -> tuple[int, int]:
+        """(the decoder's first input, the last label) of a target: where the tokeniser writes
+        the language code after the text's </s> (mBART, NLLB's legacy_behaviour) the labels end
+        with the code, `X </s> code`, and mBART's decoder starts from it too (its
+        shift_tokens_right moves the last label to the front); else the start and end tokens."""
+        t = self.tokeniser
+        if self.side != "target" or t.language_at != "suffix" or t.language_id is None:
+            return self.sos, self.eos
+        return (t.language_id if t.settings.get("pipeline") == "mbart" else self.sos), t.language_id
+
     def row_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Texts as a data file's rows hold them: sources as encode_text gives them, targets as
-        their labels without the final end token (a Batch adds it)."""
+        their labels without the last one (the end token, or a language code after it), which a
+        Batch adds (target_ends)."""
         rows = self.tokeniser.encode(texts)
         if self.side == "target":
-            rows = [r[:-1] if r and r[-1] == self.eos else r for r in rows]
+            end = self.target_ends[1]
+            rows = [r[:-1] if r and r[-1] == end else r for r in rows]
         return rows
 
     def split(self, text: str) -> list[str]:

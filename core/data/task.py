@@ -13,6 +13,7 @@ import torch
 from minitx.core.data.batch import Batch, beyond, draw_lengths
 from minitx.core.data.origin import Origin
 from minitx.core.data.vocab import DIGITS, Vocab
+from minitx.core.families import MINITX, Family
 
 DATA_TASK = "data"  # the task of a model trained on a file of pairs
 EXPECTATIONS = ("", "diagonal", "anti-diagonal")  # what a data file's cross-attention may be told to show
@@ -226,6 +227,14 @@ class Task:
         """The most source tokens (as `parse` counts them) a model of `positions` takes: room
         for SOS and EOS of an output about as long as its source."""
         return positions - 2
+
+    def family(self) -> Family:
+        """The family of the task's model (core/families.py): MINITX for a model minitx trained."""
+        return MINITX
+
+    def family_name(self) -> str:
+        """The family as a person calls it (NLLB-200, mBART-50, Marian, minitx)."""
+        return self.family().display_name()
 
     def to_dict(self) -> dict:
         return {"name": self.name, "min_len": self.min_len, "max_len": self.max_len}

@@ -123,6 +123,8 @@ class _Pieces:
 
     _by_id: dict[int, str]
     languages: tuple[str, ...] = ()  # a multilingual tokeniser's language codes
+    language_id: int | None = None  # the code this side's texts get, where it has one
+    language_at = "prefix"  # where the code goes (LANGUAGE_PLACES)
 
     @cached_property
     def size(self) -> int:

@@ -72,6 +72,12 @@ class Vocab:
         return len(self.tokens)
 
     @property
+    def target_ends(self) -> tuple[int, int]:
+        """(the decoder's first input, the last label) a batch puts around a target's row: the
+        start and end tokens (a subword vocabulary's language code may take either place)."""
+        return self.sos, self.eos
+
+    @property
     def specials(self) -> tuple[int, ...]:
         """The special ids, each once (a subword vocabulary's start token may be its padding)."""
         return tuple(dict.fromkeys(i for i in (self.pad, self.sos, self.eos, self.unk) if i is not None))

@@ -29,9 +29,9 @@ from minitx.core.data.imported_task import ImportedTask
 from minitx.core.data.pair_files import DataError
 from minitx.core.data.pair_ids import PairData, Side
 from minitx.core.data.pair_task import HOLDOUT_SHARE, MIN_HOLDOUT, PairSet, PairsTask
-from minitx.core.data.subword import SUBWORD, SubwordVocab
+from minitx.core.data.subword import SUBWORD
 from minitx.core.data.task import EXPECTATIONS, Task
-from minitx.core.families import Family, family
+from minitx.core.families import family
 
 # The TrainConfig fields every fine-tune starts from (the scratch recipes keep theirs), the
 # learning rate being its family's (core/families.py): transformers' Trainer's AdamW (betas
@@ -43,29 +43,17 @@ COMMON_DEFAULTS = {"optimizer": "adamw", "weight_decay": 0.01, "beta1": 0.9, "be
 ADAFACTOR_LR = 1e-3  # T5's own (google-research/text-to-text-transfer-transformer #230)
 
 
-def base_family(task: Task) -> Family:
-    """The family of the model a task belongs to (a Hugging Face folder's, kept by its task's
-    origin through import and fine-tuning); core/families.py's MINITX for any other."""
-    return family(task.origin.family if task.origin is not None else None)
-
-
 def family_of(task: Task) -> str:
-    """The family's key ("marian", "mbart", ...; "minitx" for a model minitx trained)."""
-    return base_family(task).key
-
-
-def family_name(task: Task) -> str:
-    """The family as a person calls it, its tokeniser telling mBART-50 from mBART and NLLB-200
-    from M2M100."""
-    pipeline = task.vocab.tokeniser.settings.get("pipeline") if isinstance(task.vocab, SubwordVocab) else None
-    return base_family(task).display_name(pipeline)
+    """The key of the task's model's family ("marian", "mbart", ...; "minitx" for a model
+    minitx trained): which defaults a fine-tune of it starts from."""
+    return task.family().key
 
 
 def train_as_family(model: torch.nn.Module, task: Task) -> None:
     """Make the model learn what transformers' model of the base's family learns: the tensors
     it keeps fixed (buffers, frozen tables, an output bias it lacks) fixed, PAD's rows trained
     where its tables have no padding_idx."""
-    kind = base_family(task)
+    kind = task.family()
     for name, p in model.named_parameters():
         if name in kind.frozen:
             p.requires_grad_(False)
@@ -172,8 +160,15 @@ def cut_to(data: PairData, task: Task, positions: int, max_length: int) -> tuple
     if source_limit < 1 or target_limit < 1:
         raise DataError(f"max_length {max_length} leaves no room for a token")
     source, source_cut = _cut(data.source, source_limit, keep_last=own_specials)
+<<<<<<< HEAD
     target, target_cut = _cut(data.target, target_limit, keep_last=False)
     return PairData(source, target, data.lines, data.texts), int((source_cut | target_cut).sum())
+=======
+    # a row ending with </s>, a language code after it (target_ends), keeps it as truncation does
+    coded = task.vocab.target_ends[1] != task.vocab.eos
+    target, target_cut = _cut(data.target, target_limit, keep_last=coded)
+    return PairData(source, target, data.lines), int((source_cut | target_cut).sum())
+>>>>>>> fam
 
 
 def fine_tune_task(base: Task, data: str, valid: str, seed: int, positions: int, max_length: int) -> Task:

@@ -1,5 +1,6 @@
 """Every family minitx opens fine-tunes as transformers trains it (core/families.py): on tiny
-random mBART-50, NLLB (M2M100's network), Pegasus and UMT5 folders, five AdamW steps of
+random mBART-50, mBART (cc25's tokeniser), NLLB (M2M100's network), Pegasus and UMT5 folders,
+five AdamW steps of
 `train --init` (minitx's Trainer, the family's defaults: weight decay 0.01 in Trainer's groups)
 end at the weights of a plain transformers loop (model(..., labels=...), clip at 1,
 torch.optim.AdamW in Trainer's two groups) on the same pairs, every tensor within 1e-5; the
@@ -17,7 +18,7 @@ import torch
 from minitx import checkpoints
 from minitx.core.config import TrainConfig
 from minitx.core.families import FAMILIES, OUTPUT_BIAS
-from minitx.core.training.fine_tune import family_name, family_of, fine_tune_defaults
+from minitx.core.training.fine_tune import family_of, fine_tune_defaults
 from minitx.core.training.optim import decayed_names
 from minitx.core.training.trainer import Trainer
 from tests.huggingface.changed_folders import write_pairs
@@ -27,8 +28,9 @@ from tests.huggingface.tiny_folders import load_reference, save_model
 
 STEPS = 5
 LR = 1e-3  # larger than the defaults, so that a tensor trained by one side only shows at once
-KEY = {"mbart50": "mbart", "nllb": "m2m_100", "pegasus": "pegasus", "umt5": "umt5"}
-NAMES = {"mbart50": "mBART-50", "nllb": "NLLB-200", "pegasus": "Pegasus", "umt5": "UMT5"}
+KEY = {"mbart50": "mbart", "nllb": "m2m_100", "pegasus": "pegasus", "umt5": "umt5", "mbart-cc25": "mbart"}
+NAMES = {"mbart50": "mBART-50", "nllb": "NLLB-200", "pegasus": "Pegasus", "umt5": "UMT5",
+         "mbart-cc25": "mBART"}
 TIER_ONE = ("nllb", "umt5")
 FOLDERS = [pytest.param(f, marks=() if f in TIER_ONE else pytest.mark.slow) for f in KEY]
 
@@ -74,7 +76,7 @@ def test_five_adamw_steps_of_a_fine_tune_end_at_a_transformers_loops_weights(fol
     path = save_model(tmp_path / folder_family, folder_family)
     key = KEY[folder_family]
     base, trainer, losses = minitx_steps(path, write_pairs(tmp_path / "pairs.tsv", PAIRS))
-    assert family_of(base.task) == key and family_name(base.task) == NAMES[folder_family]
+    assert family_of(base.task) == key and base.task.family_name() == NAMES[folder_family]
 
     reference = load_reference(path)  # eval(): no dropout, as minitx's run above
     if key == "pegasus":  # its sinusoids are nn.Embedding(_freeze=True); from_pretrained unfreezes them

@@ -49,14 +49,14 @@ def test_a_fine_tuned_file_opens_decodes_shows_its_base_and_resumes_without_the_
     code, text = run("train", "--init", folder, "--data", data, "--valid", data, "--steps", 2,
                      "--batch-size", 4, "--out", out, "--threads", 1, "--log-every", 1)
     assert code == 0, text
-    assert f"fine-tuning {folder} (marian" in text and "AdamW wd 0.01" in text and "lr 2e-05" in text
+    assert f"fine-tuning {folder} (Marian" in text and "AdamW wd 0.01" in text and "lr 2e-05" in text
     assert "base -> fine-tuned (8 held-out pairs): loss " in text and "chrF: sacrebleu nrefs:1" in text
     base_scores = checkpoints.load(str(out)).summary["base_scores"]
     assert set(base_scores) >= {"loss", "bleu", "chrf", "accuracy"} and base_scores["loss"] > 0
     shutil.rmtree(folder)  # a machine without the base
     code, text = run("inspect", out)
     assert code == 0, text
-    assert f"fine-tuned from {folder} (marian; the base's weights: sha256" in " ".join(text.split())
+    assert f"fine-tuned from {folder} (Marian; the base's weights: sha256" in " ".join(text.split())
     code, text = run("decode", out, "the cat")
     assert code == 0, text
     code, text = run("train", "--resume", out, "--steps", 3, "--data", data, "--valid", data, "--threads", 1,

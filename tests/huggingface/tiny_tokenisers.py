@@ -40,16 +40,21 @@ from pathlib import Path
 
 FAMILIES = ("marian", "t5", "bart")
 MULTILINGUAL = ("nllb", "mbart50")  # tokenisers with language codes (not in the tokeniser tests' FAMILIES)
+# ... and those whose code follows the text's </s>: MBartTokenizer (mbart-large-cc25's), and
+# NllbTokenizer with legacy_behaviour
+SUFFIX_CODES = ("mbart", "nllb-legacy")
+MBART_CODES = 25  # MBartTokenizer adds cc25's 25 codes and <mask> after the pieces
 NLLB_LANGUAGES = ("deu_Latn", "eng_Latn", "fra_Latn", "spa_Latn")  # a tiny NLLB's codes (the real has 202)
 MBART50_CODES = 52  # MBart50Tokenizer adds its 52 codes and <mask> after the pieces
 OTHERS = ("pegasus", "m2m100")  # nor these (tests/huggingface/test_families.py, test_m2m100_tokeniser.py)
 M2M100_CODES = 100  # M2M100Tokenizer's language codes (language_codes "m2m100"), after vocab.json
 PEGASUS_SPECIALS = ["<pad>", "</s>", "<mask_1>", "<mask_2>", *(f"<unk_{i}>" for i in range(2, 103)), "<unk>"]
 DEFAULT_SIZES = {"marian": 300, "t5": 300, "bart": 400, "nllb": 400, "mbart50": 400, "pegasus": 400,
-                 "m2m100": 400}
+                 "mbart": 400, "nllb-legacy": 400, "m2m100": 400}
 T5_EXTRA_IDS = 10  # real T5 folders have 100 sentinels; ten keep a tiny vocabulary mostly pieces
 SIZE_RANGES = {"marian": (150, 500), "t5": (120, 700), "bart": (262, 1300), "nllb": (200, 600),
-               "mbart50": (200, 600), "pegasus": (300, 600), "m2m100": (300, 500)}  # what CORPUS trains
+               "mbart50": (200, 600), "pegasus": (300, 600), "mbart": (200, 600),
+               "nllb-legacy": (200, 600), "m2m100": (300, 500)}  # what CORPUS trains
 
 NAMES = ["Anna", "José", "Zoë", "Jürgen", "François", "Søren", "Chloé", "Björn", "Renée", "Ömer",
          "Máire", "Luís", "Agnès", "Håkon", "Élodie", "Grégoire", "Małgorzata", "Tomás"]
@@ -124,6 +129,8 @@ SPECIAL_IDS = {  # family -> where the specials are, for a tokeniser of `size` i
     "bart": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
     "nllb": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
     "mbart50": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
+    "mbart": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
+    "nllb-legacy": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
     "m2m100": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
     "pegasus": lambda size: dict(pad=0, eos=1, unk=len(PEGASUS_SPECIALS) - 1, decoder_start=0, bos=None),
 }
@@ -134,7 +141,7 @@ def save_tokeniser(folder, family: str, vocab_size: int | None = None,
     """Train a `family` tokeniser of exactly `vocab_size` ids (default DEFAULT_SIZES) and save it
     into `folder` (created if missing) with transformers' own class. ValueError for a size the
     corpus cannot train. `separate_vocabs`: a Marian tokeniser with a vocabulary per side."""
-    known = FAMILIES + MULTILINGUAL + OTHERS
+    known = FAMILIES + MULTILINGUAL + SUFFIX_CODES + OTHERS
     if family not in known:
         raise ValueError(f"family must be one of {', '.join(known)}, not {family!r}")
     if separate_vocabs and family != "marian":
@@ -149,7 +156,7 @@ def save_tokeniser(folder, family: str, vocab_size: int | None = None,
         tokenizer = _marian_separate(size)
     else:
         make = {"marian": _marian, "t5": _t5, "bart": _bart, "nllb": _nllb, "mbart50": _mbart50,
-                "pegasus": _pegasus, "m2m100": _m2m100}[family]
+                "pegasus": _pegasus, "mbart": _mbart, "nllb-legacy": _nllb_legacy, "m2m100": _m2m100}[family]
         tokenizer = make(size)
         assert len(tokenizer) == size, (family, len(tokenizer), size)
     files = tokenizer.save_pretrained(str(folder))
@@ -217,7 +224,12 @@ def _bart(size: int):
                                                    special=True))
 
 
-def _nllb(size: int):
+def _nllb_legacy(size: int):
+    """NLLB-200's, with legacy_behaviour: the language code after the text's </s>."""
+    return _nllb(size, legacy=True)
+
+
+def _nllb(size: int, legacy: bool = False):
     """NLLB-200's layout: a sentencepiece-style BPE (<s> 0, <pad> 1, </s> 2, <unk> 3, the pieces),
     then the language codes and <mask>. Written by NllbTokenizer."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -230,26 +242,44 @@ def _nllb(size: int):
     trained.train_from_iterator(_texts(), trainer)
     model = json.loads(trained.to_str())["model"]
     return NllbTokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
-                         extra_special_tokens=list(NLLB_LANGUAGES))
+                         extra_special_tokens=list(NLLB_LANGUAGES), legacy_behaviour=legacy)
 
 
 def _mbart50(size: int):
     """mBART-50's layout: <s> 0, <pad> 1, </s> 2, <unk> 3, the Unigram pieces (trained as
     sentencepiece orders them, <unk> <s> </s> first, which the class replaces), then its 52
     language codes and <mask>. Written by MBart50Tokenizer."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import MBart50Tokenizer
+
+    # its 3 specials give way to 4, and <mask> comes last
+    return MBart50Tokenizer(vocab=_unigram_pieces(size - MBART50_CODES - 2))
+
+
+def _mbart(size: int):
+    """mbart-large-cc25's layout: as mBART-50's, with cc25's 25 language codes, each written
+    after the text's </s>. Written by MBartTokenizer."""
+    from transformers import MBartTokenizer
+    from transformers.models.mbart.tokenization_mbart import FAIRSEQ_LANGUAGE_CODES
+
+    pieces = _unigram_pieces(size - MBART_CODES - 2)[3:]  # the class takes its vocabulary as it is:
+    specials = [(t, 0.0) for t in ("<s>", "<pad>", "</s>", "<unk>")]  # fairseq's order, codes last
+    codes = [(c, 0.0) for c in FAIRSEQ_LANGUAGE_CODES]
+    return MBartTokenizer(vocab=specials + pieces + codes + [("<mask>", 0.0)])
+
+
+def _unigram_pieces(wanted: int) -> list[tuple[str, float]]:
+    """`wanted` Unigram pieces of the corpus, <unk> <s> </s> first, as sentencepiece orders them."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     trained = Tokenizer(models.Unigram())
     trained.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    wanted = size - MBART50_CODES - 2  # its 3 specials give way to 4, and <mask> comes last
     trainer = trainers.UnigramTrainer(vocab_size=wanted, unk_token="<unk>", show_progress=False,
                                       special_tokens=["<unk>", "<s>", "</s>"])
     trained.train_from_iterator(_texts(), trainer)
     pieces = [tuple(p) for p in json.loads(trained.to_str())["model"]["vocab"]]
     if len(pieces) != wanted:
-        raise ValueError(f"the corpus trains {len(pieces)} mBART-50 pieces, not {wanted}")
-    return MBart50Tokenizer(vocab=pieces)
+        raise ValueError(f"the corpus trains {len(pieces)} mBART pieces, not {wanted}")
+    return pieces
 
 
 def _pegasus(size: int):

@@ -106,10 +106,11 @@ async def test_patching_a_sentence_of_pieces_starts_from_a_corruption_cut_into_a
 
 
 def test_a_pretrained_model_says_it_was_trained_elsewhere_rather_than_blaming_an_old_file():
+    from minitx.core.data.origin import Origin
     from minitx.tui.app.loaded import LoadedModel
 
     def record(task_name: str, origin: dict) -> LoadedModel:
-        task = type("Task", (), {"name": task_name, "origin": origin})()
+        task = type("Task", (), {"name": task_name, "origin": Origin(origin)})()
         return LoadedModel("m", None, task, "post", 1, "cpu", [], 1, 1)
 
     folder = record("huggingface", {"family": "marian"})

@@ -62,14 +62,19 @@ def describe_run(trainer) -> str:
 
 def _fine_tune_what(trainer, params: int) -> str:
     """A fine-tune's header: its base and pairs, then its settings (the family's defaults
-    under the options given): what it will do, each line within 80 columns."""
-    t, c, base = trainer.cfg, trainer.task.counts, trainer.base_info or {}
+    under the options given): what it will do, each line within 80 columns. The family as a
+    person calls it (NLLB-200, mBART-50), and a multilingual model's pair of languages."""
+    from minitx.core.data.languages import current
+
+    t, c = trainer.cfg, trainer.task.counts
+    source, target = current(trainer.task)
+    family = trainer.task.family_name() + (f" {source} → {target}" if source else "")
     file = trainer.task.provenance["data"]["file"]
     cut = f", {c['cut_too_long']:,} cut to fit" if c.get("cut_too_long") else ""
     optimiser = f"AdamW wd {t.weight_decay:g}" if t.optimizer == "adamw" else "Adafactor"
     split = f"batch {t.batch_size}" + (f" x {t.accumulate}" if t.accumulate > 1 else "") + \
         (f" x {trainer.processes.world} processes" if trainer.processes.distributed else "")
-    return (f"fine-tuning {t.init} ({base.get('family', 'minitx')}, {params:,} params, dropout "
+    return (f"fine-tuning {t.init} ({family}, {params:,} params, dropout "
             f"{trainer.model_cfg.dropout:g})\n"
             f"on {file}: {c['train']:,} pair{'s' * (c['train'] != 1)} ({c['heldout']:,} held out{cut})\n"
             f"{_schedule_what(trainer)} · {optimiser} · {split} · {trainer.device.type}"

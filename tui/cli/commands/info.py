@@ -41,6 +41,7 @@ def inspect_data(ckpt, progress=None) -> dict:
         "format_version": meta.get("format_version"),
         "minitx_version": meta.get("minitx_version"),
         "resumable": ckpt.resumable,
+        "family": task.family_name(),  # as a person calls it: NLLB-200, mBART-50, Marian, minitx
         "task": {
             **{k: v for k, v in task.to_dict().items() if k != "heldout"},  # ids: --json of eval
             "description": task.description,
@@ -164,12 +165,12 @@ def inspect_cmd(ckpt, as_json) -> None:
     if isinstance(base, dict):  # a fine-tune (`train --init`): what it started from
         from rich.markup import escape
 
-        out.print(escape(f"fine-tuned from {base.get('init')} ({base.get('family')}; the base's weights: "
+        out.print(escape(f"fine-tuned from {base.get('init')} ({info['family']}; the base's weights: "
                          f"sha256 {str(base.get('sha256'))[:16]}…)"), highlight=False)
     if "imported" in info:
         out.print(_imported(info["imported"]), highlight=False)
     elif "huggingface" in info:
-        out.print(_huggingface(info["huggingface"]), highlight=False)
+        out.print(_huggingface(info["huggingface"], info["family"]), highlight=False)
         if info["huggingface"]["generation"].get("sources"):
             out.print(_generation_table(info["huggingface"]["generation"]))
     elif "provenance" in task:
@@ -259,8 +260,8 @@ def _imported(facts: dict) -> str:
                   f"positions: {facts['positions']}{pairs}")
 
 
-def _huggingface(facts: dict) -> str:
-    """Where a Hugging Face model came from, its options and how it generates."""
+def _huggingface(facts: dict, family: str) -> str:
+    """Where a Hugging Face model of `family` came from, its options and how it generates."""
     from rich.markup import escape
 
     g = facts["generation"]
@@ -275,7 +276,7 @@ def _huggingface(facts: dict) -> str:
     spoken = facts.get("languages")
     languages = (f"; {len(spoken['codes'])} languages (--src-lang, --tgt-lang; source {spoken['source']}): "
                  f"{' '.join(spoken['codes'])}" if spoken else "")
-    return escape(f"Hugging Face {facts['family']} model from {where}: {files}; options: "
+    return escape(f"Hugging Face {family} model from {where}: {files}; options: "
                   f"{', '.join(facts['options'])}; {generation}{pairs}{notes}{languages}")
 
 

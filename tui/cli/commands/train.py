@@ -19,11 +19,13 @@ from minitx.core.training.events import RunListener
 from minitx.core.training.run_files import next_run_number, run_name, run_path
 from minitx.tui.cli import model_options
 from minitx.tui.cli.common import (
+    LANGUAGES_KEY,
     BadArgument,
     apply_threads,
     checkpoint_out,
     field_lines,
     json_text,
+    language_options,
     load_checkpoint_arg,
     process_started,
     threads_option,
@@ -62,6 +64,7 @@ RUN_OPTIONS = [
 @model_options.recipe_option
 @model_options.apply(model_options.TASK_OPTIONS + model_options.TRAINING_OPTIONS
                       + model_options.FINE_TUNE_OPTIONS + model_options.MODEL_OPTIONS + RUN_OPTIONS)
+@language_options
 def train_cmd(**opts) -> None:
     """Train a model and save it as a checkpoint.
 
@@ -80,6 +83,7 @@ def train_cmd(**opts) -> None:
       minitx train --data train.tsv --valid valid.tsv --tokens word
       minitx train --task dates --steps 3000 --out dates.safetensors
       minitx train --init opus-mt-en-de/ --data mine.tsv --out ft.safetensors
+      minitx train --init nllb/ --data mine.tsv --src-lang eng_Latn --tgt-lang fra_Latn
       torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv
 
     docs/training.md describes the recipes, docs/components.md the component switches
@@ -157,6 +161,9 @@ def _prepare(opts):
 
     if opts["restart_schedule"] and not opts["resume"]:
         raise click.UsageError("--restart-schedule applies to a resumed run: give --resume FILE")
+    if click.get_current_context().meta.get(LANGUAGES_KEY) and not opts["init"]:
+        raise click.UsageError("--src-lang and --tgt-lang choose the languages of a fine-tune's base: give "
+                               "--init MODEL (a resumed run keeps its own)")
     if opts["out"]:
         checkpoint_out(opts["out"])
     try:
