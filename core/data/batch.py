@@ -17,6 +17,7 @@ class Batch:
     tgt: torch.Tensor  # (B, T + 2) SOS, output, EOS, then PAD (digit tasks: T = S)
     lengths: torch.Tensor  # (B,) source lengths
     alignment: torch.Tensor | None = None  # (B, T + 1, S) bool, when the data knows it (dates)
+    references: tuple[str, ...] | None = None  # (B,) the targets as a data file holds them, where kept
 
     @property
     def decoder_input(self) -> torch.Tensor:  # (B, S + 1): teacher forcing, shifted right

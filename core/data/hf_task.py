@@ -37,10 +37,10 @@ class HuggingFaceTask(ImportedTask):
         self.description = f"{model}, a {family} model from Hugging Face"
 
     def model_fields(self) -> dict[str, int]:
-        """A source table of its own only where the two sides' ids differ in number or padding
-        (one tokeniser read for both sides is one id space)."""
+        """A source table of its own only where the two sides' ids differ (one tokeniser read for
+        both sides is one id space; Marian's separate vocabularies are two of the same size)."""
         fields = super().model_fields()
-        if self.src_vocab.size == self.vocab.size and self.src_vocab.pad == self.vocab.pad:
+        if self.src_vocab.tokens == self.vocab.tokens and self.src_vocab.pad == self.vocab.pad:
             fields.update(src_vocab_size=0, src_pad_id=-1)
         return fields
 

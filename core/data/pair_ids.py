@@ -198,14 +198,27 @@ def _offsets(lengths: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class PairData:
-    """Many pairs as ids: `source` and `target` sides, and the file line each came from."""
+    """Many pairs as ids: `source` and `target` sides, and the file line each came from; with
+    `texts`, the targets as the file holds them (the references BLEU and chrF score against:
+    a tokeniser's round trip of the ids loses what it cannot write), None where not kept."""
 
     source: Side
     target: Side
     lines: torch.Tensor  # (pairs,) int32
+    texts: list[str | None] | None = None
 
     def __len__(self) -> int:
         return len(self.lines)
+
+    def texts_of(self, index: torch.Tensor) -> PairData:
+        """The same pairs keeping the target texts of `index` (m,) only (a held-out share of a
+        training file: the other texts let go)."""
+        if self.texts is None:
+            return self
+        kept: list[str | None] = [None] * len(self)
+        for i in index.tolist():
+            kept[i] = self.texts[i]
+        return PairData(self.source, self.target, self.lines, kept)
 
 
 @dataclass
@@ -217,12 +230,13 @@ class Loaded:
 
 
 def load(path: str | os.PathLike, level: str, vocab: Vocab | None = None,
-         src_vocab: Vocab | None = None, columns: Columns = BY_NAME) -> Loaded:
+         src_vocab: Vocab | None = None, columns: Columns = BY_NAME, keep_texts: bool = False) -> Loaded:
     """Read and tokenise a whole file. Without `vocab`, ids are provisional (see Loaded.tokens
     and `renumber`); with it, they are the vocabulary's and unknown tokens are UNK (a
     vocabulary without UNK refuses them). `src_vocab` reads the sources in a vocabulary of their
     own (an imported model's); by default `vocab` reads both sides. `columns`: which fields are the
-    source and the target (a translation record's languages)."""
+    source and the target (a translation record's languages). keep_texts: the targets' text too
+    (PairData.texts)."""
     path = Path(path)
     sides = (getattr(src_vocab, "side", None), getattr(vocab, "side", None))
     if level == SUBWORD and sides != ("source", "target"):
@@ -232,7 +246,10 @@ def load(path: str | os.PathLike, level: str, vocab: Vocab | None = None,
     source_tokeniser = tokeniser if src_vocab is None else _Tokeniser(level, src_vocab)
     sides = {"source": ([], []), "target": ([], [])}  # side -> (id chunks, length chunks)
     lines = []
+    texts: list[str | None] | None = [] if keep_texts else None
     for numbers, sources, targets in read_chunks(path, digest, columns):
+        if texts is not None:
+            texts += targets
         for (chunks, lengths), texts, reader in zip(sides.values(), (sources, targets),
                                                     (source_tokeniser, tokeniser)):
             try:
@@ -254,7 +271,8 @@ def load(path: str | os.PathLike, level: str, vocab: Vocab | None = None,
     if max(tokeniser.size, source_tokeniser.size) >= 2**15:  # outgrew int16 part way: one dtype
         for chunks, _ in sides.values():
             chunks[:] = [c.to(torch.int32) for c in chunks]
-    data = PairData(Side.from_chunks(*sides["source"]), Side.from_chunks(*sides["target"]), torch.cat(lines))
+    data = PairData(Side.from_chunks(*sides["source"]), Side.from_chunks(*sides["target"]), torch.cat(lines),
+                    texts)
     provenance = Provenance(path.name, str(path), size, digest.hexdigest(), file_format(path), len(data))
     unknown = tokeniser.unknown + (source_tokeniser.unknown if source_tokeniser is not tokeniser else 0)
     return Loaded(data, provenance, tokeniser.tokens, unknown)

@@ -80,7 +80,11 @@ class PairSet:
         tgt[:, 0] = start
         tgt[:, 1 : T + 1] = body
         tgt[torch.arange(B), self.data.target.lengths[pairs] + 1] = end
-        return Batch(src=src, tgt=tgt, lengths=lengths)
+        texts = self.data.texts
+        references = None if texts is None else tuple(texts[i] for i in pairs.tolist())
+        if references is not None and None in references:
+            references = None
+        return Batch(src=src, tgt=tgt, lengths=lengths, references=references)
 
     def fitting(self, positions: int, sources: int | None = None) -> tuple[PairSet, int]:
         """The pairs whose source and target fit `positions` (plus SOS/EOS), and how many did not;
@@ -256,13 +260,15 @@ class PairsTask(Task):
     def to_dict(self) -> dict:
         shown = self.heldout.index[:STORED_HELDOUT]
         data = self.heldout.data
+        texts = [data.texts[int(i)] for i in shown] if data.texts is not None else []
+        references = {"references": texts} if texts and None not in texts else {}
         return {
             "name": self.name, "min_len": self.min_len, "max_len": self.max_len,
             "max_target_len": self.max_target_len, "expect": self.expect,
             "provenance": self.provenance, "counts": self.counts,
             "heldout": {"source": [data.source.row(int(i)) for i in shown],
                         "target": [data.target.row(int(i)) for i in shown],
-                        "lines": data.lines[shown].tolist()},
+                        "lines": data.lines[shown].tolist(), **references},
             **({} if self.source_tokens is None else {"source_tokens": sorted(self.source_tokens)}),
         }
 
@@ -338,9 +344,14 @@ def stored_pairs(stored, vocab: Vocab, src_vocab: Vocab | None = None,
     """Held-out pairs kept in a checkpoint (ids) -> a PairSet, after checking every id (the
     sources' against `src_vocab`, by default `vocab`; with tokeniser_specials, both sides may
     also hold the special tokens a Hugging Face tokeniser adds: SubwordVocab.added_ids)."""
-    if not isinstance(stored, dict) or set(stored) != {"source", "target", "lines"}:
+    if not isinstance(stored, dict) or not {"source", "target", "lines"} <= set(stored) <= {
+            "source", "target", "lines", "references"}:
         raise ValueError("the data task's held-out pairs are missing or malformed")
     sources, targets, lines = stored["source"], stored["target"], stored["lines"]
+    references = stored.get("references")  # the targets as the file held them (BLEU's references)
+    if references is not None and (not isinstance(references, list) or len(references) != len(targets)
+                                   or not all(isinstance(t, str) and t for t in references)):
+        raise ValueError("the data task's held-out references are not one text per pair")
     if not all(isinstance(x, list) for x in (sources, targets, lines)):
         raise ValueError("the data task's held-out pairs are not lists")
     if not 1 <= len(sources) <= STORED_HELDOUT or len(targets) != len(sources) or len(lines) != len(sources):
@@ -358,7 +369,7 @@ def stored_pairs(stored, vocab: Vocab, src_vocab: Vocab | None = None,
     if not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x < 2**31 for x in lines):
         raise ValueError("a stored held-out pair has no valid line number")
     data = PairData(Side.from_lists(sources), Side.from_lists(targets),
-                    torch.tensor(lines, dtype=torch.int32))
+                    torch.tensor(lines, dtype=torch.int32), references)
     return PairSet.whole(data)
 
 
@@ -384,7 +395,7 @@ def read_for_model(path: str, task: Task, positions: int, columns: Columns = BY_
     """Every pair of `path` (its sides picked by `columns`) in the vocabularies of the model's task
     (unknown tokens as UNK), without those longer than its positions. DataError when none is left."""
     separate = task.src_vocab if task.src_vocab != task.vocab else None
-    loaded = files.load(path, task.vocab.level, task.vocab, separate, columns)
+    loaded = files.load(path, task.vocab.level, task.vocab, separate, columns, keep_texts=True)
     pairs, skipped = PairSet.whole(loaded.data).fitting(positions, task.source_limit(positions))
     if not len(pairs):
         raise DataError(f"{path}: no pair fits the model's {positions} positions")

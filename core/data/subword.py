@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from minitx.core.data.m2m100_tokeniser import M2M100Tokeniser
 from minitx.core.data.tokenisers import TOKENISERS, TokeniserFileError
 from minitx.core.data.vocab import (
     MAX_INPUT_CHARS,
@@ -317,8 +318,9 @@ class SubwordVocab(Vocab):
         if unknown:
             raise ValueError(f"the vocabulary has an unknown field {unknown[0][:40]!r}")
         kind = data.get("kind")
-        if kind not in TOKENISERS:
-            raise ValueError(f"the vocabulary's tokeniser kind must be one of {', '.join(TOKENISERS)}")
+        kinds = {**TOKENISERS, M2M100Tokeniser.kind: M2M100Tokeniser}
+        if kind not in kinds:
+            raise ValueError(f"the vocabulary's tokeniser kind must be one of {', '.join(kinds)}")
         facts = data.get("files")
         if not isinstance(facts, dict) or not 1 <= len(facts) <= MAX_FILES:
             raise ValueError("the vocabulary does not list its tokeniser's files")
@@ -331,7 +333,7 @@ class SubwordVocab(Vocab):
             if len(files[name]) != fact["size"] or hashlib.sha256(files[name]).hexdigest() != fact["sha256"]:
                 raise TokeniserFileError(name, "does not match the size and sha256 the vocabulary gives")
             found[name] = files[name]
-        tokeniser = TOKENISERS[kind](found, data.get("settings"))
+        tokeniser = kinds[kind](found, data.get("settings"))
         if set(tokeniser.files) != set(found):
             raise ValueError("the vocabulary lists files its tokeniser does not read")
         size = data.get("size")

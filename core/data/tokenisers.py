@@ -456,7 +456,7 @@ class MarianTokeniser(_Pieces):
         ["input_ids"]` on the target side (MarianTokenizer.tokenize, then </s>)."""
         segments = [self._segments(t) for t in texts]
         plain = [text for parts in segments for text, added in parts if not added]
-        cut = iter(self._cut.encode([_language_code(t)[1] for t in plain], out_type=str) if plain else ())
+        cut = iter(self._cut.encode([self._split_code(t)[1] for t in plain], out_type=str) if plain else ())
         get, unk, out = self.vocab.get, self.unk_id, []
         for parts in segments:
             ids = []
@@ -464,11 +464,16 @@ class MarianTokeniser(_Pieces):
                 if added:
                     ids.append(self.added[text][0])
                     continue
-                code, _ = _language_code(text)
+                code, _ = self._split_code(text)
                 ids.extend(get(p, unk) for p in ([code] if code else []) + next(cut))
             ids.append(self.eos_id)
             out.append(ids)
         return out
+
+    @staticmethod
+    def _split_code(text: str) -> tuple[str, str]:
+        """(a leading language code that is a token of its own, the rest of the text)."""
+        return _language_code(text)
 
     def _segments(self, text: str) -> list[tuple[str, bool]]:
         """PreTrainedTokenizer.tokenize's split at the added tokens, with their lstrip, rstrip and

@@ -34,6 +34,8 @@ from minitx.core.config import ModelConfig
 from minitx.core.data.generation import Generation
 from minitx.core.data.subword import SubwordVocab
 from minitx.core.data.task import Task
+from minitx.core.families import FAMILIES as FAMILY_TABLE
+from minitx.core.families import family as family_entry
 from minitx.core.importing.errors import ImportFileError
 from minitx.core.importing.hf_tokeniser_files import json_bytes, tokeniser_files
 from minitx.core.importing.hf_tokenisers import read_tokenisers
@@ -42,6 +44,7 @@ from minitx.core.importing.hf_weights import (
     BART_POSITION_OFFSET,
     FAMILIES,
     T5_FEED_FORWARD,
+    T5_LIKE,
     layer_names,
     marian_positions,
     model_config,
@@ -50,12 +53,23 @@ from minitx.core.importing.huggingface import read_model
 from minitx.core.model.transformer import Seq2Seq
 from minitx.core.options import MODEL_OPTIONS
 
-# The families in the order a model of minitx's own is tried against them.
+# The families in the order a model of minitx's own is tried against them (a model that came
+# from a folder is written as its own family, any of core/families.py's).
 ORDER = ("marian", "bart", "t5")
 ARCHITECTURES = {"marian": "MarianMTModel", "bart": "BartForConditionalGeneration",
-                 "t5": "T5ForConditionalGeneration", "mt5": "MT5ForConditionalGeneration"}
-# Weights live under "model." in Marian and BART (their lm_head and final_logits_bias do not).
-PREFIX = {"marian": "model.", "bart": "model.", "t5": ""}
+                 "t5": "T5ForConditionalGeneration", "mt5": "MT5ForConditionalGeneration",
+                 "umt5": "UMT5ForConditionalGeneration", "mbart": "MBartForConditionalGeneration",
+                 "m2m_100": "M2M100ForConditionalGeneration", "pegasus": "PegasusForConditionalGeneration"}
+# The BART-like families keep their weights under "model." (their lm_head and final_logits_bias
+# not); T5's have no prefix.
+PREFIX = {family: "" if family in T5_LIKE else "model." for family in FAMILY_TABLE}
+# Learned position tables looked up at row p + 2 (BART's, kept by mBART); Pegasus' sinusoid
+# tables are saved as they are; Marian's and M2M100's are computed, never saved.
+OFFSET_POSITIONS = ("bart", "mbart")
+SAVED_POSITIONS = ("pegasus",)
+# No final_logits_bias in the folder (core/families.py freezes minitx's output bias at zeros for
+# it): the output has no bias to write.
+NO_OUTPUT_BIAS = ("m2m_100",)
 # Options that change no figure transformers computes: dropout (none at inference), how
 # attention is computed (explicit or fused: the same softmax(QK^T)V).
 SAME_EITHER_WAY = ("dropout", "attention")
@@ -87,12 +101,11 @@ def origin_family(task: Task) -> str | None:
 def family_for(model: Seq2Seq, task: Task) -> tuple[str, bool]:
     """(the family to write the model as, whether it was matched by its options)."""
     family = origin_family(task)
-    if family is not None and family not in ORDER:  # opened (mBART, NLLB, Pegasus, UMT5), not written
-        raise ExportError(f"minitx does not write {family} folders yet (it writes {', '.join(ORDER)})")
     if family is not None:
         problems = _differences(model, family)
         if problems:
-            raise ExportError(f"this {family} model cannot be written back as one: {problems[0]}")
+            raise ExportError(f"this {family_entry(family).name} model cannot be written back as one: "
+                              f"{problems[0]}")
         return family, False
     found = {f: _differences(model, f) for f in ORDER}
     for f in ORDER:
@@ -114,13 +127,17 @@ def _differences(model: Seq2Seq, family: str) -> list[str]:
     cfg, problems = model.cfg, []
     if cfg.bug:
         return [f"it computes a deliberate bug ({cfg.bug}), which no family has"]
-    if cfg.src_vocab_size:
+    if cfg.src_vocab_size and family != "marian":  # Marian's separate vocabularies: a table a side
         problems.append("its source has a table of its own (--tie-embeddings: one table for both sides)")
-    elif not cfg.tie_embeddings:
+    elif not cfg.tie_embeddings and not cfg.src_vocab_size:
         problems.append(f"minitx writes {family} with one token table for source and target, and "
                         "this model has two (--tie-embeddings)")
     if family == "bart" and not cfg.tie_output:
         problems.append("bart's output is its token table (--tie-output)")
+    bias = model.own_state_dict().get("output.bias")
+    if family in NO_OUTPUT_BIAS and bias is not None and bool(bias.detach().ne(0).any()):
+        problems.append(f"{family_entry(family).name} has no output bias (final_logits_bias), and this "
+                        "model's is not zero")
     try:
         back = model_config(Path("config.json").parent, folder_config(cfg, family), family)
     except (ImportFileError, ValueError, KeyError) as e:
@@ -151,7 +168,7 @@ def _comparable(cfg: ModelConfig, family: str) -> dict[str, Any]:
         fields["kv_heads"] = cfg.n_heads
     if family == "bart" and cfg.position_encoding == "sinusoidal":
         fields["position_encoding"] = "learned"  # a fixed table is a learned one that was not trained
-    if family == "t5":  # relative positions reach any length; minitx's positions only cap it
+    if family in T5_LIKE:  # relative positions reach any length; minitx's positions only cap it
         fields.pop("max_len")
     return fields
 
@@ -172,7 +189,7 @@ def folder_config(cfg: ModelConfig, family: str, model_type: str = "") -> dict[s
     ids = {"pad_token_id": cfg.pad_id, "eos_token_id": cfg.eos_id, "decoder_start_token_id": cfg.sos_id}
     common = {"model_type": kind, "architectures": [ARCHITECTURES[kind]], "is_encoder_decoder": True,
               "vocab_size": cfg.vocab_size, "d_model": cfg.d_model, **ids}
-    if family == "t5":
+    if family in T5_LIKE:
         d_kv = cfg.d_head or cfg.d_model // cfg.n_heads
         proj = _inverse(T5_FEED_FORWARD)[cfg.activation]
         config = {**common, "d_kv": d_kv, "d_ff": cfg.d_ff, "num_layers": cfg.n_encoder_layers,
@@ -192,8 +209,9 @@ def folder_config(cfg: ModelConfig, family: str, model_type: str = "") -> dict[s
               "activation_function": _inverse(ACTIVATIONS)[cfg.activation],
               "scale_embedding": cfg.embed_scale, "dropout": cfg.dropout, "attention_dropout": 0.0,
               "activation_dropout": 0.0, "tie_word_embeddings": cfg.tie_output}
-    if family == "marian":
-        config.update(decoder_vocab_size=cfg.vocab_size, share_encoder_decoder_embeddings=True)
+    if family == "marian":  # separate vocabularies: vocab_size is the source's
+        config.update(vocab_size=cfg.src_vocab_size or cfg.vocab_size, decoder_vocab_size=cfg.vocab_size,
+                      share_encoder_decoder_embeddings=not cfg.src_vocab_size)
     return config
 
 
@@ -248,12 +266,19 @@ def folder_state(model: Seq2Seq, family: str) -> dict[str, torch.Tensor]:
     cfg, prefix = model.cfg, PREFIX[family]
     own = {k: t.detach().to("cpu", torch.float32) for k, t in model.own_state_dict().items()}
     state = {prefix + theirs: own[mine] for mine, theirs in layer_names(family, cfg).items()}
-    state[prefix + "shared.weight"] = own["src_embed.weight"]
+    if cfg.src_vocab_size:  # Marian's separate vocabularies: a table a side, no shared one
+        state[prefix + "encoder.embed_tokens.weight"] = own["src_embed.weight"]
+        state[prefix + "decoder.embed_tokens.weight"] = own["tgt_embed.weight"]
+    else:
+        state[prefix + "shared.weight"] = own["src_embed.weight"]
     if not cfg.tie_output:
         state["lm_head.weight"] = own["output.weight"]
-    if cfg.bias:
+    if cfg.bias and family not in NO_OUTPUT_BIAS:
         state["final_logits_bias"] = own["output.bias"].reshape(1, -1)
-    if family == "bart":
+    if family in SAVED_POSITIONS:  # (positions, d) a side, as the folder's own are
+        for side, stack in (("src", "encoder"), ("tgt", "decoder")):
+            state[f"{prefix}{stack}.embed_positions.weight"] = own[f"{side}_positions.weight"]
+    if family in OFFSET_POSITIONS:
         for side, stack in (("src", "encoder"), ("tgt", "decoder")):
             table = own.get(f"{side}_positions.weight", own.get("positional"))  # (positions, d)
             # rows 0 and 1 are never looked up (position p is row p + 2): zeros

@@ -19,6 +19,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from minitx.core.data.m2m100_tokeniser import M2M100_CODES, M2M100Tokeniser
 from minitx.core.data.subword import SubwordVocab
 from minitx.core.data.task import Task
 from minitx.core.data.tokenisers import TOKENIZER_JSON
@@ -51,23 +52,39 @@ def tokeniser_files(task: Task) -> dict[str, bytes]:
             if (folder / name).is_file():
                 files[name] = (folder / name).read_bytes()
         if TOKENIZER_CONFIG in files:
+            kept = json.loads(files[TOKENIZER_CONFIG])
+            languages = languages_of(task)
+            if any(kept.get(k) != v for k, v in languages.items()):  # the model's pair, not the base's
+                files[TOKENIZER_CONFIG] = json_bytes({**kept, **languages})
             return files
     files[TOKENIZER_CONFIG] = json_bytes(_tokenizer_config(task))
     return files
+
+
+def languages_of(task: Task) -> dict[str, str]:
+    """src_lang and tgt_lang of a multilingual tokeniser (NLLB, mBART), as the task reads its
+    sides (hf_tokenisers reads them back from these keys); empty for any other."""
+    source, target = task.src_vocab.tokeniser.settings, task.vocab.tokeniser.settings
+    if "language" not in source or "language" not in target:
+        return {}
+    return {"src_lang": source["language"], "tgt_lang": target["language"]}
 
 
 def _tokenizer_config(task: Task) -> dict[str, Any]:
     """tokenizer_config.json from the settings a model keeps of its tokeniser."""
     vocab = task.vocab
     settings = vocab.tokeniser.settings
-    kind = "marian" if vocab.tokeniser.kind == "marian" else settings["pipeline"]
+    kind = settings["pipeline"] if "pipeline" in settings else vocab.tokeniser.kind  # marian, m2m100
     config: dict[str, Any] = {"tokenizer_class": TOKENISER_CLASSES.get(kind, PLAIN_CLASS),
                               "clean_up_tokenization_spaces": bool(settings.get("cleanup", False)),
                               "pad_token": vocab.tokens[vocab.pad]}
     if vocab.unk is not None:
         config["unk_token"] = vocab.tokens[vocab.unk]
-    if kind in ("marian", "t5"):
+    if kind in ("marian", "t5", M2M100Tokeniser.kind):
         config["eos_token"] = settings["eos"]
+    if kind == M2M100Tokeniser.kind:  # its codes: the class's list that the settings hold
+        config["language_codes"] = next(k for k, codes in M2M100_CODES.items()
+                                        if list(codes) == settings["languages"])
     if kind == "roberta":
         config.update(bos_token=settings["cls"], cls_token=settings["cls"], eos_token=settings["sep"],
                       sep_token=settings["sep"], add_prefix_space=bool(settings.get("add_prefix_space")),
@@ -76,11 +93,15 @@ def _tokenizer_config(task: Task) -> dict[str, Any]:
             config["mask_token"] = "<mask>"
     if kind == "marian":
         config["separate_vocabs"] = settings.get("vocab") == TARGET_VOCAB
+    if kind in ("marian", M2M100Tokeniser.kind):  # Python tokenisers: their added tokens, by id
         config["added_tokens_decoder"] = {
             str(i): {"content": text, "lstrip": bool(lstrip), "rstrip": bool(rstrip),
                      "single_word": bool(single), "normalized": False,
                      "special": text in settings.get("specials", [])}
             for text, i, lstrip, rstrip, single in settings.get("added", [])}
+    config.update(languages_of(task))
+    if settings.get("language_at") == "suffix" and kind == "nllb":  # the code after </s>
+        config["legacy_behaviour"] = True
     named = {v for k, v in config.items() if k.endswith("_token")}
     extra = [t for t in settings.get("specials", []) if t not in named]
     if extra:

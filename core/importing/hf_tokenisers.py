@@ -3,7 +3,10 @@ SubwordVocab pair of a Marian, T5 or BART folder (core/data/subword.py, core/dat
 
 Which tokeniser: tokenizer_config.json's `tokenizer_class` (with or without "Fast"), else
 config.json's `model_type`. MarianTokenizer reads source.spm, target.spm and vocab.json (and
-target_vocab.json with `separate_vocabs`), never a tokenizer.json; every other class reads
+target_vocab.json with `separate_vocabs`), never a tokenizer.json; M2M100Tokenizer reads
+sentencepiece.bpe.model and vocab.json (core/data/m2m100_tokeniser.py), its `__xx__` language
+codes numbered after vocab.json in the class's list (`language_codes`), the source in src_lang
+(default en), the target in tgt_lang (default the source's); every other class reads
 tokenizer.json, T5Tokenizer and BartTokenizer (RobertaTokenizer) with their own pipeline.
 
 The special tokens, as transformers resolves them: each named one (bos, eos, unk, sep, pad, cls,
@@ -24,6 +27,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from minitx.core.data.m2m100_tokeniser import (
+    M2M100_CODES,
+    M2M100_LANGUAGE,
+    SPM_FILE,
+    M2M100Tokeniser,
+    code_token,
+)
 from minitx.core.data.subword import MAX_FILE_BYTES, SubwordVocab
 from minitx.core.data.tokenisers import (
     SENTENCEPIECE_LIKE,
@@ -42,6 +52,7 @@ TOKENS_MAP_FILE = "special_tokens_map.json"
 ADDED_TOKENS = "added_tokens.json"
 MODEL_CONFIG = "config.json"
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
+M2M100_FILES = (SPM_FILE, "vocab.json")
 TARGET_VOCAB = "target_vocab.json"
 NAMED = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # transformers' class for a folder -> the tokeniser minitx computes it with
@@ -67,7 +78,8 @@ DEFAULTS = {  # each class's special tokens when the folder names none
     "mbart": {"bos_token": "<s>", "sep_token": "</s>", "cls_token": "<s>", "mask_token": "<mask>",
               **_SENTENCEPIECE},
     "pegasus": {"mask_token": "<mask_2>", **_SENTENCEPIECE},
-    "m2m100": {},
+    "m2m100": {"bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "pad_token": "<pad>",
+               "unk_token": "<unk>"},
     "file": {},
 }
 STRIP_FLAGS = ("lstrip", "rstrip", "single_word")  # an added token's, in the tokeniser's settings
@@ -82,9 +94,9 @@ def read_tokenisers(folder, config: dict, start_id: int | None = None) -> tuple[
     family = _family(tokenizer_config, config)
     named, extra = _specials(folder, tokenizer_config, family)
     if family == "m2m100":
-        raise ImportFileError(f"{folder}: M2M100Tokenizer's files (sentencepiece.bpe.model and vocab.json) "
-                              "are not read yet; minitx reads NLLB-200's tokenizer.json (NllbTokenizer)")
-    if family == "marian":
+        source, target = _m2m100(folder, tokenizer_config, named, extra)
+        files = {"source": M2M100_FILES, "target": M2M100_FILES}
+    elif family == "marian":
         source, target = _marian(folder, tokenizer_config, named, extra)
         files = {"source": MARIAN_FILES, "target": MARIAN_FILES}
     else:
@@ -278,6 +290,43 @@ def _languages(folder: Path, tokenizer_config: dict, family: str, tokeniser) -> 
         chosen[key] = value
     source = tokeniser.with_languages(codes, "suffix" if suffix else "prefix", chosen["src_lang"])
     return source, source.with_language(chosen["tgt_lang"])
+
+
+# -- M2M100 ----------------------------------------------------------------------------------
+
+
+def _m2m100(folder: Path, tokenizer_config: dict, named: dict[str, str], extra: list[str]):
+    """(source, target) M2M100Tokeniser of a folder with M2M100Tokenizer's own files."""
+    missing = [name for name in M2M100_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ImportFileError(f"{folder} has no {' or '.join(missing)}: M2M100Tokenizer reads "
+                              f"{' and '.join(M2M100_FILES)} (or give the folder a {TOKENIZER_JSON})")
+    files = {name: _read(folder / name) for name in M2M100_FILES}
+    kind = tokenizer_config.get("language_codes", "m2m100")
+    if kind not in M2M100_CODES:
+        raise ImportFileError(f"{folder / TOKENIZER_CONFIG}: language_codes {str(kind)[:40]!r} is not one of "
+                              f"{', '.join(M2M100_CODES)}")
+    codes = M2M100_CODES[kind]
+    try:
+        vocab = vocab_json("vocab.json", files["vocab.json"])
+    except TokeniserFileError as e:
+        raise ImportFileError(f"{folder / e.file} {e.reason}") from None
+    numbered = {**vocab, **{code_token(c): len(vocab) + i for i, c in enumerate(codes)}}
+    specials = list(dict.fromkeys([*named.values(), *extra]))
+    chosen = {}
+    for key, default in (("src_lang", M2M100_LANGUAGE), ("tgt_lang", None)):
+        value = tokenizer_config.get(key)
+        value = value if value is not None else default if default is not None else chosen["src_lang"]
+        if value not in codes:
+            raise ImportFileError(f"{folder / TOKENIZER_CONFIG}: {key} {str(value)[:40]!r} is not one of the "
+                                  f"tokeniser's {len(codes)} language codes")
+        chosen[key] = value
+    settings = {"encode_with": SPM_FILE, "decode_with": SPM_FILE, "vocab": "vocab.json", "specials": specials,
+                "eos": _needed(folder, named, "eos_token"), "unk": _needed(folder, named, "unk_token"),
+                "cleanup": _bool(folder, tokenizer_config, "clean_up_tokenization_spaces", False),
+                "added": _added(folder, tokenizer_config, numbered, specials), "languages": list(codes)}
+    return tuple(_built(folder, M2M100Tokeniser, files, {**settings, "side": side, "language": chosen[key]})
+                 for side, key in (("source", "src_lang"), ("target", "tgt_lang")))
 
 
 # -- Marian ----------------------------------------------------------------------------------

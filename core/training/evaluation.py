@@ -51,8 +51,9 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
     sees later tokens, or a request for failures, still decodes). max_wrong: stop after the
     batch that brings the wrong examples past it; the result covers the batches scored.
     loss: also the teacher-forced cross-entropy per target token (target_loss). text: also
-    corpus BLEU and chrF of the outputs as text against the targets as text (the task's
-    `format` of each, the way transformers' evaluation decodes both with skip_special_tokens)."""
+    corpus BLEU and chrF of the outputs as text (the task's `format`, as transformers'
+    evaluation decodes with skip_special_tokens) against the targets exactly as the data file
+    holds them (Batch.references; the task's `format` of the ids for pairs without their text)."""
     device, cfg = model.device, model.cfg
     correct, lengths, kept = [], [], []
     unknown, seen, wrong = 0, 0, 0
@@ -77,9 +78,10 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
         if loss:
             batch_sum, batch_tokens = target_loss(model, batch)
             loss_sum, tokens = loss_sum + batch_sum, tokens + batch_tokens
-        if text:
+        if text:  # the file's own targets where the batch has them, as sacrebleu reads the file
             outputs += [task.format(row) for row in generated.tolist()]
-            references += [task.format(row) for row in batch.labels.tolist()]
+            references += (list(batch.references) if batch.references is not None
+                           else [task.format(row) for row in batch.labels.tolist()])
         if src_unk is not None:
             unknown += int((batch.src == src_unk).sum())
         if unk is not None:

@@ -104,9 +104,9 @@ def folder_dropout(task: Task) -> float | None:
 
 
 # -- the pairs ------------------------------------------------------------------------------------
-def _read(path: str, task: Task, columns: Columns):
+def _read(path: str, task: Task, columns: Columns, keep_texts: bool = False):
     separate = task.src_vocab if task.src_vocab != task.vocab else None
-    return files.load(path, task.vocab.level, task.vocab, separate, columns)
+    return files.load(path, task.vocab.level, task.vocab, separate, columns, keep_texts)
 
 
 SPACE_MARKS = " \u2581\u0120"  # a space, sentencepiece's "▁", byte-level BPE's "Ġ"
@@ -163,7 +163,7 @@ def cut_to(data: PairData, task: Task, positions: int, max_length: int) -> tuple
     # a row ending with </s>, a language code after it (target_ends), keeps it as truncation does
     coded = task.vocab.target_ends[1] != task.vocab.eos
     target, target_cut = _cut(data.target, target_limit, keep_last=coded)
-    return PairData(source, target, data.lines), int((source_cut | target_cut).sum())
+    return PairData(source, target, data.lines, data.texts), int((source_cut | target_cut).sum())
 
 
 def fine_tune_task(base: Task, data: str, valid: str, seed: int, positions: int, max_length: int,
@@ -171,12 +171,12 @@ def fine_tune_task(base: Task, data: str, valid: str, seed: int, positions: int,
     """The base model's task with `data`'s pairs to train on and held-out pairs to measure on
     (`valid`, or a seeded share of `data` as a data file's task holds out), read by the base's
     own vocabularies. DataError (one line naming the file and line) for a bad file."""
-    loaded = _read(data, base, columns)
+    loaded = _read(data, base, columns, keep_texts=not valid)  # held-out targets' text: BLEU's references
     _check_targets(data, loaded.data, base)
     whole, cut = cut_to(loaded.data, base, positions, max_length)
     n = len(whole)
     if valid:
-        held = _read(valid, base, columns)
+        held = _read(valid, base, columns, keep_texts=True)
         _check_targets(valid, held.data, base)
         held_data, held_cut = cut_to(held.data, base, positions, max_length)
         train, heldout = PairSet.whole(whole), PairSet.whole(held_data)
@@ -187,6 +187,7 @@ def fine_tune_task(base: Task, data: str, valid: str, seed: int, positions: int,
         # a data file's share (5%, at least 100 pairs); a small file's 5%, at least one pair
         k = max(MIN_HOLDOUT if n >= 2 * MIN_HOLDOUT else 1, math.ceil(n * HOLDOUT_SHARE))
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+        whole = whole.texts_of(perm[:k])
         train = PairSet(whole, perm[k:].sort().values)
         heldout = PairSet(whole, perm[:k].sort().values)
         held_cut, valid_info = 0, None

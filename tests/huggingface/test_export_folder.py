@@ -1,9 +1,10 @@
 """`minitx export MODEL --format hf --out DIR`: a folder that transformers opens with no missing or
 unexpected keys, holding the weights it came from, whose generate() gives minitx's greedy ids and
 whose tokeniser reads text as the original's does; for tiny Marian, T5, Flan-T5 and BART folders
-opened in minitx, and for imported files whose folder is gone (the tokeniser's settings written
-from what the file keeps). A model no family computes, an occupied DIR, and a failure while
-writing leave nothing behind."""
+opened in minitx, for files fine-tuned from tiny mBART-50, NLLB (M2M100's network), Pegasus,
+UMT5 and Marian-with-a-vocabulary-per-side folders, and for imported files whose folder is gone
+(the tokeniser's settings written from what the file keeps). A model no family computes, an
+occupied DIR, and a failure while writing leave nothing behind."""
 
 import json
 import shutil
@@ -17,8 +18,9 @@ from minitx import checkpoints
 from minitx.core.importing import hf_export
 from minitx.core.interp.decode import greedy_decode
 from tests.cli.conftest import assert_one_line_error, run_cli
+from tests.huggingface.changed_folders import write_pairs
 from tests.huggingface.test_exact import generate, generated, sources
-from tests.huggingface.tiny_folders import FAMILIES, save_model
+from tests.huggingface.tiny_folders import FAMILIES, SEPARATE_MARIAN, save_model
 
 TEXTS = ["Zoë eats 3 cakes in Zürich.", "The house is small.", "Hello, world!"]
 
@@ -73,7 +75,8 @@ def test_an_exported_folder_loads_in_transformers_with_the_weights_and_generates
         assert tokenizer(text, text_target=text) == original(text, text_target=text)
 
 
-@pytest.mark.parametrize("family", ["marian", pytest.param("t5", marks=pytest.mark.slow), "bart"])
+@pytest.mark.parametrize("family", ["marian", "bart", "nllb", *(
+    pytest.param(f, marks=pytest.mark.slow) for f in ("t5", "mbart50", "pegasus", "umt5", SEPARATE_MARIAN))])
 def test_an_imported_file_whose_folder_is_gone_exports_a_tokeniser_transformers_reads_the_same(
         family, tmp_path):
     folder = save_model(tmp_path / family, family)
@@ -234,3 +237,79 @@ def test_an_exported_folder_keeps_the_score_rules_generate_applies(marian, tmp_p
     minitx_model = checkpoints.load(str(folder)).model
     src, mask = sources("marian", seed=5)
     assert generate(reference, src, mask) == generated(minitx_model, src)
+
+
+FINE_TUNED = ["nllb", SEPARATE_MARIAN,
+              *(pytest.param(f, marks=pytest.mark.slow) for f in ("mbart50", "pegasus", "umt5"))]
+TUNING_PAIRS = [("The house is small.", "Das Haus ist klein."), ("Anna has 3 apples.", "Anna hat 3 Äpfel."),
+                ("Hello, world!", "Hallo, Welt!"),
+                ("On Friday, Zoë drives to Köln.", "Am Freitag fährt Zoë nach Köln.")]
+
+
+@pytest.mark.parametrize("family", FINE_TUNED)
+def test_a_file_fine_tuned_from_each_family_exports_a_folder_transformers_loads_and_generates_from(
+        family, tmp_path):
+    """`train --init` two steps, then `export --format hf`: no missing or unexpected keys, the
+    fine-tuned weights (not the base's), generate() gives minitx's greedy ids, and AutoTokenizer
+    reads the written tokeniser as the base's."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        folder = save_model(tmp_path / family, family)
+    pairs = write_pairs(tmp_path / "pairs.tsv", TUNING_PAIRS)
+    tuned = tmp_path / "tuned.safetensors"
+    run = run_cli("train", "--init", str(folder), "--data", str(pairs), "--steps", "2", "--batch-size", "4",
+                  "--lr", "0.01", "--out", str(tuned), "--threads", "1", "--quiet")
+    assert run.exit_code == 0, run.stderr
+    out = tmp_path / "exported"
+    run = run_cli("export", str(tuned), "--format", "hf", "--out", str(out))
+    assert run.exit_code == 0, run.stderr
+    reference, info, tokenizer = opened(out)
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+    minitx_model = checkpoints.load(str(tuned)).model
+    base, written = load_file(str(folder / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    moved = [n for n in set(base) & set(written) if not torch.equal(base[n], written[n])]
+    assert moved, "the exported weights are the base's, not the fine-tune's"
+    src, mask = sources(family, seed=5)
+    assert generate(reference, src, mask) == generated(minitx_model, src)
+    _, _, original = opened(folder)
+    for text in TEXTS:
+        assert tokenizer(text, text_target=text) == original(text, text_target=text)
+
+
+def test_a_multilingual_models_language_pair_is_the_exported_tokenisers(tmp_path):
+    """An NLLB model set to translate French to German writes src_lang and tgt_lang: the exported
+    tokeniser reads sources and targets as NllbTokenizer(src_lang=fra_Latn, tgt_lang=deu_Latn)
+    does, and generate() forces the German code first, as minitx's greedy decoding does."""
+    from transformers import AutoTokenizer
+
+    from minitx.core.data.languages import with_languages
+
+    folder = save_model(tmp_path / "nllb", "nllb")
+    ckpt = checkpoints.load(str(folder))
+    ckpt.task, ckpt.model.generation = with_languages(ckpt.task, ckpt.model.generation, "fra_Latn",
+                                                      "deu_Latn")
+    hf_export.export_folder(ckpt.model, ckpt.task, tmp_path / "out")
+    reference, _, tokenizer = opened(tmp_path / "out")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        original = AutoTokenizer.from_pretrained(folder, src_lang="fra_Latn", tgt_lang="deu_Latn")
+    for text in TEXTS:
+        assert tokenizer(text, text_target=text) == original(text, text_target=text)
+    src, mask = sources("nllb", seed=5)
+    theirs = generate(reference, src, mask)
+    assert theirs == generated(ckpt.model, src)
+    assert {row[0] for row in theirs} == {original.convert_tokens_to_ids("deu_Latn")}
+
+
+def test_an_m2m100_model_with_an_output_bias_is_refused_as_its_family_has_none(tmp_path):
+    """M2M100/NLLB have no final_logits_bias: a model whose output bias is not zero cannot be
+    written as one without changing what it computes; one line, nothing written."""
+    folder = save_model(tmp_path / "nllb", "nllb")
+    ckpt = checkpoints.load(str(folder))
+    with torch.no_grad():
+        ckpt.model.output.bias[5] = 0.25
+    with pytest.raises(hf_export.ExportError, match="M2M100 has no output bias"):
+        hf_export.export_folder(ckpt.model, ckpt.task, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -19,6 +19,10 @@ NEW_FAMILIES, the families next door (tests/huggingface/test_families.py):
 - t5-gated-relu: T5 with feed_forward_proj "gated-relu";
 - bart-unequal: BART whose decoder's feed-forward is narrower than the encoder's;
 - marian-odd: Marian with an odd d_model (33, three heads of 11).
+
+And SEPARATE_MARIAN ("marian-separate"): opus-mt's layout with a vocabulary per side
+(share_encoder_decoder_embeddings false: a token table each, target_vocab.json), for export; and
+"m2m100": M2M100's network (as nllb's) with M2M100Tokenizer's own files.
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ from tests.huggingface.tiny_tokenisers import DEFAULT_SIZES, SPECIAL_IDS, save_t
 FAMILIES = ("marian", "t5", "flan-t5", "bart")
 NEW_FAMILIES = ("mbart50", "nllb", "pegasus", "umt5", "t5-gated-relu", "bart-unequal", "marian-odd")
 ALL_FAMILIES = FAMILIES + NEW_FAMILIES
+SEPARATE_MARIAN = "marian-separate"
+OTHER_FAMILIES = (SEPARATE_MARIAN, "m2m100")  # tested where they matter (export, M2M100's tokeniser)
 TOKENISERS = {"flan-t5": "t5", "umt5": "t5", "t5-gated-relu": "t5", "bart-unequal": "bart",
-              "marian-odd": "marian", "mbart-cc25": "mbart"}  # family -> the tiny tokeniser its folder gets
-# (else its own); folders whose tokeniser writes a target's language code after its </s>, and
-# the network each shares
+              "marian-odd": "marian", SEPARATE_MARIAN: "marian",
+              "mbart-cc25": "mbart"}  # family -> the tiny tokeniser its folder gets (else its own)
+# folders whose tokeniser writes a target's language code after its </s>, and the network each shares
 SUFFIX_CODE_FOLDERS = {"mbart-cc25": "mbart50", "nllb-legacy": "nllb"}
 
 
@@ -70,7 +76,7 @@ def hf_model(family: str, layers: int = 2, d_model: int = 32, heads: int = 4, d_
 
     ids, vocab = special_ids(family), vocab_size(family)
     family = SUFFIX_CODE_FOLDERS.get(family, family)
-    if family in NEW_FAMILIES:
+    if family in NEW_FAMILIES or family in OTHER_FAMILIES:
         return _new_family(family, ids, vocab, layers, d_model, heads, d_ff, positions)
     if family == "marian":
         config = MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
@@ -135,7 +141,7 @@ def _new_family(family: str, ids: dict, vocab: int, layers: int, d_model: int, h
     if family == "mbart50":
         return MBartForConditionalGeneration(MBartConfig(**shape, **tokens, bos_token_id=ids["bos"],
                                                          scale_embedding=True))
-    if family == "nllb":
+    if family in ("nllb", "m2m100"):
         return M2M100ForConditionalGeneration(M2M100Config(**shape, **tokens, bos_token_id=ids["bos"],
                                                            scale_embedding=True, activation_function="relu"))
     if family == "pegasus":
@@ -144,7 +150,8 @@ def _new_family(family: str, ids: dict, vocab: int, layers: int, d_model: int, h
         return BartForConditionalGeneration(BartConfig(**{**shape, "decoder_ffn_dim": d_ff - 16}, **tokens,
                                                        bos_token_id=ids["bos"]))
     return MarianMTModel(MarianConfig(**shape, **tokens, decoder_vocab_size=vocab, scale_embedding=True,
-                                      activation_function="swish", bos_token_id=ids["eos"]))
+                                      activation_function="swish", bos_token_id=ids["eos"],
+                                      share_encoder_decoder_embeddings=family != SEPARATE_MARIAN))
 
 
 def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0, **shape) -> Path:
@@ -165,10 +172,10 @@ def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0,
         ids = special_ids(family)
         # EOS's row of the output table, longer: outputs end at different steps, not only at the cap
         model.get_output_embeddings().weight[ids["eos"]] *= eos_boost
-    if family in ("marian", "marian-odd"):  # opus-mt's: PAD never produced, EOS forced at the last position
+    if family in ("marian", "marian-odd", SEPARATE_MARIAN):  # opus-mt's: PAD never produced, EOS forced last
         model.generation_config.bad_words_ids = [[ids["pad"]]]
         model.generation_config.max_length = 24
-    if SUFFIX_CODE_FOLDERS.get(family, family) in NEW_FAMILIES:
+    if SUFFIX_CODE_FOLDERS.get(family, family) in NEW_FAMILIES or family in OTHER_FAMILIES:
         model.generation_config.max_length = 24
     if family == "pegasus":  # random weights put PAD (its zero row) first: banned, as Marian bans it
         model.generation_config.bad_words_ids = [[ids["pad"]]]
@@ -181,7 +188,8 @@ def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0,
         _untie_lm_head(folder, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # MarianTokenizer recommends sacremoses, which it does not use
-        save_tokeniser(folder, tokeniser_family(family), vocab_size(family))
+        save_tokeniser(folder, tokeniser_family(family), vocab_size(family),
+                       separate_vocabs=family == SEPARATE_MARIAN)
     return folder
 
 

@@ -17,6 +17,11 @@ what a real one holds:
 - "bart": the tokenizers library's byte-level BPE trainer (<s> 0, <pad> 1, </s> 2, <unk> 3, the
   pieces, <mask> last with lstrip, as facebook/bart-*'s is). Written by BartTokenizerFast.
 
+- "m2m100" (not in FAMILIES): M2M100Tokenizer's own files, as facebook/m2m100_* keep them:
+  sentencepiece's BPE trainer makes sentencepiece.bpe.model; vocab.json is <s> 0, <pad> 1, </s> 2,
+  <unk> 3, then the pieces; the 100 `__xx__` language codes follow vocab.json's ids and are named
+  as extra special tokens (real folders list them). Written by M2M100Tokenizer.
+
 `save_wide_marian(folder, vocab_size)` writes a Marian tokeniser as large as a real opus-mt's
 (58,101 ids), its pieces past the tiny ones unused, for the benchmarks (benchmarks/hf_load.py).
 
@@ -41,14 +46,15 @@ SUFFIX_CODES = ("mbart", "nllb-legacy")
 MBART_CODES = 25  # MBartTokenizer adds cc25's 25 codes and <mask> after the pieces
 NLLB_LANGUAGES = ("deu_Latn", "eng_Latn", "fra_Latn", "spa_Latn")  # a tiny NLLB's codes (the real has 202)
 MBART50_CODES = 52  # MBart50Tokenizer adds its 52 codes and <mask> after the pieces
-OTHERS = ("pegasus",)  # nor this one, a folder's only (tests/huggingface/test_families.py)
+OTHERS = ("pegasus", "m2m100")  # nor these (tests/huggingface/test_families.py, test_m2m100_tokeniser.py)
+M2M100_CODES = 100  # M2M100Tokenizer's language codes (language_codes "m2m100"), after vocab.json
 PEGASUS_SPECIALS = ["<pad>", "</s>", "<mask_1>", "<mask_2>", *(f"<unk_{i}>" for i in range(2, 103)), "<unk>"]
 DEFAULT_SIZES = {"marian": 300, "t5": 300, "bart": 400, "nllb": 400, "mbart50": 400, "pegasus": 400,
-                 "mbart": 400, "nllb-legacy": 400}
+                 "mbart": 400, "nllb-legacy": 400, "m2m100": 400}
 T5_EXTRA_IDS = 10  # real T5 folders have 100 sentinels; ten keep a tiny vocabulary mostly pieces
 SIZE_RANGES = {"marian": (150, 500), "t5": (120, 700), "bart": (262, 1300), "nllb": (200, 600),
                "mbart50": (200, 600), "pegasus": (300, 600), "mbart": (200, 600),
-               "nllb-legacy": (200, 600)}  # what CORPUS trains
+               "nllb-legacy": (200, 600), "m2m100": (300, 500)}  # what CORPUS trains
 
 NAMES = ["Anna", "José", "Zoë", "Jürgen", "François", "Søren", "Chloé", "Björn", "Renée", "Ömer",
          "Máire", "Luís", "Agnès", "Håkon", "Élodie", "Grégoire", "Małgorzata", "Tomás"]
@@ -125,6 +131,7 @@ SPECIAL_IDS = {  # family -> where the specials are, for a tokeniser of `size` i
     "mbart50": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
     "mbart": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
     "nllb-legacy": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
+    "m2m100": lambda size: dict(pad=1, eos=2, unk=3, decoder_start=2, bos=0),
     "pegasus": lambda size: dict(pad=0, eos=1, unk=len(PEGASUS_SPECIALS) - 1, decoder_start=0, bos=None),
 }
 
@@ -149,7 +156,7 @@ def save_tokeniser(folder, family: str, vocab_size: int | None = None,
         tokenizer = _marian_separate(size)
     else:
         make = {"marian": _marian, "t5": _t5, "bart": _bart, "nllb": _nllb, "mbart50": _mbart50,
-                "pegasus": _pegasus, "mbart": _mbart, "nllb-legacy": _nllb_legacy}[family]
+                "pegasus": _pegasus, "mbart": _mbart, "nllb-legacy": _nllb_legacy, "m2m100": _m2m100}[family]
         tokenizer = make(size)
         assert len(tokenizer) == size, (family, len(tokenizer), size)
     files = tokenizer.save_pretrained(str(folder))
@@ -290,6 +297,32 @@ def _pegasus(size: int):
     if len(pieces) != size:
         raise ValueError(f"the corpus trains {len(pieces)} Pegasus pieces, not {size}")
     return PegasusTokenizer(vocab=pieces)
+
+
+def _m2m100(size: int):
+    """M2M100's layout (see the module's docstring). Written by M2M100Tokenizer."""
+    import sentencepiece
+    from transformers import M2M100Tokenizer
+    from transformers.models.m2m_100.tokenization_m2m_100 import FAIRSEQ_LANGUAGE_CODES
+
+    wanted = size - M2M100_CODES - 4  # the pieces, beside <s> <pad> </s> <unk> and the codes
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(_texts()), model_writer=model, vocab_size=wanted + 3, model_type="bpe",
+        character_coverage=1.0, hard_vocab_limit=False, minloglevel=2, num_threads=1)
+    pieces = _ordinary(model.getvalue())
+    if len(pieces) != wanted:
+        raise ValueError(f"the corpus trains {len(pieces)} M2M100 pieces, not {wanted}")
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, **{p: i + 4 for i, p in enumerate(pieces)}}
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        (scratch / "sentencepiece.bpe.model").write_bytes(model.getvalue())
+        (scratch / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        codes = [f"__{c}__" for c in FAIRSEQ_LANGUAGE_CODES["m2m100"]]
+        tokenizer = M2M100Tokenizer(vocab_file=str(scratch / "vocab.json"),
+                                    spm_file=str(scratch / "sentencepiece.bpe.model"),
+                                    additional_special_tokens=codes)
+        return tokenizer
 
 
 def _spm(texts: list[str], size: int) -> bytes:
