@@ -79,17 +79,12 @@ class PairSet:
         tgt = torch.full((B, T + 2), vocab.pad, dtype=torch.long)
         tgt[:, 0] = start
         tgt[:, 1 : T + 1] = body
-<<<<<<< HEAD
-        tgt[torch.arange(B), self.data.target.lengths[pairs] + 1] = vocab.eos
+        tgt[torch.arange(B), self.data.target.lengths[pairs] + 1] = end
         texts = self.data.texts
         references = None if texts is None else tuple(texts[i] for i in pairs.tolist())
         if references is not None and None in references:
             references = None
         return Batch(src=src, tgt=tgt, lengths=lengths, references=references)
-=======
-        tgt[torch.arange(B), self.data.target.lengths[pairs] + 1] = end
-        return Batch(src=src, tgt=tgt, lengths=lengths)
->>>>>>> fam
 
     def fitting(self, positions: int, sources: int | None = None) -> tuple[PairSet, int]:
         """The pairs whose source and target fit `positions` (plus SOS/EOS), and how many did not;

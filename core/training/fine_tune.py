@@ -160,15 +160,10 @@ def cut_to(data: PairData, task: Task, positions: int, max_length: int) -> tuple
     if source_limit < 1 or target_limit < 1:
         raise DataError(f"max_length {max_length} leaves no room for a token")
     source, source_cut = _cut(data.source, source_limit, keep_last=own_specials)
-<<<<<<< HEAD
-    target, target_cut = _cut(data.target, target_limit, keep_last=False)
-    return PairData(source, target, data.lines, data.texts), int((source_cut | target_cut).sum())
-=======
     # a row ending with </s>, a language code after it (target_ends), keeps it as truncation does
     coded = task.vocab.target_ends[1] != task.vocab.eos
     target, target_cut = _cut(data.target, target_limit, keep_last=coded)
-    return PairData(source, target, data.lines), int((source_cut | target_cut).sum())
->>>>>>> fam
+    return PairData(source, target, data.lines, data.texts), int((source_cut | target_cut).sum())
 
 
 def fine_tune_task(base: Task, data: str, valid: str, seed: int, positions: int, max_length: int) -> Task:

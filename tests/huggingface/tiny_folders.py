@@ -41,14 +41,10 @@ ALL_FAMILIES = FAMILIES + NEW_FAMILIES
 SEPARATE_MARIAN = "marian-separate"
 OTHER_FAMILIES = (SEPARATE_MARIAN, "m2m100")  # tested where they matter (export, M2M100's tokeniser)
 TOKENISERS = {"flan-t5": "t5", "umt5": "t5", "t5-gated-relu": "t5", "bart-unequal": "bart",
-<<<<<<< HEAD
-              "marian-odd": "marian", SEPARATE_MARIAN: "marian"}  # family -> its tokeniser
-=======
-              "marian-odd": "marian", "mbart-cc25": "mbart"}  # family -> the tiny tokeniser its folder gets
-# (else its own); folders whose tokeniser writes a target's language code after its </s>, and
-# the network each shares
+              "marian-odd": "marian", "mbart-cc25": "mbart", SEPARATE_MARIAN: "marian"}  # family -> the tiny
+# tokeniser its folder gets (else its own); folders whose tokeniser writes a target's language
+# code after its </s>, and the network each shares
 SUFFIX_CODE_FOLDERS = {"mbart-cc25": "mbart50", "nllb-legacy": "nllb"}
->>>>>>> fam
 
 
 def tokeniser_family(family: str) -> str:
@@ -79,12 +75,8 @@ def hf_model(family: str, layers: int = 2, d_model: int = 32, heads: int = 4, d_
     )
 
     ids, vocab = special_ids(family), vocab_size(family)
-<<<<<<< HEAD
-    if family in NEW_FAMILIES or family in OTHER_FAMILIES:
-=======
     family = SUFFIX_CODE_FOLDERS.get(family, family)
-    if family in NEW_FAMILIES:
->>>>>>> fam
+    if family in NEW_FAMILIES or family in OTHER_FAMILIES:
         return _new_family(family, ids, vocab, layers, d_model, heads, d_ff, positions)
     if family == "marian":
         config = MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
@@ -183,11 +175,7 @@ def save_model(folder: Path, family: str, seed: int = 0, eos_boost: float = 3.0,
     if family in ("marian", "marian-odd", SEPARATE_MARIAN):  # opus-mt's: PAD never produced, EOS forced last
         model.generation_config.bad_words_ids = [[ids["pad"]]]
         model.generation_config.max_length = 24
-<<<<<<< HEAD
-    if family in NEW_FAMILIES or family in OTHER_FAMILIES:
-=======
-    if SUFFIX_CODE_FOLDERS.get(family, family) in NEW_FAMILIES:
->>>>>>> fam
+    if SUFFIX_CODE_FOLDERS.get(family, family) in NEW_FAMILIES or family in OTHER_FAMILIES:
         model.generation_config.max_length = 24
     if family == "pegasus":  # random weights put PAD (its zero row) first: banned, as Marian bans it
         model.generation_config.bad_words_ids = [[ids["pad"]]]
