@@ -41,9 +41,9 @@ ALL_FAMILIES = FAMILIES + NEW_FAMILIES
 SEPARATE_MARIAN = "marian-separate"
 OTHER_FAMILIES = (SEPARATE_MARIAN, "m2m100")  # tested where they matter (export, M2M100's tokeniser)
 TOKENISERS = {"flan-t5": "t5", "umt5": "t5", "t5-gated-relu": "t5", "bart-unequal": "bart",
-              "marian-odd": "marian", SEPARATE_MARIAN: "marian",
-              "mbart-cc25": "mbart"}  # family -> the tiny tokeniser its folder gets (else its own)
-# folders whose tokeniser writes a target's language code after its </s>, and the network each shares
+              "marian-odd": "marian", "mbart-cc25": "mbart", SEPARATE_MARIAN: "marian"}  # family -> the tiny
+# tokeniser its folder gets (else its own); folders whose tokeniser writes a target's language
+# code after its </s>, and the network each shares
 SUFFIX_CODE_FOLDERS = {"mbart-cc25": "mbart50", "nllb-legacy": "nllb"}
 
 
