@@ -126,11 +126,10 @@ def test_loaded_moments_continue_the_run_bit_for_bit():
     assert float(second.state[next(twin.parameters())]["step"]) == 4
 
 
-def _decay_run(make_optimizer, steps=5):
-    """`steps` AdamW steps of a small model at weight decay 0.5 (large: a decay on the wrong
-    tensors shows); its parameters."""
-    params, _ = _losses_and_weights(make_optimizer, steps)
-    return params
+def _decay_run(make_optimizer):
+    """The parameters after five steps of `make_optimizer`'s (at weight decay 0.5: large, so a
+    decay on the wrong tensors shows)."""
+    return _losses_and_weights(make_optimizer)[0]
 
 
 def _trainer_groups(params, decay, weight_decay):
