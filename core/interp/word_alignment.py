@@ -76,6 +76,18 @@ def every_head(layers: int, heads: int) -> list[Head]:
     return [Head(layer, head) for layer in range(layers) for head in [*range(heads), None]]
 
 
+def head_of(layers: int, heads: int, layer: int | None = None, head: int | None = None) -> Head:
+    """The Head a person names from 1 (`layer` None: the last layer; `head` None: the layer's
+    mean) in a decoder of `layers` layers of `heads` heads; ValueError (one line) if it has none."""
+    if head is not None and layer is None:
+        raise ValueError("a head needs its layer")
+    if layer is not None and not 1 <= layer <= layers:
+        raise ValueError(f"layer {layer}: the model's decoder has {layers} layers")
+    if head is not None and not 1 <= head <= heads:
+        raise ValueError(f"head {head}: the model's layers have {heads} heads")
+    return Head(layers - 1 if layer is None else layer - 1, None if head is None else head - 1)
+
+
 def head_rows(cross: torch.Tensor, heads: Sequence[Head]) -> torch.Tensor:
     """cross (B, L, h, T, S) -> (B, len(heads), T, S): each head's weights, or a layer's mean."""
     return torch.stack([cross[:, c.layer].mean(dim=1) if c.head is None else cross[:, c.layer, c.head]
@@ -218,6 +230,49 @@ def grid_links(grid: torch.Tensor) -> frozenset[Link]:
 def pharaoh(links) -> str:
     """Links as one Pharaoh line: `i-j` sorted by source word, then target word."""
     return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+@dataclass(frozen=True)
+class OutputAlignment:
+    """A model's own output aligned to its source: the links and the words they number."""
+
+    links: frozenset[Link]
+    source_words: list[str]
+    output_words: list[str]
+
+    def to_dict(self) -> dict:
+        return {"links": pharaoh(self.links), "source_words": self.source_words,
+                "output_words": self.output_words}
+
+
+def words_of(texts: Sequence[str | None], words: Sequence[int], count: int) -> list[str]:
+    """The words pieces make (piece_words' numbering), as text."""
+    joined = [""] * count
+    for text, w in zip(texts, words):
+        if text is not None and w >= 0:
+            joined[w] += text
+    return [w.strip() for w in joined]
+
+
+def output_alignment(model: Seq2Seq, task: Task, src_ids: Sequence[int], out_ids: Sequence[int], source: str,
+                     head: Head, method: str) -> OutputAlignment:
+    """The links between a typed source (its ids as fed) and the model's own output (ids, cut
+    at the first end token if any), teacher-forced on that output. The output's words are the
+    ones its pieces make (a tokeniser's decode may tidy spaces; the links number these);
+    Unmappable when the source's pieces do not make its typed words."""
+    ends = set(model.generation.eos)
+    body = [int(t) for t in out_ids]
+    body = body[: next((n for n, t in enumerate(body) if t in ends), len(body))]
+    labels = [*body, model.cfg.eos_id]
+    batch = Batch(torch.tensor([list(src_ids)]), torch.tensor([[model.generation.start, *labels]]),
+                  torch.tensor([task.source_length(list(src_ids))]))
+    src, n_src = side_words(task.src_vocab, list(src_ids), source, "source")
+    texts = piece_texts(task.vocab, labels, task.format(body))
+    tgt, n_tgt = piece_words(texts)
+    grid = word_grids(torch.stack(cross_attention(model, batch), dim=1),
+                      [PairWords(src, tgt, n_src, n_tgt)], [head], method)
+    return OutputAlignment(grid_links(grid[0, 0, :n_src, :n_tgt].cpu()), source.split(),
+                           words_of(texts, tgt, n_tgt))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,24 +24,45 @@ CELL = 6  # a percentage cell of the --heads all table, its space included
 TABLE_WIDTH = 80
 
 
+def _shape(model) -> tuple[int, int]:
+    """(decoder layers, heads) of a model's cross-attention."""
+    return len(model.decoder), model.cfg.n_heads
+
+
+def chosen_head(model, layer: int | None, head: int | None, which: str = "the model"):
+    """The Head --layer and --head name (default: the last layer's mean), checked against the model."""
+    from minitx.core.interp.word_alignment import head_of
+
+    try:
+        return head_of(*_shape(model), layer, head)
+    except ValueError as e:
+        raise click.BadParameter(f"{which}: {e}", param_hint="--layer/--head") from None
+
+
+def head_options(command):
+    """--method, --layer and --head: which attention rows align (align, decode --align)."""
+    command = click.option(
+        "--head", type=click.IntRange(min=1), default=None,
+        help="The head of --layer, from 1. [default: the layer's mean over heads]")(command)
+    command = click.option("--layer", type=click.IntRange(min=1), default=None,
+                           help="The decoder layer to read, from 1. [default: the last]")(command)
+    return click.option(
+        "--method", type=core_choice("interp.word_alignment", "METHODS"), default="output", show_default=True,
+        help="output: the attention of the step that predicts each target piece (Naive-Att); input: of the "
+             "step the piece is fed to (Shift-Att).")(command)
+
+
 @click.command("align", short_help="Word alignments from cross-attention; AER against gold.")
-@click.argument("model", callback=checkpoint_found)
+@click.argument("model", metavar="CKPT", callback=checkpoint_found)
 @click.argument("pairs", type=click.Path())
-@click.option("--method", type=core_choice("interp.word_alignment", "METHODS"), default="output",
-              show_default=True,
-              help="output: the attention of the step that predicts each target piece (Naive-Att); "
-                   "input: of the step the piece is fed to (Shift-Att).")
-@click.option("--layer", type=click.IntRange(min=1), default=None,
-              help="The decoder layer to read, from 1. [default: the last]")
-@click.option("--head", type=click.IntRange(min=1), default=None,
-              help="The head of --layer, from 1. [default: the layer's mean over heads]")
+@head_options
 @click.option("--heads", "every", type=click.Choice(["all"]), default=None,
               help="Score every layer x head and every layer's mean against --gold; name the best.")
 @click.option("--gold", type=click.Path(), metavar="GOLD", default=None,
               help="Gold links, a line per pair (talp: i-j sure, ipj possible): print AER, precision "
                    "and recall instead of the links.")
-@click.option("--reverse", metavar="MODEL2", default=None, callback=checkpoint_found,
-              help="A model trained target to source: its links combined with MODEL's by --sym.")
+@click.option("--reverse", metavar="CKPT2", default=None, callback=checkpoint_found,
+              help="A model trained target to source: its links combined with CKPT's by --sym.")
 @click.option("--sym", type=core_choice("interp.word_alignment", "SYMMETRIZATIONS"), default=None,
               help="With --reverse: intersect, union or gdfa (grow-diag-final-and). [default: gdfa]")
 @click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=64, show_default=True,
@@ -53,7 +74,7 @@ TABLE_WIDTH = 80
 def align_cmd(model, pairs, method, layer, head, every, gold, reverse, sym, batch_size, device, threads,
               as_json) -> None:
     """Align the words of each pair of PAIRS (.tsv, .csv or .jsonl, as train --data reads them)
-    with MODEL's cross-attention, teacher-forced on the pair's own target: one line per pair
+    with CKPT's cross-attention, teacher-forced on the pair's own target: one line per pair
     in Pharaoh format (i-j: source word i, target word j, words split at whitespace, from 0).
 
     Each target piece is linked to the source piece its attention weighs most (special tokens
@@ -79,7 +100,7 @@ def align_cmd(model, pairs, method, layer, head, every, gold, reverse, sym, batc
     if every and reverse is not None:
         raise click.UsageError("--heads all scores one model's heads: drop --reverse")
     if sym is not None and reverse is None:
-        raise click.UsageError("--sym combines MODEL's links with a reverse model's: give --reverse MODEL2")
+        raise click.UsageError("--sym combines CKPT's links with a reverse model's: give --reverse CKPT2")
     from minitx.core.data.pair_files import DataError
     from minitx.core.interp import word_alignment as wa
 
@@ -95,7 +116,7 @@ def align_cmd(model, pairs, method, layer, head, every, gold, reverse, sym, batc
         except DataError as e:
             raise BadArgument(f"--gold: {e}") from None
     heads = (wa.every_head(*_shape(checkpoint.model)) if every
-             else [_chosen(checkpoint.model, layer, head, "MODEL")])
+             else [chosen_head(checkpoint.model, layer, head, "CKPT")])
     with Progress("align", enabled=not as_json) as progress:
         progress.stage(f"reading the attention of {len(read):,} pairs", len(read))
         told = lambda done, total: progress.update(done, total)  # noqa: E731
@@ -142,26 +163,9 @@ def align_cmd(model, pairs, method, layer, head, every, gold, reverse, sym, batc
         click.echo(_measures(scores[0]))
 
 
-def _shape(model) -> tuple[int, int]:
-    """(decoder layers, heads) of a model's cross-attention."""
-    return len(model.decoder), model.cfg.n_heads
-
-
-def _chosen(model, layer: int | None, head: int | None, which: str):
-    """The Head --layer and --head name (default: the last layer's mean), checked against the model."""
-    from minitx.core.interp.word_alignment import Head
-
-    layers, heads = _shape(model)
-    if layer is not None and layer > layers:
-        raise click.BadParameter(f"{which} has {layers} decoder layers", param_hint="--layer")
-    if head is not None and head > heads:
-        raise click.BadParameter(f"{which} has {heads} heads per layer", param_hint="--head")
-    return Head(layers - 1 if layer is None else layer - 1, None if head is None else head - 1)
-
-
 def _symmetrized(links, read, reverse: str, layer, head, method: str, how: str, batch_size: int, device: str,
                  progress):
-    """MODEL's links combined `how` with those of the reverse model on the pairs swapped."""
+    """CKPT's links combined `how` with those of the reverse model on the pairs swapped."""
     import shutil
 
     from minitx.core.interp import word_alignment as wa
@@ -171,8 +175,9 @@ def _symmetrized(links, read, reverse: str, layer, head, method: str, how: str, 
     try:
         read_back = wa.AlignmentPairs(backward.task, swapped, backward.model_config.max_len)
         progress.stage(f"reading the reverse model's attention of {len(read):,} pairs", len(read))
-        back = wa.align(backward.model, read_back, [_chosen(backward.model, layer, head, "MODEL2")], method,
-                        batch_size, lambda done, total: progress.update(done, total))[0]
+        chosen = chosen_head(backward.model, layer, head, "CKPT2")
+        back = wa.align(backward.model, read_back, [chosen], method, batch_size,
+                        lambda done, total: progress.update(done, total))[0]
     finally:
         shutil.rmtree(swapped.parent, ignore_errors=True)
     for n, why in read_back.unaligned.items():
