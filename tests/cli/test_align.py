@@ -136,7 +136,8 @@ def test_decode_align_prints_each_outputs_links_beside_it():
                          "output_words": ["5", "1", "4", "1", "3"]}
 
 
-@pytest.mark.parametrize("args", [["--layer", "1"], ["--align", "--beams", "2"], ["--align", "--attention"]])
-def test_decode_alignment_options_without_align_or_with_beams_exit_2(args):
+@pytest.mark.parametrize("args", [["--layer", "1"], ["--align", "--beams", "2"], ["--align", "--attention"],
+                                  ["--align", "--ablate", "cross:L2"]])
+def test_decode_alignment_options_without_align_or_with_beams_or_ablation_exit_2(args):
     run = run_cli("decode", "reverse", "3 1 4 1 5", *args)
     assert run.exit_code == 2 and assert_one_line_error(run)
