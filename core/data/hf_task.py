@@ -25,6 +25,7 @@ EXAMPLE = "The weather is nice today."  # a source to show first when no pairs w
 
 class HuggingFaceTask(ImportedTask):
     name = HF_TASK
+    kind = "Hugging Face model"
 
     def __init__(self, vocab: Vocab, src_vocab: Vocab, origin: dict, heldout: PairSet | None = None,
                  provenance: dict | None = None, counts: dict | None = None, min_len: int = 1,

@@ -38,7 +38,7 @@ from minitx.core.data.vocab import Vocab
 
 IMPORTED_TASK = "imported"
 EXTRA_NEW_TOKENS = 4  # the tutorial's translate(): max_len = wrapped length + 5, BOS included
-NO_PAIRS = "this imported model keeps no example pairs to measure on"
+NO_PAIRS = "this model keeps no example pairs to measure on"
 MAX_ORIGIN_TEXT = 4096
 INPUT_LENGTHS = (3, 8)  # made-up sources for the checks that need no answers: lengths in this range
 
@@ -59,6 +59,7 @@ class ImportedTask(PairsTask):
     name = IMPORTED_TASK
     exact_lengths = False
     evaluated_on = "held-out pairs"
+    kind = "imported model"  # what a person calls it: "this imported model keeps no example pairs"
 
     def __init__(self, vocab: Vocab, src_vocab: Vocab, wraps_source: bool, origin: dict,
                  heldout: PairSet | None = None, provenance: dict | None = None,
@@ -90,7 +91,7 @@ class ImportedTask(PairsTask):
 
     def _pairs(self) -> PairSet:
         if self.heldout is None:
-            raise MissingPairs()
+            raise MissingPairs(NO_PAIRS.replace("this model", f"this {self.kind}"))
         return self.heldout
 
     def input_batch(self, batch_size: int, generator: torch.Generator, length: int | None = None) -> Batch:

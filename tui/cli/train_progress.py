@@ -71,7 +71,7 @@ def _fine_tune_what(trainer, params: int) -> str:
         (f" x {trainer.processes.world} processes" if trainer.processes.distributed else "")
     return (f"fine-tuning {t.init} ({base.get('family', 'minitx')}, {params:,} params, dropout "
             f"{trainer.model_cfg.dropout:g})\n"
-            f"on {file}: {c['train']:,} pair{'s' * (c['train'] != 1)} ({c['heldout']:,} held out{cut})\n"
+            f"on {file}: {c['train']:,} pair{'s' * (c['train'] != 1)}{held_out(trainer.task, cut)}\n"
             f"{_schedule_what(trainer)} · {optimiser} · {split} · {trainer.device.type}"
             + (f" · label smoothing {t.label_smoothing:g}" if t.label_smoothing else ""))
 
@@ -119,11 +119,20 @@ def _training_what(task) -> str:
     return f"training on {what}\n" if task.name == "data" else f"training {what} · "
 
 
+def held_out(task, cut: str = "") -> str:
+    """' (500 held out)' of --data's pairs, or ' · held out: valid.tsv (200 pairs)' when the
+    held-out pairs are --valid's (none of --data's then)."""
+    count = task.counts["heldout"]
+    if task.provenance.get("valid"):
+        return f"{cut and ' (' + cut[2:] + ')'} · held out: {task.heldout_file()} ({count:,} pairs)"
+    return f" ({count:,} held out{cut})"
+
+
 def task_summary(task) -> str:
     """'reverse 4-10', 'dates', or 'pairs.tsv: 9,500 pairs (500 held out), 42 char tokens'."""
     if task.name == "data":
         c, file = task.counts, task.provenance["data"]["file"]
-        return (f"{file}: {c['train']:,} pairs ({c['heldout']:,} held out), "
+        return (f"{file}: {c['train']:,} pairs{held_out(task)}, "
                 f"{task.vocab.size - len(task.vocab.specials)} {task.vocab.level} tokens")
     return f"{task.name} {task.min_len}-{task.max_len}" if task.exact_lengths else task.name
 

@@ -211,7 +211,7 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _load(self, a, b) -> None:
         from minitx.core.checkpoint import CheckpointError
-        from minitx.core.compare import check_comparable, compare_loaded
+        from minitx.core.compare import check_comparable, compare_loaded, sharing_pairs
         from minitx.tui.app.loaded import load_either
 
         worker = get_current_worker()
@@ -225,6 +225,7 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
         if worker.is_cancelled:
             return
         (ckpt_a, record_a), (ckpt_b, record_b) = loaded["A"], loaded["B"]
+        ckpt_a, ckpt_b = sharing_pairs(ckpt_a, ckpt_b)  # a base folder measured on its fine-tune's pairs
         try:  # the same ids must mean the same tokens to both, or one source means two things
             check_comparable(ckpt_a, ckpt_b)
         except ValueError as e:

@@ -80,7 +80,7 @@ def _imported_facts(task, cfg) -> dict:
     from minitx.core.model.components import option_labels
 
     pairs = (None if task.heldout is None
-             else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
+             else {"file": task.heldout_file(), "kept": len(task.heldout)})
     return {**task.origin, "source_wrapping": task.wrapping(), "options": option_labels(cfg), "pairs": pairs}
 
 
@@ -94,7 +94,7 @@ def _hf_facts(ckpt) -> dict:
     spoken = {"languages": {"codes": list(languages(task)), "source": source, "target": target}} \
         if source is not None else {}
     pairs = (None if task.heldout is None
-             else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
+             else {"file": task.heldout_file(), "kept": len(task.heldout)})
     return {**task.origin, "options": option_labels(ckpt.model_config),
             "generation": ckpt.model.generation.to_dict(), "notes": ckpt.summary.get("notes", []),
             "pairs": pairs, **spoken}

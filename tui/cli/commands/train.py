@@ -378,12 +378,19 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
         out.write(f"reached {acc:.1%} exact match at step {trainer.until_reached_at} "
                   f"(--until {trainer.cfg.until:.1%}; --steps allowed {trainer.cfg.steps})\n")
     resumed = trainer.seconds_at_start > 0
-    in_all = f" ({trainer.seconds:.0f} s in all)" if resumed else ""
+    # this run's wall time holds its evaluations (a fine-tune's greedy decoding: often most of it)
+    in_all = f"; {trainer.seconds:.0f} s of training in all" if resumed else ""
+    took = (f"{trainer.seconds_this_run + trainer.eval_seconds:.0f} s this run "
+            f"({trainer.eval_seconds:.0f} s evaluating{in_all})")
     n = task.evaluation_count(trainer.cfg.eval_size)
     width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
+    # A fine-tune's held-out loss (what its base -> fine-tuned line compares); else the figure is
+    # the last training batch's, and says so.
+    loss = (f"held-out loss {trainer.last_scores['loss']:.4f}" if trainer.cfg.init and trainer.last_scores
+            and trainer.last_scores['loss'] is not None
+            else f"last batch's loss {summary['loss']:.4f}")
     # Broken between fields where the terminal is narrow, never one word left on a line.
-    final = [f"final exact match {acc:.1%} on {n} {task.evaluated_on}", f"loss {summary['loss']:.4f}",
-             f"{trainer.seconds_this_run:.0f} s this run{in_all}"]
+    final = [f"final exact match {acc:.1%} on {n} {task.evaluated_on}", loss, took]
     out.write(field_lines(final, width).plain + "\n")
     scores = fine_tune_scores(trainer)
     if scores:  # the base -> the fine-tuned weights, on the same held-out pairs

@@ -1,0 +1,124 @@
+"""A new user's walk with a fine-tune of a tiny Hugging Face folder (issue 49): compare takes the
+base and its fine-tune in either order, and every figure the commands print tells what it is
+(the held-out loss, not a training batch's; the file the held-out pairs came from; the time
+evaluations took; how many pairs a comparison decodes)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from minitx import checkpoints
+from minitx.tui.cli.main import main
+from tests.huggingface.changed_folders import write_pairs
+from tests.huggingface.tiny_folders import save_model
+
+WORDS = ["the cat", "a red house", "good morning", "the dog", "where is it", "thank you", "blue sky",
+         "old town", "the house", "a cat"]
+TRAIN = [(w, w.upper()) for w in WORDS] * 2
+VALID = [("the sky", "THE SKY"), ("a dog", "A DOG"), ("old house", "OLD HOUSE")]
+
+
+def run(*args, columns: int = 400) -> tuple[int, str]:
+    result = CliRunner().invoke(main, [str(a) for a in args], env={"COLUMNS": str(columns)})
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory) -> dict[str, Path]:
+    """A tiny Marian folder and its fine-tune on train.tsv, held out on valid.tsv."""
+    root = tmp_path_factory.mktemp("walk")
+    folder = save_model(root / "opus-tiny", "marian")
+    data, valid = write_pairs(root / "train.tsv", TRAIN), write_pairs(root / "valid.tsv", VALID)
+    out = root / "ft.safetensors"
+    code, text = run("train", "--init", folder, "--data", data, "--valid", valid, "--steps", 4,
+                     "--eval-every", 2, "--batch-size", 4, "--out", out, "--threads", 1, "--log-every", 1)
+    assert code == 0, text
+    return {"folder": folder, "data": data, "valid": valid, "ft": out, "train_output": text, "root": root}
+
+
+def test_the_final_line_gives_the_held_out_loss_not_the_last_batch(walk):
+    text = walk["train_output"]
+    base_line = next(line for line in text.splitlines() if line.startswith("base -> fine-tuned"))
+    heldout_loss = float(re.search(r"loss [\d.]+ -> ([\d.]+)", base_line).group(1))
+    final = next(line for line in text.splitlines() if line.startswith("final exact match"))
+    last_batch = [float(m) for m in re.findall(r"^step +\d+ +loss ([\d.]+)", text, re.M)][-1]
+    assert "held-out loss" in final
+    shown = float(re.search(r"held-out loss ([\d.]+)", final).group(1))
+    assert shown == pytest.approx(heldout_loss, abs=1e-3) and shown != pytest.approx(last_batch, abs=1e-4)
+
+
+def test_the_seconds_of_a_run_include_its_evaluations(walk):
+    ckpt = checkpoints.load(str(walk["ft"]))
+    final = next(line for line in walk["train_output"].splitlines() if line.startswith("final exact match"))
+    seconds = float(re.search(r"([\d.]+) s this run", final).group(1))
+    trained = ckpt.summary["seconds"]  # the steps alone
+    evaluating = re.search(r"([\d.]+) s evaluating", final)
+    assert evaluating is not None, final
+    assert seconds >= float(evaluating.group(1)) and seconds >= round(trained, 1)
+
+
+def test_held_out_pairs_are_said_to_come_from_the_valid_file(walk):
+    header = walk["train_output"]
+    assert "held out: valid.tsv (3 pairs)" in header and "(3 held out)" not in header
+    code, text = run("eval", walk["ft"], "--threads", 1)
+    assert code == 0, text
+    assert "3 held-out pairs of valid.tsv" in text and "of train.tsv" not in text
+    code, text = run("inspect", walk["ft"])
+    assert code == 0, text
+    assert "3 example pairs of valid.tsv" in text and "pairs of train.tsv" not in text
+
+
+@pytest.mark.parametrize("order", ["base first", "fine-tune first"])
+def test_compare_takes_the_base_folder_and_its_fine_tune_in_either_order(walk, order):
+    a, b = (walk["folder"], walk["ft"]) if order == "base first" else (walk["ft"], walk["folder"])
+    code, text = run("compare", a, b, "--threads", 1, "--json")
+    assert code == 0, text
+    import json
+
+    data = json.loads(text)
+    assert data["n"] == len(VALID) and data["changes"]["n"] == len(VALID)
+    assert data["examples"].startswith(f"{len(VALID)} held-out pairs")
+
+
+def test_compare_says_how_many_pairs_it_decodes_and_the_folders_dropout(walk, monkeypatch):
+    from minitx.tui.cli import progress
+
+    monkeypatch.setattr(progress, "PLAIN_AFTER", 0.0)  # every stage says itself at once
+    stages = []
+    real_stage = progress.Progress.stage
+    monkeypatch.setattr(progress.Progress, "stage",
+                        lambda self, description, total=None: (stages.append(description),
+                                                               real_stage(self, description, total)))
+    code, text = run("compare", walk["folder"], walk["ft"], "--threads", 1)
+    assert code == 0, text
+    decoding = [s for s in stages if s.startswith("decoding")]
+    assert decoding == [f"decoding {len(VALID)} held-out pairs with both models"], stages
+    assert not re.search(r"model\.dropout +│ +0(\.1)? +│ +0\.1", text)  # config.json's 0.1 on both sides
+
+
+def test_eval_counts_what_it_decodes(walk, monkeypatch):
+    from minitx.tui.cli import progress
+
+    stages = []
+    real_track = progress.Progress.track
+    monkeypatch.setattr(progress.Progress, "track",
+                        lambda self, items, description, total=None: (
+                            stages.append((description, total)) or real_track(self, items, description,
+                                                                              total)))
+    code, text = run("eval", walk["folder"], "--pairs", walk["valid"], "--threads", 1)
+    assert code == 0, text
+    description, total = stages[0]
+    assert total == 1 and f"{len(VALID)} pairs" in description, stages
+
+
+def test_a_hugging_face_folder_is_not_called_an_imported_model(walk, tmp_path):
+    folder = tmp_path / "plain"
+    shutil.copytree(walk["folder"], folder)
+    for args in (("eval", folder), ("heads", folder)):
+        code, text = run(*args, "--threads", 1)
+        assert code == 2 and "imported model" not in text and "Hugging Face model" in text, text
