@@ -320,6 +320,10 @@ class Trainer:
         own = n is None and seed is None
         start = time.perf_counter()
         n, seed = n or self.cfg.eval_size, self.heldout_seed if seed is None else seed
+        whose = "the base" if self.cfg.init and self.base_scores is None else f"step {self.step_count}"
+        what = f"{whose} on {self.task.evaluation_count(n):,} {self.task.evaluated_on}"
+        for listener in self.listeners:
+            listener.on_evaluating(self, what)
         if self.cfg.init:  # a fine-tune: also loss per target token, corpus BLEU and chrF (greedy)
             batches = self.task.evaluation_batches(n, seed, FINE_TUNE_EVAL_BATCH)
             result = score(self.model, self.task, batches, loss=True, text=True)

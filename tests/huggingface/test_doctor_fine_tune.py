@@ -93,3 +93,12 @@ def test_the_printed_still_falling_threshold_is_the_one_applied(tuned):
     quarter = float(check["detail"].split(" -> ")[0])
     applied = max(0.05 * quarter, 0.05)
     assert check["threshold"] == f"< {applied:.3g} nats"
+
+
+def test_the_apps_doctor_reads_a_fine_tunes_record_as_the_command_does(tuned):
+    from minitx.core.doctor.history_checks import RunRecord
+    from minitx.tui.app.loaded import load_checkpoint_record
+
+    ckpt, record = load_checkpoint_record(str(tuned["good"]))
+    app_record = RunRecord.of(record.history, record.run_summary)
+    assert app_record.fine_tune and app_record.base_scores == ckpt.summary["base_scores"]

@@ -122,3 +122,51 @@ def test_a_hugging_face_folder_is_not_called_an_imported_model(walk, tmp_path):
     for args in (("eval", folder), ("heads", folder)):
         code, text = run(*args, "--threads", 1)
         assert code == 2 and "imported model" not in text and "Hugging Face model" in text, text
+
+
+def test_the_first_ctrl_c_says_at_once_that_the_run_is_saving_and_where():
+    import io
+    import signal
+
+    from minitx.tui.cli.commands.train import StopOnSignal
+
+    err = io.StringIO()
+    stop = StopOnSignal(err, "ft.safetensors")
+    stop._caught(signal.SIGINT, None)
+    first = err.getvalue()
+    assert "saving to ft.safetensors" in first and "Ctrl-C again is ignored" in first
+    stop._caught(signal.SIGINT, None)
+    assert stop.caught == signal.SIGINT and stop.ignored == 1  # the second press changes nothing
+
+
+def test_two_ctrl_c_during_the_bases_evaluation_still_save_the_fine_tune(walk, tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from minitx.core.training import trainer as trainer_module
+
+    original = trainer_module.Trainer.evaluate
+    said = []
+
+    def evaluate_while_pressed(self, *args, **kwargs):
+        if self.base_scores is None:  # the base's evaluation, the long silent one
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module.Trainer, "evaluate", evaluate_while_pressed)
+    out = tmp_path / "stopped.safetensors"
+    result = CliRunner().invoke(main, ["train", "--init", str(walk["folder"]), "--data", str(walk["data"]),
+                                       "--steps", "20", "--out", str(out), "--threads", "1"],
+                                env={"COLUMNS": "400"})
+    said.append(result.output)
+    assert result.exit_code == 130, result.output
+    assert checkpoints.load(str(out)).summary["steps"] == 1  # the step in flight finished, and was saved
+    assert f"Interrupted: finishing this step, then saving to {out}" in result.output
+
+
+def test_a_fine_tune_says_what_each_evaluation_measures_before_it_starts(walk):
+    lines = walk["train_output"].splitlines()
+    first_step = next(i for i, line in enumerate(lines) if line.startswith("step "))
+    assert any(line.startswith("evaluating the base on 3 held-out pairs") for line in lines[:first_step])
+    assert any(line.startswith("evaluating step 2 on 3 held-out pairs") for line in lines)

@@ -234,6 +234,17 @@ class Reporter(RunListener):
         if self.progress is not None:
             self._advance(stats)
 
+    def on_evaluating(self, trainer, what: str) -> None:
+        """A fine-tune's evaluation decodes its held-out pairs greedily (seconds to minutes on a
+        large model): a line says what it measures, above the bar or among the plain lines."""
+        if self.quiet or not trainer.cfg.init:
+            return
+        line = f"evaluating {what} (greedy decoding)…"
+        if self.progress is not None:  # in the bar's place until the next step
+            self.progress.update(self.task_id, info=line)
+        else:
+            self.out.write(line + "\n")
+
     def on_evaluation(self, trainer, result) -> None:
         """An evaluation in the run (its --metrics row follows its step's); the Trainer's history
         has it already."""

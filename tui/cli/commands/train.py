@@ -115,7 +115,7 @@ def train_cmd(**opts) -> None:
     listeners = [reporter] + ([SaveEvery(out_path, opts["save_every"])] if opts["save_every"] else [])
     loop_start = time.perf_counter()
     # From here until the file is written a signal stops the run, never a save (StopOnSignal).
-    with StopOnSignal(err) as signals:
+    with StopOnSignal(err, out_path if lead else None) as signals:
         with reporter:
             try:
                 trainer.run(*listeners, signals)
@@ -308,10 +308,11 @@ class StopOnSignal(RunListener):
     SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM")
     NAMES = {"SIGINT": "Interrupted", "SIGHUP": "Hung up", "SIGTERM": "Terminated"}
 
-    def __init__(self, err=None) -> None:
+    def __init__(self, err=None, path=None) -> None:
         self.caught: int | None = None  # the signal's number
         self.name = ""
         self.err = err
+        self.path = path  # where the run will be saved: said at the first signal
         self.ignored = 0  # signals after the first
         self._previous: dict[int, object] = {}
 
@@ -334,14 +335,24 @@ class StopOnSignal(RunListener):
         if self.caught is None:
             self.caught = signum
             self.name = self.NAMES[signal.Signals(signum).name]
+            # at once: the step in flight (an evaluation, a save) may take a while, and a person
+            # who hears nothing presses again
+            where = f" to {self.path}" if self.path else ""
+            self._say(f"{self.name}: finishing this step, then saving{where}; Ctrl-C again is ignored "
+                      "until it is written (Ctrl-\\ quits at once, without saving)")
             return
         self.ignored += 1
-        if self.ignored == 1 and self.err is not None:
-            try:  # the main thread may be inside a write to the same stream: then say nothing
-                self.err.write("Ctrl-C again is ignored until the checkpoint is written (Ctrl-\\ "
-                               "quits at once, without saving)\n")
-            except (RuntimeError, OSError, ValueError):
-                pass
+        if self.ignored == 1:
+            self._say("Ctrl-C again is ignored until the checkpoint is written (Ctrl-\\ quits at once, "
+                      "without saving)")
+
+    def _say(self, line: str) -> None:
+        if self.err is None:
+            return
+        try:  # the main thread may be inside a write to the same stream: then say nothing
+            self.err.write(line + "\n")
+        except (RuntimeError, OSError, ValueError):
+            pass
 
     def stop_requested(self, trainer) -> bool:
         return self.caught is not None
