@@ -104,16 +104,21 @@ def test_compare_says_how_many_pairs_it_decodes_and_the_folders_dropout(walk, mo
 def test_eval_counts_what_it_decodes(walk, monkeypatch):
     from minitx.tui.cli import progress
 
-    stages = []
-    real_track = progress.Progress.track
-    monkeypatch.setattr(progress.Progress, "track",
-                        lambda self, items, description, total=None: (
-                            stages.append((description, total)) or real_track(self, items, description,
-                                                                              total)))
-    code, text = run("eval", walk["folder"], "--pairs", walk["valid"], "--threads", 1)
-    assert code == 0, text
-    description, total = stages[0]
-    assert total == 1 and f"{len(VALID)} pairs" in description, stages
+    counts = []
+    real_update = progress.Progress.update
+
+    def update(self, done, total=None, description=None):
+        counts.append((self.description, done, self.total))
+        return real_update(self, done, total, description)
+
+    monkeypatch.setattr(progress.Progress, "update", update)
+    for args in (("--pairs", walk["valid"]), ()):  # a file's pairs, the fine-tune's own held-out pairs
+        counts.clear()
+        code, text = run("eval", walk["folder"] if args else walk["ft"], *args, "--threads", 1)
+        assert code == 0, text
+        decoding = [c for c in counts if c[0].startswith("decoding")]
+        assert decoding[-1][1:] == (len(VALID), len(VALID)), counts  # every pair counted, of all of them
+        assert f"{len(VALID)} " in decoding[-1][0] and "pairs" in decoding[-1][0]
 
 
 def test_a_hugging_face_folder_is_not_called_an_imported_model(walk, tmp_path):

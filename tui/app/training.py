@@ -176,6 +176,9 @@ class TrainingRun:
             if forgetting is not None and forgetting.general_loss_end is not None else None,
             forgetting.line() if forgetting is not None and forgetting.alarm else None))
 
+    def on_evaluating(self, trainer, what: str) -> None:
+        pass  # the stats line's ETA holds the evaluations; the probes and scores come after it
+
     def on_snapshot(self, trainer, step: int) -> None:
         pass  # the history holds it; the timeline reads it once the run ends
 

@@ -4,11 +4,13 @@ run (core/training/events.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections import deque
 from pathlib import Path
 
 from minitx.core.training.events import RunListener
-from minitx.tui.render.numbers import accuracy_text, scores_change
+from minitx.tui.render.numbers import accuracy_text, rate, scores_change
 
 
 class Metrics:
@@ -178,13 +180,14 @@ def _cut(line: str, width: int) -> str:
 def log_line(stats, until: float = 0.0) -> str:
     line = (
         f"step {stats.step:>6}  loss {short_loss(stats.loss)}  grad {stats.grad_norm:.3f}  "
-        f"lr {stats.lr:.2e}  {stats.examples_per_s:,.0f} ex/s"
+        f"lr {stats.lr:.2e}  {rate(stats.examples_per_s)} ex/s"
     )
     if stats.accuracy is not None:
         line += "  " + accuracy_text(stats.accuracy, stats.eval_n or 0, stats.eval_complete, until)
     return line
 
 
+SPEED_STEPS = 20  # steps the ex/s of a log line is the mean of
 WIDE = 100  # columns from which the bar also shows grad norm, lr and speed
 
 
@@ -201,6 +204,7 @@ class Reporter(RunListener):
         self.metrics = Metrics(metrics, resume=resume)
         self.progress = None
         self._evaluated = None  # an evaluation whose step's row is not written yet
+        self._speed: deque = deque(maxlen=SPEED_STEPS)  # (pairs, seconds) of the latest steps
         self.start_step = trainer.step_count
         self.last_accuracy = "" if trainer.last_accuracy is None else f"acc {trainer.last_accuracy:.1%}"
 
@@ -229,8 +233,12 @@ class Reporter(RunListener):
         if self._evaluated is not None:  # after its step's row: a step row drops later evaluations
             self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched)
             self._evaluated = None
+        # ex/s over the last SPEED_STEPS steps: one step's own swings with its batch's lengths
+        self._speed.append((trainer.step_rows, trainer.step_rows / max(stats.examples_per_s, 1e-9)))
         if self._logged(stats) and not self.quiet and self.plain:
-            self.out.write(log_line(stats, trainer.cfg.until) + "\n")
+            rows, seconds = (sum(part) for part in zip(*self._speed))
+            smoothed = dataclasses.replace(stats, examples_per_s=rows / seconds if seconds else 0.0)
+            self.out.write(log_line(smoothed, trainer.cfg.until) + "\n")
         if self.progress is not None:
             self._advance(stats)
 
@@ -293,7 +301,8 @@ class Reporter(RunListener):
         acc = f"  {self.last_accuracy}" if self.last_accuracy else ""
         info = f"loss {short_loss(stats.loss)}{acc}"
         if self.wide:
-            info += f"  grad {stats.grad_norm:.2f}  lr {stats.lr:.1e}  {self.trainer.steps_per_s:.0f} steps/s"
+            speed = rate(self.trainer.steps_per_s)
+            info += f"  grad {stats.grad_norm:.2f}  lr {stats.lr:.1e}  {speed} steps/s"
         self.progress.update(self.task_id, completed=stats.step, info=info)
 
 

@@ -80,9 +80,8 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
 
             given = read_for_model(pairs, task, positions)
             with Progress("eval", enabled=not as_json) as progress:
-                batches = progress.track(given.batches(task, EVAL_BATCH),
-                                         f"decoding {len(given.pairs):,} pairs, batches of {EVAL_BATCH}",
-                                         -(-len(given.pairs) // EVAL_BATCH))
+                batches = progress.track_examples(given.batches(task, EVAL_BATCH),
+                                                  f"decoding {len(given.pairs):,} pairs", len(given.pairs))
                 result = score(checkpoint.model, task, batches, show_failures, given.lines(), loss=True,
                                text=True)
             what = f"{given.provenance.file}: {result.n:,} pairs"
@@ -102,8 +101,8 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
             lines = task.heldout_lines()
             batches = task.evaluation_batches(n, seed, EVAL_BATCH, *bounds)
             with Progress("eval", enabled=not as_json) as progress:
-                batches = progress.track(batches, f"decoding {n:,} examples, batches of {EVAL_BATCH}",
-                                         -(-n // EVAL_BATCH))
+                count = task.evaluation_count(n)
+                batches = progress.track_examples(batches, f"decoding {task.examples_words(count)}", count)
                 result = score(checkpoint.model, task, batches, show_failures, lines, loss=True,
                                text=task.heldout is not None)
             if task.heldout is not None:
