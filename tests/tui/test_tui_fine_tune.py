@@ -156,7 +156,7 @@ async def test_the_app_fine_tunes_an_opened_folder_live_and_q_saves_a_file_that_
         first = records[0]
         assert timeline.target == first.output_tokens and timeline.source == first.source_tokens
         await pilot.press("end")
-        last = sorted(records, key=lambda r: (r.probe, r.step))[-1]
+        last = sorted(records, key=lambda r: (r.step, r.probe))[-1]  # evaluation by evaluation
         assert timeline.bar().plain.splitlines()[-1] == f"probe 2/2 · a red house → {last.output}"
         await pilot.press("t")
         screen = app.screen
