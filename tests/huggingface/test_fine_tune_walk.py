@@ -175,3 +175,12 @@ def test_a_fine_tune_says_what_each_evaluation_measures_before_it_starts(walk):
     first_step = next(i for i, line in enumerate(lines) if line.startswith("step "))
     assert any(line.startswith("evaluating the base on 3 held-out pairs") for line in lines[:first_step])
     assert any(line.startswith("evaluating step 2 on 3 held-out pairs") for line in lines)
+
+
+def test_a_max_length_past_the_models_positions_is_one_line_exit_2_and_nothing_written(walk, tmp_path):
+    positions = checkpoints.load(str(walk["folder"])).model_config.max_len
+    out = tmp_path / "too-long.safetensors"
+    code, text = run("train", "--init", walk["folder"], "--data", walk["data"], "--max-length", positions + 1,
+                     "--steps", 1, "--out", out, "--threads", 1)
+    assert code == 2 and "--max-length" in text and f"{positions} positions" in text, text
+    assert len(text.strip().splitlines()) == 1 and not out.exists()

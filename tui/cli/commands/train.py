@@ -236,6 +236,10 @@ def _fine_tune(opts):
     dropout = folder_dropout(base.task)  # a folder's config.json; else the checkpoint's own
     model_cfg = base.model_config if dropout is None else base.model_config.replace(dropout=dropout)
     model_cfg, train_cfg = model_options.configs(model_cfg, train_cfg, opts)
+    if train_cfg.max_length > model_cfg.max_len:  # a cut past the positions would cut nothing
+        raise click.BadParameter(f"{train_cfg.max_length} is more than the {model_cfg.max_len} positions "
+                                 f"{opts['init']} holds (give at most {model_cfg.max_len}; 0: all of them)",
+                                 param_hint="--max-length")
     return Trainer(model_cfg, train_cfg, base=base)
 
 
