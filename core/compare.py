@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from minitx.core.checkpoint import Checkpoint
-from minitx.core.data.batch import Batch
+from minitx.core.data.batch import Batch, padded
 from minitx.core.data.imported_task import ImportedTask
 from minitx.core.data.task import Task
 from minitx.core.interp.alignment import alignment_scores, best_head, head_sharpness
@@ -212,13 +212,8 @@ def _as_text_for(b: Checkpoint, a: Checkpoint, batch: Batch) -> Batch:
         except ValueError as e:
             raise ValueError(f"B cannot read A's example {source!r} -> {target!r}: {e}") from None
         tgt_rows.append([vocab.sos, *ids, vocab.eos])
-    return Batch(_padded(src_rows, tb.src_vocab.pad), _padded(tgt_rows, vocab.pad),
+    return Batch(padded(src_rows, tb.src_vocab.pad), padded(tgt_rows, vocab.pad),
                  torch.tensor([tb.source_length(r) for r in src_rows]))
-
-
-def _padded(rows: list[list[int]], pad: int) -> torch.Tensor:
-    width = max(len(r) for r in rows)
-    return torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 def source_limit_of_both(a: Checkpoint, b: Checkpoint) -> int:

@@ -53,7 +53,7 @@ class HuggingFaceTask(ImportedTask):
         return "as its tokeniser makes them"
 
     def notes(self) -> list[str]:
-        return ["sources are read by the model's own tokeniser, its special tokens included"]
+        return []  # its tokeniser reads the sources as transformers' does: nothing to warn of on every run
 
     def with_pairs(self, heldout: PairSet, provenance: dict, counts: dict, min_len: int, max_len: int,
                    max_target_len: int) -> HuggingFaceTask:

@@ -172,6 +172,7 @@ def test_two_ctrl_c_during_the_bases_evaluation_still_save_the_fine_tune(walk, t
 
 def test_a_fine_tune_says_what_each_evaluation_measures_before_it_starts(walk):
     lines = walk["train_output"].splitlines()
+    assert not [line for line in lines if line.startswith("note:")]  # nothing said on every run
     first_step = next(i for i, line in enumerate(lines) if line.startswith("step "))
     assert any(line.startswith("evaluating the base on 3 held-out pairs") for line in lines[:first_step])
     assert any(line.startswith("evaluating step 2 on 3 held-out pairs") for line in lines)
