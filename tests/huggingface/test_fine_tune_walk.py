@@ -185,3 +185,10 @@ def test_a_max_length_past_the_models_positions_is_one_line_exit_2_and_nothing_w
                      "--steps", 1, "--out", out, "--threads", 1)
     assert code == 2 and "--max-length" in text and f"{positions} positions" in text, text
     assert len(text.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_inspect_calls_a_folder_a_hugging_face_folder_and_a_fine_tuned_file_minitxs(walk):
+    code, folder = run("inspect", walk["folder"])
+    assert code == 0 and "a Hugging Face folder" in folder.splitlines()[0] and "format v" not in folder
+    code, tuned = run("inspect", walk["ft"])
+    assert code == 0 and "format v1" in tuned.splitlines()[0] and "Hugging Face folder" not in tuned

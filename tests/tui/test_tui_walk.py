@@ -107,3 +107,47 @@ def test_the_probe_replay_counts_evaluations_and_never_goes_back_in_the_run():
     steps = [step for step, _ in seen]
     assert len(seen) == 6 and steps == sorted(steps)  # → goes forward in the run, every frame once
     assert [counted for _, counted in seen] == [("evaluation", k, 3) for k in (1, 1, 2, 2, 3, 3)]
+
+
+@pytest.mark.asyncio
+async def test_compare_of_a_base_folder_and_its_fine_tune_measures_both_and_starts_from_a_sentence(tmp_path):
+    from click.testing import CliRunner
+
+    from minitx.tui.app.screens.compare import CompareScreen
+    from minitx.tui.app.widgets.source_bar import DEFAULT_SOURCE, SourceBar
+    from minitx.tui.cli.main import main
+    from tests.huggingface.changed_folders import write_pairs
+    from tests.huggingface.tiny_folders import save_model
+
+    folder = save_model(tmp_path / "opus-tiny", "marian", layers=1, heads=2, d_model=16, d_ff=24)
+    pairs = write_pairs(tmp_path / "pairs.tsv", [("the cat", "die katze"), ("a red house", "ein rotes haus"),
+                                                 ("good morning", "guten morgen")] * 4)
+    tuned = tmp_path / "ft.safetensors"
+    result = CliRunner().invoke(main, ["train", "--init", str(folder), "--data", str(pairs), "--valid",
+                                       str(pairs), "--steps", "2", "--threads", "1", "--quiet", "--out",
+                                       str(tuned)])
+    assert result.exit_code == 0, result.output
+    app = create_app([str(folder), str(tuned)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen)
+                       and app.screen.comparison is not None, "the comparison", 60)
+        screen = app.screen
+        assert screen.comparison.n == 12  # the fine-tune's held-out pairs, the base measured on them too
+        text = screen.query_one(SourceBar).text
+        assert text != DEFAULT_SOURCE and text == screen.models["A"].task.example()
+        await pilot.press("c")  # base against fine-tuned
+        await wait_for(pilot, lambda: screen.changes is not None, "the changes", 60)
+        assert screen.changes.n == 12 and screen.changes.a.bleu is not None
+
+
+def test_a_models_control_characters_are_escaped_and_an_empty_output_is_said():
+    from minitx.tui.app.messages import ProbeLine, Watching
+    from minitx.tui.app.widgets.train_views import watching_text
+    from minitx.tui.render.model_text import NOTHING, output_text, printable
+
+    assert printable("a\x12b\tc") == "a\\x12b\\x09c" and printable("Haus · ä") == "Haus · ä"
+    assert output_text("") == output_text("  ") == NOTHING
+    drawn = watching_text(Watching(10, [ProbeLine("the cat", "", "x", []),
+                                        ProbeLine("a\x12", "b\x12c", "b", [0])], None, "probes")).plain
+    assert drawn.splitlines()[:2] == [f"the cat → {NOTHING}", "a\\x12 → b\\x12c"]
+    assert not any(ord(c) < 32 and c != "\n" for c in drawn)

@@ -10,6 +10,7 @@ from collections import deque
 from pathlib import Path
 
 from minitx.core.training.events import RunListener
+from minitx.tui.render.model_text import output_text, printable
 from minitx.tui.render.numbers import accuracy_text, rate, scores_change
 
 
@@ -167,9 +168,9 @@ def watch_lines(trainer, width: int) -> list[str]:
         lines.append(f"KL to base on the probes {f['kl_to_base_end']:.3g} (no --general: change, not "
                      "forgetting)")
     for r in last_probes(trainer.history):
-        lines.append(_cut(f"probe {r.probe + 1}: {r.source}", width))
-        lines.append(_cut(f"  base: {r.base_output}", width))
-        lines.append(_cut(f"  now:  {marked(r.output, r.changed)}", width))
+        lines.append(_cut(f"probe {r.probe + 1}: {printable(r.source)}", width))
+        lines.append(_cut(f"  base: {output_text(r.base_output)}", width))
+        lines.append(_cut(f"  now:  {output_text(marked(r.output, r.changed))}", width))
     return lines
 
 

@@ -22,6 +22,7 @@ from minitx.tui.cli.common import (
     source_texts,
     threads_option,
 )
+from minitx.tui.render.model_text import printable
 
 EXAMPLE = 'minitx decode reverse "3 1 4 1 5"'  # what to type when no source is given
 
@@ -145,8 +146,8 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
         return
     _notes(ckpt, [t for t in traces if not t.get("blank")], own_beams)
     listed = click.get_current_context().get_parameter_source("top_k") != ParameterSource.DEFAULT
-    for trace in traces:
-        click.echo(trace["prediction"])
+    for trace in traces:  # control characters a tokeniser decodes are escaped, never sent raw
+        click.echo(printable(trace["prediction"]))
         if listed:  # --top-k asked for: each step's likeliest tokens under the output
             for number, step in enumerate(trace.get("steps", ()), 1):
                 likely = " · ".join(f"{t['text']} {t['p']:.2f}" for t in step["top_k"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -149,8 +150,10 @@ def inspect_cmd(ckpt, as_json) -> None:
     task = info["task"]
     from rich.text import Text
 
-    header = [Text(info["path"], style="bold"), info["file_size"], info["dtype"],
-              f"format v{info['format_version']}", f"minitx {info['minitx_version']}",
+    # a folder is transformers' files, not minitx's format: no format or minitx version to give
+    made_by = (["a Hugging Face folder"] if Path(info["path"]).is_dir()
+               else [f"format v{info['format_version']}", f"minitx {info['minitx_version']}"])
+    header = [Text(info["path"], style="bold"), info["file_size"], info["dtype"], *made_by,
               "resumable" if info["resumable"] else "inference only"]
     out.print(field_lines(header, out.width), highlight=False)
     pattern = (f"a trained model's cross-attention is {task['expected_alignment']}"
