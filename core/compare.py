@@ -8,16 +8,19 @@ and the app can fill a summary table without any model maths of its own.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
 import torch
 
 from minitx.core.checkpoint import Checkpoint
-from minitx.core.data.batch import Batch
+from minitx.core.data.batch import Batch, padded
+from minitx.core.data.imported_task import ImportedTask
 from minitx.core.data.task import Task
 from minitx.core.interp.alignment import alignment_scores, best_head, head_sharpness
 from minitx.core.interp.decode import accuracy_by_length, exact_match, greedy_decode, padded_to
 from minitx.core.model.transformer import parameter_breakdown
+from minitx.core.training.fine_tune import folder_dropout
 
 SUMMARY_FIELDS = ("steps", "loss", "accuracy", "seed", "bug")  # training facts worth diffing
 
@@ -106,11 +109,21 @@ def _task_fields(task: Task) -> dict[str, object]:
     return data
 
 
+def _model_fields(ckpt: Checkpoint) -> dict[str, object]:
+    """The model config's fields; a Hugging Face folder's dropout as its config.json gives it
+    (the folder opens for inference, at 0, but trains at its config's rate)."""
+    data = ckpt.model_config.to_dict()
+    dropout = folder_dropout(ckpt.task)
+    if dropout is not None:
+        data["dropout"] = dropout
+    return data
+
+
 def config_differences(a: Checkpoint, b: Checkpoint) -> list[tuple[str, object, object]]:
     """Model config, task and training-summary fields whose values differ."""
-    left = {**_flat("model", a.model_config.to_dict()), **_flat("task", _task_fields(a.task)),
+    left = {**_flat("model", _model_fields(a)), **_flat("task", _task_fields(a.task)),
             **_flat("training", {k: a.summary.get(k) for k in SUMMARY_FIELDS})}
-    right = {**_flat("model", b.model_config.to_dict()), **_flat("task", _task_fields(b.task)),
+    right = {**_flat("model", _model_fields(b)), **_flat("task", _task_fields(b.task)),
              **_flat("training", {k: b.summary.get(k) for k in SUMMARY_FIELDS})}
     return [(k, left.get(k), right.get(k)) for k in sorted(set(left) | set(right))
             if left.get(k) != right.get(k)]
@@ -155,6 +168,22 @@ def same_tokens(a: Checkpoint, b: Checkpoint) -> bool:
     return ta.vocab == tb.vocab and ta.src_vocab == tb.src_vocab and ta.wraps_source == tb.wraps_source
 
 
+def sharing_pairs(a: Checkpoint, b: Checkpoint) -> tuple[Checkpoint, Checkpoint]:
+    """A and B as a comparison measures them: a model that keeps no example pairs (a Hugging
+    Face folder, an imported model) beside one of the same tokens that keeps held-out pairs
+    (its fine-tune) is measured on those pairs, whichever side it is on."""
+    def given(bare: Checkpoint, keeper: Checkpoint) -> Checkpoint:
+        task, kept = bare.task, keeper.task
+        if not isinstance(task, ImportedTask) or task.heldout is not None or kept.heldout is None \
+                or not same_tokens(bare, keeper):
+            return bare
+        shared = task.with_pairs(kept.heldout, kept.provenance, kept.counts, kept.min_len, kept.max_len,
+                                 kept.max_target_len)
+        return dataclasses.replace(bare, task=shared)
+
+    return given(a, b), given(b, a)
+
+
 def check_comparable(a: Checkpoint, b: Checkpoint) -> None:
     """ValueError unless B can read A's sources: the same tokens, or vocabularies in which A's
     example source reads as text."""
@@ -183,13 +212,8 @@ def _as_text_for(b: Checkpoint, a: Checkpoint, batch: Batch) -> Batch:
         except ValueError as e:
             raise ValueError(f"B cannot read A's example {source!r} -> {target!r}: {e}") from None
         tgt_rows.append([vocab.sos, *ids, vocab.eos])
-    return Batch(_padded(src_rows, tb.src_vocab.pad), _padded(tgt_rows, vocab.pad),
+    return Batch(padded(src_rows, tb.src_vocab.pad), padded(tgt_rows, vocab.pad),
                  torch.tensor([tb.source_length(r) for r in src_rows]))
-
-
-def _padded(rows: list[list[int]], pad: int) -> torch.Tensor:
-    width = max(len(r) for r in rows)
-    return torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 def source_limit_of_both(a: Checkpoint, b: Checkpoint) -> int:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from minitx.core.number_formats import FORMATS
+from minitx.core.number_formats import FORMATS, headroom
 
 if TYPE_CHECKING:  # torch is imported where tensors are made or read: the app draws histories
     import torch  # (from files, or a live run's) before torch has been loaded
@@ -353,16 +353,16 @@ class History:
         w = self.watched
         if w is None or not w.activation_max:
             return None
-        def headroom(top: float, largest: float) -> float | None:
-            return None if not largest or not math.isfinite(largest) else _round(top / largest)
+        def room(largest: float, fmt: str) -> float | None:  # None where either is infinite
+            value = headroom(largest, fmt)
+            return _round(value) if math.isfinite(largest) and math.isfinite(value) else None
 
         activations = []
         for i, (stack, layer, sublayer) in enumerate(w.points):
             maxima = [row[i] for row in w.activation_max]
             activations.append({"stack": stack, "layer": layer, "sublayer": sublayer,
                                 "max": [_round(v) if math.isfinite(v) else None for v in maxima],
-                                **{f"headroom_{fmt}": [headroom(top, v) for v in maxima]
-                                   for fmt, top in FORMATS.items()}})
+                                **{f"headroom_{fmt}": [room(v, fmt) for v in maxima] for fmt in FORMATS}})
         gradients = [{"stack": stack, "layer": layer, "norm": [_round(row[i]) for row in w.grad_norm]}
                      for i, (stack, layer) in enumerate(w.layers)] if w.grad_norm else []
         return {"step": list(w.steps[: len(w.activation_max)]), "activations": activations,

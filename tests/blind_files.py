@@ -45,3 +45,20 @@ def mentions(path, word: str) -> bool:
     with safe_open(str(path), framework="pt") as f:
         metadata = dict(f.metadata())
     return word in json.dumps(metadata) or word in Path(path).name
+
+
+def strip_settings(source, out) -> Path:
+    """Copy checkpoint `source` to `out` without the run's settings (train_config: --init, the
+    learning rate and its warmup, the bug; the trainer's state): the weights, their task, the
+    run's history and its summary's figures stay, as a file whose settings nobody kept."""
+    with safe_open(str(source), framework="pt") as f:
+        metadata = dict(f.metadata())
+        tensors = {key: f.get_tensor(key) for key in f.keys() if not key.startswith("train.")}
+    metadata.pop("train_config", None)
+    metadata.pop("trainer", None)
+    training = json.loads(metadata.get("training", "{}"))
+    training.pop("bug", None)
+    training.pop("base", None)  # the base's name and weights' hash: a label, not a measurement
+    metadata["training"] = json.dumps(training)
+    save_file(tensors, str(out), metadata=metadata)
+    return Path(out)

@@ -31,6 +31,14 @@ class Batch:
         return self.src.shape[0]
 
 
+def padded(rows: list[list[int]], pad: int) -> torch.Tensor:
+    """(len(rows), longest) ids, right-padded with `pad`."""
+    out = torch.full((len(rows), max(len(r) for r in rows)), pad, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
 def draw_lengths(count: int, lo: int, hi: int, generator: torch.Generator,
                  power: float = 0.0) -> torch.Tensor:
     """(count,) source lengths in lo..hi: each equally likely (power 0: torch.randint, the stream

@@ -176,9 +176,9 @@ class Generation:
             yield "bad_words_ids", ban_words
         if self.min_length and t < self.min_length:
             yield "min_length", lambda s: s.index_fill(-1, eos(), float("-inf"))
-        if self.forced_bos is not None and t == 1:
+        if self._forces_bos(t):
             yield "forced_bos_token_id", lambda s: _only(s, self.forced_bos)
-        if self.forced_eos is not None and t == max_length - 1:
+        if self._forces_eos(t, max_length):
             yield "forced_eos_token_id", lambda s: _only(s, self.forced_eos)
         if self.remove_invalid_values:
             yield "remove_invalid_values", _finite
@@ -208,11 +208,19 @@ class Generation:
         """The token these settings force after a prefix of t positions (the start token first)
         in a decode of at most `max_length` positions, and where: (id, "first step" or "last
         step"); None where the model chooses. Forced EOS acts after forced BOS, so it wins."""
-        if self.forced_eos is not None and t == max_length - 1:
+        if self._forces_eos(t, max_length):
             return self.forced_eos, "last step"
-        if self.forced_bos is not None and t == 1:
+        if self._forces_bos(t):
             return self.forced_bos, "first step"
         return None
+
+    def _forces_bos(self, t: int) -> bool:
+        """forced_bos_token_id acts on the first generated token (after the start token)."""
+        return self.forced_bos is not None and t == 1
+
+    def _forces_eos(self, t: int, max_length: int) -> bool:
+        """forced_eos_token_id acts at the last position max_length allows."""
+        return self.forced_eos is not None and t == max_length - 1
 
     def _bad_words(self) -> tuple[tuple[int, ...], ...]:
         """bad_words less the single end tokens (transformers never bans an EOS this way)."""

@@ -26,6 +26,7 @@ EXAMPLE = "The weather is nice today."  # a source to show first when no pairs w
 
 class HuggingFaceTask(ImportedTask):
     name = HF_TASK
+    kind = "Hugging Face model"
 
     def __init__(self, vocab: Vocab, src_vocab: Vocab, origin: Origin, heldout: PairSet | None = None,
                  provenance: dict | None = None, counts: dict | None = None, min_len: int = 1,
@@ -53,7 +54,7 @@ class HuggingFaceTask(ImportedTask):
         return "as its tokeniser makes them"
 
     def notes(self) -> list[str]:
-        return ["sources are read by the model's own tokeniser, its special tokens included"]
+        return []  # its tokeniser reads the sources as transformers' does: nothing to warn of on every run
 
     def with_pairs(self, heldout: PairSet, provenance: dict, counts: dict, min_len: int, max_len: int,
                    max_target_len: int) -> HuggingFaceTask:

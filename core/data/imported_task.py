@@ -41,7 +41,7 @@ from minitx.core.families import Family, family
 
 IMPORTED_TASK = "imported"
 EXTRA_NEW_TOKENS = 4  # the tutorial's translate(): max_len = wrapped length + 5, BOS included
-NO_PAIRS = "this imported model keeps no example pairs to measure on"
+NO_PAIRS = "this model keeps no example pairs to measure on"
 MAX_ORIGIN_TEXT = 4096
 INPUT_LENGTHS = (3, 8)  # made-up sources for the checks that need no answers: lengths in this range
 
@@ -62,6 +62,7 @@ class ImportedTask(PairsTask):
     name = IMPORTED_TASK
     exact_lengths = False
     evaluated_on = "held-out pairs"
+    kind = "imported model"  # what a person calls it: "this imported model keeps no example pairs"
 
     origin: Origin
 
@@ -106,7 +107,7 @@ class ImportedTask(PairsTask):
 
     def _pairs(self) -> PairSet:
         if self.heldout is None:
-            raise MissingPairs()
+            raise MissingPairs(NO_PAIRS.replace("this model", f"this {self.kind}"))
         return self.heldout
 
     def input_batch(self, batch_size: int, generator: torch.Generator, length: int | None = None) -> Batch:

@@ -240,6 +240,12 @@ class PairsTask(Task):
             max_target_len=int(train.target_lengths().max()), source_tokens=frozenset(seen),
         )
 
+    def heldout_file(self) -> str:
+        """The file the held-out pairs came from: --valid's when one was given, else --data's
+        (whose pairs were held out), or a --pairs file's."""
+        provenance = self.provenance or {}
+        return (provenance.get("valid") or provenance.get("data") or {}).get("file", "a data file")
+
     def heldout_lines(self) -> list[int] | None:
         if self.heldout is None:
             return None

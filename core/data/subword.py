@@ -261,23 +261,31 @@ class SubwordVocab(Vocab):
         """A piece in one line of one-cell characters (computed once per id, when first asked)."""
         label = self._labels.get(i)
         if label is None:
-            if not 0 <= i < self.size or not self.tokens[i]:
-                label = f"?{i}"
-            elif i in self._special:
-                label = "".join(visible_char(c) for c in self.tokens[i])
-            else:
+            if self._ordinary(i):
                 t = self.tokeniser
                 label = piece_label(self.tokens[i], t.pieces_style, t.marker, t.byte_fallback) or "?"
+            elif self._known(i):  # a special token: its spelling, made visible
+                label = "".join(visible_char(c) for c in self.tokens[i])
+            else:
+                label = f"?{i}"
             self._labels[i] = label
         return label
+
+    def _known(self, i: int) -> bool:
+        """An id of the vocabulary that has a spelling."""
+        return 0 <= i < self.size and bool(self.tokens[i])
+
+    def _ordinary(self, i: int) -> bool:
+        """A piece of text (not a special token): labelled from its bytes."""
+        return self._known(i) and i not in self._special
 
     def labels(self, ids: Iterable[int]) -> list[str]:
         """Labels of pieces side by side: row_labels, so a character cut into byte pieces shows
         on the piece where it starts (and +it on the rest), not as \\xNN escapes."""
         ids = [int(i) for i in ids]
         t = self.tokeniser
-        pieces = [None if not 0 <= i < self.size or not self.tokens[i] or i in self._special
-                  else piece_bytes(self.tokens[i], t.pieces_style, t.marker, t.byte_fallback) for i in ids]
+        pieces = [piece_bytes(self.tokens[i], t.pieces_style, t.marker, t.byte_fallback) if self._ordinary(i)
+                  else None for i in ids]
         return [self.label(i) if shown is None else shown or "?" for i, shown in zip(ids, row_labels(pieces))]
 
     def shown_text(self, ids: Iterable[int]) -> str:

@@ -51,6 +51,11 @@ CAUSES = {
     "target not shifted right, or the causal mask missing",
     "ignores-source": "the decoder ignores its source: the model has learned nothing from it",
     "fp16-overflow": "activations exceed fp16's range (65504): an fp16 run turns them to inf, then NaN",
+    "fine-tune-no-gain": "the fine-tune did not lower its base's held-out loss: too few steps or a "
+    "learning rate too low (or so high it undid the base: see training-progress)",
+    "fine-tune-worse": "the fine-tune translates its held-out pairs worse than its base (BLEU fell)",
+    "forgetting": "the fine-tune forgot what its base could do (the general pairs' loss rose): a "
+    "lower learning rate, fewer steps, or general pairs mixed into the data",
 }
 
 # The two kinds of evidence, reported apart: does minitx's forward pass with this config have

@@ -48,6 +48,7 @@ from minitx.core.doctor.counterfactuals import (
     percent,
 )
 from minitx.core.doctor.counterfactuals import THRESHOLD as COUNTERFACTUAL_THRESHOLD
+from minitx.core.doctor.fine_tune_checks import FINE_TUNE_CHECKS, fine_tune_checks
 from minitx.core.doctor.history_checks import (
     EARLY_JUMP,
     NEAR_ZERO_LOSS,
@@ -82,7 +83,7 @@ PRIORITY = ("future-leakage-values", "future-leakage-gradients", "copies-decoder
             "source-dependence", "fused-agreement", "attention-saturation", "saturated-attention",
             "permutation", "fp16-range", "copies-source", "warmup", "training-progress", "answer-seen",
             "source-use", "still-falling", "alignment", "rows-sum-to-one", "initial-loss",
-            "overfit-one-batch", "accuracy")
+            "overfit-one-batch", "fine-tune-loss", "fine-tune-bleu", "forgetting", "accuracy")
 
 # The checks that measure a cause directly, code and weights: a failure names the cause. A
 # cause that a less specific check only suggests (a stalled overfit suggests missing scaling)
@@ -108,6 +109,9 @@ DIRECT = {
     "too-few-steps": ("still-falling",),
     "saw-answer": ("answer-seen",),
     "fp16-overflow": ("fp16-range",),
+    "fine-tune-no-gain": ("fine-tune-loss",),
+    "fine-tune-worse": ("fine-tune-bleu",),
+    "forgetting": ("forgetting",),
 }
 # Symptoms of a bug on the trained weights, which other bugs can leave too (a model trained
 # without the causal mask also tends to repeat its decoder input): they name the bug unless its
@@ -198,8 +202,13 @@ def run_doctor(model: Seq2Seq, task: Task, quick: bool = False, trained: bool = 
             add(check_answer_seen(record, None), check_training_progress(record),
                 check_still_falling(record, None), check_warmup(record, None))
         return results
-    accuracy = check_accuracy(model, task, 100 if quick else 300)
+    # a translation (a tokeniser's text) or a fine-tune is judged by its loss and BLEU, not a bar
+    # of exact match (fine_tune_checks.py)
+    bar = not record.fine_tune and task.vocab.level != "subword"
+    accuracy = check_accuracy(model, task, 100 if quick else 300, bar=bar)
     add(accuracy)
+    if record.fine_tune:
+        add(*fine_tune_checks(model, task, record))
     add(*check_counterfactuals(model, task))
     for check in (
         lambda: check_source_use(model, task),
@@ -345,6 +354,14 @@ def diagnose(results: list[CheckResult], steps: int | None = None, loss: float |
     by_name = {r.name: r for r in results}
     accuracy = by_name.get("accuracy")
     failed = any(r.passed is False for r in results)
+    tuned = [by_name[n] for n in FINE_TUNE_CHECKS if n in by_name and by_name[n].passed is not None]
+    if tuned:  # a fine-tune: judged against its base
+        short = [r for r in tuned if r.passed is False]
+        figures = "; ".join(r.detail for r in tuned)
+        if short:
+            return Diagnosis(causes, f"falls short of its base: {figures}", True)
+        others = ", but some checks failed" if failed else ""
+        return Diagnosis(causes, f"improves on its base: {figures}{others}", False)
     if accuracy is None or accuracy.passed is None:
         return Diagnosis(causes, "some checks failed" if failed else NO_PROBLEMS, None)
     if accuracy.passed:

@@ -31,6 +31,14 @@ class RunRecord:
     lrs: list[float] = field(default_factory=list)  # learning rate at those steps
     final_loss: float | None = None  # the summary's, when there is no history
     total_steps: int | None = None
+    base_scores: dict | None = None  # a fine-tune's base on its held-out pairs, when the run began
+    scores: dict | None = None  # ... and the fine-tune at its last evaluation
+    general_loss: list[float] = field(default_factory=list)  # a watched fine-tune's, from the base's
+
+    @property
+    def fine_tune(self) -> bool:
+        """The run trained weights that were trained already (its record holds its base's scores)."""
+        return self.base_scores is not None
 
     @classmethod
     def of(cls, history=None, summary: dict | None = None) -> RunRecord:
@@ -46,7 +54,11 @@ class RunRecord:
         final = float(loss) if _number(loss) and math.isfinite(loss) else None
         if not (_number(total) and float(total).is_integer()):
             total = steps[-1] if steps else None
-        return cls(list(steps), list(losses), list(lrs), final, None if total is None else int(total))
+        watched = history.watched if history is not None else None
+        base, scores = summary.get("base_scores"), summary.get("scores")
+        return cls(list(steps), list(losses), list(lrs), final, None if total is None else int(total),
+                   base if isinstance(base, dict) else None, scores if isinstance(scores, dict) else None,
+                   list(watched.general_loss) if watched is not None else [])
 
     @property
     def has_curve(self) -> bool:
@@ -106,8 +118,10 @@ def check_training_progress(record: RunRecord) -> CheckResult:
               f"(lowest {lowest:.3g})")
     if not all(math.isfinite(x) for x in record.losses) or (last > DIVERGED * lowest and last - lowest > 0.3):
         return check_result(name, description, last / first, threshold, False, "diverged", detail, WEIGHTS)
-    return check_result(name, description, last / first, threshold, last < STUCK * first, "no-learning",
-                        detail, WEIGHTS)
+    if record.fine_tune:  # from trained weights a small fall is the usual one: fine-tune-loss judges it
+        detail += "; a fine-tune: its held-out loss against its base's is the measure"
+    return check_result(name, description, last / first, threshold,
+                        last < STUCK * first or record.fine_tune, "no-learning", detail, WEIGHTS)
 
 
 def check_still_falling(record: RunRecord, task_passed: bool | None) -> CheckResult:
@@ -123,7 +137,9 @@ def check_still_falling(record: RunRecord, task_passed: bool | None) -> CheckRes
     smooth = record.smoothed()
     quarter, last = smooth[-len(smooth) // 4], smooth[-1]
     fall = quarter - last
-    falling = fall >= max(STILL_FALLING * quarter, STILL_FALLING_NATS)
+    applied = max(STILL_FALLING * quarter, STILL_FALLING_NATS)
+    threshold = f"< {applied:.3g} nats"  # the bar this curve is held to, as printed
+    falling = fall >= applied
     detail = f"{quarter:.3g} -> {last:.3g} over the last quarter"
     if task_passed:
         detail += "; the model passes its task"
@@ -142,6 +158,9 @@ def check_warmup(record: RunRecord, task_passed: bool | None) -> CheckResult:
     threshold = f"< {EARLY_JUMP:g}, or warmup"
     if not record.has_curve or len(record.lrs) != len(record.losses):
         return skipped(name, description, threshold, NO_HISTORY, WEIGHTS)
+    if record.fine_tune:
+        return skipped(name, description, threshold, "a fine-tune starts from trained weights: a flat "
+                       "learning rate from step 1 is how fine-tunes are run", WEIGHTS)
     early = max(10, record.steps[-1] // 10)
     first = record.losses[0]
     jumps = [(loss - first, step) for step, loss in zip(record.steps[1:], record.losses[1:]) if step <= early]

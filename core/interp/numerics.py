@@ -23,11 +23,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.nn.functional as F
 
 from minitx.core.model.hooks import SublayerHook, hooks_active
+from minitx.core.model.loss import summed_cross_entropy
 from minitx.core.model.transformer import Seq2Seq, eval_mode
-from minitx.core.number_formats import FORMATS
+from minitx.core.number_formats import FORMATS, headroom
 
 # Each stack's sublayers in forward order, with the attribute of their connection (a Residual).
 SUBLAYERS = {
@@ -48,7 +48,7 @@ class ActivationRange:
 
     def headroom(self, fmt: str = "fp16") -> float:
         """The format's largest value / this point's largest |activation|: below 1, it overflows."""
-        return FORMATS[fmt] / self.max if self.max else float("inf")
+        return headroom(self.max, fmt)
 
     def overflows(self, fmt: str = "fp16") -> bool:
         return self.max > FORMATS[fmt]  # inf and NaN-free inf compare as above too
@@ -147,8 +147,8 @@ def measure_numerics(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor,
     try:
         with eval_mode(model), torch.enable_grad(), recording_ranges(model) as ranges:
             logits = model(src, tgt_in)  # (B, T, V)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                   ignore_index=model.cfg.pad_id)
+            pad = model.cfg.pad_id  # the mean over the target tokens, padding not
+            loss = summed_cross_entropy(logits, labels, pad) / (labels != pad).sum().clamp(min=1)
             if params:  # a model whose weights are all frozen has no gradients to measure
                 loss.backward()
         gradients = layer_gradient_norms(model)

@@ -13,7 +13,6 @@ import math
 from collections.abc import Iterable
 
 import torch
-import torch.nn.functional as F
 
 from minitx.core.data.batch import Batch
 from minitx.core.data.task import Task
@@ -23,6 +22,7 @@ from minitx.core.interp.decode import (
     first_wrong_step,
     greedy_decode,
 )
+from minitx.core.model.loss import summed_cross_entropy
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.results import EvalResult, Failure
 from minitx.core.training.text_scores import corpus_scores
@@ -118,13 +118,6 @@ def target_loss(model: Seq2Seq, batch: Batch) -> tuple[float, int]:
         logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
         labels = batch.labels.to(device)  # (B, T): the target, EOS, then PAD
         return float(summed_cross_entropy(logits, labels, pad)), int((labels != pad).sum())
-
-
-def summed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, pad: int) -> torch.Tensor:
-    """The cross-entropy of logits (B, T, V) against labels (B, T), summed over every label
-    that is not PAD, in float32: target_loss's sum."""
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                           ignore_index=pad, reduction="sum")
 
 
 def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,

@@ -24,6 +24,11 @@ class RunListener:
     def on_step(self, trainer: Trainer, stats: StepStats) -> None:
         """After every optimiser step (and its evaluation and snapshot, when it had them)."""
 
+    def on_evaluating(self, trainer: Trainer, what: str) -> None:
+        """Before each held-out evaluation (the base's first, for a fine-tune): `what` it
+        measures, e.g. 'the base on 200 held-out pairs'. A fine-tune's greedy decoding can take
+        a while: a listener says so, not leaving a silent wait."""
+
     def on_evaluation(self, trainer: Trainer, result: EvalResult) -> None:
         """After each of the run's held-out evaluations (result.complete: it measured them all)."""
 

@@ -29,8 +29,9 @@ import torch
 
 from minitx.core.config import TrainConfig
 from minitx.core.data.batch import Batch
+from minitx.core.model.loss import summed_cross_entropy
 from minitx.core.model.transformer import Seq2Seq, eval_mode
-from minitx.core.training.evaluation import summed_cross_entropy, target_loss
+from minitx.core.training.evaluation import target_loss
 
 FORGET_ALARM = TrainConfig.forget_alarm  # the default: the general loss more than 20% above the base's
 FORGET_ALARM_LIMITS = (0.0, 10.0)  # 0% to 1000%: a rise the alarm may be set to

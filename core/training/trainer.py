@@ -18,7 +18,6 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from minitx import __version__
 from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
@@ -29,6 +28,7 @@ from minitx.core.data.pair_task import PairSampler
 from minitx.core.data.task import DATA_TASK
 from minitx.core.data.tasks import get_task, task_for_config
 from minitx.core.history import History, snapshot_due
+from minitx.core.model.loss import summed_cross_entropy
 from minitx.core.model.transformer import Seq2Seq, set_training
 from minitx.core.training.bug_presets import apply_bug, bug_preset
 from minitx.core.training.divergence import first_non_finite_layer
@@ -295,9 +295,7 @@ class Trainer:
             last = i == len(micro) - 1
             with nullcontext() if last or self._ddp is None else self._ddp.no_sync():
                 logits = model(src[rows], decoder_input[rows])  # (b, T, V)
-                part = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[rows].reshape(-1),
-                                       ignore_index=pad, reduction="sum",
-                                       label_smoothing=self.cfg.label_smoothing)
+                part = summed_cross_entropy(logits, labels[rows], pad, self.cfg.label_smoothing)
                 (part / per_process).backward()
             total += part.detach()
         return self.processes.sum(total) / tokens
@@ -321,6 +319,10 @@ class Trainer:
         own = n is None and seed is None
         start = time.perf_counter()
         n, seed = n or self.cfg.eval_size, self.heldout_seed if seed is None else seed
+        whose = "the base" if self.cfg.init and self.base_scores is None else f"step {self.step_count}"
+        what = f"{whose} on {self.task.evaluation_count(n):,} {self.task.evaluated_on}"
+        for listener in self.listeners:
+            listener.on_evaluating(self, what)
         if self.cfg.init:  # a fine-tune: also loss per target token, corpus BLEU and chrF (greedy)
             batches = self.task.evaluation_batches(n, seed, FINE_TUNE_EVAL_BATCH)
             result = score(self.model, self.task, batches, loss=True, text=True)

@@ -23,13 +23,14 @@ import difflib
 
 import torch
 
-from minitx.core.data.batch import Batch
+from minitx.core.data.batch import Batch, padded
 from minitx.core.data.pair_files import BY_NAME, Columns
 from minitx.core.data.task import Task
 from minitx.core.history import History, ProbeRecord
+from minitx.core.interp.alignment import cross_attention
 from minitx.core.interp.decode import cut_after_end, greedy_decode
 from minitx.core.interp.numerics import measure_numerics
-from minitx.core.model.transformer import Seq2Seq, eval_mode
+from minitx.core.model.transformer import Seq2Seq
 from minitx.core.training.fine_tune import general_pairs
 from minitx.core.training.forgetting import (
     FORGET_ALARM,
@@ -77,14 +78,6 @@ def probe_sources(task: Task, texts: tuple[str, ...], positions: int) -> list[li
     return [row[row != pad].tolist() for row in held.src]
 
 
-def padded(rows: list[list[int]], pad: int) -> torch.Tensor:
-    """(len(rows), longest) ids, right-padded."""
-    out = torch.full((len(rows), max(len(r) for r in rows)), pad, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
-
-
 def read_probes(model: Seq2Seq, task: Task, sources: list[list[int]]) -> list[tuple[list[int], torch.Tensor]]:
     """Each source's greedy output (up to its end token) and the cross-attention paid while
     writing it, (layers, heads, len(output), len(source)): all probes in one batch."""
@@ -93,10 +86,11 @@ def read_probes(model: Seq2Seq, task: Task, sources: list[list[int]]) -> list[tu
     generated = greedy_decode(model, src, max_new_tokens=cap).tolist()  # (P, n)
     outputs = [cut_after_end(row, model.generation.eos) or row[:1] for row in generated]
     start = model.generation.start
-    tgt_in = padded([[start, *out[:-1]] for out in outputs], model.cfg.pad_id).to(model.device)  # (P, T)
-    with eval_mode(model), torch.inference_mode():
-        _, maps = model(src, tgt_in, return_attention=True)
-    cross = torch.stack(maps.cross, dim=1).float().cpu()  # (P, L, h, T, S)
+    # each output teacher-forced after the start token: the attention paid while writing it
+    written = Batch(src, padded([[start, *out] for out in outputs], model.cfg.pad_id).to(model.device),
+                    torch.tensor([len(s) for s in sources]))  # tgt (P, T + 1)
+    with torch.inference_mode():
+        cross = torch.stack(cross_attention(model, written), dim=1).float().cpu()  # (P, L, h, T, S)
     return [(out, cross[i, :, :, : len(out), : len(sources[i])].clone()) for i, out in enumerate(outputs)]
 
 

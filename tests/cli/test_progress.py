@@ -20,7 +20,7 @@ COMMANDS = {  # command -> (arguments on the tiny checkpoint, what its progress 
     "heads": (["--n", "20"], "ablating each head on 20 fresh sequences"),
     "circuit": (["--n-pairs", "4", "--n", "20"], "exact match"),
     "patch": (["--method", "exact"], "patching one activation at a time"),
-    "eval": (["--n", "40"], "decoding 40 examples"),
+    "eval": (["--n", "40"], "decoding 40 fresh sequences"),
     "decode": (["3 1 4 1", "2 7 1 8"], "decoding source 2 of 2, step"),  # per source and per step
 }
 

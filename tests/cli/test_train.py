@@ -128,7 +128,7 @@ def test_resuming_with_more_steps_never_raises_the_lr_and_counts_this_runs_secon
            and json.loads(line)["kind"] == "step"]
     assert len(lrs) == 40 and max(lrs[20:]) <= lrs[19]
     final = " ".join(run.stdout.split("final exact match")[1].split())  # broken between fields at 80
-    assert "s this run (" in final and "s in all)" in final
+    assert "s this run (" in final and "s evaluating; " in final and "s of training in all)" in final
 
 
 def test_resuming_a_finished_schedule_says_so_shows_the_real_lr_and_can_start_a_new_one(tmp_path):

@@ -30,10 +30,15 @@ def test_the_fine_tune_form_starts_from_cores_defaults_for_the_family_and_optimi
 
     train = fine_tune_train(family, optimizer)
     assert train.lr == lr and train.weight_decay == decay and train.optimizer == optimizer
-    assert {k: getattr(train, k) for k in fine_tune_defaults(family, optimizer)} == \
-        fine_tune_defaults(family, optimizer)
-    texts = field_texts(ModelConfig(), train)
+    # the rest as the docs give them (transformers' Seq2SeqTrainer's: a flat rate from step 1,
+    # clipping at 1.0, Adam's betas and eps), not as the dict the form was built from says
+    assert (train.warmup, train.schedule, train.clip_grad_norm, train.batch_size) == (0, "flat", 1.0, 16)
+    if optimizer == "adamw":
+        assert (train.beta1, train.beta2, train.eps) == (0.9, 0.999, 1e-8)
+    texts = field_texts(ModelConfig(), train)  # what the form shows
     assert texts["lr"] == f"{lr:g}" and texts["optimizer"] == optimizer and texts["batch_size"] == "16"
+    assert texts["warmup"] == "0" and texts["schedule"] == "flat"
+    assert fine_tune_defaults(family, optimizer)["lr"] == lr  # the CLI's --init starts from the same
 
 
 def test_a_fine_tune_keeps_its_bases_architecture_and_task_but_not_how_it_trains():
@@ -151,7 +156,7 @@ async def test_the_app_fine_tunes_an_opened_folder_live_and_q_saves_a_file_that_
         first = records[0]
         assert timeline.target == first.output_tokens and timeline.source == first.source_tokens
         await pilot.press("end")
-        last = sorted(records, key=lambda r: (r.probe, r.step))[-1]
+        last = sorted(records, key=lambda r: (r.step, r.probe))[-1]  # evaluation by evaluation
         assert timeline.bar().plain.splitlines()[-1] == f"probe 2/2 · a red house → {last.output}"
         await pilot.press("t")
         screen = app.screen

@@ -136,7 +136,7 @@ async def test_without_pairs_each_measuring_key_says_once_how_to_choose_them_and
         def unwrapped() -> str:  # the dialog's lines as one
             return " ".join(screen_text(app).replace("│", " ").split())
 
-        need = "need examples: this imported model keeps no example pairs to measure on; O chooses"
+        need = "need examples: this model keeps no example pairs to measure on; O chooses"
         await wait_for(pilot, lambda: need in unwrapped(), "the report's end to say it", 10)
         await pilot.press("escape", "O")
         await wait_for(pilot, lambda: "pair files in" in screen_text(app), "the pairs dialog")

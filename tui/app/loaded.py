@@ -37,6 +37,15 @@ class LoadedModel:
     history: object = None  # core.history.History of the run (None: the file has none)
     loss: float | None = None  # the training summary's final loss, when the file says (the doctor reads it)
     measure: str = "alignment"  # what `scores` are: "alignment", or "sharpness" (no pattern expected)
+    base_scores: dict | None = None  # a fine-tune's base on its held-out pairs, as the file records
+    last_scores: dict | None = None  # ... and the fine-tune at its last evaluation
+
+    @property
+    def run_summary(self) -> dict:
+        """What the file says of the run, as a checkpoint's summary (the doctor and Compare read it)."""
+        return {"steps": self.steps, "loss": self.loss,
+                **({"base_scores": self.base_scores} if self.base_scores else {}),
+                **({"scores": self.last_scores} if self.last_scores else {})}
 
     @property
     def pretrained(self) -> bool:
@@ -98,8 +107,7 @@ def as_checkpoint(record: LoadedModel):
     a file or from a run of the Train screen that was never saved."""
     from minitx.core.checkpoint import Checkpoint
 
-    summary = {"steps": record.steps, "loss": record.loss}
-    return Checkpoint(record.model, record.model.cfg, record.task, summary, {},
+    return Checkpoint(record.model, record.model.cfg, record.task, record.run_summary, {},
                       Path(record.path) if record.path else None, history=record.history)
 
 
@@ -133,7 +141,10 @@ def load_checkpoint_record(name_or_path: str, progress=None):
     ckpt = checkpoints.load(name_or_path, progress=progress)
     name = str(name_or_path) if looks_like_model_id(str(name_or_path)) else shown_name(path)
     steps, loss = ckpt.summary.get("steps"), ckpt.summary.get("loss")
+    base, last = ckpt.summary.get("base_scores"), ckpt.summary.get("scores")
     return ckpt, describe_model(ckpt.model, ckpt.task, name, str(path), progress,
+                                base_scores=base if isinstance(base, dict) else None,
+                                last_scores=last if isinstance(last, dict) else None,
                                 train_config=saved_train_config(ckpt), resumable=ckpt.resumable,
                                 steps=steps if isinstance(steps, int) else None,
                                 history=ckpt.history,

@@ -166,15 +166,20 @@ class TrainingRun:
         watched = trainer.history.watched
         if watched is None or not watched.steps or watched.steps[-1] != trainer.step_count:
             return
+        from minitx.core.training.watching import last_probes
+
         step = watched.steps[-1]
         probes = [ProbeLine(r.source, r.output, r.base_output, list(r.changed))
-                  for r in watched.probes if r.step == step]
+                  for r in last_probes(trainer.history) if r.step == step]  # none if not probed now
         forgetting = trainer.watcher.forgetting if trainer.watcher is not None else None
         self.post(Watching(
             step, probes, watched.kl_to_base[-1] if watched.kl_to_base else None, watched.kl_on,
             (forgetting.general_loss_base, forgetting.general_loss_end)
             if forgetting is not None and forgetting.general_loss_end is not None else None,
             forgetting.line() if forgetting is not None and forgetting.alarm else None))
+
+    def on_evaluating(self, trainer, what: str) -> None:
+        pass  # the stats line's ETA holds the evaluations; the probes and scores come after it
 
     def on_snapshot(self, trainer, step: int) -> None:
         pass  # the history holds it; the timeline reads it once the run ends

@@ -94,6 +94,16 @@ class Progress:
             yield item
             self.update(done)
 
+    def track_examples(self, batches, description: str, total: int):
+        """`batches`, counted as a stage by the examples they hold (of `total`), not by batch:
+        'decoding 200 held-out pairs 64/200'."""
+        self.stage(description, total)
+        done = 0
+        for batch in batches:
+            yield batch
+            done += len(batch)
+            self.update(done)
+
     def print(self, text: str) -> None:
         """A line worth keeping (a finished part of the work): above the bar, or plain on stderr;
         nothing when progress is off."""

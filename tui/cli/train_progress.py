@@ -4,11 +4,14 @@ run (core/training/events.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections import deque
 from pathlib import Path
 
 from minitx.core.training.events import RunListener
-from minitx.tui.render.numbers import accuracy_text, scores_change
+from minitx.tui.render.model_text import output_text, printable
+from minitx.tui.render.numbers import accuracy_text, rate, scores_change
 
 
 class Metrics:
@@ -76,7 +79,7 @@ def _fine_tune_what(trainer, params: int) -> str:
         (f" x {trainer.processes.world} processes" if trainer.processes.distributed else "")
     return (f"fine-tuning {t.init} ({family}, {params:,} params, dropout "
             f"{trainer.model_cfg.dropout:g})\n"
-            f"on {file}: {c['train']:,} pair{'s' * (c['train'] != 1)} ({c['heldout']:,} held out{cut})\n"
+            f"on {file}: {c['train']:,} pair{'s' * (c['train'] != 1)}{held_out(trainer.task, cut)}\n"
             f"{_schedule_what(trainer)} · {optimiser} · {split} · {trainer.device.type}"
             + (f" · label smoothing {t.label_smoothing:g}" if t.label_smoothing else ""))
 
@@ -124,11 +127,20 @@ def _training_what(task) -> str:
     return f"training on {what}\n" if task.name == "data" else f"training {what} · "
 
 
+def held_out(task, cut: str = "") -> str:
+    """' (500 held out)' of --data's pairs, or ' · held out: valid.tsv (200 pairs)' when the
+    held-out pairs are --valid's (none of --data's then)."""
+    count = task.counts["heldout"]
+    if task.provenance.get("valid"):
+        return f"{cut and ' (' + cut[2:] + ')'} · held out: {task.heldout_file()} ({count:,} pairs)"
+    return f" ({count:,} held out{cut})"
+
+
 def task_summary(task) -> str:
     """'reverse 4-10', 'dates', or 'pairs.tsv: 9,500 pairs (500 held out), 42 char tokens'."""
     if task.name == "data":
         c, file = task.counts, task.provenance["data"]["file"]
-        return (f"{file}: {c['train']:,} pairs ({c['heldout']:,} held out), "
+        return (f"{file}: {c['train']:,} pairs{held_out(task)}, "
                 f"{task.vocab.size - len(task.vocab.specials)} {task.vocab.level} tokens")
     return f"{task.name} {task.min_len}-{task.max_len}" if task.exact_lengths else task.name
 
@@ -161,9 +173,9 @@ def watch_lines(trainer, width: int) -> list[str]:
         lines.append(f"KL to base on the probes {f['kl_to_base_end']:.3g} (no --general: change, not "
                      "forgetting)")
     for r in last_probes(trainer.history):
-        lines.append(_cut(f"probe {r.probe + 1}: {r.source}", width))
-        lines.append(_cut(f"  base: {r.base_output}", width))
-        lines.append(_cut(f"  now:  {marked(r.output, r.changed)}", width))
+        lines.append(_cut(f"probe {r.probe + 1}: {printable(r.source)}", width))
+        lines.append(_cut(f"  base: {output_text(r.base_output)}", width))
+        lines.append(_cut(f"  now:  {output_text(marked(r.output, r.changed))}", width))
     return lines
 
 
@@ -174,13 +186,14 @@ def _cut(line: str, width: int) -> str:
 def log_line(stats, until: float = 0.0) -> str:
     line = (
         f"step {stats.step:>6}  loss {short_loss(stats.loss)}  grad {stats.grad_norm:.3f}  "
-        f"lr {stats.lr:.2e}  {stats.examples_per_s:,.0f} ex/s"
+        f"lr {stats.lr:.2e}  {rate(stats.examples_per_s)} ex/s"
     )
     if stats.accuracy is not None:
         line += "  " + accuracy_text(stats.accuracy, stats.eval_n or 0, stats.eval_complete, until)
     return line
 
 
+SPEED_STEPS = 20  # steps the ex/s of a log line is the mean of
 WIDE = 100  # columns from which the bar also shows grad norm, lr and speed
 
 
@@ -197,6 +210,7 @@ class Reporter(RunListener):
         self.metrics = Metrics(metrics, resume=resume)
         self.progress = None
         self._evaluated = None  # an evaluation whose step's row is not written yet
+        self._speed: deque = deque(maxlen=SPEED_STEPS)  # (pairs, seconds) of the latest steps
         self.start_step = trainer.step_count
         self.last_accuracy = "" if trainer.last_accuracy is None else f"acc {trainer.last_accuracy:.1%}"
 
@@ -225,10 +239,25 @@ class Reporter(RunListener):
         if self._evaluated is not None:  # after its step's row: a step row drops later evaluations
             self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched)
             self._evaluated = None
+        # ex/s over the last SPEED_STEPS steps: one step's own swings with its batch's lengths
+        self._speed.append((trainer.step_rows, trainer.step_rows / max(stats.examples_per_s, 1e-9)))
         if self._logged(stats) and not self.quiet and self.plain:
-            self.out.write(log_line(stats, trainer.cfg.until) + "\n")
+            rows, seconds = (sum(part) for part in zip(*self._speed))
+            smoothed = dataclasses.replace(stats, examples_per_s=rows / seconds if seconds else 0.0)
+            self.out.write(log_line(smoothed, trainer.cfg.until) + "\n")
         if self.progress is not None:
             self._advance(stats)
+
+    def on_evaluating(self, trainer, what: str) -> None:
+        """A fine-tune's evaluation decodes its held-out pairs greedily (seconds to minutes on a
+        large model): a line says what it measures, above the bar or among the plain lines."""
+        if self.quiet or not trainer.cfg.init:
+            return
+        line = f"evaluating {what} (greedy decoding)…"
+        if self.progress is not None:  # in the bar's place until the next step
+            self.progress.update(self.task_id, info=line)
+        else:
+            self.out.write(line + "\n")
 
     def on_evaluation(self, trainer, result) -> None:
         """An evaluation in the run (its --metrics row follows its step's); the Trainer's history
@@ -278,7 +307,8 @@ class Reporter(RunListener):
         acc = f"  {self.last_accuracy}" if self.last_accuracy else ""
         info = f"loss {short_loss(stats.loss)}{acc}"
         if self.wide:
-            info += f"  grad {stats.grad_norm:.2f}  lr {stats.lr:.1e}  {self.trainer.steps_per_s:.0f} steps/s"
+            speed = rate(self.trainer.steps_per_s)
+            info += f"  grad {stats.grad_norm:.2f}  lr {stats.lr:.1e}  {speed} steps/s"
         self.progress.update(self.task_id, completed=stats.step, info=info)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from minitx.core.history import History, keep_indices
+from minitx.tui.render.numbers import counted
 
 # chart name -> (title, log scale allowed)
 CHARTS = {
@@ -513,7 +514,7 @@ def numerics_text(layers: list[tuple[str, list[float], str, list[float]]], steps
                     style="italic dim")
     label = max(len(name) for name, *_ in layers)
     spark = max(4, (width - label - 2 - 18 - 9) // 2)
-    text = Text(f"fp16 headroom (tightest point) · gradient norm · {len(steps)} evaluations, "
+    text = Text(f"fp16 headroom (tightest point) · gradient norm · {counted(len(steps), 'evaluation')}, "
                 f"step {steps[0]}-{steps[-1]}\n", style="bold", no_wrap=True, overflow="crop")
     rooms = [v for _, h, _, _ in layers for v in h if v is not None and math.isfinite(v) and v > 0]
     norms = [v for *_, g in layers for v in g if v is not None and math.isfinite(v) and v > 0]

@@ -8,6 +8,14 @@ def format_loss(value: float) -> str:
     return f"{value:.3f}" if value >= 0.01 else f"{value:.1e}"
 
 
+def rate(value: float) -> str:
+    """1,234, 42, 3.5, 0.35: a speed (steps or examples a second), two significant digits below
+    ten, so a slow run never reads 0."""
+    if value >= 9.5:
+        return f"{value:,.0f}"
+    return f"{value:.2g}" if value > 0 else "0"
+
+
 def short_count(n: int) -> str:
     """235M, 11M, 236k, 4.1k, 812: a parameter count that fits a title bar (three digits at most)."""
     if n < 1000:

@@ -211,7 +211,7 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _load(self, a, b) -> None:
         from minitx.core.checkpoint import CheckpointError
-        from minitx.core.compare import check_comparable, compare_loaded
+        from minitx.core.compare import check_comparable, compare_loaded, sharing_pairs
         from minitx.tui.app.loaded import load_either
 
         worker = get_current_worker()
@@ -225,6 +225,7 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
         if worker.is_cancelled:
             return
         (ckpt_a, record_a), (ckpt_b, record_b) = loaded["A"], loaded["B"]
+        ckpt_a, ckpt_b = sharing_pairs(ckpt_a, ckpt_b)  # a base folder measured on its fine-tune's pairs
         try:  # the same ids must mean the same tokens to both, or one source means two things
             check_comparable(ckpt_a, ckpt_b)
         except ValueError as e:
@@ -285,6 +286,7 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
     def on_pair_loaded(self, message: PairLoaded) -> None:
         self.from_command_line = False
         panels = self.panels
+        previous = panels["A"].session.record  # the model A was, if any: its source may stay
         panels["A"].session.set_model(message.a)
         panels["B"].session.set_model(message.b)
         self._show_curves(message.a, message.b)
@@ -296,12 +298,16 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
         layers, heads = self.shape()  # A's working head, within what both models have
         first = panels["A"].session
         self.select_head(min(first.layer_index, layers - 1), min(first.head_index, heads - 1))
+        # The source on screen stays for a model of the same tokens; else the task's own example
+        # (a sentence for a translation model, never the digits the box starts with).
         bar = self.query_one(SourceBar)
-        bar.show_example(message.a.task.example())
-        if not self.set_source(bar.text):
-            example = message.a.task.example()
-            bar.show_source(example)
-            self.set_source(example)
+        example = message.a.task.example()
+        bar.show_example(example)
+        same_tokens = previous is not None and previous.task.src_vocab == message.a.task.src_vocab
+        for text in ((bar.text, example) if same_tokens else (example,)):
+            if text and self.set_source(text):
+                bar.show_source(text)
+                break
         self.action_run()  # the whole decode of both at first sight
 
     def on_summary_ready(self, message: SummaryReady) -> None:

@@ -102,6 +102,9 @@ class OpenCheckpointScreen(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         self.query_one("#open-box").border_title = self.title_text
+        # at once: reading each file's header takes a while in a folder of large checkpoints
+        self.query_one("#open-folder", Label).update(f"looking for checkpoints in {self.folder}…")
+        self.query_one("#open-list", OptionList).add_option(Option("looking for checkpoints…", disabled=True))
         self.list_folder(self.folder)
         self.query_one("#open-list").focus()
 

@@ -74,7 +74,7 @@ class DoctorScreen(ModalScreen[None]):
         diagnoses = []
         try:
             for i, r in enumerate(self.records):
-                run = RunRecord.of(r.history, {"steps": r.steps, "loss": r.loss})
+                run = RunRecord.of(r.history, r.run_summary)
                 results = run_doctor(r.model, r.task, record=run,
                                      callback=lambda result, i=i: self.post_message(CheckDone(result, i)))
                 diagnoses.append(diagnose_model(results, r.model, r.task, run))

@@ -43,7 +43,7 @@ from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.titlebar import TitleBar
 from minitx.tui.app.widgets.train_form import TrainForm
 from minitx.tui.app.widgets.train_views import TrainViews
-from minitx.tui.render.numbers import counted, format_loss, percent, short_path
+from minitx.tui.render.numbers import counted, format_loss, percent, rate, short_path
 
 TALL = 32  # rows from which a fine-tune's probe lines stay beside the form once its run ends
 
@@ -271,8 +271,11 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             self.notify("nothing to save yet: train a model first", severity="warning")
         elif self.state in ACTIVE:
             self.current_run.save_to = str(self.current_run.path)  # the worker saves between steps
-        else:
-            self.save_now()
+            self.notify(f"saving to {short_path(self.current_run.path)} once the step in flight ends…",
+                        markup=False)
+        else:  # said first: a large model's file takes seconds, and the save holds the screen
+            self.notify(f"saving to {short_path(self.current_run.path)}…", markup=False)
+            self.call_after_refresh(self.save_now)
 
     def save_now(self) -> Saved:
         """Save the latest run on the UI thread; only when no step is running.
@@ -394,7 +397,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         elif p.accuracy is not None:
             parts.append(p.accuracy)
         if self.state in ACTIVE:
-            parts += [f"ETA {p.eta_s:.0f} s"] if p.scores else [f"{p.steps_per_s:.0f} steps/s",
+            parts += [f"ETA {p.eta_s:.0f} s"] if p.scores else [f"{rate(p.steps_per_s)} steps/s",
                                                                 f"ETA {p.eta_s:.0f} s"]
         elif self.state in ENDED and not p.scores:  # (a fine-tune's scores take the room: u is below)
             parts.append("u explores it" if self.check_action("use_run", ()) else "explored")

@@ -102,8 +102,9 @@ class Timeline(Vertical):
         self._draw()
 
     def _show_probes(self, watched, history) -> None:
-        """A fine-tune's probes: probe after probe, each through its evaluations."""
-        records = sorted(watched.probes, key=lambda r: (r.probe, r.step))
+        """A fine-tune's probes: evaluation after evaluation, each probe in turn, so → never goes
+        back in the run."""
+        records = sorted(watched.probes, key=lambda r: (r.step, r.probe))
         probes = len({r.probe for r in records})
         self.steps = [r.step for r in records]
         self.frames = [r.attention.tolist() for r in records]  # (L, h, output tokens, source tokens) each
@@ -176,12 +177,21 @@ class Timeline(Vertical):
             return f"replay · {self.captions[self.index].plain}"
         return f"timeline · probe {self.source_text}"
 
+    def counted(self) -> tuple[str, int, int]:
+        """('snapshot', 12, 92): the frame's place among the snapshots; a fine-tune's probes:
+        ('evaluation', 2, 3), its evaluation's among the run's (each holds every probe)."""
+        if not self.captions:
+            return "snapshot", self.index + 1, len(self.steps)
+        evaluations = sorted(set(self.steps))
+        return "evaluation", evaluations.index(self.steps[self.index]) + 1, len(evaluations)
+
     def position_line(self) -> str:
         """'step 120/1000 ▕━━●───▏ 12/92 · playing': the compact timeline's one line of bar."""
         if not self.steps:
             return ""
         playing = " · playing" if self.playing else ""
-        return f"{self.scrub_bar(COMPACT_BAR_WIDTH).plain} {self.index + 1}/{len(self.steps)}{playing}"
+        _, at, count = self.counted()
+        return f"{self.scrub_bar(COMPACT_BAR_WIDTH).plain} {at}/{count}{playing}"
 
     def bar(self) -> Text:
         """Two lines: 'step 120/1000 ▕━━━━●──────▏' and 'snapshot 12/92 · L1 H2 aligns 0.93 ·
@@ -193,8 +203,8 @@ class Timeline(Vertical):
         text.append("\n")
         layer, head = self.head
         score = f" aligns {self.scores[self.index][layer][head]:.2f}" if self.scores else ""
-        what = "evaluation" if self.captions else "snapshot"
-        text.append(f"{what} {self.index + 1}/{len(self.steps)} · L{layer + 1} H{head + 1}{score}")
+        what, at, count = self.counted()
+        text.append(f"{what} {at}/{count} · L{layer + 1} H{head + 1}{score}")
         if self.playing:
             text.append(" · playing", style="bold")
         if self.captions:

@@ -19,6 +19,7 @@ from minitx.tui.app.messages import Progress, TimelineMoved, Watching
 from minitx.tui.app.widgets.attention import AttentionGrid, ScoreTable
 from minitx.tui.app.widgets.curve_chart import CurveChart
 from minitx.tui.app.widgets.timeline import Timeline
+from minitx.tui.render.model_text import NOTHING, printable
 
 CHART_INTERVAL = 0.5  # seconds between redraws of the live chart (a redraw takes ~10 ms)
 CURVES, ATTENTION = "curves-panel", "probe-row"
@@ -162,10 +163,13 @@ def watching_text(message: Watching) -> Text:
     base → now, or the alarm ('forgetting: general-domain loss 1.92 -> 2.61 (+36%) at step 400')."""
     text = Text(no_wrap=True, overflow="ellipsis")
     for probe in message.probes:
-        text.append(f"{probe.source} → ", style="dim")
-        for i, word in enumerate(probe.output.split()):
+        text.append(f"{printable(probe.source)} → ", style="dim")
+        words = probe.output.split()
+        if not words:
+            text.append(NOTHING, style="dim")
+        for i, word in enumerate(words):
             text.append(" " if i else "")
-            text.append(word, style="bold reverse" if i in probe.changed else "")
+            text.append(printable(word), style="bold reverse" if i in probe.changed else "")
         text.append("\n")
     if message.alarm:
         text.append(f"⚠ {message.alarm}", style="bold red")

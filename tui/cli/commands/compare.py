@@ -63,10 +63,12 @@ def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, pairs, d
       minitx compare base/ tuned.safetensors --pairs test.tsv  # a fine-tune
     """
     apply_threads(threads)
-    from minitx.core.compare import compare_loaded, decode_both
+    from minitx.core.compare import compare_loaded, decode_both, sharing_pairs
     from minitx.core.fine_tune_diff import fine_tune_diff
 
-    ckpt_a, ckpt_b = load_checkpoint_arg(a, device, pairs), load_checkpoint_arg(b, device, pairs)
+    # a base folder beside its fine-tune: both measured on the pairs the fine-tune keeps
+    ckpt_a, ckpt_b = sharing_pairs(load_checkpoint_arg(a, device, pairs),
+                                   load_checkpoint_arg(b, device, pairs))
     # Each model's ablation applies to that model only (two loads are two models, even of one file).
     ablations = (interventions_for(ckpt_a, ablate_a, ablate_kind, "--ablate-a"),
                  interventions_for(ckpt_b, ablate_b, ablate_kind, "--ablate-b"))
@@ -79,7 +81,8 @@ def compare_cmd(a, b, source, n, seed, ablate_a, ablate_b, ablate_kind, pairs, d
             decoded["agree"] = decoded["a"] == decoded["b"]
         out = console()
         with Progress("compare", enabled=not as_json, console=out) as progress:
-            progress.stage(f"decoding {n} fresh sequences with both models")
+            progress.stage(f"decoding {ckpt_a.task.examples_words(ckpt_a.task.sample_size(n))} with both "
+                           "models")
             result = compare_loaded(ckpt_a, ckpt_b, n=n, seed=seed, names=names)
             progress.stage("loss, BLEU and chrF of both, and which layers and heads moved")
             changes = fine_tune_diff(ckpt_a, ckpt_b, n=n, seed=seed)

@@ -23,6 +23,7 @@ from minitx.tui.cli.common import (
     source_texts,
     threads_option,
 )
+from minitx.tui.render.model_text import printable
 
 EXAMPLE = 'minitx decode reverse "3 1 4 1 5"'  # what to type when no source is given
 
@@ -154,10 +155,10 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
         return
     _notes(ckpt, [t for t in traces if not t.get("blank")], own_beams)
     listed = click.get_current_context().get_parameter_source("top_k") != ParameterSource.DEFAULT
-    for trace in traces:
+    for trace in traces:  # control characters a tokeniser decodes are escaped, never sent raw
         aligned = trace.get("alignment")
         links = f"\t{aligned['links'] if aligned else ''}" if align and not trace.get("blank") else ""
-        click.echo(trace["prediction"] + links)
+        click.echo(printable(trace["prediction"]) + links)
         if listed:  # --top-k asked for: each step's likeliest tokens under the output
             for number, step in enumerate(trace.get("steps", ()), 1):
                 likely = " · ".join(f"{t['text']} {t['p']:.2f}" for t in step["top_k"])

@@ -81,8 +81,10 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
 
             given = read_for_model(pairs, task, positions, pair_columns())
             with Progress("eval", enabled=not as_json) as progress:
-                result = score(checkpoint.model, task, progress.track(given.batches(task), "decoding"),
-                               show_failures, given.lines(), loss=True, text=True)
+                batches = progress.track_examples(given.batches(task, EVAL_BATCH),
+                                                  f"decoding {len(given.pairs):,} pairs", len(given.pairs))
+                result = score(checkpoint.model, task, batches, show_failures, given.lines(), loss=True,
+                               text=True)
             what = f"{given.provenance.file}: {result.n:,} pairs"
             if given.skipped:
                 what += f" ({given.skipped:,} skipped: longer than the model's positions allow)"
@@ -92,7 +94,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
                 raise click.BadParameter(f"the {task.name} task's sources have their own lengths",
                                          param_hint="--lengths")
             lo, hi = lengths_option_value(lengths, (task.min_len, task.max_len))
-            if hi > positions - 2:
+            if task.exact_lengths and hi > positions - 2:  # pairs have their own lengths
                 raise click.BadParameter(
                     f"this model takes sources of at most {positions - 2} tokens, not {hi}",
                     param_hint="--lengths")
@@ -100,12 +102,12 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
             lines = task.heldout_lines()
             batches = task.evaluation_batches(n, seed, EVAL_BATCH, *bounds)
             with Progress("eval", enabled=not as_json) as progress:
-                batches = progress.track(batches, f"decoding {n:,} examples, batches of {EVAL_BATCH}",
-                                         -(-n // EVAL_BATCH))
+                count = task.evaluation_count(n)
+                batches = progress.track_examples(batches, f"decoding {task.examples_words(count)}", count)
                 result = score(checkpoint.model, task, batches, show_failures, lines, loss=True,
                                text=task.heldout is not None)
             if task.heldout is not None:
-                what = (f"{result.n:,} held-out pairs of {task.provenance['data']['file']} (kept in the "
+                what = (f"{result.n:,} held-out pairs of {task.heldout_file()} (kept in the "
                         "checkpoint)")
             elif task.exact_lengths:
                 what = f"{task.evaluated_on} of length {lo}-{hi}, seed {seed}"

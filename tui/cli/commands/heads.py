@@ -65,7 +65,7 @@ def heads_cmd(ckpt, n, seed, kind, lengths, roles, pairs, device, threads, as_js
         _roles(checkpoint, n, seed, as_json)
         return
     lo, hi = lengths_option_value(lengths, (task.min_len, task.max_len))
-    if hi > checkpoint.model_config.max_len - 2:
+    if (lengths is not None or task.exact_lengths) and hi > checkpoint.model_config.max_len - 2:
         raise click.BadParameter(f"this model takes sources of at most "
                                  f"{checkpoint.model_config.max_len - 2} tokens", param_hint="--lengths")
     out = console()

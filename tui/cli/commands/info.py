@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -81,7 +82,7 @@ def _imported_facts(task, cfg) -> dict:
     from minitx.core.model.components import option_labels
 
     pairs = (None if task.heldout is None
-             else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
+             else {"file": task.heldout_file(), "kept": len(task.heldout)})
     return {**task.origin.to_dict(), "source_wrapping": task.wrapping(), "options": option_labels(cfg),
             "pairs": pairs}
 
@@ -96,7 +97,7 @@ def _hf_facts(ckpt) -> dict:
     spoken = {"languages": {"codes": list(languages(task)), "source": source, "target": target}} \
         if source is not None else {}
     pairs = (None if task.heldout is None
-             else {"file": task.provenance["data"]["file"], "kept": len(task.heldout)})
+             else {"file": task.heldout_file(), "kept": len(task.heldout)})
     return {**task.origin.to_dict(), "options": option_labels(ckpt.model_config),
             "generation": ckpt.model.generation.to_dict(), "notes": ckpt.summary.get("notes", []),
             "pairs": pairs, **spoken}
@@ -151,8 +152,10 @@ def inspect_cmd(ckpt, as_json) -> None:
     task = info["task"]
     from rich.text import Text
 
-    header = [Text(info["path"], style="bold"), info["file_size"], info["dtype"],
-              f"format v{info['format_version']}", f"minitx {info['minitx_version']}",
+    # a folder is transformers' files, not minitx's format: no format or minitx version to give
+    made_by = (["a Hugging Face folder"] if Path(info["path"]).is_dir()
+               else [f"format v{info['format_version']}", f"minitx {info['minitx_version']}"])
+    header = [Text(info["path"], style="bold"), info["file_size"], info["dtype"], *made_by,
               "resumable" if info["resumable"] else "inference only"]
     out.print(field_lines(header, out.width), highlight=False)
     pattern = (f"a trained model's cross-attention is {task['expected_alignment']}"

@@ -117,7 +117,7 @@ def train_cmd(**opts) -> None:
     listeners = [reporter] + ([SaveEvery(out_path, opts["save_every"])] if opts["save_every"] else [])
     loop_start = time.perf_counter()
     # From here until the file is written a signal stops the run, never a save (StopOnSignal).
-    with StopOnSignal(err) as signals:
+    with StopOnSignal(err, out_path if lead else None) as signals:
         with reporter:
             try:
                 trainer.run(*listeners, signals)
@@ -241,6 +241,10 @@ def _fine_tune(opts):
     dropout = folder_dropout(base.task)  # a folder's config.json; else the checkpoint's own
     model_cfg = base.model_config if dropout is None else base.model_config.replace(dropout=dropout)
     model_cfg, train_cfg = model_options.configs(model_cfg, train_cfg, opts)
+    if train_cfg.max_length > model_cfg.max_len:  # a cut past the positions would cut nothing
+        raise click.BadParameter(f"{train_cfg.max_length} is more than the {model_cfg.max_len} positions "
+                                 f"{opts['init']} holds (give at most {model_cfg.max_len}; 0: all of them)",
+                                 param_hint="--max-length")
     return Trainer(model_cfg, train_cfg, base=base)
 
 
@@ -313,10 +317,11 @@ class StopOnSignal(RunListener):
     SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM")
     NAMES = {"SIGINT": "Interrupted", "SIGHUP": "Hung up", "SIGTERM": "Terminated"}
 
-    def __init__(self, err=None) -> None:
+    def __init__(self, err=None, path=None) -> None:
         self.caught: int | None = None  # the signal's number
         self.name = ""
         self.err = err
+        self.path = path  # where the run will be saved: said at the first signal
         self.ignored = 0  # signals after the first
         self._previous: dict[int, object] = {}
 
@@ -339,14 +344,24 @@ class StopOnSignal(RunListener):
         if self.caught is None:
             self.caught = signum
             self.name = self.NAMES[signal.Signals(signum).name]
+            # at once: the step in flight (an evaluation, a save) may take a while, and a person
+            # who hears nothing presses again
+            where = f" to {self.path}" if self.path else ""
+            self._say(f"{self.name}: finishing this step, then saving{where}; Ctrl-C again is ignored "
+                      "until it is written (Ctrl-\\ quits at once, without saving)")
             return
         self.ignored += 1
-        if self.ignored == 1 and self.err is not None:
-            try:  # the main thread may be inside a write to the same stream: then say nothing
-                self.err.write("Ctrl-C again is ignored until the checkpoint is written (Ctrl-\\ "
-                               "quits at once, without saving)\n")
-            except (RuntimeError, OSError, ValueError):
-                pass
+        if self.ignored == 1:
+            self._say("Ctrl-C again is ignored until the checkpoint is written (Ctrl-\\ quits at once, "
+                      "without saving)")
+
+    def _say(self, line: str) -> None:
+        if self.err is None:
+            return
+        try:  # the main thread may be inside a write to the same stream: then say nothing
+            self.err.write(line + "\n")
+        except (RuntimeError, OSError, ValueError):
+            pass
 
     def stop_requested(self, trainer) -> bool:
         return self.caught is not None
@@ -383,12 +398,19 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
         out.write(f"reached {acc:.1%} exact match at step {trainer.until_reached_at} "
                   f"(--until {trainer.cfg.until:.1%}; --steps allowed {trainer.cfg.steps})\n")
     resumed = trainer.seconds_at_start > 0
-    in_all = f" ({trainer.seconds:.0f} s in all)" if resumed else ""
+    # this run's wall time holds its evaluations (a fine-tune's greedy decoding: often most of it)
+    in_all = f"; {trainer.seconds:.0f} s of training in all" if resumed else ""
+    took = (f"{trainer.seconds_this_run + trainer.eval_seconds:.0f} s this run "
+            f"({trainer.eval_seconds:.0f} s evaluating{in_all})")
     n = task.evaluation_count(trainer.cfg.eval_size)
     width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
+    # A fine-tune's held-out loss (what its base -> fine-tuned line compares); else the figure is
+    # the last training batch's, and says so.
+    loss = (f"held-out loss {trainer.last_scores['loss']:.4f}" if trainer.cfg.init and trainer.last_scores
+            and trainer.last_scores['loss'] is not None
+            else f"last batch's loss {summary['loss']:.4f}")
     # Broken between fields where the terminal is narrow, never one word left on a line.
-    final = [f"final exact match {acc:.1%} on {n} {task.evaluated_on}", f"loss {summary['loss']:.4f}",
-             f"{trainer.seconds_this_run:.0f} s this run{in_all}"]
+    final = [f"final exact match {acc:.1%} on {n} {task.evaluated_on}", loss, took]
     out.write(field_lines(final, width).plain + "\n")
     scores = fine_tune_scores(trainer)
     if scores:  # the base -> the fine-tuned weights, on the same held-out pairs
