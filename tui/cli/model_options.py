@@ -155,7 +155,8 @@ TRAINING_OPTIONS = [
     click.option("--eps", type=float, help=f"Adam epsilon. {FROM_RECIPE}"),
     click.option("--warmup", type=click.IntRange(min=0), help=f"Linear warmup steps. {FROM_RECIPE}"),
     click.option("--schedule", type=core_choice("config", "SCHEDULES"),
-                 help=f"Learning rate after warmup: flat, or a cosine decay to --lr-floor. {FROM_RECIPE}"),
+                 help="Learning rate after warmup: flat, a cosine decay to --lr-floor, or linear "
+                      f"to 0 (transformers' Trainer's default). {FROM_RECIPE}"),
     click.option("--lr-floor", type=float,
                  help=f"Where the cosine decay ends, as a fraction of --lr (0.1: 10%). {FROM_RECIPE}"),
     click.option("--clip-grad-norm", type=float, help=f"Gradient-norm clipping. {FROM_RECIPE}"),
