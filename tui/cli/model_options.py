@@ -216,6 +216,19 @@ FINE_TUNE_OPTIONS = [
 ]
 
 
+# The Hugging Face course's workflow (docs/training.md, "The course's workflow"): train's own.
+COURSE_OPTIONS = [
+    click.option("--eval-bleu", "eval_bleu", is_flag=True, default=None,
+                 help="Decode the held-out pairs at each evaluation: loss, BLEU and chrF "
+                      "(sacrebleu) into the curves. [default: on fine-tuning, off from scratch]"),
+    click.option("--keep-best", type=core_choice("config", "KEEP_BEST"),
+                 help="Also keep the best evaluation's weights, by this metric, beside the run's "
+                      "file (NAME.best.safetensors). [default: off]"),
+    click.option("--patience", type=click.IntRange(min=0), metavar="N",
+                 help="Stop after N evaluations in a row without a better --keep-best metric (or "
+                      "held-out loss; exact match from scratch). [default: 0, never]"),
+]
+
 def apply(options):
     """A decorator that adds `options` (a list of click.option decorators) in order."""
 

@@ -34,6 +34,13 @@ class Metrics:
                      **({"loss": result.loss} if result.loss is not None else {}),
                      **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {}), **forgetting})
 
+    def write_base(self, result) -> None:
+        """A fine-tune's base, at step 0: its held-out loss, BLEU and chrF (no accuracy: the
+        exact-match curve starts at the first evaluation, as it always has)."""
+        if result.text is not None and result.loss is not None:
+            self._write({"kind": "eval", "step": 0, "loss": result.loss, "bleu": result.text.bleu,
+                         "chrf": result.text.chrf})
+
     def _write(self, row: dict) -> None:
         if self.file is not None:
             self.file.write(json.dumps(row) + "\n")
@@ -224,6 +231,9 @@ class Reporter(RunListener):
             self.out.write(log_line(stats, trainer.cfg.until) + "\n")
         if self.progress is not None:
             self._advance(stats)
+
+    def on_base_evaluation(self, trainer, result) -> None:
+        self.metrics.write_base(result)
 
     def on_evaluation(self, trainer, result) -> None:
         """An evaluation in the run (its --metrics row follows its step's); the Trainer's history
