@@ -388,10 +388,6 @@ def _watch_json(trainer) -> dict:
     return {"forgetting": trainer.watcher.forgetting_dict(trainer.history), "probes": probes}
 
 
-def _cut_line(line: str, width: int) -> str:
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
 def _best_json(trainer) -> dict:
     """--keep-best's and --patience's: the best evaluation (its metric, step, value and file) and
     where early stopping stopped the run."""
@@ -447,6 +443,6 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
         out.write(line + "\n")
     if trainer.best_saved is not None:
         step, path = trainer.best_saved
-        out.write(_cut_line(f"{trainer.best.line()} (--keep-best): saved {path}", width) + "\n")
+        out.write(field_lines([f"{trainer.best.line()} (--keep-best)", f"saved {path}"], width).plain + "\n")
     out.write(field_lines([f"saved {out_path}", "resumable; `minitx export` makes a copy to share"],
                           width).plain + "\n")
