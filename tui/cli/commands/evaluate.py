@@ -72,7 +72,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, beams, max_new_tokens, show_failures
       minitx eval my-run.safetensors --lengths 11-20 --json  # does it generalise?
       minitx eval reverse --ablate cross:L2 --failures 5  # no L2 cross-attention
       minitx eval mine.safetensors --pairs test.tsv --failures 10
-      minitx eval opus-mt-en-fr/ --pairs test.tsv --beams default --max-new-tokens 128
+      minitx eval opus-mt-en-fr/ --pairs test.tsv --beams 4 --max-new-tokens 128
     """
     apply_threads(threads)
     from minitx.core.training.evaluation import score
