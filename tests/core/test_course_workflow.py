@@ -212,8 +212,8 @@ def test_a_resumed_run_goes_on_with_its_best_evaluation(base, pairs, tmp_path):
     trainer = trainer_for(base, pairs, keep_best="loss", steps=4)
     trainer.run()
     trainer.save(tmp_path / "run.safetensors")
-    resumed = Trainer.resume(tmp_path / "run.safetensors", trainer.cfg.replace(steps=6))
-    assert resumed.best == trainer.best
+    resumed = Trainer.resume(tmp_path / "run.safetensors", trainer.cfg.replace(steps=6, patience=2))
+    assert resumed.best == trainer.best and resumed.cfg.patience == 2  # patience may change
 
 
 # -- TensorBoard -----------------------------------------------------------------------------------
