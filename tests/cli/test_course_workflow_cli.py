@@ -56,6 +56,8 @@ def test_the_text_says_the_best_evaluation_and_why_the_run_stopped_early(pairs, 
                   "exact", "--patience", "2", "--out", str(out), "--log-every", "100", env={"COLUMNS": "400"})
     assert run.exit_code == 0, run.stderr
     lines = run.stdout.splitlines()
+    evaluations = [line for line in lines if line.startswith("step ") and "acc " in line]
+    assert len(evaluations) == 2 and all("  BLEU " in line for line in evaluations)  # steps 2 and 4
     stopped = next(line for line in lines if line.startswith("stopped early"))
     assert stopped.startswith("stopped early at step 4: 2 evaluations without a better exact match than "
                               "step 0's ") and stopped.endswith("% (--patience 2)")

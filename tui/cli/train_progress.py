@@ -173,13 +173,17 @@ def _cut(line: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def log_line(stats, until: float = 0.0) -> str:
+def log_line(stats, until: float = 0.0, scores: dict | None = None) -> str:
+    """A plain progress line; on an evaluation step its exact match, and the BLEU of `scores`
+    where the evaluation decoded text (a fine-tune's, --eval-bleu's)."""
     line = (
         f"step {stats.step:>6}  loss {short_loss(stats.loss)}  grad {stats.grad_norm:.3f}  "
         f"lr {stats.lr:.2e}  {stats.examples_per_s:,.0f} ex/s"
     )
     if stats.accuracy is not None:
         line += "  " + accuracy_text(stats.accuracy, stats.eval_n or 0, stats.eval_complete, until)
+        if scores and scores.get("bleu") is not None:
+            line += f"  BLEU {scores['bleu']:.1f}"
     return line
 
 
@@ -228,7 +232,7 @@ class Reporter(RunListener):
             self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched)
             self._evaluated = None
         if self._logged(stats) and not self.quiet and self.plain:
-            self.out.write(log_line(stats, trainer.cfg.until) + "\n")
+            self.out.write(log_line(stats, trainer.cfg.until, trainer.last_scores) + "\n")
         if self.progress is not None:
             self._advance(stats)
 
