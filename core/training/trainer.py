@@ -388,6 +388,17 @@ class Trainer:
         self.best_saved = (self.step_count, saved)
         return saved
 
+    @property
+    def best_file(self) -> tuple[int, Path] | None:
+        """(step, file) of the best weights kept: this run's last write of them, or a resumed
+        run's best_path as its earlier part wrote it (no better evaluation since)."""
+        if self.best_saved is not None:
+            return self.best_saved
+        best, path = self.best, self.best_path
+        if best is not None and best.step is not None and path is not None and path.exists():
+            return best.step, path
+        return None
+
     def stopped_early_line(self) -> str:
         """'stopped early at step 600: 3 evaluations without a better BLEU than step 400's 25.41
         (--patience 3)'."""

@@ -96,3 +96,15 @@ def test_curves_of_a_fine_tune_draw_bleu_from_its_base_at_step_0_by_default(fine
     assert next(line for line in reversed(lines) if line.strip()).startswith("step 0")  # the axis from 0
     csv = run_cli("curves", str(out), "--format", "csv").stdout
     assert "ft,bleu,0," in csv and ",chrf,6," in csv
+
+
+def test_a_resumed_run_names_the_best_file_its_earlier_part_wrote(pairs, tmp_path):
+    out = tmp_path / "ft.safetensors"
+    first = run_cli("train", *FINE_TUNE, "--data", str(pairs), "--keep-best", "exact", "--lr", "1e-7",
+                    "--out", str(out), "--json")
+    assert first.exit_code == 0, first.stderr
+    best = json.loads(first.stdout)["best"]
+    run = run_cli("train", "--resume", str(out), "--steps", "8", "--threads", "1", "--json")
+    assert run.exit_code == 0, run.stderr
+    again = json.loads(run.stdout)["best"]
+    assert again["step"] == best["step"] and again["checkpoint"] == best["checkpoint"]

@@ -393,7 +393,7 @@ def _best_json(trainer) -> dict:
     where early stopping stopped the run."""
     out = {}
     if trainer.best is not None:
-        saved = trainer.best_saved
+        saved = trainer.best_file
         out["best"] = {**trainer.best.to_dict(), "checkpoint": str(saved[1]) if saved else None}
     if trainer.cfg.patience:
         out["stopped_early_at"] = trainer.stopped_early_at
@@ -441,8 +441,8 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
             out.write(f"  {name}: sacrebleu {trainer.last_scores[key]}\n")
     for line in watch_lines(trainer, width):
         out.write(line + "\n")
-    if trainer.best_saved is not None:
-        step, path = trainer.best_saved
+    if trainer.best_file is not None:
+        step, path = trainer.best_file
         out.write(field_lines([f"{trainer.best.line()} (--keep-best)", f"saved {path}"], width).plain + "\n")
     out.write(field_lines([f"saved {out_path}", "resumable; `minitx export` makes a copy to share"],
                           width).plain + "\n")
