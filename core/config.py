@@ -28,7 +28,9 @@ GATED_ACTIVATIONS = ("swiglu", "geglu", "reglu")
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none", "relative")
 ATTENTIONS = ("explicit", "fused")
 DEVICES = ("auto", "cpu", "cuda")
-SCHEDULES = ("flat", "cosine")
+SCHEDULES = ("flat", "cosine", "linear")
+# What --keep-best keeps and --patience watches: metric -> True where higher is better
+KEEP_BEST = {"bleu": True, "chrf": True, "loss": False, "exact": True}
 # adamw: Adam with decoupled weight decay (plain Adam at weight_decay 0, the scratch recipes');
 # adafactor: torch.optim.Adafactor, what T5 was trained and is often fine-tuned with.
 OPTIMIZERS = ("adamw", "adafactor")
@@ -278,6 +280,7 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
 FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "optimizer", "max_length",
                     "decay_all", "probes", "general", "forget_alarm", "watch", "src_lang", "tgt_lang")
+COURSE_FIELDS = ("eval_bleu", "keep_best", "patience")  # omitted at their defaults too
 _TRAIN_DEFAULTS: dict[str, Any] = {}  # filled below, once TrainConfig exists
 
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
@@ -300,7 +303,7 @@ class TrainConfig(_DictMixin):
     beta2: float = 0.98
     eps: float = 1e-9
     warmup: int = 400  # linear warmup steps, then the schedule
-    schedule: str = "flat"  # "flat" after warmup, or "cosine" decay to lr * lr_floor at `steps`
+    schedule: str = "flat"  # after warmup: "flat", "cosine" to lr * lr_floor at `steps`, "linear" to 0
     lr_floor: float = 0.1  # where the cosine ends, as a fraction of lr
     clip_grad_norm: float = 1.0
     seed: int = 0
@@ -337,10 +340,16 @@ class TrainConfig(_DictMixin):
     # columns of a translation set's records that hold each side (core/data/pair_files.Columns).
     src_lang: str = ""
     tgt_lang: str = ""
+    # The course's workflow (core/training/best.py, docs/training.md "The course's workflow"):
+    # BLEU and chrF by generation at each evaluation (always on for a fine-tune), the best
+    # evaluation's weights kept beside the run's file, and early stopping.
+    eval_bleu: bool = False  # a data-file run from scratch also decodes its held-out pairs: loss, BLEU, chrF
+    keep_best: str = ""  # "" or a KEEP_BEST metric: its best evaluation's weights in NAME.best.safetensors
+    patience: int = 0  # stop after this many evaluations without improvement (0: never)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, but the fine-tuning ones only when they differ from their defaults."""
-        return _without_defaults(super().to_dict(), FINE_TUNE_FIELDS, _TRAIN_DEFAULTS)
+        return _without_defaults(super().to_dict(), FINE_TUNE_FIELDS + COURSE_FIELDS, _TRAIN_DEFAULTS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -431,6 +440,19 @@ class TrainConfig(_DictMixin):
         for name in ("src_lang", "tgt_lang"):
             _require(isinstance(getattr(self, name), str), name, "must be a code such as en or fra_Latn")
         _choice(self, "optimizer", OPTIMIZERS)
+        _require(isinstance(self.eval_bleu, bool), "eval_bleu", "must be true or false")
+        _require(not self.eval_bleu or self.task == DATA_TASK, "eval_bleu",
+                 "scores the outputs of a file's pairs as text: give --data FILE")
+        _require(self.keep_best == "" or self.keep_best in KEEP_BEST, "keep_best",
+                 f"must be one of {', '.join(KEEP_BEST)}; got {self.keep_best!r}")
+        _require(self.keep_best in ("", "exact") or self.init or self.eval_bleu, "keep_best",
+                 f"{self.keep_best} is measured by a fine-tune's evaluations (--init) or --eval-bleu's")
+        _require(isinstance(self.patience, int) and not isinstance(self.patience, bool)
+                 and self.patience >= 0, "patience",
+                 f"must be a number of evaluations from 0 (off), got {self.patience!r}")
+        _require(not (self.keep_best or self.patience) or self.eval_every > 0,
+                 "keep_best" if self.keep_best else "patience",
+                 "compares evaluations: eval_every must be above 0")
         for name, top in (("label_smoothing", 1.0), ("weight_decay", math.inf)):
             value = getattr(self, name)
             _require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -451,7 +473,8 @@ class TrainConfig(_DictMixin):
                 raise ValueError(f"probe_source: {e}") from None
 
     def lr_at(self, step: int, restart: tuple[int, float] | None = None, schedule_from: int = 0) -> float:
-        """Learning rate for 1-based `step`: linear warmup, then flat or cosine.
+        """Learning rate for 1-based `step`: linear warmup, then flat or cosine; or "linear",
+        transformers' Trainer's default schedule as Trainer steps it (linear_factor).
 
         `restart` = (step k, lr at k): a run resumed at step k with a different `steps` decays
         from where it was (never higher) to the floor at the new `steps` (docs/curves.md).
@@ -459,6 +482,8 @@ class TrainConfig(_DictMixin):
         warms up and decays again over steps k+1 to `steps`, as a fresh run of steps - k would."""
         if restart is not None and step > restart[0]:
             start, start_lr = restart
+            if self.schedule == "linear":  # on down to 0 at the new `steps`
+                return start_lr * max(0.0, (self.steps - step + 1) / max(1, self.steps - start))
             floor = self.lr_floor * self.lr if self.schedule == "cosine" else start_lr
             progress = min(1.0, (step - start) / max(1, self.steps - start))
             return floor + (start_lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
@@ -466,6 +491,8 @@ class TrainConfig(_DictMixin):
             step -= schedule_from
         else:
             schedule_from = 0
+        if self.schedule == "linear":
+            return self.lr * linear_factor(step - 1, self.warmup, self.steps - schedule_from)
         if self.warmup and step <= self.warmup:
             return self.lr * step / self.warmup
         if self.schedule == "flat":
@@ -478,6 +505,15 @@ class TrainConfig(_DictMixin):
 
 
 _TRAIN_DEFAULTS.update({f.name: f.default for f in dataclasses.fields(TrainConfig)})
+
+
+def linear_factor(done: int, warmup: int, total: int) -> float:
+    """transformers' get_linear_schedule_with_warmup after `done` scheduler steps: up from 0 over
+    `warmup` steps, then down to 0 at `total`. Trainer steps the scheduler after each optimiser
+    step, so its 1-based step k uses the factor after k - 1 (0 at the first step when warming up)."""
+    if done < warmup:
+        return done / max(1, warmup)
+    return max(0.0, (total - done) / max(1, total - warmup))
 
 
 @dataclass(frozen=True)

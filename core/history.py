@@ -13,6 +13,9 @@ Tensors of a file (all optional; the checkpoint prefixes each name with "history
   (once --until was out of reach), so its accuracy is rough
   probe_steps (K,) int64, probe_source (S,) int64, probe_target (T,) int64,
   probe_attention (K, layers, heads, T, S) float32
+  Held-out scores by generation (a fine-tune's evaluations, --eval-bleu's; the base's at step 0):
+  score_steps (G,) int64, eval_loss (G,) float32 (loss per target token), bleu and chrf (G,)
+  float32 in 0-100 (sacrebleu's corpus figures of the greedy outputs)
   A fine-tune's watching (core/training/watching.py), one entry per evaluation, all optional:
   watch_steps (W,) int64, watch_general_loss and watch_kl_to_base (W,) float32,
   watch_activation_max (W, points) float32 (inf where fp32 itself overflowed), watch_grad_norm
@@ -56,6 +59,8 @@ NON_NEGATIVE = ("loss", "lr", "grad_norm", "examples_per_s", "seconds")
 # many bytes (an opus-mt model's three probes of 30 tokens take 520 KB an evaluation).
 PROBE_ATTENTION_BYTES = 8 * 2**20
 WATCH_SERIES = ("general_loss", "kl_to_base")  # one value per watched evaluation (curves' series)
+SCORE_SERIES = ("eval_loss", "bleu", "chrf")  # one value per scored evaluation, the base's at step 0
+SCORE_KEYS = ("score_steps", *SCORE_SERIES)
 WATCH_KEYS = ("watch_steps", "watch_info", "watch_general_loss", "watch_kl_to_base",
               "watch_activation_max", "watch_grad_norm", "watch_probe_attention")
 MAX_WATCH_INFO_BYTES = 64 * 2**20
@@ -177,6 +182,8 @@ class History:
         self.eval_complete = array("b")
         self.snapshots: Snapshots | None = None
         self.watched: Watched | None = None  # a fine-tune's probes, forgetting and numerics
+        self.score_steps = array("q")  # evaluations scored by generation (SCORE_SERIES)
+        self.scores = {name: array("d") for name in SCORE_SERIES}
 
     # -- recording -------------------------------------------------------------------------
     def record_step(self, step: int, loss: float, lr: float, grad_norm: float,
@@ -197,6 +204,17 @@ class History:
         self.accuracy.append(accuracy)
         self.eval_n.append(n)
         self.eval_complete.append(complete)
+
+    def record_scores(self, step: int, loss: float, bleu: float, chrf: float) -> None:
+        """An evaluation's held-out loss, BLEU and chrF at `step` (0: the base a fine-tune starts
+        from); a second one at the same step replaces the first."""
+        if self.score_steps and self.score_steps[-1] == step:
+            for name in SCORE_SERIES:
+                self.scores[name].pop()
+        else:
+            self.score_steps.append(step)
+        for name, value in zip(SCORE_SERIES, (loss, bleu, chrf)):
+            self.scores[name].append(value)
 
     def evaluations(self) -> list[tuple[int, float, int, bool]]:
         """(step, accuracy, examples measured or 0 if unknown, complete) of every evaluation."""
@@ -269,7 +287,7 @@ class History:
     # -- reading ---------------------------------------------------------------------------
     @property
     def empty(self) -> bool:
-        return not self.steps and not self.eval_steps and not self.snapshot_steps
+        return not self.steps and not self.eval_steps and not self.snapshot_steps and not self.score_steps
 
     @property
     def last_step(self) -> int | None:
@@ -285,13 +303,16 @@ class History:
         that, chosen by keep_indices (a chart of a long run needs no more than it can draw)."""
         if name == "accuracy":
             steps, values = self.eval_steps, self.accuracy
+        elif name in SCORE_SERIES:
+            steps, values = self.score_steps, self.scores[name]
         elif name in WATCH_SERIES:
             values = self.watched.series_of(name) if self.watched else []
             steps = self.watched.steps if values else []
         elif name in self.values:
             steps, values = self.steps, self.values[name]
         else:
-            raise KeyError(f"no series {name!r}; the series are {', '.join((*SERIES, *WATCH_SERIES))}")
+            raise KeyError(f"no series {name!r}; the series are "
+                           f"{', '.join((*SERIES, *SCORE_SERIES, *WATCH_SERIES))}")
         n = min(len(steps), len(values))
         steps, values = steps[:n], values[:n]  # copies (of arrays: cheap), taken together
         if at_most is not None and n > at_most:
@@ -331,7 +352,7 @@ class History:
             evaluations = self.evaluations()
             data["series"]["accuracy"]["n"] = [n for _, _, n, _ in evaluations]
             data["series"]["accuracy"]["complete"] = [done for _, _, _, done in evaluations]
-        for name in WATCH_SERIES:
+        for name in (*SCORE_SERIES, *WATCH_SERIES):
             steps, values = self.series(name)
             if steps:
                 data["series"][name] = {"step": steps, "value": [_round(v) for v in values]}
@@ -400,6 +421,11 @@ class History:
             out["accuracy"] = torch.tensor([self.accuracy[i] for i in keep], dtype=torch.float32)
             out["eval_n"] = torch.tensor([self.eval_n[i] for i in keep], dtype=torch.int64)
             out["eval_complete"] = torch.tensor([bool(self.eval_complete[i]) for i in keep], dtype=torch.bool)
+        if self.score_steps:
+            keep = keep_indices(list(self.score_steps), MAX_POINTS)
+            out["score_steps"] = torch.tensor([self.score_steps[i] for i in keep], dtype=torch.int64)
+            for name in SCORE_SERIES:
+                out[name] = torch.tensor([self.scores[name][i] for i in keep], dtype=torch.float32)
         if self.snapshots is not None and self.snapshots.steps:
             snaps = Snapshots(self.snapshots.source, self.snapshots.target,
                               list(self.snapshots.steps), list(self.snapshots.attention))
@@ -417,7 +443,7 @@ class History:
                      max_len: int, vocab_size: int, last_step: int | None) -> History:
         """Validate a file's history tensors (names without the "history." prefix) against the
         model that holds them; `last_step` is the run's step count when the file states one."""
-        known = {"steps", *SERIES, "eval_steps", *EVAL_SIZES, *PROBE_KEYS, *WATCH_KEYS}
+        known = {"steps", *SERIES, "eval_steps", *EVAL_SIZES, *PROBE_KEYS, *WATCH_KEYS, *SCORE_KEYS}
         unknown = sorted(set(tensors) - known)
         if unknown:
             raise HistoryError(f"unknown history tensor {unknown[0]!r}")
@@ -446,6 +472,15 @@ class History:
                 history.eval_n, history.eval_complete = _eval_sizes(tensors, len(steps))
         elif any(name in tensors for name in EVAL_SIZES):
             raise HistoryError("history has evaluation sizes but no evaluations")
+        if _present(tensors, SCORE_KEYS, "score_steps"):
+            steps = _steps(tensors["score_steps"], "score_steps", MAX_POINTS, first=0, last=limit)
+            history.score_steps = array("q", steps)
+            for name in SCORE_SERIES:
+                values = _values(tensors[name], name, len(steps))
+                if any(not 0.0 <= v <= (math.inf if name == "eval_loss" else 100.0) for v in values):
+                    raise HistoryError(f"history {name} holds values outside "
+                                       f"{'0 and above' if name == 'eval_loss' else '0-100'}")
+                history.scores[name] = array("d", values)
         if _present(tensors, PROBE_KEYS, "probe_steps"):
             history.snapshots = _snapshots(tensors, layers, heads, max_len, vocab_size, limit)
         if _present(tensors, ("watch_steps", "watch_info"), "watch_steps"):
@@ -610,7 +645,8 @@ def _watched(tensors: dict, layers: int, heads: int, last: int | None) -> Watche
 
 def history_from_metrics(path: str | Path) -> History:
     """Rows {"kind": "step", "step", "loss", "lr", "grad_norm", "examples_per_s", "seconds"} and
-    {"kind": "eval", "step", "accuracy", "n", "complete"}; rows of older files (no "kind",
+    {"kind": "eval", "step", "accuracy", "n", "complete"}, with "loss", "bleu" and "chrf" where
+    the evaluation decoded text (the base's row, at step 0, has no accuracy); rows of older files (no "kind",
     accuracy on a step row; no n) too. A resumed run appends to its file, so a step seen again
     replaces what followed it (the steps after a save that were lost by a crash). HistoryError
     names the file and line."""
@@ -625,6 +661,7 @@ def history_from_metrics(path: str | Path) -> History:
         raise HistoryError(f"{path} is not a text file of JSON lines") from None
     steps: dict[int, dict] = {}
     evals: dict[int, tuple[float, int, bool]] = {}  # step -> (accuracy, n, complete)
+    scores: dict[int, tuple[float, float, float]] = {}  # step -> (loss, BLEU, chrF)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -632,7 +669,7 @@ def history_from_metrics(path: str | Path) -> History:
             row = json.loads(line)
             if not isinstance(row, dict):
                 raise ValueError("not a JSON object")
-            _metrics_row(row, steps, evals)
+            _metrics_row(row, steps, evals, scores)
         except (ValueError, TypeError, KeyError, RecursionError) as e:
             reason = str(e) if isinstance(e, (HistoryError, ValueError)) else f"missing {e}"
             raise HistoryError(f"{path} line {number}: {reason.splitlines()[0][:120]}") from None
@@ -642,10 +679,13 @@ def history_from_metrics(path: str | Path) -> History:
         history.record_step(step, *(row[name] for name in STEP_SERIES))
     for step in sorted(evals):
         history.record_eval(step, *evals[step])
+    for step in sorted(scores):
+        history.record_scores(step, *scores[step])
     return history
 
 
-def _metrics_row(row: dict, steps: dict[int, dict], evals: dict[int, tuple[float, int, bool]]) -> None:
+def _metrics_row(row: dict, steps: dict[int, dict], evals: dict[int, tuple[float, int, bool]],
+                 scores: dict[int, tuple[float, float, float]]) -> None:
     step = row["step"]
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ValueError(f"step must be a non-negative whole number, got {step!r}")
@@ -664,6 +704,8 @@ def _metrics_row(row: dict, steps: dict[int, dict], evals: dict[int, tuple[float
             del steps[later]
         for later in [s for s in evals if s >= step]:
             del evals[later]
+        for later in [s for s in scores if s >= step]:
+            del scores[later]
         steps[step] = values
     if "accuracy" in row:
         accuracy = row["accuracy"]
@@ -676,3 +718,12 @@ def _metrics_row(row: dict, steps: dict[int, dict], evals: dict[int, tuple[float
         if not isinstance(complete, bool):
             raise ValueError(f"complete must be true or false, got {complete!r}")
         evals[step] = (float(accuracy), n, complete)
+    if kind == "eval" and "bleu" in row:  # scored by generation (a fine-tune's; its base at step 0)
+        values = []
+        for name, top in (("loss", math.inf), ("bleu", 100.0), ("chrf", 100.0)):
+            value = row.get(name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:
+                limit = "from 0" if top == math.inf else f"in 0-{top:g}"
+                raise ValueError(f"{name} must be a number {limit}, got {value!r}")
+            values.append(float(value))
+        scores[step] = tuple(values)

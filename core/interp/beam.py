@@ -322,6 +322,20 @@ def beam_search(model: Seq2Seq, src_ids: list[int], *, nbest: int = 1, **setting
     return search.run().hypotheses(nbest)
 
 
+def beam_outputs(model: Seq2Seq, src: torch.Tensor, src_pad: int, beams: int, cap: int) -> torch.Tensor:
+    """src (B, S) -> each source's best output of a beam of `beams` (generate's sequences with
+    num_beams, the start left out), (B, n) with the generation's PAD after each end: greedy_decode's
+    layout, so a scoring loop takes either. One search per source (a search is one source's tree)."""
+    outputs = []
+    for row in src.tolist():  # each source without its padding
+        outputs.append(beam_search(model, [i for i in row if i != src_pad], beams=beams, cap=cap)[0].tokens)
+    out = torch.full((len(outputs), max(1, *(len(o) for o in outputs))), model.generation.pad,
+                     dtype=torch.long)
+    for i, tokens in enumerate(outputs):
+        out[i, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+    return out
+
+
 @torch.no_grad()
 def score_outputs(model: Seq2Seq, src_ids: list[int], outputs: list[list[int]], *,
                   length_penalty: float = 1.0, cap: int | None = None,

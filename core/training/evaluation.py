@@ -10,7 +10,7 @@ decode loop.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -44,7 +44,8 @@ def failure_of(source: list[int], generated: list[int], labels: list[int], eos: 
 
 def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 0,
           lines: list[int] | None = None, teacher_forced: bool = False,
-          max_wrong: int | None = None, loss: bool = False, text: bool = False) -> EvalResult:
+          max_wrong: int | None = None, loss: bool = False, text: bool = False,
+          generate: Callable[[torch.Tensor, int], torch.Tensor] | None = None) -> EvalResult:
     """Decode every batch greedily and compare with its labels. Keeps the first `failures`
     wrong outputs (Failure; with `lines`[i], the file line of example i, when given).
     teacher_forced: the same verdicts from one forward pass per batch (a model whose decoder
@@ -53,7 +54,9 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
     loss: also the teacher-forced cross-entropy per target token (target_loss). text: also
     corpus BLEU and chrF of the outputs as text (the task's `format`, as transformers'
     evaluation decodes with skip_special_tokens) against the targets exactly as the data file
-    holds them (Batch.references; the task's `format` of the ids for pairs without their text)."""
+    holds them (Batch.references; the task's `format` of the ids for pairs without their text).
+    generate: how outputs are made instead of greedy decoding, (src (B, S) on the model's device,
+    cap) -> generated ids (B, n) laid out as greedy_decode's (beam search's best, `eval --beams`)."""
     device, cfg = model.device, model.cfg
     correct, lengths, kept = [], [], []
     unknown, seen, wrong = 0, 0, 0
@@ -63,7 +66,7 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
     # prefix (a Hugging Face folder's forced tokens, min_length, repeated n-grams); text needs
     # the outputs themselves.
     forced = (teacher_forced and model.causal and not failures and not text
-              and model.generation.context_free)
+              and model.generation.context_free and generate is None)
     batches = iter(batches)
     complete = True
     for batch in batches:
@@ -71,7 +74,8 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
         if forced:
             ok = teacher_forced_exact_match(model, batch, cap)
         else:
-            generated = greedy_decode(model, batch.src.to(device), max_new_tokens=cap).cpu()
+            generated = (greedy_decode(model, batch.src.to(device), max_new_tokens=cap) if generate is None
+                         else generate(batch.src.to(device), cap)).cpu()
             ok = exact_match(generated, batch.labels, eos=cfg.eos_id, pad=cfg.pad_id)
         correct.append(ok)
         lengths.append(batch.lengths)

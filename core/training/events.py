@@ -32,6 +32,10 @@ class RunListener:
     def on_evaluation(self, trainer: Trainer, result: EvalResult) -> None:
         """After each of the run's held-out evaluations (result.complete: it measured them all)."""
 
+    def on_base_evaluation(self, trainer: Trainer, result: EvalResult) -> None:
+        """After a fine-tune's evaluation of its base, before the first step (step 0: where its
+        scores start; the history has them)."""
+
     def on_snapshot(self, trainer: Trainer, step: int) -> None:
         """After each probe snapshot (the history holds it)."""
 

@@ -30,6 +30,7 @@ from minitx.core.data.tasks import get_task, task_for_config
 from minitx.core.history import History, snapshot_due
 from minitx.core.model.loss import summed_cross_entropy
 from minitx.core.model.transformer import Seq2Seq, set_training
+from minitx.core.training.best import METRIC_NAMES, Best, figure, metric_value, shown, watched_metric
 from minitx.core.training.bug_presets import apply_bug, bug_preset
 from minitx.core.training.divergence import first_non_finite_layer
 from minitx.core.training.evaluation import evaluate, score
@@ -187,6 +188,13 @@ class Trainer:
             if train_cfg.init and train_cfg.watch and origin is not None and self.processes.main else None
         self.base_scores: dict | None = None  # a fine-tune's held-out scores of its base (step 0)
         self.last_scores: dict | None = None  # ... and of its latest evaluation
+        # --keep-best and --patience (core/training/best.py): the best evaluation so far; the
+        # caller says where its weights go (best_path: None keeps none, e.g. another process)
+        self.best = Best(watched_metric(train_cfg.keep_best, self.scored)) \
+            if train_cfg.keep_best or train_cfg.patience else None
+        self.best_path: Path | None = None
+        self.best_saved: tuple[int, Path] | None = None  # (step, file) of the weights kept last
+        self.stopped_early_at: int | None = None  # the evaluation --patience stopped the run at
 
     def trainable(self) -> list[torch.nn.Parameter]:
         """The parameters the optimiser changes (a fine-tune keeps some as its family does)."""
@@ -194,7 +202,14 @@ class Trainer:
 
     @property
     def done(self) -> bool:
-        return self.step_count >= self.cfg.steps or self.until_reached_at is not None
+        return self.step_count >= self.cfg.steps or self.until_reached_at is not None \
+            or self.stopped_early_at is not None
+
+    @property
+    def scored(self) -> bool:
+        """Whether the evaluations decode the held-out pairs: loss, BLEU and chrF (a fine-tune's
+        always, a run from scratch's with --eval-bleu)."""
+        return bool(self.cfg.init or self.cfg.eval_bleu)
 
     @property
     def seconds_this_run(self) -> float:
@@ -232,9 +247,13 @@ class Trainer:
         if self.step_count == 0 and not self.history.snapshot_steps:
             self.snapshot()  # the untrained model's attention starts the timeline
         if self.cfg.init and self.step_count == 0 and self.base_scores is None:
-            self.evaluate(self.cfg.eval_size, self.heldout_seed)  # the base: what the fine-tune starts from
+            result = self.evaluate(self.cfg.eval_size, self.heldout_seed)  # the base: where it starts
             self.base_scores = self.last_scores
+            self._record_scores(result)
+            self._judge(result)
             self.watch()
+            for listener in self.listeners:
+                listener.on_base_evaluation(self, result)
         start = time.perf_counter()
         step = self.step_count + 1
         lr = self.lr_for(step)
@@ -323,7 +342,7 @@ class Trainer:
         what = f"{whose} on {self.task.evaluation_count(n):,} {self.task.evaluated_on}"
         for listener in self.listeners:
             listener.on_evaluating(self, what)
-        if self.cfg.init:  # a fine-tune: also loss per target token, corpus BLEU and chrF (greedy)
+        if self.scored:  # a fine-tune (or --eval-bleu): also loss per target token, BLEU and chrF (greedy)
             batches = self.task.evaluation_batches(n, seed, FINE_TUNE_EVAL_BATCH)
             result = score(self.model, self.task, batches, loss=True, text=True)
             self.last_scores = scores_of(result)
@@ -337,10 +356,59 @@ class Trainer:
         self.accuracy_step = self.step_count if result.complete else None
         if own:
             self.history.record_eval(self.step_count, result.accuracy, result.n, result.complete)
+            self._record_scores(result)
+            self._judge(result)
             self.watch()
             for listener in self.listeners:
                 listener.on_evaluation(self, result)
         return result
+
+    def _record_scores(self, result: EvalResult) -> None:
+        if result.text is not None and result.loss is not None:
+            self.history.record_scores(self.step_count, result.loss, result.text.bleu, result.text.chrf)
+
+    def _judge(self, result: EvalResult) -> None:
+        """--keep-best and --patience: a better evaluation's weights go to best_path; N evaluations
+        in a row without one stop the run (stopped_early_at)."""
+        if self.best is None or not result.complete:  # a rough evaluation is never the best
+            return
+        value = metric_value(self.best.metric, result.accuracy, scores_of(result) if self.scored else None)
+        if value is None:
+            return
+        if self.best.offer(self.step_count, value):
+            if self.cfg.keep_best and self.best_path is not None and self.processes.main:
+                self.save_best()
+        elif self.cfg.patience and self.best.since >= self.cfg.patience:
+            self.stopped_early_at = self.step_count
+
+    def save_best(self) -> Path:
+        """The weights as they are now (the best evaluation's) to best_path: a file to use or
+        share, not to resume (the run's own file is that)."""
+        best = {**self.best.to_dict(), "of": shown(self.best.metric, self.best.value)}
+        summary = {**self.summary(), "best": best}
+        saved = save_checkpoint(self.best_path, self.model, self.task, summary, None, {},
+                                history=self.history)
+        self.best_saved = (self.step_count, saved)
+        return saved
+
+    @property
+    def best_file(self) -> tuple[int, Path] | None:
+        """(step, file) of the best weights kept: this run's last write of them, or a resumed
+        run's best_path as its earlier part wrote it (no better evaluation since)."""
+        if self.best_saved is not None:
+            return self.best_saved
+        best, path = self.best, self.best_path
+        if best is not None and best.step is not None and path is not None and path.exists():
+            return best.step, path
+        return None
+
+    def stopped_early_line(self) -> str:
+        """'stopped early at step 600: 3 evaluations without a better BLEU than step 400's 25.41
+        (--patience 3)'."""
+        best = self.best
+        return (f"stopped early at step {self.stopped_early_at}: {best.since} evaluations without a better "
+                f"{METRIC_NAMES[best.metric]} than step {best.step}'s {figure(best.metric, best.value)} "
+                f"(--patience {self.cfg.patience})")
 
     def watch(self) -> None:
         """A fine-tune's probes, forgetting and numerics at this step, into the history (its time
@@ -390,7 +458,7 @@ class Trainer:
             "bug": self.cfg.bug,
             **({"base": self.base_info} if self.base_info else {}),
             **({"base_scores": self.base_scores} if self.base_scores else {}),
-            **({"scores": self.last_scores} if self.last_scores and self.cfg.init else {}),
+            **({"scores": self.last_scores} if self.last_scores and self.scored else {}),
             "minitx_version": __version__,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
@@ -431,6 +499,7 @@ class Trainer:
                                           if self.processes.distributed else {}),
                                        **({"base": self.base_info} if self.base_info else {}),
                                        **({"base_scores": self.base_scores} if self.base_scores else {}),
+                                       **({"best": self.best.to_dict()} if self.best else {}),
                                        **({"data": self._sampler.state()[0]} if self._sampler else {})}),
             }
         saved = save_checkpoint(path, self.model, self.task, self.summary(),
@@ -483,7 +552,8 @@ class Trainer:
         if trainer.task.vocab != ckpt.task.vocab or trainer.model_cfg != ckpt.model_config:
             raise CheckpointError(f"cannot resume {path}: its data no longer gives the same vocabulary")
         trainer._load_state(ckpt, trainer_info)
-        trainer.schedule_ended = saved_cfg.schedule == "cosine" and trainer.step_count >= planned_steps
+        trainer.schedule_ended = saved_cfg.schedule in ("cosine", "linear") \
+            and trainer.step_count >= planned_steps
         if restart_schedule:
             trainer.schedule_from, trainer.lr_restart = trainer.step_count, None
         elif planned_steps != trainer.cfg.steps:
@@ -491,9 +561,9 @@ class Trainer:
         return trainer
 
     def _restart_schedule(self, planned: TrainConfig) -> None:
-        """A cosine run given another `steps` after warmup: decay from the lr it was at."""
+        """A cosine (or linear) run given another `steps` after warmup: decay from the lr it was at."""
         step = self.step_count
-        if self.cfg.schedule == "cosine" and step > self.cfg.warmup + self.schedule_from:
+        if self.cfg.schedule in ("cosine", "linear") and step > self.cfg.warmup + self.schedule_from:
             self.lr_restart = (step, planned.lr_at(step, self.lr_restart, self.schedule_from))
 
     def _load_state(self, ckpt: Checkpoint, info: dict) -> None:
@@ -535,6 +605,11 @@ class Trainer:
         self.lr_restart, self.schedule_from = restart, schedule_from
         base_scores = info.get("base_scores")
         self.base_scores = base_scores if isinstance(base_scores, dict) else None
+        if self.best is not None and info.get("best") is not None:
+            try:
+                self.best = Best.from_dict(info["best"], self.best.metric)
+            except ValueError as e:
+                raise CheckpointError(f"{ckpt.path} has invalid training metadata: {e}") from None
         self._load_history(ckpt)
 
     def _load_history(self, ckpt: Checkpoint) -> None:

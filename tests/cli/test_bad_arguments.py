@@ -108,3 +108,36 @@ def test_a_folder_given_as_a_data_file_exits_2_naming_it_as_the_data_docs_say(ar
     run = run_cli(*_with(args, str(folder)))
     assert run.exit_code == 2
     assert assert_one_line_error(run) == f"Error: {folder} is a directory, not a data file"
+
+
+# The course workflow's options that take values (train's and eval's): a bad value is exit 2 and
+# one line naming the option, before anything trains or decodes.
+BAD_VALUES = {
+    "train --keep-best": (["train", "--data", "{pairs}", "--keep-best", "rouge"], "--keep-best"),
+    "train --keep-best bleu from scratch": (["train", "--data", "{pairs}", "--keep-best", "bleu"],
+                                            "--keep-best"),
+    "train --patience": (["train", "--data", "{pairs}", "--patience", "-1"], "--patience"),
+    "train --patience without evaluations": (["train", "--data", "{pairs}", "--patience", "2",
+                                              "--eval-every", "0"], "--patience"),
+    "train --eval-bleu without data": (["train", "--eval-bleu"], "--eval-bleu"),
+    "train --schedule": (["train", "--schedule", "exponential"], "--schedule"),
+    "train --tensorboard a file": (["train", "--data", "{pairs}", "--tensorboard", "{pairs}"],
+                                   "--tensorboard"),
+    "eval --beams": (["eval", "reverse", "--beams", "0"], "--beams"),
+    "eval --max-new-tokens": (["eval", "reverse", "--max-new-tokens", "0"], "--max-new-tokens"),
+    "eval --max-new-tokens past the positions": (["eval", "reverse", "--max-new-tokens", "5000"],
+                                                 "--max-new-tokens"),
+    "curves --chart": (["curves", "reverse", "--chart", "rouge"], "--chart"),
+}
+
+
+@pytest.mark.parametrize("args,option", BAD_VALUES.values(), ids=BAD_VALUES.keys())
+def test_a_bad_value_of_a_course_workflow_option_exits_2_naming_it(args, option, tmp_path):
+    pairs = tmp_path / "rev.tsv"
+    pairs.write_text("ab\tba\n" * 300)
+    out = ["--out", str(tmp_path / "r.safetensors")]
+    run = run_cli(*[a.replace("{pairs}", str(pairs)) for a in args], *out) \
+        if args[0] == "train" else run_cli(*args)
+    message = assert_one_line_error(run)
+    assert run.exit_code == 2 and option in message, message
+    assert not (tmp_path / "r.safetensors").exists()

@@ -162,7 +162,8 @@ TRAINING_OPTIONS = [
     click.option("--eps", type=float, help=f"Adam epsilon. {FROM_RECIPE}"),
     click.option("--warmup", type=click.IntRange(min=0), help=f"Linear warmup steps. {FROM_RECIPE}"),
     click.option("--schedule", type=core_choice("config", "SCHEDULES"),
-                 help=f"Learning rate after warmup: flat, or a cosine decay to --lr-floor. {FROM_RECIPE}"),
+                 help="Learning rate after warmup: flat, a cosine decay to --lr-floor, or linear "
+                      f"to 0 (transformers' Trainer's default). {FROM_RECIPE}"),
     click.option("--lr-floor", type=float,
                  help=f"Where the cosine decay ends, as a fraction of --lr (0.1: 10%). {FROM_RECIPE}"),
     click.option("--clip-grad-norm", type=float, help=f"Gradient-norm clipping. {FROM_RECIPE}"),
@@ -225,6 +226,19 @@ FINE_TUNE_OPTIONS = [
                       "truncation does; counted. [default: the model's positions]"),
 ]
 
+
+# The Hugging Face course's workflow (docs/training.md, "The course's workflow"): train's own.
+COURSE_OPTIONS = [
+    click.option("--eval-bleu", "eval_bleu", is_flag=True, default=None,
+                 help="Decode the held-out pairs at each evaluation: loss, BLEU and chrF "
+                      "(sacrebleu) into the curves. [default: on fine-tuning, off from scratch]"),
+    click.option("--keep-best", type=core_choice("config", "KEEP_BEST"),
+                 help="Also keep the best evaluation's weights, by this metric, beside the run's "
+                      "file (NAME.best.safetensors). [default: off]"),
+    click.option("--patience", type=click.IntRange(min=0), metavar="N",
+                 help="Stop after N evaluations in a row without a better --keep-best metric (or "
+                      "held-out loss; exact match from scratch). [default: 0, never]"),
+]
 
 def apply(options):
     """A decorator that adds `options` (a list of click.option decorators) in order."""

@@ -37,6 +37,13 @@ class Metrics:
                      **({"loss": result.loss} if result.loss is not None else {}),
                      **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {}), **forgetting})
 
+    def write_base(self, result) -> None:
+        """A fine-tune's base, at step 0: its held-out loss, BLEU and chrF (no accuracy: the
+        exact-match curve starts at the first evaluation, as it always has)."""
+        if result.text is not None and result.loss is not None:
+            self._write({"kind": "eval", "step": 0, "loss": result.loss, "bleu": result.text.bleu,
+                         "chrf": result.text.chrf})
+
     def _write(self, row: dict) -> None:
         if self.file is not None:
             self.file.write(json.dumps(row) + "\n")
@@ -183,13 +190,17 @@ def _cut(line: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def log_line(stats, until: float = 0.0) -> str:
+def log_line(stats, until: float = 0.0, scores: dict | None = None) -> str:
+    """A plain progress line; on an evaluation step its exact match, and the BLEU of `scores`
+    where the evaluation decoded text (a fine-tune's, --eval-bleu's)."""
     line = (
         f"step {stats.step:>6}  loss {short_loss(stats.loss)}  grad {stats.grad_norm:.3f}  "
         f"lr {stats.lr:.2e}  {rate(stats.examples_per_s)} ex/s"
     )
     if stats.accuracy is not None:
         line += "  " + accuracy_text(stats.accuracy, stats.eval_n or 0, stats.eval_complete, until)
+        if scores and scores.get("bleu") is not None:
+            line += f"  BLEU {scores['bleu']:.1f}"
     return line
 
 
@@ -244,7 +255,7 @@ class Reporter(RunListener):
         if self._logged(stats) and not self.quiet and self.plain:
             rows, seconds = (sum(part) for part in zip(*self._speed))
             smoothed = dataclasses.replace(stats, examples_per_s=rows / seconds if seconds else 0.0)
-            self.out.write(log_line(smoothed, trainer.cfg.until) + "\n")
+            self.out.write(log_line(smoothed, trainer.cfg.until, trainer.last_scores) + "\n")
         if self.progress is not None:
             self._advance(stats)
 
@@ -258,6 +269,9 @@ class Reporter(RunListener):
             self.progress.update(self.task_id, info=line)
         else:
             self.out.write(line + "\n")
+
+    def on_base_evaluation(self, trainer, result) -> None:
+        self.metrics.write_base(result)
 
     def on_evaluation(self, trainer, result) -> None:
         """An evaluation in the run (its --metrics row follows its step's); the Trainer's history

@@ -31,6 +31,9 @@ from minitx.tui.render.numbers import counted
 # chart name -> (title, log scale allowed)
 CHARTS = {
     "loss": ("loss", True),
+    # held-out outputs scored as text (a fine-tune's, --eval-bleu's); the base's score at step 0
+    "bleu": ("held-out BLEU", False),
+    "chrf": ("held-out chrF", False),
     "accuracy": ("held-out exact match", False),
     "lr": ("learning rate", False),
     "grad_norm": ("grad norm", True),
@@ -39,7 +42,8 @@ CHARTS = {
     "kl_to_base": ("KL to the base model", False),
     "numerics": ("fp16 headroom and gradient norm per layer", False),  # the app's table: numerics_text
 }
-EVALUATION_CHARTS = ("accuracy", "general_loss", "kl_to_base")  # a point an evaluation, marked
+SCORE_CHARTS = ("bleu", "chrf")  # drawn where a run's evaluations decoded text
+EVALUATION_CHARTS = ("accuracy", *SCORE_CHARTS, "general_loss", "kl_to_base")  # a point an evaluation, marked
 X_AXES = ("step", "time")
 AXIS_NAMES = {"step": "step", "time": "time"}  # written once, before the x tick labels
 # Okabe-Ito colours (told apart with every common colour blindness) and marks that differ
@@ -90,7 +94,7 @@ def curve_of(label: str, history: History, chart: str, x_axis: str = "step",
         evaluations = history.evaluations()
         steps, values = steps[: len(evaluations)], values[: len(evaluations)]
         rough = tuple(not complete for *_, complete in evaluations[: len(steps)])
-    elif chart in EVALUATION_CHARTS:  # a fine-tune's watched evaluations: as few, never smoothed
+    elif chart in EVALUATION_CHARTS:  # scored or watched evaluations: as few, never smoothed
         steps, values = history.series(chart)
     else:
         steps, values = history.series(chart, at_most=CURVE_POINTS)
@@ -226,6 +230,10 @@ def _y_axis(chart: str, ys: list[float], log: bool, rows: int) -> tuple[_Scale, 
     """The y scale and the ticks to label on `rows` rows."""
     if chart == "accuracy":
         scale, ticks = _Scale(0.0, 1.0), [0.0, 0.25, 0.5, 0.75, 1.0]
+    elif chart in SCORE_CHARTS:  # 0-100, drawn from 0 so a rise reads as its size
+        hi = max(ys)
+        top = 100.0 if hi > 50 else max(10.0, -(-hi // 10) * 10)
+        scale, ticks = _Scale(0.0, top), linear_ticks(0.0, top, 4)
     else:
         lo, hi = min(ys), max(ys)
         if hi <= lo:  # one value (a flat learning rate): room around it

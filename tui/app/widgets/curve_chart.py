@@ -1,5 +1,5 @@
 """One chart of training curves at a time (loss, held-out accuracy, lr, grad norm; a fine-tune's
-general-domain loss, KL to base and numerics per layer too), for one run or
+held-out BLEU and chrF, general-domain loss, KL to base and numerics per layer too), for one run or
 several overlaid; the screen binds keys to cycle the chart and toggle scale, smoothing and x axis.
 
 The widget draws histories (core.history.History, live or from files) through tui/render/charts.py, the
@@ -15,6 +15,7 @@ from textual.widget import Widget
 from minitx.tui.render.charts import (
     CHARTS,
     EVALUATION_CHARTS,
+    SCORE_CHARTS,
     STACK_SHORT,
     X_AXES,
     chart_text,
@@ -39,6 +40,7 @@ class CurveChart(Widget):
         self.x_axis = "step"
         self.note = "no curves yet"
         self.x_end: int | None = None  # a live run: the axis reaches its planned last step
+        self.chosen = False  # g picked the chart: new runs keep it
 
     def show_runs(self, runs, note: str = "no curves yet") -> None:
         """(label, History or None) per run, each in its place's colour; a run without a history
@@ -47,17 +49,23 @@ class CurveChart(Widget):
 
         self.runs = [(label, h if h is not None else History()) for label, h in runs]
         self.note = note
+        if not self.chosen:  # a translation fine-tune's runs open on BLEU, others on the loss
+            self.chart = "bleu" if any(h.score_steps for _, h in self.runs) else "loss"
         self.refresh()
 
     def charts(self) -> list[str]:
-        """The charts g cycles through: a fine-tune's watching adds its own."""
+        """The charts g cycles through: a fine-tune's watching adds its own, and BLEU and chrF
+        (right after the loss) come with evaluations that scored text."""
         watched = any(h.watched is not None for _, h in self.runs)
-        return [c for c in CHART_ORDER if watched or c not in WATCH_CHARTS]
+        scored = any(h.score_steps for _, h in self.runs)
+        return [c for c in CHART_ORDER
+                if (watched or c not in WATCH_CHARTS) and (scored or c not in SCORE_CHARTS)]
 
     def cycle(self, by: int = 1) -> str:
         order = self.charts()
         at = order.index(self.chart) if self.chart in order else -1
         self.chart = order[(at + by) % len(order)]
+        self.chosen = True
         self.refresh()
         return self.chart
 

@@ -83,6 +83,7 @@ class TrainViews(ContentSwitcher):
 
     def run_started(self, label: str, history) -> None:
         self.chart.show_runs([(label, history)])  # the run's own History, drawn as it grows
+        self.chart.parent.border_title = self.chart.describe()  # a resumed fine-tune opens on BLEU
 
 
     def progress(self, message: Progress) -> None:

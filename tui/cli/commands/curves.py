@@ -8,13 +8,14 @@ from pathlib import Path
 
 import click
 
-CHART_NAMES = ["loss", "accuracy", "lr", "grad_norm", "general_loss", "kl_to_base"]
+CHART_NAMES = ["loss", "bleu", "chrf", "accuracy", "lr", "grad_norm", "general_loss", "kl_to_base"]
 
 
 @click.command("curves", short_help="Training curves of runs: charts, CSV or JSON.")
 @click.argument("runs", nargs=-1, required=True, metavar="CKPT|METRICS.jsonl...")
 @click.option("--chart", "charts", multiple=True, type=click.Choice(CHART_NAMES),
-              help="Which chart; repeat for several. [default: loss and accuracy]")
+              help="Which chart; repeat for several. [default: loss and BLEU where the "
+                   "evaluations scored text (a fine-tune), else loss and accuracy]")
 @click.option("--x", "x_axis", type=click.Choice(["step", "time"]), default="step", show_default=True,
               help="Horizontal axis: optimiser step, or training time.")
 @click.option("--scale", type=click.Choice(["log", "linear"]), default="log", show_default=True,
@@ -36,14 +37,15 @@ def curves_cmd(runs, charts, x_axis, scale, smooth, height, fmt, out) -> None:
       minitx curves run.jsonl --chart lr --chart grad_norm --x time
       minitx curves run.safetensors --format csv --out run.csv
       minitx curves ft.safetensors --chart general_loss  # forgetting
+      minitx curves ft.safetensors --chart bleu --chart chrf  # base at step 0
 
     A checkpoint keeps at most 2,000 points per series (thinned evenly, first and last kept);
     a --metrics file has every step. docs/curves.md explains what is recorded.
     """
     loaded = _load_runs(runs)
     if fmt == "chart":
-        text = _charts(loaded, list(charts) or ["loss", "accuracy"], x_axis, scale == "log", smooth,
-                       height, out)
+        text = _charts(loaded, list(charts) or default_charts([h for _, _, h in loaded]), x_axis,
+                       scale == "log", smooth, height, out)
     else:
         text = _csv(loaded) if fmt == "csv" else _json(loaded)
     if out is None:
@@ -53,6 +55,12 @@ def curves_cmd(runs, charts, x_axis, scale, smooth, height, fmt, out) -> None:
 
     write_atomic(Path(out), text.encode("utf-8"))
     click.echo(f"wrote the curves of {len(loaded)} run(s) to {out}", err=True)
+
+
+def default_charts(histories) -> list[str]:
+    """Loss and BLEU where any run's evaluations scored text (a translation fine-tune's), else
+    loss and held-out exact match."""
+    return ["loss", "bleu" if any(h.score_steps for h in histories) else "accuracy"]
 
 
 def _load_runs(runs: tuple[str, ...]) -> list[tuple[str, str, object]]:
@@ -134,6 +142,9 @@ def _summary(label: str, history, width: int):
             parts.append(f"last evaluation (step {step}) stopped early{examples}")
         best = history.best_accuracy()
         parts.append(f"best {best[1]:.1%} at {best[0]}" if best else "no complete evaluation")
+    score_steps, bleu = history.series("bleu")
+    if score_steps:  # from the first scored evaluation (a fine-tune's base) to the last
+        parts.append(f"BLEU {bleu[0]:.2f} at {score_steps[0]} -> {bleu[-1]:.2f} at {score_steps[-1]}")
     return field_lines(parts, width)
 
 

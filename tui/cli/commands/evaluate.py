@@ -3,10 +3,13 @@ and chrF of text pairs, and the first wrong outputs."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
+from dataclasses import dataclass
 
 import click
 
+from minitx.tui.cli.commands.decode import beams_value
 from minitx.tui.cli.common import (
     ablate_options,
     ablated_name,
@@ -40,6 +43,12 @@ EVAL_BATCH = 500  # examples decoded at once
 )
 @click.option("--pairs", "--data", "pairs", type=click.Path(), metavar="FILE",
               help="Evaluate on every pair of this file (.tsv, .csv, .jsonl) instead.")
+@click.option("--beams", metavar="K|default", callback=lambda ctx, param, value: beams_value(value),
+              help="Outputs by beam search with K beams (generate(num_beams=K)), as the course scores "
+                   "BLEU; default: the model's own setting. [default: greedy]")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), metavar="N",
+              help="Generate at most N tokens an output, over the model's own limit (a folder "
+                   "without max_length stops at 20). [default: the model's]")
 @click.option("--failures", "show_failures", type=click.IntRange(min=0), default=0, metavar="N",
               help="Also list up to N wrong outputs, each with the step where it first goes wrong.")
 @ablate_options()
@@ -47,8 +56,8 @@ EVAL_BATCH = 500  # examples decoded at once
 @device_option
 @threads_option
 @json_option
-def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, device, threads,
-             as_json) -> None:
+def eval_cmd(ckpt, n, seed, lengths, pairs, beams, max_new_tokens, show_failures, ablate, ablate_kind,
+             device, threads, as_json) -> None:
     """Exact-match accuracy of CKPT (default: reverse), per source length. A digit task's model
     is measured on fresh random sequences, `dates` on fresh dates, a model of your own pairs on
     its held-out pairs (kept in the checkpoint), or any model on the pairs of a --pairs file
@@ -64,6 +73,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
       minitx eval my-run.safetensors --lengths 11-20 --json  # does it generalise?
       minitx eval reverse --ablate cross:L2 --failures 5  # no L2 cross-attention
       minitx eval mine.safetensors --pairs test.tsv --failures 10
+      minitx eval opus-mt-en-fr/ --pairs test.tsv --beams 4 --max-new-tokens 128
     """
     apply_threads(threads)
     from minitx.core.training.evaluation import score
@@ -71,6 +81,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
     checkpoint = load_checkpoint_arg(ckpt, device)
     task = checkpoint.task
     positions = checkpoint.model_config.max_len
+    decoding = _decoding(checkpoint, beams, max_new_tokens)
     interventions = interventions_for(checkpoint, ablate, ablate_kind, pairs=pairs)
     extra: dict = {}
     with interventions.applied(checkpoint.model):
@@ -84,7 +95,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
                 batches = progress.track_examples(given.batches(task, EVAL_BATCH),
                                                   f"decoding {len(given.pairs):,} pairs", len(given.pairs))
                 result = score(checkpoint.model, task, batches, show_failures, given.lines(), loss=True,
-                               text=True)
+                               text=True, generate=decoding.generate)
             what = f"{given.provenance.file}: {result.n:,} pairs"
             if given.skipped:
                 what += f" ({given.skipped:,} skipped: longer than the model's positions allow)"
@@ -105,7 +116,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
                 count = task.evaluation_count(n)
                 batches = progress.track_examples(batches, f"decoding {task.examples_words(count)}", count)
                 result = score(checkpoint.model, task, batches, show_failures, lines, loss=True,
-                               text=task.heldout is not None)
+                               text=task.heldout is not None, generate=decoding.generate)
             if task.heldout is not None:
                 what = (f"{result.n:,} held-out pairs of {task.heldout_file()} (kept in the "
                         "checkpoint)")
@@ -127,6 +138,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
                 "accuracy": result.accuracy,
                 "loss": result.loss,
                 "target_tokens": result.target_tokens,
+                "decoding": {"beams": decoding.beams, "max_new_tokens": decoding.max_new_tokens},
                 **(result.text.to_dict() if result.text else
                    {"bleu": None, "chrf": None, "bleu_signature": None, "chrf_signature": None,
                     "bleu_omitted": omitted}),
@@ -147,7 +159,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
     click.echo(f"{head} on {what}" if len(head) + len(what) + 4 <= width else f"{head}\n  on {what}")
     if result.unknown:
         click.echo(f"  {result.unknown:,} tokens unknown to the model were read as <unk>")
-    _print_scores(result, omitted)
+    _print_scores(result, omitted, decoding.words)
     rows = _length_rows(result)
     width = max([3] + [len(label) for label, *_ in rows])
     for label, acc, low, high in rows:
@@ -157,7 +169,7 @@ def eval_cmd(ckpt, n, seed, lengths, pairs, show_failures, ablate, ablate_kind, 
         _print_failures(result.failures, result.wrong, task)
 
 
-def _print_scores(result, omitted: str | None) -> None:
+def _print_scores(result, omitted: str | None, outputs: str) -> None:
     """The loss per target token, and BLEU and chrF with their signatures (or why not)."""
     if result.loss is not None:
         click.echo(f"  loss {result.loss:.4g} per target token ({result.target_tokens:,} tokens, end "
@@ -166,9 +178,47 @@ def _print_scores(result, omitted: str | None) -> None:
         click.echo(f"  no BLEU or chrF: {omitted}")
         return
     text = result.text
-    click.echo(f"  BLEU {text.bleu:.2f}  chrF {text.chrf:.2f}  (sacrebleu, greedy outputs, corpus level)")
+    click.echo(f"  BLEU {text.bleu:.2f}  chrF {text.chrf:.2f}  (sacrebleu, {outputs}, corpus level)")
     click.echo(f"    BLEU signature {text.bleu_signature}")
     click.echo(f"    chrF signature {text.chrf_signature}")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How eval's outputs are made: greedy (beams 1) or beam search, at most max_new_tokens each."""
+
+    beams: int
+    max_new_tokens: int | None  # None: the model's own limit
+    generate: object  # score()'s `generate` (None: greedy decoding)
+
+    @property
+    def words(self) -> str:
+        """'greedy outputs', 'beam 4 outputs, at most 128 new tokens'."""
+        what = "greedy outputs" if self.beams == 1 else f"beam {self.beams} outputs"
+        return what + (f", at most {self.max_new_tokens} new tokens" if self.max_new_tokens else "")
+
+
+def _decoding(checkpoint, beams, max_new_tokens) -> Decoding:
+    """--beams and --max-new-tokens: the model's generation settings with the length asked (a
+    usage error past the positions it holds), and beam search's best output where K > 1."""
+    model = checkpoint.model
+    if max_new_tokens is not None:
+        most = checkpoint.model_config.max_len - 1  # the start token takes one position
+        if max_new_tokens > most:
+            raise click.BadParameter(f"this model holds at most {most} new tokens after its start token, "
+                                     f"not {max_new_tokens}", param_hint="--max-new-tokens")
+        model.generation = dataclasses.replace(model.generation, max_new_tokens=max_new_tokens)
+    k = model.generation.num_beams if beams == "default" else beams or 1
+    if k == 1:
+        return Decoding(1, max_new_tokens, None)
+    from minitx.core.interp.beam import beam_outputs, check_settings
+
+    try:
+        check_settings(k, model.generation.length_penalty, model.generation.early_stopping)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--beams") from None
+    pad = checkpoint.task.src_vocab.pad
+    return Decoding(k, max_new_tokens, lambda src, cap: beam_outputs(model, src, pad, k, cap))
 
 
 MAX_LENGTH_ROWS = 16  # more distinct lengths than this are grouped into ranges

@@ -50,6 +50,9 @@ RUN_OPTIONS = [
     click.option("--metrics", type=click.Path(dir_okay=False),
                  help="Write one JSON object per step and per evaluation to this .jsonl file "
                       "(see docs/curves.md; draw it with minitx curves)."),
+    click.option("--tensorboard", metavar="DIR", type=click.Path(file_okay=False),
+                 help="Also write TensorBoard event files to DIR (loss, lr, BLEU, chrF, forgetting, "
+                      "probes; Trainer's tag names). Needs pip install 'minitx[tensorboard]'."),
     click.option("--log-every", type=click.IntRange(min=1),
                  help="Plain log lines every N steps instead of a progress bar "
                       "(without a terminal: every 100)."),
@@ -62,7 +65,8 @@ RUN_OPTIONS = [
 @click.command("train")
 @model_options.recipe_option
 @model_options.apply(model_options.TASK_OPTIONS + model_options.TRAINING_OPTIONS
-                      + model_options.FINE_TUNE_OPTIONS + model_options.MODEL_OPTIONS + RUN_OPTIONS)
+                      + model_options.FINE_TUNE_OPTIONS + model_options.COURSE_OPTIONS
+                      + model_options.MODEL_OPTIONS + RUN_OPTIONS)
 def train_cmd(**opts) -> None:
     """Train a model and save it as a checkpoint.
 
@@ -82,6 +86,8 @@ def train_cmd(**opts) -> None:
       minitx train --task dates --steps 3000 --out dates.safetensors
       minitx train --init opus-mt-en-de/ --data mine.tsv --out ft.safetensors
       minitx train --init nllb/ --data mine.tsv --src-lang eng_Latn --tgt-lang fra_Latn
+      minitx train --init opus-mt-en-fr/ --data mine.tsv --keep-best bleu
+      minitx train --init t5-small --data mine.tsv --patience 3 --tensorboard tb
       torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv
 
     docs/training.md describes the recipes, docs/components.md the component switches
@@ -96,7 +102,7 @@ def train_cmd(**opts) -> None:
     apply_threads(opts["threads"])
     from minitx.core.training.trainer import TrainingDiverged
 
-    trainer, out_path = _prepare(opts)
+    trainer, out_path, tensorboard = _prepare(opts)
     out, err = quiet_stdout(), quiet_stderr()
     lead = trainer.processes.main  # under torchrun only the first process prints and writes
     if not lead:
@@ -114,7 +120,8 @@ def train_cmd(**opts) -> None:
                       "fine-tune started from, so there is no base to compare with\n")
     reporter = Reporter(trainer, out, quiet=opts["quiet"] or opts["as_json"], log_every=opts["log_every"],
                         metrics=opts["metrics"], resume=bool(opts["resume"]))
-    listeners = [reporter] + ([SaveEvery(out_path, opts["save_every"])] if opts["save_every"] else [])
+    listeners = [reporter] + ([SaveEvery(out_path, opts["save_every"])] if opts["save_every"] else []) \
+        + ([tensorboard] if tensorboard is not None else [])
     loop_start = time.perf_counter()
     # From here until the file is written a signal stops the run, never a save (StopOnSignal).
     with StopOnSignal(err, out_path if lead else None) as signals:
@@ -122,6 +129,8 @@ def train_cmd(**opts) -> None:
             try:
                 trainer.run(*listeners, signals)
             except TrainingDiverged as e:  # the trainer kept the last good step: keep it on disk too
+                if tensorboard is not None:
+                    tensorboard.close()
                 if trainer.step_count == 0:
                     raise
                 trainer.save(out_path, resumable=True)
@@ -130,6 +139,8 @@ def train_cmd(**opts) -> None:
             stopped = signals.caught is not None and not trainer.done
             if not stopped and (trainer.last_accuracy is None or trainer.cfg.eval_every == 0):
                 reporter.evaluated_after(trainer, trainer.evaluate())  # the result always states it
+        if tensorboard is not None:  # every event so far in its file, however the run ended
+            tensorboard.close()
         if stopped:
             trainer.save(out_path, resumable=True)
             if lead:
@@ -190,6 +201,13 @@ def _prepare(opts):
         _refuse_to_overwrite(out_path, opts)
         if opts["metrics"]:
             check_writable(Path(opts["metrics"]))
+        if trainer.cfg.keep_best and trainer.processes.main:
+            trainer.best_path = _best_file(out_path, opts)
+        tensorboard = None
+        if opts["tensorboard"] and trainer.processes.main:
+            from minitx.core.training.tensorboard_log import TensorBoardLog
+
+            tensorboard = TensorBoardLog(opts["tensorboard"])  # ValueError naming the extra
     except (CheckpointError, ValueError) as e:
         if isinstance(e, click.ClickException):
             raise
@@ -204,7 +222,21 @@ def _prepare(opts):
             "pass a larger --steps to continue it"
         )
     _warn_if_shadowed(out_path)
-    return trainer, out_path
+    return trainer, out_path, tensorboard
+
+
+def _best_file(out_path: Path, opts) -> Path:
+    """Where --keep-best keeps the best weights: NAME.best.safetensors beside the run's file,
+    refused where another run's file is there (as --out is)."""
+    from minitx.core.checkpoint import check_writable
+    from minitx.core.training.best import best_path
+
+    path = best_path(out_path)
+    check_writable(path)
+    if path.exists() and not opts["force"] and not opts["resume"]:
+        raise click.BadParameter(f"{path} exists already (another run's best weights?); give --force to "
+                                 "write over it, or another --out", param_hint="--keep-best")
+    return path
 
 
 # Options that shape a model or choose its task: a fine-tune's come from its base (--init).
@@ -376,6 +408,18 @@ def _watch_json(trainer) -> dict:
     return {"forgetting": trainer.watcher.forgetting_dict(trainer.history), "probes": probes}
 
 
+def _best_json(trainer) -> dict:
+    """--keep-best's and --patience's: the best evaluation (its metric, step, value and file) and
+    where early stopping stopped the run."""
+    out = {}
+    if trainer.best is not None:
+        saved = trainer.best_file
+        out["best"] = {**trainer.best.to_dict(), "checkpoint": str(saved[1]) if saved else None}
+    if trainer.cfg.patience:
+        out["stopped_early_at"] = trainer.stopped_early_at
+    return out
+
+
 def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[str, float]) -> None:
     summary = trainer.summary()
     if as_json:
@@ -390,10 +434,13 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
                 # where this run's time went: the loop holds training and evaluation
                 "timings": {k: round(v, 3) for k, v in timings.items()},
                 **(_watch_json(trainer) if trainer.watcher is not None else {}),
+                **_best_json(trainer),
             }
         ) + "\n")
         return
     acc, task = trainer.last_accuracy, trainer.task
+    if trainer.stopped_early_at is not None:
+        out.write(trainer.stopped_early_line() + "\n")
     if trainer.until_reached_at is not None:
         out.write(f"reached {acc:.1%} exact match at step {trainer.until_reached_at} "
                   f"(--until {trainer.cfg.until:.1%}; --steps allowed {trainer.cfg.steps})\n")
@@ -421,5 +468,8 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
             out.write(f"  {name}: sacrebleu {trainer.last_scores[key]}\n")
     for line in watch_lines(trainer, width):
         out.write(line + "\n")
+    if trainer.best_file is not None:
+        step, path = trainer.best_file
+        out.write(field_lines([f"{trainer.best.line()} (--keep-best)", f"saved {path}"], width).plain + "\n")
     out.write(field_lines([f"saved {out_path}", "resumable; `minitx export` makes a copy to share"],
                           width).plain + "\n")
