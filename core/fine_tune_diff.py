@@ -154,7 +154,8 @@ def _side(ckpt: Checkpoint, batch: Batch, text: bool) -> tuple[SideScores, list[
     task, model = ckpt.task, ckpt.model
     generated = greedy_outputs(ckpt, batch)
     outputs = [task.format(row) for row in generated.tolist()]
-    references = [task.format(row) for row in batch.labels.tolist()]
+    references = (list(batch.references) if batch.references is not None  # the file's own text
+                  else [task.format(row) for row in batch.labels.tolist()])
     sources = [task.format_source(row) for row in batch.src.tolist()]
     summed, tokens = target_loss(model, batch)
     scores = corpus_scores(outputs, references) if text else None

@@ -6,7 +6,8 @@ The inverse of opening a folder (huggingface.py), and built from the same rules 
 cannot drift apart:
 - the tensor names are hf_weights' table (`layer_names`, TABLES), read the other way;
 - config.json is written from the model's options, then read back with hf_weights.model_config:
-  a family is the one whose reading gives back the model's options exactly. A model that never
+  a family is the one whose reading gives back the model's options exactly. A model that came
+  from a folder is written as its own family (any of core/families.py's). A model that never
   was a Hugging Face one (trained by minitx) is written as the first family that computes what
   it computes, or refused in one line naming the option no family has;
 - the generation settings are written so that hf_generation.read_generation gives them back;
@@ -92,8 +93,9 @@ class Exported:
 
 
 def origin_family(task: Task) -> str | None:
-    """marian, t5 or bart for a model that came from a Hugging Face folder (opened, imported or
-    fine-tuned: its task keeps the folder's origin and tokeniser); None otherwise."""
+    """The family (core/families.py's key) of a model that came from a Hugging Face folder
+    (opened, imported or fine-tuned: its task keeps the folder's origin and tokeniser); None
+    otherwise."""
     family = FAMILIES.get(task.origin.family) if task.origin is not None else None
     return family if family and isinstance(task.vocab, SubwordVocab) else None
 

@@ -2,7 +2,8 @@
 AutoTokenizer opens beside the model:
 
 - a model that came from a folder (opened, imported or fine-tuned) keeps its tokeniser's files
-  (tokenizer.json; Marian's source.spm, target.spm and vocab.json): they are written as kept,
+  (tokenizer.json; Marian's source.spm, target.spm and vocab.json, and target_vocab.json with a
+  vocabulary per side; M2M100's sentencepiece.bpe.model and vocab.json): they are written as kept,
   with the settings transformers reads beside them (tokenizer_config.json, special_tokens_map.json)
   copied from the base folder when it still holds the same files, else written from the settings
   the model keeps (which hf_tokenisers.py read from it);

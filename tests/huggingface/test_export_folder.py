@@ -239,8 +239,8 @@ def test_an_exported_folder_keeps_the_score_rules_generate_applies(marian, tmp_p
     assert generate(reference, src, mask) == generated(minitx_model, src)
 
 
-FINE_TUNED = ["nllb", SEPARATE_MARIAN,
-              *(pytest.param(f, marks=pytest.mark.slow) for f in ("mbart50", "pegasus", "umt5"))]
+FINE_TUNED = [SEPARATE_MARIAN,  # tier 1: the reported refusal; NLLB's export is tier 1 below too
+              *(pytest.param(f, marks=pytest.mark.slow) for f in ("nllb", "mbart50", "pegasus", "umt5"))]
 TUNING_PAIRS = [("The house is small.", "Das Haus ist klein."), ("Anna has 3 apples.", "Anna hat 3 Äpfel."),
                 ("Hello, world!", "Hallo, Welt!"),
                 ("On Friday, Zoë drives to Köln.", "Am Freitag fährt Zoë nach Köln.")]

@@ -93,6 +93,25 @@ def test_outputs_side_by_side_with_loss_bleu_and_chrf_for_both(measured):
     assert diff.a.loss != diff.b.loss  # the fine-tune changed what the model predicts
 
 
+def test_both_sides_are_scored_against_the_files_targets_as_written(folders, tmp_path):
+    """Targets with characters the tokeniser cannot write: the references are the file's text
+    (its round trip would drop them), and BLEU and chrF are sacrebleu's against it."""
+    import sacrebleu
+
+    from tests.huggingface.changed_folders import write_pairs
+
+    base, tuned, _, _ = folders
+    given = [(s, t + " Straße 😀") for s, t in corpus(6, seed=5)]
+    pairs = write_pairs(tmp_path / "odd.tsv", given)
+    diff = fine_tune_diff(_opened(base, pairs), _opened(tuned, pairs))
+    raw = [t for _, t in given]
+    assert [row.reference for row in diff.outputs] == raw
+    for side in ("a", "b"):
+        outputs = [getattr(row, side) for row in diff.outputs]
+        chrf = sacrebleu.corpus_chrf(outputs, [raw]).score
+        assert getattr(diff, side).chrf == pytest.approx(chrf, abs=1e-9)
+
+
 def test_models_of_other_architectures_say_in_one_line_why_layers_and_heads_are_skipped(folders):
     base, _, pairs, root = folders
     other = save_model(root / "t5", "t5")
