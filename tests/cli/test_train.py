@@ -171,7 +171,8 @@ def test_the_progress_bar_keeps_step_loss_accuracy_and_eta_within_80_columns(mon
 
     class FakeTrainer:
         cfg = type("cfg", (), {"steps": 100000, "eval_size": 500, "until": 0.0})
-        step_count, last_accuracy, steps_per_s = 54321, None, 50.0
+        step_count, last_accuracy, steps_per_s, step_rows = 54321, None, 50.0, 64
+        last_scores = None  # no text scored
         watcher = None  # a run from scratch: nothing watched
         history = type("history", (), {"watched": None})
 
