@@ -15,13 +15,13 @@ What this module decides, once:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
 
 import torch
 
+from minitx.core.checkpoint import weights_sha256
 from minitx.core.data import pair_ids as files
 from minitx.core.data.imported_task import ImportedTask
 from minitx.core.data.pair_files import DataError
@@ -73,15 +73,6 @@ def fine_tune_defaults(family: str, optimizer: str = "adamw") -> dict:
     if optimizer == "adafactor":  # Adafactor decays by its own rule; no Adam moments to tune
         defaults.update(optimizer="adafactor", lr=ADAFACTOR_LR, weight_decay=0.0)
     return defaults
-
-
-def weights_sha256(model: torch.nn.Module) -> str:
-    """sha256 of a model's weights: every tensor of its state_dict by name, as float32 bytes."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
-    return digest.hexdigest()
 
 
 def base_record(name: str, model: torch.nn.Module, task: Task) -> dict:
