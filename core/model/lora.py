@@ -234,13 +234,26 @@ def merge_adapters(model: Seq2Seq) -> Seq2Seq:
     return model
 
 
+def relative_update(delta: torch.Tensor, weight: torch.Tensor) -> float:
+    """||delta|| / ||weight|| (Frobenius norms): an adapter's update as a share of the base's
+    weight it is added to (inf on a zero weight)."""
+    norm = float(weight.float().norm())
+    return float(delta.float().norm()) / norm if norm else float("inf")
+
+
 def update_sizes(model: nn.Module) -> list[tuple[str, float]]:
-    """(module name, ||scale B A|| / ||W||) for each adapted layer, Frobenius norms: how far the
-    fine-tune moved the layer from its base, as a share of the base's weight."""
-    sizes = []
+    """(module name, ||scale B A|| / ||W||) for each adapted layer: how far the fine-tune moved
+    the layer from its base, as a share of the base's weight."""
     with torch.no_grad():
-        for name, layer in adapted_layers(model).items():
-            weight = layer.get_base_layer().weight.float()
-            norm = float(weight.norm())
-            sizes.append((name, float(delta_weight(layer).float().norm()) / norm if norm else float("inf")))
-    return sizes
+        return [(name, relative_update(delta_weight(layer), layer.get_base_layer().weight))
+                for name, layer in adapted_layers(model).items()]
+
+
+def file_update_sizes(adapters: LoraFile, base: nn.Module) -> list[tuple[str, float]]:
+    """update_sizes() of a LoRA file's adapters on `base` (its base's weights), without peft."""
+    weights = dict(base.named_parameters())
+    with torch.no_grad():
+        return [(name.removesuffix(".lora_A"),
+                 relative_update(adapters.spec.scale * adapters.tensors[name.removesuffix("_A") + "_B"]
+                                 @ adapters.tensors[name], weights[name.removesuffix(".lora_A") + ".weight"]))
+                for name in adapters.tensors if name.endswith(".lora_A")]

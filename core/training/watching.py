@@ -10,7 +10,8 @@ a model (`minitx train --init`), beside its held-out scores, into the run's hist
   without general pairs, the KL on the probes (teacher-forced on the base's outputs) stands in;
 - numerics (core/interp/numerics.py): each sublayer's largest |activation| (its headroom to
   fp16 and bf16) and each layer's gradient norm, from one forward and backward pass on the first
-  NUMERICS_PAIRS held-out pairs, the run's own gradients left as they were.
+  NUMERICS_PAIRS held-out pairs, the run's own gradients left as they were;
+- a LoRA fine-tune's update sizes: each adapted layer's ||scale B A|| / ||W|| (core/model/lora.py).
 
 The base model is the one the fine-tune started from, held as it was loaded (copied only where
 its tensors are the model's own or on another device); its outputs are measured once. A LoRA
@@ -174,7 +175,8 @@ class Watcher:
                                        attention))
         history.record_watch(step, kl, loss, "general" if self.general else "probes",
                              [(a.stack, a.layer, a.sublayer, a.max) for a in numerics.activations],
-                             [(g.stack, g.layer, g.norm) for g in numerics.gradients], records)
+                             [(g.stack, g.layer, g.norm) for g in numerics.gradients], records,
+                             lora.update_sizes(self.model))
         return alarm
 
     def forgetting_dict(self, history: History) -> dict:

@@ -5,6 +5,7 @@ uninterrupted adapters bit for bit, watching against the model itself with its a
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -74,8 +75,9 @@ def test_lora_train_makes_a_file_every_command_opens_through_its_base(marian, tm
 
 def lora_config(data, folder, **fields) -> TrainConfig:
     return TrainConfig(task="data", data=str(data), valid=str(data), init=str(folder),
-                       **{**fine_tune_defaults("marian", lora=True), "batch_size": 4, "steps": 4, "eval_every": 2,
-                          "eval_size": 4, "device": "cpu", "lora_rank": 4, "lora_dropout": 0.1, **fields})
+                       **{**fine_tune_defaults("marian", lora=True), "batch_size": 4, "steps": 4,
+                          "eval_every": 2, "eval_size": 4, "device": "cpu", "lora_rank": 4,
+                          "lora_dropout": 0.1, **fields})
 
 
 def test_a_lora_run_saved_and_resumed_gives_the_uninterrupted_adapters_bit_for_bit(marian, tmp_path):
@@ -130,3 +132,33 @@ def test_two_torchrun_processes_give_one_process_lora_adapters(marian, tmp_path)
     a, b = checkpoints.load(str(two)).lora.tensors, checkpoints.load(str(one)).lora.tensors
     assert a.keys() == b.keys()
     assert all(float((a[k] - b[k]).abs().max()) <= 1e-4 for k in a)
+
+
+def test_lora_update_sizes_are_recorded_drawn_and_compared(marian, tmp_path):
+    from safetensors.torch import load_file
+
+    from minitx.core.importing.hf_weights import layer_names
+
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
+    out = tmp_path / "lora.safetensors"
+    code, text = run("train", "--init", marian, "--data", data, "--valid", data, "--steps", 4,
+                     "--eval-every", 2, "--batch-size", 4, "--lora", 2, "--lora-alpha", 4, "--out", out,
+                     "--threads", 1, "--quiet")
+    assert code == 0, text
+    saved = checkpoints.load(str(out))
+    w = saved.history.watched
+    assert w.steps == [0, 2, 4] and len(w.adapters) == 12 and len(w.update_size) == 3
+    assert all(size == 0.0 for size in w.update_size[0])  # B starts at zero: the base itself
+    # the last evaluation's sizes, by hand: ||alpha / r * B A|| / ||W|| on the folder's own weights
+    theirs = load_file(str(marian / "model.safetensors"))
+    names = layer_names("marian", saved.model_config)
+    for module, size in zip(w.adapters, w.update_size[-1]):
+        a, b = saved.lora.tensors[f"{module}.lora_A"], saved.lora.tensors[f"{module}.lora_B"]
+        weight = theirs["model." + names[f"{module}.weight"]]
+        assert size == pytest.approx(float((4 / 2 * b @ a).norm() / weight.norm()), rel=1e-5)
+    code, text = run("curves", out, "--chart", "lora_updates")
+    assert code == 0 and "LoRA update size" in text and "dec L2 cross v" in text, text
+    code, text = run("compare", marian, out, "--pairs", data, "--n", 4, "--json")
+    assert code == 0, text
+    compared = {c["module"]: c["size"] for c in json.loads(text)["changes"]["adapters"]}
+    assert compared == pytest.approx(dict(zip(w.adapters, w.update_size[-1])), rel=1e-4)
