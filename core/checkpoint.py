@@ -380,10 +380,7 @@ def _lora_model(tensors: dict[str, torch.Tensor], metadata: dict[str, str], cfg:
                               "base they were trained on")
     model = base.model
     adapters = {k[len(LORA_PREFIX):]: t for k, t in tensors.items() if k.startswith(LORA_PREFIX)}
-    try:
-        expected = lora.expected_adapter_shapes(model, record.spec)
-    except lora.LoraUnavailable as e:
-        raise CheckpointError(f"{path}: {e}") from None
+    expected = lora.expected_adapter_shapes(model, record.spec)
     for name, shape in expected.items():
         t = adapters.get(name)
         if t is None:
@@ -399,11 +396,7 @@ def _lora_model(tensors: dict[str, torch.Tensor], metadata: dict[str, str], cfg:
                               "do not use")
     record = lora.LoraFile(record.spec, record.base, {k: t.to(torch.float32) for k, t in adapters.items()})
     if merge:
-        lora.add_adapters(model, record.spec)
-        lora.load_adapter_tensors(model, record.tensors)
-        lora.merge_adapters(model)
-        for p in model.parameters():
-            p.requires_grad_(True)
+        lora.merge_file_adapters(model, record)
     names = {v: k for k, v in FLOAT_DTYPES.items()}
     return model, record, "+".join(sorted({names[t.dtype] for t in adapters.values()}))
 

@@ -14,7 +14,8 @@ module does with them:
   cached decoder, core/model/kv_cache.py, reads a layer's weight, not its forward), and gives the
   original weight back afterwards, bit for bit;
 - `adapter_tensors` / `load_adapter_tensors`: the adapters under minitx's names (what a LoRA
-  file holds), `merge_adapters` folds them into the base for good (what a command opens);
+  file holds), `merge_file_adapters` folds a file's into the base for good, without peft (what
+  a command opens: no seconds of importing transformers);
 - `update_sizes`: each adapted layer's ||scale B A|| / ||W||, how far it moved from its base.
 
 peft imports transformers (seconds), so it is imported here only when LoRA is used; without it,
@@ -163,9 +164,15 @@ def adapters_off(model: nn.Module) -> Iterator[None]:
                 p.requires_grad_(trained[id(p)])
 
 
+def delta(lora_a: torch.Tensor, lora_b: torch.Tensor, scale: float) -> torch.Tensor:
+    """(B @ A) * scale, (d_out, d_in): what an adapter adds to its layer's weight, computed as
+    peft's get_delta_weight computes it (so a merge here is peft's, to the bit)."""
+    return (lora_b @ lora_a) * scale
+
+
 def delta_weight(layer: nn.Module) -> torch.Tensor:
-    """scale * B @ A of one adapted layer, (d_out, d_in), in its weight's dtype."""
-    return layer.get_delta_weight(ADAPTER)
+    """delta() of one adapted layer, (d_out, d_in), in its weight's dtype."""
+    return delta(layer.lora_A[ADAPTER].weight, layer.lora_B[ADAPTER].weight, layer.scaling[ADAPTER])
 
 
 @contextmanager
@@ -221,16 +228,18 @@ def load_adapter_tensors(model: nn.Module, tensors: dict[str, torch.Tensor]) -> 
             layer.lora_B[ADAPTER].weight.copy_(tensors[f"{name}.lora_B"])
 
 
-def merge_adapters(model: Seq2Seq) -> Seq2Seq:
-    """Fold every adapter into its layer's weight (W + scale B A) and put the plain nn.Linear
-    back: the model is an ordinary Seq2Seq again, computing the adapted model."""
+def merge_file_adapters(model: Seq2Seq, adapters: LoraFile) -> Seq2Seq:
+    """Fold a LoRA file's adapters into a plain model's weights (W + scale B A), without peft:
+    an ordinary Seq2Seq computing the adapted model (what every command opens)."""
     modules = dict(model.named_modules())
-    for name, layer in adapted_layers(model).items():
-        base = layer.get_base_layer()
-        with torch.no_grad():
-            base.weight.data = base.weight.data + delta_weight(layer)
-        parent, _, child = name.rpartition(".")
-        setattr(modules[parent] if parent else model, child, base)
+    with torch.no_grad():
+        for name in adapters.tensors:
+            if name.endswith(".lora_A"):
+                module = name.removesuffix(".lora_A")
+                weight = modules[module].weight
+                update = delta(adapters.tensors[name], adapters.tensors[f"{module}.lora_B"],
+                               adapters.spec.scale)
+                weight.data = weight.data + update.to(weight.dtype)
     return model
 
 
@@ -252,8 +261,12 @@ def update_sizes(model: nn.Module) -> list[tuple[str, float]]:
 def file_update_sizes(adapters: LoraFile, base: nn.Module) -> list[tuple[str, float]]:
     """update_sizes() of a LoRA file's adapters on `base` (its base's weights), without peft."""
     weights = dict(base.named_parameters())
+    sizes = []
     with torch.no_grad():
-        return [(name.removesuffix(".lora_A"),
-                 relative_update(adapters.spec.scale * adapters.tensors[name.removesuffix("_A") + "_B"]
-                                 @ adapters.tensors[name], weights[name.removesuffix(".lora_A") + ".weight"]))
-                for name in adapters.tensors if name.endswith(".lora_A")]
+        for name in adapters.tensors:
+            if name.endswith(".lora_A"):
+                module = name.removesuffix(".lora_A")
+                update = delta(adapters.tensors[name], adapters.tensors[f"{module}.lora_B"],
+                               adapters.spec.scale)
+                sizes.append((module, relative_update(update, weights[f"{module}.weight"])))
+    return sizes

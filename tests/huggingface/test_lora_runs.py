@@ -162,3 +162,26 @@ def test_lora_update_sizes_are_recorded_drawn_and_compared(marian, tmp_path):
     assert code == 0, text
     compared = {c["module"]: c["size"] for c in json.loads(text)["changes"]["adapters"]}
     assert compared == pytest.approx(dict(zip(w.adapters, w.update_size[-1])), rel=1e-4)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--lora", "4"], "--lora: LoRA adapts a model: give --init MODEL"),
+    (["--lora", "0"], "--lora"),
+    (["--lora-targets", "q_proj,ff"], "--lora-targets: must be some of q_proj, k_proj, v_proj, out_proj"),
+    (["--lora-dropout", "1"], "--lora-dropout"),
+])
+def test_bad_lora_options_are_one_line_exit_2_and_nothing_written(marian, tmp_path, args, message):
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
+    init = ["--init", marian] if args[0] != "--lora" or args[1] != "4" else []
+    code, text = run("train", *init, "--data", data, "--out", tmp_path / "x.safetensors", "--lora", 4,
+                     *args)
+    assert code == 2 and message in text and len(text.strip().splitlines()) == 1, text
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_lora_without_peft_is_one_line_naming_the_extra(marian, tmp_path, monkeypatch):
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
+    monkeypatch.setitem(sys.modules, "peft", None)  # import peft raises ImportError
+    code, text = run("train", "--init", marian, "--data", data, "--lora", 4,
+                     "--out", tmp_path / "x.safetensors")
+    assert code == 1 and "pip install 'minitx[lora]'" in text and len(text.strip().splitlines()) == 1, text

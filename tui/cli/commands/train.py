@@ -81,7 +81,7 @@ def train_cmd(**opts) -> None:
       minitx train --data train.tsv --valid valid.tsv --tokens word
       minitx train --task dates --steps 3000 --out dates.safetensors
       minitx train --init opus-mt-en-de/ --data mine.tsv --out ft.safetensors
-      minitx train --init opus-mt-en-de/ --data mine.tsv --lora 8 --out lora.safetensors
+      minitx train --init opus-mt-en-de/ --data mine.tsv --lora 8  # adapters only
       torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv
 
     docs/training.md describes the recipes, docs/components.md the component switches
