@@ -239,7 +239,7 @@ def merge_file_adapters(model: Seq2Seq, adapters: LoraFile) -> Seq2Seq:
                 weight = modules[module].weight
                 update = delta(adapters.tensors[name], adapters.tensors[f"{module}.lora_B"],
                                adapters.spec.scale)
-                weight.data = weight.data + update.to(weight.dtype)
+                weight.data = weight.data + update.to(weight.device, weight.dtype)
     return model
 
 

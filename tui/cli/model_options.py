@@ -224,7 +224,7 @@ def _targets(ctx, param, value):
 
 # LoRA (`train --init MODEL --lora R`, core/model/lora.py, docs/training.md "LoRA")
 LORA_OPTIONS = [
-    click.option("--lora", "lora_rank", type=click.IntRange(min=1), metavar="R",
+    click.option("--lora", "--lora-rank", "lora_rank", type=click.IntRange(min=1), metavar="R",
                  help="Train only rank-R LoRA adapters of the base's attention projections (peft's "
                       "LoRA); the file holds the adapters and a record of the base. [default: off, "
                       "a full fine-tune]"),
