@@ -189,7 +189,7 @@ def decoding_merged(model: nn.Module) -> Iterator[None]:
         for layer in layers:
             weight = layer.get_base_layer().weight
             kept.append((weight, weight.data))
-            weight.data = weight.data + delta_weight(layer)
+            weight.data = (weight.data + delta_weight(layer)).to(weight.dtype)  # a frozen base's dtype
     try:
         with adapters_off(model):
             yield
