@@ -66,10 +66,10 @@ def load(name_or_path: str | Path | None = None, device: str = "cpu", progress=N
 
 
 def open_base(record: dict, device: str = "cpu"):
-    """The base a LoRA file adapts, from its record: its folder, else its model id, else the name
-    it was given (a file or a bundled name), the first that opens; CheckpointError (the last
-    reason) when none does."""
-    names = [record.get(key) for key in ("folder", "model_id", "init")]
+    """The base a LoRA file adapts, from its record: the absolute path it was opened from, else
+    the name it was given (a bundled name, say), else the folder or model id its own origin was,
+    the first that opens; CheckpointError (the last reason) when none does."""
+    names = [record.get(key) for key in ("path", "init", "folder", "model_id")]
     tried = [n for i, n in enumerate(names) if isinstance(n, str) and n and n not in names[:i]]
     if not tried:
         raise CheckpointError("its record names no base")

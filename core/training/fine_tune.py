@@ -79,10 +79,13 @@ def fine_tune_defaults(family: str, optimizer: str = "adamw", lora: bool = False
 
 
 def base_record(name: str, model: torch.nn.Module, task: Task) -> dict:
-    """What a fine-tuned file says of its base: the name given, the family, the model id or
+    """What a fine-tuned file says of its base: the name given (and its absolute path where it
+    is a file or folder: what a LoRA file opens again from anywhere), the family, the model id or
     folder where it was one, and the sha256 of its weights."""
     origin = getattr(task, "origin", {}) or {}
     record = {"init": name, "family": family_of(task), "sha256": weights_sha256(model)}
+    if name and Path(name).expanduser().exists():
+        record["path"] = str(Path(name).expanduser().resolve())
     for key in ("model_id", "folder"):
         if origin.get(key):
             record[key] = origin[key]

@@ -171,3 +171,17 @@ def test_exported_peft_folder_loads_in_transformers_and_decodes_as_minitx(folder
     src, mask = batch["input_ids"], batch["attention_mask"]
     with torch.no_grad():
         assert generated(saved.model, src) == generate(model, src, mask)
+
+
+def test_a_lora_file_of_a_base_named_by_a_relative_path_opens_from_another_folder(marian, tmp_path,
+                                                                                  monkeypatch):
+    monkeypatch.chdir(marian.parent)
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
+    base = checkpoints.load("marian")
+    cfg = lora_config(data, "marian", "marian", steps=1)
+    trainer = Trainer(base.model_config.replace(dropout=0.0), cfg, base=base)
+    trainer.run()
+    out = trainer.save(tmp_path / "ft.safetensors")
+    monkeypatch.chdir(tmp_path)  # "marian" names nothing here
+    opened = checkpoints.load(str(out))
+    assert opened.lora.base["init"] == "marian" and opened.lora.base["path"] == str(marian.resolve())
