@@ -128,13 +128,24 @@ def test_lora_file_holds_adapters_and_opens_through_its_base(marian, tmp_path):
     assert all(float(b.abs().max()) > 0 for k, b in opened.lora.tensors.items() if k.endswith("lora_B"))
 
 
-def test_lora_file_says_when_its_base_is_missing_or_changed(tmp_path):
+def test_lora_file_says_when_its_adapters_are_broken_or_its_base_missing_or_changed(tmp_path):
     path = save_model(tmp_path / "marian", "marian")
     trainer = lora_trainer("marian", path, tmp_path, steps=1)
     trainer.run()
     out = trainer.save(tmp_path / "ft.safetensors")
     weights = path / "model.safetensors"
+    from safetensors import safe_open
     from safetensors.torch import load_file, save_file
+    with safe_open(str(out), framework="pt") as f:  # an adapter taken out, or reshaped
+        tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+    name = next(k for k in tensors if k.endswith("lora_B"))
+    save_file({k: t for k, t in tensors.items() if k != name}, str(tmp_path / "cut.safetensors"), metadata)
+    with pytest.raises(CheckpointError, match=f"missing tensor '{name}'"):
+        checkpoints.load(str(tmp_path / "cut.safetensors"))
+    bent = {**tensors, name: tensors[name][:, :1].contiguous()}
+    save_file(bent, str(tmp_path / "bent.safetensors"), metadata)
+    with pytest.raises(CheckpointError, match=f"{name} has shape"):
+        checkpoints.load(str(tmp_path / "bent.safetensors"))
     state = load_file(str(weights))
     changed = {k: (t + 0.01 if k.endswith("fc1.weight") else t) for k, t in state.items()}
     save_file(changed, str(weights), metadata={"format": "pt"})
