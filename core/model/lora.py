@@ -243,11 +243,11 @@ def merge_file_adapters(model: Seq2Seq, adapters: LoraFile) -> Seq2Seq:
     return model
 
 
-def relative_update(delta: torch.Tensor, weight: torch.Tensor) -> float:
-    """||delta|| / ||weight|| (Frobenius norms): an adapter's update as a share of the base's
+def relative_update(update: torch.Tensor, weight: torch.Tensor) -> float:
+    """||update|| / ||weight|| (Frobenius norms): an adapter's update as a share of the base's
     weight it is added to (inf on a zero weight)."""
     norm = float(weight.float().norm())
-    return float(delta.float().norm()) / norm if norm else float("inf")
+    return float(update.float().norm()) / norm if norm else float("inf")
 
 
 def update_sizes(model: nn.Module) -> list[tuple[str, float]]:
