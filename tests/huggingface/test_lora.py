@@ -15,6 +15,7 @@ import torch
 from minitx import checkpoints
 from minitx.core.checkpoint import CheckpointError, read_raw
 from minitx.core.config import TrainConfig
+from minitx.core.importing.hf_export import export_folder
 from minitx.core.importing.peft_export import PEFT_PREFIX, export_peft, hf_module_names
 from minitx.core.interp.decode import greedy_decode
 from minitx.core.model import lora
@@ -158,7 +159,7 @@ def test_lora_file_says_when_its_adapters_are_broken_or_its_base_missing_or_chan
     assert "\n" not in str(e.value)
 
 
-def test_exported_peft_folder_loads_in_transformers_and_decodes_as_minitx(folder, tmp_path):
+def test_exported_peft_and_merged_folders_load_in_transformers_and_decode_as_minitx(folder, tmp_path):
     from peft import PeftModel
 
     family, path = folder
@@ -181,7 +182,11 @@ def test_exported_peft_folder_loads_in_transformers_and_decodes_as_minitx(folder
     batch = tokeniser([s for s, _ in PAIRS], padding=True, return_tensors="pt")
     src, mask = batch["input_ids"], batch["attention_mask"]
     with torch.no_grad():
+        assert generated(saved.model, src) != generated(checkpoints.load(str(path)).model, src)  # it moved
         assert generated(saved.model, src) == generate(model, src, mask)
+        # --format hf: the merged model as a whole folder, which transformers alone decodes alike
+        export_folder(saved.model, saved.task, tmp_path / "merged")
+        assert generated(saved.model, src) == generate(load_reference(tmp_path / "merged"), src, mask)
 
 
 def test_a_lora_file_of_a_base_named_by_a_relative_path_opens_from_another_folder(marian, tmp_path,
