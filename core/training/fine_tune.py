@@ -17,13 +17,13 @@ What this module decides, once:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
 
 import torch
 
+from minitx.core.checkpoint import weights_sha256
 from minitx.core.data import pair_ids as files
 from minitx.core.data.imported_task import ImportedTask
 from minitx.core.data.pair_files import BY_NAME, Columns, DataError
@@ -41,6 +41,9 @@ COMMON_DEFAULTS = {"optimizer": "adamw", "weight_decay": 0.01, "beta1": 0.9, "be
                    "steps": 1000, "eval_every": 200, "eval_size": 500, "until": 0.0,
                    "bucket_lengths": False, "length_power": 0.0}
 ADAFACTOR_LR = 1e-3  # T5's own (google-research/text-to-text-transfer-transformer #230)
+# A LoRA fine-tune's (peft's own seq2seq LoRA example, examples/conditional_generation, trains at
+# 1e-3): a few small matrices from zero move far less per step than a whole model at 2e-5
+LORA_LR = 1e-3
 
 
 def family_of(task: Task) -> str:
@@ -62,27 +65,22 @@ def train_as_family(model: torch.nn.Module, task: Task) -> None:
             table.padding_idx = None
 
 
-def fine_tune_defaults(key: str, optimizer: str = "adamw") -> dict:
-    """The TrainConfig fields a fine-tune of the family called `key` starts from."""
-    defaults = dict(COMMON_DEFAULTS, lr=family(key).lr)
+def fine_tune_defaults(key: str, optimizer: str = "adamw", lora: bool = False) -> dict:
+    """The TrainConfig fields a fine-tune of the family called `key` starts from (with LoRA: at
+    LORA_LR)."""
+    defaults = dict(COMMON_DEFAULTS, lr=LORA_LR if lora else family(key).lr)
     if optimizer == "adafactor":  # Adafactor decays by its own rule; no Adam moments to tune
         defaults.update(optimizer="adafactor", lr=ADAFACTOR_LR, weight_decay=0.0)
     return defaults
 
 
-def weights_sha256(model: torch.nn.Module) -> str:
-    """sha256 of a model's weights: every tensor of its state_dict by name, as float32 bytes."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
 def base_record(name: str, model: torch.nn.Module, task: Task) -> dict:
-    """What a fine-tuned file says of its base: the name given, the family, the model id or
+    """What a fine-tuned file says of its base: the name given (and its absolute path where it
+    is a file or folder: what a LoRA file opens again from anywhere), the family, the model id or
     folder where it was one, and the sha256 of its weights."""
     record = {"init": name, "family": family_of(task), "sha256": weights_sha256(model)}
+    if name and Path(name).expanduser().exists():
+        record["path"] = str(Path(name).expanduser().resolve())
     if task.origin is not None:
         where = {"model_id": task.origin.model_id, "folder": task.origin.folder}
         record.update({k: v for k, v in where.items() if v})
