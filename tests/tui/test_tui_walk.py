@@ -111,6 +111,7 @@ def test_the_probe_replay_counts_evaluations_and_never_goes_back_in_the_run():
     assert [counted for _, counted in seen] == [("evaluation", k, 3) for k in (1, 1, 2, 2, 3, 3)]
 
 
+@pytest.mark.slow  # a fine-tune, then both models decoded and compared in the app: tens of seconds
 @pytest.mark.asyncio
 async def test_compare_of_a_base_folder_and_its_fine_tune_measures_both_and_starts_from_a_sentence(tmp_path):
     from click.testing import CliRunner
