@@ -7,10 +7,12 @@ from __future__ import annotations
 import threading
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.widgets import OptionList
 
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.dialogs import OpenCheckpointScreen
+from minitx.tui.app.widgets.attention import AttentionGrid
 from minitx.tui.render.numbers import rate
 from tests.tui.tui_helpers import (
     fill_form,
@@ -109,6 +111,7 @@ def test_the_probe_replay_counts_evaluations_and_never_goes_back_in_the_run():
     assert [counted for _, counted in seen] == [("evaluation", k, 3) for k in (1, 1, 2, 2, 3, 3)]
 
 
+@pytest.mark.slow  # a fine-tune, then both models decoded and compared in the app: tens of seconds
 @pytest.mark.asyncio
 async def test_compare_of_a_base_folder_and_its_fine_tune_measures_both_and_starts_from_a_sentence(tmp_path):
     from click.testing import CliRunner
@@ -151,3 +154,23 @@ def test_a_models_control_characters_are_escaped_and_an_empty_output_is_said():
                                         ProbeLine("a\x12", "b\x12c", "b", [0])], None, "probes")).plain
     assert drawn.splitlines()[:2] == [f"the cat → {NOTHING}", "a\\x12 → b\\x12c"]
     assert not any(ord(c) < 32 and c != "\n" for c in drawn)
+
+
+class NarrowGridApp(App):
+    def compose(self) -> ComposeResult:
+        yield AttentionGrid()
+
+
+@pytest.mark.asyncio
+async def test_a_narrow_grid_says_its_scroll_and_axes_shorter_never_cutting_a_word():
+    app = NarrowGridApp()
+    async with app.run_test(size=(24, 12)) as pilot:
+        grid = app.query_one(AttentionGrid)
+        rows = [[0.5, 0.5] for _ in range(20)]  # more rows than 12 lines hold: a scroll line
+        grid.show(rows, ["a", "b"], [f"t{i}" for i in range(20)],
+                  axes="rows: tokens generated · columns: source tokens")
+        await pilot.pause()
+        lines = [line.rstrip() for line in grid.render().plain.splitlines()]
+        scroll = next(line for line in lines if "↑ ↓" in line)
+        assert len(scroll) <= 24 and scroll.endswith("↑ ↓")  # not "rows 1-7 of 20 · ↑ ↓ scr"
+        assert lines[-1] == "↓ tokens generated"  # the axes, shortened whole

@@ -148,23 +148,25 @@ class AttentionGrid(Widget):
                            shown_rows=rows, under_current=self.under)
         if self.note:
             lines.append(Text(self.note, style="italic"))
+        room = self.size.width or 80  # a narrow grid (Y's two at 60 columns) says each line shorter
         if len(rows) < len(self.rows):
-            lines.append(Text(f"rows {rows.start + 1}-{rows.stop} of {len(self.rows)} · ↑ ↓ scroll",
-                              style="bold"))
+            where = f"{rows.start + 1}-{rows.stop} of {len(self.rows)}"
+            said = (f"rows {where} · ↑ ↓ scroll", f"rows {where} · ↑ ↓", f"{where} ↑ ↓", where)
+            lines.append(Text(_fitting(said, room), style="bold"))
         if cropped or self.zoom:
             zoom = " · z all" if self.zoom else " · z wide"
             where = f"{shown.start + 1}-{shown.stop} of {len(self.columns)}"
             said = (f"columns {where} · < > scroll{zoom}", f"columns {where} · < >", f"{where} < >", where)
-            room = self.size.width or 80  # a narrow grid (Y's two at 60 columns) says it shorter
-            lines.append(Text(next((n for n in said if len(n) <= room), said[-1]), style="bold"))
+            lines.append(Text(_fitting(said, room), style="bold"))
         if self.hint:
             lines.append(Text(self.hint, style="italic dim"))
         if not self.compact:
             lines.append(Text())
         lines.append(legend(depth, self.size.width or 80, self.numbers and layout.cell < CELL, self.unit,
                             self.signed))
-        if self.axes:
-            lines.append(Text(self.axes, style="dim"))
+        if self.axes:  # 'rows: tokens generated · columns: source tokens', or shorter where narrow
+            short = self.axes.replace("rows: ", "↓ ").replace("columns: ", "→ ")
+            lines.append(Text(_fitting((self.axes, short, short.split(" · ")[0]), room), style="dim"))
         text = Text("\n").join(lines)
         text.no_wrap = True
         text.overflow = "crop"
@@ -382,3 +384,9 @@ class ScoreTable(Widget):
         text.no_wrap = True
         text.overflow = "crop"
         return text
+
+
+def _fitting(said: tuple[str, ...], room: int) -> str:
+    """The first of `said` (longest first) that fits `room` columns, else the shortest: a line
+    says less where the grid is narrow, never a word cut in two."""
+    return next((line for line in said if len(line) <= room), said[-1])
