@@ -15,7 +15,7 @@ from minitx.core.data.batch import Batch
 from minitx.core.data.imported_task import MissingPairs
 from minitx.core.data.task import Task
 from minitx.core.interp.decode import greedy_decode
-from minitx.core.model.transformer import Seq2Seq, eval_mode
+from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
 
 
 @torch.no_grad()
@@ -24,7 +24,9 @@ def cross_attention(model: Seq2Seq, batch: Batch) -> list[torch.Tensor]:
     batch's own (correct) targets."""
     with eval_mode(model):
         device = model.device
-        _, maps = model(batch.src.to(device), batch.decoder_input.to(device), return_attention=True)
+        maps = AttentionMaps()  # the decoder's alone, and no logits: nothing else is read here
+        memory, src_mask = model.encode(batch.src.to(device))
+        model.decoder_stream(batch.decoder_input.to(device), memory, src_mask, maps)
         return maps.cross
 
 

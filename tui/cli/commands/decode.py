@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
+from minitx.tui.cli.commands.align import chosen_head, head_options
 from minitx.tui.cli.common import (
     MEAN_SOURCES_HELP,
     ablate_options,
@@ -74,13 +75,17 @@ def _named(args: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--search-check", is_flag=True,
               help="With --beams: score the empty output, greedy, beam K and beam 64 and say whether "
                    "this is a search error or a model error; flag repetition.")
+@click.option("--align", "align", is_flag=True,
+              help="Word alignments of each output to its source (i-j: source word i, output word j, "
+                   "from 0), after a tab; in --json, \"alignment\". docs/alignment.md.")
+@head_options
 @ablate_options()
 @pairs_option(MEAN_SOURCES_HELP)
 @language_options
 @device_option
 @threads_option
 def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, nbest, early_stopping,
-               search_check, ablate, ablate_kind, pairs, device, threads) -> None:
+               search_check, align, method, layer, head, ablate, ablate_kind, pairs, device, threads) -> None:
     """Predict the output for SOURCE with a checkpoint (default: the bundled reverse model).
 
     The output is printed as text: characters joined for a character-level model, words and
@@ -96,6 +101,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
       printf '3 1 4 1\\n2 7 1 8\\n' | minitx decode copy  # a source per line
       minitx decode reverse 31415 --ablate cross:L2   # without L2 cross-attention
       minitx decode reverse 31415 --beams 4 --search-check  # n-best, greedy
+      minitx decode reverse "3 1 4" --align             # 4 1 3<TAB>0-2 1-1 2-0
 
     A source is digits (with or without spaces) for the digit tasks, text for dates and for a
     model of your own pairs. Piped, each line is a source and each gets one output line, a blank
@@ -104,6 +110,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
     shades (░▒▓█); --numbers prints them.
     """
     apply_threads(threads)
+    _alignment_options_alone(align, method, layer, head, beams, attention)
     beam_options = _beam_options_alone(beams, length_penalty, nbest, early_stopping, search_check, attention)
     ckpt, args = checkpoint_and_sources(args, device)
     interventions = interventions_for(ckpt, ablate, ablate_kind, pairs=pairs)
@@ -128,6 +135,8 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
         return
     texts = source_texts(args, EXAMPLE, keep_blank=True)  # a blank line is answered by one
     traces = _traced(ckpt, texts, top_k, interventions, as_json)
+    if align:
+        _aligned(ckpt, texts, traces, chosen_head(ckpt.model, layer, head), method)
     if as_json:
         echo_json({"checkpoint": str(ckpt.path), "task": ckpt.task.name, **not_computed_data(ckpt),
                    "results": traces})
@@ -146,12 +155,46 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
     _notes(ckpt, [t for t in traces if not t.get("blank")], own_beams)
     listed = click.get_current_context().get_parameter_source("top_k") != ParameterSource.DEFAULT
     for trace in traces:
-        click.echo(trace["prediction"])
+        aligned = trace.get("alignment")
+        links = f"\t{aligned['links'] if aligned else ''}" if align and not trace.get("blank") else ""
+        click.echo(trace["prediction"] + links)
         if listed:  # --top-k asked for: each step's likeliest tokens under the output
             for number, step in enumerate(trace.get("steps", ()), 1):
                 likely = " · ".join(f"{t['text']} {t['p']:.2f}" for t in step["top_k"])
                 ruled = "".join(f" ({r['rule']}: {r['instead_text']} otherwise)" for r in step["ruled"])
                 click.echo(f"  step {number}: {likely}{ruled}")
+
+
+def _alignment_options_alone(align: bool, method: str, layer, head, beams, attention: bool) -> None:
+    """--method, --layer and --head say how --align aligns; --align goes with greedy text or JSON."""
+    source = click.get_current_context().get_parameter_source
+    given = [f"--{name}" for name in ("method", "layer", "head") if source(name) != ParameterSource.DEFAULT]
+    if given and not align:
+        raise click.UsageError(f"{given[0]} says how --align aligns: give --align")
+    if align and beams is not None:
+        raise click.UsageError("--align aligns greedy outputs: drop --beams")
+    if align and attention:
+        raise click.UsageError("--align prints links beside each output, --attention draws grids: give one")
+    if head is not None and layer is None:
+        raise click.UsageError("--head needs --layer (the layer the head is in)")
+
+
+def _aligned(ckpt, texts: list[str | None], traces: list[dict], head, method: str) -> None:
+    """Each trace's "alignment": its source's words linked to its output's, teacher-forced on
+    the output (None, with a note, where the source's pieces do not make its typed words)."""
+    from minitx.core.interp.word_alignment import Unmappable, output_alignment
+
+    task = ckpt.task
+    for text, trace in zip(texts, traces):
+        if text is None:
+            continue
+        ids = task.parse(text, max_len=task.source_limit(ckpt.model_config.max_len))
+        try:
+            trace["alignment"] = output_alignment(ckpt.model, task, ids, [s["token"] for s in trace["steps"]],
+                                                  text, head, method).to_dict()
+        except Unmappable as e:
+            trace["alignment"] = None
+            click.echo(f"note: {text[:40]!r} not aligned: {e}", err=True)
 
 
 def _traced(ckpt, texts: list[str | None], top_k: int, interventions, as_json: bool) -> list[dict]:
