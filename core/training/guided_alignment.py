@@ -24,6 +24,22 @@ import torch
 
 from minitx.core.config import guided_head_parts
 from minitx.core.data.batch import Batch
+from minitx.core.data.pair_files import read_text_pairs
+from minitx.core.data.pair_task import PairSet
+from minitx.core.interp.alignment import cross_attention
+from minitx.core.interp.word_alignment import (
+    Gold,
+    Head,
+    PairWords,
+    Score,
+    TextPair,
+    Unmappable,
+    head_of,
+    pair_words,
+    read_gold,
+    score_grids,
+    word_grids,
+)
 from minitx.core.model.hooks import HeadHook, hooks_active
 from minitx.core.model.transformer import Seq2Seq
 
@@ -32,28 +48,6 @@ from minitx.core.model.transformer import Seq2Seq
 # the translation loss, a hint that shapes one head without trading translation away for it.
 DEFAULT_WEIGHT = 0.1
 EPSILON = 1e-6  # inside the log, as Marian's: a weight that underflowed to 0 still has a gradient
-
-
-@dataclass(frozen=True)
-class GuidedHead:
-    """A decoder layer's cross-attention head, as minitx numbers them (both from 1)."""
-
-    layer: int
-    head: int
-
-    @classmethod
-    def parse(cls, text: str) -> GuidedHead:
-        """'L:H' -> GuidedHead; ValueError ('guided_head: ...', one line) otherwise."""
-        return cls(*guided_head_parts(text))
-
-    def check(self, layers: int, heads: int) -> None:
-        """ValueError (one line) when the model has no such head."""
-        if self.layer > layers or self.head > heads:
-            raise ValueError(f"guided_head: the model has {layers} decoder layers of {heads} heads; "
-                             f"there is no head {self.layer}:{self.head}")
-
-    def __str__(self) -> str:
-        return f"{self.layer}:{self.head}"
 
 
 # -- the loss -------------------------------------------------------------------------------------
@@ -78,15 +72,15 @@ def linked_rows(links: torch.Tensor) -> int:
 
 
 @contextmanager
-def head_weights(model: Seq2Seq, head: GuidedHead) -> Iterator[list[torch.Tensor]]:
+def head_weights(model: Seq2Seq, head: Head) -> Iterator[list[torch.Tensor]]:
     """While the block runs, each forward of `model` appends the head's cross-attention weights
     (B, T, S), after the softmax and before dropout, with their gradient: the training forward
     computes them as it always does (explicit attention) and hands them on unchanged."""
     seen: list[torch.Tensor] = []
-    block = model.decoder[head.layer - 1].cross_attn
+    block = model.decoder[head.layer].cross_attn
 
     def keep(weights: torch.Tensor, mask, offset: int) -> torch.Tensor:  # (B, h, T, S)
-        seen.append(weights[:, head.head - 1])
+        seen.append(weights[:, head.head])
         return weights
 
     with hooks_active({block: HeadHook(weights=keep)}):
@@ -94,31 +88,27 @@ def head_weights(model: Seq2Seq, head: GuidedHead) -> Iterator[list[torch.Tensor
 
 
 # -- the links of the training pairs, in pieces ---------------------------------------------------
-def piece_links(word_links: Iterable[tuple[int, int]], source_words: list[int | None],
-                target_words: list[int | None]) -> list[tuple[int, int]]:
-    """Word links (source word i, target word j) -> piece links (target piece t, source piece s):
-    every piece of word j with every piece of word i. `source_words[s]` is the word of source
-    piece s (None: a special token or language code, never linked), `target_words` the same."""
+def piece_links(word_links: Iterable[tuple[int, int]], words: PairWords) -> list[tuple[int, int]]:
+    """Word links (source word i, target word j) -> piece links (label row t, source column s):
+    every piece of word j with every piece of word i, in a pair's rows as fed (`words`, from
+    core/interp/word_alignment.py: -1 for a special token or language code, never linked)."""
     by_source: dict[int, list[int]] = {}
     by_target: dict[int, list[int]] = {}
-    for s, word in enumerate(source_words):
-        if word is not None:
+    for s, word in enumerate(words.source):
+        if word >= 0:
             by_source.setdefault(word, []).append(s)
-    for t, word in enumerate(target_words):
-        if word is not None:
+    for t, word in enumerate(words.target):
+        if word >= 0:
             by_target.setdefault(word, []).append(t)
     return sorted({(t, s) for i, j in word_links for t in by_target.get(j, ()) for s in by_source.get(i, ())})
 
 
 class TrainingLinks:
-    """Each pair's piece links (target piece, source piece) in the pieces a pair's ids hold, by
-    the pair's index in its data (file order): what a batch of those pairs carries as its
-    `alignment` (core/data/batch.py), one row per label."""
+    """Each pair's piece links (label row, source column as fed), by the pair's index in its data
+    (file order): what a batch of those pairs carries as its `alignment` (core/data/batch.py)."""
 
-    def __init__(self, per_pair: list[list[tuple[int, int]]], source_offset: int = 0) -> None:
-        """source_offset: columns fed before a pair's own source ids (1: a wrapped source's start)."""
+    def __init__(self, per_pair: list[list[tuple[int, int]]]) -> None:
         self.per_pair = [torch.tensor(links, dtype=torch.long).reshape(-1, 2) for links in per_pair]
-        self.source_offset = source_offset
 
     def __len__(self) -> int:
         return len(self.per_pair)
@@ -130,8 +120,8 @@ class TrainingLinks:
         for b, k in enumerate(pairs.tolist()):
             pair = self.per_pair[k]  # (n, 2) (t, s)
             if len(pair):
-                t, s = pair[:, 0], pair[:, 1] + self.source_offset
-                keep = (t < rows) & (s < columns)  # a pair cut to --max-length keeps what fits
+                t, s = pair[:, 0], pair[:, 1]
+                keep = (t < rows) & (s < columns)
                 links[b, t[keep], s[keep]] = True
         return links
 
@@ -144,3 +134,113 @@ class TrainingLinks:
             return replace(batch, alignment=self.for_pairs(pairs.index[which], rows, columns))
 
         return with_links
+
+
+def guided_head(text: str, layers: int, heads: int) -> Head:
+    """TrainConfig.guided_head ('L:H', from 1) as the Head of a decoder of `layers` x `heads`;
+    ValueError ('guided_head: ...') when the model has no such head."""
+    try:
+        return head_of(layers, heads, *guided_head_parts(text))
+    except ValueError as e:
+        message = str(e).removeprefix("guided_head: ")
+        raise ValueError(f"guided_head: {message}") from None
+
+
+# -- a run's guided alignment -----------------------------------------------------------------------
+WORDS_BATCH = 256  # pairs fed at once while their pieces' words are found
+EVAL_BATCH = 64  # held-out pairs read at once for the head's AER
+
+
+@dataclass
+class Aligned:
+    """Pairs of a PairSet with gold: their positions in it, their rows' words and their gold; pairs
+    whose pieces do not make their words have no words (`unmapped`: how many)."""
+
+    positions: list[int]
+    words: list[PairWords | None]
+    gold: list[Gold]
+
+    @property
+    def unmapped(self) -> int:
+        return sum(w is None for w in self.words)
+
+
+def aligned_pairs(task, pairs: PairSet, path: str, gold_path: str, name: str) -> Aligned:
+    """The words of each pair of `pairs` (read from `path`, the file they came from) as `task` feeds
+    them, and its gold links from `gold_path` (a talp line per pair of the file; DataError naming
+    the file and line for one that does not fit)."""
+    texts = [TextPair(*p) for p in read_text_pairs(path)]
+    gold = read_gold(gold_path, [p.shape for p in texts], f"{name} has")
+    at_line = {p.line: n for n, p in enumerate(texts)}
+    positions, words, golds = [], [], []
+    lines = pairs.data.lines[pairs.index].tolist()
+    for start in range(0, len(pairs), WORDS_BATCH):
+        which = torch.arange(start, min(len(pairs), start + WORDS_BATCH))
+        batch = task.pairs_batch(pairs, which)
+        for b, k in enumerate(which.tolist()):
+            n = at_line[int(lines[k])]
+            try:
+                words.append(pair_words(task, batch.src[b].tolist(), batch.labels[b].tolist(),
+                                        texts[n].source, texts[n].target))
+            except Unmappable:  # a pair cut to --max-length, say: it trains without links
+                words.append(None)
+            positions.append(k)
+            golds.append(gold[n])
+    return Aligned(positions, words, golds)
+
+
+class Guide:
+    """A run's guided alignment: the head taught, the weight of its loss, the training pairs' links
+    (batches carry them) and the held-out pairs' gold (the head's AER at each evaluation)."""
+
+    def __init__(self, head: Head, weight: float, links: TrainingLinks, heldout: Aligned | None,
+                 unlinked: int = 0) -> None:
+        self.head, self.weight, self.links, self.heldout = head, weight, links, heldout
+        self.unlinked = unlinked  # training pairs whose pieces do not make their words: no links
+
+    @property
+    def name(self) -> str:
+        return f"{self.head.layer + 1}:{self.head.head + 1}"
+
+    @classmethod
+    def for_run(cls, cfg, task, model_cfg) -> Guide:
+        """The guidance `cfg` asks for on `task`'s pairs: the training pairs' links from
+        cfg.alignments; gold from cfg.valid_alignments, or the held-out share of cfg.alignments'
+        lines. DataError naming the file and line for links that do not fit the pairs."""
+        head = guided_head(cfg.guided_head, model_cfg.n_decoder_layers, model_cfg.n_heads)
+        data = task.train.data  # every pair of the data file, in file order
+        everything = aligned_pairs(task, PairSet.whole(data), cfg.data, cfg.alignments, "--data")
+        per_pair: list[list[tuple[int, int]]] = [[] for _ in range(len(data))]
+        for k, words, gold in zip(everything.positions, everything.words, everything.gold):
+            if words is not None:
+                per_pair[k] = piece_links(gold.possible, words)  # sure and possible: every link
+        in_train = set(task.train.index.tolist())
+        unlinked = sum(words is None for k, words in zip(everything.positions, everything.words)
+                       if k in in_train)
+        heldout = None
+        if cfg.valid_alignments:
+            heldout = aligned_pairs(task, task.heldout, cfg.valid, cfg.valid_alignments, "--valid")
+        elif not cfg.valid and task.heldout is not None and task.heldout.data is data:
+            at = {k: n for n, k in enumerate(everything.positions)}
+            rows = [at[k] for k in task.heldout.index.tolist()]  # the held-out share's lines
+            heldout = Aligned(list(range(len(rows))), [everything.words[n] for n in rows],
+                              [everything.gold[n] for n in rows])
+        return cls(head, cfg.guided_weight, TrainingLinks(per_pair), heldout, unlinked)
+
+    @torch.no_grad()
+    def heldout_aer(self, model: Seq2Seq, task) -> float | None:
+        """The head's AER on the held-out gold (None without any): each held-out pair teacher-forced
+        on its own target and read with the output method, as `minitx align` reads it; a pair
+        whose pieces do not make its words has no links (its sure links count as missed)."""
+        held = self.heldout
+        if held is None:
+            return None
+        total = Score(0, sum(len(g.sure) for g, w in zip(held.gold, held.words) if w is None), 0, 0)
+        usable = [n for n, w in enumerate(held.words) if w is not None]
+        for start in range(0, len(usable), EVAL_BATCH):
+            chunk = usable[start:start + EVAL_BATCH]
+            batch = task.pairs_batch(task.heldout, torch.tensor([held.positions[n] for n in chunk]))
+            cross = torch.stack(cross_attention(model, batch), dim=1)  # (B, L, h, T, S)
+            grid = word_grids(cross, [held.words[n] for n in chunk], [self.head], "output")
+            total += score_grids(grid, [held.gold[n] for n in chunk])[0]
+        return total.aer

@@ -35,6 +35,7 @@ from minitx.core.training.divergence import first_non_finite_layer
 from minitx.core.training.evaluation import evaluate, score
 from minitx.core.training.events import RunListener
 from minitx.core.training.fine_tune import base_record, fine_tune_task, train_as_family
+from minitx.core.training.guided_alignment import Guide, guided_row_losses, head_weights, linked_rows
 from minitx.core.training.optim import make_optimizer
 from minitx.core.training.probe import probe, probe_example
 from minitx.core.training.processes import Processes, shard
@@ -158,10 +159,15 @@ class Trainer:
             self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None) \
             if self.processes.distributed else None
         self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
+        # Guided alignment (--guided-head): a head, the training pairs' links and held-out gold
+        self.guide = Guide.for_run(train_cfg, self.task, model_cfg) if train_cfg.guided_head else None
+        self.last_guided_loss: float | None = None  # the last step's guided loss (before its weight)
         self._sampler = None  # shuffled epochs over a data file's training pairs
         if self.task.train is not None:
+            make_batch = self.task.pairs_batch if self.guide is None else \
+                self.guide.links.batches(self.task.pairs_batch)  # batches carry their pairs' links
             self._sampler = PairSampler(self.task.train, self.step_rows, self.data_generator,
-                                        train_cfg.bucket_lengths, self.task.vocab, self.task.pairs_batch,
+                                        train_cfg.bucket_lengths, self.task.vocab, make_batch,
                                         min_rows=self._parts)
         self.step_count = 0
         self.seconds = 0.0
@@ -234,19 +240,23 @@ class Trainer:
             self.evaluate(self.cfg.eval_size, self.heldout_seed)  # the base: what the fine-tune starts from
             self.base_scores = self.last_scores
             self.watch()
+        if self.guide is not None and self.step_count == 0 and not self.history.aer_steps:
+            self.record_aer()  # the head before it is taught: what guiding it starts from
         start = time.perf_counter()
         step = self.step_count + 1
         lr = self.lr_for(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        src, decoder_input, labels = self._feed(self.next_batch())  # (R, S), (R, T), (R, T) on the CPU
+        batch = self.next_batch()
+        src, decoder_input, labels = self._feed(batch)  # (R, S), (R, T), (R, T) on the CPU
         tokens = int((labels != self.model_cfg.pad_id).sum())  # counted before the copy: no device sync
         src, decoder_input, labels = (t.to(self.device, non_blocking=True)
                                       for t in (src, decoder_input, labels))
         if not self.model.training:  # only when something switched it (an app's decode, say)
             set_training(self.model, True)
         micro = shard(len(src), self.processes, self.cfg.accumulate)
-        loss = self._accumulated_loss(src, decoder_input, labels, micro, tokens)
+        links = batch.alignment if self.guide is not None else None  # (R, T, S): guided alignment's
+        loss = self._accumulated_loss(src, decoder_input, labels, micro, tokens, links)
         grad_norm = self.optimizer.clip_grad_norm(self.cfg.clip_grad_norm)  # over one flat buffer
         loss_value, norm_value = float(loss), float(grad_norm)
         if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
@@ -278,11 +288,16 @@ class Trainer:
         return stats
 
     def _accumulated_loss(self, src: torch.Tensor, decoder_input: torch.Tensor, labels: torch.Tensor,
-                          micro: list[slice], tokens: int | None = None) -> torch.Tensor:
+                          micro: list[slice], tokens: int | None = None,
+                          links: torch.Tensor | None = None) -> torch.Tensor:
         """Forward and backward of this process's micro-batches of the step; the step's loss: the
         mean cross-entropy over ALL its target tokens (every process's, every micro-batch's;
         padding not), never a mean of micro-batch means. Each micro-batch's summed loss is
-        divided by the step's token count, so the accumulated gradient is the full batch's."""
+        divided by the step's token count, so the accumulated gradient is the full batch's.
+        With `links` (R, T, S) (guided alignment) the gradient also has the guided loss's, weighted
+        (core/training/guided_alignment.py); the loss returned stays the translation loss."""
+        if links is not None:
+            return self._guided_loss(src, decoder_input, labels, micro, tokens, links)
         pad = self.model_cfg.pad_id
         if tokens is None:  # (R, T): the whole step's rows, so no message needed
             tokens = int((labels != pad).sum())
@@ -299,6 +314,34 @@ class Trainer:
                                        label_smoothing=self.cfg.label_smoothing)
                 (part / per_process).backward()
             total += part.detach()
+        return self.processes.sum(total) / tokens
+
+    def _guided_loss(self, src, decoder_input, labels, micro, tokens, links) -> torch.Tensor:
+        """_accumulated_loss with guided alignment: each micro-batch's translation loss (summed,
+        over the step's tokens) plus weight x its rows' guided losses (summed, over the step's
+        rows with links), so the accumulated gradient is the whole step's mean of each."""
+        pad, guide = self.model_cfg.pad_id, self.guide
+        rows_total = max(linked_rows(links), 1)  # every process's rows: the step's whole batch
+        links = links.to(self.device, non_blocking=True)
+        tokens = int((labels != pad).sum()) if tokens is None else tokens
+        world = self.processes.world  # DDP averages over processes: undo it
+        model = self._ddp or self.model
+        self.optimizer.zero_grad()
+        total = torch.zeros((), device=self.device)
+        guided = torch.zeros((), device=self.device)
+        for i, rows in enumerate(micro):
+            last = i == len(micro) - 1
+            with nullcontext() if last or self._ddp is None else self._ddp.no_sync():
+                with head_weights(self.model, guide.head) as seen:
+                    logits = model(src[rows], decoder_input[rows])  # (b, T, V)
+                part = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[rows].reshape(-1),
+                                       ignore_index=pad, reduction="sum",
+                                       label_smoothing=self.cfg.label_smoothing)
+                aligned = guided_row_losses(seen[0], links[rows]).sum()  # seen[0]: (b, T, S)
+                (part / (tokens / world) + guide.weight * aligned / (rows_total / world)).backward()
+            total += part.detach()
+            guided += aligned.detach()
+        self.last_guided_loss = float(self.processes.sum(guided)) / rows_total
         return self.processes.sum(total) / tokens
 
     def snapshot(self) -> None:
@@ -334,10 +377,19 @@ class Trainer:
         self.accuracy_step = self.step_count if result.complete else None
         if own:
             self.history.record_eval(self.step_count, result.accuracy, result.n, result.complete)
+            self.record_aer()
             self.watch()
             for listener in self.listeners:
                 listener.on_evaluation(self, result)
         return result
+
+    def record_aer(self) -> None:
+        """The guided head's AER on held-out gold at this step, into the history (a guided run's;
+        its time counts as evaluation's)."""
+        if self.guide is not None:
+            start = time.perf_counter()
+            self.history.record_aer(self.step_count, self.guide.heldout_aer(self.model, self.task))
+            self.eval_seconds += time.perf_counter() - start
 
     def watch(self) -> None:
         """A fine-tune's probes, forgetting and numerics at this step, into the history (its time

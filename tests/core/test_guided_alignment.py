@@ -8,10 +8,11 @@ import torch
 
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.model.transformer import Seq2Seq
+from minitx.core.interp.word_alignment import Head, PairWords
 from minitx.core.training.guided_alignment import (
     EPSILON,
-    GuidedHead,
     TrainingLinks,
+    guided_head,
     guided_loss,
     head_weights,
     piece_links,
@@ -40,21 +41,21 @@ def test_guided_loss_is_zero_for_attention_on_exactly_the_links_and_without_link
 
 
 def test_a_word_link_links_every_piece_of_both_words_and_special_pieces_never():
-    # source pieces: ▁Ha us ▁gro ss </s> -> words 0 0 1 1 None; target: ▁big ▁house -> 0 1
-    source_words, target_words = [0, 0, 1, 1, None], [0, 1]
-    links = piece_links([(1, 0), (0, 1)], source_words, target_words)
-    assert links == [(0, 2), (0, 3), (1, 0), (1, 1)]
-    assert piece_links([(5, 0)], source_words, target_words) == []  # a word the pieces do not have
+    # source as fed: <2de> ▁Ha us ▁gro ss </s> -> words -1 0 0 1 1 -1; labels: ▁big ▁house </s>
+    words = PairWords(source=[-1, 0, 0, 1, 1, -1], target=[0, 1, -1], source_count=2, target_count=2)
+    links = piece_links([(1, 0), (0, 1)], words)
+    assert links == [(0, 3), (0, 4), (1, 1), (1, 2)]
+    assert piece_links([(5, 0)], words) == []  # a word the pieces do not have
 
 
 def test_training_links_put_each_pairs_links_on_its_label_rows_and_fed_columns():
-    store = TrainingLinks([[(0, 1)], [(1, 0), (1, 2)], []], source_offset=1)
+    store = TrainingLinks([[(0, 1)], [(1, 0), (1, 2)], []])
     out = store.for_pairs(torch.tensor([1, 2, 0]), rows=3, columns=4)  # (3, 3, 4)
-    assert out[0].nonzero().tolist() == [[1, 1], [1, 3]]
+    assert out[0].nonzero().tolist() == [[1, 0], [1, 2]]
     assert not out[1].any()
-    assert out[2].nonzero().tolist() == [[0, 2]]
-    cut = store.for_pairs(torch.tensor([1]), rows=3, columns=3)  # a source cut short keeps what fits
-    assert cut[0].nonzero().tolist() == [[1, 1]]
+    assert out[2].nonzero().tolist() == [[0, 1]]
+    narrow = store.for_pairs(torch.tensor([1]), rows=3, columns=2)  # links past the batch's columns
+    assert narrow[0].nonzero().tolist() == [[1, 0]]
 
 
 def test_the_heads_weights_are_read_with_their_gradient_in_a_training_forward():
@@ -63,7 +64,7 @@ def test_the_heads_weights_are_read_with_their_gradient_in_a_training_forward():
     model = Seq2Seq(cfg)
     model.train()
     src, tgt = torch.randint(4, 12, (2, 5)), torch.randint(4, 12, (2, 4))
-    with head_weights(model, GuidedHead(2, 2)) as seen:
+    with head_weights(model, Head(1, 1)) as seen:
         logits = model(src, tgt)
     _, maps = model(src, tgt, return_attention=True)
     assert len(seen) == 1 and seen[0].shape == (2, 4, 5)
@@ -71,7 +72,7 @@ def test_the_heads_weights_are_read_with_their_gradient_in_a_training_forward():
     seen[0].sum().backward()  # it carries the gradient of the forward that made the logits
     assert model.decoder[1].cross_attn.q_proj.weight.grad is not None
     assert logits.shape == (2, 4, 16)
-    with head_weights(model, GuidedHead(1, 1)) as unused:
+    with head_weights(model, Head(0, 0)) as unused:
         pass
     model(src, tgt)
     assert unused == []  # outside the block nothing is read
@@ -89,8 +90,9 @@ def test_guided_fields_go_together_and_name_the_option_at_fault():
         TrainConfig(task="data", data="pairs.tsv", alignments="a", guided_head="1:1", guided_weight=0)
     with pytest.raises(ValueError, match="^valid_alignments: "):
         TrainConfig(task="data", data="pairs.tsv", alignments="a", guided_head="1:1", valid_alignments="v")
-    with pytest.raises(ValueError, match="no head 3:1"):
-        GuidedHead.parse("3:1").check(layers=2, heads=4)
+    assert guided_head("2:3", layers=2, heads=4) == Head(1, 2)
+    with pytest.raises(ValueError, match="^guided_head: layer 3: the model's decoder has 2 layers"):
+        guided_head("3:1", layers=2, heads=4)
 
 
 def test_the_guided_heads_aer_goes_through_a_file_and_into_the_curves_json():

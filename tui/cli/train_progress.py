@@ -166,6 +166,24 @@ def _cut(line: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def guided_json(trainer) -> dict:
+    """`train --json`'s guided alignment: the head, the weight, the last step's guided loss and
+    the head's AER on held-out gold at each evaluation (null where no gold was held out)."""
+    steps, values = trainer.history.series("aer")
+    return {"guided_alignment": {"head": trainer.guide.name, "weight": trainer.guide.weight,
+                                 "guided_loss": trainer.last_guided_loss,
+                                 "aer": {"step": steps, "value": values} if steps else None}}
+
+
+def guided_line(trainer) -> str | None:
+    """The guided head's latest AER as a progress line, or None before there is one."""
+    steps, values = trainer.history.series("aer")
+    if not steps:
+        return None
+    start = f" (from {values[0]:.1%} at step {steps[0]})" if len(steps) > 1 else ""
+    return f"guided head {trainer.guide.name}: AER {values[-1]:.1%} at step {steps[-1]}{start}"
+
+
 def log_line(stats, until: float = 0.0) -> str:
     line = (
         f"step {stats.step:>6}  loss {short_loss(stats.loss)}  grad {stats.grad_norm:.3f}  "
@@ -230,6 +248,8 @@ class Reporter(RunListener):
         has it already."""
         self._evaluated = result
         self.last_accuracy = accuracy_text(result.accuracy, result.n, result.complete, trainer.cfg.until)
+        if trainer.guide is not None and not self.quiet and (line := guided_line(trainer)):
+            self.say(line)
         forgetting = trainer.watcher.forgetting if trainer.watcher is not None else None
         if forgetting is not None and forgetting.alarm_step == trainer.step_count and not self.quiet:
             self.say(forgetting.line())

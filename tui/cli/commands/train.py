@@ -29,7 +29,7 @@ from minitx.tui.cli.common import (
     threads_option,
 )
 from minitx.tui.cli.output import quiet_stderr, quiet_stdout
-from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores, watch_lines
+from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores, guided_json, watch_lines
 
 RUN_OPTIONS = [
     click.option("--out", "out", type=click.Path(dir_okay=False),
@@ -61,7 +61,8 @@ RUN_OPTIONS = [
 @click.command("train")
 @model_options.recipe_option
 @model_options.apply(model_options.TASK_OPTIONS + model_options.TRAINING_OPTIONS
-                      + model_options.FINE_TUNE_OPTIONS + model_options.MODEL_OPTIONS + RUN_OPTIONS)
+                      + model_options.FINE_TUNE_OPTIONS + model_options.GUIDED_OPTIONS
+                      + model_options.MODEL_OPTIONS + RUN_OPTIONS)
 def train_cmd(**opts) -> None:
     """Train a model and save it as a checkpoint.
 
@@ -370,6 +371,7 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
                 # where this run's time went: the loop holds training and evaluation
                 "timings": {k: round(v, 3) for k, v in timings.items()},
                 **(_watch_json(trainer) if trainer.watcher is not None else {}),
+                **(guided_json(trainer) if trainer.guide is not None else {}),
             }
         ) + "\n")
         return
