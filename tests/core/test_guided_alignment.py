@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.model.transformer import Seq2Seq
 from minitx.core.interp.word_alignment import Head, PairWords
+from minitx.core.model.transformer import Seq2Seq
 from minitx.core.training.guided_alignment import (
     EPSILON,
     TrainingLinks,
