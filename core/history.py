@@ -20,6 +20,8 @@ Tensors of a file (all optional; the checkpoint prefixes each name with "history
   (which pairs the KL was measured on, the points' and layers' names, each probe's texts), and
   watch_probe_attention (M,) float32: every kept probe record's cross-attention
   (layers, heads, output tokens, source tokens), flattened one after another in watch_info's order.
+  A guided run's (core/training/guided_alignment.py), optional: aer_steps (A,) int64 and aer (A,)
+  float32, its head's alignment error rate on held-out gold at step 0 and each evaluation.
 
 A file is untrusted: from_tensors() checks names, dtypes, shapes, sizes, values and step numbers
 and raises HistoryError (one sentence) for anything a recorder could not have written.

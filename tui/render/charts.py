@@ -36,9 +36,10 @@ CHARTS = {
     # a watched fine-tune's (core/training/watching.py): one point per evaluation
     "general_loss": ("general-domain loss", True),
     "kl_to_base": ("KL to the base model", False),
+    "aer": ("guided head's AER on held-out gold", False),  # a guided run's (guided_alignment.py)
     "numerics": ("fp16 headroom and gradient norm per layer", False),  # the app's table: numerics_text
 }
-EVALUATION_CHARTS = ("accuracy", "general_loss", "kl_to_base")  # a point an evaluation, marked
+EVALUATION_CHARTS = ("accuracy", "general_loss", "kl_to_base", "aer")  # a point an evaluation, marked
 X_AXES = ("step", "time")
 AXIS_NAMES = {"step": "step", "time": "time"}  # written once, before the x tick labels
 # Okabe-Ito colours (told apart with every common colour blindness) and marks that differ

@@ -50,9 +50,11 @@ class CurveChart(Widget):
         self.refresh()
 
     def charts(self) -> list[str]:
-        """The charts g cycles through: a fine-tune's watching adds its own."""
+        """The charts g cycles through: a fine-tune's watching adds its own, a guided run its
+        head's AER."""
         watched = any(h.watched is not None for _, h in self.runs)
-        return [c for c in CHART_ORDER if watched or c not in WATCH_CHARTS]
+        guided = any(h.aer_steps for _, h in self.runs)
+        return [c for c in CHART_ORDER if (watched or c not in WATCH_CHARTS) and (guided or c != "aer")]
 
     def cycle(self, by: int = 1) -> str:
         order = self.charts()

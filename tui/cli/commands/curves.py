@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-CHART_NAMES = ["loss", "accuracy", "lr", "grad_norm", "general_loss", "kl_to_base"]
+CHART_NAMES = ["loss", "accuracy", "lr", "grad_norm", "general_loss", "kl_to_base", "aer"]
 
 
 @click.command("curves", short_help="Training curves of runs: charts, CSV or JSON.")
