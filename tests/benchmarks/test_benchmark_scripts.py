@@ -38,6 +38,7 @@ SMOKE_RUNS = {
     "watch_cost.py": (["--smoke"], "over the training seconds"),
     "nllb_decode.py": (["--smoke"], "tokens identical: yes"),
     "attribution_memory.py": (["--smoke"], "occlusion of every step"),
+    "align_speed.py": (["--smoke", "--threads", "1"], "ratio minitx align --heads all / transformers"),
 }
 
 

@@ -17,6 +17,7 @@ WITH_A_CHECKPOINT = {
     "compare (B)": ["compare", "reverse", "{}", "--n", "5"],
     "export": ["export", "{}", "--out", "never-written.safetensors"],
     "heads": ["heads", "{}", "--n", "5"],
+    "align": ["align", "{}", "pairs.tsv"],  # the checkpoint is read before the pairs
     "patch": ["patch", "{}", "--clean", "1 2 3", "--corrupt", "3 2 1"],
     "circuit": ["circuit", "{}", "--n-pairs", "2", "--n", "5"],
     "lens": ["lens", "{}", "1 2 3"],

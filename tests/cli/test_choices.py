@@ -9,6 +9,7 @@ from minitx.core import checkpoint, config
 from minitx.core.data.generation import EARLY_STOPPING_NAMES
 from minitx.core.data.tasks import TASKS
 from minitx.core.importing.importer import LAYOUTS
+from minitx.core.interp import word_alignment
 from minitx.core.interp.interventions import ABLATIONS
 from minitx.core.interp.source_attribution import FILLERS, METHODS
 from minitx.tui.cli.main import main
@@ -24,9 +25,14 @@ CORE_LISTS = {
     "--early-stopping": list(EARLY_STOPPING_NAMES),
     "--method": METHODS, "--occlude-with": FILLERS,  # attribute's (patch's --method is its own)
 }
+# Where one option name means another list in some commands: (command, option) -> core's list.
+COMMAND_LISTS = {("align", "--method"): word_alignment.METHODS,
+                 ("decode", "--method"): word_alignment.METHODS,
+                 ("align", "--sym"): word_alignment.SYMMETRIZATIONS}
 # Choices that are the command line's own: how to print or draw, not what a model is.
 CLI_ONLY = {("curves", "--chart"), ("curves", "--x"), ("curves", "--scale"), ("curves", "--format"),
-            ("export", "--format"), ("heads", "--kind"), ("patch", "--method")}
+            ("export", "--format"), ("heads", "--kind"), ("patch", "--method"),
+            ("align", "--heads")}
 
 
 def choice_options():
@@ -40,6 +46,9 @@ def test_each_choice_of_every_command_is_the_list_core_defines():
     seen = set()
     for command, option, choices in choice_options():
         if (command, option) in CLI_ONLY:
+            continue
+        if (command, option) in COMMAND_LISTS:
+            assert choices == list(COMMAND_LISTS[command, option]), (command, option)
             continue
         assert option in CORE_LISTS, f"{command} {option}: which core list are its choices?"
         assert choices == list(CORE_LISTS[option]), (command, option)

@@ -23,6 +23,7 @@ SMALL_LAB = ["--d-model", "16", "--heads", "2", "--layers", "1", "--lengths", "3
 # fails on its input has set it. (A file that is not there is said before torch loads at all.)
 MISSING = "broken.safetensors"
 COMMANDS = {
+    "align": ["align", MISSING, "pairs.tsv"],
     "attribute": ["attribute", MISSING, "1 2 3"],
     "circuit": ["circuit", MISSING],
     "compare": ["compare", MISSING, "reverse"],

@@ -150,9 +150,11 @@ def align_cmd(model, pairs, method, layer, head, every, gold, reverse, sym, batc
         for pair_links in links:
             click.echo(wa.pharaoh(pair_links))
         return
-    what = f"{method} method, {len(read):,} pairs of {read.path}, gold {gold}"
+    from pathlib import Path
+
+    what = f"{method} method, {len(read):,} pairs of {Path(read.path).name}, gold {Path(gold).name}"
     if every:
-        click.echo(f"AER (%) of every head, {what}")
+        click.echo(f"AER (%), {what}")
         for line in heads_table(heads, scores):
             click.echo(line)
         top = wa.best(scores)
