@@ -21,6 +21,7 @@ from textual.widgets import Input, Label, Static
 from minitx.tui.app.errors import error_text
 from minitx.tui.app.exports import EXPORT_BINDING, Numbers, json_numbers
 from minitx.tui.app.help import HELP_BINDING
+from minitx.tui.app.messages import AlignmentScored
 from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.render.colors import text_colour_on, viridis_hex
 
@@ -196,14 +197,15 @@ class AlignmentScreen(ModalScreen[None]):
         try:
             scores, method = self.session.measure()
         except Exception as e:  # a model that cannot be measured: a line, never a traceback
-            self.app.call_from_thread(self.notify, f"cannot score the heads: {error_text(e)}",
-                                      severity="error", markup=False)
+            self.post_message(AlignmentScored(error=error_text(e)))
             return
-        self.app.call_from_thread(self._measured, scores, method)
+        self.post_message(AlignmentScored(scores, method))
 
-    def _measured(self, scores: list, method: str) -> None:
-        if method == self.session.method:
-            self.session.scores, self.session.scores_method = scores, method
+    def on_alignment_scored(self, message: AlignmentScored) -> None:
+        if message.error:
+            self.notify(f"cannot score the heads: {message.error}", severity="error", markup=False)
+        elif message.method == self.session.method:  # not a measurement the m key outdated
+            self.session.scores, self.session.scores_method = message.scores, message.method
             self.redraw()
 
     # -- drawing ----------------------------------------------------------------------------------
@@ -227,3 +229,12 @@ class AlignmentScreen(ModalScreen[None]):
         head = self.session.selected
         name = f"alignment-L{head.layer + 1}-{'mean' if head.head is None else f'H{head.head + 1}'}"
         return json_numbers(name, self.session.export_numbers())
+
+
+class AlignmentViews:
+    """The app's way into the alignment view: a screen opens another through the app."""
+
+    def show_alignment(self, session, name: str) -> None:
+        """The alignment view of an AlignmentSession (tui/app/alignment_session.py)."""
+        if not isinstance(self.screen, AlignmentScreen):
+            self.push_screen(AlignmentScreen(session, name))

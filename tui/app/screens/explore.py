@@ -377,7 +377,6 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
     def action_alignment(self) -> None:
         """The alignment view of the pairs file the model measures on (tui/app/screens/alignment.py)."""
         from minitx.tui.app.alignment_session import AlignmentSession, pairs_path_of
-        from minitx.tui.app.screens.alignment import AlignmentScreen
 
         record = self.session.record
         if record is None:
@@ -387,7 +386,7 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
             self.notify("the alignment view aligns a pairs file's pairs: O chooses one", severity="warning",
                         timeout=8)
             return
-        self.app.push_screen(AlignmentScreen(AlignmentSession(record.model, record.task, path), record.name))
+        self.app.show_alignment(AlignmentSession(record.model, record.task, path), record.name)
 
     @one_line_errors
     def action_circuit(self) -> None:
