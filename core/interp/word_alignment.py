@@ -317,7 +317,8 @@ class AlignmentPairs:
         """(pair indices, the batch as the task feeds it, each pair's words), pairs of similar
         source length together (less padding); a pair whose words cannot be made is left out and
         noted in `unaligned`."""
-        order = sorted(self._kept, key=lambda n: int(self._read.pairs.source_lengths()[self._kept[n]]))
+        lengths = self._read.pairs.source_lengths().tolist()
+        order = sorted(self._kept, key=lambda n: lengths[self._kept[n]])
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             batch = self.task.pairs_batch(self._read.pairs, torch.tensor([self._kept[n] for n in chunk]))

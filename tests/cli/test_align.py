@@ -136,7 +136,33 @@ def test_decode_align_prints_each_outputs_links_beside_it():
                          "output_words": ["5", "1", "4", "1", "3"]}
 
 
-@pytest.mark.parametrize("args", [["--layer", "1"], ["--align", "--beams", "2"], ["--align", "--attention"]])
-def test_decode_alignment_options_without_align_or_with_beams_exit_2(args):
+@pytest.mark.parametrize("args", [["--layer", "1"], ["--align", "--beams", "2"], ["--align", "--attention"],
+                                  ["--align", "--ablate", "cross:L2"]])
+def test_decode_alignment_options_without_align_or_with_beams_or_ablation_exit_2(args):
     run = run_cli("decode", "reverse", "3 1 4 1 5", *args)
     assert run.exit_code == 2 and assert_one_line_error(run)
+
+
+@pytest.mark.parametrize("tokens", ["char", "word"])
+def test_align_on_a_model_of_your_own_pairs_links_every_target_word_within_the_words(tmp_path, tokens):
+    """Characters or words as the model's tokens, whitespace words as alignment's: every target
+    word gets a link (each of its pieces links somewhere), every index is a word of its side."""
+    rng = random.Random(3)
+    words = ["ab", "cd", "ef", "abc", "fed"]
+    pairs = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 4))) for _ in range(200)]
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{s}\t{' '.join(reversed(s.upper().split()))}\n" for s in pairs))
+    out = tmp_path / "own.safetensors"
+    run = run_cli("train", "--data", str(data), "--tokens", tokens, "--d-model", "16", "--heads", "2",
+                  "--layers", "1", "--d-ff", "32", "--steps", "3", "--eval-every", "0", "--quiet",
+                  "--device", "cpu", "--out", str(out))
+    assert run.exit_code == 0, run.stderr
+    run = run_cli("align", str(out), str(data), "--method", "input")
+    assert run.exit_code == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert len(lines) == len(pairs)
+    for line, source in zip(lines, pairs):
+        links = [tuple(map(int, link.split("-"))) for link in line.split()]
+        n = len(source.split())
+        assert all(i < n and j < n for i, j in links)
+        assert {j for _, j in links} == set(range(n))

@@ -116,3 +116,22 @@ def test_links_equal_a_reference_rule_on_transformers_attention_and_tokeniser(fo
                 assert links[c][n] == expected[n][(head.layer, head.head, method)], (head.name, method, n)
     cut = [len(tokeniser(t)["input_ids"]) - 1 > len(t.split()) for pair in PAIRS for t in pair]
     assert sum(cut) > len(cut) // 2  # the case the rule is for: words cut into several pieces
+
+
+def test_align_and_decode_align_run_on_a_folder_from_the_command_line(folder, tmp_path):
+    from tests.cli.conftest import run_cli
+
+    path, checkpoint, reference, tokeniser = folder
+    pairs = pairs_file(tmp_path)
+    run = run_cli("align", str(path), str(pairs), "--layer", "2", "--head", "3", "--method", "input")
+    assert run.exit_code == 0, run.stderr
+    expected = [reference_links(reference, tokeniser, s, t)[(1, 2, "input")] for s, t in PAIRS]
+    assert [{tuple(map(int, link.split("-"))) for link in line.split()} for line in run.stdout.splitlines()] \
+        == expected
+    run = run_cli("decode", str(path), PAIRS[0][0], "--align", "--json")
+    assert run.exit_code == 0, run.stderr
+    alignment = json.loads(run.stdout)["results"][0]["alignment"]
+    assert alignment["source_words"] == PAIRS[0][0].split()
+    for link in alignment["links"].split():
+        i, j = map(int, link.split("-"))
+        assert i < len(alignment["source_words"]) and j < len(alignment["output_words"])

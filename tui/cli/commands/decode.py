@@ -110,7 +110,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
     shades (░▒▓█); --numbers prints them.
     """
     apply_threads(threads)
-    _alignment_options_alone(align, method, layer, head, beams, attention)
+    _alignment_options_alone(align, method, layer, head, beams, attention, ablate)
     beam_options = _beam_options_alone(beams, length_penalty, nbest, early_stopping, search_check, attention)
     ckpt, args = checkpoint_and_sources(args, device)
     interventions = interventions_for(ckpt, ablate, ablate_kind, pairs=pairs)
@@ -165,7 +165,7 @@ def decode_cmd(args, attention, numbers, top_k, as_json, beams, length_penalty, 
                 click.echo(f"  step {number}: {likely}{ruled}")
 
 
-def _alignment_options_alone(align: bool, method: str, layer, head, beams, attention: bool) -> None:
+def _alignment_options_alone(align: bool, method: str, layer, head, beams, attention: bool, ablate) -> None:
     """--method, --layer and --head say how --align aligns; --align goes with greedy text or JSON."""
     source = click.get_current_context().get_parameter_source
     given = [f"--{name}" for name in ("method", "layer", "head") if source(name) != ParameterSource.DEFAULT]
@@ -175,6 +175,8 @@ def _alignment_options_alone(align: bool, method: str, layer, head, beams, atten
         raise click.UsageError("--align aligns greedy outputs: drop --beams")
     if align and attention:
         raise click.UsageError("--align prints links beside each output, --attention draws grids: give one")
+    if align and ablate:
+        raise click.UsageError("--align reads the whole model's attention: drop --ablate")
     if head is not None and layer is None:
         raise click.UsageError("--head needs --layer (the layer the head is in)")
 
