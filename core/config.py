@@ -344,7 +344,9 @@ class TrainConfig(_DictMixin):
     alignments: str = ""  # word links (Pharaoh/talp) per pair of `data`: line i is pair i's
     valid_alignments: str = ""  # gold links of `valid`'s pairs: the head's AER at each evaluation
     guided_head: str = ""  # "LAYER:HEAD" (from 1): the cross-attention head taught the links
-    guided_weight: float = 0.1  # the guided loss's weight in a step's loss (Marian's default)
+    # the guided loss's weight in a step's loss: Marian's --guided-alignment-weight default (its cost
+    # "ce" too), a tenth of the translation loss, so one head is shaped without trading translation
+    guided_weight: float = 0.1
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, but the fine-tuning ones only when they differ from their defaults."""

@@ -43,10 +43,6 @@ from minitx.core.interp.word_alignment import (
 from minitx.core.model.hooks import HeadHook, hooks_active
 from minitx.core.model.transformer import Seq2Seq
 
-# Marian's --guided-alignment-weight default since its cost became "ce" (Marian 1.9's default cost
-# was "mse", at this same weight; its first versions weighed by 1): the guided loss is a tenth of
-# the translation loss, a hint that shapes one head without trading translation away for it.
-DEFAULT_WEIGHT = 0.1
 EPSILON = 1e-6  # inside the log, as Marian's: a weight that underflowed to 0 still has a gradient
 
 

@@ -2,7 +2,8 @@
 a step's gradient is the translation loss's plus weight x the guided loss's, and on a made-up
 language whose alignments are known, guiding a head lowers its AER against the same run unguided."""
 
-import random
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,24 +15,17 @@ from minitx.core.training.guided_alignment import Guide, guided_loss
 from minitx.core.training.processes import shard
 from minitx.core.training.trainer import Trainer
 
+TOOL = Path(__file__).parents[2] / "tools" / "make_swapped_language.py"
 MODEL = ModelConfig(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1, dropout=0.0)
 
 
 def made_up_language(folder, pairs: int = 400, seed: int = 0):
-    """A word-level language: target word j translates source word perm(j) through a fixed
-    lexicon (s_i -> t_(3i+7 mod 10)), perm swapping neighbours (0<->1, 2<->3, ...; a last odd word
-    stays). Its gold alignment is perm: written as talp links, one line a pair."""
-    rng = random.Random(seed)
-    lines, links = [], []
-    for _ in range(pairs):
-        n = rng.randint(4, 7)
-        source = [rng.randrange(10) for _ in range(n)]
-        perm = [j ^ 1 if j ^ 1 < n else j for j in range(n)]
-        target = [(3 * source[perm[j]] + 7) % 10 for j in range(n)]
-        lines.append(" ".join(f"s{w}" for w in source) + "\t" + " ".join(f"t{w}" for w in target))
-        links.append(" ".join(f"{perm[j]}-{j}" for j in range(n)))
-    (folder / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (folder / "pairs.links").write_text("\n".join(links) + "\n", encoding="utf-8")
+    """tools/make_swapped_language.py's language (a fixed lexicon, neighbours swapped, its gold
+    alignment known): (pairs file, talp links file) in `folder`."""
+    spec = importlib.util.spec_from_file_location("make_swapped_language", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.write(folder / "pairs.tsv", folder / "pairs.links", pairs, seed)
     return str(folder / "pairs.tsv"), str(folder / "pairs.links")
 
 
