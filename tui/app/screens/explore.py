@@ -55,9 +55,8 @@ INTERVENTION_BINDINGS = [
     Binding("P", "patch", "patch", tooltip="patch this source into a corrupted one"),
     # In the help; the footer is full at 80x24.
     Binding("C", "circuit", "circuit", show=False, tooltip="the circuit: what carries the answer"),
+    Binding("A", "alignment", "align", show=False, tooltip="word alignment against gold"),
     Binding("B", "beam", "beam", show=False, tooltip="beam search: the search as a tree beside greedy"),
-    Binding("A", "alignment", "align", show=False,
-            tooltip="word alignment of the pairs (O) through a head, against gold (G there)"),
     Binding("L", "app.languages", "languages", show=False,
             tooltip="a multilingual model's source and target languages (mBART-50, NLLB-200)"),
     # A view taller than its box (the ranking of 24 heads, 48 heads at once); in the ranking ↑ ↓
