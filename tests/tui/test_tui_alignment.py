@@ -10,7 +10,14 @@ from textual.widgets import Input
 from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.alignment import POSSIBLE, SURE, AlignmentScreen, GoldFileScreen
 from tests.core.test_guided_training import made_up_language
-from tests.tui.tui_helpers import model_ready, notifications, screen_lines, screen_text, wait_for
+from tests.tui.tui_helpers import (
+    model_ready,
+    notifications,
+    on_train_screen,
+    screen_lines,
+    screen_text,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +121,37 @@ async def test_a_gold_file_that_does_not_fit_the_pairs_is_refused_naming_its_lin
         await wait_for(pilot, lambda: any("short.talp, line 2" in n for n in notifications(app)),
                        "the refusal")
         assert screen.session.gold is None and app.screen is screen
+
+
+@pytest.mark.asyncio
+async def test_a_guided_run_continued_in_the_app_draws_its_heads_aer_live(tmp_path):
+    from minitx.core.config import ModelConfig, TrainConfig
+    from minitx.core.training.trainer import Trainer
+
+    data, links = made_up_language(tmp_path, pairs=220)
+    saved = Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
+                                dropout=0.0),
+                    TrainConfig(task="data", data=data, tokens="word", steps=4, batch_size=16, eval_every=2,
+                                device="cpu", alignments=links, guided_head="1:2"))
+    saved.run()
+    path = tmp_path / "guided.safetensors"
+    saved.save(path)
+    app = create_app([str(path)])
+    app.save_dir = tmp_path
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        form = screen.form
+        form.query_one("#from").value = "resume"
+        form.fill()
+        form.query_one("#steps").value = "8"
+        await pilot.pause()
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.state == "finished", "the continued run")
+        assert screen.trainer.history.series("aer")[0] == [0, 2, 4, 6, 8]  # the run's, and its own
+        chart = screen.curve_chart()
+        assert "aer" in chart.charts()
+        for _ in chart.charts():
+            if chart.chart == "aer":
+                break
+            await pilot.press("g")
+        assert chart.chart == "aer" and "guided head's AER" in screen_text(app)
