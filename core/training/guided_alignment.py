@@ -194,6 +194,17 @@ class Guide:
         self.head, self.weight, self.links, self.heldout = head, weight, links, heldout
         self.unlinked = unlinked  # training pairs whose pieces do not make their words: no links
 
+    def notes(self) -> list[str]:
+        """What a person should hear once: pairs taught nothing, and no gold to measure on."""
+        out = []
+        if self.unlinked:
+            out.append(f"{self.unlinked:,} training pairs' pieces do not make their words (cut by "
+                       "--max-length?): they train without links")
+        if self.heldout is None:
+            out.append("no held-out gold: the guided head's AER is not measured (--valid-alignments "
+                       "gives --valid's)")
+        return out
+
     @property
     def name(self) -> str:
         return f"{self.head.layer + 1}:{self.head.head + 1}"

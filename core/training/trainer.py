@@ -386,7 +386,7 @@ class Trainer:
     def record_aer(self) -> None:
         """The guided head's AER on held-out gold at this step, into the history (a guided run's;
         its time counts as evaluation's)."""
-        if self.guide is not None:
+        if self.guide is not None and self.guide.heldout is not None:  # gold held out to measure on
             start = time.perf_counter()
             self.history.record_aer(self.step_count, self.guide.heldout_aer(self.model, self.task))
             self.eval_seconds += time.perf_counter() - start

@@ -55,3 +55,25 @@ def test_a_links_file_that_does_not_fit_the_pairs_names_its_file_and_line(tmp_pa
     run = run_cli("train", "--data", data, "--alignments", str(tmp_path / "far.links"), "--guided-head",
                   "1:1", "--steps", "1", *TINY)
     assert run.exit_code == 2 and "far.links, line 1: link 0-9 is outside the pair's" in run.stderr
+
+
+def test_valid_pairs_are_measured_on_their_own_gold_and_without_it_the_run_says_so(tmp_path):
+    data, links = made_up_language(tmp_path, pairs=260)
+    pairs, gold = open(data).read().splitlines(), open(links).read().splitlines()
+    for name, rows in (("train.tsv", pairs[:200]), ("valid.tsv", pairs[200:]), ("train.talp", gold[:200]),
+                       ("valid.talp", gold[200:])):
+        (tmp_path / name).write_text("\n".join(rows) + "\n", encoding="utf-8")
+    common = ["train", "--data", str(tmp_path / "train.tsv"), "--valid", str(tmp_path / "valid.tsv"),
+              "--alignments", str(tmp_path / "train.talp"), "--guided-head", "1:1", "--steps", "2",
+              "--eval-every", "2", "--json", *TINY]
+    run = run_cli(*common, "--out", str(tmp_path / "a.safetensors"), "--valid-alignments",
+                  str(tmp_path / "valid.talp"))
+    assert run.exit_code == 0, run.stderr
+    assert json.loads(run.stdout)["guided_alignment"]["aer"]["step"] == [0, 2]
+    run = run_cli(*common, "--out", str(tmp_path / "b.safetensors"))
+    assert run.exit_code == 0, run.stderr
+    assert json.loads(run.stdout)["guided_alignment"]["aer"] is None
+    assert "note: no held-out gold: the guided head's AER is not measured" in run.stderr
+    run = run_cli(*common, "--out", str(tmp_path / "c.safetensors"), "--valid-alignments",
+                  str(tmp_path / "train.talp"))  # 200 lines for the 60 held-out pairs
+    assert run.exit_code == 2 and "train.talp, line 61: the file has 200 lines, --valid has 60" in run.stderr

@@ -108,6 +108,9 @@ def train_cmd(**opts) -> None:
         if opts["forget_alarm"] is not None and not trainer.cfg.general:
             err.write("note: --forget-alarm watches the --general pairs' loss; without --general no "
                       "alarm can go off\n")
+        if trainer.guide is not None:  # guided alignment: what it cannot teach or measure
+            for note in trainer.guide.notes():
+                err.write(f"note: {note}\n")
         if trainer.cfg.init and trainer.cfg.watch and trainer.watcher is None and trainer.processes.main:
             err.write(f"note: not watched: {trainer.cfg.init} no longer loads with the weights this "
                       "fine-tune started from, so there is no base to compare with\n")
