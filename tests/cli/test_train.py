@@ -173,6 +173,7 @@ def test_the_progress_bar_keeps_step_loss_accuracy_and_eta_within_80_columns(mon
         cfg = type("cfg", (), {"steps": 100000, "eval_size": 500, "until": 0.0})
         step_count, last_accuracy, steps_per_s = 54321, None, 50.0
         watcher = None  # a run from scratch: nothing watched
+        guide = None  # nor guided (core/training/guided_alignment.py)
         history = type("history", (), {"watched": None})
 
     screen = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None, record=True)
