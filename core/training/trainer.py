@@ -296,52 +296,35 @@ class Trainer:
         divided by the step's token count, so the accumulated gradient is the full batch's.
         With `links` (R, T, S) (guided alignment) the gradient also has the guided loss's, weighted
         (core/training/guided_alignment.py); the loss returned stays the translation loss."""
-        if links is not None:
-            return self._guided_loss(src, decoder_input, labels, micro, tokens, links)
         pad = self.model_cfg.pad_id
         if tokens is None:  # (R, T): the whole step's rows, so no message needed
             tokens = int((labels != pad).sum())
         per_process = tokens / self.processes.world  # DDP averages over processes: undo it
+        if links is not None:  # the guided loss: a mean over the step's linked rows, all processes'
+            linked = max(linked_rows(links), 1)  # counted on the CPU: no device sync
+            guided_scale = self.guide.weight * self.processes.world / linked  # DDP's average undone too
+            links = links.to(self.device, non_blocking=True)
+            guided = torch.zeros((), device=self.device)
         model = self._ddp or self.model
         self.optimizer.zero_grad()
         total = torch.zeros((), device=self.device)
         for i, rows in enumerate(micro):
             last = i == len(micro) - 1
             with nullcontext() if last or self._ddp is None else self._ddp.no_sync():
-                logits = model(src[rows], decoder_input[rows])  # (b, T, V)
-                part = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[rows].reshape(-1),
-                                       ignore_index=pad, reduction="sum",
-                                       label_smoothing=self.cfg.label_smoothing)
-                (part / per_process).backward()
-            total += part.detach()
-        return self.processes.sum(total) / tokens
-
-    def _guided_loss(self, src, decoder_input, labels, micro, tokens, links) -> torch.Tensor:
-        """_accumulated_loss with guided alignment: each micro-batch's translation loss (summed,
-        over the step's tokens) plus weight x its rows' guided losses (summed, over the step's
-        rows with links), so the accumulated gradient is the whole step's mean of each."""
-        pad, guide = self.model_cfg.pad_id, self.guide
-        rows_total = max(linked_rows(links), 1)  # every process's rows: the step's whole batch
-        links = links.to(self.device, non_blocking=True)
-        tokens = int((labels != pad).sum()) if tokens is None else tokens
-        world = self.processes.world  # DDP averages over processes: undo it
-        model = self._ddp or self.model
-        self.optimizer.zero_grad()
-        total = torch.zeros((), device=self.device)
-        guided = torch.zeros((), device=self.device)
-        for i, rows in enumerate(micro):
-            last = i == len(micro) - 1
-            with nullcontext() if last or self._ddp is None else self._ddp.no_sync():
-                with head_weights(self.model, guide.head) as seen:
+                with nullcontext([]) if links is None else head_weights(self.model, self.guide.head) as seen:
                     logits = model(src[rows], decoder_input[rows])  # (b, T, V)
                 part = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[rows].reshape(-1),
                                        ignore_index=pad, reduction="sum",
                                        label_smoothing=self.cfg.label_smoothing)
-                aligned = guided_row_losses(seen[0], links[rows]).sum()  # seen[0]: (b, T, S)
-                (part / (tokens / world) + guide.weight * aligned / (rows_total / world)).backward()
+                if links is None:
+                    (part / per_process).backward()
+                else:
+                    aligned = guided_row_losses(seen[0], links[rows]).sum()  # seen[0]: (b, T, S)
+                    (part / per_process + aligned * guided_scale).backward()
+                    guided += aligned.detach()
             total += part.detach()
-            guided += aligned.detach()
-        self.last_guided_loss = float(self.processes.sum(guided)) / rows_total
+        if links is not None:
+            self.last_guided_loss = float(self.processes.sum(guided)) / linked
         return self.processes.sum(total) / tokens
 
     def snapshot(self) -> None:
