@@ -222,6 +222,24 @@ def word_grids(cross: torch.Tensor, words: Sequence[PairWords], heads: Sequence[
     return grid[:, :, :-1].view(B, len(heads), Ws, Wt)
 
 
+def piece_grid(words: Sequence[PairWords], links: Sequence[frozenset[Link]], T: int, S: int) -> torch.Tensor:
+    """Word links back on the pieces: (B, T, S) bool, [b, t, s] when the word of label position
+    t and the word of source position s are linked (a gold alignment over an attention grid,
+    or what a head is taught to attend to); special tokens and padding never."""
+    grid = torch.zeros(len(words), T, S, dtype=torch.bool)
+    for b, (w, pair_links) in enumerate(zip(words, links, strict=True)):
+        inside = [(i, j) for i, j in pair_links if i < w.source_count and j < w.target_count]
+        if not inside:
+            continue
+        word_grid = torch.zeros(w.source_count + 1, w.target_count + 1, dtype=torch.bool)  # last: none
+        at = torch.tensor(inside)
+        word_grid[at[:, 0], at[:, 1]] = True
+        src = torch.tensor(w.source[:S]).masked_fill(torch.tensor(w.source[:S]) < 0, w.source_count)
+        tgt = torch.tensor(w.target[:T]).masked_fill(torch.tensor(w.target[:T]) < 0, w.target_count)
+        grid[b, : len(tgt), : len(src)] = word_grid[src][:, tgt].T  # (T', S')
+    return grid
+
+
 def grid_links(grid: torch.Tensor) -> frozenset[Link]:
     """(Ws, Wt) bool -> its links."""
     return frozenset((int(i), int(j)) for i, j in grid.nonzero().tolist())

@@ -129,6 +129,15 @@ def test_a_layers_mean_is_the_mean_over_its_heads():
     assert [wa.grid_links(g) for g in links] == [{(0, 0)}, {(1, 0)}, {(1, 0)}]  # mean: .3 .45 .25
 
 
+def test_word_links_go_back_onto_every_piece_of_both_words():
+    # source pieces: ▁Hand tuch </s>  (word 0 twice, a special); labels: ▁to wel ▁x </s>
+    words = [wa.PairWords([0, 0, -1], [0, 0, 1, -1], 1, 2)]
+    grid = wa.piece_grid(words, [frozenset({(0, 0)})], T=5, S=4)  # wider than the pair: padding
+    expected = torch.zeros(1, 5, 4, dtype=torch.bool)
+    expected[0, :2, :2] = True  # both target pieces of word 0, both source pieces of word 0
+    assert torch.equal(grid, expected)
+
+
 def test_heads_named_from_one_are_checked_against_the_model():
     assert wa.head_of(6, 8) == wa.Head(5, None)
     assert wa.head_of(6, 8, 2, 3) == wa.Head(1, 2) and wa.Head(1, 2).name == "L2.H3"
