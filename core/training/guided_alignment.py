@@ -9,14 +9,13 @@ The guided loss is the mean of that over the rows that have links; a step's loss
 translation loss plus `weight` x the guided loss (docs/alignment.md, "Guided training").
 
 Links come per training pair as word links (Pharaoh/talp `i-j`: source word i, target word j);
-a word link links every piece of the two words, so the links a row gets are those of its piece's
-word. How pieces map to words is core/interp/word_alignment.py's rule, the one `minitx align`
-reads alignments out with.
+a word link links every piece of the two words (core/interp/word_alignment.py's piece_grid: the
+pieces-to-words rule `minitx align` reads alignments out with, read the other way).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -36,6 +35,7 @@ from minitx.core.interp.word_alignment import (
     Unmappable,
     head_of,
     pair_words,
+    piece_grid,
     read_gold,
     score_grids,
     word_grids,
@@ -84,21 +84,6 @@ def head_weights(model: Seq2Seq, head: Head) -> Iterator[list[torch.Tensor]]:
 
 
 # -- the links of the training pairs, in pieces ---------------------------------------------------
-def piece_links(word_links: Iterable[tuple[int, int]], words: PairWords) -> list[tuple[int, int]]:
-    """Word links (source word i, target word j) -> piece links (label row t, source column s):
-    every piece of word j with every piece of word i, in a pair's rows as fed (`words`, from
-    core/interp/word_alignment.py: -1 for a special token or language code, never linked)."""
-    by_source: dict[int, list[int]] = {}
-    by_target: dict[int, list[int]] = {}
-    for s, word in enumerate(words.source):
-        if word >= 0:
-            by_source.setdefault(word, []).append(s)
-    for t, word in enumerate(words.target):
-        if word >= 0:
-            by_target.setdefault(word, []).append(t)
-    return sorted({(t, s) for i, j in word_links for t in by_target.get(j, ()) for s in by_source.get(i, ())})
-
-
 class TrainingLinks:
     """Each pair's piece links (label row, source column as fed), by the pair's index in its data
     (file order): what a batch of those pairs carries as its `alignment` (core/data/batch.py)."""
@@ -219,8 +204,9 @@ class Guide:
         everything = aligned_pairs(task, PairSet.whole(data), cfg.data, cfg.alignments, "--data")
         per_pair: list[list[tuple[int, int]]] = [[] for _ in range(len(data))]
         for k, words, gold in zip(everything.positions, everything.words, everything.gold):
-            if words is not None:
-                per_pair[k] = piece_links(gold.possible, words)  # sure and possible: every link
+            if words is not None:  # sure and possible: every link, on the pieces of both words
+                grid = piece_grid([words], [gold.possible], len(words.target), len(words.source))[0]
+                per_pair[k] = [(t, s) for t, s in grid.nonzero().tolist()]  # (label row, source column)
         in_train = set(task.train.index.tolist())
         unlinked = sum(words is None for k, words in zip(everything.positions, everything.words)
                        if k in in_train)

@@ -1,5 +1,6 @@
-"""Guided alignment (core/training/guided_alignment.py): the loss against a hand computation, word
-links made piece links, and the head's weights read with their gradient in a training forward."""
+"""Guided alignment (core/training/guided_alignment.py): the loss against a hand computation, each
+pair's piece links on its batch rows, and the head's weights read with their gradient in a
+training forward."""
 
 import math
 
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from minitx.core.config import ModelConfig, TrainConfig
-from minitx.core.interp.word_alignment import Head, PairWords
+from minitx.core.interp.word_alignment import Head
 from minitx.core.model.transformer import Seq2Seq
 from minitx.core.training.guided_alignment import (
     EPSILON,
@@ -15,7 +16,6 @@ from minitx.core.training.guided_alignment import (
     guided_head,
     guided_loss,
     head_weights,
-    piece_links,
 )
 
 
@@ -38,14 +38,6 @@ def test_guided_loss_is_zero_for_attention_on_exactly_the_links_and_without_link
     one = torch.tensor([[[0.0, 1.0, 0.0]]])
     assert float(guided_loss(one, torch.tensor([[[False, True, False]]]))) == pytest.approx(0, abs=1e-5)
     assert float(guided_loss(one, torch.zeros(1, 1, 3, dtype=torch.bool))) == 0.0
-
-
-def test_a_word_link_links_every_piece_of_both_words_and_special_pieces_never():
-    # source as fed: <2de> ▁Ha us ▁gro ss </s> -> words -1 0 0 1 1 -1; labels: ▁big ▁house </s>
-    words = PairWords(source=[-1, 0, 0, 1, 1, -1], target=[0, 1, -1], source_count=2, target_count=2)
-    links = piece_links([(1, 0), (0, 1)], words)
-    assert links == [(0, 3), (0, 4), (1, 1), (1, 2)]
-    assert piece_links([(5, 0)], words) == []  # a word the pieces do not have
 
 
 def test_training_links_put_each_pairs_links_on_its_label_rows_and_fed_columns():
