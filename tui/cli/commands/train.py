@@ -81,6 +81,7 @@ def train_cmd(**opts) -> None:
       minitx train --data train.tsv --valid valid.tsv --tokens word
       minitx train --task dates --steps 3000 --out dates.safetensors
       minitx train --init opus-mt-en-de/ --data mine.tsv --out ft.safetensors
+      minitx train --init mt/ --data m.tsv --alignments m.talp --guided-head 5:1
       torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv
 
     docs/training.md describes the recipes, docs/components.md the component switches
