@@ -15,8 +15,9 @@ TINY = ["--tokens", "word", "--d-model", "16", "--heads", "2", "--layers", "1", 
 def test_a_guided_run_reports_its_heads_aer_in_json_and_keeps_it_in_its_curves(tmp_path):
     data, links = made_up_language(tmp_path, pairs=220)
     out = tmp_path / "g.safetensors"
+    metrics = tmp_path / "run.jsonl"
     run = run_cli("train", "--data", data, "--alignments", links, "--guided-head", "1:2", "--steps", "4",
-                  "--eval-every", "2", "--out", str(out), "--json", *TINY)
+                  "--eval-every", "2", "--out", str(out), "--json", "--metrics", str(metrics), *TINY)
     assert run.exit_code == 0, run.stderr
     guided = json.loads(run.stdout)["guided_alignment"]
     assert guided["head"] == "1:2" and guided["weight"] == 0.1 and guided["guided_loss"] > 0
@@ -25,6 +26,9 @@ def test_a_guided_run_reports_its_heads_aer_in_json_and_keeps_it_in_its_curves(t
     assert curves["runs"][0]["history"]["series"]["aer"]["step"] == [0, 2, 4]
     assert "guided head's AER" in run_cli("curves", str(out), "--chart", "aer").stdout
     assert run_cli("curves", str(out), "--format", "csv").stdout.count(",aer,") == 3
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [(r["step"], r["aer"]) for r in rows if r["kind"] == "eval"] == \
+        list(zip(guided["aer"]["step"][1:], guided["aer"]["value"][1:]))
 
 
 @pytest.mark.parametrize("change, blamed", [

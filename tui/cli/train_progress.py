@@ -21,9 +21,10 @@ class Metrics:
     def write_step(self, stats) -> None:
         self._write({"kind": "step", **stats.to_dict()})
 
-    def write_eval(self, step: int, result, watched=None) -> None:
+    def write_eval(self, step: int, result, watched=None, aer: float | None = None) -> None:
         """An evaluation: the examples it really measured, and whether it stopped early; a
-        watched fine-tune's general_loss and kl_to_base at that step too (history.Watched)."""
+        watched fine-tune's general_loss and kl_to_base at that step too (history.Watched), and
+        a guided run's head's AER on held-out gold (`aer`)."""
         text = result.text  # a fine-tune's: its loss, BLEU and chrF too
         forgetting = {}
         if watched is not None and watched.steps and watched.steps[-1] == step:
@@ -32,7 +33,8 @@ class Metrics:
         self._write({"kind": "eval", "step": step, "accuracy": result.accuracy, "n": result.n,
                      "complete": result.complete,
                      **({"loss": result.loss} if result.loss is not None else {}),
-                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {}), **forgetting})
+                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {}), **forgetting,
+                     **({"aer": aer} if aer is not None else {})})
 
     def _write(self, row: dict) -> None:
         if self.file is not None:
@@ -166,6 +168,14 @@ def _cut(line: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def aer_at(trainer, step: int) -> float | None:
+    """A guided run's head's AER recorded at `step`, or None (an unguided run: always)."""
+    if trainer.guide is None:
+        return None
+    steps, values = trainer.history.aer_steps, trainer.history.aer
+    return values[-1] if steps and steps[-1] == step else None
+
+
 def guided_json(trainer) -> dict:
     """`train --json`'s guided alignment: the head, the weight, the last step's guided loss and
     the head's AER on held-out gold at each evaluation (null where no gold was held out)."""
@@ -236,7 +246,8 @@ class Reporter(RunListener):
     def on_step(self, trainer, stats) -> None:
         self.metrics.write_step(stats)
         if self._evaluated is not None:  # after its step's row: a step row drops later evaluations
-            self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched)
+            self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched,
+                                    aer_at(trainer, stats.step))
             self._evaluated = None
         if self._logged(stats) and not self.quiet and self.plain:
             self.out.write(log_line(stats, trainer.cfg.until) + "\n")
@@ -263,7 +274,8 @@ class Reporter(RunListener):
 
     def evaluated_after(self, trainer, result) -> None:
         """The evaluation after the run ended, when its last step had none."""
-        self.metrics.write_eval(trainer.step_count, result, trainer.history.watched)
+        self.metrics.write_eval(trainer.step_count, result, trainer.history.watched,
+                                aer_at(trainer, trainer.step_count))
 
     # -- the progress bar ------------------------------------------------------------------
     def _start_bar(self) -> None:
