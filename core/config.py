@@ -299,10 +299,19 @@ FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "op
                     "decay_all", "probes", "general", "forget_alarm", "watch", "src_lang", "tgt_lang",
                     "lora_rank", "lora_alpha", "lora_dropout", "lora_targets")
 COURSE_FIELDS = ("eval_bleu", "keep_best", "patience")  # omitted at their defaults too
+GUIDED_FIELDS = ("alignments", "valid_alignments", "guided_head", "guided_weight")  # omitted at defaults too
 _TRAIN_DEFAULTS: dict[str, Any] = {}  # filled below, once TrainConfig exists
 
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
 LEGACY_LENGTH_FIELDS = {"min_len": "min_source_len", "max_len": "max_source_len"}
+
+
+def guided_head_parts(text: str) -> tuple[int, int]:
+    """'LAYER:HEAD' (from 1) -> (layer, head); ValueError ('guided_head: ...') otherwise."""
+    parts = str(text).strip().split(":")
+    if len(parts) == 2 and all(p.isdigit() and int(p) >= 1 for p in parts):
+        return int(parts[0]), int(parts[1])
+    raise ValueError(f"guided_head: expected LAYER:HEAD such as 2:3 (each from 1), got {text!r}")
 
 
 @dataclass(frozen=True)
@@ -371,9 +380,19 @@ class TrainConfig(_DictMixin):
     lora_dropout: float = 0.0  # dropout on the adapters' input
     lora_targets: tuple[str, ...] = DEFAULT_LORA_TARGETS
 
+    # Guided alignment (core/training/guided_alignment.py, docs/alignment.md "Guided training")
+    alignments: str = ""  # word links (Pharaoh/talp) per pair of `data`: line i is pair i's
+    valid_alignments: str = ""  # gold links of `valid`'s pairs: the head's AER at each evaluation
+    guided_head: str = ""  # "LAYER:HEAD" (from 1): the cross-attention head taught the links
+    # the guided loss's weight in a step's loss: Marian's --guided-alignment-weight default (its cost
+    # "ce" too), a tenth of the translation loss, so one head is shaped without trading translation
+    guided_weight: float = 0.1
+
+
     def to_dict(self) -> dict[str, Any]:
         """Every field, but the fine-tuning ones only when they differ from their defaults."""
-        return _without_defaults(super().to_dict(), FINE_TUNE_FIELDS + COURSE_FIELDS, _TRAIN_DEFAULTS)
+        return _without_defaults(super().to_dict(), FINE_TUNE_FIELDS + COURSE_FIELDS + GUIDED_FIELDS,
+                                 _TRAIN_DEFAULTS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -478,6 +497,7 @@ class TrainConfig(_DictMixin):
         _require(not (self.keep_best or self.patience) or self.eval_every > 0,
                  "keep_best" if self.keep_best else "patience",
                  "compares evaluations: eval_every must be above 0")
+        self._check_guided()
         for name, top in (("label_smoothing", 1.0), ("weight_decay", math.inf)):
             value = getattr(self, name)
             _require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -503,6 +523,21 @@ class TrainConfig(_DictMixin):
             object.__setattr__(self, "lora_targets", tuple(targets))
         check_lora(self.lora_rank, self.lora_alpha, self.lora_dropout, self.lora_targets, allow_off=True)
         _require(not self.lora_rank or self.init, "lora_rank", "LoRA adapts a model: give --init MODEL")
+    def _check_guided(self) -> None:
+        """Guided alignment's fields go together: a head and links to teach it, on a data file."""
+        for name in ("alignments", "valid_alignments", "guided_head"):
+            _require(isinstance(getattr(self, name), str), name, "must be text")
+        if self.guided_head:
+            guided_head_parts(self.guided_head)
+        _require(bool(self.alignments) == bool(self.guided_head), "guided_head" if self.alignments
+                 else "alignments", "guided alignment needs both --alignments FILE and --guided-head L:H")
+        _require(not self.alignments or self.task == DATA_TASK, "alignments",
+                 "links are a data file's pairs': give --data FILE")
+        _require(not self.valid_alignments or (self.valid and self.alignments), "valid_alignments",
+                 "gold links of --valid's pairs need --valid FILE and --alignments FILE")
+        _require(isinstance(self.guided_weight, (int, float)) and not isinstance(self.guided_weight, bool)
+                 and math.isfinite(self.guided_weight) and self.guided_weight > 0, "guided_weight",
+                 f"must be a positive finite number, got {self.guided_weight!r}")
 
     def lr_at(self, step: int, restart: tuple[int, float] | None = None, schedule_from: int = 0) -> float:
         """Learning rate for 1-based `step`: linear warmup, then flat or cosine; or "linear",

@@ -25,6 +25,8 @@ Tensors of a file (all optional; the checkpoint prefixes each name with "history
   (layers, heads, output tokens, source tokens), flattened one after another in watch_info's order;
   a LoRA fine-tune's watch_update_size (W, adapted layers) float32: each adapted layer's
   ||scale B A|| / ||W|| (core/model/lora.py), the layers named in watch_info's "adapters".
+  A guided run's (core/training/guided_alignment.py), optional: aer_steps (A,) int64 and aer (A,)
+  float32, its head's alignment error rate on held-out gold at step 0 and each evaluation.
 
 A file is untrusted: from_tensors() checks names, dtypes, shapes, sizes, values and step numbers
 and raises HistoryError (one sentence) for anything a recorder could not have written.
@@ -63,6 +65,8 @@ PROBE_ATTENTION_BYTES = 8 * 2**20
 WATCH_SERIES = ("general_loss", "kl_to_base")  # one value per watched evaluation (curves' series)
 SCORE_SERIES = ("eval_loss", "bleu", "chrf")  # one value per scored evaluation, the base's at step 0
 SCORE_KEYS = ("score_steps", *SCORE_SERIES)
+GUIDED_SERIES = ("aer",)  # a guided run's head: its AER on held-out gold at each evaluation
+GUIDED_KEYS = ("aer_steps", "aer")
 WATCH_KEYS = ("watch_steps", "watch_info", "watch_general_loss", "watch_kl_to_base",
               "watch_activation_max", "watch_grad_norm", "watch_probe_attention", "watch_update_size")
 MAX_WATCH_INFO_BYTES = 64 * 2**20
@@ -191,6 +195,8 @@ class History:
         self.watched: Watched | None = None  # a fine-tune's probes, forgetting and numerics
         self.score_steps = array("q")  # evaluations scored by generation (SCORE_SERIES)
         self.scores = {name: array("d") for name in SCORE_SERIES}
+        self.aer_steps = array("q")  # a guided run's evaluations (core/training/guided_alignment.py)
+        self.aer = array("d")  # ... and its head's alignment error rate on held-out gold there
 
     # -- recording -------------------------------------------------------------------------
     def record_step(self, step: int, loss: float, lr: float, grad_norm: float,
@@ -290,6 +296,14 @@ class History:
         if len(w.probe_steps()) > 4 * MAX_SNAPSHOTS:  # a long run: memory, as record_snapshot keeps it
             w.probes = w.thinned(len(w.steps), PROBE_ATTENTION_BYTES * 2 * MAX_SNAPSHOTS).probes
 
+    def record_aer(self, step: int, aer: float) -> None:
+        """The guided head's AER at `step`; a second one at the same step replaces the first."""
+        if self.aer_steps and self.aer_steps[-1] == step:
+            self.aer[-1] = aer
+            return
+        self.aer_steps.append(step)
+        self.aer.append(aer)
+
     def _thin_steps(self, limit: int) -> None:
         keep = keep_indices(list(self.steps), limit)
         self.steps = array("q", (self.steps[i] for i in keep))
@@ -322,9 +336,11 @@ class History:
             steps = self.watched.steps if values else []
         elif name in self.values:
             steps, values = self.steps, self.values[name]
+        elif name in GUIDED_SERIES:
+            steps, values = self.aer_steps, self.aer
         else:
             raise KeyError(f"no series {name!r}; the series are "
-                           f"{', '.join((*SERIES, *SCORE_SERIES, *WATCH_SERIES))}")
+                           f"{', '.join((*SERIES, *SCORE_SERIES, *WATCH_SERIES, *GUIDED_SERIES))}")
         n = min(len(steps), len(values))
         steps, values = steps[:n], values[:n]  # copies (of arrays: cheap), taken together
         if at_most is not None and n > at_most:
@@ -365,6 +381,10 @@ class History:
             data["series"]["accuracy"]["n"] = [n for _, _, n, _ in evaluations]
             data["series"]["accuracy"]["complete"] = [done for _, _, _, done in evaluations]
         for name in (*SCORE_SERIES, *WATCH_SERIES):
+            steps, values = self.series(name)
+            if steps:
+                data["series"][name] = {"step": steps, "value": [_round(v) for v in values]}
+        for name in GUIDED_SERIES:
             steps, values = self.series(name)
             if steps:
                 data["series"][name] = {"step": steps, "value": [_round(v) for v in values]}
@@ -457,6 +477,10 @@ class History:
             out["probe_source"] = torch.tensor(snaps.source, dtype=torch.int64)
             out["probe_target"] = torch.tensor(snaps.target, dtype=torch.int64)
             out["probe_attention"] = torch.stack(snaps.attention).contiguous()  # (K, L, h, T, S)
+        if self.aer_steps:
+            keep = keep_indices(list(self.aer_steps), MAX_POINTS)
+            out["aer_steps"] = torch.tensor([self.aer_steps[i] for i in keep], dtype=torch.int64)
+            out["aer"] = torch.tensor([self.aer[i] for i in keep], dtype=torch.float32)
         if self.watched is not None and self.watched.steps:
             out.update(_watch_tensors(self.watched.thinned(MAX_POINTS, PROBE_ATTENTION_BYTES)))
         return out
@@ -466,7 +490,8 @@ class History:
                      max_len: int, vocab_size: int, last_step: int | None) -> History:
         """Validate a file's history tensors (names without the "history." prefix) against the
         model that holds them; `last_step` is the run's step count when the file states one."""
-        known = {"steps", *SERIES, "eval_steps", *EVAL_SIZES, *PROBE_KEYS, *WATCH_KEYS, *SCORE_KEYS}
+        known = {"steps", *SERIES, "eval_steps", *EVAL_SIZES, *PROBE_KEYS, *WATCH_KEYS, *SCORE_KEYS,
+                 *GUIDED_KEYS}
         unknown = sorted(set(tensors) - known)
         if unknown:
             raise HistoryError(f"unknown history tensor {unknown[0]!r}")
@@ -506,6 +531,12 @@ class History:
                 history.scores[name] = array("d", values)
         if _present(tensors, PROBE_KEYS, "probe_steps"):
             history.snapshots = _snapshots(tensors, layers, heads, max_len, vocab_size, limit)
+        if _present(tensors, GUIDED_KEYS, "aer_steps"):
+            steps = _steps(tensors["aer_steps"], "aer_steps", MAX_POINTS, first=0, last=limit)
+            values = _values(tensors["aer"], "aer", len(steps))
+            if any(not 0.0 <= v <= 1.0 for v in values):
+                raise HistoryError("history aer holds values outside 0-1")
+            history.aer_steps, history.aer = array("q", steps), array("d", values)
         if _present(tensors, ("watch_steps", "watch_info"), "watch_steps"):
             history.watched = _watched(tensors, layers, heads, limit)
         elif any(name in tensors for name in WATCH_KEYS):

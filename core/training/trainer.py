@@ -37,6 +37,7 @@ from minitx.core.training.divergence import first_non_finite_layer
 from minitx.core.training.evaluation import evaluate, score
 from minitx.core.training.events import RunListener
 from minitx.core.training.fine_tune import base_record, fine_tune_task, train_as_family
+from minitx.core.training.guided_alignment import Guide, guided_row_losses, head_weights, linked_rows
 from minitx.core.training.optim import make_optimizer
 from minitx.core.training.probe import probe, probe_example
 from minitx.core.training.processes import Processes, shard
@@ -164,10 +165,15 @@ class Trainer:
             self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None) \
             if self.processes.distributed else None
         self.data_generator = torch.Generator().manual_seed(train_cfg.seed)
+        # Guided alignment (--guided-head): a head, the training pairs' links and held-out gold
+        self.guide = Guide.for_run(train_cfg, self.task, model_cfg) if train_cfg.guided_head else None
+        self.last_guided_loss: float | None = None  # the last step's guided loss (before its weight)
         self._sampler = None  # shuffled epochs over a data file's training pairs
         if self.task.train is not None:
+            make_batch = self.task.pairs_batch if self.guide is None else \
+                self.guide.links.batches(self.task.pairs_batch)  # batches carry their pairs' links
             self._sampler = PairSampler(self.task.train, self.step_rows, self.data_generator,
-                                        train_cfg.bucket_lengths, self.task.vocab, self.task.pairs_batch,
+                                        train_cfg.bucket_lengths, self.task.vocab, make_batch,
                                         min_rows=self._parts)
         self.step_count = 0
         self.seconds = 0.0
@@ -261,19 +267,23 @@ class Trainer:
             self.watch()
             for listener in self.listeners:
                 listener.on_base_evaluation(self, result)
+        if self.guide is not None and self.step_count == 0 and not self.history.aer_steps:
+            self.record_aer()  # the head before it is taught: what guiding it starts from
         start = time.perf_counter()
         step = self.step_count + 1
         lr = self.lr_for(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        src, decoder_input, labels = self._feed(self.next_batch())  # (R, S), (R, T), (R, T) on the CPU
+        batch = self.next_batch()
+        src, decoder_input, labels = self._feed(batch)  # (R, S), (R, T), (R, T) on the CPU
         tokens = int((labels != self.model_cfg.pad_id).sum())  # counted before the copy: no device sync
         src, decoder_input, labels = (t.to(self.device, non_blocking=True)
                                       for t in (src, decoder_input, labels))
         if not self.model.training:  # only when something switched it (an app's decode, say)
             set_training(self.model, True)
         micro = shard(len(src), self.processes, self.cfg.accumulate)
-        loss = self._accumulated_loss(src, decoder_input, labels, micro, tokens)
+        links = batch.alignment if self.guide is not None else None  # (R, T, S): guided alignment's
+        loss = self._accumulated_loss(src, decoder_input, labels, micro, tokens, links)
         grad_norm = self.optimizer.clip_grad_norm(self.cfg.clip_grad_norm)  # over one flat buffer
         loss_value, norm_value = float(loss), float(grad_norm)
         if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
@@ -305,25 +315,41 @@ class Trainer:
         return stats
 
     def _accumulated_loss(self, src: torch.Tensor, decoder_input: torch.Tensor, labels: torch.Tensor,
-                          micro: list[slice], tokens: int | None = None) -> torch.Tensor:
+                          micro: list[slice], tokens: int | None = None,
+                          links: torch.Tensor | None = None) -> torch.Tensor:
         """Forward and backward of this process's micro-batches of the step; the step's loss: the
         mean cross-entropy over ALL its target tokens (every process's, every micro-batch's;
         padding not), never a mean of micro-batch means. Each micro-batch's summed loss is
-        divided by the step's token count, so the accumulated gradient is the full batch's."""
+        divided by the step's token count, so the accumulated gradient is the full batch's.
+        With `links` (R, T, S) (guided alignment) the gradient also has the guided loss's, weighted
+        (core/training/guided_alignment.py); the loss returned stays the translation loss."""
         pad = self.model_cfg.pad_id
         if tokens is None:  # (R, T): the whole step's rows, so no message needed
             tokens = int((labels != pad).sum())
         per_process = tokens / self.processes.world  # DDP averages over processes: undo it
+        if links is not None:  # the guided loss: a mean over the step's linked rows, all processes'
+            linked = max(linked_rows(links), 1)  # counted on the CPU: no device sync
+            guided_scale = self.guide.weight * self.processes.world / linked  # DDP's average undone too
+            links = links.to(self.device, non_blocking=True)
+            guided = torch.zeros((), device=self.device)
         model = self._ddp or self.model
         self.optimizer.zero_grad()
         total = torch.zeros((), device=self.device)
         for i, rows in enumerate(micro):
             last = i == len(micro) - 1
             with nullcontext() if last or self._ddp is None else self._ddp.no_sync():
-                logits = model(src[rows], decoder_input[rows])  # (b, T, V)
+                with nullcontext([]) if links is None else head_weights(self.model, self.guide.head) as seen:
+                    logits = model(src[rows], decoder_input[rows])  # (b, T, V)
                 part = summed_cross_entropy(logits, labels[rows], pad, self.cfg.label_smoothing)
-                (part / per_process).backward()
+                if links is None:
+                    (part / per_process).backward()
+                else:
+                    aligned = guided_row_losses(seen[0], links[rows]).sum()  # seen[0]: (b, T, S)
+                    (part / per_process + aligned * guided_scale).backward()
+                    guided += aligned.detach()
             total += part.detach()
+        if links is not None:
+            self.last_guided_loss = float(self.processes.sum(guided)) / linked
         return self.processes.sum(total) / tokens
 
     def snapshot(self) -> None:
@@ -366,6 +392,7 @@ class Trainer:
             self.history.record_eval(self.step_count, result.accuracy, result.n, result.complete)
             self._record_scores(result)
             self._judge(result)
+            self.record_aer()
             self.watch()
             for listener in self.listeners:
                 listener.on_evaluation(self, result)
@@ -417,6 +444,13 @@ class Trainer:
         return (f"stopped early at step {self.stopped_early_at}: {best.since} evaluations without a better "
                 f"{METRIC_NAMES[best.metric]} than step {best.step}'s {figure(best.metric, best.value)} "
                 f"(--patience {self.cfg.patience})")
+    def record_aer(self) -> None:
+        """The guided head's AER on held-out gold at this step, into the history (a guided run's;
+        its time counts as evaluation's)."""
+        if self.guide is not None and self.guide.heldout is not None:  # gold held out to measure on
+            start = time.perf_counter()
+            self.history.record_aer(self.step_count, self.guide.heldout_aer(self.model, self.task))
+            self.eval_seconds += time.perf_counter() - start
 
     def watch(self) -> None:
         """A fine-tune's probes, forgetting and numerics at this step, into the history (its time

@@ -39,6 +39,7 @@ SMOKE_RUNS = {
     "nllb_decode.py": (["--smoke"], "tokens identical: yes"),
     "attribution_memory.py": (["--smoke"], "occlusion of every step"),
     "align_speed.py": (["--smoke", "--threads", "1"], "ratio minitx align --heads all / transformers"),
+    "guided_step.py": (["--smoke", "--threads", "1"], "ratio guided / plain"),
 }
 
 

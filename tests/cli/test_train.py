@@ -174,6 +174,7 @@ def test_the_progress_bar_keeps_step_loss_accuracy_and_eta_within_80_columns(mon
         step_count, last_accuracy, steps_per_s, step_rows = 54321, None, 50.0, 64
         last_scores = None  # no text scored
         watcher = None  # a run from scratch: nothing watched
+        guide = None  # nor guided (core/training/guided_alignment.py)
         history = type("history", (), {"watched": None})
 
     screen = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None, record=True)

@@ -27,6 +27,7 @@ from minitx.tui.app.help import HELP_BINDING, HelpScreen
 from minitx.tui.app.key_reasons import refusal
 from minitx.tui.app.loaded import LoadedModel, describe_again, load_named, open_error
 from minitx.tui.app.messages import LoadFailed, LoadProgress, ModelLoaded, PairsFailed
+from minitx.tui.app.screens.alignment import AlignmentViews
 from minitx.tui.app.screens.beam import DEFAULT_BEAMS, BeamScreen
 from minitx.tui.app.screens.circuit import CircuitScreen
 from minitx.tui.app.screens.compare import CompareScreen
@@ -54,7 +55,7 @@ KEYS_ELSEWHERE = (("Explore", "e goes there", ExploreScreen), ("Train", "t goes 
                   ("the circuit view", "C in Explore opens it", CircuitScreen))
 
 
-class MinitxApp(LanguageKeys, App):
+class MinitxApp(LanguageKeys, AlignmentViews, App):
     CSS_PATH = "minitx.tcss"
     TITLE = "minitx"
     MODES = {"explore": ExploreScreen, "train": TrainScreen, "compare": CompareScreen}

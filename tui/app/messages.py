@@ -225,6 +225,16 @@ class CircuitFound(Message):
 
 
 @dataclass
+class AlignmentScored(Message):
+    """Every head's Score on the alignment view's gold (core word_alignment's, every_head order),
+    read with `method`; or the error that stopped it."""
+
+    scores: list | None = None
+    method: str = ""
+    error: str = ""
+
+
+@dataclass
 class CircuitMeasured(Message):
     """A circuit's faithfulness, then (a second message) its exact match too."""
 

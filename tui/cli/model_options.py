@@ -240,6 +240,7 @@ COURSE_OPTIONS = [
                       "held-out loss; exact match from scratch). [default: 0, never]"),
 ]
 
+
 def _targets(ctx, param, value):
     """--lora-targets q_proj,v_proj -> ('q_proj', 'v_proj'); core checks the names."""
     if value is None:
@@ -260,6 +261,23 @@ LORA_OPTIONS = [
     click.option("--lora-targets", "lora_targets", callback=_targets, metavar="NAMES",
                  help="The projections adapted, comma-separated: q_proj, k_proj, v_proj, out_proj. "
                       "[default: q_proj,v_proj]"),
+]
+
+
+# Guided alignment (docs/alignment.md, "Guided training"): train's own.
+GUIDED_OPTIONS = [
+    click.option("--alignments", type=click.Path(dir_okay=False), metavar="FILE",
+                 help="Word links of --data's pairs (Pharaoh/talp i-j, line i = pair i; gold or "
+                      "fast_align's): taught to --guided-head. Needs --guided-head."),
+    click.option("--guided-head", metavar="L:H",
+                 help="The decoder layer's cross-attention head (from 1) taught --alignments' links; "
+                      "its AER on held-out gold at every evaluation."),
+    click.option("--guided-weight", type=click.FloatRange(0, min_open=True), metavar="W",
+                 help="The guided loss's weight beside the translation loss. [default: 0.1, "
+                      "Marian's]"),
+    click.option("--valid-alignments", type=click.Path(dir_okay=False), metavar="FILE",
+                 help="Gold links of --valid's pairs, for the head's AER. [default: the held-out "
+                      "share of --alignments' lines]"),
 ]
 
 

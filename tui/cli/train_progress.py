@@ -24,9 +24,10 @@ class Metrics:
     def write_step(self, stats) -> None:
         self._write({"kind": "step", **stats.to_dict()})
 
-    def write_eval(self, step: int, result, watched=None) -> None:
+    def write_eval(self, step: int, result, watched=None, aer: float | None = None) -> None:
         """An evaluation: the examples it really measured, and whether it stopped early; a
-        watched fine-tune's general_loss and kl_to_base at that step too (history.Watched)."""
+        watched fine-tune's general_loss and kl_to_base at that step too (history.Watched), and
+        a guided run's head's AER on held-out gold (`aer`)."""
         text = result.text  # a fine-tune's: its loss, BLEU and chrF too
         forgetting = {}
         if watched is not None and watched.steps and watched.steps[-1] == step:
@@ -35,7 +36,8 @@ class Metrics:
         self._write({"kind": "eval", "step": step, "accuracy": result.accuracy, "n": result.n,
                      "complete": result.complete,
                      **({"loss": result.loss} if result.loss is not None else {}),
-                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {}), **forgetting})
+                     **({"bleu": text.bleu, "chrf": text.chrf} if text is not None else {}), **forgetting,
+                     **({"aer": aer} if aer is not None else {})})
 
     def write_base(self, result) -> None:
         """A fine-tune's base, at step 0: its held-out loss, BLEU and chrF (no accuracy: the
@@ -201,6 +203,32 @@ def _cut(line: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def aer_at(trainer, step: int) -> float | None:
+    """A guided run's head's AER recorded at `step`, or None (an unguided run: always)."""
+    if trainer.guide is None:
+        return None
+    steps, values = trainer.history.aer_steps, trainer.history.aer
+    return values[-1] if steps and steps[-1] == step else None
+
+
+def guided_json(trainer) -> dict:
+    """`train --json`'s guided alignment: the head, the weight, the last step's guided loss and
+    the head's AER on held-out gold at each evaluation (null where no gold was held out)."""
+    steps, values = trainer.history.series("aer")
+    return {"guided_alignment": {"head": trainer.guide.name, "weight": trainer.guide.weight,
+                                 "guided_loss": trainer.last_guided_loss,
+                                 "aer": {"step": steps, "value": values} if steps else None}}
+
+
+def guided_line(trainer) -> str | None:
+    """The guided head's latest AER as a progress line, or None before there is one."""
+    steps, values = trainer.history.series("aer")
+    if not steps:
+        return None
+    start = f" (from {values[0]:.1%} at step {steps[0]})" if len(steps) > 1 else ""
+    return f"guided head {trainer.guide.name}: AER {values[-1]:.1%} at step {steps[-1]}{start}"
+
+
 def log_line(stats, until: float = 0.0, scores: dict | None = None) -> str:
     """A plain progress line; on an evaluation step its exact match, and the BLEU of `scores`
     where the evaluation decoded text (a fine-tune's, --eval-bleu's)."""
@@ -259,7 +287,8 @@ class Reporter(RunListener):
     def on_step(self, trainer, stats) -> None:
         self.metrics.write_step(stats)
         if self._evaluated is not None:  # after its step's row: a step row drops later evaluations
-            self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched)
+            self.metrics.write_eval(stats.step, self._evaluated, trainer.history.watched,
+                                    aer_at(trainer, stats.step))
             self._evaluated = None
         # ex/s over the last SPEED_STEPS steps: one step's own swings with its batch's lengths
         self._speed.append((trainer.step_rows, trainer.step_rows / max(stats.examples_per_s, 1e-9)))
@@ -289,6 +318,8 @@ class Reporter(RunListener):
         has it already."""
         self._evaluated = result
         self.last_accuracy = accuracy_text(result.accuracy, result.n, result.complete, trainer.cfg.until)
+        if trainer.guide is not None and not self.quiet and (line := guided_line(trainer)):
+            self.say(line)
         forgetting = trainer.watcher.forgetting if trainer.watcher is not None else None
         if forgetting is not None and forgetting.alarm_step == trainer.step_count and not self.quiet:
             self.say(forgetting.line())
@@ -302,7 +333,8 @@ class Reporter(RunListener):
 
     def evaluated_after(self, trainer, result) -> None:
         """The evaluation after the run ended, when its last step had none."""
-        self.metrics.write_eval(trainer.step_count, result, trainer.history.watched)
+        self.metrics.write_eval(trainer.step_count, result, trainer.history.watched,
+                                aer_at(trainer, trainer.step_count))
 
     # -- the progress bar ------------------------------------------------------------------
     def _start_bar(self) -> None:

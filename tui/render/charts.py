@@ -40,13 +40,14 @@ CHARTS = {
     # a watched fine-tune's (core/training/watching.py): one point per evaluation
     "general_loss": ("general-domain loss", True),
     "kl_to_base": ("KL to the base model", False),
+    "aer": ("guided head's AER on held-out gold", False),  # a guided run's (guided_alignment.py)
     "numerics": ("fp16 headroom and gradient norm per layer", False),  # the app's table: numerics_text
     # a LoRA fine-tune's: each adapted layer's ||scale B A|| / ||W|| (a table: update_sizes_text)
     "lora_updates": ("LoRA update size per adapted layer", False),
 }
 SCORE_CHARTS = ("bleu", "chrf")  # drawn where a run's evaluations decoded text
 TABLE_CHARTS = ("numerics", "lora_updates")  # tables of the evaluations: no scale, smoothing or x axis
-EVALUATION_CHARTS = ("accuracy", *SCORE_CHARTS, "general_loss", "kl_to_base")  # a point an evaluation, marked
+EVALUATION_CHARTS = ("accuracy", *SCORE_CHARTS, "general_loss", "kl_to_base", "aer")  # a point an evaluation
 X_AXES = ("step", "time")
 AXIS_NAMES = {"step": "step", "time": "time"}  # written once, before the x tick labels
 # Okabe-Ito colours (told apart with every common colour blindness) and marks that differ

@@ -27,11 +27,11 @@ def matrix_csv(weights, row_labels: list[str], columns: list[str], corner: str) 
 def curves_csv(runs) -> str:
     """One row per recorded point of (label, History) runs: run, series, step, training seconds at
     that step, value."""
-    from minitx.core.history import SCORE_SERIES, SERIES, WATCH_SERIES
+    from minitx.core.history import GUIDED_SERIES, SCORE_SERIES, SERIES, WATCH_SERIES
 
     def points():
         for label, history in runs:
-            for name in (*SERIES, *SCORE_SERIES, *WATCH_SERIES):
+            for name in (*SERIES, *SCORE_SERIES, *WATCH_SERIES, *GUIDED_SERIES):
                 steps, values = history.series(name)
                 for step, seconds, value in zip(steps, history.seconds_at(steps), values):
                     yield [label, name, step, f"{seconds:.6g}", f"{value:.8g}"]

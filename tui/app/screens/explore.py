@@ -55,6 +55,7 @@ INTERVENTION_BINDINGS = [
     Binding("P", "patch", "patch", tooltip="patch this source into a corrupted one"),
     # In the help; the footer is full at 80x24.
     Binding("C", "circuit", "circuit", show=False, tooltip="the circuit: what carries the answer"),
+    Binding("A", "alignment", "align", show=False, tooltip="word alignment against gold"),
     Binding("B", "beam", "beam", show=False, tooltip="beam search: the search as a tree beside greedy"),
     Binding("L", "app.languages", "languages", show=False,
             tooltip="a multilingual model's source and target languages (mBART-50, NLLB-200)"),
@@ -370,6 +371,21 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
                         severity="warning", timeout=5)
         elif s.stepper is not None:
             self.app.show_beam(s.record, s.stepper.src_ids, s.ablated, (s.layer_index, s.head_index))
+
+    @one_line_errors
+    def action_alignment(self) -> None:
+        """The alignment view of the pairs file the model measures on (tui/app/screens/alignment.py)."""
+        from minitx.tui.app.alignment_session import AlignmentSession, pairs_path_of
+
+        record = self.session.record
+        if record is None:
+            return
+        path = pairs_path_of(record.task)
+        if path is None:
+            self.notify("the alignment view aligns a pairs file's pairs: O chooses one", severity="warning",
+                        timeout=8)
+            return
+        self.app.show_alignment(AlignmentSession(record.model, record.task, path), record.name)
 
     @one_line_errors
     def action_circuit(self) -> None:

@@ -57,14 +57,16 @@ class CurveChart(Widget):
         self.refresh()
 
     def charts(self) -> list[str]:
-        """The charts g cycles through: a fine-tune's watching adds its own, and BLEU and chrF
-        (right after the loss) come with evaluations that scored text."""
+        """The charts g cycles through: a fine-tune's watching adds its own, BLEU and chrF (right
+        after the loss) come with evaluations that scored text, a LoRA run's update sizes once
+        recorded, a guided run its head's AER."""
         watched = any(h.watched is not None for _, h in self.runs)
         scored = any(h.score_steps for _, h in self.runs)
         adapted = any(h.lora_updates() is not None for _, h in self.runs)
+        guided = any(h.aer_steps for _, h in self.runs)
         return [c for c in CHART_ORDER
                 if (watched or c not in WATCH_CHARTS) and (scored or c not in SCORE_CHARTS)
-                and (adapted or c not in LORA_CHARTS)]
+                and (adapted or c not in LORA_CHARTS) and (guided or c != "aer")]
 
     def cycle(self, by: int = 1) -> str:
         order = self.charts()

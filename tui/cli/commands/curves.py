@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 CHART_NAMES = ["loss", "bleu", "chrf", "accuracy", "lr", "grad_norm", "general_loss", "kl_to_base",
-               "lora_updates"]
+               "lora_updates", "aer"]
 
 
 @click.command("curves", short_help="Training curves of runs: charts, CSV or JSON.")

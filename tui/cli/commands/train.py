@@ -30,7 +30,7 @@ from minitx.tui.cli.common import (
     threads_option,
 )
 from minitx.tui.cli.output import quiet_stderr, quiet_stdout
-from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores, watch_lines
+from minitx.tui.cli.train_progress import Reporter, SaveEvery, fine_tune_scores, guided_json, watch_lines
 
 RUN_OPTIONS = [
     click.option("--out", "out", type=click.Path(dir_okay=False),
@@ -66,7 +66,7 @@ RUN_OPTIONS = [
 @model_options.recipe_option
 @model_options.apply(model_options.TASK_OPTIONS + model_options.TRAINING_OPTIONS
                       + model_options.FINE_TUNE_OPTIONS + model_options.COURSE_OPTIONS
-                      + model_options.LORA_OPTIONS
+                      + model_options.LORA_OPTIONS + model_options.GUIDED_OPTIONS
                       + model_options.MODEL_OPTIONS + RUN_OPTIONS)
 def train_cmd(**opts) -> None:
     """Train a model and save it as a checkpoint.
@@ -90,6 +90,7 @@ def train_cmd(**opts) -> None:
       minitx train --init opus-mt-en-fr/ --data mine.tsv --keep-best bleu
       minitx train --init t5-small --data mine.tsv --patience 3 --tensorboard tb
       minitx train --init opus-mt-en-de/ --data mine.tsv --lora 8  # adapters only
+      minitx train --init mt/ --data m.tsv --alignments m.talp --guided-head 5:1
       torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv
 
     docs/training.md describes the recipes, docs/components.md the component switches
@@ -117,6 +118,9 @@ def train_cmd(**opts) -> None:
         if opts["forget_alarm"] is not None and not trainer.cfg.general:
             err.write("note: --forget-alarm watches the --general pairs' loss; without --general no "
                       "alarm can go off\n")
+        if trainer.guide is not None:  # guided alignment: what it cannot teach or measure
+            for note in trainer.guide.notes():
+                err.write(f"note: {note}\n")
         if trainer.cfg.init and trainer.cfg.watch and trainer.watcher is None and trainer.processes.main:
             err.write(f"note: not watched: {trainer.cfg.init} no longer loads with the weights this "
                       "fine-tune started from, so there is no base to compare with\n")
@@ -439,6 +443,7 @@ def _report_result(trainer, out_path: Path, out, as_json: bool, timings: dict[st
                 "timings": {k: round(v, 3) for k, v in timings.items()},
                 **(_watch_json(trainer) if trainer.watcher is not None else {}),
                 **_best_json(trainer),
+                **(guided_json(trainer) if trainer.guide is not None else {}),
             }
         ) + "\n")
         return
