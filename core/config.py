@@ -31,6 +31,7 @@ SCHEDULES = ("flat", "cosine")
 # adamw: Adam with decoupled weight decay (plain Adam at weight_decay 0, the scratch recipes');
 # adafactor: torch.optim.Adafactor, what T5 was trained and is often fine-tuned with.
 OPTIMIZERS = ("adamw", "adafactor")
+PRECISIONS = ("fp32", "bf16")  # a training step's forward and backward: float32, or bfloat16 autocast
 TOKENISATIONS = ("char", "word")
 
 # The deliberate classic bugs a run can be trained (or a model built) with, to see what each looks
@@ -277,6 +278,8 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
 FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "optimizer", "max_length",
                     "probes", "general", "forget_alarm", "watch")
+# how a step holds its memory (precision, gradient checkpointing): omitted at their defaults too
+MEMORY_FIELDS = ("precision", "gradient_checkpointing")
 _TRAIN_DEFAULTS: dict[str, Any] = {}  # filled below, once TrainConfig exists
 
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
@@ -331,10 +334,16 @@ class TrainConfig(_DictMixin):
     general: str = ""  # pairs the model should still handle: forgetting measured on them
     forget_alarm: float = 0.2  # alarm: general loss this much above the base's (forgetting.py)
     watch: bool = True  # probes, forgetting and numerics at each evaluation of a fine-tune
+    # Memory (docs/training.md "Memory"; core/training/memory_estimate.py says what a run needs):
+    # bf16 runs each step's forward and backward under bfloat16 autocast, the weights the
+    # optimiser keeps staying float32; gradient checkpointing keeps no layer's activations for
+    # backward but recomputes them there (torch.utils.checkpoint), the same gradients for less memory
+    precision: str = "fp32"
+    gradient_checkpointing: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, but the fine-tuning ones only when they differ from their defaults."""
-        return _without_defaults(super().to_dict(), FINE_TUNE_FIELDS, _TRAIN_DEFAULTS)
+        """Every field, but the fine-tuning and memory ones only when they differ from their defaults."""
+        return _without_defaults(super().to_dict(), FINE_TUNE_FIELDS + MEMORY_FIELDS, _TRAIN_DEFAULTS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -418,6 +427,9 @@ class TrainConfig(_DictMixin):
                  "forget_alarm", f"must be a rise such as 0.2 (20%), not {self.forget_alarm!r}")
         _require(isinstance(self.watch, bool), "watch", "must be true or false")
         _choice(self, "optimizer", OPTIMIZERS)
+        _choice(self, "precision", PRECISIONS)
+        _require(isinstance(self.gradient_checkpointing, bool), "gradient_checkpointing",
+                 "must be true or false")
         for name, top in (("label_smoothing", 1.0), ("weight_decay", math.inf)):
             value = getattr(self, name)
             _require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -150,6 +150,7 @@ class Trainer:
             self.model.load_state_dict(base.model.state_dict())
             self.model.generation = base.model.generation
             train_as_family(self.model, self.task)
+        self.model.checkpoint_layers = train_cfg.gradient_checkpointing
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
         self.optimizer = make_optimizer(self.trainable(), train_cfg)
@@ -293,13 +294,22 @@ class Trainer:
         for i, rows in enumerate(micro):
             last = i == len(micro) - 1
             with nullcontext() if last or self._ddp is None else self._ddp.no_sync():
-                logits = model(src[rows], decoder_input[rows])  # (b, T, V)
+                with self.step_precision():
+                    logits = model(src[rows], decoder_input[rows])  # (b, T, V)
+                logits = logits.float()  # the loss in float32 whatever the forward's precision
                 part = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[rows].reshape(-1),
                                        ignore_index=pad, reduction="sum",
                                        label_smoothing=self.cfg.label_smoothing)
                 (part / per_process).backward()
             total += part.detach()
         return self.processes.sum(total) / tokens
+
+    def step_precision(self):
+        """The context of a step's forward: bfloat16 autocast for precision bf16 (matrix products
+        in bf16, the weights the optimiser updates kept in float32), nothing for fp32."""
+        if self.cfg.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return nullcontext()
 
     def snapshot(self) -> None:
         """Record the probe source's cross-attention (every layer and head) at this step."""

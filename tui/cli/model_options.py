@@ -215,6 +215,18 @@ FINE_TUNE_OPTIONS = [
 ]
 
 
+# How a step holds its memory (`train`'s own; docs/training.md, "Memory").
+MEMORY_OPTIONS = [
+    click.option("--precision", type=core_choice("config", "PRECISIONS"),
+                 help="A step's forward and backward: fp32, or bf16 autocast (the weights the "
+                      "optimiser updates stay float32). [default: fp32]"),
+    click.option("--gradient-checkpointing/--no-gradient-checkpointing", "gradient_checkpointing",
+                 default=None,
+                 help="Recompute each layer's activations in backward instead of keeping them: "
+                      "the same gradients, less memory, a slower step. [default: off]"),
+]
+
+
 def apply(options):
     """A decorator that adds `options` (a list of click.option decorators) in order."""
 

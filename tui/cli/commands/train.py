@@ -61,7 +61,8 @@ RUN_OPTIONS = [
 @click.command("train")
 @model_options.recipe_option
 @model_options.apply(model_options.TASK_OPTIONS + model_options.TRAINING_OPTIONS
-                      + model_options.FINE_TUNE_OPTIONS + model_options.MODEL_OPTIONS + RUN_OPTIONS)
+                      + model_options.FINE_TUNE_OPTIONS + model_options.MEMORY_OPTIONS
+                      + model_options.MODEL_OPTIONS + RUN_OPTIONS)
 def train_cmd(**opts) -> None:
     """Train a model and save it as a checkpoint.
 
