@@ -35,6 +35,7 @@ from minitx.core.training.divergence import first_non_finite_layer
 from minitx.core.training.evaluation import evaluate, score
 from minitx.core.training.events import RunListener
 from minitx.core.training.fine_tune import base_record, fine_tune_task, train_as_family
+from minitx.core.training.memory_estimate import MemoryEstimate, check_fits
 from minitx.core.training.optim import make_optimizer
 from minitx.core.training.probe import probe, probe_example
 from minitx.core.training.processes import Processes, shard
@@ -107,13 +108,16 @@ def planned_fine_tune(base: Checkpoint, model_cfg: ModelConfig, train_cfg: Train
 class Trainer:
     def __init__(self, model_cfg: ModelConfig | None = None, train_cfg: TrainConfig | None = None,
                  base: Checkpoint | None = None, processes: Processes | None = None,
-                 base_info: dict | None = None, watch_base: Seq2Seq | None = None):
+                 base_info: dict | None = None, watch_base: Seq2Seq | None = None,
+                 check_memory: bool = False):
         """A run of these configs. A fine-tune (train_cfg.init) starts from `base`, a loaded
         model (its weights, generation settings and task's vocabularies); `base_info` is what
         the file says of the base (computed from `base` when not given: a new fine-tune).
         `processes`: the torchrun group (default: joined from the environment, or this process
         alone). A fine-tune is watched (core/training/watching.py) against the model it started
-        from: `base`'s for a new one, `watch_base` for a resumed one (none given: not watched)."""
+        from: `base`'s for a new one, `watch_base` for a resumed one (none given: not watched).
+        check_memory: a fine-tune's estimated peak is checked against the machine before anything
+        is built (WontFit, one line, core/training/memory_estimate.py)."""
         if train_cfg is not None and train_cfg.init:
             if base is None:
                 raise ValueError(f"init: a fine-tune needs its base model loaded ({train_cfg.init})")
@@ -127,6 +131,12 @@ class Trainer:
         self.model_cfg, self.cfg = model_cfg, train_cfg
         self.device = resolve_device(train_cfg.device)
         self.processes = processes or Processes.from_environment(self.device)
+        self.memory: MemoryEstimate | None = None  # a checked fine-tune's estimated peak
+        if train_cfg.init and check_memory:
+            train = self.task.train  # its longest pairs make the biggest batch (+ start/end tokens)
+            self.memory = check_fits(model_cfg, train_cfg, int(train.source_lengths().max()) + 2,
+                                     int(train.target_lengths().max()) + 2, self.device,
+                                     watched_base=bool(train_cfg.general and train_cfg.watch))
         if self.device.type == "cuda" and self.processes.distributed:
             self.device = torch.device("cuda", self.processes.local_rank)  # one GPU a process
         # Every process draws each step's pairs (all processes' together) from the same seeded
@@ -145,15 +155,25 @@ class Trainer:
             if bug.data_task else self.task
         self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
-        self.model = Seq2Seq(model_cfg).to(self.device)
         if base is not None:  # a fine-tune: the base's weights and how it generates
-            self.model.load_state_dict(base.model.state_dict())
+            with torch.device("meta"):  # no random weights drawn first: a model's worth of memory
+                self.model = Seq2Seq(model_cfg)
+            # the base's own tensors; the optimiser takes what it trains into its own buffers
+            self.model.load_own_state_dict(base.model.own_state_dict(), assign=True)
+            self.model = self.model.to(self.device)
             self.model.generation = base.model.generation
             train_as_family(self.model, self.task)
+        else:
+            self.model = Seq2Seq(model_cfg).to(self.device)
         self.model.checkpoint_layers = train_cfg.gradient_checkpointing
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
         self.optimizer = make_optimizer(self.trainable(), train_cfg)
+        if base is not None:  # what trains still in the base's storage (Adafactor keeps no buffer
+            stored = {p.data_ptr() for p in base.model.parameters()}  # of weights): its own copy,
+            for p in self.trainable():  # so training never changes the base a caller holds
+                if p.data_ptr() in stored:
+                    p.data = p.data.clone()
         # torch.distributed's data parallel: gradients averaged over the processes in backward
         self._ddp = torch.nn.parallel.DistributedDataParallel(
             self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None) \
@@ -415,8 +435,9 @@ class Trainer:
         names = {id(p): n for n, p in self.model.named_parameters()}
         for p, s in self.optimizer.state.items():
             for key, value in s.items():
-                # a copy: the optimizer's state is views of shared buffers (core/training/optim.py)
-                state[f"optim.{names[id(p)]}.{key}"] = torch.as_tensor(value).clone()
+                # views of the optimiser's flat buffers, not copies: a save writes them tensor by
+                # tensor (core/safetensors_file.py), two moments of the model never copied at once
+                state[f"optim.{names[id(p)]}.{key}"] = torch.as_tensor(value)
         return state
 
     def save(self, path, resumable: bool = True) -> Path:

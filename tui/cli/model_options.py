@@ -224,6 +224,9 @@ MEMORY_OPTIONS = [
                  default=None,
                  help="Recompute each layer's activations in backward instead of keeping them: "
                       "the same gradients, less memory, a slower step. [default: off]"),
+    click.option("--memory-check/--no-memory-check", "memory_check", default=True,
+                 help="Before a fine-tune starts, estimate its peak memory and refuse one that "
+                      "will not fit, naming options that would. [default: check]"),
 ]
 
 

@@ -237,7 +237,7 @@ def _fine_tune(opts):
     dropout = folder_dropout(base.task)  # a folder's config.json; else the checkpoint's own
     model_cfg = base.model_config if dropout is None else base.model_config.replace(dropout=dropout)
     model_cfg, train_cfg = model_options.configs(model_cfg, train_cfg, opts)
-    return Trainer(model_cfg, train_cfg, base=base)
+    return Trainer(model_cfg, train_cfg, base=base, check_memory=opts["memory_check"])
 
 
 def _watch_base(saved):
