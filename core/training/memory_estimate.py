@@ -170,3 +170,13 @@ def check_fits(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, targ
     least = estimate(model_cfg, tries[-1], source, target, watched_base=watched_base)
     raise WontFit(f"{line}; even {option_flags(tries[-1], train_cfg)} needs {least.total / GB:.1f} GB: "
                   "the weights, their gradients and the optimiser's moments alone are too many for it")
+
+
+def check_fine_tune(model_cfg: ModelConfig, train_cfg: TrainConfig, task,
+                    device: torch.device) -> MemoryEstimate:
+    """check_fits of a planned fine-tune: its task's longest training pairs make its biggest
+    batch (plus the start and end tokens), and watching keeps the base for --general pairs."""
+    train = task.train
+    return check_fits(model_cfg, train_cfg, int(train.source_lengths().max()) + 2,
+                      int(train.target_lengths().max()) + 2, device,
+                      watched_base=bool(train_cfg.general and train_cfg.watch))

@@ -35,7 +35,7 @@ from minitx.core.training.divergence import first_non_finite_layer
 from minitx.core.training.evaluation import evaluate, score
 from minitx.core.training.events import RunListener
 from minitx.core.training.fine_tune import base_record, fine_tune_task, train_as_family
-from minitx.core.training.memory_estimate import MemoryEstimate, check_fits
+from minitx.core.training.memory_estimate import MemoryEstimate, check_fine_tune
 from minitx.core.training.optim import make_optimizer
 from minitx.core.training.probe import probe, probe_example
 from minitx.core.training.processes import Processes, shard
@@ -132,11 +132,8 @@ class Trainer:
         self.device = resolve_device(train_cfg.device)
         self.processes = processes or Processes.from_environment(self.device)
         self.memory: MemoryEstimate | None = None  # a checked fine-tune's estimated peak
-        if train_cfg.init and check_memory:
-            train = self.task.train  # its longest pairs make the biggest batch (+ start/end tokens)
-            self.memory = check_fits(model_cfg, train_cfg, int(train.source_lengths().max()) + 2,
-                                     int(train.target_lengths().max()) + 2, self.device,
-                                     watched_base=bool(train_cfg.general and train_cfg.watch))
+        if train_cfg.init and check_memory:  # before anything is built
+            self.memory = check_fine_tune(model_cfg, train_cfg, self.task, self.device)
         if self.device.type == "cuda" and self.processes.distributed:
             self.device = torch.device("cuda", self.processes.local_rank)  # one GPU a process
         # Every process draws each step's pairs (all processes' together) from the same seeded
