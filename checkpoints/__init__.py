@@ -62,7 +62,23 @@ def load(name_or_path: str | Path | None = None, device: str = "cpu", progress=N
         return open_folder_checkpoint(path, device, progress, model_id)
     from minitx.core.checkpoint import load_checkpoint  # torch: only once there is a file to read
 
-    return load_checkpoint(path, device=device)
+    return load_checkpoint(path, device=device, open_base=lambda record: open_base(record, device))
+
+
+def open_base(record: dict, device: str = "cpu"):
+    """The base a LoRA file adapts, from its record: its folder, else its model id, else the name
+    it was given (a file or a bundled name), the first that opens; CheckpointError (the last
+    reason) when none does."""
+    names = [record.get(key) for key in ("folder", "model_id", "init")]
+    tried = [n for i, n in enumerate(names) if isinstance(n, str) and n and n not in names[:i]]
+    if not tried:
+        raise CheckpointError("its record names no base")
+    for name in tried:
+        try:
+            return load(name, device)
+        except CheckpointError as e:
+            reason = e
+    raise reason
 
 
 def open_folder_checkpoint(folder: Path, device: str = "cpu", progress=None, model_id: str = ""):

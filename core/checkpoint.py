@@ -4,6 +4,8 @@ Layout of a file:
   tensors   model.<parameter or buffer name>          the weights (float32/float16/bfloat16)
             train.<...>                                optional resumable training state
             history.<...>                              optional run history (core/history.py)
+            lora.<module>.lora_A / .lora_B             a LoRA fine-tune's adapters (core/model/lora.py),
+                                                       in place of the model's weights
             tokenizer.<file name>                      a subword vocabulary's tokeniser files, as uint8
                                                        bytes (core/data/subword.py), one per name
   metadata  format, format_version, minitx_version, model_config, task, vocab, training
@@ -18,12 +20,19 @@ files of one folder, so a file both name (vocab.json, tokenizer.json) is stored 
 A file without `vocab` (written before vocabularies were stored) holds a digit task and reads
 the digits vocabulary; a data task keeps its provenance and held-out pairs in `task`.
 
+A LoRA fine-tune's file holds its adapters and, in its `lora` metadata, their settings and the
+record of its base (the name it was given, its folder or model id, the sha256 of its weights):
+megabytes, not the base's gigabytes. Reading it opens the base (through `open_base`, which
+minitx.checkpoints gives: a folder, a model id or a file) and applies the adapters; a base that
+is missing or whose weights changed is a CheckpointError saying so.
+
 A file is untrusted input: everything is checked before a model is built from it, and every
 problem becomes a CheckpointError whose message is one sentence.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -47,6 +56,7 @@ from minitx.core.data.tasks import task_from_dict
 from minitx.core.data.tokenisers import TokeniserFileError
 from minitx.core.data.vocab import Vocab
 from minitx.core.history import History, HistoryError
+from minitx.core.model import lora
 from minitx.core.model.transformer import Seq2Seq
 from minitx.core.safetensors_file import write_tensors
 from minitx.core.tensor_checks import all_finite
@@ -56,6 +66,7 @@ FORMAT_VERSION = 1
 MAX_HEADER_BYTES = 16 * 1024 * 1024  # a real header is a few KB; refuse to parse a giant one
 FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TOKENISER_PREFIX = "tokenizer."  # tensors holding a subword vocabulary's files
+LORA_PREFIX = "lora."  # tensors holding a LoRA fine-tune's adapters
 
 
 @dataclass
@@ -70,6 +81,7 @@ class Checkpoint:
     dtype: str = "float32"
     history: History | None = None  # None: a file from before histories, or an export
     source_files: list[Path] = field(default_factory=list)  # a folder's weight files (path: the folder)
+    lora: lora.LoraFile | None = None  # a LoRA fine-tune's adapters, their settings and its base
 
     @property
     def size_bytes(self) -> int:
@@ -108,15 +120,19 @@ def save_checkpoint(
     extra_metadata: dict[str, str] | None = None,
     dtype: str = "float32",
     history: History | None = None,
+    lora_file: lora.LoraFile | None = None,
 ) -> Path:
-    """Atomically write a checkpoint; returns its path. Raises CheckpointError."""
+    """Atomically write a checkpoint; returns its path. Raises CheckpointError. With `lora_file`
+    (a model carrying LoRA adapters) the file holds the adapters and the record of the base."""
     if dtype not in FLOAT_DTYPES:
         raise CheckpointError(f"unknown dtype {dtype!r}; use one of {', '.join(FLOAT_DTYPES)}")
+    weights = {f"{LORA_PREFIX}{name}": t for name, t in lora.adapter_tensors(model).items()} \
+        if lora_file is not None else {f"model.{name}": t for name, t in model.own_state_dict().items()}
     tensors = {
         # not copied (a float32 model on the CPU): the file is written tensor by tensor from their
         # storage (core/safetensors_file.py), a training model's views of one buffer included
-        f"model.{name}": t.detach().to("cpu", FLOAT_DTYPES[dtype])
-        for name, t in model.own_state_dict().items()  # a tied table once
+        name: t.detach().to("cpu", FLOAT_DTYPES[dtype])
+        for name, t in weights.items()  # a tied table once
     }
     for name, t in tensors.items():  # never replace a good file with one no loader accepts
         if not all_finite(t):
@@ -141,6 +157,8 @@ def save_checkpoint(
         "training": json.dumps(summary or {}),
         **(extra_metadata or {}),
     }
+    if lora_file is not None:
+        metadata["lora"] = json.dumps(lora_file.to_dict())
     if task.src_vocab is not task.vocab:  # a source vocabulary of its own (an imported model)
         metadata["src_vocab"] = json.dumps(task.src_vocab.to_dict())
     cfg = model.cfg
@@ -262,8 +280,26 @@ def _json_field(metadata: dict[str, str], key: str, path: Path) -> Any:
         raise CheckpointError(f"{path} has malformed {key!r} metadata (not JSON)") from None
 
 
-def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
-    """Rebuild the model from the file alone. Raises CheckpointError for anything wrong."""
+def weights_sha256(model: torch.nn.Module) -> str:
+    """sha256 of a model's weights: every tensor of its state_dict by name, as float32 bytes."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        # the tensor's own bytes where it is float32 on the CPU already: no copy of the model
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy())
+    return digest.hexdigest()
+
+
+# How a LoRA file's base is opened: its record (name, folder, model id) -> the base's Checkpoint,
+# a CheckpointError when it cannot be (minitx.checkpoints.open_base)
+OpenBase = Callable[[dict], "Checkpoint"]
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
+                    open_base: OpenBase | None = None, merge: bool = True) -> Checkpoint:
+    """Rebuild the model from the file alone (a LoRA fine-tune's: from its base, opened by
+    `open_base`, with the adapters merged in, or with merge=False the base as it is and the
+    adapters in .lora). Raises CheckpointError for anything wrong."""
     path = Path(path)
     tensors, metadata = read_raw(path)
     if metadata.get("format") != FORMAT:
@@ -303,20 +339,71 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
 
     weights = {_renamed(k[len("model.") :]): t for k, t in tensors.items() if k.startswith("model.")}
     train_state = {_renamed(k[len("train.") :]): t for k, t in tensors.items() if k.startswith("train.")}
-    known = ("model.", "train.", "history.", TOKENISER_PREFIX)
+    adapted = "lora" in metadata
+    known = ("model." if not adapted else LORA_PREFIX, "train.", "history.", TOKENISER_PREFIX)
     unknown = sorted(k for k in tensors if not k.startswith(known))
     if unknown:
         raise CheckpointError(f"{path} holds an unexpected tensor {unknown[0]!r}")
-    dtype = _check_weights(weights, cfg, path)
     history = _history(tensors, cfg, summary, path)
-
     generation = _generation(metadata, cfg, path)
-    model = Seq2Seq(cfg)
-    model.load_own_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
+    if adapted:
+        model, lora_file, dtype = _lora_model(tensors, metadata, cfg, path, open_base, merge, device)
+    else:
+        dtype, lora_file = _check_weights(weights, cfg, path), None
+        model = Seq2Seq(cfg)
+        model.load_own_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
     model.to(device).eval()
     if generation is not None:
         model.generation = generation
-    return Checkpoint(model, cfg, task, summary, metadata, path, train_state, dtype, history)
+    return Checkpoint(model, cfg, task, summary, metadata, path, train_state, dtype, history, lora=lora_file)
+
+
+def _lora_model(tensors: dict[str, torch.Tensor], metadata: dict[str, str], cfg: ModelConfig, path: Path,
+                open_base: OpenBase | None, merge: bool, device) -> tuple[Seq2Seq, lora.LoraFile, str]:
+    """A LoRA file's model: its base opened and checked against the record (sha256 of its
+    weights), then its adapters merged in (or, merge=False, the base as it is); (the model, the
+    adapters with their settings and base record, the adapters' dtype)."""
+    try:
+        record = lora.LoraFile.from_dict(_json_field(metadata, "lora", path))
+    except (ValueError, TypeError, KeyError) as e:
+        raise CheckpointError(f"{path} has invalid LoRA settings: {e}") from None
+    base_name = record.base.get("init") or record.base.get("folder") or "its base"
+    if open_base is None:
+        raise CheckpointError(f"{path} is a LoRA fine-tune of {base_name}: open it through minitx's "
+                              "checkpoints (which open its base)")
+    try:
+        base = open_base(record.base)
+    except CheckpointError as e:
+        raise CheckpointError(f"{path} is a LoRA fine-tune of {base_name}, which cannot be opened "
+                              f"({e})") from None
+    if base.model_config.replace(dropout=cfg.dropout) != cfg:
+        raise CheckpointError(f"{path} is a LoRA fine-tune of {base_name}, which is now another "
+                              "architecture than the one it adapted")
+    if weights_sha256(base.model) != record.base.get("sha256"):
+        raise CheckpointError(f"{path} is a LoRA fine-tune of {base_name}, whose weights have changed "
+                              "since (their sha256 is not the one recorded); the adapters fit only the "
+                              "base they were trained on")
+    model = base.model
+    adapters = {k[len(LORA_PREFIX):]: t for k, t in tensors.items() if k.startswith(LORA_PREFIX)}
+    expected = lora.expected_adapter_shapes(model, record.spec)
+    for name, shape in expected.items():
+        t = adapters.get(name)
+        if t is None:
+            raise CheckpointError(f"{path} is missing tensor {LORA_PREFIX + name!r} for its LoRA settings")
+        if tuple(t.shape) != shape or t.dtype not in FLOAT_DTYPES.values():
+            raise CheckpointError(f"{path}: tensor {LORA_PREFIX + name} has shape {tuple(t.shape)} and "
+                                  f"dtype {t.dtype}; its LoRA settings need {shape}, a float")
+        if not all_finite(t):
+            raise CheckpointError(f"{path}: tensor {LORA_PREFIX + name} holds NaN or infinite values")
+    extra = sorted(set(adapters) - set(expected))
+    if extra:
+        raise CheckpointError(f"{path} has tensor {LORA_PREFIX + extra[0]!r} that its LoRA settings "
+                              "do not use")
+    record = lora.LoraFile(record.spec, record.base, {k: t.to(torch.float32) for k, t in adapters.items()})
+    if merge:
+        lora.merge_file_adapters(model, record)
+    names = {v: k for k, v in FLOAT_DTYPES.items()}
+    return model, record, "+".join(sorted({names[t.dtype] for t in adapters.values()}))
 
 
 def _history(tensors: dict[str, torch.Tensor], cfg: ModelConfig, summary: dict, path: Path):

@@ -32,6 +32,10 @@ SCHEDULES = ("flat", "cosine")
 # adafactor: torch.optim.Adafactor, what T5 was trained and is often fine-tuned with.
 OPTIMIZERS = ("adamw", "adafactor")
 PRECISIONS = ("fp32", "bf16")  # a training step's forward and backward: float32, or bfloat16 autocast
+# LoRA (core/model/lora.py): the projections an adapter may target, by minitx's module name, and
+# peft's default for T5 and BART (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): q and v
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "out_proj")
+DEFAULT_LORA_TARGETS = ("q_proj", "v_proj")
 TOKENISATIONS = ("char", "word")
 
 # The deliberate classic bugs a run can be trained (or a model built) with, to see what each looks
@@ -52,6 +56,19 @@ MODEL_BUGS = ("no-causal-mask", "no-scale", "swap-cross")
 def _require(condition: bool, field_name: str, message: str) -> None:
     if not condition:
         raise ValueError(f"{field_name}: {message}")
+
+
+def check_lora(rank: Any, alpha: Any, dropout: Any, targets: Any, allow_off: bool = False) -> None:
+    """A LoRA's settings (TrainConfig's lora_* fields, a LoRA file's record): ValueError
+    "field: message" for the first that is wrong; rank 0 (no LoRA) only with allow_off."""
+    _require(isinstance(rank, int) and not isinstance(rank, bool) and rank >= (0 if allow_off else 1),
+             "lora_rank", f"must be a rank of 1 or more{' (0: no LoRA)' if allow_off else ''}, got {rank!r}")
+    _require(isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and math.isfinite(alpha)
+             and alpha > 0, "lora_alpha", f"must be a positive number, got {alpha!r}")
+    _require(isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0 <= dropout < 1,
+             "lora_dropout", f"must be in [0, 1), got {dropout!r}")
+    _require(isinstance(targets, tuple) and bool(targets) and all(t in LORA_TARGETS for t in targets),
+             "lora_targets", f"must be some of {', '.join(LORA_TARGETS)}, got {targets!r}")
 
 
 def _positive_int(obj: Any, *names: str) -> None:
@@ -277,7 +294,8 @@ IMPORT_FIELDS = ("src_vocab_size", "src_pad_id", "final_norms", "norm_eps", "log
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
 FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "optimizer", "max_length",
-                    "probes", "general", "forget_alarm", "watch")
+                    "probes", "general", "forget_alarm", "watch",
+                    "lora_rank", "lora_alpha", "lora_dropout", "lora_targets")
 # how a step holds its memory (precision, gradient checkpointing): omitted at their defaults too
 MEMORY_FIELDS = ("precision", "gradient_checkpointing")
 _TRAIN_DEFAULTS: dict[str, Any] = {}  # filled below, once TrainConfig exists
@@ -340,6 +358,12 @@ class TrainConfig(_DictMixin):
     # backward but recomputes them there (torch.utils.checkpoint), the same gradients for less memory
     precision: str = "fp32"
     gradient_checkpointing: bool = False
+    # LoRA (core/model/lora.py, docs/training.md "LoRA"): a fine-tune that trains only low-rank
+    # adapters of the targeted projections (rank 0: a full fine-tune); peft's defaults otherwise
+    lora_rank: int = 0
+    lora_alpha: float = 8.0  # the adapters' scale is alpha / rank
+    lora_dropout: float = 0.0  # dropout on the adapters' input
+    lora_targets: tuple[str, ...] = DEFAULT_LORA_TARGETS
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, but the fine-tuning and memory ones only when they differ from their defaults."""
@@ -426,6 +450,7 @@ class TrainConfig(_DictMixin):
         _require(isinstance(self.forget_alarm, (int, float)) and not isinstance(self.forget_alarm, bool),
                  "forget_alarm", f"must be a rise such as 0.2 (20%), not {self.forget_alarm!r}")
         _require(isinstance(self.watch, bool), "watch", "must be true or false")
+        self._check_lora()
         _choice(self, "optimizer", OPTIMIZERS)
         _choice(self, "precision", PRECISIONS)
         _require(isinstance(self.gradient_checkpointing, bool), "gradient_checkpointing",
@@ -448,6 +473,13 @@ class TrainConfig(_DictMixin):
                 get_task(self.task, self.min_source_len, self.max_source_len).parse(self.probe_source)
             except ValueError as e:
                 raise ValueError(f"probe_source: {e}") from None
+
+    def _check_lora(self) -> None:
+        if isinstance(self.lora_targets, (list, str)):  # as JSON (or one name) gives it back
+            targets = (self.lora_targets,) if isinstance(self.lora_targets, str) else self.lora_targets
+            object.__setattr__(self, "lora_targets", tuple(targets))
+        check_lora(self.lora_rank, self.lora_alpha, self.lora_dropout, self.lora_targets, allow_off=True)
+        _require(not self.lora_rank or self.init, "lora_rank", "LoRA adapts a model: give --init MODEL")
 
     def lr_at(self, step: int, restart: tuple[int, float] | None = None, schedule_from: int = 0) -> float:
         """Learning rate for 1-based `step`: linear warmup, then flat or cosine.

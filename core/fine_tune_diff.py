@@ -6,6 +6,8 @@
 - which layers moved: each layer's relative weight change |dW| / |W| (the Frobenius norms over
   all of the layer's parameters; the embeddings, positions, final norms and output layer each
   count as one), from core/compare.py's per-tensor distances;
+- a LoRA fine-tune's adapters (B a LoRA file): each adapted layer's update size
+  ||scale B A|| / ||W|| on A's weight (core/model/lora.py);
 - which heads moved: each decoder layer's cross-attention heads, teacher-forced on the same
   pairs (same sources, same decoder input) in both models; a head's change is the total
   variation distance between its two attention rows, 1/2 sum_s |A(s) - B(s)| (0: the same
@@ -27,6 +29,7 @@ from minitx.core.checkpoint import Checkpoint
 from minitx.core.compare import greedy_outputs, held_by_both, same_tokens, weight_distances
 from minitx.core.data.batch import Batch
 from minitx.core.interp.alignment import cross_attention
+from minitx.core.model.lora import file_update_sizes
 from minitx.core.training.evaluation import target_loss
 from minitx.core.training.text_scores import corpus_scores
 
@@ -67,6 +70,12 @@ class HeadChange:
     change: float  # mean total variation distance of its cross-attention rows, 0 to 1
 
 
+@dataclass(frozen=True)
+class AdapterChange:
+    module: str  # the adapted layer: "decoder.1.cross_attn.q_proj"
+    size: float  # ||scale B A|| / ||W||: its update as a share of A's weight
+
+
 @dataclass
 class FineTuneDiff:
     n: int  # pairs compared
@@ -75,6 +84,7 @@ class FineTuneDiff:
     outputs: list[OutputRow]
     layers: list[LayerChange] = field(default_factory=list)  # in the model's order
     heads: list[HeadChange] = field(default_factory=list)  # layer by layer
+    adapters: list[AdapterChange] = field(default_factory=list)  # B's LoRA adapters, if it has them
     layers_skipped: str | None = None  # why there are no layer changes, in one line
     heads_skipped: str | None = None
     text_skipped: str | None = None  # why there is no BLEU or chrF
@@ -192,6 +202,8 @@ def fine_tune_diff(a: Checkpoint, b: Checkpoint, n: int = 100, seed: int = 1234)
         diff.heads_skipped = f"no head changes: {why}"
         return diff
     diff.layers = layer_changes(a.model, b.model)
+    if b.lora is not None:  # B is a LoRA fine-tune: its adapters' update sizes on A's weights
+        diff.adapters = [AdapterChange(m, size) for m, size in file_update_sizes(b.lora, a.model)]
     if same_tokens(a, b):
         diff.heads = head_changes(a, b, batch_a)
     else:

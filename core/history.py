@@ -19,7 +19,9 @@ Tensors of a file (all optional; the checkpoint prefixes each name with "history
   (W, layers of both stacks) float32, watch_info (N,) uint8: UTF-8 JSON of what has no number
   (which pairs the KL was measured on, the points' and layers' names, each probe's texts), and
   watch_probe_attention (M,) float32: every kept probe record's cross-attention
-  (layers, heads, output tokens, source tokens), flattened one after another in watch_info's order.
+  (layers, heads, output tokens, source tokens), flattened one after another in watch_info's order;
+  a LoRA fine-tune's watch_update_size (W, adapted layers) float32: each adapted layer's
+  ||scale B A|| / ||W|| (core/model/lora.py), the layers named in watch_info's "adapters".
 
 A file is untrusted: from_tensors() checks names, dtypes, shapes, sizes, values and step numbers
 and raises HistoryError (one sentence) for anything a recorder could not have written.
@@ -57,7 +59,7 @@ NON_NEGATIVE = ("loss", "lr", "grad_norm", "examples_per_s", "seconds")
 PROBE_ATTENTION_BYTES = 8 * 2**20
 WATCH_SERIES = ("general_loss", "kl_to_base")  # one value per watched evaluation (curves' series)
 WATCH_KEYS = ("watch_steps", "watch_info", "watch_general_loss", "watch_kl_to_base",
-              "watch_activation_max", "watch_grad_norm", "watch_probe_attention")
+              "watch_activation_max", "watch_grad_norm", "watch_probe_attention", "watch_update_size")
 MAX_WATCH_INFO_BYTES = 64 * 2**20
 MAX_METRICS_BYTES = 256 * 1024 * 1024  # a metrics file of a million steps is about 150 MB
 
@@ -143,6 +145,10 @@ class Watched:
     activation_max: list[list[float]] = field(default_factory=list)  # per step, per point
     grad_norm: list[list[float]] = field(default_factory=list)  # per step, per layer
     probes: list[ProbeRecord] = field(default_factory=list)
+    # a LoRA fine-tune's adapted layers (module names) and, per step, each one's update size:
+    # ||scale B A|| / ||W||, how far it moved from its base's weight
+    adapters: list[str] = field(default_factory=list)
+    update_size: list[list[float]] = field(default_factory=list)
 
     def series_of(self, name: str) -> list[float]:
         return {"general_loss": self.general_loss, "kl_to_base": self.kl_to_base}[name]
@@ -154,8 +160,9 @@ class Watched:
         """A copy with at most `limit` evaluations' series, and the probe records of at most
         MAX_SNAPSHOTS evaluations within `probe_bytes` of attention (evenly, first and last kept)."""
         keep = keep_indices(self.steps, limit)
-        out = Watched(self.kl_on, self.points, self.layers, [self.steps[i] for i in keep])
-        for name in ("general_loss", "kl_to_base", "activation_max", "grad_norm"):
+        out = Watched(self.kl_on, self.points, self.layers, [self.steps[i] for i in keep],
+                      adapters=self.adapters)
+        for name in ("general_loss", "kl_to_base", "activation_max", "grad_norm", "update_size"):
             values = getattr(self, name)
             setattr(out, name, [values[i] for i in keep] if values else [])
         steps = self.probe_steps()
@@ -229,16 +236,18 @@ class History:
 
     def record_watch(self, step: int, kl_to_base: float | None, general_loss: float | None = None,
                      kl_on: str = "general", activations: list[tuple[str, int, str, float]] = (),
-                     gradients: list[tuple[str, int, float]] = (), probes: list[ProbeRecord] = ()) -> None:
+                     gradients: list[tuple[str, int, float]] = (), probes: list[ProbeRecord] = (),
+                     updates: list[tuple[str, float]] = ()) -> None:
         """One evaluation's watching of a fine-tune (core/training/watching.py): activations as
         (stack, layer, sublayer, largest |activation|) in forward order, gradients as (stack,
-        layer, norm); a second record at the same step replaces the first."""
+        layer, norm), a LoRA's updates as (adapted layer, update size); a second record at the
+        same step replaces the first."""
         import torch
 
         w = self.watched = self.watched or Watched(kl_on)
         if w.steps and w.steps[-1] == step:
             w.steps.pop()
-            for values in (w.general_loss, w.kl_to_base, w.activation_max, w.grad_norm):
+            for values in (w.general_loss, w.kl_to_base, w.activation_max, w.grad_norm, w.update_size):
                 if len(values) > len(w.steps):
                     values.pop()
             w.probes = [r for r in w.probes if r.step != step]
@@ -253,6 +262,9 @@ class History:
         if gradients:
             w.layers = [[stack, layer] for stack, layer, _ in gradients]
             w.grad_norm.append([norm for *_, norm in gradients])
+        if updates:
+            w.adapters = [name for name, _ in updates]
+            w.update_size.append([size for _, size in updates])
         for record in probes:
             if bool(torch.isfinite(record.attention).all()):  # never a file no loader takes
                 record.attention = record.attention.detach().to("cpu", torch.float32)
@@ -339,12 +351,23 @@ class History:
             data["series"]["kl_to_base"]["on"] = self.watched.kl_on
         data["probes"] = [r.info() for r in self.watched.probes] if self.watched else []
         data["numerics"] = self._numerics_dict()
+        data["lora_updates"] = self.lora_updates()
         snaps = self.snapshots
         data["snapshots"] = None if snaps is None else {
             "step": list(snaps.steps), "source": snaps.source, "target": snaps.target,
             "shape": [len(snaps.steps), *snaps.attention[0].shape] if snaps.attention else [],
         }
         return data
+
+    def lora_updates(self) -> dict | None:
+        """A LoRA fine-tune's update sizes: {"step": [...], "layers": [{"name", "size": [...]}]},
+        each adapted layer's ||scale B A|| / ||W|| at each watched evaluation; None without."""
+        w = self.watched
+        if w is None or not w.update_size:
+            return None
+        return {"step": list(w.steps[: len(w.update_size)]),
+                "layers": [{"name": name, "size": [_round(row[i]) for row in w.update_size]}
+                           for i, name in enumerate(w.adapters)]}
 
     def _numerics_dict(self) -> dict | None:
         """Each point's largest |activation| and headroom to fp16 and bf16 (format's largest value
@@ -543,10 +566,11 @@ def _snapshots(tensors: dict, layers: int, heads: int, max_len: int, vocab_size:
 def _watch_tensors(w: Watched) -> dict[str, torch.Tensor]:
     import torch
 
-    info = {"kl_on": w.kl_on, "points": w.points, "layers": w.layers, "probes": [r.info() for r in w.probes]}
+    info = {"kl_on": w.kl_on, "points": w.points, "layers": w.layers, "probes": [r.info() for r in w.probes],
+            **({"adapters": w.adapters} if w.adapters else {})}
     out = {"watch_steps": torch.tensor(w.steps, dtype=torch.int64),
            "watch_info": torch.frombuffer(bytearray(json.dumps(info).encode()), dtype=torch.uint8)}
-    for name in ("general_loss", "kl_to_base", "activation_max", "grad_norm"):
+    for name in ("general_loss", "kl_to_base", "activation_max", "grad_norm", "update_size"):
         values = getattr(w, name)
         if values:
             out[f"watch_{name}"] = torch.tensor(values, dtype=torch.float32)
@@ -565,11 +589,12 @@ def _watched(tensors: dict, layers: int, heads: int, last: int | None) -> Watche
         raise HistoryError("history watch_info must be UTF-8 JSON bytes (uint8)")
     try:
         info = json.loads(bytes(raw.tolist()).decode("utf-8"))
-        w = Watched(info["kl_on"], info["points"], info["layers"], steps)
+        w = Watched(info["kl_on"], info["points"], info["layers"], steps,
+                    adapters=[str(name) for name in info.get("adapters", [])])
         if w.kl_on not in ("general", "probes") or not isinstance(info["probes"], list):
             raise ValueError
         for name, size in (("general_loss", None), ("kl_to_base", None), ("activation_max", len(w.points)),
-                           ("grad_norm", len(w.layers))):
+                           ("grad_norm", len(w.layers)), ("update_size", len(w.adapters))):
             t = tensors.get(f"watch_{name}")
             if t is None:
                 continue

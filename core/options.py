@@ -95,7 +95,8 @@ def option_for_field(field: str) -> str:
     """The option that sets a config field (core's errors name fields)."""
     by_field = {f: o for o, f in MODEL_OPTIONS.items()}
     by_field.update({"n_encoder_layers": "layers", "n_decoder_layers": "layers",
-                     "min_source_len": "lengths", "max_source_len": "lengths", "probes": "probe"})
+                     "min_source_len": "lengths", "max_source_len": "lengths", "probes": "probe",
+                     "lora_rank": "lora"})
     return by_field.get(field, field)
 
 

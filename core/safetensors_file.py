@@ -2,9 +2,9 @@
 from its storage, so saving never holds the whole file in memory (safetensors.torch.save builds
 it as one bytes object, and needs tensors that share no memory, which a training model's views
 of one flat buffer do: both cost a copy of every tensor, a model and two Adam moments over at a
-fine-tune's save, docs/performance.md). The bytes are safetensors.torch.save's, the same header
+fine-tune's save, docs/performance.md). The file is safetensors.torch.save's: the same header
 (metadata first, tensors ordered by element size, largest first, then by name; padded with
-spaces to 8 bytes) and the same data (tests/core/test_checkpoint.py compares them).
+spaces to 8 bytes) and the same data (tests/core/test_safetensors_file.py compares them).
 """
 
 from __future__ import annotations

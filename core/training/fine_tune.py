@@ -15,13 +15,13 @@ What this module decides, once:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
 
 import torch
 
+from minitx.core.checkpoint import weights_sha256
 from minitx.core.data import pair_ids as files
 from minitx.core.data.imported_task import ImportedTask
 from minitx.core.data.pair_files import DataError
@@ -39,6 +39,9 @@ COMMON_DEFAULTS = {"optimizer": "adamw", "weight_decay": 0.01, "beta1": 0.9, "be
                    "bucket_lengths": False, "length_power": 0.0}
 FAMILY_LR = {"marian": 2e-5, "bart": 2e-5, "t5": 1e-4, "minitx": 1e-4}
 ADAFACTOR_LR = 1e-3  # T5's own (google-research/text-to-text-transfer-transformer #230)
+# A LoRA fine-tune's (peft's own seq2seq LoRA example, examples/conditional_generation, trains at
+# 1e-3): a few small matrices from zero move far less per step than a whole model at 2e-5
+LORA_LR = 1e-3
 
 
 def family_of(task: Task) -> str:
@@ -67,22 +70,12 @@ def train_as_family(model: torch.nn.Module, task: Task) -> None:
             table.padding_idx = None
 
 
-def fine_tune_defaults(family: str, optimizer: str = "adamw") -> dict:
-    """The TrainConfig fields a fine-tune of `family` starts from."""
-    defaults = dict(COMMON_DEFAULTS, lr=FAMILY_LR.get(family, FAMILY_LR["minitx"]))
+def fine_tune_defaults(family: str, optimizer: str = "adamw", lora: bool = False) -> dict:
+    """The TrainConfig fields a fine-tune of `family` starts from (with LoRA: at LORA_LR)."""
+    defaults = dict(COMMON_DEFAULTS, lr=LORA_LR if lora else FAMILY_LR.get(family, FAMILY_LR["minitx"]))
     if optimizer == "adafactor":  # Adafactor decays by its own rule; no Adam moments to tune
         defaults.update(optimizer="adafactor", lr=ADAFACTOR_LR, weight_decay=0.0)
     return defaults
-
-
-def weights_sha256(model: torch.nn.Module) -> str:
-    """sha256 of a model's weights: every tensor of its state_dict by name, as float32 bytes."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        # the tensor's own bytes where it is float32 on the CPU already: no copy of the model
-        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy())
-    return digest.hexdigest()
 
 
 def base_record(name: str, model: torch.nn.Module, task: Task) -> dict:

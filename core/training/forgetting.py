@@ -22,7 +22,8 @@ same tokens (a fine-tune and its base do).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 
 import torch
@@ -56,8 +57,13 @@ def base_log_probs(base: Seq2Seq, batches: Iterable[Batch]) -> list[torch.Tensor
                 for batch in batches]
 
 
-def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor],
-                        batches: Iterable[Batch]) -> tuple[float, float, int]:
+# What the base is run under: nothing for a base of its own; a LoRA fine-tune's model with its
+# adapters off when the base is the model itself (core/model/lora.py's adapters_off)
+BaseView = Callable[[], AbstractContextManager]
+
+
+def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor], batches: Iterable[Batch],
+                        base_view: BaseView = nullcontext) -> tuple[float, float, int]:
     """(summed cross-entropy, summed KL(P_model || P_base), non-padding target positions) over
     every batch, both models teacher-forced on the same ids: each batch's logits serve both.
     `base`: the base model, or its base_log_probs on these batches."""
@@ -74,7 +80,7 @@ def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor],
             logits = model(src, tgt_in)  # (B, T, V)
             mine = logits.float().log_softmax(-1)
             if isinstance(base, Seq2Seq):
-                with eval_mode(base):
+                with eval_mode(base), base_view():
                     theirs = base(src.to(base.device), tgt_in.to(base.device)).float().log_softmax(-1)
             else:
                 theirs = base[i]
@@ -86,20 +92,22 @@ def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor],
     return loss, kl, tokens
 
 
-def kl_to_base(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor], batches: Iterable[Batch]) -> float:
+def kl_to_base(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor], batches: Iterable[Batch],
+               base_view: BaseView = nullcontext) -> float:
     """Mean KL(P_model || P_base) of the next-token distributions over every non-padding target
     position of the batches, both models teacher-forced on the same ids (nats); `base` the base
     model or its base_log_probs on these batches."""
-    _, kl, positions = _summed_loss_and_kl(model, base, batches)
+    _, kl, positions = _summed_loss_and_kl(model, base, batches, base_view)
     if not positions:
         raise ValueError("no target positions to measure the KL on")
     return kl / positions
 
 
-def general_loss_and_kl(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch]) -> tuple[float, float]:
+def general_loss_and_kl(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch],
+                        base_view: BaseView = nullcontext) -> tuple[float, float]:
     """(general_loss, kl_to_base) of the same batches in one pass: each batch's model logits serve
     both (what a watched evaluation measures; a third fewer forward passes than the two apart)."""
-    loss, kl, tokens = _summed_loss_and_kl(model, base, batches)
+    loss, kl, tokens = _summed_loss_and_kl(model, base, batches, base_view)
     if not tokens:
         raise ValueError("no target tokens to measure the loss on")
     return loss / tokens, kl / tokens

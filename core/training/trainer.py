@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from minitx import __version__
-from minitx.core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from minitx.core.checkpoint import Checkpoint, CheckpointError, OpenBase, load_checkpoint, save_checkpoint
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.data.batch import Batch, draw_lengths
 from minitx.core.data.pair_files import DataError
@@ -29,6 +29,7 @@ from minitx.core.data.pair_task import PairSampler
 from minitx.core.data.task import DATA_TASK
 from minitx.core.data.tasks import get_task, task_for_config
 from minitx.core.history import History, snapshot_due
+from minitx.core.model import lora
 from minitx.core.model.transformer import Seq2Seq, set_training
 from minitx.core.training.bug_presets import apply_bug, bug_preset
 from minitx.core.training.divergence import first_non_finite_layer
@@ -163,6 +164,10 @@ class Trainer:
         else:
             self.model = Seq2Seq(model_cfg).to(self.device)
         self.model.checkpoint_layers = train_cfg.gradient_checkpointing
+        # LoRA (core/model/lora.py): the base frozen, peft's adapters the only weights trained
+        self.lora = lora.LoraSpec.of(train_cfg)
+        if self.lora is not None:
+            lora.add_adapters(self.model, self.lora)
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
         self.optimizer = make_optimizer(self.trainable(), train_cfg)
@@ -199,6 +204,8 @@ class Trainer:
         self.run_seconds = 0.0  # wall time of this process's runs: steps, evaluations, snapshots
         self.run_steps = 0  # steps this process's runs took
         origin = base.model if base is not None and base_info is None else watch_base
+        if self.lora is not None:  # the base is this model with its adapters off: no second copy
+            origin = self.model
         self.watcher = watcher_for(self.model, origin, self.task, train_cfg.probes, train_cfg.general,
                                    train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size) \
             if train_cfg.init and train_cfg.watch and origin is not None and self.processes.main else None
@@ -349,7 +356,8 @@ class Trainer:
         n, seed = n or self.cfg.eval_size, self.heldout_seed if seed is None else seed
         if self.cfg.init:  # a fine-tune: also loss per target token, corpus BLEU and chrF (greedy)
             batches = self.task.evaluation_batches(n, seed, FINE_TUNE_EVAL_BATCH)
-            result = score(self.model, self.task, batches, loss=True, text=True)
+            with lora.decoding_merged(self.model):  # the cached decoder reads weights (LoRA's merged)
+                result = score(self.model, self.task, batches, loss=True, text=True)
             self.last_scores = scores_of(result)
         else:
             result = evaluate(self.model, self.task, n, seed=seed,
@@ -459,7 +467,8 @@ class Trainer:
                                        **({"data": self._sampler.state()[0]} if self._sampler else {})}),
             }
         saved = save_checkpoint(path, self.model, self.task, self.summary(),
-                                self.state_tensors() if resumable else None, extra, history=self.history)
+                                self.state_tensors() if resumable else None, extra, history=self.history,
+                                lora_file=lora.LoraFile(self.lora, self.base_info) if self.lora else None)
         for listener in self.listeners:
             listener.on_save(self, saved, resumable)
         return saved
@@ -467,7 +476,7 @@ class Trainer:
     @classmethod
     def resume(cls, path, train_cfg: TrainConfig | None = None,
                model_cfg: ModelConfig | None = None, restart_schedule: bool = False,
-               watch_base: Seq2Seq | None = None) -> Trainer:
+               watch_base: Seq2Seq | None = None, open_base: OpenBase | None = None) -> Trainer:
         """Continue a run from a resumable checkpoint. A train_cfg (and model_cfg), if given,
         must match the saved ones except where core/training/resume.py's rule lets a run change.
 
@@ -476,8 +485,9 @@ class Trainer:
         `restart_schedule` starts a new schedule instead (warmup, then the decay to the floor at
         the new `steps`) from these weights and Adam moments: the way to train a finished run
         further (`schedule_ended` says whether it was). A fine-tune goes on being watched when
-        `watch_base`, the model it started from, is given."""
-        ckpt = load_checkpoint(path)
+        `watch_base`, the model it started from, is given. A LoRA fine-tune's file opens its base
+        through `open_base` (minitx.checkpoints.open_base) and goes on training its adapters."""
+        ckpt = load_checkpoint(path, open_base=open_base, merge=False)
         saved = ckpt.train_config
         if saved is None or not ckpt.resumable:
             raise CheckpointError(f"{path} holds no training state; it cannot be resumed")
@@ -522,7 +532,12 @@ class Trainer:
             self.lr_restart = (step, planned.lr_at(step, self.lr_restart, self.schedule_from))
 
     def _load_state(self, ckpt: Checkpoint, info: dict) -> None:
-        self.model.load_state_dict(ckpt.model.state_dict())
+        if (ckpt.lora is None) != (self.lora is None):
+            raise CheckpointError(f"{ckpt.path}: its LoRA settings and its training config disagree")
+        if ckpt.lora is not None:  # the base's weights are in already (from ckpt.model)
+            lora.load_adapter_tensors(self.model, ckpt.lora.tensors)
+        else:
+            self.model.load_state_dict(ckpt.model.state_dict())
         state = ckpt.train_state
         try:
             params = {n: p for n, p in self.model.named_parameters() if p.requires_grad}

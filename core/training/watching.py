@@ -10,19 +10,22 @@ a model (`minitx train --init`), beside its held-out scores, into the run's hist
   without general pairs, the KL on the probes (teacher-forced on the base's outputs) stands in;
 - numerics (core/interp/numerics.py): each sublayer's largest |activation| (its headroom to
   fp16 and bf16) and each layer's gradient norm, from one forward and backward pass on the first
-  NUMERICS_PAIRS held-out pairs, the run's own gradients left as they were.
+  NUMERICS_PAIRS held-out pairs, the run's own gradients left as they were;
+- a LoRA fine-tune's update sizes: each adapted layer's ||scale B A|| / ||W|| (core/model/lora.py).
 
 The base model is the one the fine-tune started from; its outputs are measured once, and so,
 without general pairs, are its next-token distributions on the probes (what the KL compares
 with), so the Watcher keeps no base model: a fine-tune holds one model's weights, not two
 (docs/performance.md). With general pairs the base is held as it was loaded (copied only where
-its tensors are the model's own or on another device), measured at every evaluation.
+its tensors are the model's own or on another device), measured at every evaluation. A LoRA
+fine-tune's base is the model itself with its adapters off (core/model/lora.py): no copy.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+from contextlib import nullcontext
 
 import torch
 
@@ -31,6 +34,7 @@ from minitx.core.data.task import Task
 from minitx.core.history import History, ProbeRecord
 from minitx.core.interp.decode import cut_after_end, greedy_decode
 from minitx.core.interp.numerics import measure_numerics
+from minitx.core.model import lora
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.fine_tune import general_pairs
 from minitx.core.training.forgetting import (
@@ -118,20 +122,28 @@ class Watcher:
     def __init__(self, model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...] = (),
                  general: list[Batch] | None = None, alarm_rise: float = FORGET_ALARM) -> None:
         self.model, self.task = model, task
+        self.base_view = nullcontext  # what the base is run under (a LoRA's: its adapters off)
+        if base is model:
+            self.base_view = lambda: lora.adapters_off(model)
         self.sources = probe_sources(task, probes, model.cfg.max_len)
         self.general = general or []
         self.alarm_rise = check_forget_alarm(alarm_rise)
         held = task.pairs_batch(task.heldout, torch.arange(min(NUMERICS_PAIRS, len(task.heldout))))
         self.numerics_batch = held
-        self.base_outputs = [out for out, _ in read_probes(base, task, self.sources)]
+        with self.base_view():
+            self.base_outputs = [out for out, _ in read_probes(base, task, self.sources)]
         # the probes teacher-forced on the base's outputs: the KL's stand-in without general pairs
         start = base.generation.start
         self._probe_kl_batch = Batch(src=padded(self.sources, task.src_vocab.pad),
                                      tgt=padded([[start, *o] for o in self.base_outputs], model.cfg.pad_id),
                                      lengths=torch.tensor([len(s) for s in self.sources]))
-        self.base: Seq2Seq | None = None  # the base itself: general pairs' loss and KL, each evaluation
-        self._base_on_probes: list[torch.Tensor] | None = None  # else its (P, T, V) log-probabilities
-        if self.general:
+        # the base itself where it costs no copy (a LoRA's) or general pairs measure it at each
+        # evaluation; else its (P, T, V) log-probabilities on the probes, measured once
+        self.base: Seq2Seq | None = None
+        self._base_on_probes: list[torch.Tensor] | None = None
+        if base is model:
+            self.base = model
+        elif self.general:
             self.base = base if base.device == model.device and not shares_tensors(base, model) \
                 else copy.deepcopy(base).to(model.device)  # a copy only where the base moves as training does
         else:
@@ -151,13 +163,15 @@ class Watcher:
         """Measure the model at `step` into `history`; True when the forgetting alarm goes off here."""
         loss = None
         if self.general:
-            loss, kl = general_loss_and_kl(self.model, self.base, self.general)
+            loss, kl = general_loss_and_kl(self.model, self.base, self.general, self.base_view)
         else:
-            kl = kl_to_base(self.model, self._base_on_probes, [self._probe_kl_batch])
+            kl = kl_to_base(self.model, self._base_on_probes if self.base is None else self.base,
+                            [self._probe_kl_batch], self.base_view)
         alarm = False
         if loss is not None:
             if self.forgetting is None:  # at step 0 the model is its base
-                base_loss = loss if step == 0 else general_loss(self.base, self.general)[0]
+                with self.base_view():
+                    base_loss = loss if step == 0 else general_loss(self.base, self.general)[0]
                 self.forgetting = Forgetting(base_loss, self.alarm_rise)
             alarm = self.forgetting.record(step, loss, kl)
         batch = self.numerics_batch
@@ -165,8 +179,9 @@ class Watcher:
         numerics = measure_numerics(self.model, batch.src.to(device), batch.decoder_input.to(device),
                                     batch.labels.to(device))
         records = []
-        for i, ((out, attention), base_out) in enumerate(zip(read_probes(self.model, self.task, self.sources),
-                                                             self.base_outputs)):
+        with lora.decoding_merged(self.model):  # the cached decoder reads weights (LoRA's merged)
+            read = read_probes(self.model, self.task, self.sources)
+        for i, ((out, attention), base_out) in enumerate(zip(read, self.base_outputs)):
             text, base_text = self.task.format(out), self.task.format(base_out)
             records.append(ProbeRecord(step, i, self.task.format_source(self.sources[i]), text, base_text,
                                        changed_words(text, base_text),
@@ -174,7 +189,8 @@ class Watcher:
                                        attention))
         history.record_watch(step, kl, loss, "general" if self.general else "probes",
                              [(a.stack, a.layer, a.sublayer, a.max) for a in numerics.activations],
-                             [(g.stack, g.layer, g.norm) for g in numerics.gradients], records)
+                             [(g.stack, g.layer, g.norm) for g in numerics.gradients], records,
+                             lora.update_sizes(self.model))
         return alarm
 
     def forgetting_dict(self, history: History) -> dict:

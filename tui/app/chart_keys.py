@@ -13,7 +13,7 @@ from textual.binding import Binding
 from minitx.tui.app.errors import one_line_errors
 from minitx.tui.app.widgets.curve_chart import CurveChart
 from minitx.tui.app.widgets.timeline import Timeline
-from minitx.tui.render.charts import CHARTS, EVALUATION_CHARTS
+from minitx.tui.render.charts import CHARTS, EVALUATION_CHARTS, TABLE_CHARTS
 
 CHART_BINDINGS = [
     Binding("g", "chart('cycle')", "next chart",
@@ -61,8 +61,8 @@ class ChartKeys:
         chart = self.curve_chart().chart
         if parameters == ("toggle_log",) and not CHARTS[chart][1]:
             return f"the {chart} chart has no log scale: g shows the next chart"
-        if parameters != ("cycle",) and chart == "numerics":
-            return "the numerics chart is a table of the evaluations: g shows the next chart"
+        if parameters != ("cycle",) and chart in TABLE_CHARTS:
+            return f"the {chart} chart is a table of the evaluations: g shows the next chart"
         if parameters == ("toggle_smoothing",) and chart in EVALUATION_CHARTS:
             return f"{CHARTS[chart][0]} is never smoothed: each point is one evaluation"
         return None

@@ -77,6 +77,7 @@ class TrainingRun:
             self.halted.set()
 
     def _train(self, cancelled: Callable[[], bool]) -> None:
+        from minitx import checkpoints
         from minitx.core.model.transformer import parameter_breakdown
         from minitx.core.training.threads import set_threads
         from minitx.core.training.trainer import Trainer
@@ -86,7 +87,8 @@ class TrainingRun:
         # the terminal (docs/performance.md).
         set_threads()
         if self.resume_from:  # a fine-tune's file holds its own weights and tokenisers
-            trainer = Trainer.resume(self.resume_from, self.train_cfg, watch_base=self.watch_base())
+            trainer = Trainer.resume(self.resume_from, self.train_cfg, watch_base=self.watch_base(),
+                                     open_base=checkpoints.open_base)
         elif self.train_cfg.init:  # the base's weights are copied: the model on screen stays as it is
             trainer = Trainer(self.model_cfg, self.train_cfg, base=as_checkpoint(self.base))
         else:

@@ -67,6 +67,9 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
         kinds.append(checkpoint.CheckpointError)
     if train is not None:
         kinds.append(train.TrainingDiverged)
+    adapters = sys.modules.get("minitx.core.model.lora")
+    if adapters is not None:  # peft missing: the line names the extra to install
+        kinds.append(adapters.LoraUnavailable)
     return tuple(kinds)
 
 

@@ -230,6 +230,29 @@ MEMORY_OPTIONS = [
 ]
 
 
+def _targets(ctx, param, value):
+    """--lora-targets q_proj,v_proj -> ('q_proj', 'v_proj'); core checks the names."""
+    if value is None:
+        return None
+    return tuple(t.strip() for t in value.split(",") if t.strip())
+
+
+# LoRA (`train --init MODEL --lora R`, core/model/lora.py, docs/training.md "LoRA")
+LORA_OPTIONS = [
+    click.option("--lora", "lora_rank", type=click.IntRange(min=1), metavar="R",
+                 help="Train only rank-R LoRA adapters of the base's attention projections (peft's "
+                      "LoRA); the file holds the adapters and a record of the base. [default: off, "
+                      "a full fine-tune]"),
+    click.option("--lora-alpha", "lora_alpha", type=click.FloatRange(min=0, min_open=True), metavar="A",
+                 help="The adapters' scale is A / R. [default: 8, peft's]"),
+    click.option("--lora-dropout", "lora_dropout", type=click.FloatRange(0, 1, max_open=True), metavar="P",
+                 help="Dropout on the adapters' input. [default: 0]"),
+    click.option("--lora-targets", "lora_targets", callback=_targets, metavar="NAMES",
+                 help="The projections adapted, comma-separated: q_proj, k_proj, v_proj, out_proj. "
+                      "[default: q_proj,v_proj]"),
+]
+
+
 def apply(options):
     """A decorator that adds `options` (a list of click.option decorators) in order."""
 

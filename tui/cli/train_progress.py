@@ -73,7 +73,18 @@ def _fine_tune_what(trainer, params: int) -> str:
             f"{trainer.model_cfg.dropout:g})\n"
             f"on {file}: {c['train']:,} pair{'s' * (c['train'] != 1)} ({c['heldout']:,} held out{cut})\n"
             f"{_schedule_what(trainer)} · {optimiser} · {split} · {trainer.device.type}"
-            + (f" · label smoothing {t.label_smoothing:g}" if t.label_smoothing else ""))
+            + (f" · label smoothing {t.label_smoothing:g}" if t.label_smoothing else "")
+            + (_lora_what(trainer) if trainer.lora is not None else ""))
+
+
+def _lora_what(trainer) -> str:
+    """'LoRA rank 8, alpha 16 on q_proj, v_proj: 24 layers, 98,304 params trained', a line."""
+    spec = trainer.lora
+    trained = sum(p.numel() for p in trainer.trainable())
+    layers = sum(1 for name, _ in trainer.model.named_modules() if name.endswith(".lora_A"))
+    return (f"\nLoRA rank {spec.rank}, alpha {spec.alpha:g}"
+            + (f", dropout {spec.dropout:g}" if spec.dropout else "")
+            + f" on {', '.join(spec.targets)}: {layers} layers, {trained:,} params trained")
 
 
 def _watch_what(trainer) -> str:

@@ -37,7 +37,10 @@ CHARTS = {
     "general_loss": ("general-domain loss", True),
     "kl_to_base": ("KL to the base model", False),
     "numerics": ("fp16 headroom and gradient norm per layer", False),  # the app's table: numerics_text
+    # a LoRA fine-tune's: each adapted layer's ||scale B A|| / ||W|| (a table: update_sizes_text)
+    "lora_updates": ("LoRA update size per adapted layer", False),
 }
+TABLE_CHARTS = ("numerics", "lora_updates")  # tables of the evaluations: no scale, smoothing or x axis
 EVALUATION_CHARTS = ("accuracy", "general_loss", "kl_to_base")  # a point an evaluation, marked
 X_AXES = ("step", "time")
 AXIS_NAMES = {"step": "step", "time": "time"}  # written once, before the x tick labels
@@ -500,6 +503,41 @@ def sparkline(values: list[float], lo: float, hi: float, width: int, log: bool =
         fraction = _Scale(lo, hi, log).fraction(value) if hi > lo else 0.5
         cells.append(SPARKS[max(0, min(len(SPARKS) - 1, round(fraction * (len(SPARKS) - 1))))])
     return "".join(cells).ljust(width)
+
+
+def short_module(name: str) -> str:
+    """'decoder.1.cross_attn.q_proj' -> 'dec L2 cross q' (layers from 1, as numerics names them)."""
+    stack, layer, block, proj = name.split(".")
+    return f"{STACK_SHORT.get(stack, stack)} L{int(layer) + 1} {block.removesuffix('_attn')} " \
+        f"{proj.removesuffix('_proj')}"
+
+
+def update_sizes_text(history: History, width: int, height: int) -> Text:
+    """A LoRA fine-tune's update sizes at each watched evaluation, one row an adapted layer:
+    'dec L2 cross q', a sparkline of ||scale B A|| / ||W|| over the evaluations (how far the
+    layer moved from its base, as a share of its weight), and the latest value."""
+    updates = history.lora_updates()
+    if updates is None:
+        return Text("no LoRA update sizes recorded: a LoRA fine-tune's evaluations record them "
+                    "(train --init MODEL --lora R)", style="italic dim")
+    steps, layers = updates["step"], updates["layers"]
+    names = [short_module(layer["name"]) for layer in layers]
+    label = max(len(n) for n in names)
+    spark = max(4, min(40, width - label - 2 - 10))
+    text = Text(f"LoRA update size ||scale B A|| / ||W|| · {len(steps)} evaluations, step "
+                f"{steps[0]}-{steps[-1]}\n", style="bold", no_wrap=True, overflow="crop")
+    values = [v for layer in layers for v in layer["size"] if v is not None and math.isfinite(v)]
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    shown = list(zip(names, layers))
+    if len(shown) > height - 1:
+        shown = shown[: max(0, height - 2)]
+    for name, layer in shown:
+        sizes = layer["size"]
+        text.append(f"{name:<{label}}  {sparkline(sizes, lo, hi, spark)} {sizes[-1]:>8.3g}\n")
+    if len(shown) < len(layers):
+        text.append(f"… {len(layers) - len(shown)} more layers: a taller terminal shows them", style="dim")
+    text.rstrip()
+    return text
 
 
 def numerics_text(layers: list[tuple[str, list[float], str, list[float]]], steps: list[int],

@@ -66,6 +66,15 @@ def layers_section(diff, top: int = TOP):
     return heading, table
 
 
+def adapters_section(diff):
+    """A LoRA fine-tune's adapted layers and their update sizes, a row each."""
+    heading = "[bold]LoRA adapters[/]: B's update ||scale B A|| / ||W|| per adapted layer, on A's weight"
+    table = _table("adapted layer", "update size")
+    for c in diff.adapters:
+        table.add_row(c.module, f"{c.size:.4g}")
+    return heading, table
+
+
 def heads_section(diff, top: int = TOP):
     """Each decoder layer's cross-attention heads: change 0 to 1, a row per layer."""
     heading = ("[bold]which heads moved[/]: cross-attention change per head (total variation "
@@ -84,7 +93,8 @@ def heads_section(diff, top: int = TOP):
 
 def fine_tune_sections(diff, names: tuple[str, str]) -> list[tuple[str, object]]:
     """(heading, body) of each part, in the order `minitx compare` prints them."""
-    return [scores_section(diff, names), outputs_section(diff), layers_section(diff), heads_section(diff)]
+    return [scores_section(diff, names), outputs_section(diff), layers_section(diff),
+            *([adapters_section(diff)] if diff.adapters else []), heads_section(diff)]
 
 
 def changes_summary(diff, names: tuple[str, str], label: int = 18, column: int = 26):

@@ -16,15 +16,18 @@ from minitx.tui.render.charts import (
     CHARTS,
     EVALUATION_CHARTS,
     STACK_SHORT,
+    TABLE_CHARTS,
     X_AXES,
     chart_text,
     curve_of,
     numerics_text,
     short_point,
+    update_sizes_text,
 )
 
 CHART_ORDER = list(CHARTS)
 WATCH_CHARTS = ("general_loss", "kl_to_base", "numerics")  # a fine-tune's watching: g offers them then
+LORA_CHARTS = ("lora_updates",)  # a LoRA fine-tune's: g offers it once an evaluation recorded it
 
 
 class CurveChart(Widget):
@@ -52,7 +55,9 @@ class CurveChart(Widget):
     def charts(self) -> list[str]:
         """The charts g cycles through: a fine-tune's watching adds its own."""
         watched = any(h.watched is not None for _, h in self.runs)
-        return [c for c in CHART_ORDER if watched or c not in WATCH_CHARTS]
+        adapted = any(h.lora_updates() is not None for _, h in self.runs)
+        return [c for c in CHART_ORDER
+                if (watched or c not in WATCH_CHARTS) and (adapted or c not in LORA_CHARTS)]
 
     def cycle(self, by: int = 1) -> str:
         order = self.charts()
@@ -76,7 +81,7 @@ class CurveChart(Widget):
     def describe(self) -> str:
         """'loss · log · smoothed · by step': what is drawn, for a border title."""
         title, log_allowed = CHARTS[self.chart]
-        if self.chart == "numerics":  # a table of the evaluations: no scale, smoothing or x axis
+        if self.chart in TABLE_CHARTS:  # a table of the evaluations: no scale, smoothing or x axis
             return title
         parts = [title]
         if log_allowed:
@@ -94,6 +99,11 @@ class CurveChart(Widget):
             steps = watched.steps[: len(watched.activation_max)] if watched is not None else []
             text = numerics_text(numerics_rows(watched) if steps else [], steps, self.size.width,
                                  self.size.height)
+            text.no_wrap, text.overflow = True, "crop"
+            return text
+        if self.chart == "lora_updates":  # the first run that has them (a table, not curves)
+            history = next((h for _, h in self.runs if h.lora_updates() is not None), self.runs[0][1])
+            text = update_sizes_text(history, self.size.width, self.size.height)
             text.no_wrap, text.overflow = True, "crop"
             return text
         curves = [curve_of(label, history, self.chart, self.x_axis, self.smoothed)

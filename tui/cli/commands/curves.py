@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-CHART_NAMES = ["loss", "accuracy", "lr", "grad_norm", "general_loss", "kl_to_base"]
+CHART_NAMES = ["loss", "accuracy", "lr", "grad_norm", "general_loss", "kl_to_base", "lora_updates"]
 
 
 @click.command("curves", short_help="Training curves of runs: charts, CSV or JSON.")
@@ -36,6 +36,7 @@ def curves_cmd(runs, charts, x_axis, scale, smooth, height, fmt, out) -> None:
       minitx curves run.jsonl --chart lr --chart grad_norm --x time
       minitx curves run.safetensors --format csv --out run.csv
       minitx curves ft.safetensors --chart general_loss  # forgetting
+      minitx curves lora.safetensors --chart lora_updates  # each adapter's size
 
     A checkpoint keeps at most 2,000 points per series (thinned evenly, first and last kept);
     a --metrics file has every step. docs/curves.md explains what is recorded.
@@ -99,12 +100,17 @@ def _charts(loaded, charts, x_axis, log, smooth, height, out) -> str:
     from rich.text import Text
 
     from minitx.tui.cli.common import console
-    from minitx.tui.render.charts import chart_text, curve_of
+    from minitx.tui.render.charts import chart_text, curve_of, update_sizes_text
 
     terminal = console() if out is None else Console(file=io.StringIO(), width=100, color_system=None)
     width = max(40, terminal.width)
     parts = [_summary(label, history, width) for label, _, history in loaded]
     for chart in charts:
+        if chart == "lora_updates":  # a table per run: each adapted layer's update size
+            parts += [Text(""), *(Text.assemble((f"{label}\n", "bold"),
+                                                update_sizes_text(history, width, height * len(loaded) + 200))
+                                  for label, _, history in loaded)]
+            continue
         curves = [curve_of(label, history, chart, x_axis, smooth) for label, _, history in loaded]
         parts += [Text(""), chart_text(curves, chart, width, log=log, x_axis=x_axis, plot_rows=height)]
     recorder = Console(file=io.StringIO(), width=width, record=True,

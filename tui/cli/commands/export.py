@@ -30,6 +30,7 @@ from minitx.tui.cli.common import (
 KEEP_METADATA = ("train_config",)
 TRACE_FORMATS = ["json", "csv", "svg", "html"]
 HF_FORMAT = "hf"  # a Hugging Face folder that transformers opens
+PEFT_FORMAT = "peft"  # a LoRA fine-tune's adapters as a PEFT folder (peft's PeftModel opens it)
 
 
 @click.command("export", short_help="Inference-only copy, Hugging Face folder, or a trace file.")
@@ -38,7 +39,7 @@ HF_FORMAT = "hf"  # a Hugging Face folder that transformers opens
     "--out",
     "out",
     type=click.Path(),
-    help="File to write (for a trace, stdout when omitted); with --format hf, the folder.",
+    help="File to write (for a trace, stdout when omitted); with --format hf or peft, the folder.",
 )
 @click.option(
     "--dtype",
@@ -55,12 +56,14 @@ HF_FORMAT = "hf"  # a Hugging Face folder that transformers opens
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice([*TRACE_FORMATS, HF_FORMAT]),
+    type=click.Choice([*TRACE_FORMATS, HF_FORMAT, PEFT_FORMAT]),
     default=None,
     help="Trace format [default: from --out's suffix, else json], or hf: the model as a Hugging Face "
-         "folder (config.json, model.safetensors, generation_config.json, tokeniser files).",
+         "folder (config.json, model.safetensors, generation_config.json, tokeniser files; a LoRA "
+         "fine-tune merged), or peft: a LoRA fine-tune's adapters as a PEFT adapter folder.",
 )
-@click.option("--force", is_flag=True, help="With --format hf: replace a folder --out that is not empty.")
+@click.option("--force", is_flag=True,
+              help="With --format hf or peft: replace a folder --out that is not empty.")
 @click.option(
     "--numbers/--no-numbers",
     default=True,
@@ -83,6 +86,7 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, force, numbers, keep_history
       minitx export run.safetensors --out small.safetensors --dtype float16
       minitx export run.safetensors --out shared.safetensors --history
       minitx export tuned.safetensors --format hf --out opus-mt-en-de-tuned/
+      minitx export lora.safetensors --format peft --out opus-mt-en-de-lora/
       minitx export reverse --trace "3 1 4 1 5" --format svg --out reverse.svg
       minitx export reverse --trace "3 1 4 1 5" --format csv > trace.csv
       minitx export reverse --trace "3 1 4 1 5" --format html --out trace.html
@@ -97,15 +101,17 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, force, numbers, keep_history
     --format hf writes a folder that transformers' AutoModelForSeq2SeqLM.from_pretrained and
     AutoTokenizer open, whose generate() gives minitx's outputs: a Marian, T5 or BART model as
     its family (docs/huggingface.md); a model of minitx's own as the family whose options it
-    has, or refused naming the option none has.
+    has, or refused naming the option none has. --format peft writes a LoRA fine-tune's
+    adapters as a PEFT folder that peft's PeftModel.from_pretrained puts on its base
+    (--format hf writes the merged model).
     """
     from minitx.core.checkpoint import save_checkpoint, write_atomic
 
-    if fmt == HF_FORMAT:
-        _export_folder(ckpt, out, force, dtype, trace_source, keep_history, ablate)
+    if fmt in (HF_FORMAT, PEFT_FORMAT):
+        _export_folder(ckpt, out, force, dtype, trace_source, keep_history, ablate, fmt)
         return
     if force:
-        raise click.UsageError("--force applies to --format hf")
+        raise click.UsageError("--force applies to --format hf or peft")
 
     if trace_source is not None and dtype is not None:
         raise click.UsageError("--dtype applies to checkpoint exports, not to --trace")
@@ -157,14 +163,15 @@ def export_cmd(ckpt, out, dtype, trace_source, fmt, force, numbers, keep_history
     click.echo(f"wrote the {fmt} trace of {trace['source']!r} to {out}", err=True)
 
 
-def _export_folder(ckpt, out, force, dtype, trace_source, keep_history, ablate) -> None:
-    """--format hf: the checkpoint as a Hugging Face folder."""
+def _export_folder(ckpt, out, force, dtype, trace_source, keep_history, ablate, fmt=HF_FORMAT) -> None:
+    """--format hf: the checkpoint as a Hugging Face folder; --format peft: a LoRA fine-tune's
+    adapters as a PEFT adapter folder."""
     for given, flag in ((trace_source, "--trace"), (dtype, "--dtype"), (keep_history, "--history"),
                         (ablate, "--ablate")):
         if given:
-            raise click.UsageError(f"{flag} does not apply to --format hf")
+            raise click.UsageError(f"{flag} does not apply to --format {fmt}")
     if out is None:
-        raise click.UsageError("--format hf writes a folder: give --out DIR")
+        raise click.UsageError(f"--format {fmt} writes a folder: give --out DIR")
     from minitx.core.importing.hf_export import ExportError, check_out, export_folder
 
     try:
@@ -172,6 +179,9 @@ def _export_folder(ckpt, out, force, dtype, trace_source, keep_history, ablate) 
     except ExportError as e:
         raise BadArgument(f"--out: {e}") from None
     checkpoint = load_checkpoint_arg(ckpt)
+    if fmt == PEFT_FORMAT:
+        _export_peft(checkpoint, ckpt, out, force)
+        return
     try:
         done = export_folder(checkpoint.model, checkpoint.task, out, force)
     except ExportError as e:
@@ -179,6 +189,24 @@ def _export_folder(ckpt, out, force, dtype, trace_source, keep_history, ablate) 
     how = "the family whose options it has" if done.matched else "its own family"
     click.echo(f"exported {out}: a {done.family} folder ({how}) that transformers opens")
     click.echo(textwrap.fill(", ".join(done.files), width=78, initial_indent="  ", subsequent_indent="  "))
+
+
+def _export_peft(checkpoint, ckpt, out, force) -> None:
+    """--format peft: the adapters of a LoRA fine-tune, named as transformers' model names its layers."""
+    from minitx.core.importing.hf_export import ExportError
+    from minitx.core.importing.peft_export import export_peft
+    from minitx.core.model.lora import LoraUnavailable
+
+    if checkpoint.lora is None:
+        raise BadArgument(f"{ckpt or 'reverse'} is no LoRA fine-tune (train --init MODEL --lora R makes "
+                          "one); --format hf writes a whole model")
+    try:
+        files = export_peft(checkpoint.model, checkpoint.task, checkpoint.lora, out, force)
+    except (ExportError, LoraUnavailable) as e:
+        raise BadArgument(f"{ckpt}: {e}") from None
+    click.echo(f"exported {out}: the LoRA adapters as a PEFT folder (PeftModel.from_pretrained on "
+               f"{checkpoint.lora.base.get('init')} opens it)")
+    click.echo(textwrap.fill(", ".join(files), width=78, initial_indent="  ", subsequent_indent="  "))
 
 
 def _json(trace: dict, title: str, numbers: bool) -> str:

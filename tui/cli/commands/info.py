@@ -41,6 +41,9 @@ def inspect_data(ckpt, progress=None) -> dict:
         "format_version": meta.get("format_version"),
         "minitx_version": meta.get("minitx_version"),
         "resumable": ckpt.resumable,
+        **({"lora": {**ckpt.lora.spec.to_dict(),
+                     "adapter_params": sum(t.numel() for t in ckpt.lora.tensors.values())}}
+           if ckpt.lora is not None else {}),
         "task": {
             **{k: v for k, v in task.to_dict().items() if k != "heldout"},  # ids: --json of eval
             "description": task.description,
@@ -165,6 +168,10 @@ def inspect_cmd(ckpt, as_json) -> None:
 
         out.print(escape(f"fine-tuned from {base.get('init')} ({base.get('family')}; the base's weights: "
                          f"sha256 {str(base.get('sha256'))[:16]}…)"), highlight=False)
+    if "lora" in info:  # the file holds adapters; the base was opened and they were merged into it
+        a = info["lora"]
+        out.print(f"LoRA adapters, rank {a['rank']}, alpha {a['alpha']:g} on {', '.join(a['targets'])} "
+                  f"({a['adapter_params']:,} params), applied to the base", highlight=False)
     if "imported" in info:
         out.print(_imported(info["imported"]), highlight=False)
     elif "huggingface" in info:

@@ -61,7 +61,8 @@ RUN_OPTIONS = [
 @click.command("train")
 @model_options.recipe_option
 @model_options.apply(model_options.TASK_OPTIONS + model_options.TRAINING_OPTIONS
-                      + model_options.FINE_TUNE_OPTIONS + model_options.MEMORY_OPTIONS
+                      + model_options.FINE_TUNE_OPTIONS + model_options.LORA_OPTIONS
+                      + model_options.MEMORY_OPTIONS
                       + model_options.MODEL_OPTIONS + RUN_OPTIONS)
 def train_cmd(**opts) -> None:
     """Train a model and save it as a checkpoint.
@@ -81,6 +82,7 @@ def train_cmd(**opts) -> None:
       minitx train --data train.tsv --valid valid.tsv --tokens word
       minitx train --task dates --steps 3000 --out dates.safetensors
       minitx train --init opus-mt-en-de/ --data mine.tsv --out ft.safetensors
+      minitx train --init opus-mt-en-de/ --data mine.tsv --lora 8  # adapters only
       torchrun --nproc_per_node 8 -m minitx train --init t5-small --data big.tsv
 
     docs/training.md describes the recipes, docs/components.md the component switches
@@ -152,6 +154,7 @@ def train_cmd(**opts) -> None:
 def _prepare(opts):
     """(trainer, where it saves) from the options, before any training: every problem with
     the options, the files or the saved run is a usage error (exit 2)."""
+    from minitx import checkpoints
     from minitx.core.checkpoint import CheckpointError, check_writable
     from minitx.core.options import option_for_field
     from minitx.core.training.trainer import Trainer
@@ -175,7 +178,7 @@ def _prepare(opts):
                                       "it cannot be resumed")
             model_cfg, train_cfg = model_options.configs(saved_model, saved_train, opts)
             trainer = Trainer.resume(opts["resume"], train_cfg, model_cfg, opts["restart_schedule"],
-                                     _watch_base(saved))
+                                     _watch_base(saved), open_base=checkpoints.open_base)
             out_path = Path(opts["out"] or opts["resume"])
         else:
             model_cfg, train_cfg = model_options.configs(*model_options.recipe_configs(opts["recipe"]), opts)
@@ -232,7 +235,8 @@ def _fine_tune(opts):
         base = load_checkpoint_arg(opts["init"])  # not a model: exit 2, naming it
     except BadArgument as e:
         raise BadArgument(f"--init: {e}") from None
-    defaults = fine_tune_defaults(family_of(base.task), opts["optimizer"] or "adamw")
+    defaults = fine_tune_defaults(family_of(base.task), opts["optimizer"] or "adamw",
+                                  lora=bool(opts.get("lora_rank")))
     train_cfg = TrainConfig(task=DATA_TASK, data=opts["data"], init=opts["init"], **defaults)
     dropout = folder_dropout(base.task)  # a folder's config.json; else the checkpoint's own
     model_cfg = base.model_config if dropout is None else base.model_config.replace(dropout=dropout)
@@ -246,8 +250,8 @@ def _watch_base(saved):
     from minitx.core.training.fine_tune import is_recorded_base
 
     train = saved.train_config
-    if train is None or not train.init or not train.watch:
-        return None
+    if train is None or not train.init or not train.watch or saved.lora is not None:
+        return None  # (a LoRA run watches its own model with the adapters off)
     try:
         base = load_checkpoint_arg(train.init)
     except BadArgument:

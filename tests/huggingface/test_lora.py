@@ -1,0 +1,169 @@
+"""LoRA fine-tunes (`train --init MODEL --lora R`, core/model/lora.py) held to transformers + peft:
+on tiny folders made by transformers, five steps of minitx's Trainer give the adapters a plain
+transformers loop with peft's LoraConfig gives (same initial adapters, same pairs, AdamW); the
+file holds the adapters and its base's record and opens through the base; a PEFT folder exported
+from it loads into transformers' model with no missing or unexpected key and decodes as minitx."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+
+from minitx import checkpoints
+from minitx.core.checkpoint import CheckpointError, read_raw
+from minitx.core.config import TrainConfig
+from minitx.core.importing.peft_export import PEFT_PREFIX, export_peft, hf_module_names
+from minitx.core.interp.decode import greedy_decode
+from minitx.core.model import lora
+from minitx.core.training.fine_tune import fine_tune_defaults
+from minitx.core.training.trainer import Trainer
+from tests.huggingface.changed_folders import write_pairs
+from tests.huggingface.conftest import reference_tokeniser
+from tests.huggingface.test_exact import generate, generated
+from tests.huggingface.tiny_folders import load_reference, save_model
+
+peft = pytest.importorskip("peft")
+
+PAIRS = [("the cat sat on the mat", "die Katze sass auf der Matte"),
+         ("a red house", "ein rotes Haus"),
+         ("green trees and blue sky over the old town", "gruene Baeume und blauer Himmel"),
+         ("good morning", "guten Morgen"),
+         ("where is the station", "wo ist der Bahnhof")]
+STEPS = 5
+LR = 1e-2  # large enough that five steps move every adapter well past rounding
+
+
+@pytest.fixture(scope="module", params=("marian", "t5"))
+def folder(request, tmp_path_factory):
+    return request.param, save_model(tmp_path_factory.mktemp(request.param) / request.param, request.param)
+
+
+def lora_config(data, path, family: str, **fields) -> TrainConfig:
+    """Every pair in every step (the whole file trains, and is what the run is measured on)."""
+    return TrainConfig(task="data", data=str(data), valid=str(data), init=str(path),
+                       **{**fine_tune_defaults(family), "lr": LR, "batch_size": len(PAIRS), "steps": STEPS,
+                          "eval_every": 0, "device": "cpu", "lora_rank": 4, "lora_alpha": 16.0, **fields})
+
+
+def lora_trainer(family, path, tmp_path, **fields) -> Trainer:
+    data = write_pairs(tmp_path / "pairs.tsv", PAIRS)
+    base = checkpoints.load(str(path))
+    cfg = lora_config(data, path, family, **fields)
+    return Trainer(base.model_config.replace(dropout=0.0), cfg, base=base)
+
+
+def test_lora_fine_tune_gives_the_adapters_of_transformers_and_peft_after_five_steps(folder, tmp_path):
+    family, path = folder
+    trainer = lora_trainer(family, path, tmp_path)
+    trained = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trained and all(".lora_" in n for n in trained)  # only the adapters train
+    start = {k: t.clone() for k, t in lora.adapter_tensors(trainer.model).items()}
+    for _ in range(STEPS):
+        trainer.train_step()
+    mine = lora.adapter_tensors(trainer.model)
+
+    reference = load_reference(path)
+    names = hf_module_names(family if family != "t5" else "t5", trainer.model)
+    config = peft.LoraConfig(r=4, lora_alpha=16.0, lora_dropout=0.0,
+                             target_modules=sorted(names[m.removesuffix(".lora_A")] for m in start
+                                                   if m.endswith(".lora_A")))
+    reference = peft.get_peft_model(reference, config)
+    theirs = dict(reference.named_parameters())
+    with torch.no_grad():  # the same initial adapters (peft draws A at random)
+        for name, t in start.items():
+            module, _, part = name.rpartition(".")
+            theirs[f"{PEFT_PREFIX}{names[module]}.{part}.default.weight"].copy_(t)
+    tokeniser = reference_tokeniser(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        batch = tokeniser([s for s, _ in PAIRS], text_target=[t for _, t in PAIRS], padding=True,
+                          return_tensors="pt")
+    labels = batch["labels"].masked_fill(batch["labels"] == tokeniser.pad_token_id, -100)
+    params = [p for p in reference.parameters() if p.requires_grad]
+    assert len(params) == len(mine)
+    cfg = trainer.cfg
+    optimiser = torch.optim.AdamW(params, lr=LR, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
+                                  weight_decay=cfg.weight_decay)
+    reference.eval()
+    for _ in range(STEPS):
+        optimiser.zero_grad()
+        loss = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.clip_grad_norm)
+        optimiser.step()
+    bad = []
+    for name, t in mine.items():
+        module, _, part = name.rpartition(".")
+        expected = theirs[f"{PEFT_PREFIX}{names[module]}.{part}.default.weight"].detach()
+        assert not torch.equal(t, start[name])  # it moved
+        if float((t - expected).abs().max()) > 1e-5:
+            bad.append(name)
+    assert not bad, f"{family} adapters differ from peft's: {bad}"
+
+
+def test_lora_file_holds_adapters_and_opens_through_its_base(folder, tmp_path):
+    family, path = folder
+    trainer = lora_trainer(family, path, tmp_path, steps=3)
+    trainer.run()
+    out = trainer.save(tmp_path / "ft.safetensors")
+    tensors, _ = read_raw(out)
+    assert not [k for k in tensors if k.startswith("model.")]  # no base weights: its record instead
+    adapters = {k for k in tensors if k.startswith("lora.")}
+    assert adapters == {f"lora.{k}" for k in lora.adapter_tensors(trainer.model)}
+    opened = checkpoints.load(str(out))
+    assert opened.lora is not None and opened.lora.base["sha256"]
+    assert not lora.has_adapters(opened.model)  # merged: an ordinary model for every command
+    src = torch.tensor([opened.task.parse(s) for s, _ in PAIRS[:1]])
+    with lora.decoding_merged(trainer.model):
+        expected = greedy_decode(trainer.model, src, 12)
+    assert torch.equal(greedy_decode(opened.model, src, 12), expected)
+    assert all(float(b.abs().max()) > 0 for k, b in opened.lora.tensors.items() if k.endswith("lora_B"))
+
+
+def test_lora_file_says_when_its_base_is_missing_or_changed(tmp_path):
+    path = save_model(tmp_path / "marian", "marian")
+    trainer = lora_trainer("marian", path, tmp_path, steps=1)
+    trainer.run()
+    out = trainer.save(tmp_path / "ft.safetensors")
+    weights = path / "model.safetensors"
+    from safetensors.torch import load_file, save_file
+    state = load_file(str(weights))
+    changed = {k: (t + 0.01 if k.endswith("fc1.weight") else t) for k, t in state.items()}
+    save_file(changed, str(weights), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="whose weights have changed"):
+        checkpoints.load(str(out))
+    moved = tmp_path / "elsewhere"
+    path.rename(moved)
+    with pytest.raises(CheckpointError, match="LoRA fine-tune of .*cannot be opened") as e:
+        checkpoints.load(str(out))
+    assert "\n" not in str(e.value)
+
+
+def test_exported_peft_folder_loads_in_transformers_and_decodes_as_minitx(folder, tmp_path):
+    from peft import PeftModel
+
+    family, path = folder
+    trainer = lora_trainer(family, path, tmp_path, steps=3)
+    trainer.run()
+    saved = checkpoints.load(str(trainer.save(tmp_path / "ft.safetensors")))
+    out = tmp_path / "adapter"
+    files = export_peft(saved.model, saved.task, saved.lora, out)
+    assert files == ["adapter_config.json", "adapter_model.safetensors"]
+    assert json.loads((out / "adapter_config.json").read_text())["r"] == 4
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = PeftModel.from_pretrained(load_reference(path), str(out)).eval()
+    told = [str(w.message).lower() for w in caught]
+    assert not [w for w in told if "missing" in w or "unexpected" in w]
+    loaded = model.load_adapter(str(out), adapter_name="again")
+    assert not loaded.unexpected_keys
+    assert not [k for k in loaded.missing_keys if "lora_" in k]
+    tokeniser = reference_tokeniser(path)
+    batch = tokeniser([s for s, _ in PAIRS], padding=True, return_tensors="pt")
+    src, mask = batch["input_ids"], batch["attention_mask"]
+    with torch.no_grad():
+        assert generated(saved.model, src) == generate(model, src, mask)
