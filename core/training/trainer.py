@@ -168,6 +168,10 @@ class Trainer:
         self.lora = lora.LoraSpec.of(train_cfg)
         if self.lora is not None:
             lora.add_adapters(self.model, self.lora)
+            if train_cfg.precision == "bf16":  # the frozen base's matrices held in bf16: half their
+                for p in self.model.parameters():  # memory; every pass of the run is under autocast
+                    if not p.requires_grad and p.dim() >= 2:  # (norms and biases stay float32)
+                        p.data = p.data.to(torch.bfloat16)
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
         self.optimizer = make_optimizer(self.trainable(), train_cfg)
@@ -206,9 +210,11 @@ class Trainer:
         origin = base.model if base is not None and base_info is None else watch_base
         if self.lora is not None:  # the base is this model with its adapters off: no second copy
             origin = self.model
-        self.watcher = watcher_for(self.model, origin, self.task, train_cfg.probes, train_cfg.general,
-                                   train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size) \
-            if train_cfg.init and train_cfg.watch and origin is not None and self.processes.main else None
+        self.watcher = None
+        if train_cfg.init and train_cfg.watch and origin is not None and self.processes.main:
+            with self.precision():  # the base's outputs are read as the run computes
+                self.watcher = watcher_for(self.model, origin, self.task, train_cfg.probes, train_cfg.general,
+                                           train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size)
         self.base_scores: dict | None = None  # a fine-tune's held-out scores of its base (step 0)
         self.last_scores: dict | None = None  # ... and of its latest evaluation
 
@@ -318,7 +324,7 @@ class Trainer:
         for i, rows in enumerate(micro):
             last = i == len(micro) - 1
             with nullcontext() if last or self._ddp is None else self._ddp.no_sync():
-                with self.step_precision():
+                with self.precision():
                     logits = model(src[rows], decoder_input[rows])  # (b, T, V)
                 logits = logits.float()  # the loss in float32 whatever the forward's precision
                 part = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[rows].reshape(-1),
@@ -328,16 +334,18 @@ class Trainer:
             total += part.detach()
         return self.processes.sum(total) / tokens
 
-    def step_precision(self):
-        """The context of a step's forward: bfloat16 autocast for precision bf16 (matrix products
-        in bf16, the weights the optimiser updates kept in float32), nothing for fp32."""
+    def precision(self):
+        """The context the run computes in (its steps' forward, evaluations, snapshots, watching):
+        bfloat16 autocast for precision bf16 (matrix products in bf16; the weights the optimiser
+        updates kept in float32, a LoRA's frozen base in bf16), nothing for fp32."""
         if self.cfg.precision == "bf16":
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return nullcontext()
 
     def snapshot(self) -> None:
         """Record the probe source's cross-attention (every layer and head) at this step."""
-        result = probe(self.model, self.task, self.probe_batch)
+        with self.precision():
+            result = probe(self.model, self.task, self.probe_batch)
         self.history.record_snapshot(self.step_count, result.src, result.target,
                                      result.cross_attention)  # (L, h, T, S)
         for listener in self.listeners:
@@ -356,13 +364,15 @@ class Trainer:
         n, seed = n or self.cfg.eval_size, self.heldout_seed if seed is None else seed
         if self.cfg.init:  # a fine-tune: also loss per target token, corpus BLEU and chrF (greedy)
             batches = self.task.evaluation_batches(n, seed, FINE_TUNE_EVAL_BATCH)
-            with lora.decoding_merged(self.model):  # the cached decoder reads weights (LoRA's merged)
+            # the cached decoder reads weights (LoRA's merged)
+            with lora.decoding_merged(self.model), self.precision():
                 result = score(self.model, self.task, batches, loss=True, text=True)
             self.last_scores = scores_of(result)
         else:
-            result = evaluate(self.model, self.task, n, seed=seed,
-                              batch_size=EARLY_STOP_BATCH if stop_below else 500,
-                              teacher_forced=True, stop_below=stop_below)
+            with self.precision():
+                result = evaluate(self.model, self.task, n, seed=seed,
+                                  batch_size=EARLY_STOP_BATCH if stop_below else 500,
+                                  teacher_forced=True, stop_below=stop_below)
         self.eval_seconds += time.perf_counter() - start
         self.last_accuracy = result.accuracy
         # an evaluation stopped early (--until out of reach) measured a few examples: no figure
@@ -379,7 +389,8 @@ class Trainer:
         counts as evaluation's)."""
         if self.watcher is not None:
             start = time.perf_counter()
-            self.watcher.watch(self.step_count, self.history)
+            with self.precision():
+                self.watcher.watch(self.step_count, self.history)
             self.eval_seconds += time.perf_counter() - start
 
     def run(self, *listeners: RunListener, until_step: int | None = None) -> StepStats | None:

@@ -97,3 +97,23 @@ def test_bf16_and_checkpointing_are_kept_in_the_run_config_and_omitted_at_their_
     assert not {"precision", "gradient_checkpointing"} & TrainConfig().to_dict().keys()
     with pytest.raises(ValueError, match="precision"):
         TrainConfig(precision="fp16")
+
+
+def test_under_lora_bf16_holds_the_frozen_matrices_in_bf16_and_the_loss_stays_near_fp32(marian):
+    fp32 = trainer_of(marian, dropout=0.0, lora_rank=4)
+    bf16 = trainer_of(marian, dropout=0.0, lora_rank=4, precision="bf16")
+    frozen = [p for p in bf16.model.parameters() if not p.requires_grad and p.dim() >= 2]
+    assert frozen and {p.dtype for p in frozen} == {torch.bfloat16}
+    assert {p.dtype for p in bf16.trainable()} == {torch.float32}  # the adapters train in float32
+    for _ in range(3):
+        want, got = fp32.train_step().loss, bf16.train_step().loss
+        assert abs(got - want) <= BF16_LOSS_TOLERANCE * want, (got, want)
+    assert bf16.evaluate().n > 0  # evaluation and watching run on the bf16 base too
+
+
+def test_gradient_checkpointing_gives_a_loras_adapters_the_same_gradients(marian):
+    plain = gradients(trainer_of(marian, lora_rank=4))
+    again = gradients(trainer_of(marian, lora_rank=4, gradient_checkpointing=True))
+    assert plain.keys() == again.keys() and all("lora" in name for name in plain)
+    for name, grad in plain.items():
+        assert float((again[name] - grad).abs().max()) <= 1e-6 * max(1.0, float(grad.abs().max())), name
