@@ -175,11 +175,8 @@ class Trainer:
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
         self.optimizer = make_optimizer(self.trainable(), train_cfg)
-        if base is not None:  # what trains still in the base's storage (Adafactor keeps no buffer
-            stored = {p.data_ptr() for p in base.model.parameters()}  # of weights): its own copy,
-            for p in self.trainable():  # so training never changes the base a caller holds
-                if p.data_ptr() in stored:
-                    p.data = p.data.clone()
+        if base is not None:
+            self._own_tensors(base.model)
         # torch.distributed's data parallel: gradients averaged over the processes in backward
         self._ddp = torch.nn.parallel.DistributedDataParallel(
             self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None) \
@@ -217,6 +214,19 @@ class Trainer:
                                            train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size)
         self.base_scores: dict | None = None  # a fine-tune's held-out scores of its base (step 0)
         self.last_scores: dict | None = None  # ... and of its latest evaluation
+
+    def _own_tensors(self, base: Seq2Seq) -> None:
+        """A copy of each tensor the model still shares with `base` (it took the base's tensors,
+        and the optimiser moved what it trains into its own buffers): training never changes the
+        base a caller holds (Adafactor keeps no buffer of weights), and a base read from a file
+        (memory-mapped: one small view keeps the whole file resident) is freed once the caller
+        lets it go. Not a LoRA's in float32: its frozen base is the loaded tensors themselves."""
+        if self.lora is not None and self.cfg.precision == "fp32":
+            return
+        stored = {t.data_ptr() for t in (*base.parameters(), *base.buffers())}
+        for t in (*self.model.parameters(), *self.model.buffers()):
+            if t.data_ptr() in stored:
+                t.data = t.data.clone()
 
     def trainable(self) -> list[torch.nn.Parameter]:
         """The parameters the optimiser changes (a fine-tune keeps some as its family does)."""
