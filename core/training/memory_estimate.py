@@ -29,6 +29,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from minitx.core.config import ModelConfig, TrainConfig
+from minitx.core.model import lora
 from minitx.core.model.transformer import Seq2Seq
 
 PROCESS_BYTES = 400 * 2**20  # python, torch, tokenisers and the data: `import torch` alone is ~220 MiB
@@ -38,6 +39,7 @@ PROCESS_BYTES = 400 * 2**20  # python, torch, tokenisers and the data: `import t
 ACTIVATION_WIDTHS = {"encoder": (12, 3), "decoder": (20, 3)}
 ESTIMATE_FACTOR = 1.5  # the peak measured is within this factor of the estimate, either way
 SMALLER_BATCHES = (8, 4, 2, 1)  # batch sizes a refusal tries, under the one asked for
+SUGGESTED_LORA_RANK = 16  # the rank a refusal suggests
 GB = 1e9
 
 
@@ -101,11 +103,18 @@ def estimate(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, target
     `source` and `target` positions. `model`: the model as it will train (which parameters
     train, their dtypes: a LoRA model), else one of model_cfg's, every parameter trained.
     `watched_base`: the base is kept beside it (watching with general pairs)."""
+    bf16 = train_cfg.precision == "bf16"
+    spec = lora.LoraSpec.of(train_cfg)
     model = model if model is not None else shapes_model(model_cfg)
     params = list({id(p): p for p in model.parameters()}.values())  # a tied table once
-    trained = [p for p in params if p.requires_grad]
-    bf16 = train_cfg.precision == "bf16"
-    weights = sum(p.numel() * (4 if p.requires_grad else p.element_size()) for p in params)
+    if spec is None:
+        trained = [p for p in params if p.requires_grad]
+        weights = sum(p.numel() * (4 if p.requires_grad else p.element_size()) for p in params)
+    else:  # every weight frozen (its matrices in bf16 under bf16), rank x (in + out) adapters trained
+        trained = [torch.empty(spec.rank, m.in_features + m.out_features, device="meta")
+                   for m in map(model.get_submodule, lora.target_modules(model, spec))]
+        weights = sum(p.numel() * (2 if bf16 and p.dim() >= 2 else 4) for p in params) \
+            + 4 * sum(t.numel() for t in trained)
     return MemoryEstimate(
         weights=weights,
         gradients=4 * sum(p.numel() for p in trained),
@@ -138,6 +147,8 @@ class WontFit(ValueError):
 def option_flags(train_cfg: TrainConfig, asked: TrainConfig) -> str:
     """The command-line options that turn `asked` into `train_cfg`."""
     flags = []
+    if train_cfg.lora_rank != asked.lora_rank:
+        flags.append(f"--lora {train_cfg.lora_rank}")
     if train_cfg.precision != asked.precision:
         flags.append(f"--precision {train_cfg.precision}")
     if train_cfg.gradient_checkpointing and not asked.gradient_checkpointing:
@@ -151,13 +162,15 @@ def check_fits(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, targ
                device: torch.device, watched_base: bool = False,
                available: int | None = None) -> MemoryEstimate:
     """The estimate, or WontFit: one line with the estimate, what the machine has, and the first
-    settings (bf16, checkpointing, then smaller batches) that would fit."""
+    settings (checkpointing, bf16, both, then LoRA, then smaller batches) that would fit."""
     have = available_bytes(device) if available is None else available
     need = estimate(model_cfg, train_cfg, source, target, watched_base=watched_base)
     if not have or need.total <= have:
         return need
     tries = [train_cfg.replace(gradient_checkpointing=True), train_cfg.replace(precision="bf16"),
              train_cfg.replace(precision="bf16", gradient_checkpointing=True)]
+    if not train_cfg.lora_rank:  # then LoRA: adapters only, the base frozen
+        tries += [cfg.replace(lora_rank=SUGGESTED_LORA_RANK) for cfg in (train_cfg, *tries[1:])]
     tries += [tries[-1].replace(batch_size=b) for b in SMALLER_BATCHES if b < train_cfg.batch_size]
     where = "on the GPU" if device.type == "cuda" else "of RAM"
     line = (f"memory: this fine-tune needs about {need.total / GB:.1f} GB at its peak ({need.parts()}) "

@@ -28,7 +28,7 @@ from tests.huggingface.changed_folders import pairs_file
 from tests.huggingface.tiny_folders import save_model
 
 CFG = ModelConfig(d_model=64, n_heads=4, d_ff=256, n_encoder_layers=2, n_decoder_layers=2, vocab_size=500)
-TRAIN = TrainConfig(batch_size=16)
+TRAIN = TrainConfig(task="data", data="pairs.tsv", init="base", batch_size=16)  # a fine-tune
 
 
 def unique_parameters(cfg: ModelConfig) -> int:
@@ -61,6 +61,20 @@ def test_a_frozen_base_in_bf16_is_counted_at_two_bytes_and_only_what_trains_has_
     assert got.weights == 2 * frozen + 4 * trained and got.gradients == 4 * trained
 
 
+def test_lora_trains_rank_times_in_plus_out_for_each_adapted_projection_and_bf16_halves_the_base():
+    n, r = unique_parameters(CFG), 8
+    # q_proj and v_proj (peft's default) of 2 encoder self-attentions and 2 decoder self- and
+    # cross-attentions: 12 projections of 64 -> 64
+    adapters = 12 * r * (64 + 64)
+    got = estimate(CFG, TRAIN.replace(lora_rank=r), 20, 20)
+    assert (got.gradients, got.optimiser) == (4 * adapters, 8 * adapters)
+    assert got.weights == 4 * n + 4 * adapters
+    matrices = sum(p.numel() for p in {id(p): p for p in shapes_model(CFG).parameters()}.values()
+                   if p.dim() >= 2)
+    half = estimate(CFG, TRAIN.replace(lora_rank=r, precision="bf16"), 20, 20)
+    assert half.weights == 2 * matrices + 4 * (n - matrices) + 4 * adapters
+
+
 def test_checkpointing_bf16_and_a_smaller_batch_each_take_fewer_activations():
     plain = estimate(CFG, TRAIN, 40, 40).activations
     assert estimate(CFG, TRAIN.replace(gradient_checkpointing=True), 40, 40).activations < plain
@@ -79,6 +93,10 @@ def test_a_run_that_will_not_fit_is_refused_naming_settings_that_would():
     assert "\n" not in line and line.startswith("memory: ")
     assert "--precision bf16" in line and "--gradient-checkpointing" in line
     assert check_fits(CFG, TRAIN, 40, 40, torch.device("cpu"), available=need.total) == need
+    lightest = TRAIN.replace(lora_rank=16, precision="bf16", gradient_checkpointing=True)
+    with_lora = estimate(CFG, lightest, 40, 40)
+    with pytest.raises(WontFit, match="would fit with --lora 16 --precision bf16 --gradient-checkpointing"):
+        check_fits(CFG, TRAIN, 40, 40, torch.device("cpu"), available=with_lora.total + 1)
     with pytest.raises(WontFit, match="--batch-size 1 needs"):  # nothing fits: says what cannot
         check_fits(CFG, TRAIN, 40, 40, torch.device("cpu"), available=PROCESS_BYTES)
 
