@@ -38,6 +38,7 @@ SMOKE_RUNS = {
     "watch_cost.py": (["--smoke"], "over the training seconds"),
     "nllb_decode.py": (["--smoke"], "tokens identical: yes"),
     "attribution_memory.py": (["--smoke"], "occlusion of every step"),
+    "fine_tune_memory.py": (["--smoke", "--variants", "full,lora-bf16+ckpt"], "lora-bf16+ckpt, 1 steps"),
 }
 
 
