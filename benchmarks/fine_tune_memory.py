@@ -6,7 +6,9 @@ transformers loop doing the same, each in a fresh process (getrusage's ru_maxrss
                                                     [--lora 16] [--only train|eval] [--smoke]
 
 The folder is opus-mt's shape (benchmarks/_hf_folder.py: 73.9M parameters, random weights, a
-Marian tokeniser of 58,101 ids), made once in a temporary folder or in DIR. The pairs: the test
+Marian tokeniser of 58,101 ids), or with --shape nllb-600m / nllb-1.3b NLLB's (d_model 1024,
+12+12 layers and d_ff 4096, or 24+24 and 8192; 256,206 pieces; benchmarks/nllb_decode.py's
+folder and tokeniser), made once in a temporary folder or in DIR. The pairs: the test
 corpus's (tests/huggingface/changed_folders.py), 400 to train on and 64 held out.
 
 - fine-tune: `minitx train --init FOLDER --data PAIRS --valid HELD --steps N --batch-size B
@@ -38,6 +40,14 @@ from pathlib import Path
 from _hf_folder import OPUS_MT, ROOT, SMOKE, make_folder, quiet_transformers
 
 TRAIN_PAIRS, HELD_PAIRS = 400, 64
+# --shape: the folder's shape (random weights, made offline); NLLB's as benchmarks/nllb_decode.py
+# makes them, with 256,206 pieces
+NLLB_600M = dict(d_model=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16,
+                 decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096,
+                 max_position_embeddings=1024)
+NLLB_1_3B = {**NLLB_600M, "encoder_layers": 24, "decoder_layers": 24, "encoder_ffn_dim": 8192,
+             "decoder_ffn_dim": 8192}
+SHAPES = {"opus-mt": None, "nllb-600m": NLLB_600M, "nllb-1.3b": NLLB_1_3B}
 LR, WEIGHT_DECAY, CLIP = 2e-5, 0.01, 1.0
 
 TRANSFORMERS_TRAIN = """
@@ -127,6 +137,8 @@ def main() -> None:
                         help="comma-separated fine-tunes: full, lora, lora-bf16, each with +ckpt "
                              "(gradient checkpointing) [default: full]")
     parser.add_argument("--lora", type=int, default=16, help="the LoRA rank [default: 16]")
+    parser.add_argument("--shape", choices=list(SHAPES), default="opus-mt",
+                        help="the folder's shape (NLLB's: d_model 1024, 256,206 pieces) [default: opus-mt]")
     parser.add_argument("--smoke", action="store_true", help="a tiny model, one step: checks the script runs")
     args = parser.parse_args()
     steps = 1 if args.smoke else args.steps
@@ -134,11 +146,16 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        folder = args.folder or scratch / "opus-mt-shaped"
+        folder = args.folder or scratch / f"{args.shape}-shaped"
         if not (folder / "config.json").is_file():
             print(f"making {folder} ...", flush=True)
             quiet_transformers()
-            make_folder(folder, SMOKE if args.smoke else OPUS_MT)
+            if args.shape == "opus-mt":
+                make_folder(folder, SMOKE if args.smoke else OPUS_MT)
+            else:
+                from nllb_decode import make_folder as make_nllb
+
+                make_nllb(folder, args.smoke, 40, SHAPES[args.shape])
         train, held = write_pairs(scratch)
         for variant in (args.variants.split(",") if args.only in (None, "train") else []):
             rank = args.lora if variant.startswith("lora") else 0
@@ -159,8 +176,7 @@ def main() -> None:
             mine = peak_mib([minitx, "eval", str(folder), "--pairs", str(held), "--threads", "1"])
             theirs = peak_mib([sys.executable, "-c", TRANSFORMERS_EVAL, str(folder), str(held)])
             rows.append((f"eval of {HELD_PAIRS} pairs", mine, theirs))
-    print(f"whole-process peak RSS, {'smoke' if args.smoke else 'opus-mt shape (73.9M parameters)'}, "
-          "1 thread")
+    print(f"whole-process peak RSS, {'smoke, ' if args.smoke else ''}{args.shape} shape, 1 thread")
     print(f"{'':36} {'minitx':>10} {'transformers':>13} {'ratio':>7}")
     for name, mine, theirs in rows:
         print(f"{name:36} {mine:>6,.0f} MiB {theirs:>9,.0f} MiB {mine / theirs:>6.2f}x  (goal <= 1.2x)")
