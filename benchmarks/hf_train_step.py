@@ -2,7 +2,7 @@
 plain transformers loop with the same optimiser, the same batch and the same threads.
 
     .venv/bin/python benchmarks/hf_train_step.py [--repeats 2] [--steps 3] [--threads 1] [--folder DIR]
-                                                [--device cuda] [--smoke]
+                                                [--device cuda] [--lora R] [--precision bf16] [--smoke]
 
 The folder (benchmarks/_hf_folder.py: 73.9M parameters, random weights) is made once in a
 temporary folder, or DIR is used. The batch: 16 pairs, sources and targets of 20-30 pieces each
@@ -13,7 +13,10 @@ for both sides. One step on each side is what a fine-tune runs:
   the sampler's;
 - transformers: model(input_ids, attention_mask, labels) with padding labelled -100, backward,
   clip_grad_norm_(1.0), torch.optim.AdamW(lr 2e-5, weight_decay 0.01), zero_grad.
-Dropout as the folder's config says (0.1) on both sides.
+Dropout as the folder's config says (0.1) on both sides. With --lora R both sides train rank-R
+adapters of q_proj and v_proj only (alpha 8): minitx's `--lora R`, and peft's get_peft_model on
+the transformers model; with --precision bf16 both run the step under bf16 autocast (a LoRA's
+frozen base held in bf16 on both sides).
 
 Each side runs in a process of its own (so its peak memory is its own): load, 2 untimed steps,
 then --steps timed steps; the sides take turns, --repeats times each. Reported: the median step,
@@ -24,6 +27,7 @@ memory, and minitx's ratios to transformers (goals: <= 1.0x the time, <= 1.2x th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import statistics
@@ -38,6 +42,7 @@ from _hf_folder import OPUS_MT, SMOKE, make_folder, quiet_transformers
 BATCH = 16
 PIECES = (20, 30)
 LR, WEIGHT_DECAY, CLIP = 2e-5, 0.01, 1.0
+LORA_RANK, PRECISION = [0], ["fp32"]  # --lora and --precision, set once by the child process
 
 
 def batch_ids(vocab: int, eos: int, pad: int, seed: int = 0):
@@ -93,7 +98,8 @@ def run_minitx(folder: Path, device, steps: int) -> dict:
         train_cfg = TrainConfig(task="data", data=str(pairs), valid=str(pairs), init=str(folder),
                                 **{**fine_tune_defaults("marian"), "lr": LR, "weight_decay": WEIGHT_DECAY,
                                    "clip_grad_norm": CLIP, "batch_size": BATCH, "device": device.type,
-                                   "eval_every": 0, "steps": 10_000})
+                                   "eval_every": 0, "steps": 10_000, "lora_rank": LORA_RANK[0],
+                                   "precision": PRECISION[0]})
         trainer = Trainer(cfg.replace(dropout=folder_dropout(base.task) or 0.0), train_cfg, base=base)
     trainer.next_batch = lambda: batch
     trainer.base_scores = {}  # no evaluation of the base before the first step: a step is timed
@@ -110,8 +116,16 @@ def run_transformers(folder: Path, device, steps: int) -> dict:
     from transformers import AutoModelForSeq2SeqLM
 
     quiet_transformers()
-    model = AutoModelForSeq2SeqLM.from_pretrained(folder).to(device).train()
+    bf16 = PRECISION[0] == "bf16"
+    frozen_dtype = torch.bfloat16 if bf16 and LORA_RANK[0] else None  # a LoRA's base held in bf16
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=frozen_dtype)
+    model = model.to(device).train()
     config = model.config
+    if LORA_RANK[0]:  # peft's LoRA on q_proj and v_proj, alpha 8: what `--lora R` trains
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=LORA_RANK[0], lora_alpha=8, lora_dropout=0.0,
+                                                 target_modules=["q_proj", "v_proj"]))
     sources, targets = batch_ids(config.vocab_size, config.eos_token_id, config.pad_token_id)
     src = padded(sources, config.pad_token_id).to(device)
     labels = padded(targets, -100).to(device)  # padding labelled -100, as DataCollatorForSeq2Seq does
@@ -119,8 +133,11 @@ def run_transformers(folder: Path, device, steps: int) -> dict:
     trained = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trained, lr=LR, weight_decay=WEIGHT_DECAY)
 
+    precision = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
     def step():
-        loss = model(input_ids=src, attention_mask=mask, labels=labels).loss
+        with precision:
+            loss = model(input_ids=src, attention_mask=mask, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained, CLIP)
         optimiser.step()
@@ -154,6 +171,7 @@ def child(args) -> None:
     from minitx.core.training.threads import set_threads
 
     set_threads(args.threads or None)
+    LORA_RANK[0], PRECISION[0] = args.lora, args.precision
     device = torch.device(args.device)
     run = run_minitx if args.side == "minitx" else run_transformers
     print(json.dumps(run(args.folder, device, args.steps)))
@@ -168,6 +186,10 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--folder", type=Path, help="make (or reuse) the folder here, not in a temporary one")
     parser.add_argument("--smoke", action="store_true", help="a tiny model, one step: checks the script runs")
+    parser.add_argument("--lora", type=int, default=0,
+                        help="a LoRA step of rank R on both sides (transformers + peft) [default: 0, full]")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="bf16: autocast on both sides (under LoRA the frozen base in bf16)")
     parser.add_argument("--side", choices=["minitx", "transformers"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
@@ -183,7 +205,8 @@ def main() -> None:
         for r in range(repeats):
             for side in (("minitx", "transformers") if r % 2 == 0 else ("transformers", "minitx")):
                 command = [sys.executable, __file__, "--side", side, "--folder", str(folder), "--steps",
-                           str(steps), "--threads", str(args.threads), "--device", args.device]
+                           str(steps), "--threads", str(args.threads), "--device", args.device,
+                           "--lora", str(args.lora), "--precision", args.precision]
                 done = subprocess.run(command, capture_output=True, text=True)
                 if done.returncode:
                     sys.exit(f"hf_train_step: the {side} process failed:\n{done.stderr[-3000:]}")
@@ -194,7 +217,8 @@ def main() -> None:
 def report(results: dict, args) -> None:
     memory = "peak CUDA memory" if args.device == "cuda" else "peak RSS"
     rows = {}
-    print(f"a training step: batch {BATCH} of {PIECES[0]}-{PIECES[1]} pieces a side, AdamW lr {LR:g} "
+    print(f"a training step{f' of LoRA rank {args.lora}' if args.lora else ''} ({args.precision}): "
+          f"batch {BATCH} of {PIECES[0]}-{PIECES[1]} pieces a side, AdamW lr {LR:g} "
           f"wd {WEIGHT_DECAY:g}, clip {CLIP:g}; device {args.device}, threads {args.threads or 'default'}; "
           f"{len(results['minitx'])} process(es) x {len(results['minitx'][0]['seconds'])} step(s) a side")
     print(f"{'':14} {'median step':>12} {'target tok/s':>13} {memory:>17}")

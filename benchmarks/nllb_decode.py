@@ -69,8 +69,9 @@ print(tokenizer.decode(out[0], skip_special_tokens=True))
 """
 
 
-def make_folder(folder: Path, smoke: bool, new_tokens: int) -> None:
-    """The NLLB-shaped folder: weights, generation settings and a tokeniser of VOCAB ids."""
+def make_folder(folder: Path, smoke: bool, new_tokens: int, shape: dict | None = None) -> None:
+    """The NLLB-shaped folder: weights, generation settings and a tokeniser of VOCAB ids (`shape`:
+    other layer counts and widths than NLLB-600M's, such as NLLB-1.3B's)."""
     import torch
     from transformers import M2M100Config, M2M100ForConditionalGeneration, NllbTokenizer
 
@@ -89,9 +90,9 @@ def make_folder(folder: Path, smoke: bool, new_tokens: int) -> None:
     tokenizer = NllbTokenizer(vocab=pieces, merges=[tuple(m) for m in tiny["merges"]])
     if len(tokenizer) != vocab:
         sys.exit(f"nllb_decode: the tokeniser has {len(tokenizer)} ids, not {vocab}")
-    config = M2M100Config(vocab_size=vocab, **(SMOKE_SHAPE if smoke else SHAPE), scale_embedding=True,
-                          activation_function="relu", pad_token_id=1, eos_token_id=2, bos_token_id=0,
-                          decoder_start_token_id=2)
+    layers = SMOKE_SHAPE if smoke else shape or SHAPE
+    config = M2M100Config(vocab_size=vocab, **layers, scale_embedding=True, activation_function="relu",
+                          pad_token_id=1, eos_token_id=2, bos_token_id=0, decoder_start_token_id=2)
     torch.manual_seed(0)
     model = M2M100ForConditionalGeneration(config).eval()
     model.generation_config.max_length = new_tokens + 1  # the start token counts

@@ -41,11 +41,10 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save as safetensors_bytes
 
 from minitx import __version__
 from minitx.core.checkpoint_errors import CheckpointError, CheckpointWriteError  # noqa: F401 - raised here, and imported from here
@@ -59,6 +58,7 @@ from minitx.core.data.vocab import Vocab
 from minitx.core.history import History, HistoryError
 from minitx.core.model import lora
 from minitx.core.model.transformer import Seq2Seq
+from minitx.core.safetensors_file import write_tensors
 from minitx.core.tensor_checks import all_finite
 
 FORMAT = "minitx-checkpoint"
@@ -129,9 +129,9 @@ def save_checkpoint(
     weights = {f"{LORA_PREFIX}{name}": t for name, t in lora.adapter_tensors(model).items()} \
         if lora_file is not None else {f"model.{name}": t for name, t in model.own_state_dict().items()}
     tensors = {
-        # cloned: a training model's weights are views of one buffer (core/training/optim.py), and
-        # safetensors refuses tensors that share memory
-        name: t.detach().to("cpu", FLOAT_DTYPES[dtype]).clone(memory_format=torch.contiguous_format)
+        # not copied (a float32 model on the CPU): the file is written tensor by tensor from their
+        # storage (core/safetensors_file.py), a training model's views of one buffer included
+        name: t.detach().to("cpu", FLOAT_DTYPES[dtype])
         for name, t in weights.items()  # a tied table once
     }
     for name, t in tensors.items():  # never replace a good file with one no loader accepts
@@ -164,7 +164,7 @@ def save_checkpoint(
     cfg = model.cfg
     if model.generation != Generation.minitx(cfg.sos_id, cfg.eos_id, cfg.pad_id):  # a folder's own
         metadata["generation"] = json.dumps(model.generation.to_dict())
-    return write_atomic(Path(path), safetensors_bytes(tensors, metadata=metadata))
+    return write_atomic(Path(path), lambda out: write_tensors(out, tensors, metadata))
 
 
 def _tokeniser_files(task: Task, path) -> dict[str, bytes]:
@@ -191,9 +191,10 @@ def check_writable(path: Path) -> Path:
     return folder
 
 
-def write_atomic(path: Path, data: bytes) -> Path:
+def write_atomic(path: Path, data: bytes | Callable[[BinaryIO], None]) -> Path:
     """Temporary file in the same folder, fsync, rename over the target: a crash at any moment
-    leaves either the old file or the new one, never a half-written one."""
+    leaves either the old file or the new one, never a half-written one. `data`: the bytes, or
+    a function that writes them to the open file (a big file written piece by piece)."""
     folder = check_writable(path)
     tmp_name = None
     try:
@@ -203,7 +204,10 @@ def write_atomic(path: Path, data: bytes) -> Path:
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp_name, path)
@@ -281,7 +285,8 @@ def weights_sha256(model: torch.nn.Module) -> str:
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+        # the tensor's own bytes where it is float32 on the CPU already: no copy of the model
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy())
     return digest.hexdigest()
 
 

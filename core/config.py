@@ -34,6 +34,7 @@ KEEP_BEST = {"bleu": True, "chrf": True, "loss": False, "exact": True}
 # adamw: Adam with decoupled weight decay (plain Adam at weight_decay 0, the scratch recipes');
 # adafactor: torch.optim.Adafactor, what T5 was trained and is often fine-tuned with.
 OPTIMIZERS = ("adamw", "adafactor")
+PRECISIONS = ("fp32", "bf16")  # a training step's forward and backward: float32, or bfloat16 autocast
 # LoRA (core/model/lora.py): the projections an adapter may target, by minitx's module name, and
 # peft's default for T5 and BART (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): q and v
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -300,6 +301,8 @@ FINE_TUNE_FIELDS = ("init", "accumulate", "label_smoothing", "weight_decay", "op
                     "lora_rank", "lora_alpha", "lora_dropout", "lora_targets")
 COURSE_FIELDS = ("eval_bleu", "keep_best", "patience")  # omitted at their defaults too
 GUIDED_FIELDS = ("alignments", "valid_alignments", "guided_head", "guided_weight")  # omitted at defaults too
+# how a step holds its memory (precision, gradient checkpointing): omitted at their defaults too
+MEMORY_FIELDS = ("precision", "gradient_checkpointing")
 _TRAIN_DEFAULTS: dict[str, Any] = {}  # filled below, once TrainConfig exists
 
 # field of a TrainConfig before minitx 0.3 -> its name now (max_len meant the longest source there)
@@ -373,6 +376,12 @@ class TrainConfig(_DictMixin):
     eval_bleu: bool = False  # a data-file run from scratch also decodes its held-out pairs: loss, BLEU, chrF
     keep_best: str = ""  # "" or a KEEP_BEST metric: its best evaluation's weights in NAME.best.safetensors
     patience: int = 0  # stop after this many evaluations without improvement (0: never)
+    # Memory (docs/training.md "Memory"; core/training/memory_estimate.py says what a run needs):
+    # bf16 runs each step's forward and backward under bfloat16 autocast, the weights the
+    # optimiser keeps staying float32; gradient checkpointing keeps no layer's activations for
+    # backward but recomputes them there (torch.utils.checkpoint), the same gradients for less memory
+    precision: str = "fp32"
+    gradient_checkpointing: bool = False
     # LoRA (core/model/lora.py, docs/training.md "LoRA"): a fine-tune that trains only low-rank
     # adapters of the targeted projections (rank 0: a full fine-tune); peft's defaults otherwise
     lora_rank: int = 0
@@ -390,9 +399,10 @@ class TrainConfig(_DictMixin):
 
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, but the fine-tuning ones only when they differ from their defaults."""
-        return _without_defaults(super().to_dict(), FINE_TUNE_FIELDS + COURSE_FIELDS + GUIDED_FIELDS,
-                                 _TRAIN_DEFAULTS)
+        """Every field, but the fine-tuning, course, guided and memory ones only when they differ
+        from their defaults."""
+        return _without_defaults(super().to_dict(), FINE_TUNE_FIELDS + COURSE_FIELDS + GUIDED_FIELDS
+                                 + MEMORY_FIELDS, _TRAIN_DEFAULTS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -498,6 +508,9 @@ class TrainConfig(_DictMixin):
                  "keep_best" if self.keep_best else "patience",
                  "compares evaluations: eval_every must be above 0")
         self._check_guided()
+        _choice(self, "precision", PRECISIONS)
+        _require(isinstance(self.gradient_checkpointing, bool), "gradient_checkpointing",
+                 "must be true or false")
         for name, top in (("label_smoothing", 1.0), ("weight_decay", math.inf)):
             value = getattr(self, name)
             _require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -122,13 +122,17 @@ def recording_ranges(model: Seq2Seq) -> Iterator[list[ActivationRange]]:
     ranges.extend(ActivationRange(*key, max=value) for key, value in zip(order, values))
 
 
-def layer_gradient_norms(model: Seq2Seq) -> list[LayerGradient]:
-    """Each encoder and decoder layer's gradient norm from the parameters' .grad (a parameter
-    without a gradient counts 0), encoder first."""
+def layer_gradient_norms(model: Seq2Seq, taken: dict | None = None) -> list[LayerGradient]:
+    """Each encoder and decoder layer's gradient norm from the parameters' .grad, or from
+    `taken` (parameter -> its gradient's norm, as measure_numerics takes them); a parameter
+    without a gradient counts 0. Encoder first."""
     norms = []
     for stack, layers in (("encoder", model.encoder), ("decoder", model.decoder)):
         for index, layer in enumerate(layers, 1):
-            grads = [p.grad.detach().float().norm() for p in layer.parameters() if p.grad is not None]
+            if taken is None:
+                grads = [p.grad.detach().float().norm() for p in layer.parameters() if p.grad is not None]
+            else:
+                grads = [taken[p] for p in layer.parameters() if p in taken]
             total = float(torch.stack(grads).norm()) if grads else 0.0
             norms.append(LayerGradient(stack, index, total))
     return norms
@@ -142,8 +146,15 @@ def measure_numerics(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor,
     are what they were before (a run's accumulated gradients are not disturbed)."""
     params = [p for p in model.parameters() if p.requires_grad]
     saved = [p.grad for p in params]
+    taken: dict = {}
+
+    def take_norm(p: torch.Tensor) -> None:  # a gradient's norm once it is whole, then dropped: one
+        taken[p] = p.grad.detach().float().norm()  # parameter's gradient alive at a time, not a
+        p.grad = None  # model's worth (the memory of a big model's fine-tune)
+
     for p in params:
         p.grad = None
+    handles = [p.register_post_accumulate_grad_hook(take_norm) for p in params]
     try:
         with eval_mode(model), torch.enable_grad(), recording_ranges(model) as ranges:
             logits = model(src, tgt_in)  # (B, T, V)
@@ -151,8 +162,10 @@ def measure_numerics(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor,
             loss = summed_cross_entropy(logits, labels, pad) / (labels != pad).sum().clamp(min=1)
             if params:  # a model whose weights are all frozen has no gradients to measure
                 loss.backward()
-        gradients = layer_gradient_norms(model)
+        gradients = layer_gradient_norms(model, taken)
     finally:
+        for handle in handles:
+            handle.remove()
         for p, grad in zip(params, saved):
             p.grad = grad
     return Numerics(ranges, gradients, float(loss.detach()))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from minitx.core.config import ModelConfig
 from minitx.core.data.generation import Generation
@@ -292,6 +293,9 @@ class Seq2Seq(nn.Module):
         # How outputs are generated (core/data/generation.py): minitx's rule, or a folder's settings
         # (set by whoever loads the model: the checkpoint, the Hugging Face reader).
         self.generation = Generation.minitx(cfg.sos_id, cfg.eos_id, cfg.pad_id)
+        # Gradient checkpointing (TrainConfig.gradient_checkpointing; the Trainer sets it): while
+        # training, each layer's activations are recomputed in backward instead of kept (_layer)
+        self.checkpoint_layers = False
         self.reset_parameters()
 
     def _tie(self) -> None:
@@ -380,6 +384,15 @@ class Seq2Seq(nn.Module):
         if length > self.cfg.max_len:
             raise ValueError(f"sequence of length {length} exceeds the model's max_len={self.cfg.max_len}")
 
+    def _layer(self, layer: nn.Module, *args, **kwargs):
+        """A layer's forward; with checkpoint_layers, while training with gradients, through
+        torch.utils.checkpoint (non-reentrant): only the layer's inputs are kept for backward,
+        which runs the layer again (dropout's random state replayed) for the same gradients,
+        one layer's activations alive at a time instead of every layer's."""
+        if self.checkpoint_layers and self.training and torch.is_grad_enabled():
+            return checkpoint(layer, *args, use_reentrant=False, **kwargs)
+        return layer(*args, **kwargs)
+
     def encode(self, src: torch.Tensor, maps: AttentionMaps | None = None):
         """(B, S) -> memory (B, S, d) and the source mask (B, 1, 1, S), None if nothing is padded."""
         src_mask = padding_mask_or_none(src, self.cfg.source_pad_id)
@@ -388,7 +401,8 @@ class Seq2Seq(nn.Module):
         rotary = self.rotary(S, src.device)
         bias = self.position_bias("src", S, S)  # (1, h, S, S) or None
         for layer in self.encoder:
-            x, w = layer(x, src_mask, need_weights=maps is not None, rotary=rotary, position_bias=bias)
+            x, w = self._layer(layer, x, src_mask, need_weights=maps is not None, rotary=rotary,
+                               position_bias=bias)
             if (hook := stream_hook(layer)) is not None:
                 x = hook(x, 0)  # (B, S, d)
             if maps is not None:
@@ -412,8 +426,8 @@ class Seq2Seq(nn.Module):
         rotary = self.rotary(T, tgt_in.device)
         bias = self.position_bias("tgt", T, T)  # (1, h, T, T) or None
         for layer in self.decoder:
-            y, self_w, cross_w = layer(
-                y, memory, src_mask, tgt_mask, causal=self.causal, need_weights=maps is not None,
+            y, self_w, cross_w = self._layer(
+                layer, y, memory, src_mask, tgt_mask, causal=self.causal, need_weights=maps is not None,
                 rotary=rotary, position_bias=bias,
             )
             if (hook := stream_hook(layer)) is not None:

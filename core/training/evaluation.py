@@ -113,15 +113,26 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
                       corpus_scores(outputs, references) if text else None)
 
 
+LOSS_LOGITS = 1 << 23  # logits target_loss makes at once (positions x vocabulary): 32 MiB of float32
+
+
 def target_loss(model: Seq2Seq, batch: Batch) -> tuple[float, int]:
     """(summed cross-entropy, target tokens) of one teacher-forced batch, no dropout: every
     label up to and including the end token, padding not (transformers' `labels` loss times
     its token count, so a file's loss is the sums' sum over the counts' sum)."""
     device, pad = model.device, model.cfg.pad_id
     with eval_mode(model), torch.inference_mode():
-        logits = model(batch.src.to(device), batch.decoder_input.to(device))  # (B, T, V)
+        memory, src_mask = model.encode(batch.src.to(device))
+        stream = model.decoder_stream(batch.decoder_input.to(device), memory, src_mask)  # (B, T, d)
         labels = batch.labels.to(device)  # (B, T): the target, EOS, then PAD
-        return float(summed_cross_entropy(logits, labels, pad)), int((labels != pad).sum())
+        real = labels != pad
+        stream, labels = stream[real], labels[real]  # (N, d), (N,): padding gets no logits
+        # the logits a few positions at a time: (B, T, V) of a big vocabulary is gigabytes
+        rows = max(1, LOSS_LOGITS // model.cfg.vocab_size)
+        total = sum(float(summed_cross_entropy(model.stream_logits(stream[i: i + rows]),
+                                               labels[i: i + rows], pad))
+                    for i in range(0, len(labels), rows))
+        return total, len(labels)
 
 
 def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,

@@ -49,28 +49,42 @@ def general_loss(model: Seq2Seq, batches: Iterable[Batch]) -> tuple[float, int]:
     return total / tokens, tokens
 
 
+def base_log_probs(base: Seq2Seq, batches: Iterable[Batch]) -> list[torch.Tensor]:
+    """The base's next-token log-probabilities on each batch, teacher-forced, each (B, T, V)
+    float32: what the KL to the base compares with, measured once (then the base itself need
+    not be kept beside the model being trained)."""
+    with eval_mode(base), torch.inference_mode():
+        return [base(batch.src.to(base.device), batch.decoder_input.to(base.device)).float().log_softmax(-1)
+                for batch in batches]
+
+
 # What the base is run under: nothing for a base of its own; a LoRA fine-tune's model with its
 # adapters off when the base is the model itself (core/model/lora.py's adapters_off)
 BaseView = Callable[[], AbstractContextManager]
 
 
-def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch],
+def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor], batches: Iterable[Batch],
                         base_view: BaseView = nullcontext) -> tuple[float, float, int]:
     """(summed cross-entropy, summed KL(P_model || P_base), non-padding target positions) over
-    every batch, both models teacher-forced on the same ids: each batch's logits serve both."""
-    if model.cfg.vocab_size != base.cfg.vocab_size:
+    every batch, both models teacher-forced on the same ids: each batch's logits serve both.
+    `base`: the base model, or its base_log_probs on these batches."""
+    vocab = base.cfg.vocab_size if isinstance(base, Seq2Seq) else base[0].shape[-1]
+    if model.cfg.vocab_size != vocab:
         raise ValueError(f"the model writes {model.cfg.vocab_size} tokens and its base "
-                         f"{base.cfg.vocab_size}: the KL needs one vocabulary")
+                         f"{vocab}: the KL needs one vocabulary")
     loss, kl, tokens = 0.0, 0.0, 0
     pad = model.cfg.pad_id
-    with eval_mode(model), eval_mode(base), torch.inference_mode():
-        for batch in batches:
+    with eval_mode(model), torch.inference_mode():
+        for i, batch in enumerate(batches):
             src, tgt_in = batch.src.to(model.device), batch.decoder_input.to(model.device)
             labels = batch.labels.to(model.device)  # (B, T)
             logits = model(src, tgt_in)  # (B, T, V)
             mine = logits.float().log_softmax(-1)
-            with base_view():
-                theirs = base(src.to(base.device), tgt_in.to(base.device)).float().log_softmax(-1)
+            if isinstance(base, Seq2Seq):
+                with eval_mode(base), base_view():
+                    theirs = base(src.to(base.device), tgt_in.to(base.device)).float().log_softmax(-1)
+            else:
+                theirs = base[i]
             theirs = theirs.to(mine.device)
             real = labels != pad  # (B, T)
             loss += float(summed_cross_entropy(logits, labels, pad))
@@ -79,10 +93,11 @@ def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch],
     return loss, kl, tokens
 
 
-def kl_to_base(model: Seq2Seq, base: Seq2Seq, batches: Iterable[Batch],
+def kl_to_base(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor], batches: Iterable[Batch],
                base_view: BaseView = nullcontext) -> float:
     """Mean KL(P_model || P_base) of the next-token distributions over every non-padding target
-    position of the batches, both models teacher-forced on the same ids (nats)."""
+    position of the batches, both models teacher-forced on the same ids (nats); `base` the base
+    model or its base_log_probs on these batches."""
     _, kl, positions = _summed_loss_and_kl(model, base, batches, base_view)
     if not positions:
         raise ValueError("no target positions to measure the KL on")

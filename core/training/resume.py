@@ -17,7 +17,8 @@ from minitx.core.data.pair_files import DataError, sha256_of
 # The TrainConfig fields a continued run may change; everything else, the whole model config
 # included, is the run's own. data and valid: a file may have moved; its contents are checked
 # (check_same_data), not its name.
-FREE_ON_RESUME = ("steps", "device", "eval_every", "eval_size", "until", "data", "valid", "patience")
+FREE_ON_RESUME = ("steps", "device", "eval_every", "eval_size", "until", "data", "valid", "patience",
+                  "gradient_checkpointing")  # the same gradients, recomputed
 # How a step's pairs are split: it may change (with the number of processes, say) as long as a
 # step takes the same pairs, which same_step_pairs checks.
 SPLIT_ON_RESUME = ("batch_size", "accumulate")

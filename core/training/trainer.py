@@ -38,6 +38,7 @@ from minitx.core.training.evaluation import evaluate, score
 from minitx.core.training.events import RunListener
 from minitx.core.training.fine_tune import base_record, fine_tune_task, train_as_family
 from minitx.core.training.guided_alignment import Guide, guided_row_losses, head_weights, linked_rows
+from minitx.core.training.memory_estimate import MemoryEstimate, check_fine_tune
 from minitx.core.training.optim import make_optimizer
 from minitx.core.training.probe import probe, probe_example
 from minitx.core.training.processes import Processes, shard
@@ -110,13 +111,16 @@ def planned_fine_tune(base: Checkpoint, model_cfg: ModelConfig, train_cfg: Train
 class Trainer:
     def __init__(self, model_cfg: ModelConfig | None = None, train_cfg: TrainConfig | None = None,
                  base: Checkpoint | None = None, processes: Processes | None = None,
-                 base_info: dict | None = None, watch_base: Seq2Seq | None = None):
+                 base_info: dict | None = None, watch_base: Seq2Seq | None = None,
+                 check_memory: bool = False):
         """A run of these configs. A fine-tune (train_cfg.init) starts from `base`, a loaded
         model (its weights, generation settings and task's vocabularies); `base_info` is what
         the file says of the base (computed from `base` when not given: a new fine-tune).
         `processes`: the torchrun group (default: joined from the environment, or this process
         alone). A fine-tune is watched (core/training/watching.py) against the model it started
-        from: `base`'s for a new one, `watch_base` for a resumed one (none given: not watched)."""
+        from: `base`'s for a new one, `watch_base` for a resumed one (none given: not watched).
+        check_memory: a fine-tune's estimated peak is checked against the machine before anything
+        is built (WontFit, one line, core/training/memory_estimate.py)."""
         if train_cfg is not None and train_cfg.init:
             if base is None:
                 raise ValueError(f"init: a fine-tune needs its base model loaded ({train_cfg.init})")
@@ -130,6 +134,9 @@ class Trainer:
         self.model_cfg, self.cfg = model_cfg, train_cfg
         self.device = resolve_device(train_cfg.device)
         self.processes = processes or Processes.from_environment(self.device)
+        self.memory: MemoryEstimate | None = None  # a checked fine-tune's estimated peak
+        if train_cfg.init and check_memory:  # before anything is built
+            self.memory = check_fine_tune(model_cfg, train_cfg, self.task, self.device)
         if self.device.type == "cuda" and self.processes.distributed:
             self.device = torch.device("cuda", self.processes.local_rank)  # one GPU a process
         # Every process draws each step's pairs (all processes' together) from the same seeded
@@ -148,18 +155,30 @@ class Trainer:
             if bug.data_task else self.task
         self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
-        self.model = Seq2Seq(model_cfg).to(self.device)
         if base is not None:  # a fine-tune: the base's weights and how it generates
-            self.model.load_state_dict(base.model.state_dict())
+            with torch.device("meta"):  # no random weights drawn first: a model's worth of memory
+                self.model = Seq2Seq(model_cfg)
+            # the base's own tensors; the optimiser takes what it trains into its own buffers
+            self.model.load_own_state_dict(base.model.own_state_dict(), assign=True)
+            self.model = self.model.to(self.device)
             self.model.generation = base.model.generation
             train_as_family(self.model, self.task)
+        else:
+            self.model = Seq2Seq(model_cfg).to(self.device)
+        self.model.checkpoint_layers = train_cfg.gradient_checkpointing
         # LoRA (core/model/lora.py): the base frozen, peft's adapters the only weights trained
         self.lora = lora.LoraSpec.of(train_cfg)
         if self.lora is not None:
             lora.add_adapters(self.model, self.lora)
+            if train_cfg.precision == "bf16":  # the frozen base's matrices held in bf16: half their
+                for p in self.model.parameters():  # memory; every pass of the run is under autocast
+                    if not p.requires_grad and p.dim() >= 2:  # (norms and biases stay float32)
+                        p.data = p.data.to(torch.bfloat16)
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
         self.optimizer = make_optimizer(self.trainable(), train_cfg, self.model)
+        if base is not None:
+            self._own_tensors(base.model)
         # torch.distributed's data parallel: gradients averaged over the processes in backward
         self._ddp = torch.nn.parallel.DistributedDataParallel(
             self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None) \
@@ -195,10 +214,12 @@ class Trainer:
         origin = base.model if base is not None and base_info is None else watch_base
         if self.lora is not None:  # the base is this model with its adapters off: no second copy
             origin = self.model
-        self.watcher = watcher_for(self.model, origin, self.task, train_cfg.probes, train_cfg.general,
-                                   train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size,
-                                   train_cfg.columns) \
-            if train_cfg.init and train_cfg.watch and origin is not None and self.processes.main else None
+        self.watcher = None
+        if train_cfg.init and train_cfg.watch and origin is not None and self.processes.main:
+            with self.precision():  # the base's outputs are read as the run computes
+                self.watcher = watcher_for(self.model, origin, self.task, train_cfg.probes, train_cfg.general,
+                                           train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size,
+                                           train_cfg.columns)
         self.base_scores: dict | None = None  # a fine-tune's held-out scores of its base (step 0)
         self.last_scores: dict | None = None  # ... and of its latest evaluation
         # --keep-best and --patience (core/training/best.py): the best evaluation so far; the
@@ -208,6 +229,19 @@ class Trainer:
         self.best_path: Path | None = None
         self.best_saved: tuple[int, Path] | None = None  # (step, file) of the weights kept last
         self.stopped_early_at: int | None = None  # the evaluation --patience stopped the run at
+
+    def _own_tensors(self, base: Seq2Seq) -> None:
+        """A copy of each tensor the model still shares with `base` (it took the base's tensors,
+        and the optimiser moved what it trains into its own buffers): training never changes the
+        base a caller holds (Adafactor keeps no buffer of weights), and a base read from a file
+        (memory-mapped: one small view keeps the whole file resident) is freed once the caller
+        lets it go. Not a LoRA's in float32: its frozen base is the loaded tensors themselves."""
+        if self.lora is not None and self.cfg.precision == "fp32":
+            return
+        stored = {t.data_ptr() for t in (*base.parameters(), *base.buffers())}
+        for t in (*self.model.parameters(), *self.model.buffers()):
+            if t.data_ptr() in stored:
+                t.data = t.data.clone()
 
     def trainable(self) -> list[torch.nn.Parameter]:
         """The parameters the optimiser changes (a fine-tune keeps some as its family does)."""
@@ -339,12 +373,14 @@ class Trainer:
             last = i == len(micro) - 1
             with nullcontext() if last or self._ddp is None else self._ddp.no_sync():
                 with nullcontext([]) if links is None else head_weights(self.model, self.guide.head) as seen:
-                    logits = model(src[rows], decoder_input[rows])  # (b, T, V)
+                    with self.precision():
+                        logits = model(src[rows], decoder_input[rows])  # (b, T, V)
+                logits = logits.float()  # the loss in float32 whatever the forward's precision
                 part = summed_cross_entropy(logits, labels[rows], pad, self.cfg.label_smoothing)
                 if links is None:
                     (part / per_process).backward()
                 else:
-                    aligned = guided_row_losses(seen[0], links[rows]).sum()  # seen[0]: (b, T, S)
+                    aligned = guided_row_losses(seen[0].float(), links[rows]).sum()  # seen[0]: (b, T, S)
                     (part / per_process + aligned * guided_scale).backward()
                     guided += aligned.detach()
             total += part.detach()
@@ -352,9 +388,18 @@ class Trainer:
             self.last_guided_loss = float(self.processes.sum(guided)) / linked
         return self.processes.sum(total) / tokens
 
+    def precision(self):
+        """The context the run computes in (its steps' forward, evaluations, snapshots, watching):
+        bfloat16 autocast for precision bf16 (matrix products in bf16; the weights the optimiser
+        updates kept in float32, a LoRA's frozen base in bf16), nothing for fp32."""
+        if self.cfg.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return nullcontext()
+
     def snapshot(self) -> None:
         """Record the probe source's cross-attention (every layer and head) at this step."""
-        result = probe(self.model, self.task, self.probe_batch)
+        with self.precision():
+            result = probe(self.model, self.task, self.probe_batch)
         self.history.record_snapshot(self.step_count, result.src, result.target,
                                      result.cross_attention)  # (L, h, T, S)
         for listener in self.listeners:
@@ -377,13 +422,15 @@ class Trainer:
             listener.on_evaluating(self, what)
         if self.scored:  # a fine-tune (or --eval-bleu): also loss per target token, BLEU and chrF (greedy)
             batches = self.task.evaluation_batches(n, seed, FINE_TUNE_EVAL_BATCH)
-            with lora.decoding_merged(self.model):  # the cached decoder reads weights (LoRA's merged)
+            # the cached decoder reads weights (LoRA's merged)
+            with lora.decoding_merged(self.model), self.precision():
                 result = score(self.model, self.task, batches, loss=True, text=True)
             self.last_scores = scores_of(result)
         else:
-            result = evaluate(self.model, self.task, n, seed=seed,
-                              batch_size=EARLY_STOP_BATCH if stop_below else 500,
-                              teacher_forced=True, stop_below=stop_below)
+            with self.precision():
+                result = evaluate(self.model, self.task, n, seed=seed,
+                                  batch_size=EARLY_STOP_BATCH if stop_below else 500,
+                                  teacher_forced=True, stop_below=stop_below)
         self.eval_seconds += time.perf_counter() - start
         self.last_accuracy = result.accuracy
         # an evaluation stopped early (--until out of reach) measured a few examples: no figure
@@ -457,7 +504,8 @@ class Trainer:
         counts as evaluation's)."""
         if self.watcher is not None:
             start = time.perf_counter()
-            self.watcher.watch(self.step_count, self.history)
+            with self.precision():
+                self.watcher.watch(self.step_count, self.history)
             self.eval_seconds += time.perf_counter() - start
 
     def run(self, *listeners: RunListener, until_step: int | None = None) -> StepStats | None:
@@ -518,8 +566,9 @@ class Trainer:
         names = {id(p): n for n, p in self.model.named_parameters()}
         for p, s in self.optimizer.state.items():
             for key, value in s.items():
-                # a copy: the optimizer's state is views of shared buffers (core/training/optim.py)
-                state[f"optim.{names[id(p)]}.{key}"] = torch.as_tensor(value).clone()
+                # views of the optimiser's flat buffers, not copies: a save writes them tensor by
+                # tensor (core/safetensors_file.py), two moments of the model never copied at once
+                state[f"optim.{names[id(p)]}.{key}"] = torch.as_tensor(value)
         return state
 
     def save(self, path, resumable: bool = True) -> Path:

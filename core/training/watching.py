@@ -13,8 +13,11 @@ a model (`minitx train --init`), beside its held-out scores, into the run's hist
   NUMERICS_PAIRS held-out pairs, the run's own gradients left as they were;
 - a LoRA fine-tune's update sizes: each adapted layer's ||scale B A|| / ||W|| (core/model/lora.py).
 
-The base model is the one the fine-tune started from, held as it was loaded (copied only where
-its tensors are the model's own or on another device); its outputs are measured once. A LoRA
+The base model is the one the fine-tune started from; its outputs are measured once, and so,
+without general pairs, are its next-token distributions on the probes (what the KL compares
+with), so the Watcher keeps no base model: a fine-tune holds one model's weights, not two
+(docs/performance.md). With general pairs the base is held as it was loaded (copied only where
+its tensors are the model's own or on another device), measured at every evaluation. A LoRA
 fine-tune's base is the model itself with its adapters off (core/model/lora.py): no copy.
 """
 
@@ -39,6 +42,7 @@ from minitx.core.training.fine_tune import general_pairs
 from minitx.core.training.forgetting import (
     FORGET_ALARM,
     Forgetting,
+    base_log_probs,
     check_forget_alarm,
     general_loss,
     general_loss_and_kl,
@@ -99,37 +103,46 @@ def read_probes(model: Seq2Seq, task: Task, sources: list[list[int]]) -> list[tu
 
 
 def shares_tensors(a: Seq2Seq, b: Seq2Seq) -> bool:
-    """Whether any parameter of `a` is stored where one of `b` is (then training b changes a)."""
-    mine = {p.data_ptr() for p in b.parameters()}
+    """Whether any parameter of `a` is stored where one of `b`'s trained ones is (then training b
+    changes a; a frozen tensor both hold stays as it is)."""
+    mine = {p.data_ptr() for p in b.parameters() if p.requires_grad}
     return any(p.data_ptr() in mine for p in a.parameters())
 
 
 class Watcher:
     """A fine-tune's watching; `watch(step)` measures the model as it is now into its history.
     `base`: the model the fine-tune started from, never trained (its gradients are not computed:
-    it is only run in inference mode)."""
+    it is only run in inference mode); kept only for general pairs."""
 
     def __init__(self, model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...] = (),
                  general: list[Batch] | None = None, alarm_rise: float = FORGET_ALARM) -> None:
         self.model, self.task = model, task
-        if base is model:  # a LoRA fine-tune: the base is the model with its adapters off
-            self.base, self.base_view = model, (lambda: lora.adapters_off(model))
-        else:
-            self.base = base if base.device == model.device and not shares_tensors(base, model) \
-                else copy.deepcopy(base).to(model.device)  # a copy only where the base moves as training does
-            self.base_view = nullcontext
+        self.base_view = nullcontext  # what the base is run under (a LoRA's: its adapters off)
+        if base is model:
+            self.base_view = lambda: lora.adapters_off(model)
         self.sources = probe_sources(task, probes, model.cfg.max_len)
         self.general = general or []
         self.alarm_rise = check_forget_alarm(alarm_rise)
         held = task.pairs_batch(task.heldout, torch.arange(min(NUMERICS_PAIRS, len(task.heldout))))
         self.numerics_batch = held
         with self.base_view():
-            self.base_outputs = [out for out, _ in read_probes(self.base, task, self.sources)]
+            self.base_outputs = [out for out, _ in read_probes(base, task, self.sources)]
         # the probes teacher-forced on the base's outputs: the KL's stand-in without general pairs
-        start = self.base.generation.start
+        start = base.generation.start
         self._probe_kl_batch = Batch(src=padded(self.sources, task.src_vocab.pad),
                                      tgt=padded([[start, *o] for o in self.base_outputs], model.cfg.pad_id),
                                      lengths=torch.tensor([len(s) for s in self.sources]))
+        # the base itself where it costs no copy (a LoRA's) or general pairs measure it at each
+        # evaluation; else its (P, T, V) log-probabilities on the probes, measured once
+        self.base: Seq2Seq | None = None
+        self._base_on_probes: list[torch.Tensor] | None = None
+        if base is model:
+            self.base = model
+        elif self.general:
+            self.base = base if base.device == model.device and not shares_tensors(base, model) \
+                else copy.deepcopy(base).to(model.device)  # a copy only where the base moves as training does
+        else:
+            self._base_on_probes = [t.to(model.device) for t in base_log_probs(base, [self._probe_kl_batch])]
         self.forgetting: Forgetting | None = None  # with general pairs: set at the first watch
 
     def resume_from(self, history: History) -> None:
@@ -147,7 +160,8 @@ class Watcher:
         if self.general:
             loss, kl = general_loss_and_kl(self.model, self.base, self.general, self.base_view)
         else:
-            kl = kl_to_base(self.model, self.base, [self._probe_kl_batch], self.base_view)
+            kl = kl_to_base(self.model, self._base_on_probes if self.base is None else self.base,
+                            [self._probe_kl_batch], self.base_view)
         alarm = False
         if loss is not None:
             if self.forgetting is None:  # at step 0 the model is its base

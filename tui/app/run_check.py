@@ -38,8 +38,9 @@ def check_run(model_cfg, train_cfg, base=None) -> RunChecked:
     """The form's configs checked as a run would use them; an error is 'option: message'. A
     fine-tune's (train_cfg.init) are checked against `base`, the model on screen it starts from."""
     from minitx.core.data.pair_files import DataError
+    from minitx.core.training.memory_estimate import check_fine_tune
     from minitx.core.training.probe import probe_example
-    from minitx.core.training.trainer import planned_fine_tune, planned_run
+    from minitx.core.training.trainer import planned_fine_tune, planned_run, resolve_device
     from minitx.tui.app.loaded import as_checkpoint
 
     configs = (model_cfg, train_cfg)
@@ -47,6 +48,8 @@ def check_run(model_cfg, train_cfg, base=None) -> RunChecked:
         planned_model, planned_train, task = planned_fine_tune(as_checkpoint(base), model_cfg, train_cfg) \
             if train_cfg.init else planned_run(model_cfg, train_cfg)
         probe_example(task, planned_train.probe_source)
+        if train_cfg.init:  # a fine-tune that will not fit the machine: "memory: ... would fit with ..."
+            check_fine_tune(planned_model, planned_train, task, resolve_device(planned_train.device))
     except DataError as e:  # names the file and the line
         return RunChecked(configs, error=f"data: {e}")
     except ValueError as e:  # core's messages read "field: message"

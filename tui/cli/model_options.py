@@ -241,6 +241,21 @@ COURSE_OPTIONS = [
 ]
 
 
+# How a step holds its memory (`train`'s own; docs/training.md, "Memory").
+MEMORY_OPTIONS = [
+    click.option("--precision", type=core_choice("config", "PRECISIONS"),
+                 help="A step's forward and backward: fp32, or bf16 autocast (the weights the "
+                      "optimiser updates stay float32). [default: fp32]"),
+    click.option("--gradient-checkpointing/--no-gradient-checkpointing", "gradient_checkpointing",
+                 default=None,
+                 help="Recompute each layer's activations in backward instead of keeping them: "
+                      "the same gradients, less memory, a slower step. [default: off]"),
+    click.option("--memory-check/--no-memory-check", "memory_check", default=True,
+                 help="Before a fine-tune starts, estimate its peak memory and refuse one that "
+                      "will not fit, naming options that would. [default: check]"),
+]
+
+
 def _targets(ctx, param, value):
     """--lora-targets q_proj,v_proj -> ('q_proj', 'v_proj'); core checks the names."""
     if value is None:

@@ -67,6 +67,7 @@ RUN_OPTIONS = [
 @model_options.apply(model_options.TASK_OPTIONS + model_options.TRAINING_OPTIONS
                       + model_options.FINE_TUNE_OPTIONS + model_options.COURSE_OPTIONS
                       + model_options.LORA_OPTIONS + model_options.GUIDED_OPTIONS
+                      + model_options.MEMORY_OPTIONS
                       + model_options.MODEL_OPTIONS + RUN_OPTIONS)
 def train_cmd(**opts) -> None:
     """Train a model and save it as a checkpoint.
@@ -285,7 +286,7 @@ def _fine_tune(opts):
         raise click.BadParameter(f"{train_cfg.max_length} is more than the {model_cfg.max_len} positions "
                                  f"{opts['init']} holds (give at most {model_cfg.max_len}; 0: all of them)",
                                  param_hint="--max-length")
-    return Trainer(model_cfg, train_cfg, base=base)
+    return Trainer(model_cfg, train_cfg, base=base, check_memory=opts["memory_check"])
 
 
 def _watch_base(saved):
