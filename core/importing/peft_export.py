@@ -38,7 +38,7 @@ def hf_module_names(family: str, model: Seq2Seq) -> dict[str, str]:
 def folder_family(task: Task) -> str:
     """The base's Hugging Face family (hf_weights' names: marian, t5, bart, m2m_100, ...);
     ExportError for a base that was no Hugging Face folder."""
-    family = str((getattr(task, "origin", None) or {}).get("family") or "")
+    family = task.origin.family if task.origin is not None else ""
     if not family:
         raise ExportError("its base is no Hugging Face model, so there is no PEFT folder to write "
                           "(--format hf writes the merged model)")
