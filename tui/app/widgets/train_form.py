@@ -4,7 +4,9 @@
 (`like`), the open checkpoint's saved run (`resume`, which only lets steps, device and
 until change), or a fine-tune of the open model (`fine-tune`: `minitx train --init`, from
 core's fine-tuning defaults for its family; its architecture and tokenisers are the model's, so
-only the training fields and the pairs files can change, and the pairs file must be given).
+only the training fields and the pairs files can change, and the pairs file must be given: the
+fields the base decides leave the rows, and a fine-tune's own (FINE_TUNE_FIELDS: LoRA, keep best
+and patience, the languages, guided alignment) take their cells).
 Every other field is named after its option in core.options (`batch_size`, `heads`, `lengths`,
 ...) and the form turns what was changed into configs with core.options.configs_from_options,
 the one function the CLI uses too; an OptionError names the field to mark. A data file is its
