@@ -44,6 +44,7 @@ async def test_a_fine_tunes_own_fields_take_the_cells_of_those_its_base_decides(
         shown = [label for name, label in FIELDS.items() if name not in fine_tune_locked()]
         assert all(f" {label} " in form_rows for label in shown)
         assert " d_model " not in form_rows and " lora " in form_rows
+        assert all(screen.query_one(f"#field-{name}").tooltip for name in FIELDS)  # each says what it is
         # keyboard only: Tab's round reaches every fine-tune field, and none of the base's
         chain = {widget.id for widget in screen.focus_chain}
         assert set(FINE_TUNE_FIELDS) <= chain and not chain & fine_tune_locked()

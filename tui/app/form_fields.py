@@ -46,8 +46,26 @@ DATA_ONLY = ("tokens", "expect", "valid")  # they apply to a data file only
 BASE_DECIDES = ("task", "lengths", "tokens", "expect", "layers")
 EXPECT_LABELS = {"": "none", "anti-diagonal": "anti-diag"}  # what `expect` shows: short, never cut
 LIST_SEPARATOR = ","  # a tuple field's values in one text, as the CLI takes them (--lora-targets)
-# What each fine-tune field is, shown as its tooltip (the CLI's --help says the same of its option)
+# What each field is, shown as its tooltip (train's --help says the same of its option)
 HELP = {
+    "task": "the built-in task to learn (a data file is its own task)",
+    "lengths": "the task's source lengths, MIN-MAX such as 4-10",
+    "steps": "optimiser steps of the run", "batch_size": "pairs a step",
+    "lr": "the peak learning rate", "schedule": "the learning rate after warmup",
+    "optimizer": "adamw, or adafactor (T5's)", "warmup": "linear warmup steps",
+    "dropout": "the model's dropout while it trains", "seed": "seed for initialisation and data",
+    "device": "where it trains: auto picks cuda when there is one",
+    "d_model": "the model's width", "heads": "attention heads a layer",
+    "kv_heads": "K/V heads the query heads share (empty: one each)",
+    "layers": "encoder and decoder layers", "norm": "where each sublayer's norm is: post or pre",
+    "norm_kind": "layer norm or RMS norm", "activation": "the feed-forward's activation",
+    "position_encoding": "how positions enter the model",
+    "until": "stop once held-out exact match reaches this (0: never)",
+    "probe_source": "the source whose attention is snapshotted as it trains",
+    "tokens": "how a data file's text becomes tokens: characters or words",
+    "expect": "the attention pattern a data file's pairs should show",
+    "data": "a file of source/target pairs to train on", "valid": "held-out pairs to measure on",
+    "general": "pairs a fine-tune should still handle: forgetting is measured on them",
     "lora_rank": "LoRA rank: train only rank-R adapters of the attention projections (0: a full fine-tune)",
     "lora_alpha": "LoRA alpha: the adapters' scale is alpha / rank",
     "lora_targets": "the projections LoRA adapts, comma-separated",
