@@ -38,6 +38,19 @@ async def on_train_screen(pilot):
     return pilot.app.screen
 
 
+async def on_fine_tune_form(pilot):
+    """The Train screen with `from` on the fine-tune of the open model."""
+    screen = await on_train_screen(pilot)
+    source = screen.query_one("#from")
+    for _ in range(len(source.choices)):  # a model minitx trained: its recipe first
+        if screen.form.start.init:
+            break
+        source.action_move(1)
+        await pilot.pause()
+    assert screen.form.start.init, "no fine-tune offered"
+    return screen
+
+
 def key_while_busy(pilot, key: str) -> None:
     """Send `key` as a person types it, without pilot.press's wait for the process to go quiet:
     a run training in the background, or a worker the key starts, never lets it (each such press

@@ -25,17 +25,58 @@ FIELDS = {
     "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
     "until": "until", "probe_source": "probe", "tokens": "tokens", "expect": "expect",
     "data": "data", "valid": "held-out", "general": "general",
+    # a fine-tune's own (shown in the cells of the fields its base decides): LoRA, the course's
+    # workflow, the pair's languages and guided alignment (LoRA's dropout: the command line's)
+    "lora_rank": "lora", "lora_alpha": "alpha", "lora_targets": "targets",
+    "keep_best": "keep best", "patience": "patience", "src_lang": "src lang", "tgt_lang": "tgt lang",
+    "alignments": "alignments", "guided_head": "guided head", "guided_weight": "g.weight",
 }
 PROBES_SEPARATOR = "|"  # a fine-tune's probe field holds several sources: "the cat | a house"
 FINE_TUNE_ONLY = ("general",)  # pairs it should still handle: forgetting measured on them
-OPTIONAL = ("kv_heads",)  # may stay empty, meaning "not given": core decides (K/V heads = heads)
+# Fields only a fine-tune shows (the others have none of them in their rows)
+FINE_TUNE_FIELDS = ("lora_rank", "lora_alpha", "lora_targets", "keep_best", "patience", "src_lang",
+                    "tgt_lang", "alignments", "guided_head", "guided_weight")
+FILES = ("alignments",)  # a path, checked as `data`'s is
+OPTIONAL = ("kv_heads", "lora_rank")  # may stay empty, meaning "not given": core decides (K/V heads = heads)
 CHOICES = ("task", "schedule", "optimizer", "norm", "norm_kind", "activation", "position_encoding",
-           "device", "tokens", "expect")  # picked from lists core defines, not typed
+           "device", "tokens", "expect", "keep_best")  # picked from lists core defines, not typed
 DATA_ONLY = ("tokens", "expect", "valid")  # they apply to a data file only
 # What a fine-tune takes from its base, besides the model options: its task and tokenisers
 # (core's planned_fine_tune lets only the dropout of the architecture differ: how it trains).
 BASE_DECIDES = ("task", "lengths", "tokens", "expect", "layers")
 EXPECT_LABELS = {"": "none", "anti-diagonal": "anti-diag"}  # what `expect` shows: short, never cut
+LIST_SEPARATOR = ","  # a tuple field's values in one text, as the CLI takes them (--lora-targets)
+# What each field is, shown as its tooltip (train's --help says the same of its option)
+HELP = {
+    "task": "the built-in task to learn (a data file is its own task)",
+    "lengths": "the task's source lengths, MIN-MAX such as 4-10",
+    "steps": "optimiser steps of the run", "batch_size": "pairs a step",
+    "lr": "the peak learning rate", "schedule": "the learning rate after warmup",
+    "optimizer": "adamw, or adafactor (T5's)", "warmup": "linear warmup steps",
+    "dropout": "the model's dropout while it trains", "seed": "seed for initialisation and data",
+    "device": "where it trains: auto picks cuda when there is one",
+    "d_model": "the model's width", "heads": "attention heads a layer",
+    "kv_heads": "K/V heads the query heads share (empty: one each)",
+    "layers": "encoder and decoder layers", "norm": "where each sublayer's norm is: post or pre",
+    "norm_kind": "layer norm or RMS norm", "activation": "the feed-forward's activation",
+    "position_encoding": "how positions enter the model",
+    "until": "stop once held-out exact match reaches this (0: never)",
+    "probe_source": "the source whose attention is snapshotted as it trains",
+    "tokens": "how a data file's text becomes tokens: characters or words",
+    "expect": "the attention pattern a data file's pairs should show",
+    "data": "a file of source/target pairs to train on", "valid": "held-out pairs to measure on",
+    "general": "pairs a fine-tune should still handle: forgetting is measured on them",
+    "lora_rank": "LoRA rank: train only rank-R adapters of the attention projections (0: a full fine-tune)",
+    "lora_alpha": "LoRA alpha: the adapters' scale is alpha / rank",
+    "lora_targets": "the projections LoRA adapts, comma-separated",
+    "keep_best": "also keep the best evaluation's weights, by this metric (NAME.best.safetensors)",
+    "patience": "stop after N evaluations without a better keep-best metric (0: never)",
+    "src_lang": "the source's language: the data's key, a multilingual model's code",
+    "tgt_lang": "the target's language: the data's key, a multilingual model's code",
+    "alignments": "word links of data's pairs (Pharaoh i-j, line i = pair i), taught to the guided head",
+    "guided_head": "LAYER:HEAD (from 1): the cross-attention head taught the alignments",
+    "guided_weight": "the guided loss's weight beside the translation loss",
+}
 
 
 def option_types() -> dict[str, str]:
@@ -58,6 +99,9 @@ def typed_options(values: dict[str, str | None]) -> dict[str, Any]:
     types, typed = option_types(), {}
     for name, text in values.items():
         kind = types.get(name, "str")
+        if kind.startswith("tuple") and text is not None:  # "q_proj, v_proj": core checks each
+            typed[name] = tuple(t.strip() for t in text.split(LIST_SEPARATOR) if t.strip())
+            continue
         if kind not in ("int", "float") or text is None:
             typed[name] = text
             continue
@@ -80,7 +124,8 @@ def choice_values() -> dict[str, list]:
             "norm_kind": list(config.NORM_KINDS), "activation": list(config.ACTIVATIONS),
             "position_encoding": list(config.POSITION_ENCODINGS), "device": list(config.DEVICES),
             "tokens": list(config.TOKENISATIONS),
-            "expect": [(e, EXPECT_LABELS.get(e, e)) for e in EXPECTATIONS]}
+            "expect": [(e, EXPECT_LABELS.get(e, e)) for e in EXPECTATIONS],
+            "keep_best": [("", "off"), *config.KEEP_BEST]}
 
 
 @functools.cache
@@ -111,8 +156,11 @@ def field_texts(model_cfg, train_cfg) -> dict[str, str]:
               **{n: getattr(train_cfg, f) for n, f in train_options().items()},
               "layers": model_cfg.n_decoder_layers,
               "lengths": f"{train_cfg.min_source_len}-{train_cfg.max_source_len}"}
-    texts = {name: f"{values[name]:g}" if isinstance(values[name], float) else str(values[name])
+    texts = {name: f"{values[name]:g}" if isinstance(values[name], float)
+             else LIST_SEPARATOR.join(values[name]) if isinstance(values[name], tuple) else str(values[name])
              for name in FIELDS}
+    if not train_cfg.lora_rank:
+        texts["lora_rank"] = ""  # no LoRA: a full fine-tune (the field's placeholder says "off")
     if model_cfg.kv_heads == model_cfg.n_heads:
         texts["kv_heads"] = ""  # multi-head: empty, so a new `heads` keeps one K/V head each
     if own_lengths(train_cfg.task):
@@ -138,13 +186,13 @@ def fine_tune_locked() -> set[str]:
     return {name for name in FIELDS if name in MODEL_OPTIONS and name != "dropout"} | set(BASE_DECIDES)
 
 
-def fine_tune_train(family: str, optimizer: str = "adamw"):
+def fine_tune_train(family: str, optimizer: str = "adamw", lora: bool = False):
     """The TrainConfig a fine-tune of `family` starts from: core's defaults for it (and for the
-    optimizer chosen), on the task a data file gives once the form names one."""
+    optimizer chosen, and LoRA's or not), on the task a data file gives once the form names one."""
     from minitx.core.config import TrainConfig
     from minitx.core.training.fine_tune import fine_tune_defaults
 
-    return TrainConfig(**fine_tune_defaults(family, optimizer))
+    return TrainConfig(**fine_tune_defaults(family, optimizer, lora))
 
 
 def checked_data_path(text: str, option: str = "data") -> str:
@@ -174,7 +222,7 @@ class Start:
     base: Any = dataclasses.field(default=None, compare=False)
     family: str = ""  # a fine-tune's family: which of core's defaults it starts from
 
-    def train_for(self, optimizer: str):
+    def train_for(self, optimizer: str, lora: bool = False):
         """The train config the fields start from, a fine-tune's for the optimizer chosen (its
-        lr and weight decay are the optimizer's)."""
-        return fine_tune_train(self.family, optimizer) if self.init else self.train
+        lr and weight decay are the optimizer's) and for LoRA or not (its lr is LoRA's)."""
+        return fine_tune_train(self.family, optimizer, lora) if self.init else self.train

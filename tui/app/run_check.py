@@ -1,6 +1,7 @@
 """Whether the run the Train form describes can start, asked before anything is started, asked
-or dropped: its task made (a data file read, every line checked), its probe source read, and
-its parameters counted without building its weights.
+or dropped: its task made (a data file read, every line checked), its probe source read, a
+guided head found and its alignments read, and its parameters counted without building its
+weights.
 
 check_run is what a thread worker runs; FormChecks is the Train screen's side of the form: its
 starts (recipes, like, resume), validating it as it is edited, checking the run it gives once it
@@ -38,6 +39,7 @@ def check_run(model_cfg, train_cfg, base=None) -> RunChecked:
     """The form's configs checked as a run would use them; an error is 'option: message'. A
     fine-tune's (train_cfg.init) are checked against `base`, the model on screen it starts from."""
     from minitx.core.data.pair_files import DataError
+    from minitx.core.training.guided_alignment import Guide
     from minitx.core.training.memory_estimate import check_fine_tune
     from minitx.core.training.probe import probe_example
     from minitx.core.training.trainer import planned_fine_tune, planned_run, resolve_device
@@ -50,6 +52,11 @@ def check_run(model_cfg, train_cfg, base=None) -> RunChecked:
         probe_example(task, planned_train.probe_source)
         if train_cfg.init:  # a fine-tune that will not fit the machine: "memory: ... would fit with ..."
             check_fine_tune(planned_model, planned_train, task, resolve_device(planned_train.device))
+        if planned_train.guided_head:  # the head found, the links read and fitted to the pairs
+            try:
+                Guide.for_run(planned_train, task, planned_model)
+            except DataError as e:
+                return RunChecked(configs, error=f"alignments: {e}")
     except DataError as e:  # names the file and the line
         return RunChecked(configs, error=f"data: {e}")
     except ValueError as e:  # core's messages read "field: message"

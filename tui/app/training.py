@@ -1,9 +1,10 @@
 """One training run of the Train screen, as the screen's thread worker runs it.
 
-The run owns the Trainer and listens to its run (core.training.trainer.RunListener's hooks):
+The run owns the Trainer and listens to its run (a core.training.events.RunListener):
 before each step it takes requests from the UI thread (pause, stop, save, the app closing), and
 after steps it posts a Progress message at most ten times a second; it never touches a widget.
-Nothing here imports torch at module level, so the listener's hooks are duck-typed.
+Nothing here imports torch at module level (core's events import nothing heavy); a hook it does
+not define (a fine-tune's base evaluation) is RunListener's, which does nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from textual.message import Message
 
+from minitx.core.training.events import RunListener
 from minitx.core.training.run_files import run_name
 from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import LiveProbe, ProbeLine, Progress, RunEnded, RunStarted, Saved, Watching
@@ -41,7 +43,7 @@ ACTIVE = ("running", "paused", "stopping")  # a worker is stepping (or about to 
 ENDED = ("finished", "stopped")  # a run's model is there to explore, save or continue
 
 
-class TrainingRun:
+class TrainingRun(RunListener):
     """One run: its number, where `w` saves it, and the state it shares between the UI thread
     and its worker (a few Events and one pending save request). `post` delivers a message to
     the screen (thread-safe)."""

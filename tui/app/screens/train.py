@@ -53,6 +53,8 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
     TIMELINE_HINT = "once a run has ended, v shows them"
     HELP_NOTE = ("Tab into the form: ← → pick a choice, Enter starts a run, esc leaves it.\n"
                  "from: a recipe, the open file's configs (like) or its run (resume).\n"
+                 "fine-tune: its own fields (lora, keep best, languages, guided head) instead\n"
+                 "of the architecture, which is the base's.\n"
                  "A run not saved: a new run or quit asks first (after checking the new run).")
     AUTO_FOCUS = ""  # the run keys work at once; Tab moves into the form
     # Not priority: a text field of the form takes every printable key (Enter starts a run from

@@ -4,7 +4,9 @@
 (`like`), the open checkpoint's saved run (`resume`, which only lets steps, device and
 until change), or a fine-tune of the open model (`fine-tune`: `minitx train --init`, from
 core's fine-tuning defaults for its family; its architecture and tokenisers are the model's, so
-only the training fields and the pairs files can change, and the pairs file must be given).
+only the training fields and the pairs files can change, and the pairs file must be given: the
+fields the base decides leave the rows, and a fine-tune's own (FINE_TUNE_FIELDS: LoRA, keep best
+and patience, the languages, guided alignment) take their cells).
 Every other field is named after its option in core.options (`batch_size`, `heads`, `lengths`,
 ...) and the form turns what was changed into configs with core.options.configs_from_options,
 the one function the CLI uses too; an OptionError names the field to mark. A data file is its
@@ -32,7 +34,10 @@ from minitx.tui.app.form_fields import (
     DATA_ONLY,
     DATA_TASK,
     FIELDS,
+    FILES,
+    FINE_TUNE_FIELDS,
     FINE_TUNE_ONLY,
+    HELP,
     OPTIONAL,
     PROBES_SEPARATOR,
     SOURCE,
@@ -50,11 +55,18 @@ from minitx.tui.app.widgets.choice import ChoiceField
 
 # Fields a row to a row, by the terminal's width: the columns of each field taking more than one.
 # Four columns from 78 characters (80x24: 8 rows), three below (60x20: 11 rows); both fill every row.
-ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 2, "valid": 2, "general": 2},
-             3: {SOURCE: 1, "probe_source": 2, "data": 2, "valid": 3, "general": 3}}
+ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 2, "valid": 2, "general": 2, "lora_targets": 2,
+                 "alignments": 2},
+             3: {SOURCE: 1, "probe_source": 2, "data": 2, "valid": 3, "general": 3, "lora_targets": 2,
+                 "alignments": 3, "guided_weight": 2}}
+# A fine-tune's own fields take the cells of those its base decides (8 rows at 80x24 too); at
+# three columns these spans fill its rows (13)
+FINE_TUNE_SPANS = {4: {}, 3: {SOURCE: 2, "probe_source": 3, "data": 3, "lora_alpha": 2}}
 FOUR_COLUMNS = 78  # the form's width from which four fields fit a row
 PLACEHOLDERS = {"kv_heads": "= heads", "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)",
-                "valid": "blank: 5% of data", "general": "a fine-tune's: pairs to keep"}
+                "valid": "blank: 5% of data", "general": "a fine-tune's: pairs to keep",
+                "lora_rank": "off", "src_lang": "data's", "tgt_lang": "data's",
+                "alignments": "i-j links of data's pairs", "guided_head": "L:H"}
 FINE_TUNE_DATA = "pairs to learn (.tsv/.csv/.jsonl)"  # data's placeholder for a fine-tune
 
 
@@ -75,13 +87,16 @@ class TrainForm(Grid):
         self.choices: dict[str, list] = {}  # what each choice field offers (core's lists)
         self.task_before = ""  # the task chosen before a data file took its place
         self.lengths_before = ""  # the lengths typed before a task of its own lengths took them
+        self.width = 0  # the width the rows were arranged for
+        self.lora = False  # the lora field asks for LoRA: the lr shown is LoRA's
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="field", id="field-from"):
             yield Label("from", classes="field-label")
             yield ChoiceField(id=SOURCE)
         for name, label in FIELDS.items():
-            with Horizontal(classes="field", id=f"field-{name}"):
+            with Horizontal(classes="field", id=f"field-{name}") as row:
+                row.tooltip = HELP.get(name)
                 yield Label(label, classes="field-label")
                 yield ChoiceField(id=name) if name in CHOICES else FormInput(
                     id=name, compact=True, placeholder=PLACEHOLDERS.get(name, ""))
@@ -92,15 +107,28 @@ class TrainForm(Grid):
     def on_resize(self, event: events.Resize) -> None:
         self.arrange_for(event.size.width)
 
+    def shown(self) -> list[str]:
+        """The fields in the form's rows: a fine-tune's own in place of those its base decides."""
+        start = self.start
+        if start is not None and start.init:
+            hidden = fine_tune_locked()
+        else:
+            hidden = set(FINE_TUNE_FIELDS)
+        return [name for name in (SOURCE, *FIELDS) if name not in hidden]
+
     def arrange_for(self, width: int) -> None:
         """Four fields a row where they fit whole (80 columns), else three (60)."""
         columns = 4 if width >= FOUR_COLUMNS else 3
-        spans = ROW_SPANS[columns]
-        rows = math.ceil(sum(spans.get(name, 1) for name in (SOURCE, *FIELDS)) / columns)
-        self.columns = columns
+        fine_tune = self.start is not None and bool(self.start.init)
+        spans = {**ROW_SPANS[columns], **(FINE_TUNE_SPANS[columns] if fine_tune else {})}
+        shown = self.shown()
+        rows = math.ceil(sum(spans.get(name, 1) for name in shown) / columns)
+        self.columns, self.width = columns, width
         self.styles.grid_size_columns, self.styles.grid_size_rows, self.styles.height = columns, rows, rows
         for name in (SOURCE, *FIELDS):
-            self.query_one(f"#field-{name}").styles.column_span = spans.get(name, 1)
+            row = self.query_one(f"#field-{name}")
+            row.styles.column_span = spans.get(name, 1)
+            row.display = name in shown
 
     # The field being edited is marked on its row (its label reversed: visible without colour).
     def on_descendant_focus(self, event) -> None:
@@ -159,6 +187,8 @@ class TrainForm(Grid):
             widget = self.query_one(f"#{name}")
             widget.value = text
             widget.disabled = name in locked
+        self.lora = bool(start.train.lora_rank)
+        self.arrange_for(self.width or self.app.size.width)
         self.task_before = start.train.task if start.train.task != DATA_TASK else self.tasks[0]
         self.lengths_before = texts["lengths"] or f"{start.train.min_source_len}-{start.train.max_source_len}"
         self.follow_task()
@@ -199,14 +229,27 @@ class TrainForm(Grid):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "data":  # before the screen validates the form (it bubbles on)
             self.follow_task()
+        elif event.input.id == "lora_rank" and self.start is not None and self.start.init:
+            lora = self.asks_lora()
+            if lora != self.lora:  # a LoRA fine-tune's lr is core's LoRA lr, a full one's the family's
+                self.lora = lora
+                self.query_one("#lr", Input).value = f"{self.start_train().lr:g}"
+
+    def asks_lora(self) -> bool:
+        """The lora field names a rank (a bad text too: its error is the field's)."""
+        return (self.query_one("#lora_rank", Input).value or "").strip() not in ("", "0")
+
+    def start_train(self):
+        """The start's train config for the optimizer chosen and LoRA or not."""
+        optimizer = self.query_one("#optimizer", ChoiceField).value or "adamw"
+        return self.start.train_for(optimizer, self.asks_lora())
 
     def on_choice_changed(self, message: ChoiceChanged) -> None:
         if message.field.id == "task":
             self.follow_task()
         elif message.field.id == "optimizer" and self.start is not None and self.start.init:
             # a fine-tune's lr is the optimizer's (Adafactor's 1e-3, AdamW's the family's)
-            lr = self.start.train_for(message.field.value or "adamw").lr
-            self.query_one("#lr", Input).value = f"{lr:g}"
+            self.query_one("#lr", Input).value = f"{self.start_train().lr:g}"
 
     def values(self) -> dict[str, str | None]:
         """Each field's text (a choice's value); None for an OPTIONAL field left empty."""
@@ -224,7 +267,7 @@ class TrainForm(Grid):
 
         start = self.start
         values = self.values()
-        train = start.train_for(values["optimizer"] or "adamw")
+        train = self.start_train()
         base = field_texts(start.model, train)
         # Only what was changed: a field left as it was keeps the start's exact value (its
         # d_ff, its activation) instead of the rules for a changed d_model or norm.
@@ -242,6 +285,11 @@ class TrainForm(Grid):
             general = (values["general"] or "").strip()
             if general:
                 changed["general"] = checked_data_path(general, "general")
+            for name in FILES:
+                text = (values[name] or "").strip()
+                changed.pop(name, None)
+                if text:
+                    changed[name] = checked_data_path(text, name)
         if data:  # a data file is the task, and its pairs their own lengths
             path = checked_data_path(data)
             if data != base["data"] or start.init:
@@ -273,8 +321,11 @@ class TrainForm(Grid):
 
     def mark_field(self, option: str) -> None:
         """Mark the field of `option` (if the form has it) as the one to fix."""
-        if option in FIELDS:
-            self.query_one(f"#{option}").add_class("-invalid")
+        from minitx.core.options import option_for_field
+
+        for name in FIELDS:  # a field's option may have a name of its own (lora_rank: `lora`)
+            if option in (name, option_for_field(name)):
+                self.query_one(f"#{name}").add_class("-invalid")
 
     def validate(self):
         """Inline validation: the configs, or None with the first problem in `error` and its
