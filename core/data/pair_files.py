@@ -37,10 +37,18 @@ SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".nd
             ".parquet": "parquet"}
 SIDES = ("source", "target")
 # A first row that is a header, not a pair: each cell a column name (source, src, input, ...) or a
-# language code as the Hub's sets name their columns (en, fr, en_XX, eng_Latn, pt-BR, zh-Hant).
+# language code as the Hub's sets name their columns (en, fr, en_XX, eng_Latn, pt-BR, zh-Hant): an
+# ISO 639-1 code, or a 639-3 one of ISO_639_1 below, with an optional script or region.
 COLUMN_NAMES = frozenset({"source", "target", "src", "tgt", "trg", "input", "output", "text", "translation",
                           "original", "reference", "ref", "hypothesis", "prompt", "completion", "label"})
-LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:[_-][A-Za-z]{2,4})?")
+LANGUAGE_CODE = re.compile(r"([a-z]{2,3})(?:[_-][A-Za-z]{2,4})?")
+ISO_639_1_CODES = frozenset((
+    "aa ab ae af ak am an ar as av ay az ba be bg bh bi bm bn bo br bs ca ce ch co cr cs cu cv cy da de "
+    "dv dz ee el en eo es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu hy hz ia id "
+    "ie ig ii ik io is it iu ja jv ka kg ki kj kk kl km kn ko kr ks ku kv kw ky la lb lg li ln lo lt lu "
+    "lv mg mh mi mk ml mn mr ms mt my na nb nd ne ng nl nn no nr nv ny oc oj om or os pa pi pl ps pt qu "
+    "rm rn ro ru rw sa sc sd se sg si sk sl sm sn so sq sr ss st su sv sw ta te tg th ti tk tl tn to tr "
+    "ts tt tw ty ug uk ur uz ve vi vo wa wo xh yi yo za zh zu").split())
 # ISO 639-3 (as NLLB-200's codes begin: eng_Latn) -> ISO 639-1 (as the Hub's sets name their keys:
 # en), for the languages that have a two-letter code; NLLB's zho_Hans/zho_Hant are both zh.
 ISO_639_1 = dict(pair.split(":") for pair in (
@@ -173,7 +181,14 @@ def _is_header(fields: list[str], columns: Columns) -> bool:
     cells = [f.strip() for f in fields]
     named = {c.lower() for c in columns.languages() if c}
     return len(cells) >= 2 and len(set(cells)) == len(cells) and all(
-        c.lower() in COLUMN_NAMES or c.lower() in named or LANGUAGE_CODE.fullmatch(c) for c in cells)
+        c.lower() in COLUMN_NAMES or c.lower() in named or _is_language_code(c) for c in cells)
+
+
+def _is_language_code(cell: str) -> bool:
+    """`en`, `pt-BR`, `en_XX`, `eng_Latn`: a known code with an optional script or region (so a
+    pair of short words such as `ab<TAB>cde` is never taken for a header)."""
+    match = LANGUAGE_CODE.fullmatch(cell)
+    return match is not None and (match.group(1) in ISO_639_1_CODES or match.group(1) in ISO_639_1)
 
 
 def _header_columns(path: Path, line: int, header: list[str], columns: Columns) -> tuple[int, int]:

@@ -99,10 +99,13 @@ def test_a_header_without_the_language_asked_for_is_one_line(tmp_path):
         pairs(path, "en", "fr")
 
 
-def test_a_first_row_of_ordinary_text_stays_a_pair(tmp_path):
+@pytest.mark.parametrize("first", [("good morning", "bonjour"), ("ab", "cde"), ("abz", "zba"), ("fr", "fr")])
+def test_a_first_row_of_ordinary_text_stays_a_pair(tmp_path, first):
+    """Short words that look like codes are no header: only known language codes (two different
+    ones) or column names are."""
     path = tmp_path / "p.csv"
-    path.write_text("good morning,bonjour\nthank you,merci\n", encoding="utf-8")
-    assert pairs(path) == [("good morning", "bonjour"), ("thank you", "merci")]
+    path.write_text(",".join(first) + "\nthank you,merci\n", encoding="utf-8")
+    assert pairs(path) == [first, ("thank you", "merci")]
 
 
 pa = pytest.importorskip("pyarrow")
