@@ -344,12 +344,15 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
     unknown = sorted(k for k in tensors if not k.startswith(known))
     if unknown:
         raise CheckpointError(f"{path} holds an unexpected tensor {unknown[0]!r}")
+    # the weights a config claims are checked first: a file claiming a million layers is refused
+    # for the tensors it lacks before anything of that size is looked at
+    dtype = None if adapted else _check_weights(weights, cfg, path)
     history = _history(tensors, cfg, summary, path)
     generation = _generation(metadata, cfg, path)
     if adapted:
         model, lora_file, dtype = _lora_model(tensors, metadata, cfg, path, open_base, merge, device)
     else:
-        dtype, lora_file = _check_weights(weights, cfg, path), None
+        lora_file = None
         model = Seq2Seq(cfg)
         model.load_own_state_dict({k: t.to(torch.float32) for k, t in weights.items()})
     model.to(device).eval()

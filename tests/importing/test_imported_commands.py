@@ -187,7 +187,6 @@ def test_every_command_that_measures_says_how_to_give_pairs_and_takes_them(impor
         "roles": ["heads", model, "--roles", "--n", "40"],
         "patch": ["patch", model, "--method", "exact"],
         "circuit": ["circuit", model, "--n-pairs", "4", "--n", "20"],
-        "compare": ["compare", model, imported[toy.TUTORIAL], "--n", "40"],
         "mean ablation": ["decode", model, "3 1 4", "--ablate", "cross", "--ablate-kind", "mean"],
         "lens, mean ablation": ["lens", model, "3 1 4", "--ablate", "cross", "--ablate-kind", "mean"],
     }
@@ -199,6 +198,9 @@ def test_every_command_that_measures_says_how_to_give_pairs_and_takes_them(impor
         assert "Error" not in lines[0][len("Error:"):], (name, lines)  # no exception's name
         given = run(*args, "--pairs", pairs)
         assert given.exit_code == 0, (name, given.output)
+    # compare beside a model of the same tokens that keeps pairs measures both on those pairs
+    beside = run("compare", model, imported[toy.TUTORIAL], "--n", "40")
+    assert beside.exit_code == 0 and "keeps no example pairs" not in beside.output, beside.output
     measured = ok_json("eval", model, "--pairs", pairs)
     assert measured["n"] == 200 and measured["accuracy"] >= 0.9
     report = ok_json("doctor", model, "--quick", "--pairs", pairs)

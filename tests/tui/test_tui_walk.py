@@ -81,7 +81,7 @@ def test_the_ex_per_s_of_a_log_line_is_the_mean_of_the_latest_steps_not_one_step
     from minitx.tui.cli.train_progress import Reporter
 
     out = io.StringIO()  # no terminal: plain lines
-    trainer = SimpleNamespace(step_count=0, last_accuracy=None, step_rows=10,
+    trainer = SimpleNamespace(step_count=0, last_accuracy=None, step_rows=10, last_scores=None, guide=None,
                               cfg=SimpleNamespace(steps=3, until=0.0))
     reporter = Reporter(trainer, out, quiet=False, log_every=1, metrics=None, resume=False)
     for step, speed in ((1, 10.0), (2, 100.0), (3, 1000.0)):  # 1 s, 0.1 s, 0.01 s for 10 pairs each

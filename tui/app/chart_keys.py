@@ -17,7 +17,7 @@ from minitx.tui.render.charts import CHARTS, EVALUATION_CHARTS, TABLE_CHARTS
 
 CHART_BINDINGS = [
     Binding("g", "chart('cycle')", "next chart",
-            tooltip="next chart: loss, BLEU, chrF, accuracy, lr, grad norm, forgetting, numerics"),
+            tooltip="next chart: loss, BLEU, chrF, accuracy, lr, grad norm, watching"),
     Binding("l", "chart('toggle_log')", "log/linear", tooltip="log or linear scale"),
     Binding("m", "chart('toggle_smoothing')", "smooth", tooltip="smoothing on/off"),
     Binding("k", "chart('toggle_x_axis')", "x: step/time", tooltip="x axis: step or time"),

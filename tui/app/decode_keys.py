@@ -119,6 +119,18 @@ class DecodeKeys(AttributionKeys, ExplainedKeys):
         return f"layer {first.layer_index + 1}/{layers} · head {first.head_index + 1}/{heads}"
 
     # -- the source ------------------------------------------------------------------------------
+    def source_for_model(self, task, same_tokens: bool, *kept: str) -> None:
+        """The source once the model on screen changed: for a model of the same tokens the one in
+        the box (then `kept`, a last good one), else, or when none is taken, the task's own example
+        (a sentence for a translation model, a date for dates, a held-out pair for a data file)."""
+        bar = self.query_one(SourceBar)
+        example = task.example()
+        bar.show_example(example)
+        for text in ((bar.text, *kept, example) if same_tokens else (example,)):
+            if text and self.set_source(text):
+                bar.show_source(text)
+                return
+
     @one_line_errors
     def set_source(self, text: str) -> bool:
         """Parse `text` for every session (each model's task reads it in its own vocabulary, and

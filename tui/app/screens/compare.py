@@ -298,16 +298,8 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
         layers, heads = self.shape()  # A's working head, within what both models have
         first = panels["A"].session
         self.select_head(min(first.layer_index, layers - 1), min(first.head_index, heads - 1))
-        # The source on screen stays for a model of the same tokens; else the task's own example
-        # (a sentence for a translation model, never the digits the box starts with).
-        bar = self.query_one(SourceBar)
-        example = message.a.task.example()
-        bar.show_example(example)
         same_tokens = previous is not None and previous.task.src_vocab == message.a.task.src_vocab
-        for text in ((bar.text, example) if same_tokens else (example,)):
-            if text and self.set_source(text):
-                bar.show_source(text)
-                break
+        self.source_for_model(message.a.task, same_tokens)
         self.action_run()  # the whole decode of both at first sight
 
     def on_summary_ready(self, message: SummaryReady) -> None:

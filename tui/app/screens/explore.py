@@ -259,13 +259,7 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
         shown = self.shown_source()
         session.set_model(app.current)
         self._draw_title()
-        bar = self.query_one(SourceBar)
-        example = app.current.task.example()
-        bar.show_example(example)
-        for text in ((bar.text, shown, example) if same_tokens else (example,)):
-            if text and self.set_source(text):
-                bar.show_source(text)
-                break
+        self.source_for_model(app.current.task, same_tokens, shown)
         self.action_run()  # the whole decode at first sight; x resets and → steps from there
 
     def draw_extras(self) -> None:

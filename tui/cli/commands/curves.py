@@ -14,9 +14,9 @@ CHART_NAMES = ["loss", "bleu", "chrf", "accuracy", "lr", "grad_norm", "general_l
 
 @click.command("curves", short_help="Training curves of runs: charts, CSV or JSON.")
 @click.argument("runs", nargs=-1, required=True, metavar="CKPT|METRICS.jsonl...")
-@click.option("--chart", "charts", multiple=True, type=click.Choice(CHART_NAMES),
-              help="Which chart; repeat for several. [default: loss and BLEU where the "
-                   "evaluations scored text (a fine-tune), else loss and accuracy]")
+@click.option("--chart", "charts", multiple=True, type=click.Choice(CHART_NAMES), metavar="NAME",
+              help=f"Which chart, of {', '.join(CHART_NAMES)}; repeat for several. [default: loss "
+                   "and BLEU where the evaluations scored text (a fine-tune), else loss and accuracy]")
 @click.option("--x", "x_axis", type=click.Choice(["step", "time"]), default="step", show_default=True,
               help="Horizontal axis: optimiser step, or training time.")
 @click.option("--scale", type=click.Choice(["log", "linear"]), default="log", show_default=True,

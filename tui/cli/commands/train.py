@@ -87,7 +87,8 @@ def train_cmd(**opts) -> None:
       minitx train --data train.tsv --valid valid.tsv --tokens word
       minitx train --task dates --steps 3000 --out dates.safetensors
       minitx train --init opus-mt-en-de/ --data mine.tsv --out ft.safetensors
-      minitx train --init nllb/ --data mine.tsv --src-lang eng_Latn --tgt-lang fra_Latn
+      minitx train --init nllb/ --data kde4.jsonl \\
+          --src-lang eng_Latn --tgt-lang fra_Latn  # a Hub set's en/fr keys
       minitx train --init opus-mt-en-fr/ --data mine.tsv --keep-best bleu
       minitx train --init t5-small --data mine.tsv --patience 3 --tensorboard tb
       minitx train --init opus-mt-en-de/ --data mine.tsv --lora 8  # adapters only
