@@ -38,6 +38,7 @@ from minitx.core.data.task import Task
 from minitx.core.families import FAMILIES as FAMILY_TABLE
 from minitx.core.families import family as family_entry
 from minitx.core.importing.errors import ImportFileError
+from minitx.core.importing.hf_generation import COMPUTED
 from minitx.core.importing.hf_tokeniser_files import json_bytes, tokeniser_files
 from minitx.core.importing.hf_tokenisers import read_tokenisers
 from minitx.core.importing.hf_weights import (
@@ -241,19 +242,19 @@ def generation_config(generation: Generation, cfg: ModelConfig, positions: int) 
     if g.forced_bos is not None:
         data["bos_token_id"] = g.forced_bos
     # The rules that change scores rather than ban tokens, each written only when it is not
-    # generate()'s neutral default (the folder then reads back as the same Generation).
+    # generate()'s neutral default, hf_generation's COMPUTED (the folder then reads back as the
+    # same Generation).
     scores: dict[str, Any] = {
-        "repetition_penalty": g.repetition_penalty if g.repetition_penalty != 1.0 else None,
-        "encoder_repetition_penalty": (g.encoder_repetition_penalty
-                                       if g.encoder_repetition_penalty != 1.0 else None),
+        "repetition_penalty": g.repetition_penalty,
+        "encoder_repetition_penalty": g.encoder_repetition_penalty,
         "sequence_bias": [[list(words), bias] for words, bias in g.sequence_bias] or None,
-        "encoder_no_repeat_ngram_size": g.encoder_no_repeat_ngram_size or None,
+        "encoder_no_repeat_ngram_size": g.encoder_no_repeat_ngram_size,
         "exponential_decay_length_penalty": (list(g.exponential_decay_length_penalty)
                                              if g.exponential_decay_length_penalty else None),
-        "remove_invalid_values": g.remove_invalid_values or None,
-        "renormalize_logits": g.renormalize_logits or None,
+        "remove_invalid_values": g.remove_invalid_values,
+        "renormalize_logits": g.renormalize_logits,
     }
-    data.update({k: v for k, v in scores.items() if v is not None})
+    data.update({k: v for k, v in scores.items() if v != COMPUTED[k]})
     return data
 
 

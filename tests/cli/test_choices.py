@@ -21,7 +21,7 @@ CORE_LISTS = {
     "--schedule": config.SCHEDULES, "--device": config.DEVICES, "--ablate-kind": ABLATIONS,
     "--ablation": ABLATIONS, "--dtype": list(checkpoint.FLOAT_DTYPES), "--task": list(TASKS),
     "--recipe": list(config.RECIPES), "--bug": ["none", *config.BUGS], "--layout": list(LAYOUTS),
-    "--optimizer": config.OPTIMIZERS, "--keep-best": list(config.KEEP_BEST),
+    "--optimizer": config.OPTIMIZERS, "--keep-best": list(config.KEEP_BEST), "--precision": config.PRECISIONS,
     "--early-stopping": list(EARLY_STOPPING_NAMES),
     "--method": METHODS, "--occlude-with": FILLERS,  # attribute's (patch's --method is its own)
 }

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from textual.binding import Binding
 from textual.screen import ModalScreen
-from textual.widgets import Input
+from textual.widgets import Input, OptionList
 
 from minitx.tui.app.help import HelpScreen
 from minitx.tui.app.key_reasons import bound_keys, refusal
@@ -171,11 +171,19 @@ def marian_folder(tmp_path_factory) -> str:
     return str(save_model(tmp_path_factory.mktemp("hf") / "tiny-marian", "marian"))
 
 
+def listed(picker) -> bool:
+    """Whether the open dialog has listed its folder (it says it is looking until then)."""
+    options = picker.query_one("#open-list", OptionList)
+    return options.option_count > 0 and not options.get_option_at_index(0).disabled
+
+
 async def from_every_screen(pilot, seed: int, starts=tuple(STARTS), keys_each: int = LONG) -> Counter:
     seen: Counter = Counter()
     for i, start in enumerate(starts):
         await back_to_explore(pilot)
         for key in STARTS[start]:
+            if key == "enter" and isinstance(pilot.app.screen, OpenCheckpointScreen):
+                await wait_for(pilot, lambda: listed(pilot.app.screen), "the picker's checkpoints", 10)
             await press(pilot, key)
             await pilot.pause(0.05)
         seen[f"started on {type(pilot.app.screen).__name__}"] += 1  # where the start's keys led
