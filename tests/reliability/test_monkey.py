@@ -217,6 +217,7 @@ async def test_early_and_foreign_keys_are_explained_and_a_short_monkey_ends_noth
         await press(pilot, "u")
         assert app.seen[said:] == [("information", "u is Train's key, not this screen's: t goes there")]
         await press(pilot, "i")  # a field has the focus: its keys are its own, nobody else's
+        await wait_for(pilot, lambda: isinstance(app.focused, Input), "the source field's focus", 10)
         assert isinstance(app.focused, Input) and refusal(app.screen, "u", KEYS_ELSEWHERE) is None
         app.screen.set_focus(None)
         assert refusal(app.screen, "u", KEYS_ELSEWHERE) == app.seen[said][1]
