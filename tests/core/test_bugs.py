@@ -201,7 +201,7 @@ def test_freshly_trained_healthy_models_of_every_component_swap_get_no_cause(swa
     changes = dict(VARIANTS[swap])
     if changes.get("kv_heads"):  # grouped-query attention needs more query heads than K/V heads
         changes["n_heads"] = 4
-    trainer = tiny_trainer("", 700, seed=3, **changes)
+    trainer = tiny_trainer("", 900, seed=3, **changes)
     trainer.run()
     path = strip_bug_hints(trainer.save(tmp_path / "run.safetensors"), tmp_path / "model.safetensors")
     ckpt = load_checkpoint(path)
