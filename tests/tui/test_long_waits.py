@@ -99,4 +99,4 @@ async def test_g_on_a_long_hypothesis_says_its_steps_while_a_worker_makes_them(m
         await wait_for(pilot, lambda: "the chosen hypothesis's grid: its steps, step" in screen_text(app),
                        "its progress")
         await wait_for(pilot, lambda: screen.session.view == "grid", "the grid")
-        assert "cross-attention L" in screen_text(app)
+        await wait_for(pilot, lambda: "cross-attention L" in screen_text(app), "the grid drawn")
