@@ -111,3 +111,33 @@ async def test_a_finished_decode_counts_its_own_steps_and_a_stale_error_goes_wit
         assert not screen.query_one("#source-error").display
         assert screen.set_source("1 2 3")
         assert "step 0 " in output() + " "  # a new source not decoded yet: no bound shown
+
+
+@pytest.mark.asyncio
+async def test_the_log_probabilities_stay_whole_beside_long_pieces():
+    async with Boxes().run_test(size=(80, 24)) as pilot:
+        bars = pilot.app.query_one(TopKBars)
+        bars.show([("▁Bahnhofsvorsteher", 0.6, -0.51), ("▁die", 0.3, -1.2), ("▁x", 0.1, -13.2)])
+        await pilot.pause()
+        lines = bars.render().plain.splitlines()
+        assert all(len(line) <= bars.size.width for line in lines), lines  # nothing cut at the edge
+        assert [line.split()[-1] for line in lines] == ["-0.51", "-1.20", "-13.20"]
+        assert lines[0].startswith("▁Bahnh") and "…" in lines[0] and lines[1].startswith("▁die ")
+
+
+@pytest.mark.asyncio
+async def test_a_long_models_title_drops_the_device_and_layout_before_cutting_anything():
+    from minitx import checkpoints
+    from minitx.tui.app.loaded import describe_model
+
+    loaded = checkpoints.load("reverse")
+    record = describe_model(loaded.model, loaded.task, "fine-tuned-copy-of-the-model-r16")
+    async with Boxes().run_test(size=(80, 24)) as pilot:
+        pilot.app.query_one(TitleBar).set_info(*record.summaries)
+        await pilot.pause()
+        title = screen_lines(pilot.app)[0]
+        assert "…" not in title and "fine-tuned-copy-of-the-model-r16 · 236k params" in title
+    async with Boxes().run_test(size=(120, 24)) as pilot:  # room for all of it
+        pilot.app.query_one(TitleBar).set_info(*record.summaries)
+        await pilot.pause()
+        assert record.summary in screen_lines(pilot.app)[0] and record.summary.endswith("· cpu")

@@ -63,14 +63,25 @@ class LoadedModel:
 
     @property
     def summary(self) -> str:
+        return self.summaries[0]
+
+    @property
+    def summaries(self) -> tuple[str, ...]:
+        """The model in a title, and the same in fewer words for a narrower one, shortest last:
+        the device goes first, then the size (an imported model's options say more), then the
+        layout; the name stays."""
+        count = f"{short_count(self.params)} params"
         if self.pretrained:  # its layout (family) and the options
             from minitx.core.model.components import short_option_labels
 
             layout = self.task.origin.layout or self.task.origin.family or "mapping"
-            return (f"{self.name} · {layout}: {short_option_labels(self.model.cfg)} · "
-                    f"{short_count(self.params)} params · {self.device}")
+            options = f"{self.name} · {layout}: {short_option_labels(self.model.cfg)}"
+            return (f"{options} · {count} · {self.device}", f"{options} · {count}", options,
+                    f"{self.name} · {layout} · {count}", f"{self.name} · {count}", self.name)
         task = "" if self.task.name in self.name else f" · {self.task.name}"
-        return f"{self.name}{task} · {self.norm}-norm · {short_count(self.params)} params · {self.device}"
+        return (f"{self.name}{task} · {self.norm}-norm · {count} · {self.device}",
+                f"{self.name}{task} · {self.norm}-norm · {count}", f"{self.name}{task} · {count}",
+                f"{self.name} · {count}", self.name)
 
 
 def describe_model(model: Seq2Seq, task: Task, name: str, path: str | None = None, progress=None,

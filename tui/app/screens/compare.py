@@ -81,6 +81,7 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
         self.summary_loading = False
         self.from_command_line = False  # the pair `minitx-tui A B` named: it must open
         self.checkpoints: tuple = ()  # the core Checkpoints of A and B, to measure them again
+        self._panels: dict[str, DecodePanel] = {}  # found once: every key's check asks for them
 
     def compose(self) -> ComposeResult:
         yield TitleBar("Compare")
@@ -100,15 +101,19 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
 
     @property
     def panels(self) -> dict[str, DecodePanel]:
-        return {side: self.query_one(f"#panel-{side.lower()}", DecodePanel) for side in SIDES}
+        if not self._panels:  # a query of the DOM each time made the footer's checks slow
+            self._panels = {side: self.query_one(f"#panel-{side.lower()}", DecodePanel) for side in SIDES}
+        return self._panels
 
     @property
     def models(self) -> dict:
         """'A'/'B' -> the LoadedModel on that side (empty until both are loaded, or once the
         screen's widgets are gone: the footer asks as the app closes)."""
-        if not self.query(DecodePanel):
+        if not self._panels and not self.query(DecodePanel):
             return {}
         panels = self.panels
+        if not all(p.is_attached for p in panels.values()):
+            return {}
         if any(p.session.record is None for p in panels.values()):
             return {}
         return {side: p.session.record for side, p in panels.items()}

@@ -278,12 +278,11 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
         session, app = self.session, self.app
         if session.record is None or app.current is None:
             return
-        info = app.current.summary if app.current is session.record else session.record.summary
-        shorter = []
+        info, *shorter = session.record.summaries
         if session.ablated or session.teacher:  # what is done to the model matters more than its size
             from minitx.core.interp.interventions import without_heads
 
-            name, count, fed = session.record.name, len(session.ablated), ""
+            name, count, fed, shorter = session.record.name, len(session.ablated), "", []
             info = without_heads(name, session.ablated, session.record.heads) if count else name
             if session.teacher:
                 info, fed = info + " · teacher-forced", " · teacher-forced"

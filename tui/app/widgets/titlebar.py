@@ -36,7 +36,9 @@ class TitleBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label(" loading…", id="title-info")
-        yield Label("", id="title-run")
+        run = Label("", id="title-run")
+        run.display = False  # shown while a run trains: empty, its padding would take two cells
+        yield run
         yield Label(tabs_markup(self.active), id="title-tabs")
 
     def on_mount(self) -> None:

@@ -45,11 +45,15 @@ class TopKBars(Widget):
     def render(self) -> Text:
         if not self.entries:
             return Text(self.hint, style="italic dim")
-        width = max(4, self.size.width - 14)  # label 6, space, bar, space, '-3e-4' and slack
+        # the labels as wide as the longest (6 at least, a third of the panel at most: a longer
+        # piece ends in …), a space, the bar, a space and '-13.20': the figure is never cut
+        label = min(max(6, *(len(e[0]) for e in self.entries)), max(6, self.size.width // 3))
+        width = max(4, self.size.width - label - 8)
         lines = []
         for i, (token, p, log_p) in enumerate(self.entries):
             style = "bold" if i == 0 else ""
-            line = Text(f"{token:<6} ", style=style)
+            token = token if len(token) <= label else token[:label - 1] + "…"
+            line = Text(f"{token:<{label}} ", style=style)
             line.append(bar(p, width), style="green" if i == 0 else "blue")
             shown = f"{p:.2f}" if log_p != log_p else log_p_text(log_p)  # NaN: no log-probability
             line.append(f" {shown:>6}", style=style)
