@@ -79,6 +79,7 @@ def test_patch_on_dates_and_on_a_data_model_draws_a_pair_of_the_same_length(lett
     assert run.exit_code == 2 and "both --clean and --corrupt" in assert_one_line_error(run)
 
 
+@pytest.mark.slow  # tier 2: core's is tier 1's in tests/core/test_circuit.py
 def test_circuit_faithfulness_is_what_mean_ablating_every_other_head_gives(tmp_path):
     from minitx.core.interp.interventions import Interventions, all_heads, head_means
     from minitx.core.interp.pairs import draw_pairs

@@ -18,6 +18,7 @@ def _assert_fits(text: str, width: int = 80) -> list[str]:
     return lines
 
 
+@pytest.mark.slow  # tier 2: the doctor's text; eval's at 80 columns is tier 1's
 def test_doctor_at_80_columns_shows_every_threshold_whole():
     import json
 

@@ -98,6 +98,7 @@ def test_the_environment_is_prepared_without_overriding_a_persons_settings():
     assert env == {"OMP_NUM_THREADS": "5", "OMP_WAIT_POLICY": "ACTIVE"}
 
 
+@pytest.mark.slow  # tier 2: a whole process
 def test_the_entry_point_sets_torchs_threads_before_torch_loads():
     """A fresh process: importing the CLI (what `minitx` and `minitx-tui` run first) before
     torch gives torch minitx's default from its very first operation."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from minitx.core.config import ModelConfig, TrainConfig
 from minitx.core.options import configs_from_options
 from tests.cli.conftest import TINY, run_cli
@@ -20,6 +22,7 @@ def test_json_splits_the_runs_time_into_startup_training_evaluation_and_saving(t
     assert timings["training"] + timings["evaluation"] <= timings["loop"] + 0.01
 
 
+@pytest.mark.slow  # tier 2: a whole process timed
 def test_the_startup_it_reports_covers_the_whole_process_before_training(tmp_path):
     import subprocess
     import sys

@@ -17,6 +17,7 @@ from minitx.core.doctor.history_checks import RunRecord
 from minitx.core.model.components import VARIANTS
 from minitx.core.training.trainer import Trainer
 from tests.blind_files import mentions, strip_bug_hints
+from tests.tiers import tiered
 
 # Small enough to train in a second or two, big enough to learn reversal of 4-6 digits in 500
 # steps with the fast recipe's schedule (one length per batch, cosine decay).
@@ -92,14 +93,9 @@ def test_a_stripped_model_variant_rebuilds_with_the_correct_code(blind):
     assert model.causal is True and model.cfg.bug == ""  # the code checks have nothing to find
 
 
-def tiered(bugs):
-    """The bugs as parameters, those whose model only these tests train (no-reverse and no-scale:
-    ~14 s) in tier 2. Tier 1 diagnoses them blind all the same, in the bundled files
-    (tests/cli/test_compare_doctor.py)."""
-    return [pytest.param(b, marks=pytest.mark.slow) if b in ("no-reverse", "no-scale") else b for b in bugs]
-
-
-@pytest.mark.parametrize("bug", tiered([*MODEL_AND_DATA_BUGS, "no-warmup"]))
+# Tier 1 trains one bug afresh (no-shift) and diagnoses it blind; the bundled bug files are
+# diagnosed blind in tests/cli/test_compare_doctor.py; tier 2 trains every bug.
+@pytest.mark.parametrize("bug", tiered([*MODEL_AND_DATA_BUGS, "no-warmup"], ("no-shift",)))
 def test_the_doctor_names_a_freshly_trained_bug_first_from_a_file_without_any_hint(blind, bug):
     model, task, record, _ = blind(bug)
     results, diagnosis = doctor(model, task, record)
@@ -110,7 +106,8 @@ def test_the_doctor_names_a_freshly_trained_bug_first_from_a_file_without_any_hi
     assert "weights" in diagnosis.causes[0].kinds  # the code is correct now: the weights tell
 
 
-@pytest.mark.parametrize("bug", tiered(MODEL_AND_DATA_BUGS))
+# tier 2 the bugs whose models only these tests train (no-reverse and no-scale: ~14 s)
+@pytest.mark.parametrize("bug", tiered(MODEL_AND_DATA_BUGS, ("no-shift", "no-causal-mask", "swap-cross")))
 def test_the_doctor_needs_no_training_history_or_summary(blind, bug):
     # A model from other code: no history, no summary, no train_config. The checks that need
     # them say so; the counterfactual runs of the weights still name the bug first.
@@ -182,7 +179,7 @@ def test_doctor_measures_the_modules_not_the_config_flags():
 # (tests/cli/test_compare_doctor.py); the bundled healthy ones here.
 
 
-@pytest.mark.parametrize("name", ["copy", "sort", "dates"])  # reverse: the command-line tests
+@pytest.mark.parametrize("name", tiered(["copy", "sort", "dates"], ("copy",)))  # reverse: the CLI tests
 def test_the_bundled_healthy_models_get_no_cause(name):
     path = BUNDLED_DIR / f"{name}.safetensors"
     if not path.exists():

@@ -14,6 +14,7 @@ from minitx.core.model.attention import attention
 from minitx.core.model.components import VARIANTS, RMSNorm, rms_norm, rotary_angles, rotate_pairs
 from minitx.core.model.transformer import MultiHeadAttention, Seq2Seq, parameter_breakdown
 from tests.core.core_helpers import fit
+from tests.tiers import tiered
 
 
 def batch_of(n=8, seed=0):
@@ -167,7 +168,8 @@ def test_explicit_and_fused_training_paths_agree_for_every_variant(changes):
         assert (pe.grad - pf.grad).abs().max() <= 1e-5 * scale, name
 
 
-@pytest.mark.parametrize("changes", VARIANTS.values(), ids=VARIANTS.keys())
+# tier 1: the reference and the modern recipe (rope, rms, swiglu, gqa together); tier 2 each alone
+@pytest.mark.parametrize("changes", tiered(VARIANTS, ("baseline", "modern")))
 def test_every_variant_overfits_one_batch(changes):
     # A one-layer model at a higher rate than the doctor's check (which trains the default size
     # for 400 steps at 1e-3): the same property, every part learning, in a seventh of the time.

@@ -1,7 +1,10 @@
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # tier 2: a whole process's imports; the import graph's folders are tier 1's
 def test_importing_core_loads_no_ui_library():
     code = (
         "import sys, pkgutil, importlib, minitx.core, minitx.checkpoints\n"

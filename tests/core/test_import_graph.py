@@ -6,6 +6,7 @@ usual way a cycle is dodged)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import minitx.checkpoints
@@ -15,6 +16,12 @@ import minitx.tui
 CORE = Path(minitx.core.__file__).parent
 TUI = Path(minitx.tui.__file__).parent
 CHECKPOINTS = Path(minitx.checkpoints.__file__).parent
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for every test of the file."""
+    return ast.parse(path.read_text())
 
 
 def _module_name(path: Path, root: Path = CORE) -> str:
@@ -57,7 +64,7 @@ def _graph(root: Path = CORE, type_only: bool = False) -> dict[str, set[str]]:
     modules = {_module_name(p, root): p for p in root.rglob("*.py")}
     graph = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         found = _imports(tree, name, True, f"minitx.{root.name}", type_only)
         graph[name] = {target for _, target in found if target in modules and target != name}
     return graph
@@ -126,7 +133,7 @@ def test_no_module_of_minitx_core_imports_another_inside_a_function():
     hidden = []
     for path in CORE.rglob("*.py"):
         name = _module_name(path)
-        for node, target in _imports(ast.parse(path.read_text()), name, top_level_only=False):
+        for node, target in _imports(_tree(path), name, top_level_only=False):
             hidden.append(f"{path.relative_to(CORE.parent)}:{node.lineno} imports {target}")
     assert hidden == []
 
@@ -138,7 +145,7 @@ def test_no_import_of_minitx_inside_a_function_closes_a_cycle():
     modules = {_module_name(p, root): p for root in (CORE, CHECKPOINTS, TUI) for p in root.rglob("*.py")}
     graph = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         found = (_imports(tree, name, True, "minitx.") + _imports(tree, name, False, "minitx."))
         graph[name] = {target for _, target in found if target in modules and target != name}
     cycle = _cycle(graph)

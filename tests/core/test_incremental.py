@@ -14,6 +14,7 @@ from minitx.core.model.components import VARIANTS
 from minitx.core.model.kv_cache import IncrementalDecoder
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq
 from tests.core.core_helpers import fit
+from tests.tiers import tiered
 
 EOS, PAD = DIGITS.eos, DIGITS.pad  # the digit tasks' ids
 SRC_PAD = 15  # a separate source vocabulary's PAD: an id the digit targets do not have
@@ -106,7 +107,15 @@ def test_stepped_attention_rows_equal_the_full_forward_maps(overrides):
             assert torch.allclose(cross_row[0, :, 0], full.cross[layer][0, :, t, :keys], atol=1e-5)
 
 
-@pytest.mark.parametrize("overrides", CONFIGS.values(), ids=CONFIGS.keys())
+# Tier 1 decodes a trained model of the reference, the modern recipe and two families' options;
+# the stepped logits above check every configuration exactly in tier 1 already.
+CACHED_TIER_ONE = ("baseline", "modern",
+                   "T5 v1.0: relative positions, no biases, unscaled, tied output rescaled",
+                   "mBART-like: pre-norm, embedding norm, a decoder feed-forward of its own width, "
+                   "odd d_model")
+
+
+@pytest.mark.parametrize("overrides", tiered(CONFIGS, CACHED_TIER_ONE))
 def test_cached_greedy_decoding_gives_the_tokens_of_recomputation(overrides):
     # Two layers a side, as the reference, at half its width: the cache's bookkeeping is the same
     # at any width, and a tenth of the steps' time.
@@ -148,7 +157,7 @@ def test_stepping_past_max_len_is_refused_with_a_clear_error():
 ALL_VARIANTS = {**CONFIGS, "no causal mask": {"bug": "no-causal-mask"}}
 
 
-@pytest.mark.parametrize("overrides", ALL_VARIANTS.values(), ids=ALL_VARIANTS.keys())
+@pytest.mark.parametrize("overrides", tiered(ALL_VARIANTS, (*CACHED_TIER_ONE, "no causal mask")))
 def test_greedy_decoding_of_an_untrained_model_is_the_same_with_and_without_the_cache(overrides):
     # An untrained model often prefers <pad> or <sos>; decoding never emits either, so the full
     # forward never reads a generated token as padding, and the two paths agree on every source.

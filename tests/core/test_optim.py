@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from minitx.core.config import ModelConfig
@@ -43,6 +44,7 @@ def test_fused_adam_steps_bit_for_bit_like_torchs_fused_adam():
         assert all(torch.equal(mine[k], torchs[k]) and mine[k].dtype == torchs[k].dtype for k in mine)
 
 
+@pytest.mark.slow  # tier 2: a whole process's imports
 def test_a_training_step_does_not_import_torch_dynamo():
     code = ("import sys; from minitx.core.training.trainer import Trainer; from minitx.core.config import *; "
             "t = Trainer(ModelConfig(d_model=16, n_heads=2, d_ff=32, max_len=16), "

@@ -30,6 +30,7 @@ from tests.reliability.corpus import (
     unresumable_files,
     valid_checkpoint,
 )
+from tests.tiers import tiered
 
 SECONDS_PER_LOAD = 3.0  # generous: the machine is shared; a real hang takes far longer
 
@@ -71,6 +72,7 @@ def refusal_problem(load, path: Path) -> str | None:
     return None
 
 
+@pytest.mark.slow  # tier 2: the corpus is used in tier 1; its coverage checked here
 def test_corpus_covers_every_kind_of_damage(corpus):
     names = " ".join(name for name, _ in corpus)
     for kind in ("empty", "random_bytes", "truncated_at", "header_length_bit", "header_claims",
@@ -86,13 +88,14 @@ def test_corpus_covers_every_kind_of_damage(corpus):
     assert len(corpus) > 100
 
 
-@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+@pytest.mark.parametrize("entry", tiered(sorted(ENTRY_POINTS), ("minitx.checkpoints.load",)))
 def test_every_hostile_file_is_refused_with_one_line_checkpoint_error(corpus, entry):
     load = ENTRY_POINTS[entry]
     problems = [f"{name}: {p}" for name, path in corpus if (p := refusal_problem(load, path))]
     assert not problems, f"{entry} mishandled {len(problems)} files:\n" + "\n".join(problems)
 
 
+@pytest.mark.slow  # tier 2: checkpoints.load's refusals are tier 1's
 def test_describe_never_raises_and_reports_unreadable_files_in_one_line(corpus):
     problems = []
     for name, path in corpus:

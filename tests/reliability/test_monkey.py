@@ -194,6 +194,7 @@ async def from_every_screen(pilot, seed: int, starts=tuple(STARTS), keys_each: i
 # -- tier 1 --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # tier 2: the short monkey; the long ones below; each key's refusal: test_tui_keys.py
 @pytest.mark.asyncio
 async def test_early_and_foreign_keys_are_explained_and_a_short_monkey_ends_nothing_and_loses_nothing(
         app_folder):

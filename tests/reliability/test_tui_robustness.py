@@ -28,6 +28,7 @@ from minitx.tui.app.main import create_app
 from minitx.tui.app.screens.dialogs import ChoiceDialog, OpenCheckpointScreen
 from minitx.tui.app.screens.explore import ExploreScreen
 from tests.reliability.corpus import hostile_files, marker_path  # noqa: E402
+from tests.tiers import tiered
 from tests.tui.tui_helpers import fill_form, model_ready, on_train_screen, wait_for
 
 SAMPLE_EVERY = 7  # the open dialog gets every 7th hostile file (rule-based, not picked)
@@ -290,7 +291,7 @@ async def test_starting_training_twice_leaves_one_run_that_stops_cleanly(tmp_pat
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("while_", ["paused", "stopped"])
+@pytest.mark.parametrize("while_", tiered(["paused", "stopped"], ("stopped",)))
 async def test_quitting_right_after_save_still_writes_a_loadable_checkpoint(tmp_path, while_):
     from minitx import checkpoints
     app = create_app(["reverse"])
@@ -368,6 +369,7 @@ async def test_opening_a_second_checkpoint_while_the_first_loads_the_last_one_wi
         assert not unexpected(seen), unexpected(seen)
 
 
+@pytest.mark.slow  # tier 2: a run going on behind other work is tier 1's in tests/tui/test_tui_runs.py
 @pytest.mark.asyncio
 async def test_opening_a_checkpoint_while_training_loads_it_and_training_goes_on(tmp_path):
     app = create_app(["reverse"])

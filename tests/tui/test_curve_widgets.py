@@ -125,6 +125,7 @@ def test_one_run_accuracy_at_80x24(snap_compare):
     assert snap_compare(ChartApp(TWO_RUNS[:1]), terminal_size=(80, 24), run_before=run_before)
 
 
+@pytest.mark.slow  # tier 2: a picture; the timeline's steps are tier 1's
 def test_timeline_midway_at_80x24(snap_compare):
     async def run_before(pilot):
         await pilot.press(*["comma"] * 5)

@@ -152,6 +152,7 @@ async def test_the_patching_and_doctor_dialogs_save_what_they_measured(in_folder
         assert (checks[0]["result"], checks[0]["threshold"]) == (first.status, first.threshold)
 
 
+@pytest.mark.slow  # tier 2: Train's curves saved is tier 1's below
 @pytest.mark.asyncio
 async def test_a_finished_run_on_train_saves_its_curves(in_folder):
     from tests.tui.tui_helpers import fill_form

@@ -6,10 +6,13 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 import minitx.tui.app.training as training
 from minitx.tui.app.training import TrainingRun
 
 
+@pytest.mark.slow  # tier 2: a share of time
 def test_a_slow_probe_takes_a_small_share_of_the_workers_time(monkeypatch, tmp_path, tiny_model_cfg,
                                                               tiny_train_cfg):
     monkeypatch.setattr(training, "POST_INTERVAL", 0.0)  # a Progress after every step

@@ -77,6 +77,7 @@ async def test_y_draws_the_steps_attribution_row_under_its_attention_row_for_the
         assert not torch.allclose(without, expected[: len(without)], atol=1e-3)
 
 
+@pytest.mark.slow  # tier 2: y's row is tier 1's
 @pytest.mark.asyncio
 async def test_igs_row_comes_from_its_step_alone_in_a_worker_before_every_steps_matrix(monkeypatch):
     held = []  # the workers' jobs, kept until the test runs them
@@ -146,6 +147,7 @@ async def test_the_matrix_view_beside_the_head_exports_every_steps_attribution(i
         assert len(matrix.rows) == 5  # the steps shown
 
 
+@pytest.mark.slow  # tier 2: Explore's attribution is tier 1's
 @pytest.mark.asyncio
 async def test_compare_shows_each_models_own_attribution():
     app = create_app(["reverse", "copy"])

@@ -141,6 +141,7 @@ async def test_a_model_that_stops_early_waits_at_its_end_while_the_other_goes_on
         assert screen.panels["B"].grid.current == 6
 
 
+@pytest.mark.slow  # tier 2: the step keys moving both are tier 1's
 @pytest.mark.asyncio
 async def test_layer_and_head_keys_change_both_grids_and_the_summary_row(quick_summary):
     app = compare_app()
@@ -225,6 +226,7 @@ async def test_c_from_explore_compares_the_current_model_with_one_picked_in_the_
 
 
 
+@pytest.mark.slow  # tier 2: a bad checkpoint as B is tier 1's
 @pytest.mark.asyncio
 async def test_a_missing_model_b_says_why_on_screen_and_another_can_be_chosen(quick_summary, tmp_path):
     app = create_app(["reverse"])
@@ -250,6 +252,7 @@ async def test_a_missing_model_b_says_why_on_screen_and_another_can_be_chosen(qu
         assert screen.models["B"].name == "copy"
 
 
+@pytest.mark.slow  # tier 2: Explore's help and footer are tier 1's
 @pytest.mark.asyncio
 async def test_footer_shows_every_compare_key_and_the_help_explains_them(quick_summary):
     app = compare_app()
@@ -275,6 +278,7 @@ async def test_footer_shows_every_compare_key_and_the_help_explains_them(quick_s
 
 
 
+@pytest.mark.slow  # tier 2: 80x24's labels and numbers are tier 1's
 @pytest.mark.asyncio
 async def test_at_80_columns_the_difference_grid_narrows_then_hides_so_a_and_b_stay_whole(quick_summary):
     app = compare_app()
@@ -318,6 +322,7 @@ def test_compare_a_reverser_with_a_copier_at_100x32(snap_compare):
                         run_before=summary_ready)
 
 
+@pytest.mark.slow  # tier 2: a picture; 80x24's labels and numbers are tier 1's
 def test_compare_a_reverser_with_a_no_shift_model_mid_decode_at_80x24(snap_compare):
     async def run_before(pilot):
         await summary_ready(pilot)
@@ -366,6 +371,7 @@ async def test_at_80x24_compare_keeps_titles_labels_and_numbers_apart(quick_summ
         assert all(len(line) <= 80 for line in lines)
 
 
+@pytest.mark.slow  # tier 2: a picture; # is tier 1's on Explore
 def test_compare_with_numbers_at_80x24(snap_compare):
     async def run_before(pilot):
         await summary_ready(pilot)

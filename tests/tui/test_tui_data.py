@@ -107,6 +107,7 @@ async def test_the_train_form_trains_on_a_data_file_and_explore_takes_free_text_
         assert "unknown character" in error and "'z'" in error
 
 
+@pytest.mark.slow  # tier 2: the form's inline errors are tier 1's
 @pytest.mark.asyncio
 async def test_a_missing_data_file_is_an_inline_form_error_that_blocks_start(tmp_path):
     app = create_app(["reverse"])

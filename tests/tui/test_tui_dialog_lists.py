@@ -55,6 +55,7 @@ async def chosen_from(pilot, dialog, keys: list[str], typed: str = "") -> list:
     return answers
 
 
+@pytest.mark.slow  # tier 2: the open dialog's list is tier 1's
 @pytest.mark.asyncio
 async def test_list_dialogs_open_on_their_first_item_and_an_empty_one_keeps_tab_in_the_path(
         tmp_path, monkeypatch):

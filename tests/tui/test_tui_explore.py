@@ -222,8 +222,9 @@ async def test_view_keys_switch_between_cross_self_encoder_all_heads_and_numbers
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("opened, screen_key", [(["reverse"], "e"), (["reverse"], "t"),
-                                                (["reverse", "reverse-no-shift"], "")])
+@pytest.mark.parametrize("opened, screen_key", [  # tier 1 Explore's; tier 2 Train's and Compare's
+    (["reverse"], "e"), pytest.param(["reverse"], "t", marks=pytest.mark.slow),
+    pytest.param(["reverse", "reverse-no-shift"], "", marks=pytest.mark.slow)])
 async def test_help_lists_every_working_key_of_its_screen_fits_80x24_whole_and_closes(opened, screen_key):
     from minitx.tui.app.help import ANYWHERE_GAP, anywhere, help_text, key_entries
 

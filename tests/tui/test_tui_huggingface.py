@@ -83,6 +83,7 @@ async def test_every_head_of_a_48_head_model_fits_80x24_as_its_last_steps_in_bin
         assert overview._grids_height() == len(overview._grids()) > room
 
 
+@pytest.mark.slow  # tier 2: patching is tier 1's on the bundled model
 @pytest.mark.asyncio
 async def test_patching_a_sentence_of_pieces_starts_from_a_corruption_cut_into_as_many_pieces(marian48):
     """P's corrupted field starts with text the tokeniser cuts into as many pieces as the source

@@ -54,14 +54,17 @@ def test_explore_positional_encoding_at_80x24(snap_compare):
     assert snapshot(snap_compare, "p")
 
 
+@pytest.mark.slow  # tier 2: a picture; tests/tui/test_tui_interventions.py checks what it shows
 def test_explore_teacher_forcing_a_model_without_layer_2s_cross_attention_at_80x24(snap_compare):
     assert snapshot(snap_compare, "g", before=knock_out_layer_2)
 
 
+@pytest.mark.slow  # tier 2: a picture; tests/tui/test_tui_interventions.py checks what it shows
 def test_explore_force_dialog_at_80x24(snap_compare):
     assert snapshot(snap_compare, "left", "left", "left", "f")
 
 
+@pytest.mark.slow  # tier 2: a picture; tests/tui/test_tui_interventions.py checks what it shows
 def test_explore_head_ranking_at_80x24(snap_compare, monkeypatch):
     monkeypatch.setattr(head_ranking, "IMPORTANCE_SEQUENCES", 40)
 
@@ -84,6 +87,7 @@ def test_explore_failures_of_a_model_without_layer_2s_cross_attention_at_80x24(s
     assert snapshot(snap_compare, before=listed)
 
 
+@pytest.mark.slow  # tier 2: a picture; tests/tui/test_tui_interventions.py checks what it shows
 def test_explore_patching_dialog_at_80x24(snap_compare):
     async def patched(pilot):
         await model_ready(pilot)
@@ -93,6 +97,7 @@ def test_explore_patching_dialog_at_80x24(snap_compare):
     assert snapshot(snap_compare, before=patched)
 
 
+@pytest.mark.slow  # tier 2: a picture; tests/tui/test_tui_interventions.py checks what it shows
 def test_compare_b_as_a_without_one_head_at_80x24(snap_compare, monkeypatch):
     monkeypatch.setattr(compare_screen, "SUMMARY_SEQUENCES", 16)
 

@@ -264,6 +264,7 @@ async def test_while_the_timeline_shows_p_plays_it_and_the_intervention_keys_wai
         assert panel.session.view_mode == "positions"
 
 
+@pytest.mark.slow  # tier 2: k on B is tier 1's
 @pytest.mark.asyncio
 async def test_in_compare_k_is_the_charts_while_the_curves_show_and_b_s_otherwise(two_runs):  # noqa: F811
     app = create_app(two_runs)

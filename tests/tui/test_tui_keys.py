@@ -129,6 +129,7 @@ async def test_s_and_a_change_both_panels_of_compare():
         assert all(p.heads.display for p in app.screen.panels.values())
 
 
+@pytest.mark.slow  # tier 2: Compare's layer keys are tier 1's
 @pytest.mark.asyncio
 async def test_compare_reaches_the_layers_only_the_deeper_model_has(deep_and_shallow, monkeypatch):
     monkeypatch.setattr(compare_screen, "SUMMARY_SEQUENCES", 16)
@@ -171,6 +172,7 @@ async def test_the_replay_shows_any_head_and_home_end_go_to_the_first_and_last_s
         assert timeline.index == len(timeline.steps) - 1
 
 
+@pytest.mark.slow  # tier 2: the timeline is tier 1's in tests/tui/test_curve_widgets.py
 @pytest.mark.asyncio
 async def test_train_s_timeline_shows_any_head_after_a_run(deep_and_shallow):
     app = create_app([deep_and_shallow[0]])
@@ -190,6 +192,7 @@ async def test_train_s_timeline_shows_any_head_after_a_run(deep_and_shallow):
         assert "[/] layer" in footer(app) and ",/. head" in footer(app)
 
 
+@pytest.mark.slow  # tier 2: m's ranking is tier 1's in tests/tui/test_tui_interventions.py
 @pytest.mark.asyncio
 async def test_the_head_ranking_is_walked_with_the_arrow_keys_and_scrolls(monkeypatch):
     monkeypatch.setattr(head_ranking, "IMPORTANCE_SEQUENCES", 16)

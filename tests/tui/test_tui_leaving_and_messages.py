@@ -52,6 +52,7 @@ async def test_esc_leaves_every_view_of_explore_and_the_footer_names_it(with_his
         assert not app.screen.timeline_shown() and app.screen.session.view_mode == "grid"
 
 
+@pytest.mark.slow  # tier 2: Explore's esc is tier 1's
 @pytest.mark.asyncio
 async def test_esc_leaves_compare_s_curves_and_views(with_history):
     app = create_app([with_history, with_history])
@@ -70,6 +71,7 @@ async def test_esc_leaves_compare_s_curves_and_views(with_history):
         assert all(s.view_mode == "grid" for s in screen.sessions())
 
 
+@pytest.mark.slow  # tier 2: c from Explore is tier 1's
 @pytest.mark.asyncio
 async def test_c_compares_the_model_being_looked_at_even_a_run_never_saved():
     """A run handed over from Train has no file: A is still that run, not the bundled model."""
@@ -95,6 +97,7 @@ async def test_c_compares_the_model_being_looked_at_even_a_run_never_saved():
         assert app.screen.comparison.a.name == "run 1 · reverse · step 3"
 
 
+@pytest.mark.slow  # tier 2: the footer's message is tier 1's
 @pytest.mark.asyncio
 async def test_a_message_shows_once_in_the_footer_or_over_a_dialog_never_both():
     app = create_app(["reverse"])
@@ -135,6 +138,7 @@ def sixteen_heads(tmp_path_factory) -> str:
     return str(save_checkpoint(path, model, get_task("reverse", 4, 8), {"steps": 0}))
 
 
+@pytest.mark.slow  # tier 2: 48 heads at 80x24 are tier 1's in tests/tui/test_tui_huggingface.py
 @pytest.mark.asyncio
 async def test_the_side_panel_lists_every_head_of_a_16_head_model_and_marks_the_current_one(sixteen_heads):
     app = create_app([sixteen_heads])

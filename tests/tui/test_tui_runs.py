@@ -198,6 +198,7 @@ async def test_explore_shows_that_a_run_is_training_and_when_it_stopped(tmp_path
                        "the stop in Explore's title")
 
 
+@pytest.mark.slow  # tier 2: resume from the form of a data run is tier 1's
 @pytest.mark.asyncio
 async def test_the_form_resumes_the_open_checkpoints_run_from_its_saved_step(tmp_path):
     saved = tiny_trainer(task="copy", steps=12, min_source_len=2, lr=3e-3, warmup=2, seed=7)

@@ -26,6 +26,7 @@ def test_explore_shows_the_anti_diagonal_of_the_best_head_at_100x32(snap_compare
                         run_before=model_ready)
 
 
+@pytest.mark.slow  # tier 2: a picture; tests/tui/test_tui_explore.py checks the numbers
 def test_explore_mid_decode_with_numbers_at_80x24(snap_compare):
     async def run_before(pilot):
         await model_ready(pilot)
@@ -35,6 +36,7 @@ def test_explore_mid_decode_with_numbers_at_80x24(snap_compare):
                         run_before=run_before)
 
 
+@pytest.mark.slow  # tier 2: a picture; tests/tui/test_tui_decoding.py checks the overview
 def test_explore_all_heads_overview_at_80x24(snap_compare):
     async def run_before(pilot):
         await model_ready(pilot)
@@ -44,6 +46,7 @@ def test_explore_all_heads_overview_at_80x24(snap_compare):
                         run_before=run_before)
 
 
+@pytest.mark.slow  # tier 2: a picture; tests/tui/test_tui_explore.py checks the message
 def test_explore_inline_error_for_a_bad_source_at_80x24(snap_compare):
     async def run_before(pilot):
         await model_ready(pilot)
@@ -55,6 +58,7 @@ def test_explore_inline_error_for_a_bad_source_at_80x24(snap_compare):
                         run_before=run_before)
 
 
+@pytest.mark.slow  # tier 2: a picture; the fine-tune form's is tier 1's
 def test_train_form_before_a_run_at_80x24(snap_compare):
     # Fixed form values: the recipe's defaults are tuned elsewhere (and tested elsewhere);
     # this picture is about the layout.
@@ -122,6 +126,7 @@ def test_help_screen_at_100x32(snap_compare):
 LONG_SOURCE = " ".join("1234567890" * 3)
 
 
+@pytest.mark.slow  # tier 2: a picture; tests/tui/test_tui_decoding.py checks the window
 def test_explore_a_30_token_source_shows_a_window_of_columns_at_80x24(snap_compare):
     async def run_before(pilot):
         await model_ready(pilot)

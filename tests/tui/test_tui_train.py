@@ -43,12 +43,12 @@ async def test_the_form_starts_from_the_default_recipe():
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("field, value, blamed, words", [
-    ("lr", "-1", "lr", "positive"),
+@pytest.mark.parametrize("field, value, blamed, words", [  # tier 1: a field's own, and one blamed on another
+    pytest.param("lr", "-1", "lr", "positive", marks=pytest.mark.slow),
     ("steps", "abc", "steps", "whole number"),
     ("heads", "3", "d_model", "divisible"),
-    ("lengths", "10-4", "lengths", "MIN <= MAX"),
-    ("lengths", "four", "lengths", "MIN-MAX"),
+    pytest.param("lengths", "10-4", "lengths", "MIN <= MAX", marks=pytest.mark.slow),
+    pytest.param("lengths", "four", "lengths", "MIN-MAX", marks=pytest.mark.slow),
 ])
 async def test_a_bad_form_value_gets_an_inline_message_and_blocks_start(field, value, blamed, words):
     app = create_app([reverse_checkpoint()])
@@ -171,6 +171,7 @@ async def test_save_writes_a_loadable_checkpoint_and_says_where(tmp_path):
         assert "saved at step 30" in str(screen.query_one("#form-note", Static).render())
 
 
+@pytest.mark.slow  # tier 2: swapped components train in tier 1's tests/core/test_components.py
 @pytest.mark.asyncio
 async def test_the_form_trains_a_model_with_its_components_swapped():
     from minitx.tui.app.widgets.choice import ChoiceField
@@ -246,6 +247,7 @@ async def test_a_diverging_run_is_a_notification_not_a_crash(monkeypatch):
                        "the second run's failure")
 
 
+@pytest.mark.slow  # tier 2: t and e are pressed in most tier-1 tests
 @pytest.mark.asyncio
 async def test_switching_screens_with_t_and_e():
     app = create_app([reverse_checkpoint()])
@@ -284,6 +286,7 @@ async def test_space_types_in_a_text_field_and_enter_there_starts_the_run():
         await wait_for(pilot, lambda: screen.state == "finished", "the run")
 
 
+@pytest.mark.slow  # tier 2: a text field's space and enter are tier 1's
 @pytest.mark.asyncio
 async def test_space_types_in_the_probe_field_and_enter_starts_the_run():
     app = create_app([reverse_checkpoint()])
@@ -322,6 +325,7 @@ async def test_quitting_without_the_run_after_asking_stops_the_worker_and_writes
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow  # tier 2: the form's fields are tier 1's
 @pytest.mark.asyncio
 async def test_choices_change_with_arrow_keys_in_place_and_the_edited_field_is_marked():
     app = create_app([reverse_checkpoint()])

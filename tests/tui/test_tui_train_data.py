@@ -66,6 +66,7 @@ async def pick_start(pilot, screen, word: str) -> None:
     raise AssertionError(f"no start with {word!r}")
 
 
+@pytest.mark.slow  # tier 2: a bad data file's one line is tier 1's
 @pytest.mark.asyncio
 async def test_a_bad_data_file_is_refused_before_the_unsaved_run_is_offered_to_be_dropped(tmp_path):
     bad = tmp_path / "bad.tsv"

@@ -58,6 +58,7 @@ async def test_every_text_field_of_the_train_form_takes_every_printable_characte
     await type_into_the_train_form()
 
 
+@pytest.mark.slow  # tier 2: Explore's fields are tier 1's
 @pytest.mark.asyncio
 async def test_a_text_field_of_the_train_form_takes_every_printable_character():
     await type_into_the_train_form({"probe_source"})
@@ -79,6 +80,7 @@ async def test_explore_and_its_dialogs_take_every_printable_character():
             await pilot.pause()
 
 
+@pytest.mark.slow  # tier 2: Explore's fields are tier 1's
 @pytest.mark.asyncio
 async def test_compare_takes_every_printable_character_in_its_source_and_its_open_dialog():
     app = create_app([reverse_checkpoint(), "copy"])

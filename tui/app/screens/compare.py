@@ -112,9 +112,7 @@ class CompareScreen(ChangeKeys, ChartKeys, DecodeKeys, Screen):
         if not self._panels and not self.query(DecodePanel):
             return {}
         panels = self.panels
-        if not all(p.is_attached for p in panels.values()):
-            return {}
-        if any(p.session.record is None for p in panels.values()):
+        if any(not p.is_attached or p.session.record is None for p in panels.values()):
             return {}
         return {side: p.session.record for side, p in panels.items()}
 
