@@ -140,6 +140,22 @@ def available_bytes(device: torch.device) -> int:
         return 0
 
 
+BF16_EMULATED = ("this device has no bf16 instructions (a CPU without avx512_bf16 or AMX): --precision bf16 "
+                 "saves memory but its matrix products are emulated, many times slower than fp32")
+
+
+def bf16_is_fast(device: torch.device) -> bool:
+    """Whether `device` multiplies bfloat16 matrices in hardware: a GPU that supports bf16, or a
+    CPU with avx512_bf16 or AMX. Elsewhere torch emulates them, many times slower than float32
+    (docs/performance.md measured 110x on an avx2 CPU), so bf16 saves memory only."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:  # torch's own probes of the CPU's instructions
+        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    except AttributeError:  # an older torch: assume the hardware does
+        return True
+
+
 class WontFit(ValueError):
     """A fine-tune whose estimated peak is more than the machine has."""
 
@@ -160,10 +176,13 @@ def option_flags(train_cfg: TrainConfig, asked: TrainConfig) -> str:
 
 def check_fits(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, target: int,
                device: torch.device, watched_base: bool = False,
-               available: int | None = None) -> MemoryEstimate:
+               available: int | None = None, bf16_fast: bool | None = None) -> MemoryEstimate:
     """The estimate, or WontFit: one line with the estimate, what the machine has, and the first
-    settings (checkpointing, bf16, both, then LoRA, then smaller batches) that would fit."""
+    settings (checkpointing, bf16, both, then LoRA, then smaller batches) that would fit; where
+    the device emulates bf16 (bf16_is_fast), the settings without it first, bf16 only where
+    nothing else fits, and said to be slow."""
     have = available_bytes(device) if available is None else available
+    fast = bf16_is_fast(device) if bf16_fast is None else bf16_fast
     need = estimate(model_cfg, train_cfg, source, target, watched_base=watched_base)
     if not have or need.total <= have:
         return need
@@ -172,14 +191,18 @@ def check_fits(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, targ
     if not train_cfg.lora_rank:  # then LoRA: adapters only, the base frozen
         tries += [cfg.replace(lora_rank=SUGGESTED_LORA_RANK) for cfg in (train_cfg, *tries[1:])]
     tries += [tries[-1].replace(batch_size=b) for b in SMALLER_BATCHES if b < train_cfg.batch_size]
+    if not fast:  # emulated bf16 costs far more time than it saves: the others first
+        tries = [c for c in tries if c.precision != "bf16"] + [c for c in tries if c.precision == "bf16"]
     where = "on the GPU" if device.type == "cuda" else "of RAM"
     line = (f"memory: this fine-tune needs about {need.total / GB:.1f} GB at its peak ({need.parts()}) "
             f"and {have / GB:.1f} GB {where} is available")
     for cfg in tries:
         fits = estimate(model_cfg, cfg, source, target, watched_base=watched_base)
         if fits.total <= have:
+            slow = " (slow here: this device has no bf16 instructions)" \
+                if cfg.precision == "bf16" and train_cfg.precision != "bf16" and not fast else ""
             raise WontFit(f"{line}; it would fit with {option_flags(cfg, train_cfg)} "
-                          f"(about {fits.total / GB:.1f} GB)")
+                          f"(about {fits.total / GB:.1f} GB){slow}")
     least = estimate(model_cfg, tries[-1], source, target, watched_base=watched_base)
     raise WontFit(f"{line}; even {option_flags(tries[-1], train_cfg)} needs {least.total / GB:.1f} GB: "
                   "the weights, their gradients and the optimiser's moments alone are too many for it")

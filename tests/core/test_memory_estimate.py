@@ -84,21 +84,41 @@ def test_checkpointing_bf16_and_a_smaller_batch_each_take_fewer_activations():
 
 
 def test_a_run_that_will_not_fit_is_refused_naming_settings_that_would():
+    cpu = torch.device("cpu")
     need = estimate(CFG, TRAIN, 40, 40)
     lighter = estimate(CFG, TRAIN.replace(precision="bf16", gradient_checkpointing=True), 40, 40)
     assert lighter.total < need.total
-    with pytest.raises(WontFit) as refused:
-        check_fits(CFG, TRAIN, 40, 40, torch.device("cpu"), available=lighter.total + 1)
+    with pytest.raises(WontFit) as refused:  # a CPU with bf16 instructions
+        check_fits(CFG, TRAIN, 40, 40, cpu, available=lighter.total + 1, bf16_fast=True)
     line = str(refused.value)
     assert "\n" not in line and line.startswith("memory: ")
-    assert "--precision bf16" in line and "--gradient-checkpointing" in line
-    assert check_fits(CFG, TRAIN, 40, 40, torch.device("cpu"), available=need.total) == need
+    assert "--precision bf16" in line and "--gradient-checkpointing" in line and "slow" not in line
+    assert check_fits(CFG, TRAIN, 40, 40, cpu, available=need.total) == need
     lightest = TRAIN.replace(lora_rank=16, precision="bf16", gradient_checkpointing=True)
     with_lora = estimate(CFG, lightest, 40, 40)
     with pytest.raises(WontFit, match="would fit with --lora 16 --precision bf16 --gradient-checkpointing"):
-        check_fits(CFG, TRAIN, 40, 40, torch.device("cpu"), available=with_lora.total + 1)
+        check_fits(CFG, TRAIN, 40, 40, cpu, available=with_lora.total + 1, bf16_fast=True)
     with pytest.raises(WontFit, match="--batch-size 1 needs"):  # nothing fits: says what cannot
-        check_fits(CFG, TRAIN, 40, 40, torch.device("cpu"), available=PROCESS_BYTES)
+        check_fits(CFG, TRAIN, 40, 40, cpu, available=PROCESS_BYTES)
+
+
+def test_where_bf16_is_emulated_the_settings_without_it_come_first_and_bf16_is_said_to_be_slow():
+    cpu, asked = torch.device("cpu"), TRAIN.replace(gradient_checkpointing=True)
+    with_bf16 = estimate(CFG, asked.replace(precision="bf16"), 40, 40)
+    with_lora = estimate(CFG, asked.replace(lora_rank=16), 40, 40)
+    room = max(with_bf16.total, with_lora.total) + 1  # both fit: the hardware decides which is named
+    assert room <= estimate(CFG, asked, 40, 40).total
+    with pytest.raises(WontFit) as fast:
+        check_fits(CFG, asked, 40, 40, cpu, available=room, bf16_fast=True)
+    assert "--precision bf16" in str(fast.value) and "slow" not in str(fast.value)
+    with pytest.raises(WontFit) as emulated:
+        check_fits(CFG, asked, 40, 40, cpu, available=room, bf16_fast=False)
+    assert "with --lora 16 (about" in str(emulated.value) and "bf16" not in str(emulated.value)
+    smallest_fp32 = estimate(CFG, asked.replace(lora_rank=16, batch_size=1), 40, 40)
+    smallest_bf16 = estimate(CFG, asked.replace(lora_rank=16, precision="bf16", batch_size=1), 40, 40)
+    assert smallest_bf16.total < smallest_fp32.total  # only bf16 fits in between: it is named, as slow
+    with pytest.raises(WontFit, match=r"--precision bf16.*\(slow here: this device has no bf16 instructions\)"):
+        check_fits(CFG, asked, 40, 40, cpu, available=smallest_bf16.total + 1, bf16_fast=False)
 
 
 @pytest.fixture(scope="module")

@@ -117,3 +117,20 @@ def test_gradient_checkpointing_gives_a_loras_adapters_the_same_gradients(marian
     assert plain.keys() == again.keys() and all("lora" in name for name in plain)
     for name, grad in plain.items():
         assert float((again[name] - grad).abs().max()) <= 1e-6 * max(1.0, float(grad.abs().max())), name
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_train_says_once_when_bf16_is_emulated_on_this_device(marian, tmp_path, monkeypatch, fast):
+    from click.testing import CliRunner
+
+    import minitx.core.training.memory_estimate as memory_estimate
+    from minitx.tui.cli.main import main
+
+    monkeypatch.setattr(memory_estimate, "bf16_is_fast", lambda device: fast)
+    folder, data = marian
+    result = CliRunner().invoke(main, ["train", "--init", str(folder), "--data", str(data), "--steps", "1",
+                                       "--precision", "bf16", "--threads", "1", "--no-watch",
+                                       "--out", str(tmp_path / "ft.safetensors")])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if "no bf16 instructions" in line]
+    assert notes == ([] if fast else [f"note: {memory_estimate.BF16_EMULATED}"])

@@ -105,6 +105,7 @@ def train_cmd(**opts) -> None:
     final lr, and says so; --restart-schedule gives it a new schedule instead.
     """
     apply_threads(opts["threads"])
+    from minitx.core.training.memory_estimate import BF16_EMULATED, bf16_is_fast
     from minitx.core.training.trainer import TrainingDiverged
 
     trainer, out_path, tensorboard = _prepare(opts)
@@ -123,6 +124,8 @@ def train_cmd(**opts) -> None:
         if trainer.guide is not None:  # guided alignment: what it cannot teach or measure
             for note in trainer.guide.notes():
                 err.write(f"note: {note}\n")
+        if trainer.cfg.precision == "bf16" and not bf16_is_fast(trainer.device):
+            err.write(f"note: {BF16_EMULATED}\n")
         if trainer.cfg.init and trainer.cfg.watch and trainer.watcher is None and trainer.processes.main:
             err.write(f"note: not watched: {trainer.cfg.init} no longer loads with the weights this "
                       "fine-tune started from, so there is no base to compare with\n")
