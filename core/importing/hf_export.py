@@ -24,6 +24,8 @@ import dataclasses
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -302,6 +304,27 @@ def check_out(out: Path, force: bool) -> None:
         raise ExportError(f"{out} exists and is not empty (--force replaces it)")
 
 
+@contextmanager
+def staged_folder(out: Path) -> Iterator[Path]:
+    """A new folder to write into that becomes `out` (replacing it) only once the block ends
+    without an error: a failed export leaves no half-written folder, and `out`'s old files stay
+    until the new ones are whole. On an error the parent folders made for it go too."""
+    created = next((p for p in reversed(out.absolute().parents) if not p.exists()), None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        yield staging
+        staging.chmod(0o755)  # mkdtemp made it private; a folder to share reads as any other
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+        if created is not None and not out.exists():  # the folders made for it, on an error
+            shutil.rmtree(created, ignore_errors=True)
+
+
 def export_folder(model: Seq2Seq, task: Task, out: str | Path, force: bool = False) -> Exported:
     """Write the model as a Hugging Face folder at `out`; ExportError (one line) if it cannot be."""
     out = Path(out)
@@ -313,23 +336,11 @@ def export_folder(model: Seq2Seq, task: Task, out: str | Path, force: bool = Fal
                "generation_config.json": json_bytes(generation_config(model.generation, cfg,
                                                                       _longest(task, cfg.max_len))),
                **tokeniser_files(task)}
-    created = next((p for p in reversed(out.absolute().parents) if not p.exists()), None)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with staged_folder(out) as staging:
         for name, data in written.items():
             (staging / name).write_bytes(data)
         save_file(folder_state(model, family), str(staging / "model.safetensors"), metadata={"format": "pt"})
         _check_written(staging, model, task, _longest(task, cfg.max_len))
-        staging.chmod(0o755)  # mkdtemp made it private; a folder to share reads as any other
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
-        if created is not None and not out.exists():  # the folders made for it, on an error
-            shutil.rmtree(created, ignore_errors=True)
     return Exported(out, family, sorted([*written, "model.safetensors"]), matched)
 
 

@@ -10,14 +10,12 @@ are hf_weights' table (layer_names) read the other way, as a folder export reads
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 from safetensors.torch import save_file
 
 from minitx.core.data.task import Task
-from minitx.core.importing.hf_export import ExportError, check_out
+from minitx.core.importing.hf_export import ExportError, check_out, staged_folder
 from minitx.core.importing.hf_weights import T5_LIKE, layer_names
 from minitx.core.model import lora
 from minitx.core.model.transformer import Seq2Seq
@@ -65,16 +63,7 @@ def export_peft(model: Seq2Seq, task: Task, adapters: lora.LoraFile, out: str | 
     config.task_type = "SEQ_2_SEQ_LM"
     config.base_model_name_or_path = adapters.base.get("model_id") or adapters.base.get("folder") or \
         adapters.base.get("init")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with staged_folder(out) as staging:
         config.save_pretrained(str(staging))
         save_file(state, str(staging / ADAPTER_WEIGHTS), metadata={"format": "pt"})
-        staging.chmod(0o755)
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return sorted(p.name for p in out.iterdir())
