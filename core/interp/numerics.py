@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from minitx.core.model.hooks import SublayerHook, hooks_active
-from minitx.core.model.loss import summed_cross_entropy
+from minitx.core.model.loss import chunked_cross_entropy
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.number_formats import FORMATS, headroom
 
@@ -157,9 +157,13 @@ def measure_numerics(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor,
     handles = [p.register_post_accumulate_grad_hook(take_norm) for p in params]
     try:
         with eval_mode(model), torch.enable_grad(), recording_ranges(model) as ranges:
-            logits = model(src, tgt_in)  # (B, T, V)
+            memory, src_mask = model.encode(src)
+            stream = model.decoder_stream(tgt_in, memory, src_mask)  # (B, T, d)
             pad = model.cfg.pad_id  # the mean over the target tokens, padding not
-            loss = summed_cross_entropy(logits, labels, pad) / (labels != pad).sum().clamp(min=1)
+            real = labels != pad  # (B, T): padding gets no logits
+            summed = chunked_cross_entropy(stream[real], labels[real], model.stream_logits,
+                                           model.cfg.vocab_size, pad)
+            loss = summed / real.sum().clamp(min=1)
             if params:  # a model whose weights are all frozen has no gradients to measure
                 loss.backward()
         gradients = layer_gradient_norms(model, taken)

@@ -22,7 +22,7 @@ from minitx.core.interp.decode import (
     first_wrong_step,
     greedy_decode,
 )
-from minitx.core.model.loss import summed_cross_entropy
+from minitx.core.model.loss import chunked_cross_entropy
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.results import EvalResult, Failure
 from minitx.core.training.text_scores import corpus_scores
@@ -113,9 +113,6 @@ def score(model: Seq2Seq, task: Task, batches: Iterable[Batch], failures: int = 
                       corpus_scores(outputs, references) if text else None)
 
 
-LOSS_LOGITS = 1 << 23  # logits target_loss makes at once (positions x vocabulary): 32 MiB of float32
-
-
 def target_loss(model: Seq2Seq, batch: Batch) -> tuple[float, int]:
     """(summed cross-entropy, target tokens) of one teacher-forced batch, no dropout: every
     label up to and including the end token, padding not (transformers' `labels` loss times
@@ -127,12 +124,8 @@ def target_loss(model: Seq2Seq, batch: Batch) -> tuple[float, int]:
         labels = batch.labels.to(device)  # (B, T): the target, EOS, then PAD
         real = labels != pad
         stream, labels = stream[real], labels[real]  # (N, d), (N,): padding gets no logits
-        # the logits a few positions at a time: (B, T, V) of a big vocabulary is gigabytes
-        rows = max(1, LOSS_LOGITS // model.cfg.vocab_size)
-        total = sum(float(summed_cross_entropy(model.stream_logits(stream[i: i + rows]),
-                                               labels[i: i + rows], pad))
-                    for i in range(0, len(labels), rows))
-        return total, len(labels)
+        total = chunked_cross_entropy(stream, labels, model.stream_logits, model.cfg.vocab_size, pad)
+        return float(total), len(labels)
 
 
 def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,
