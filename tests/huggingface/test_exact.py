@@ -64,10 +64,26 @@ def generate(reference, src, mask, **settings) -> list[list[int]]:
     return rows
 
 
+def assert_same_but_ties(model, src, ours: list[list[int]], theirs: list[list[int]]) -> None:
+    """ours == theirs, but where a row parts at a step whose two choices tie within float32
+    rounding (1e-5 of the logits' scale) in minitx's own logits: random weights make near-ties,
+    and which side of one a sum lands on depends on the order a kernel adds in."""
+    assert len(ours) == len(theirs)
+    for i, (mine, their) in enumerate(zip(ours, theirs)):
+        if mine == their:
+            continue
+        k = next((j for j, (a, b) in enumerate(zip(mine, their)) if a != b), min(len(mine), len(their)))
+        assert k < min(len(mine), len(theirs[i])), f"row {i}: {mine} against {their}"
+        with torch.no_grad():
+            logits = model(src[i: i + 1], torch.tensor([[model.cfg.sos_id, *mine[:k]]]))[0, -1]  # (V,)
+        gap = float((logits[mine[k]] - logits[their[k]]).abs())
+        assert gap <= 1e-5 * float(logits.abs().max()), f"row {i} parts at step {k} by {gap}: {mine} {their}"
+
+
 def test_greedy_decoding_gives_generates_tokens_under_the_folders_settings(pair):
     family, reference, model = pair
     src, mask = sources(family, seed=2)
-    assert generated(model, src) == generate(reference, src, mask)
+    assert_same_but_ties(model, src, generated(model, src), generate(reference, src, mask))
 
 
 def test_greedy_decoding_follows_min_length_and_no_repeat_ngram_as_generate_does(pair):
@@ -82,6 +98,6 @@ def test_greedy_decoding_follows_min_length_and_no_repeat_ngram_as_generate_does
         theirs = generate(reference, src, mask, no_repeat_ngram_size=2, min_length=4, max_length=16)
     finally:
         model.generation = own
-    assert ours == theirs
+    assert_same_but_ties(model, src, ours, theirs)
     # not vacuous: some output ends before the cap, or runs through varied tokens
     assert any(len(row) < 15 for row in ours) or any(len(set(row)) > 4 for row in ours)
