@@ -74,7 +74,7 @@ def write(path: Path, blob: bytes) -> Path:
 @SETTINGS
 @given(flips=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(1, 255)),
                       min_size=1, max_size=6))
-@pytest.mark.slow  # tier 2: edits of the header and metadata are tier 1's
+@pytest.mark.slow  # tier 2: edits of the header's JSON are tier 1's
 def test_byte_flips_load_a_working_model_or_raise_checkpoint_error(base, flips):
     good, path = base
     blob = bytearray(good)

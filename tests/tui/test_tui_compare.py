@@ -141,7 +141,6 @@ async def test_a_model_that_stops_early_waits_at_its_end_while_the_other_goes_on
         assert screen.panels["B"].grid.current == 6
 
 
-@pytest.mark.slow  # tier 2: the step keys moving both are tier 1's
 @pytest.mark.asyncio
 async def test_layer_and_head_keys_change_both_grids_and_the_summary_row(quick_summary):
     app = compare_app()

@@ -139,7 +139,6 @@ async def test_the_title_bar_keeps_the_device_and_every_tab(size):
         assert "cpu" in title and title.rstrip().endswith("Explore  Train  Compare")
 
 
-@pytest.mark.slow  # tier 2: the footer's message is tier 1's
 @pytest.mark.asyncio
 async def test_a_message_takes_the_footers_first_lines_and_covers_no_panel():
     app = create_app(["reverse"])

@@ -129,7 +129,7 @@ async def test_s_and_a_change_both_panels_of_compare():
         assert all(p.heads.display for p in app.screen.panels.values())
 
 
-@pytest.mark.slow  # tier 2: Compare's layer keys are tier 1's
+@pytest.mark.slow  # tier 2: Compare's layer keys are tier 1's (test_tui_compare.py)
 @pytest.mark.asyncio
 async def test_compare_reaches_the_layers_only_the_deeper_model_has(deep_and_shallow, monkeypatch):
     monkeypatch.setattr(compare_screen, "SUMMARY_SEQUENCES", 16)

@@ -97,7 +97,7 @@ async def test_c_compares_the_model_being_looked_at_even_a_run_never_saved():
         assert app.screen.comparison.a.name == "run 1 · reverse · step 3"
 
 
-@pytest.mark.slow  # tier 2: the footer's message is tier 1's
+@pytest.mark.slow  # tier 2: the footer's message is tier 1's (test_tui_decoding.py)
 @pytest.mark.asyncio
 async def test_a_message_shows_once_in_the_footer_or_over_a_dialog_never_both():
     app = create_app(["reverse"])
