@@ -14,6 +14,7 @@ import click
 
 from minitx.core.training.threads import prepare_environment
 from minitx.tui.cli.common import BadArgument
+from minitx.tui.render.text_fit import end_cut
 
 prepare_environment()  # before anything imports torch: it reads these settings once, at import
 
@@ -25,7 +26,7 @@ MAX_MESSAGE = 300  # messages can quote input (a 10,000-character paste); keep t
 
 def _one_line(text: str) -> str:
     message = " ".join(str(text).split()) or "unknown error"
-    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+    return end_cut(message, MAX_MESSAGE)
 
 
 # The rule of every command's exit status: 2 when the input is to blame (an option, a source, a

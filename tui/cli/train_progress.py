@@ -12,6 +12,7 @@ from pathlib import Path
 from minitx.core.training.events import RunListener
 from minitx.tui.render.model_text import output_text, printable
 from minitx.tui.render.numbers import accuracy_text, rate, scores_change
+from minitx.tui.render.text_fit import end_cut
 
 
 class Metrics:
@@ -193,14 +194,10 @@ def watch_lines(trainer, width: int) -> list[str]:
         lines.append(f"KL to base on the probes {f['kl_to_base_end']:.3g} (no --general: change, not "
                      "forgetting)")
     for r in last_probes(trainer.history):
-        lines.append(_cut(f"probe {r.probe + 1}: {printable(r.source)}", width))
-        lines.append(_cut(f"  base: {output_text(r.base_output)}", width))
-        lines.append(_cut(f"  now:  {output_text(marked(r.output, r.changed))}", width))
+        lines.append(end_cut(f"probe {r.probe + 1}: {printable(r.source)}", width))
+        lines.append(end_cut(f"  base: {output_text(r.base_output)}", width))
+        lines.append(end_cut(f"  now:  {output_text(marked(r.output, r.changed))}", width))
     return lines
-
-
-def _cut(line: str, width: int) -> str:
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def aer_at(trainer, step: int) -> float | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from minitx.tui.render.text_fit import end_cut
+
 LABEL_WIDTH = 6  # a token's label at most (a subword piece is cut: '▁trans…')
 END_MARK = "■"  # an end token in the tree (its label would widen every column)
 LEFT = 2  # '▸ ' before the selected row
@@ -22,7 +24,7 @@ def cell_label(vocab, token: int, eos: tuple[int, ...]) -> str:
     if token in eos:
         return END_MARK
     label = vocab.label(token)
-    return label if len(label) <= LABEL_WIDTH else label[: LABEL_WIDTH - 1] + "…"
+    return end_cut(label, LABEL_WIDTH)
 
 
 def fate(search, node) -> str:

@@ -16,6 +16,7 @@ from rich.style import Style
 from rich.text import Text
 
 from minitx.tui.render.colors import FULL, colour_depth, shade, text_colour_on, viridis_hex
+from minitx.tui.render.text_fit import end_cut
 
 CELL = 3  # characters of colour per cell: room for ".97"; a one-space gap follows where it fits
 CELLS = ((CELL, 1), (CELL, 0), (2, 0), (1, 0))  # (width, gap), widest first: the first that fits
@@ -78,7 +79,7 @@ def _fit(label: str, width: int) -> str:
     sos), and a label still too wide is cut with …, so it never runs into the next one."""
     label = label.strip("<>") if len(label) > width else label
     if len(label) > width:
-        label = label[: width - 1] + "…" if width > 1 else label[:1]
+        label = end_cut(label, width) if width > 1 else label[:1]
     return label.center(width)
 
 
@@ -159,7 +160,7 @@ def row_line(row, label: str, layout: Layout, *, numbers: bool, depth: str, show
     gap = " " * layout.gap
     line = Text()
     label = short_label(label) if layout.short else label
-    label = label if len(label) < layout.label_width else label[: layout.label_width - 2] + "…"
+    label = end_cut(label, layout.label_width - 1)  # a cell left before the grid
     line.append(label.rjust(layout.label_width - 1), style=style)
     line.append(" ")
     for j in shown:

@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.widget import Widget
 
 from minitx.tui.app.messages import ChoiceChanged
+from minitx.tui.render.text_fit import end_cut
 
 
 class ChoiceField(Widget, can_focus=True):
@@ -58,7 +59,6 @@ class ChoiceField(Widget, can_focus=True):
     def render(self) -> Text:
         label = self.choices[self.index][1] if self.choices else ""
         room = max(1, self.size.width - 2)
-        if len(label) > room:
-            label = label[: room - 1] + "…"
+        label = end_cut(label, room)
         many = len(self.choices) > 1
         return Text.assemble(("◂" if many else " ", "dim"), label, ("▸" if many else "", "dim"))

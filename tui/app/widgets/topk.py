@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from minitx.tui.app.widgets.redraw import redraw
+from minitx.tui.render.text_fit import end_cut
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
@@ -52,7 +53,7 @@ class TopKBars(Widget):
         lines = []
         for i, (token, p, log_p) in enumerate(self.entries):
             style = "bold" if i == 0 else ""
-            token = token if len(token) <= label else token[:label - 1] + "…"
+            token = end_cut(token, label)
             line = Text(f"{token:<{label}} ", style=style)
             line.append(bar(p, width), style="green" if i == 0 else "blue")
             shown = f"{p:.2f}" if log_p != log_p else log_p_text(log_p)  # NaN: no log-probability
