@@ -2,6 +2,7 @@
 
 import gc
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -61,6 +62,19 @@ def _deterministic_threads():
 
 
 @pytest.fixture
+def late_signals_land_here():
+    """For a test that signals its own process (a Ctrl-C, a hang-up, a SIGTERM to a run): a signal
+    Python handles only after the run restored the handlers it found (the C handler trips a flag
+    that the main thread acts on later) lands in this no-op, not as a KeyboardInterrupt in whatever
+    the worker runs next. One such surfaced in a garbage-collection callback of a busy suite."""
+    numbers = [signal.SIGINT, signal.SIGHUP, signal.SIGTERM]
+    previous = {number: signal.signal(number, lambda *_: None) for number in numbers}
+    yield
+    for number, handler in previous.items():
+        signal.signal(number, handler)
+
+
+@pytest.fixture
 def tiny_model_cfg() -> ModelConfig:
     return ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                        max_len=16)
@@ -70,3 +84,13 @@ def tiny_model_cfg() -> ModelConfig:
 def tiny_train_cfg() -> TrainConfig:
     return TrainConfig(steps=20, batch_size=16, warmup=5, min_source_len=3, max_source_len=6, eval_every=0,
                        eval_size=32, device="cpu")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config):
+    """A worker's last act is pytest's cleanup, which collects garbage five times over a heap of
+    about a million objects (a second each on a quiet machine); xdist's execnet gives a finished
+    worker five seconds, then sends it a SIGINT, whose KeyboardInterrupt printed a traceback amid
+    the summary of a busy run. Frozen, the heap is not traversed again: those collections see
+    only what the cleanup itself makes."""
+    gc.freeze()

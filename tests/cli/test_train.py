@@ -15,6 +15,9 @@ import torch
 from minitx.core.checkpoint import load_checkpoint, read_raw
 from tests.cli.conftest import TINY, assert_one_line_error, run_cli
 
+# The tests of this file send signals to their own process.
+pytestmark = pytest.mark.usefixtures("late_signals_land_here")
+
 
 def _weights(path) -> dict[str, torch.Tensor]:
     tensors, _ = read_raw(path)
@@ -271,19 +274,6 @@ def test_the_modern_recipe_trains_every_modern_part_and_resumes(tmp_path):
     resumed = run_cli("train", "--resume", str(out), "--steps", "4", "--quiet", "--threads", "1")
     assert resumed.exit_code == 0, resumed.stderr
     assert load_checkpoint(out).summary["steps"] == 4
-
-
-@pytest.fixture(autouse=True)
-def _late_signals_land_here():
-    """The tests of this file send signals to their own process. One that Python handles only
-    after the run restored its handlers (the C handler trips a flag that the main thread acts on
-    later) then lands in this no-op, not as a KeyboardInterrupt in whatever the worker runs next:
-    one such surfaced in a garbage-collection callback at the end of a busy suite."""
-    numbers = [signal.SIGINT, signal.SIGHUP, signal.SIGTERM]
-    previous = {number: signal.signal(number, lambda *_: None) for number in numbers}
-    yield
-    for number, handler in previous.items():
-        signal.signal(number, handler)
 
 
 def _ctrl_c_after(step: int, monkeypatch, signum: int = signal.SIGINT) -> None:

@@ -149,16 +149,6 @@ def test_two_torchrun_processes_reach_one_process_accumulating_twice_and_resume_
     assert checkpoints.load(str(two)).train_config.accumulate == 2
 
 
-@pytest.fixture
-def late_signals_land_here():
-    """A signal Python handles after the run restored its handlers lands in this no-op."""
-    numbers = [signal.SIGINT, signal.SIGHUP, signal.SIGTERM]
-    previous = {number: signal.signal(number, lambda *_: None) for number in numbers}
-    yield
-    for number, handler in previous.items():
-        signal.signal(number, handler)
-
-
 @pytest.mark.slow  # core's resume test is tier 1 (tests/core/test_fine_tune.py); this, the command's
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
 def test_a_fine_tune_stopped_by_a_signal_saves_and_resumes_to_the_uninterrupted_weights(

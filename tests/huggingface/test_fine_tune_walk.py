@@ -144,7 +144,8 @@ def test_the_first_ctrl_c_says_at_once_that_the_run_is_saving_and_where():
     assert stop.caught == signal.SIGINT and stop.ignored == 1  # the second press changes nothing
 
 
-def test_two_ctrl_c_during_the_bases_evaluation_still_save_the_fine_tune(walk, tmp_path, monkeypatch):
+def test_two_ctrl_c_during_the_bases_evaluation_still_save_the_fine_tune(walk, tmp_path, monkeypatch,
+                                                                         late_signals_land_here):
     import os
     import signal
 
