@@ -198,6 +198,21 @@ def decoding_merged(model: nn.Module) -> Iterator[None]:
             weight.data = data
 
 
+def base_in_float32(model: nn.Module, original: nn.Module | None = None) -> None:
+    """A bf16 run's frozen base (held in bf16 under LoRA) back in float32, for use outside the
+    run's autocast (the app explores an ended run): `original`'s own weights where given (the
+    model the run started from, its names without peft's `base_layer`), else the bf16 values
+    widened (what they were rounded to)."""
+    source = dict(original.named_parameters()) if original is not None else {}
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dtype != torch.bfloat16:
+                continue
+            kept = source.get(name.replace(".base_layer", ""))
+            usable = kept is not None and kept.shape == p.shape and kept.dtype == torch.float32
+            p.data = kept.detach().clone() if usable else p.data.float()
+
+
 def adapter_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     """The adapters under minitx's names: '<module>.lora_A' (r, d_in) and '<module>.lora_B'
     (d_out, r) for each adapted layer (what a LoRA file holds)."""

@@ -5,6 +5,7 @@ from the command line, in the cells of the fields the base decides."""
 from __future__ import annotations
 
 import pytest
+import torch
 from textual.widgets import Input
 
 from minitx.tui.app.form_fields import FIELDS, FINE_TUNE_FIELDS, fine_tune_locked
@@ -35,11 +36,13 @@ async def test_a_fine_tunes_own_fields_take_the_cells_of_those_its_base_decides(
     app = create_app(["reverse"])
     async with app.run_test(size=size) as pilot:
         screen = await on_train_screen(pilot)
-        rows = screen.form.styles.grid_size_rows
+        plain_rows = screen.form.styles.grid_size_rows
         assert not any(screen.query_one(f"#field-{name}").display for name in FINE_TUNE_FIELDS)
         screen = await on_fine_tune_form(pilot)
         await pilot.pause()
-        assert screen.form.styles.grid_size_rows == rows  # no row more: the chart keeps its rows
+        # one row more at most (LoRA, precision and checkpointing): the chart keeps its other lines
+        rows = screen.form.styles.grid_size_rows
+        assert rows <= plain_rows + 1
         form_rows = "\n".join(screen_text(app).splitlines()[1:1 + rows])
         shown = [label for name, label in FIELDS.items() if name not in fine_tune_locked()]
         assert all(f" {label} " in form_rows for label in shown)
@@ -51,7 +54,8 @@ async def test_a_fine_tunes_own_fields_take_the_cells_of_those_its_base_decides(
 
 
 @pytest.mark.asyncio
-async def test_keep_best_patience_and_languages_reach_the_runs_config_and_a_bad_head_is_one_line(tmp_path):
+async def test_keep_best_patience_languages_and_memory_reach_the_runs_config_and_a_bad_head_is_one_line(
+        tmp_path):
     pairs = digit_pairs(tmp_path / "reverse.tsv", 40, seed=1, reverse=True)
     app = create_app(["reverse"])
     async with app.run_test(size=(80, 24)) as pilot:
@@ -68,6 +72,15 @@ async def test_keep_best_patience_and_languages_reach_the_runs_config_and_a_bad_
         screen.query_one("#tgt_lang", Input).value = "fr"
         await pilot.pause()
         assert (screen.form_configs[1].src_lang, screen.form_configs[1].tgt_lang) == ("en", "fr")
+        # how a step holds its memory, as --precision bf16 --gradient-checkpointing set it
+        assert (train.precision, train.gradient_checkpointing) == ("fp32", False)
+        for name, label in (("precision", "bf16"), ("gradient_checkpointing", "on")):
+            field = screen.query_one(f"#{name}")
+            while field.choices[field.index][1] != label:
+                field.action_move(1)
+        await pilot.pause()
+        memory = screen.form_configs[1]
+        assert (memory.precision, memory.gradient_checkpointing) == ("bf16", True)
         screen.query_one("#guided_head", Input).value = "x"
         await pilot.pause()
         assert screen.form_configs is None
@@ -91,9 +104,12 @@ async def test_keep_best_patience_and_languages_reach_the_runs_config_and_a_bad_
 
 
 @pytest.mark.asyncio
-async def test_a_lora_fine_tune_started_from_the_form_trains_only_its_adapters(tmp_path):
+async def test_a_lora_fine_tune_started_from_the_form_trains_only_its_adapters_in_bf16_said_slow_here(
+        tmp_path, monkeypatch):
+    from minitx.core.training import memory_estimate
     from minitx.core.training.fine_tune import LORA_LR, fine_tune_defaults
 
+    monkeypatch.setattr(memory_estimate, "bf16_is_fast", lambda device: False)  # any machine: this one
     pairs = digit_pairs(tmp_path / "reverse.tsv", 40, seed=1, reverse=True)
     app = create_app(["reverse"])
     app.save_dir = tmp_path
@@ -106,11 +122,23 @@ async def test_a_lora_fine_tune_started_from_the_form_trains_only_its_adapters(t
         await pilot.pause()
         assert lr.value == f"{LORA_LR:g}" != full_lr  # core's LoRA lr, not the family's
         assert float(full_lr) == fine_tune_defaults(screen.form.start.family)["lr"]
+        precision = screen.query_one("#precision")
+        precision.value = "bf16"
+        await pilot.pause()
+        await wait_for(pilot, screen.check_holds, "the check of the bf16 run")
+        assert not notifications(app)
         await pilot.press("space")
         await wait_for(pilot, lambda: screen.state in ("finished", "failed"), "the LoRA run")
         assert screen.state == "finished", notifications(app)
+        assert memory_estimate.BF16_EMULATED in notifications(app)  # said as it started
         run = screen.current_run
         assert run.train_cfg.lora_rank == 4 and run.trainer.lora is not None
+        assert run.train_cfg.precision == "bf16"
+        # ended, the base is float32 again, its own weights (the model on screen), for Explore
+        model, base = run.trainer.model, dict(app.current.model.named_parameters())
+        assert {p.dtype for p in model.parameters()} == {torch.float32}
+        frozen = {n.replace(".base_layer", ""): p for n, p in model.named_parameters() if not p.requires_grad}
+        assert frozen.keys() <= base.keys() and all(torch.equal(p, base[n]) for n, p in frozen.items())
         trained = {n for n, p in run.trainer.model.named_parameters() if p.requires_grad}
         assert trained and all(".lora_A." in n or ".lora_B." in n for n in trained)
         screen.query_one("#lora_rank", Input).value = ""  # off again: the full fine-tune's lr

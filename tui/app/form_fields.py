@@ -25,21 +25,25 @@ FIELDS = {
     "norm": "norm", "norm_kind": "kind", "activation": "ffn", "position_encoding": "pos",
     "until": "until", "probe_source": "probe", "tokens": "tokens", "expect": "expect",
     "data": "data", "valid": "held-out", "general": "general",
-    # a fine-tune's own (shown in the cells of the fields its base decides): LoRA, the course's
-    # workflow, the pair's languages and guided alignment (LoRA's dropout: the command line's)
+    # a fine-tune's own (shown in the cells of the fields its base decides): LoRA, how a step
+    # holds its memory, the course's workflow, the pair's languages and guided alignment (LoRA's
+    # dropout: the command line's)
     "lora_rank": "lora", "lora_alpha": "alpha", "lora_targets": "targets",
+    "precision": "precision", "gradient_checkpointing": "ckpt",
     "keep_best": "keep best", "patience": "patience", "src_lang": "src lang", "tgt_lang": "tgt lang",
     "alignments": "alignments", "guided_head": "guided head", "guided_weight": "g.weight",
 }
 PROBES_SEPARATOR = "|"  # a fine-tune's probe field holds several sources: "the cat | a house"
 FINE_TUNE_ONLY = ("general",)  # pairs it should still handle: forgetting measured on them
 # Fields only a fine-tune shows (the others have none of them in their rows)
-FINE_TUNE_FIELDS = ("lora_rank", "lora_alpha", "lora_targets", "keep_best", "patience", "src_lang",
-                    "tgt_lang", "alignments", "guided_head", "guided_weight")
+FINE_TUNE_FIELDS = ("lora_rank", "lora_alpha", "lora_targets", "precision", "gradient_checkpointing",
+                    "keep_best", "patience", "src_lang", "tgt_lang", "alignments", "guided_head",
+                    "guided_weight")
 FILES = ("alignments",)  # a path, checked as `data`'s is
 OPTIONAL = ("kv_heads", "lora_rank")  # may stay empty, meaning "not given": core decides (K/V heads = heads)
 CHOICES = ("task", "schedule", "optimizer", "norm", "norm_kind", "activation", "position_encoding",
-           "device", "tokens", "expect", "keep_best")  # picked from lists core defines, not typed
+           "device", "tokens", "expect", "keep_best", "precision",
+           "gradient_checkpointing")  # picked from lists core defines, not typed
 DATA_ONLY = ("tokens", "expect", "valid")  # they apply to a data file only
 # What a fine-tune takes from its base, besides the model options: its task and tokenisers
 # (core's planned_fine_tune lets only the dropout of the architecture differ: how it trains).
@@ -69,6 +73,8 @@ HELP = {
     "lora_rank": "LoRA rank: train only rank-R adapters of the attention projections (0: a full fine-tune)",
     "lora_alpha": "LoRA alpha: the adapters' scale is alpha / rank",
     "lora_targets": "the projections LoRA adapts, comma-separated",
+    "precision": "fp32, or bf16 autocast (the frozen base in bf16 under LoRA): less memory",
+    "gradient_checkpointing": "recompute each layer in backward: the same gradients, less memory, slower",
     "keep_best": "also keep the best evaluation's weights, by this metric (NAME.best.safetensors)",
     "patience": "stop after N evaluations without a better keep-best metric (0: never)",
     "src_lang": "the source's language: the data's key, a multilingual model's code",
@@ -102,6 +108,9 @@ def typed_options(values: dict[str, str | None]) -> dict[str, Any]:
         if kind.startswith("tuple") and text is not None:  # "q_proj, v_proj": core checks each
             typed[name] = tuple(t.strip() for t in text.split(LIST_SEPARATOR) if t.strip())
             continue
+        if kind == "bool" and text is not None:  # a choice of off and on: field_texts' str(bool)
+            typed[name] = text == str(True)
+            continue
         if kind not in ("int", "float") or text is None:
             typed[name] = text
             continue
@@ -125,7 +134,8 @@ def choice_values() -> dict[str, list]:
             "position_encoding": list(config.POSITION_ENCODINGS), "device": list(config.DEVICES),
             "tokens": list(config.TOKENISATIONS),
             "expect": [(e, EXPECT_LABELS.get(e, e)) for e in EXPECTATIONS],
-            "keep_best": [("", "off"), *config.KEEP_BEST]}
+            "keep_best": [("", "off"), *config.KEEP_BEST], "precision": list(config.PRECISIONS),
+            "gradient_checkpointing": [(str(False), "off"), (str(True), "on")]}
 
 
 @functools.cache

@@ -271,6 +271,7 @@ class RunChecked(Message):
     params: int | None = None
     error: str = ""  # "option: message"
     notes: list[str] = field(default_factory=list)  # how a data file was read (pairs skipped...)
+    slow: str = ""  # why the run will be slow here, said when it starts (bf16 emulated on this CPU)
 
 
 @dataclass(frozen=True)

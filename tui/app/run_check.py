@@ -40,7 +40,7 @@ def check_run(model_cfg, train_cfg, base=None) -> RunChecked:
     fine-tune's (train_cfg.init) are checked against `base`, the model on screen it starts from."""
     from minitx.core.data.pair_files import DataError
     from minitx.core.training.guided_alignment import Guide
-    from minitx.core.training.memory_estimate import check_fine_tune
+    from minitx.core.training.memory_estimate import BF16_EMULATED, bf16_is_fast, check_fine_tune
     from minitx.core.training.probe import probe_example
     from minitx.core.training.trainer import planned_fine_tune, planned_run, resolve_device
     from minitx.tui.app.loaded import as_checkpoint
@@ -62,7 +62,9 @@ def check_run(model_cfg, train_cfg, base=None) -> RunChecked:
     except ValueError as e:  # core's messages read "field: message"
         field, _, message = str(e).partition(": ")
         return RunChecked(configs, error=f"{field}: {message}" if message else str(e))
-    return RunChecked(configs, parameter_count(planned_model), notes=task.notes())
+    device = resolve_device(planned_train.device)
+    slow = BF16_EMULATED if planned_train.precision == "bf16" and not bf16_is_fast(device) else ""
+    return RunChecked(configs, parameter_count(planned_model), notes=task.notes(), slow=slow)
 
 
 class FormChecks:

@@ -80,6 +80,7 @@ class TrainingRun(RunListener):
 
     def _train(self, cancelled: Callable[[], bool]) -> None:
         from minitx import checkpoints
+        from minitx.core.model import lora
         from minitx.core.model.transformer import parameter_breakdown
         from minitx.core.training.threads import set_threads
         from minitx.core.training.trainer import Trainer
@@ -110,6 +111,10 @@ class TrainingRun(RunListener):
             self._post_progress(trainer, self._stats, probe=None)  # end on the step the run ended on
         self.halted.set()
         self._save_if_asked(trainer)
+        # a bf16 LoRA run's base back in float32 (a new fine-tune's: the base's own weights, still
+        # on screen): Explore runs it without the run's autocast
+        started_from = self.base.model if self.base is not None and not self.resume_from else None
+        lora.base_in_float32(trainer.model, started_from)
         record = describe_model(trainer.model, trainer.task, f"{self.name} · step {trainer.step_count}",
                                 train_config=trainer.cfg, steps=trainer.step_count,
                                 history=trainer.history)
@@ -216,14 +221,17 @@ class TrainingRun(RunListener):
     def probe(trainer) -> LiveProbe:
         """The live picture: alignment of every head, and the best head's grid on a probe."""
         from minitx.core.interp.alignment import best_head, head_scores
+        from minitx.core.model import lora
         from minitx.core.training.probe import probe
 
         task = trainer.task
-        measure, scores = head_scores(trainer.model, task, n=32)  # alignment, or sharpness
+        # as the run computes (bf16 autocast), the adapters merged for the cached decoder
+        with lora.decoding_merged(trainer.model), trainer.precision():
+            measure, scores = head_scores(trainer.model, task, n=32)  # alignment, or sharpness
+            # the source the run's history snapshots (the form's probe, or the task's own example)
+            result = probe(trainer.model, task, trainer.probe_batch)
         scores = scores.tolist()
         best = best_head(scores)
-        # the source the run's history snapshots (the form's probe, or the task's own example)
-        result = probe(trainer.model, task, trainer.probe_batch)
         return LiveProbe(rows=result.cross_attention[best[0], best[1]].tolist(),
                          targets=task.vocab.labels(result.target), source=task.source_labels(result.src),
                          source_text=task.format_source(result.src), scores=scores, best=best,

@@ -259,6 +259,8 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         self.views.new_run()
         self._set_state("running")
         self.set_focus(None)
+        if self.check_holds() and self.checked.slow:
+            self.notify(self.checked.slow, severity="warning", markup=False, timeout=10)
         self.run_training(self.current_run)
 
     def action_stop(self) -> None:

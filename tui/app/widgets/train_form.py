@@ -59,9 +59,10 @@ ROW_SPANS = {4: {SOURCE: 2, "probe_source": 2, "data": 2, "valid": 2, "general":
                  "alignments": 2},
              3: {SOURCE: 1, "probe_source": 2, "data": 2, "valid": 3, "general": 3, "lora_targets": 2,
                  "alignments": 3, "guided_weight": 2}}
-# A fine-tune's own fields take the cells of those its base decides (8 rows at 80x24 too); at
-# three columns these spans fill its rows (13)
-FINE_TUNE_SPANS = {4: {}, 3: {SOURCE: 2, "probe_source": 3, "data": 3, "lora_alpha": 2}}
+# A fine-tune's own fields take the cells of those its base decides, and one row more (9 at
+# 80x24); these spans fill its rows (14 at three columns)
+FINE_TUNE_SPANS = {4: {"guided_head": 2, "guided_weight": 2},
+                   3: {SOURCE: 2, "probe_source": 3, "data": 3, "lora_alpha": 2, "tgt_lang": 2}}
 FOUR_COLUMNS = 78  # the form's width from which four fields fit a row
 PLACEHOLDERS = {"kv_heads": "= heads", "data": "a .tsv/.csv/.jsonl of pairs (blank: the task)",
                 "valid": "blank: 5% of data", "general": "a fine-tune's: pairs to keep",
