@@ -25,7 +25,7 @@ corpus's (tests/huggingface/changed_folders.py), 400 to train on and 64 held out
 - eval: `minitx eval FOLDER --pairs HELD --threads 1` (greedy outputs, the loss, BLEU and chrF)
   against loading the model and the tokeniser, the labels loss of the held-out pairs and their
   greedy outputs (generate, num_beams=1) in one batch, under inference_mode.
-Reported: each peak in MiB and minitx's ratio (goal: at most 1.2x each).
+Reported: each peak in MiB and minitx's ratio (goals: a fine-tune at most 1.1x, eval 1.2x).
 """
 
 from __future__ import annotations
@@ -171,15 +171,15 @@ def main() -> None:
                                str(args.batch_size), str(scratch / "hf-out"), str(LR), str(WEIGHT_DECAY),
                                str(CLIP), str(rank), "bf16" if bf16 else "fp32",
                                "1" if checkpointing else "0"])
-            rows.append((f"{variant}, {steps} steps of batch {args.batch_size}", mine, theirs))
+            rows.append((f"{variant}, {steps} steps of batch {args.batch_size}", mine, theirs, 1.1))
         if args.only in (None, "eval"):
             mine = peak_mib([minitx, "eval", str(folder), "--pairs", str(held), "--threads", "1"])
             theirs = peak_mib([sys.executable, "-c", TRANSFORMERS_EVAL, str(folder), str(held)])
-            rows.append((f"eval of {HELD_PAIRS} pairs", mine, theirs))
+            rows.append((f"eval of {HELD_PAIRS} pairs", mine, theirs, 1.2))
     print(f"whole-process peak RSS, {'smoke, ' if args.smoke else ''}{args.shape} shape, 1 thread")
     print(f"{'':36} {'minitx':>10} {'transformers':>13} {'ratio':>7}")
-    for name, mine, theirs in rows:
-        print(f"{name:36} {mine:>6,.0f} MiB {theirs:>9,.0f} MiB {mine / theirs:>6.2f}x  (goal <= 1.2x)")
+    for name, mine, theirs, goal in rows:
+        print(f"{name:36} {mine:>6,.0f} MiB {theirs:>9,.0f} MiB {mine / theirs:>6.2f}x  (goal <= {goal}x)")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
+import torch.nn.functional as F
 
+from minitx.core.config import ModelConfig
 from minitx.core.data.task import output_cap
 from minitx.core.data.vocab import Vocab
 from minitx.core.interp.interventions import Interventions, Recording
@@ -18,6 +20,8 @@ from minitx.core.interp.replay import Replay
 from minitx.core.model.hooks import current_hooks, hooks_restored
 from minitx.core.model.kv_cache import IncrementalDecoder
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq, eval_mode
+
+DECODE_BYTES = 256 * 2**20  # what one batch of greedy decoding's steps may hold at once
 
 
 def greedy_decode(
@@ -31,7 +35,8 @@ def greedy_decode(
     Encodes once; stops when every sequence has ended or after max_new_tokens (the model's
     generation settings may cap it further, as a Hugging Face folder's max_length does). Each
     step takes the argmax of the scores under those settings (model.generation): exactly
-    transformers' generate(num_beams=1, do_sample=False) for a folder's model.
+    transformers' generate(num_beams=1, do_sample=False) for a folder's model. Many sources of
+    a big vocabulary go rows_at_once at a time, so that the memory a decode takes is bounded.
     """
     with eval_mode(model):
         # inference_mode skips autograd's bookkeeping per op (~15% of a batch-1 step); the clone
@@ -39,9 +44,25 @@ def greedy_decode(
         with torch.inference_mode():
             cap = model.generation.cap(max_new_tokens or output_cap(src.shape[1], model.cfg.max_len),
                                        model.cfg.max_len)
-            generated = _greedy_tokens(model, src, cap, use_cache, progress)
+            rows = rows_at_once(model.cfg, src.shape[1], cap)
+            parts = [_greedy_tokens(model, src[i : i + rows], cap, use_cache, progress)
+                     for i in range(0, max(src.shape[0], 1), rows)]  # each (rows, n_i)
+            width = max(part.shape[1] for part in parts)
+            generated = torch.cat([F.pad(part, (0, width - part.shape[1]), value=model.generation.pad)
+                                   for part in parts])  # (B, n)
         with torch.no_grad():
             return generated.clone()
+
+
+def rows_at_once(cfg: ModelConfig, src_len: int, cap: int) -> int:
+    """How many sources greedy decoding steps together: as many as keep a step's tensors under
+    DECODE_BYTES. Per row: the step's scores over the vocabulary (logits, processed scores, a
+    third for what processing makes; float32) and its share of the cache (keys and values of
+    every decoder layer, over the cap's positions and the source's). A small model decodes any
+    evaluation batch at once; NLLB's 256,206 pieces make it 30-odd rows."""
+    width = 2 * cfg.n_decoder_layers * cfg.kv_heads * cfg.d_k  # K and V of every layer, one position
+    per_row = 4 * (3 * cfg.vocab_size + width * (cap + src_len))
+    return max(1, DECODE_BYTES // per_row)
 
 
 class FullForwardDecoder:

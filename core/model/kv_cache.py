@@ -3,9 +3,10 @@
 Why this is not the nn.Modules of core/model/transformer.py: a cached step at batch 1 is a few dozen
 tiny ops, and going through the modules (a call per Linear and LayerNorm, (B, 1, d) views, a mask
 rebuilt every step) costs more than the arithmetic (docs/performance.md has the figures). Here a
-step is flat functional code on the decoder's weights (Q, K and V stacked once per decode), on
-(B, d) rows, with the source mask built once. The modules stay the one definition of the model;
-tests/core/test_incremental.py holds this file to them for every configuration (post/pre-norm,
+step is flat functional code on the decoder's weights (Q, K and V stacked once per decode while
+that copy is small), on (B, d) rows, with the source mask built once. The modules stay the one
+definition of the model; tests/core/test_incremental.py holds this file to them for every
+configuration (post/pre-norm,
 LayerNorm/RMSNorm/the std norm, final norms after a post-norm stack, relu/gelu/SwiGLU, every
 position encoding, grouped-query attention, unscaled attention, padded sources, separate source
 vocabularies, a log-softmax output, swapped cross, a relative bias per layer, a decoder
@@ -30,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minitx.core.model import lora
 from minitx.core.model.attention import additive_mask, attention, shared_heads
 from minitx.core.model.components import (
     GatedFeedForward,
@@ -53,17 +55,30 @@ from minitx.core.model.hooks import (
 )
 from minitx.core.model.transformer import AttentionMaps, DecoderLayer, Seq2Seq
 
+# Several projections read by one step (Q, K and V; cross-attention's K and V; SwiGLU's two) are
+# stacked into one copy only while the copy is small: at batch 1 a small model's step is call
+# overhead, which one matmul saves, while a big model's step is reading its weights, and a copy
+# of an NLLB-1.3B decoder's would cost 480 MB of every decode and save nothing measurable.
+STACK_BYTES = 4 * 2**20
+
 
 class _Linear(NamedTuple):
     weight_t: torch.Tensor  # (d_in, d_out): transposed once, so a step is a single addmm
     bias: torch.Tensor | None  # (d_out,), or None: a model without biases (T5)
 
     @classmethod
-    def of(cls, *linears: nn.Linear) -> _Linear:
-        """One projection (a view of its weights), or several stacked side by side, a copy, so
-        one matmul computes them all."""
+    def of(cls, *linears: nn.Module) -> _Linear | _Adapted | _Parts:
+        """One projection (a view of its weights; with its LoRA adapter, _Adapted); several side
+        by side as one stacked copy (one matmul computes them all) while that is under
+        STACK_BYTES and none is adapted, else each on its own (_Parts)."""
         if len(linears) == 1:
-            return cls(linears[0].weight.t(), linears[0].bias)
+            linear = linears[0]
+            plain = cls(linear.weight.t(), linear.bias)
+            adapter = lora.low_rank(linear)
+            return plain if adapter is None else _Adapted(plain, adapter[0].t(), adapter[1].t(), adapter[2])
+        if sum(lin.weight.numel() * lin.weight.element_size() for lin in linears) > STACK_BYTES \
+                or any(lora.low_rank(lin) is not None for lin in linears):
+            return _Parts(tuple(cls.of(lin) for lin in linears))
         weight = torch.cat([lin.weight for lin in linears])  # (sum d_out, d_in)
         biased = linears[0].bias is not None
         return cls(weight.t(), torch.cat([lin.bias for lin in linears]) if biased else None)
@@ -72,6 +87,29 @@ class _Linear(NamedTuple):
         if self.bias is None:
             return x @ self.weight_t
         return torch.addmm(self.bias, x, self.weight_t)
+
+
+class _Adapted(NamedTuple):
+    """A projection with its LoRA adapter (core/model/lora.py): x W^T + ((x A^T) B^T) scale, as
+    peft's forward computes it, with no merged copy of W."""
+
+    base: _Linear
+    a_t: torch.Tensor  # (d_in, r)
+    b_t: torch.Tensor  # (r, d_out)
+    scale: float
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # (B, d_in) -> (B, d_out)
+        return self.base(x) + ((x.to(self.a_t.dtype) @ self.a_t) @ self.b_t) * self.scale
+
+
+class _Parts(NamedTuple):
+    """Projections side by side without copying their weights: _Linear's stacked output, made
+    by one matmul each."""
+
+    parts: tuple[_Linear | _Adapted, ...]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # (B, d_in) -> (B, sum d_out)
+        return torch.cat([part(x) for part in self.parts], dim=-1)
 
 
 class _Norm(NamedTuple):
@@ -98,13 +136,13 @@ class _Norm(NamedTuple):
 class _LayerState:
     """One decoder layer's weights for this decode, and what it has cached so far."""
 
-    self_qkv: _Linear  # Q, K and V of self-attention stacked: d -> h k + 2 g k
-    self_out: _Linear
-    cross_q: _Linear
-    cross_kv: _Linear  # K and V of cross-attention stacked: d -> 2 g k
-    cross_out: _Linear
-    ff_in: _Linear  # W1 (with SwiGLU, W1 and W3 stacked: d -> 2f)
-    ff_out: _Linear
+    self_qkv: _Linear | _Adapted | _Parts  # Q, K and V of self-attention side by side: d -> h k + 2 g k
+    self_out: _Linear | _Adapted
+    cross_q: _Linear | _Adapted
+    cross_kv: _Linear | _Adapted | _Parts  # K and V of cross-attention side by side: d -> 2 g k
+    cross_out: _Linear | _Adapted
+    ff_in: _Linear | _Adapted | _Parts  # W1 (with SwiGLU, W1 and W3 side by side: d -> 2f)
+    ff_out: _Linear | _Adapted
     norms: tuple[_Norm, _Norm, _Norm]  # self-attention, cross-attention, feed-forward
     cross_reads_decoder: bool  # keys/values from the decoder stream (a bug preset), not the memory
     # Interventions active when the decode began (core/model/hooks.py), the modules' own hooks.

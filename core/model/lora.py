@@ -10,9 +10,9 @@ module does with them:
   named in minitx's module names (q_proj, k_proj, v_proj, out_proj of every attention block);
 - `adapters_off` is peft's disable_adapter on the model itself: the base, with no second copy
   in memory (what watching a LoRA fine-tune measures against);
-- `decoding_merged` lends each adapted layer its merged weight W + scale B A for a decode (the
-  cached decoder, core/model/kv_cache.py, reads a layer's weight, not its forward), and gives the
-  original weight back afterwards, bit for bit;
+- `low_rank` gives an adapted layer's A, B and scale to code that reads weights instead of
+  calling the layer (the cached decoder, core/model/kv_cache.py: x W^T + scale (x A^T) B^T as
+  peft's forward, no merged copy of W);
 - `adapter_tensors` / `load_adapter_tensors`: the adapters under minitx's names (what a LoRA
   file holds), `merge_file_adapters` folds a file's into the base for good, without peft (what
   a command opens: no seconds of importing transformers);
@@ -175,27 +175,14 @@ def delta_weight(layer: nn.Module) -> torch.Tensor:
     return delta(layer.lora_A[ADAPTER].weight, layer.lora_B[ADAPTER].weight, layer.scaling[ADAPTER])
 
 
-@contextmanager
-def decoding_merged(model: nn.Module) -> Iterator[None]:
-    """Each adapted layer lent its merged weight W + scale B A (a new tensor) with its adapters
-    off, so anything that reads a layer's weight (the cached decoder) computes the adapted model;
-    afterwards every layer gets its original weight tensor back, unchanged to the bit."""
-    layers = list(adapted_layers(model).values())
-    if not layers:
-        yield
-        return
-    kept = []
-    with torch.no_grad():
-        for layer in layers:
-            weight = layer.get_base_layer().weight
-            kept.append((weight, weight.data))
-            weight.data = (weight.data + delta_weight(layer)).to(weight.dtype)  # a frozen base's dtype
-    try:
-        with adapters_off(model):
-            yield
-    finally:
-        for weight, data in kept:
-            weight.data = data
+def low_rank(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor, float] | None:
+    """(A (r, d_in), B (d_out, r), scale) of an adapted layer whose adapter is on now, for code
+    that reads a layer's weights rather than calling it (the cached decoder,
+    core/model/kv_cache.py); None for any other layer, or with its adapters off."""
+    adapters = dict(module.named_children()).get("lora_A")
+    if adapters is None or module.disable_adapters or module.merged:
+        return None
+    return module.lora_A[ADAPTER].weight, module.lora_B[ADAPTER].weight, module.scaling[ADAPTER]
 
 
 def base_in_float32(model: nn.Module, original: nn.Module | None = None) -> None:

@@ -385,11 +385,12 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"sequence of length {length} exceeds the model's max_len={self.cfg.max_len}")
 
     def _layer(self, layer: nn.Module, *args, **kwargs):
-        """A layer's forward; with checkpoint_layers, while training with gradients, through
-        torch.utils.checkpoint (non-reentrant): only the layer's inputs are kept for backward,
-        which runs the layer again (dropout's random state replayed) for the same gradients,
-        one layer's activations alive at a time instead of every layer's."""
-        if self.checkpoint_layers and self.training and torch.is_grad_enabled():
+        """A layer's forward; with checkpoint_layers, in any pass with gradients (a step, and
+        the watching's numerics), through torch.utils.checkpoint (non-reentrant): only the
+        layer's inputs are kept for backward, which runs the layer again (dropout's random state
+        replayed) for the same gradients, one layer's activations alive at a time instead of
+        every layer's."""
+        if self.checkpoint_layers and torch.is_grad_enabled():
             return checkpoint(layer, *args, use_reentrant=False, **kwargs)
         return layer(*args, **kwargs)
 

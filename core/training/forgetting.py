@@ -22,7 +22,7 @@ same tokens (a fine-tune and its base do).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 
@@ -30,7 +30,7 @@ import torch
 
 from minitx.core.config import TrainConfig
 from minitx.core.data.batch import Batch
-from minitx.core.model.loss import summed_cross_entropy
+from minitx.core.model.loss import LOSS_LOGITS, summed_cross_entropy
 from minitx.core.model.transformer import Seq2Seq, eval_mode
 from minitx.core.training.evaluation import target_loss
 
@@ -50,12 +50,33 @@ def general_loss(model: Seq2Seq, batches: Iterable[Batch]) -> tuple[float, int]:
 
 
 def base_log_probs(base: Seq2Seq, batches: Iterable[Batch]) -> list[torch.Tensor]:
-    """The base's next-token log-probabilities on each batch, teacher-forced, each (B, T, V)
-    float32: what the KL to the base compares with, measured once (then the base itself need
-    not be kept beside the model being trained)."""
+    """The base's next-token log-probabilities on each batch, teacher-forced, at its target
+    positions that are not padding, each (N, V) float32: what the KL to the base compares with,
+    measured once (then the base itself need not be kept beside the model being trained)."""
     with eval_mode(base), torch.inference_mode():
-        return [base(batch.src.to(base.device), batch.decoder_input.to(base.device)).float().log_softmax(-1)
-                for batch in batches]
+        out = []
+        for batch in batches:
+            stream = _real_stream(base, batch)  # (N, d)
+            out.append(torch.cat([base.stream_logits(stream[i: i + n]).float().log_softmax(-1)
+                                  for i, n in _chunks(base, len(stream))]))  # (N, V)
+        return out
+
+
+def _real_stream(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """(N, d): a teacher-forced batch's decoder stream at its target positions that are not
+    padding, in order (their logits are then made a few at a time: (B, T, V) of a big
+    vocabulary is gigabytes)."""
+    device = model.device
+    memory, src_mask = model.encode(batch.src.to(device))
+    stream = model.decoder_stream(batch.decoder_input.to(device), memory, src_mask)  # (B, T, d)
+    return stream[batch.labels.to(device) != model.cfg.pad_id]
+
+
+def _chunks(model: Seq2Seq, positions: int) -> Iterator[tuple[int, int]]:
+    """(start, count) of the positions whose logits are made at once: LOSS_LOGITS floats."""
+    rows = max(1, LOSS_LOGITS // model.cfg.vocab_size)
+    for start in range(0, positions, rows):
+        yield start, min(rows, positions - start)
 
 
 # What the base is run under: nothing for a base of its own; a LoRA fine-tune's model with its
@@ -73,23 +94,26 @@ def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor], batc
         raise ValueError(f"the model writes {model.cfg.vocab_size} tokens and its base "
                          f"{vocab}: the KL needs one vocabulary")
     loss, kl, tokens = 0.0, 0.0, 0
-    pad = model.cfg.pad_id
     with eval_mode(model), torch.inference_mode():
         for i, batch in enumerate(batches):
-            src, tgt_in = batch.src.to(model.device), batch.decoder_input.to(model.device)
-            labels = batch.labels.to(model.device)  # (B, T)
-            logits = model(src, tgt_in)  # (B, T, V)
-            mine = logits.float().log_softmax(-1)
+            labels = batch.labels.to(model.device)
+            labels = labels[labels != model.cfg.pad_id]  # (N,): the target positions that count
+            stream = _real_stream(model, batch)  # (N, d)
             if isinstance(base, Seq2Seq):
                 with eval_mode(base), base_view():
-                    theirs = base(src.to(base.device), tgt_in.to(base.device)).float().log_softmax(-1)
-            else:
-                theirs = base[i]
-            theirs = theirs.to(mine.device)
-            real = labels != pad  # (B, T)
-            loss += float(summed_cross_entropy(logits, labels, pad))
-            kl += float((mine.exp() * (mine - theirs)).sum(-1)[real].sum())
-            tokens += int(real.sum())
+                    base_stream = _real_stream(base, batch).to(model.device)  # (N, d)
+            for start, n in _chunks(model, len(labels)):
+                logits = model.stream_logits(stream[start: start + n])  # (n, V)
+                mine = logits.float().log_softmax(-1)
+                if isinstance(base, Seq2Seq):
+                    with eval_mode(base), base_view():
+                        theirs = base.stream_logits(base_stream[start: start + n].to(base.device))
+                    theirs = theirs.float().log_softmax(-1).to(model.device)
+                else:
+                    theirs = base[i][start: start + n].to(model.device)  # (n, V)
+                loss += float(summed_cross_entropy(logits, labels[start: start + n], model.cfg.pad_id))
+                kl += float((mine.exp() * (mine - theirs)).sum())
+            tokens += len(labels)
     return loss, kl, tokens
 
 

@@ -219,7 +219,7 @@ class Trainer:
             with self.precision():  # the base's outputs are read as the run computes
                 self.watcher = watcher_for(self.model, origin, self.task, train_cfg.probes, train_cfg.general,
                                            train_cfg.forget_alarm, train_cfg.max_length, train_cfg.eval_size,
-                                           train_cfg.columns)
+                                           train_cfg.columns, train_cfg.batch_size)
         self.base_scores: dict | None = None  # a fine-tune's held-out scores of its base (step 0)
         self.last_scores: dict | None = None  # ... and of its latest evaluation
         # --keep-best and --patience (core/training/best.py): the best evaluation so far; the
@@ -422,8 +422,7 @@ class Trainer:
             listener.on_evaluating(self, what)
         if self.scored:  # a fine-tune (or --eval-bleu): also loss per target token, BLEU and chrF (greedy)
             batches = self.task.evaluation_batches(n, seed, FINE_TUNE_EVAL_BATCH)
-            # the cached decoder reads weights (LoRA's merged)
-            with lora.decoding_merged(self.model), self.precision():
+            with self.precision():
                 result = score(self.model, self.task, batches, loss=True, text=True)
             self.last_scores = scores_of(result)
         else:

@@ -10,7 +10,8 @@ a model (`minitx train --init`), beside its held-out scores, into the run's hist
   without general pairs, the KL on the probes (teacher-forced on the base's outputs) stands in;
 - numerics (core/interp/numerics.py): each sublayer's largest |activation| (its headroom to
   fp16 and bf16) and each layer's gradient norm, from one forward and backward pass on the first
-  NUMERICS_PAIRS held-out pairs, the run's own gradients left as they were;
+  NUMERICS_PAIRS held-out pairs (no more than a step's batch: watching never holds more
+  activations than training does), the run's own gradients left as they were;
 - a LoRA fine-tune's update sizes: each adapted layer's ||scale B A|| / ||W|| (core/model/lora.py).
 
 The base model is the one the fine-tune started from; its outputs are measured once, and so,
@@ -115,7 +116,8 @@ class Watcher:
     it is only run in inference mode); kept only for general pairs."""
 
     def __init__(self, model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...] = (),
-                 general: list[Batch] | None = None, alarm_rise: float = FORGET_ALARM) -> None:
+                 general: list[Batch] | None = None, alarm_rise: float = FORGET_ALARM,
+                 numerics_pairs: int = NUMERICS_PAIRS) -> None:
         self.model, self.task = model, task
         self.base_view = nullcontext  # what the base is run under (a LoRA's: its adapters off)
         if base is model:
@@ -123,7 +125,7 @@ class Watcher:
         self.sources = probe_sources(task, probes, model.cfg.max_len)
         self.general = general or []
         self.alarm_rise = check_forget_alarm(alarm_rise)
-        held = task.pairs_batch(task.heldout, torch.arange(min(NUMERICS_PAIRS, len(task.heldout))))
+        held = task.pairs_batch(task.heldout, torch.arange(min(numerics_pairs, len(task.heldout))))
         self.numerics_batch = held
         with self.base_view():
             self.base_outputs = [out for out, _ in read_probes(base, task, self.sources)]
@@ -174,8 +176,7 @@ class Watcher:
         numerics = measure_numerics(self.model, batch.src.to(device), batch.decoder_input.to(device),
                                     batch.labels.to(device))
         records = []
-        with lora.decoding_merged(self.model):  # the cached decoder reads weights (LoRA's merged)
-            read = read_probes(self.model, self.task, self.sources)
+        read = read_probes(self.model, self.task, self.sources)
         for i, ((out, attention), base_out) in enumerate(zip(read, self.base_outputs)):
             text, base_text = self.task.format(out), self.task.format(base_out)
             records.append(ProbeRecord(step, i, self.task.format_source(self.sources[i]), text, base_text,
@@ -202,15 +203,16 @@ class Watcher:
 
 def watcher_for(model: Seq2Seq, base: Seq2Seq, task: Task, probes: tuple[str, ...], general: str,
                 alarm_rise: float, max_length: int, general_size: int, columns: Columns = BY_NAME,
-                ) -> Watcher:
+                batch_size: int = NUMERICS_PAIRS) -> Watcher:
     """A run's Watcher from its settings: `general` a file of pairs (at most `general_size` of
-    them measured), read as the fine-tune's own pairs are (DataError naming the file)."""
+    them measured), read as the fine-tune's own pairs are (DataError naming the file); the
+    numerics on at most `batch_size` pairs, the run's."""
     batches = None
     if general:
         pairs = general_pairs(general, task, model.cfg.max_len, max_length, general_size, columns)
         batches = [task.pairs_batch(pairs, torch.arange(start, min(len(pairs), start + GENERAL_BATCH)))
                    for start in range(0, len(pairs), GENERAL_BATCH)]
-    return Watcher(model, base, task, probes, batches, alarm_rise)
+    return Watcher(model, base, task, probes, batches, alarm_rise, min(NUMERICS_PAIRS, batch_size))
 
 
 def last_probes(history: History) -> list[ProbeRecord]:

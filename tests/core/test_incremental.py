@@ -6,10 +6,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from minitx.core.config import ModelConfig
+from minitx.core.config import LORA_TARGETS, ModelConfig
 from minitx.core.data.tasks import get_task
 from minitx.core.data.vocab import DIGITS
+from minitx.core.interp import decode
 from minitx.core.interp.decode import greedy_decode
+from minitx.core.model import kv_cache, lora
 from minitx.core.model.components import VARIANTS
 from minitx.core.model.kv_cache import IncrementalDecoder
 from minitx.core.model.transformer import AttentionMaps, Seq2Seq
@@ -85,6 +87,28 @@ def test_stepped_logits_equal_the_full_forward_pass(overrides):
         full = model(src, PREFIX)  # (B, T, V)
     stepped = step_through(model, src, PREFIX)
     # Rows after a sequence's EOS see PAD inputs the full pass masks out; nothing reads them.
+    real = PREFIX != PAD
+    assert torch.allclose(stepped[real], full[real], atol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", [CONFIGS["baseline"], CONFIGS["swapped cross-attention, rope, gqa"],
+                                       CONFIGS["T5 v1.1: gated GELU, heads narrower than d_model / h"]],
+                         ids=["baseline", "rope-gqa", "gated"])
+def test_a_big_models_projections_read_side_by_side_without_a_stacked_copy_give_the_same_logits(
+        overrides, monkeypatch):
+    """Past STACK_BYTES (NLLB's, made so here by a limit of 0) Q, K, V and a gated feed-forward's
+    two are each read from the model's own weights: nothing stacked, the same logits."""
+    monkeypatch.setattr(kv_cache, "STACK_BYTES", 0)
+    model = fresh(**overrides)
+    src = source_for(model, SRC)
+    with torch.no_grad():
+        decoder = IncrementalDecoder(model, *model.encode(src))
+        layer = decoder._layers[0]
+        assert isinstance(layer.self_qkv, kv_cache._Parts)
+        q_proj = model.decoder[0].self_attn.q_proj
+        assert layer.self_qkv.parts[0].weight_t.data_ptr() == q_proj.weight.data_ptr()  # a view
+        full = model(src, PREFIX)  # (B, T, V)
+    stepped = step_through(model, src, PREFIX)
     real = PREFIX != PAD
     assert torch.allclose(stepped[real], full[real], atol=1e-5)
 
@@ -175,3 +199,40 @@ def test_greedy_decoding_of_an_untrained_model_is_the_same_with_and_without_the_
         row = cached[0].tolist()
         assert [r.token for r in stepped] == row[: len(stepped)]
         assert all(r.top_k[0][0] == r.token for r in stepped)  # the choice heads its top-k
+
+
+def test_many_sources_of_a_big_vocabulary_decode_a_few_rows_at_a_time_to_the_same_tokens(monkeypatch):
+    """Past DECODE_BYTES a batch is decoded rows_at_once sources at a time (here 2 of 5, by a
+    small limit): the same tokens as all at once, rows that end early padded as before."""
+    model = fresh()
+    src = torch.tensor([[3, 1, 4, 1, 5], [2, 7, PAD, PAD, PAD], [9, 9, 8, PAD, PAD], [1, 2, 3, 4, 5],
+                        [6, PAD, PAD, PAD, PAD]])
+    whole = greedy_decode(model, src, max_new_tokens=7)
+    # the last source ends before the cap, alone in its part of the batch: that part is shorter
+    assert (whole == model.cfg.eos_id).any(1).tolist() == [False, False, False, False, True]
+    per_row = 4 * (3 * model.cfg.vocab_size + 2 * model.cfg.n_decoder_layers * model.cfg.d_model * (7 + 5))
+    monkeypatch.setattr(decode, "DECODE_BYTES", 2 * per_row)
+    assert decode.rows_at_once(model.cfg, 5, 7) == 2
+    assert torch.equal(greedy_decode(model, src, max_new_tokens=7), whole)
+
+
+@pytest.mark.parametrize("targets", [("q_proj", "v_proj"), LORA_TARGETS], ids=["default", "every"])
+def test_lora_adapters_are_read_beside_the_base_and_off_when_switched_off(targets):
+    """A LoRA model (peft's adapters in the projections) steps as peft's forward computes it,
+    x W^T + scale (x A^T) B^T, reading the base's own weights (no merged copy); with its adapters
+    off, as the base."""
+    model = fresh()
+    src = source_for(model, SRC)
+    with torch.no_grad():
+        base = model(src, PREFIX)  # (B, T, V)
+    lora.add_adapters(model, lora.LoraSpec(4, 8.0, 0.0, targets))
+    with torch.no_grad():
+        for layer in lora.adapted_layers(model).values():  # B is zeros at first: make it change
+            layer.lora_B[lora.ADAPTER].weight.normal_(0, 0.3)
+        adapted = model(src, PREFIX)
+    real = PREFIX != PAD
+    assert not torch.allclose(adapted[real], base[real], atol=1e-3)
+    stepped = step_through(model, src, PREFIX)
+    assert torch.allclose(stepped[real], adapted[real], atol=1e-5)
+    with lora.adapters_off(model):
+        assert torch.allclose(step_through(model, src, PREFIX)[real], base[real], atol=1e-5)

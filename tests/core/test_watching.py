@@ -15,10 +15,12 @@ from click.testing import CliRunner
 
 from minitx import checkpoints
 from minitx.core.history import History, ProbeRecord
+from minitx.core.interp.numerics import measure_numerics
+from minitx.core.model import transformer
 from minitx.core.number_formats import FORMATS, FP16_MAX
 from minitx.core.training.fine_tune import fine_tune_task, general_pairs
 from minitx.core.training.forgetting import general_loss, general_loss_and_kl, kl_to_base
-from minitx.core.training.watching import Watcher, changed_words, marked
+from minitx.core.training.watching import NUMERICS_PAIRS, Watcher, changed_words, marked, watcher_for
 from minitx.tui.cli.main import main
 from tests.core.digit_pair_files import digit_pairs
 
@@ -197,3 +199,34 @@ def test_a_file_of_more_evaluations_than_a_series_keeps_reads_back_with_its_prob
         history.record_watch(step, 0.1, None, "probes", probes=records)
     again = History.from_tensors(history.to_tensors(), 1, 1, 64, 10, None)
     assert len(again.watched.steps) == 2000 and len(again.watched.probes) == 100
+
+
+def test_the_numerics_pass_takes_no_more_pairs_than_a_training_step(files):
+    """Watching never holds more activations than a step of the run does: the numerics' forward
+    and backward pass goes over NUMERICS_PAIRS held-out pairs, or the run's batch if smaller."""
+    base = checkpoints.load("reverse")
+    task = fine_tune_task(base.task, str(files["copy"]), str(files["reverse"]), 0,
+                          base.model_config.max_len, 0)
+    assert len(task.heldout) > 3
+    small = watcher_for(base.model, base.model, task, (), "", 0.2, 0, 100, batch_size=3)
+    assert len(small.numerics_batch) == 3
+    big = watcher_for(base.model, base.model, task, (), "", 0.2, 0, 100, batch_size=64)
+    assert len(big.numerics_batch) == min(NUMERICS_PAIRS, len(task.heldout))
+
+
+def test_the_numerics_of_a_run_with_gradient_checkpointing_go_through_it_and_are_the_same(files,
+                                                                                           monkeypatch):
+    """--gradient-checkpointing holds in every pass with gradients, the numerics' too: each layer
+    through torch.utils.checkpoint, the same ranges and gradient norms."""
+    base = checkpoints.load("reverse")
+    model = base.model
+    batch = fine_tune_task(base.task, str(files["copy"]), "", 0, model.cfg.max_len, 0).example_batch()
+    plain = measure_numerics(model, batch.src, batch.decoder_input, batch.labels)
+    calls = []
+    real = transformer.checkpoint
+    monkeypatch.setattr(transformer, "checkpoint", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model.checkpoint_layers = True
+    checked = measure_numerics(model, batch.src, batch.decoder_input, batch.labels)
+    assert len(calls) == model.cfg.n_encoder_layers + model.cfg.n_decoder_layers
+    assert [a.max for a in checked.activations] == pytest.approx([a.max for a in plain.activations], rel=1e-6)
+    assert [g.norm for g in checked.gradients] == pytest.approx([g.norm for g in plain.gradients], rel=1e-5)

@@ -12,7 +12,15 @@ import torch.nn.functional as F
 
 from minitx import checkpoints
 from minitx.core.data.given_pairs import with_pairs
-from minitx.core.training.forgetting import Forgetting, check_forget_alarm, general_loss, kl_to_base
+from minitx.core.training import forgetting
+from minitx.core.training.forgetting import (
+    Forgetting,
+    base_log_probs,
+    check_forget_alarm,
+    general_loss,
+    general_loss_and_kl,
+    kl_to_base,
+)
 from tests.huggingface.changed_folders import changed_copy, pairs_file, scaled
 from tests.huggingface.tiny_folders import load_reference, save_model
 
@@ -46,6 +54,19 @@ def test_kl_to_base_is_transformers_mean_kl_over_target_positions(models):
     assert expected > 1e-3  # the change moved the distributions
     assert kl_to_base(changed.model, base.model, [batch]) == pytest.approx(expected, rel=1e-4)
     assert kl_to_base(base.model, base.model, [batch]) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_the_kl_and_loss_made_a_few_positions_at_a_time_are_those_of_the_whole_batch(models, monkeypatch):
+    """A big vocabulary's logits are made LOSS_LOGITS floats at a time (here 3 positions): the
+    same loss and KL, against the base model or its log-probabilities measured once."""
+    base, changed, *_, batch = models
+    whole = general_loss_and_kl(changed.model, base.model, [batch])
+    monkeypatch.setattr(forgetting, "LOSS_LOGITS", 3 * base.model.cfg.vocab_size)
+    assert general_loss_and_kl(changed.model, base.model, [batch]) == pytest.approx(whole, rel=1e-5)
+    measured_once = base_log_probs(base.model, [batch])
+    cfg = base.model.cfg
+    assert measured_once[0].shape == (int((batch.labels != cfg.pad_id).sum()), cfg.vocab_size)  # (N, V)
+    assert kl_to_base(changed.model, measured_once, [batch]) == pytest.approx(whole[1], rel=1e-5)
 
 
 def test_general_loss_is_transformers_labels_loss(models):

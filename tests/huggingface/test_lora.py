@@ -123,9 +123,9 @@ def test_lora_file_holds_adapters_and_opens_through_its_base(marian, tmp_path):
     assert opened.lora is not None and opened.lora.base["sha256"]
     assert not lora.has_adapters(opened.model)  # merged: an ordinary model for every command
     src = torch.tensor([opened.task.parse(s) for s, _ in PAIRS[:1]])
-    with lora.decoding_merged(trainer.model):
-        expected = greedy_decode(trainer.model, src, 12)
-    assert torch.equal(greedy_decode(opened.model, src, 12), expected)
+    # the adapters merged into the file's model, or beside the trainer's base in the cached decoder
+    assert_same_but_ties(opened.model, src, greedy_decode(opened.model, src, 12).tolist(),
+                         greedy_decode(trainer.model, src, 12).tolist())
     assert all(float(b.abs().max()) > 0 for k, b in opened.lora.tensors.items() if k.endswith("lora_B"))
 
 

@@ -221,12 +221,10 @@ class TrainingRun(RunListener):
     def probe(trainer) -> LiveProbe:
         """The live picture: alignment of every head, and the best head's grid on a probe."""
         from minitx.core.interp.alignment import best_head, head_scores
-        from minitx.core.model import lora
         from minitx.core.training.probe import probe
 
         task = trainer.task
-        # as the run computes (bf16 autocast), the adapters merged for the cached decoder
-        with lora.decoding_merged(trainer.model), trainer.precision():
+        with trainer.precision():  # as the run computes (bf16 autocast)
             measure, scores = head_scores(trainer.model, task, n=32)  # alignment, or sharpness
             # the source the run's history snapshots (the form's probe, or the task's own example)
             result = probe(trainer.model, task, trainer.probe_batch)
