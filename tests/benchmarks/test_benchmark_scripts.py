@@ -41,6 +41,7 @@ SMOKE_RUNS = {
     "align_speed.py": (["--smoke", "--threads", "1"], "ratio minitx align --heads all / transformers"),
     "guided_step.py": (["--smoke", "--threads", "1"], "ratio guided / plain"),
     "fine_tune_memory.py": (["--smoke", "--variants", "full,lora-bf16+ckpt"], "lora-bf16+ckpt, 1 steps"),
+    "fine_tune_stages.py": (["--smoke", "--", "--lora=4"], "peak of the whole run"),
 }
 
 

@@ -171,3 +171,25 @@ class _OneLr:
         for group in self._optim.param_groups:
             group["lr"] = self.param_groups[0]["lr"]
         self._optim.step()
+
+
+def test_adams_moments_are_made_at_the_first_step_so_a_released_base_never_overlaps_them():
+    """The weights and gradients move into their buffers at once; the two moments (half of
+    Adam's memory) only at the first step or a resumed run's load, by when a fine-tune's caller
+    has let go of its base: the same updates, and state empty before it as torch.optim's."""
+    params = [torch.nn.Parameter(torch.randn(3, 4)), torch.nn.Parameter(torch.randn(5))]
+    adam = FusedAdam(params, lr=0.1, betas=(0.9, 0.999), eps=1e-8)
+    assert adam._exp_avg is None and adam.state == {}
+    reference = torch.optim.Adam([p.detach().clone().requires_grad_() for p in params], lr=0.1)
+    for p, q in zip(params, reference.param_groups[0]["params"]):
+        p.grad = q.grad = torch.ones_like(p)
+    adam.step()
+    reference.step()
+    assert adam._exp_avg is not None
+    for p, q in zip(params, reference.param_groups[0]["params"]):
+        assert torch.allclose(p, q)
+        assert torch.allclose(adam.state[p]["exp_avg"], reference.state[q]["exp_avg"])
+    resumed = FusedAdam([torch.nn.Parameter(p.detach().clone()) for p in params], 0.1, (0.9, 0.999), 1e-8)
+    resumed.load_state({r: adam.state[p] for r, p in zip(resumed.params, params)})
+    assert all(torch.equal(resumed.state[r]["exp_avg_sq"], adam.state[p]["exp_avg_sq"])
+               for r, p in zip(resumed.params, params))
