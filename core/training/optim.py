@@ -78,7 +78,7 @@ class FusedAdam:
         self._weights, self._grads = flat  # each (N,)
         # Adam's two moments, made at the first step (or a resumed run's load): by then a
         # fine-tune's caller has let its base go, whose weights the model held until this
-        # buffer took them (NLLB-600M: 4.9 GB fewer at once, docs/performance.md)
+        # buffer took them (docs/performance.md)
         self._exp_avg: torch.Tensor | None = None
         self._exp_avg_sq: torch.Tensor | None = None
         self._moment_views: list[tuple[torch.Tensor, torch.Tensor]] = []
