@@ -127,6 +127,20 @@ def write_pairs(folder: Path) -> tuple[Path, Path]:
             pairs_file(folder / "held.tsv", HELD_PAIRS, seed=2))
 
 
+def shaped_folder(folder: Path, shape: str, smoke: bool) -> Path:
+    """The folder of `shape` (SHAPES), made in `folder` unless it is there already."""
+    if not (folder / "config.json").is_file():
+        print(f"making {folder} ...", flush=True)
+        quiet_transformers()
+        if shape == "opus-mt":
+            make_folder(folder, SMOKE if smoke else OPUS_MT)
+        else:
+            from nllb_decode import make_folder as make_nllb
+
+            make_nllb(folder, smoke, 40, SHAPES[shape])
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3)
@@ -146,16 +160,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        folder = args.folder or scratch / f"{args.shape}-shaped"
-        if not (folder / "config.json").is_file():
-            print(f"making {folder} ...", flush=True)
-            quiet_transformers()
-            if args.shape == "opus-mt":
-                make_folder(folder, SMOKE if args.smoke else OPUS_MT)
-            else:
-                from nllb_decode import make_folder as make_nllb
-
-                make_nllb(folder, args.smoke, 40, SHAPES[args.shape])
+        folder = shaped_folder(args.folder or scratch / f"{args.shape}-shaped", args.shape, args.smoke)
         train, held = write_pairs(scratch)
         for variant in (args.variants.split(",") if args.only in (None, "train") else []):
             rank = args.lora if variant.startswith("lora") else 0

@@ -19,8 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from _hf_folder import OPUS_MT, SMOKE, make_folder, quiet_transformers
-from fine_tune_memory import SHAPES, write_pairs
+from fine_tune_memory import SHAPES, shaped_folder, write_pairs
 
 from minitx.core.training import evaluation
 from minitx.core.training.trainer import Trainer
@@ -93,15 +92,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        folder = args.folder or scratch / f"{args.shape}-shaped"
-        if not (folder / "config.json").is_file():
-            quiet_transformers()
-            if args.shape == "opus-mt":
-                make_folder(folder, SMOKE if args.smoke else OPUS_MT)
-            else:
-                from nllb_decode import make_folder as make_nllb
-
-                make_nllb(folder, args.smoke, 40, SHAPES[args.shape])
+        folder = shaped_folder(args.folder or scratch / f"{args.shape}-shaped", args.shape, args.smoke)
         train, held = write_pairs(scratch)
         recorder = Recorder()
         for owner, names in STAGES.items():

@@ -117,15 +117,23 @@ def target_loss(model: Seq2Seq, batch: Batch) -> tuple[float, int]:
     """(summed cross-entropy, target tokens) of one teacher-forced batch, no dropout: every
     label up to and including the end token, padding not (transformers' `labels` loss times
     its token count, so a file's loss is the sums' sum over the counts' sum)."""
-    device, pad = model.device, model.cfg.pad_id
+    pad = model.cfg.pad_id
     with eval_mode(model), torch.inference_mode():
-        memory, src_mask = model.encode(batch.src.to(device))
-        stream = model.decoder_stream(batch.decoder_input.to(device), memory, src_mask)  # (B, T, d)
-        labels = batch.labels.to(device)  # (B, T): the target, EOS, then PAD
-        real = labels != pad
-        stream, labels = stream[real], labels[real]  # (N, d), (N,): padding gets no logits
-        total = chunked_cross_entropy(stream, labels, model.stream_logits, model.cfg.vocab_size, pad)
+        labels = batch.labels.to(model.device)  # (B, T): the target, EOS, then PAD
+        labels = labels[labels != pad]  # (N,): padding gets no logits
+        total = chunked_cross_entropy(real_stream(model, batch), labels, model.stream_logits,
+                                      model.cfg.vocab_size, pad)
         return float(total), len(labels)
+
+
+def real_stream(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """(N, d): a teacher-forced batch's decoder stream at its target positions that are not
+    padding, in order (their logits are then made a few at a time: (B, T, V) of a big
+    vocabulary is gigabytes)."""
+    device = model.device
+    memory, src_mask = model.encode(batch.src.to(device))
+    stream = model.decoder_stream(batch.decoder_input.to(device), memory, src_mask)  # (B, T, d)
+    return stream[batch.labels.to(device) != model.cfg.pad_id]
 
 
 def evaluate(model: Seq2Seq, task, n: int = 500, seed: int = 1234, batch_size: int = 500,

@@ -32,7 +32,7 @@ from minitx.core.config import TrainConfig
 from minitx.core.data.batch import Batch
 from minitx.core.model.loss import LOSS_LOGITS, summed_cross_entropy
 from minitx.core.model.transformer import Seq2Seq, eval_mode
-from minitx.core.training.evaluation import target_loss
+from minitx.core.training.evaluation import real_stream, target_loss
 
 FORGET_ALARM = TrainConfig.forget_alarm  # the default: the general loss more than 20% above the base's
 FORGET_ALARM_LIMITS = (0.0, 10.0)  # 0% to 1000%: a rise the alarm may be set to
@@ -56,20 +56,10 @@ def base_log_probs(base: Seq2Seq, batches: Iterable[Batch]) -> list[torch.Tensor
     with eval_mode(base), torch.inference_mode():
         out = []
         for batch in batches:
-            stream = _real_stream(base, batch)  # (N, d)
+            stream = real_stream(base, batch)  # (N, d)
             out.append(torch.cat([base.stream_logits(stream[i: i + n]).float().log_softmax(-1)
                                   for i, n in _chunks(base, len(stream))]))  # (N, V)
         return out
-
-
-def _real_stream(model: Seq2Seq, batch: Batch) -> torch.Tensor:
-    """(N, d): a teacher-forced batch's decoder stream at its target positions that are not
-    padding, in order (their logits are then made a few at a time: (B, T, V) of a big
-    vocabulary is gigabytes)."""
-    device = model.device
-    memory, src_mask = model.encode(batch.src.to(device))
-    stream = model.decoder_stream(batch.decoder_input.to(device), memory, src_mask)  # (B, T, d)
-    return stream[batch.labels.to(device) != model.cfg.pad_id]
 
 
 def _chunks(model: Seq2Seq, positions: int) -> Iterator[tuple[int, int]]:
@@ -98,10 +88,10 @@ def _summed_loss_and_kl(model: Seq2Seq, base: Seq2Seq | list[torch.Tensor], batc
         for i, batch in enumerate(batches):
             labels = batch.labels.to(model.device)
             labels = labels[labels != model.cfg.pad_id]  # (N,): the target positions that count
-            stream = _real_stream(model, batch)  # (N, d)
+            stream = real_stream(model, batch)  # (N, d)
             if isinstance(base, Seq2Seq):
                 with eval_mode(base), base_view():
-                    base_stream = _real_stream(base, batch).to(model.device)  # (N, d)
+                    base_stream = real_stream(base, batch).to(model.device)  # (N, d)
             for start, n in _chunks(model, len(labels)):
                 logits = model.stream_logits(stream[start: start + n])  # (n, V)
                 mine = logits.float().log_softmax(-1)
