@@ -143,8 +143,12 @@ def measure_numerics(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor,
     """One teacher-forced forward and backward pass on src (B, S), tgt_in (B, T), labels (B, T),
     in eval mode (no dropout): each point's largest |activation|, each layer's gradient norm
     of the mean cross-entropy over the non-PAD labels, and that loss. The parameters' gradients
-    are what they were before (a run's accumulated gradients are not disturbed)."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    are what they were before (a run's accumulated gradients are not disturbed). Only the
+    layers' parameters get gradients in this pass: the token tables' and the output layer's are
+    no layer's (NLLB's table's is a gigabyte, made twice over in backward), so they are left out."""
+    in_layers = {id(p) for layers in (model.encoder, model.decoder) for p in layers.parameters()}
+    params = [p for p in model.parameters() if p.requires_grad and id(p) in in_layers]
+    spared = [p for p in model.parameters() if p.requires_grad and id(p) not in in_layers]
     saved = [p.grad for p in params]
     taken: dict = {}
 
@@ -155,6 +159,8 @@ def measure_numerics(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor,
     for p in params:
         p.grad = None
     handles = [p.register_post_accumulate_grad_hook(take_norm) for p in params]
+    for p in spared:
+        p.requires_grad_(False)
     try:
         with eval_mode(model), torch.enable_grad(), recording_ranges(model) as ranges:
             memory, src_mask = model.encode(src)
@@ -168,6 +174,8 @@ def measure_numerics(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor,
                 loss.backward()
         gradients = layer_gradient_norms(model, taken)
     finally:
+        for p in spared:
+            p.requires_grad_(True)
         for handle in handles:
             handle.remove()
         for p, grad in zip(params, saved):

@@ -12,7 +12,7 @@ import torch
 from minitx.core.config import ModelConfig
 from minitx.core.data.tasks import get_task
 from minitx.core.model.transformer import Seq2Seq
-from minitx.core.training.optim import FusedAdam, decayed_names
+from minitx.core.training.optim import OWN_GRADIENT_BYTES, FusedAdam, decayed_names
 
 
 def _losses_and_weights(make_optimizer, steps=5):
@@ -33,8 +33,14 @@ def _losses_and_weights(make_optimizer, steps=5):
     return params, optimizer
 
 
-def test_fused_adam_steps_bit_for_bit_like_torchs_fused_adam():
-    ours, ours_opt = _losses_and_weights(lambda p: FusedAdam(p, 1e-3, (0.9, 0.98), 1e-9))
+# own_bytes: every parameter in the flat buffers (the default at this size), the bigger ones with
+# gradients of their own (the tied token table among them), or all of them so
+SPLITS = pytest.mark.parametrize("own_bytes", [OWN_GRADIENT_BYTES, 1024, 0], ids=["flat", "mixed", "own"])
+
+
+@SPLITS
+def test_fused_adam_steps_bit_for_bit_like_torchs_fused_adam(own_bytes):
+    ours, ours_opt = _losses_and_weights(lambda p: FusedAdam(p, 1e-3, (0.9, 0.98), 1e-9, own_bytes=own_bytes))
     theirs, theirs_opt = _losses_and_weights(
         lambda p: torch.optim.Adam(p, lr=1e-3, betas=(0.9, 0.98), eps=1e-9, fused=True))
     assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
@@ -56,10 +62,10 @@ def test_a_training_step_does_not_import_torch_dynamo():
     assert out.stdout.strip() == "False"
 
 
-def _model_and_batch():
+def _model_and_batch(**tied):
     torch.manual_seed(0)
     model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
-                                n_decoder_layers=1, max_len=16, dropout=0.0))
+                                n_decoder_layers=1, max_len=16, dropout=0.0, **tied))
     batch = get_task("reverse", 3, 6).batch(8, torch.Generator().manual_seed(1))
     return model, batch
 
@@ -69,11 +75,12 @@ def _loss(model, batch):
                                              batch.labels.flatten(), ignore_index=10)
 
 
-def test_clip_grad_norm_over_the_flat_buffer_matches_torchs_clip():
+@SPLITS
+def test_clip_grad_norm_over_the_flat_buffer_matches_torchs_clip(own_bytes):
     model, batch = _model_and_batch()
     twin = Seq2Seq(model.cfg)
     twin.load_state_dict(model.state_dict())
-    optimizer = FusedAdam(list(model.parameters()), 1e-3, (0.9, 0.98), 1e-9)
+    optimizer = FusedAdam(list(model.parameters()), 1e-3, (0.9, 0.98), 1e-9, own_bytes=own_bytes)
     optimizer.zero_grad()
     (_loss(model, batch) * 50).backward()  # a norm well above 1, so clipping changes the grads
     _loss(twin, batch).mul(50).backward()
@@ -85,12 +92,13 @@ def test_clip_grad_norm_over_the_flat_buffer_matches_torchs_clip():
         assert torch.allclose(a.grad, b.grad, rtol=1e-5, atol=1e-9)
 
 
-def test_parameters_and_grads_moved_by_other_code_are_still_trained():
+@SPLITS
+def test_parameters_and_grads_moved_by_other_code_are_still_trained(own_bytes):
     """model.zero_grad() drops .grad tensors and `p.data = ...` (what Module.to does) swaps a
     weight's storage: the optimizer takes both back instead of silently stepping buffers the
     model no longer uses."""
     model, batch = _model_and_batch()
-    optimizer = FusedAdam(list(model.parameters()), 1e-2, (0.9, 0.98), 1e-9)
+    optimizer = FusedAdam(list(model.parameters()), 1e-2, (0.9, 0.98), 1e-9, own_bytes=own_bytes)
     for p in model.parameters():
         p.data = p.data + 0.5  # the model's weights live elsewhere now
     fresh = {k: v.clone() for k, v in model.state_dict().items()}
@@ -98,25 +106,26 @@ def test_parameters_and_grads_moved_by_other_code_are_still_trained():
     model.zero_grad(set_to_none=True)  # and its grads are gone before backward
     _loss(model, batch).backward()
     before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainable = [n for n, p in model.named_parameters() if p.grad is not None and bool(p.grad.any())]
     optimizer.step()
     assert all(torch.equal(v, fresh[k]) for k, v in before.items())  # it starts from the swapped weights
     moved = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
-    trainable = [n for n, p in model.named_parameters() if p.grad is not None and bool(p.grad.any())]
     assert trainable and set(trainable) <= set(moved)
     assert optimizer.state  # and the moments are kept for a checkpoint
 
 
-def test_loaded_moments_continue_the_run_bit_for_bit():
+@SPLITS
+def test_loaded_moments_continue_the_run_bit_for_bit(own_bytes):
     model, batch = _model_and_batch()
     twin = Seq2Seq(model.cfg)
     twin.load_state_dict(model.state_dict())
-    first = FusedAdam(list(model.parameters()), 1e-3, (0.9, 0.98), 1e-9)
+    first = FusedAdam(list(model.parameters()), 1e-3, (0.9, 0.98), 1e-9, own_bytes=own_bytes)
     for _ in range(3):
         first.zero_grad()
         _loss(model, batch).backward()
         first.step()
     twin.load_state_dict(model.state_dict())
-    second = FusedAdam(list(twin.parameters()), 1e-3, (0.9, 0.98), 1e-9)
+    second = FusedAdam(list(twin.parameters()), 1e-3, (0.9, 0.98), 1e-9, own_bytes=own_bytes)
     names = dict(model.named_parameters())
     second.load_state({dict(twin.named_parameters())[n]: {k: v.clone() for k, v in first.state[p].items()}
                        for n, p in names.items()})
@@ -139,18 +148,21 @@ def _trainer_groups(params, decay, weight_decay):
             {"params": [p for p, d in zip(params, decay) if not d], "weight_decay": 0.0}]
 
 
-def test_adamw_with_a_decay_mask_steps_as_torchs_adamw_in_trainers_two_groups():
+@SPLITS
+def test_adamw_with_a_decay_mask_steps_as_torchs_adamw_in_trainers_two_groups(own_bytes):
     model = Seq2Seq(ModelConfig(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
                                 max_len=16))
     decayed = decayed_names(model)
     decay = [n in decayed for n, _ in model.named_parameters()]
     assert any(decay) and not all(decay)
-    ours = _decay_run(lambda p: FusedAdam(p, 1e-3, (0.9, 0.98), 1e-9, weight_decay=0.5, decay=decay))
+    ours = _decay_run(lambda p: FusedAdam(p, 1e-3, (0.9, 0.98), 1e-9, weight_decay=0.5, decay=decay,
+                                          own_bytes=own_bytes))
     two_groups = _decay_run(lambda p: _OneLr(torch.optim.AdamW(
         _trainer_groups(p, decay, 0.5), lr=1e-3, betas=(0.9, 0.98), eps=1e-9, fused=True)))
     one_group = _decay_run(lambda p: _OneLr(torch.optim.AdamW(p, lr=1e-3, betas=(0.9, 0.98), eps=1e-9,
                                                               weight_decay=0.5, fused=True)))
-    everywhere = _decay_run(lambda p: FusedAdam(p, 1e-3, (0.9, 0.98), 1e-9, weight_decay=0.5))
+    everywhere = _decay_run(lambda p: FusedAdam(p, 1e-3, (0.9, 0.98), 1e-9, weight_decay=0.5,
+                                                own_bytes=own_bytes))
     assert all(torch.equal(a, b) for a, b in zip(ours, two_groups))
     assert all(torch.equal(a, b) for a, b in zip(everywhere, one_group))  # decay-all: one group
     spared = [a for a, b, d in zip(ours, one_group, decay) if not d and not torch.equal(a, b)]
@@ -193,3 +205,28 @@ def test_adams_moments_are_made_at_the_first_step_so_a_released_base_never_overl
     resumed.load_state({r: adam.state[p] for r, p in zip(resumed.params, params)})
     assert all(torch.equal(resumed.state[r]["exp_avg_sq"], adam.state[p]["exp_avg_sq"])
                for r, p in zip(resumed.params, params))
+
+
+def test_a_big_parameter_keeps_the_gradient_backward_made_and_lets_it_go_after_the_step():
+    """The tied token table (both embeddings and the output layer) over own_bytes: its gradient is
+    the very tensor backward summed its three uses into (not copied into a slot beside it, which
+    would hold a big table's gradient twice), and it is dropped once the step used it; the small
+    parameters' stay views into the one buffer."""
+    model, batch = _model_and_batch(tie_embeddings=True, tie_output=True)  # NLLB's, BART's
+    table = model.src_embed.weight
+    assert table is model.tgt_embed.weight and table is model.output.weight
+    optimizer = FusedAdam(list(model.parameters()), 1e-3, (0.9, 0.98), 1e-9,
+                          own_bytes=table.numel() * table.element_size())
+    optimizer.zero_grad()
+    assert table.grad is None
+    made = []
+    table.register_post_accumulate_grad_hook(lambda p: made.append(p.grad.data_ptr()))
+    _loss(model, batch).backward()
+    assert made == [table.grad.data_ptr()]
+    assert not optimizer._grads.data_ptr() <= table.grad.data_ptr() \
+        < optimizer._grads.data_ptr() + optimizer._grads.nbytes
+    small = model.encoder[0].ff[0].bias
+    assert optimizer._grads.data_ptr() <= small.grad.data_ptr() < optimizer._grads.data_ptr() \
+        + optimizer._grads.nbytes
+    optimizer.step()
+    assert table.grad is None and small.grad is not None

@@ -110,7 +110,13 @@ def test_numerics_give_every_layers_gradient_norm_and_leave_gradients_alone(fold
     model.zero_grad(set_to_none=True)
     for name, p in model.named_parameters():
         p.grad = before[name].clone()
+    outside = [p for name, p in model.named_parameters() if not name.startswith(("encoder.", "decoder."))]
+    made = []  # the token tables' and output layer's gradients are no layer's: never made
+    hooks = [p.register_post_accumulate_grad_hook(made.append) for p in outside]
     measure_numerics(model, src, tgt_in, labels)
+    assert outside and not made and all(p.requires_grad for p in outside)
+    for hook in hooks:
+        hook.remove()
     assert all(torch.equal(p.grad, before[name]) for name, p in model.named_parameters())
     # the points in forward order: encoder sublayers, then the decoder's three per layer
     assert [(a.stack, a.sublayer) for a in numerics.activations[:2]] == [
