@@ -255,7 +255,8 @@ class PairsTask(Task):
         """What a person should hear once about how the file was read."""
         c, out = self.counts, []
         if c.get("skipped_too_long"):
-            out.append(f"skipped {c['skipped_too_long']:,} pairs longer than the model's positions allow "
+            n = c["skipped_too_long"]
+            out.append(f"skipped {n:,} pair{'s' if n != 1 else ''} longer than the model's positions allow "
                        "(--positions raises the limit)")
         if c.get("unknown_heldout_tokens"):
             out.append(f"{c['unknown_heldout_tokens']:,} held-out tokens never occur in training; they "

@@ -395,7 +395,8 @@ def kept_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[Imported
     fitting = counts["read"] - counts["skipped_too_long"]
     notes = []
     if counts["skipped_too_long"]:
-        notes.append(f"skipped {counts['skipped_too_long']:,} pairs longer than the model's {positions} "
+        n = counts["skipped_too_long"]
+        notes.append(f"skipped {n:,} pair{'s' if n != 1 else ''} longer than the model's {positions} "
                      "positions")
     if fitting > STORED_HELDOUT:
         notes.append(f"kept the first {STORED_HELDOUT:,} of {fitting:,} pairs")

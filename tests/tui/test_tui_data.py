@@ -107,6 +107,22 @@ async def test_the_train_form_trains_on_a_data_file_and_explore_takes_free_text_
         assert "unknown character" in error and "'z'" in error
 
 
+@pytest.mark.asyncio
+async def test_starting_a_run_says_how_its_data_file_was_read_as_train_prints_it(tmp_path):
+    data = letters_file(tmp_path / "letters.tsv")
+    with data.open("a", encoding="utf-8") as f:
+        f.write("ab" * 300 + "\tAB\n")  # longer than the model's positions: skipped, and said
+    app = create_app(["reverse"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_train_screen(pilot)
+        fill_form(screen, steps="2", data=str(data))
+        screen.query_one("#tokens", ChoiceField).value = "char"
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.state == "finished", "the run")
+        said = [m for m in notifications(app) if "skipped 1 pair longer than the model's positions" in m]
+        assert len(said) == 1 and "\n" not in said[0]
+
+
 @pytest.mark.slow  # tier 2: the form's inline errors are tier 1's
 @pytest.mark.asyncio
 async def test_a_missing_data_file_is_an_inline_form_error_that_blocks_start(tmp_path):

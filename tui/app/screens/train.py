@@ -259,8 +259,11 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
         self.views.new_run()
         self._set_state("running")
         self.set_focus(None)
-        if self.check_holds() and self.checked.slow:
-            self.notify(self.checked.slow, severity="warning", markup=False, timeout=10)
+        if self.check_holds():  # what `train` prints as it starts: how the file was read, a slow device
+            for note in self.checked.notes:
+                self.notify(note, markup=False, timeout=10)
+            if self.checked.slow:
+                self.notify(self.checked.slow, severity="warning", markup=False, timeout=10)
         self.run_training(self.current_run)
 
     def action_stop(self) -> None:
