@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.huggingface.tiny_tokenisers import FAMILIES, TokeniserInfo, save_tokeniser
 
@@ -41,6 +42,37 @@ def reference_tokeniser(folder):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # MarianTokenizer recommends sacremoses, which it does not use
         return AutoTokenizer.from_pretrained(str(folder))
+
+
+def labelled_batch(folder, pairs):
+    """What a transformers loop trains on: the folder's tokeniser's batch of `pairs` (targets by
+    text_target), and its labels with padding as -100."""
+    tokeniser = reference_tokeniser(folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        batch = tokeniser([s for s, _ in pairs], text_target=[t for _, t in pairs], padding=True,
+                          return_tensors="pt")
+    return batch, batch["labels"].masked_fill(batch["labels"] == tokeniser.pad_token_id, -100)
+
+
+def adamw_loop(reference, batch, labels, optimiser, params, clip, steps, gradients=None) -> list[float]:
+    """A plain transformers loop, `steps` times: zero_grad, model(..., labels=...).loss, backward,
+    the norm of `params`' gradients clipped at `clip`, the optimiser's step; each step's loss.
+    `gradients`, where given, gets each parameter's gradient at each step before clipping (keyed
+    by its id)."""
+    losses = []
+    for _ in range(steps):
+        optimiser.zero_grad()
+        loss = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         labels=labels).loss
+        loss.backward()
+        for p in reference.parameters() if gradients is not None else ():
+            if p.grad is not None:
+                gradients.setdefault(id(p), []).append(p.grad.clone())
+        torch.nn.utils.clip_grad_norm_(params, clip)
+        optimiser.step()
+        losses.append(loss.item())
+    return losses
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,6 @@ Marian, T5 and BART are tests/huggingface/test_fine_tune_exact.py's."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
@@ -23,7 +21,7 @@ from minitx.core.training.fine_tune import family_of, fine_tune_defaults
 from minitx.core.training.optim import decayed_names
 from minitx.core.training.trainer import Trainer
 from tests.huggingface.changed_folders import write_pairs
-from tests.huggingface.conftest import reference_tokeniser
+from tests.huggingface.conftest import adamw_loop, labelled_batch
 from tests.huggingface.test_fine_tune_exact import CLIP, PAIRS, close, pairs_of, trainer_groups
 from tests.huggingface.tiny_folders import load_reference, save_model
 
@@ -57,27 +55,11 @@ def transformers_steps(path, reference, groups=None, gradients=None):
     -100), STEPS AdamW steps in `groups` (default: Trainer's, at decay 0.01), clipped at CLIP;
     each step's loss. `gradients`, where given, gets each parameter's gradient at each step
     (keyed by its id)."""
-    tokeniser = reference_tokeniser(path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        batch = tokeniser([s for s, _ in PAIRS], text_target=[t for _, t in PAIRS], padding=True,
-                          return_tensors="pt")
-    labels = batch["labels"].masked_fill(batch["labels"] == tokeniser.pad_token_id, -100)
+    batch, labels = labelled_batch(path, PAIRS)
     groups = trainer_groups(reference, 0.01) if groups is None else groups
     optimiser = torch.optim.AdamW(groups, lr=LR, betas=(0.9, 0.999), eps=1e-8)
-    losses = []
-    for _ in range(STEPS):
-        optimiser.zero_grad()
-        loss = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         labels=labels).loss
-        loss.backward()
-        for p in reference.parameters() if gradients is not None else ():
-            if p.grad is not None:
-                gradients.setdefault(id(p), []).append(p.grad.clone())
-        torch.nn.utils.clip_grad_norm_([p for p in reference.parameters() if p.requires_grad], CLIP)
-        optimiser.step()
-        losses.append(loss.item())
-    return losses
+    return adamw_loop(reference, batch, labels, optimiser,
+                      [p for p in reference.parameters() if p.requires_grad], CLIP, STEPS, gradients)
 
 
 def coin_tosses(mine: list[torch.Tensor], theirs: list[torch.Tensor]) -> torch.Tensor:

@@ -8,8 +8,6 @@ transformers' Trainer's two groups), the same weights."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
@@ -19,7 +17,7 @@ from minitx.core.importing.hf_weights import BART_POSITION_OFFSET, layer_names
 from minitx.core.training.fine_tune import fine_tune_defaults
 from minitx.core.training.trainer import Trainer
 from tests.huggingface.changed_folders import write_pairs
-from tests.huggingface.conftest import reference_tokeniser
+from tests.huggingface.conftest import labelled_batch
 from tests.huggingface.tiny_folders import load_reference, save_model
 
 PAIRS = [("the cat sat on the mat", "die Katze sass auf der Matte"),
@@ -95,12 +93,7 @@ def test_one_fine_tune_step_is_transformers_labels_loss_and_adamw_step(folder, t
     if family == "marian":  # its sinusoids are nn.Embedding(_freeze=True); from_pretrained unfreezes them
         for stack in (reference.model.encoder, reference.model.decoder):
             stack.embed_positions.weight.requires_grad_(False)
-    tokeniser = reference_tokeniser(path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        batch = tokeniser([s for s, _ in PAIRS], text_target=[t for _, t in PAIRS], padding=True,
-                          return_tensors="pt")
-    labels = batch["labels"].masked_fill(batch["labels"] == tokeniser.pad_token_id, -100)
+    batch, labels = labelled_batch(path, PAIRS)
     loss = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).loss
     loss.backward()
     trained = [p for p in reference.parameters() if p.requires_grad]

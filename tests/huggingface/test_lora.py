@@ -22,7 +22,7 @@ from minitx.core.model import lora
 from minitx.core.training.fine_tune import fine_tune_defaults
 from minitx.core.training.trainer import Trainer
 from tests.huggingface.changed_folders import write_pairs
-from tests.huggingface.conftest import reference_tokeniser
+from tests.huggingface.conftest import adamw_loop, labelled_batch, reference_tokeniser
 from tests.huggingface.test_exact import assert_same_but_ties, generate, generated
 from tests.huggingface.tiny_folders import load_reference, save_model
 
@@ -82,25 +82,14 @@ def test_lora_fine_tune_gives_the_adapters_of_transformers_and_peft_after_five_s
         for name, t in start.items():
             module, _, part = name.rpartition(".")
             theirs[f"{PEFT_PREFIX}{names[module]}.{part}.default.weight"].copy_(t)
-    tokeniser = reference_tokeniser(path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        batch = tokeniser([s for s, _ in PAIRS], text_target=[t for _, t in PAIRS], padding=True,
-                          return_tensors="pt")
-    labels = batch["labels"].masked_fill(batch["labels"] == tokeniser.pad_token_id, -100)
+    batch, labels = labelled_batch(path, PAIRS)
     params = [p for p in reference.parameters() if p.requires_grad]
     assert len(params) == len(mine)
     cfg = trainer.cfg
     optimiser = torch.optim.AdamW(params, lr=LR, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
                                   weight_decay=cfg.weight_decay)
     reference.eval()
-    for _ in range(STEPS):
-        optimiser.zero_grad()
-        loss = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.clip_grad_norm)
-        optimiser.step()
+    adamw_loop(reference, batch, labels, optimiser, params, cfg.clip_grad_norm, STEPS)
     bad = []
     for name, t in mine.items():
         module, _, part = name.rpartition(".")
