@@ -3,13 +3,14 @@ transformers loop doing the same, each in a fresh process (getrusage's ru_maxrss
 
     .venv/bin/python benchmarks/fine_tune_memory.py [--steps 3] [--batch-size 16] [--folder DIR]
                                                     [--variants full,lora,lora-bf16,full+ckpt,...]
-                                                    [--lora 16] [--only train|eval] [--smoke]
+                                                    [--lora 16] [--only train|eval] [--held 64] [--smoke]
 
 The folder is opus-mt's shape (benchmarks/_hf_folder.py: 73.9M parameters, random weights, a
 Marian tokeniser of 58,101 ids), or with --shape nllb-600m / nllb-1.3b NLLB's (d_model 1024,
 12+12 layers and d_ff 4096, or 24+24 and 8192; 256,206 pieces; benchmarks/nllb_decode.py's
 folder and tokeniser), made once in a temporary folder or in DIR. The pairs: the test
-corpus's (tests/huggingface/changed_folders.py), 400 to train on and 64 held out.
+corpus's (tests/huggingface/changed_folders.py), 400 to train on and 64 held out (--held N: N;
+fewer make a bf16 run on a CPU without bf16 instructions affordable).
 
 - fine-tune: `minitx train --init FOLDER --data PAIRS --valid HELD --steps N --batch-size B
   --eval-every 0 --threads 1 --quiet --out FILE` (the base's and the last evaluation, watching,
@@ -119,12 +120,12 @@ def peak_mib(command: list[str]) -> float:
     return int(out.stdout.strip().splitlines()[-1]) / 1024  # ru_maxrss is in KiB on Linux
 
 
-def write_pairs(folder: Path) -> tuple[Path, Path]:
+def write_pairs(folder: Path, held: int = HELD_PAIRS) -> tuple[Path, Path]:
     sys.path.insert(0, str(ROOT))
     from tests.huggingface.changed_folders import pairs_file
 
     return (pairs_file(folder / "train.tsv", TRAIN_PAIRS, seed=1),
-            pairs_file(folder / "held.tsv", HELD_PAIRS, seed=2))
+            pairs_file(folder / "held.tsv", held, seed=2))
 
 
 def shaped_folder(folder: Path, shape: str, smoke: bool) -> Path:
@@ -153,6 +154,8 @@ def main() -> None:
     parser.add_argument("--lora", type=int, default=16, help="the LoRA rank [default: 16]")
     parser.add_argument("--shape", choices=list(SHAPES), default="opus-mt",
                         help="the folder's shape (NLLB's: d_model 1024, 256,206 pieces) [default: opus-mt]")
+    parser.add_argument("--held", type=int, default=HELD_PAIRS,
+                        help=f"held-out pairs minitx evaluates (and eval scores) [default: {HELD_PAIRS}]")
     parser.add_argument("--smoke", action="store_true", help="a tiny model, one step: checks the script runs")
     args = parser.parse_args()
     steps = 1 if args.smoke else args.steps
@@ -161,7 +164,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         folder = shaped_folder(args.folder or scratch / f"{args.shape}-shaped", args.shape, args.smoke)
-        train, held = write_pairs(scratch)
+        train, held = write_pairs(scratch, args.held)
         for variant in (args.variants.split(",") if args.only in (None, "train") else []):
             rank = args.lora if variant.startswith("lora") else 0
             bf16, checkpointing = "bf16" in variant, variant.endswith("+ckpt")
@@ -180,7 +183,7 @@ def main() -> None:
         if args.only in (None, "eval"):
             mine = peak_mib([minitx, "eval", str(folder), "--pairs", str(held), "--threads", "1"])
             theirs = peak_mib([sys.executable, "-c", TRANSFORMERS_EVAL, str(folder), str(held)])
-            rows.append((f"eval of {HELD_PAIRS} pairs", mine, theirs, 1.2))
+            rows.append((f"eval of {args.held} pairs", mine, theirs, 1.2))
     print(f"whole-process peak RSS, {'smoke, ' if args.smoke else ''}{args.shape} shape, 1 thread")
     print(f"{'':36} {'minitx':>10} {'transformers':>13} {'ratio':>7}")
     for name, mine, theirs, goal in rows:

@@ -257,7 +257,7 @@ class PairsTask(Task):
         if c.get("skipped_too_long"):
             n = c["skipped_too_long"]
             out.append(f"skipped {n:,} pair{'s' if n != 1 else ''} longer than the model's positions allow "
-                       "(--positions raises the limit)")
+                       "(minitx train --positions raises the limit)")
         if c.get("unknown_heldout_tokens"):
             out.append(f"{c['unknown_heldout_tokens']:,} held-out tokens never occur in training; they "
                        "read as <unk>")
