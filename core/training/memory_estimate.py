@@ -14,8 +14,10 @@ The estimate adds up, in bytes:
   d_ff-wide tensors and the attention probabilities; the logits, their log-softmax and their
   gradient (3 x positions x vocabulary); with checkpointing, each layer's input only, plus one
   layer's own when backward recomputes it; under bf16 autocast the products' outputs at 2 bytes;
-- base: the model the fine-tune started from, kept beside it only when watching measures it at
-  every evaluation (--general pairs, core/training/watching.py);
+- base: the model the fine-tune started from, kept beside it when watching measures it at
+  every evaluation (--general pairs, core/training/watching.py), and a bf16 LoRA's while its run
+  is built: the base's float32 weights as they were read, beside the bf16 copies of its matrices
+  (that build is such a run's peak: docs/training.md, NLLB-1.3B);
 - process: Python, torch and the tokenisers (PROCESS_BYTES).
 It is an estimate, within a factor of ESTIMATE_FACTOR of the peak measured
 (tests/core/test_memory_estimate.py; benchmarks/fine_tune_memory.py at real sizes).
@@ -121,7 +123,7 @@ def estimate(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, target
         optimiser=optimiser_bytes(trained, train_cfg.optimizer),
         activations=activation_bytes(model_cfg, train_cfg.batch_size, source, target,
                                      train_cfg.gradient_checkpointing, bf16),
-        base=weights if watched_base else 0,
+        base=max(weights if watched_base else 0, 4 * sum(p.numel() for p in params) if spec and bf16 else 0),
         process=PROCESS_BYTES)
 
 

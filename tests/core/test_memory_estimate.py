@@ -73,6 +73,8 @@ def test_lora_trains_rank_times_in_plus_out_for_each_adapted_projection_and_bf16
                    if p.dim() >= 2)
     half = estimate(CFG, TRAIN.replace(lora_rank=r, precision="bf16"), 20, 20)
     assert half.weights == 2 * matrices + 4 * (n - matrices) + 4 * adapters
+    # ... once built: the run is built from the base's float32 weights, beside their bf16 copies
+    assert got.base == 0 and half.base == 4 * n
 
 
 def test_checkpointing_bf16_and_a_smaller_batch_each_take_fewer_activations():
@@ -114,11 +116,11 @@ def test_where_bf16_is_emulated_the_settings_without_it_come_first_and_bf16_is_s
     with pytest.raises(WontFit) as emulated:
         check_fits(CFG, asked, 40, 40, cpu, available=room, bf16_fast=False)
     assert "with --lora 16 (about" in str(emulated.value) and "bf16" not in str(emulated.value)
-    smallest_fp32 = estimate(CFG, asked.replace(lora_rank=16, batch_size=1), 40, 40)
-    smallest_bf16 = estimate(CFG, asked.replace(lora_rank=16, precision="bf16", batch_size=1), 40, 40)
-    assert smallest_bf16.total < smallest_fp32.total  # only bf16 fits in between: it is named, as slow
+    lora_fp32 = estimate(CFG, asked.replace(lora_rank=16), 40, 40)  # the one LoRA without bf16 tried
+    lora_bf16 = estimate(CFG, asked.replace(lora_rank=16, precision="bf16"), 40, 40)
+    assert lora_bf16.total < lora_fp32.total  # only bf16 fits in between: it is named, as slow
     with pytest.raises(WontFit, match=r"--precision bf16.*\(slow here: this device has no bf16"):
-        check_fits(CFG, asked, 40, 40, cpu, available=smallest_bf16.total + 1, bf16_fast=False)
+        check_fits(CFG, asked, 40, 40, cpu, available=lora_bf16.total + 1, bf16_fast=False)
 
 
 @pytest.fixture(scope="module")
