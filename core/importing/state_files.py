@@ -7,7 +7,8 @@ returns, from
   torch.load(weights_only=True) only: torch's restricted unpickler builds tensors, dicts and
   numbers and refuses every other class, so no code in a file ever runs.
 Which of the two a file is, its first bytes say, not its name. Tensors are loaded onto the CPU
-(a file saved from a GPU reads on a machine without one).
+(a file saved from a GPU reads on a machine without one), into memory of their own: dropping
+one frees it (core/safetensors_file.py).
 
 What is refused, each with one line naming the file (and the key) and how to save the weights
 instead:
@@ -33,9 +34,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
 from minitx.core.importing.errors import ImportFileError
+from minitx.core.safetensors_file import read_tensors
 
 SAFETENSORS, TORCH = "safetensors", "torch"
 SAVE_HINT = 'save the weights alone with torch.save(model.state_dict(), "model.pt")'
@@ -75,9 +76,8 @@ def file_kind(path: Path) -> str:
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            return {name: f.get_tensor(name) for name in f.keys()}
+    try:  # into memory of its own, not a mapping of the file (core/safetensors_file.py)
+        return read_tensors(path)[0]
     except Exception as e:  # the Rust parser raises its own types; every one means "corrupt"
         raise ImportFileError(f"{path} is not a valid safetensors file ({_first_line(e)})") from None
 
