@@ -31,6 +31,8 @@ from pathlib import Path
 
 import torch
 
+from minitx.core.wording import counted
+
 CHUNK = 50_000  # pairs handed on at a time (CSV, JSONL): bounds the Python strings alive at once
 BLOCK = 4 << 20  # bytes of TSV read at a time (~100,000 short lines)
 SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -291,7 +293,7 @@ def _csv_pairs(path: Path, digest, columns: Columns) -> Iterator[tuple[int, str,
                 continue
             first = False
             if len(row) != width:
-                columns_read = f"{len(row)} column{'s' if len(row) != 1 else ''}"
+                columns_read = counted(len(row), "column")
                 wanted = "a pair has 2 (source,target)" if width == 2 else f"the header names {width}"
                 raise DataError(f"{path}, line {where['line']}: {columns_read}; {wanted}")
             yield where["line"], row[picked[0]], row[picked[1]]

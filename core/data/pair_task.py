@@ -26,6 +26,7 @@ from minitx.core.data.pair_files import BY_NAME, Columns, DataError, Provenance
 from minitx.core.data.pair_ids import PairData, Side
 from minitx.core.data.task import DATA_TASK, EXPECTATIONS, Task
 from minitx.core.data.vocab import Vocab
+from minitx.core.wording import counted
 
 HOLDOUT_SHARE = 0.05
 MIN_HOLDOUT = 100
@@ -256,7 +257,7 @@ class PairsTask(Task):
         c, out = self.counts, []
         if c.get("skipped_too_long"):
             n = c["skipped_too_long"]
-            out.append(f"skipped {n:,} pair{'s' if n != 1 else ''} longer than the model's positions allow "
+            out.append(f"skipped {counted(n, 'pair')} longer than the model's positions allow "
                        "(minitx train --positions raises the limit)")
         if c.get("unknown_heldout_tokens"):
             out.append(f"{c['unknown_heldout_tokens']:,} held-out tokens never occur in training; they "

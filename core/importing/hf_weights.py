@@ -54,6 +54,7 @@ from minitx.core.importing.json_files import read_json_object
 from minitx.core.importing.state_files import read_state_dict
 from minitx.core.model.transformer import Seq2Seq
 from minitx.core.tensor_checks import all_finite
+from minitx.core.wording import counted
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; a tokenizer.json is read elsewhere
 FAMILIES = MODEL_TYPES  # config.json's model_type -> its family (core/families.py)
@@ -353,7 +354,7 @@ def read_weights(folder: Path, family: str, cfg: ModelConfig,
     extra = sorted(k for k in state if k not in used)
     if extra:
         raise ImportFileError(f"{shown} has {key(extra[0])!r}, which config.json does not account for "
-                              f"({len(extra)} such tensor{'s' if len(extra) > 1 else ''}): the config and "
+                              f"({counted(len(extra), 'such tensor')}): the config and "
                               "the weights do not belong together")
     _check(tensors, cfg, shown, {mine: key(theirs) for mine, theirs in names.items()}
            | {k: key(found.get(k, k)) for k in TABLES})

@@ -53,6 +53,7 @@ from minitx.core.importing.vocab_files import ROLES, VocabFile, find_specials, r
 from minitx.core.model.components import sinusoidal_table
 from minitx.core.model.transformer import Seq2Seq
 from minitx.core.tensor_checks import all_finite
+from minitx.core.wording import counted
 
 DEFAULT_POSITIONS = 512  # max_len when the file's table is longer (the tutorial keeps 5000 rows)
 MAX_CONFIG_BYTES = 64 * 1024
@@ -396,7 +397,7 @@ def kept_pairs(task: ImportedTask, path: Path, positions: int) -> tuple[Imported
     notes = []
     if counts["skipped_too_long"]:
         n = counts["skipped_too_long"]
-        notes.append(f"skipped {n:,} pair{'s' if n != 1 else ''} longer than the model's {positions} "
+        notes.append(f"skipped {counted(n, 'pair')} longer than the model's {positions} "
                      "positions")
     if fitting > STORED_HELDOUT:
         notes.append(f"kept the first {STORED_HELDOUT:,} of {fitting:,} pairs")

@@ -44,7 +44,7 @@ from minitx.tui.app.screens.patch import PatchScreen
 from minitx.tui.app.screens.train import TrainScreen
 from minitx.tui.app.widgets.keybar import KEYBAR_SCREEN, Said
 from minitx.tui.render.colors import colour_depth
-from minitx.tui.render.numbers import counted, short_path
+from minitx.tui.render.numbers import short_path
 
 CLOSING_SIGNALS = ("SIGHUP", "SIGTERM")  # the terminal closed, or someone asked us to end
 # Where a key that does nothing on the screen shown works instead, and how to get there: the
@@ -391,7 +391,7 @@ class MinitxApp(LanguageKeys, AlignmentViews, App):
                 self.exit()
 
         # Asked again as it trains on behind the dialog: the count stays the run's own.
-        self.ask(lambda: f"quit? {run.name} has {counted(run.unsaved_steps, 'step')} not saved", [
+        self.ask(lambda: f"quit? {run.unsaved}", [
             ("s", f"save it (resumable) and quit: {short_path(run.path)}", "save"),
             ("d", "quit without it", "drop"),
             ("escape", "cancel: keep it", None)], answered)

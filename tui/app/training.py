@@ -18,6 +18,7 @@ from textual.message import Message
 
 from minitx.core.training.events import RunListener
 from minitx.core.training.run_files import run_name
+from minitx.core.wording import counted
 from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import LiveProbe, ProbeLine, Progress, RunEnded, RunStarted, Saved, Watching
 from minitx.tui.render.numbers import accuracy_text, scores_change, short_count
@@ -70,6 +71,11 @@ class TrainingRun(RunListener):
         if self.trainer is None:
             return 0
         return self.trainer.step_count - max(self.first_step, self.saved_step or 0)
+
+    @property
+    def unsaved(self) -> str:
+        """'run-3 has 12 steps not saved': what a question that would drop the run says of it."""
+        return f"{self.name} has {counted(self.unsaved_steps, 'step')} not saved"
 
     def train(self, cancelled: Callable[[], bool]) -> None:
         """The worker's whole job: build the Trainer, run it until done, stopped or cancelled."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from minitx.core.history import History, keep_indices
-from minitx.tui.render.numbers import counted
+from minitx.core.wording import counted
 
 # chart name -> (title, log scale allowed)
 CHARTS = {

@@ -64,11 +64,6 @@ def accuracy_text(accuracy: float, n: int, complete: bool, until: float, short: 
         f"acc <{until:.1%} ({wrong:,} of the first {n:,} wrong)"
 
 
-def counted(n: int, noun: str) -> str:
-    """'1 step', '2 steps', '1,000 steps': a count and its noun, singular for one."""
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
-
-
 # A fine-tune's held-out scores (core.training.trainer.scores_of): key, name, digits.
 FINE_TUNE_SCORES = (("loss", "loss", ".4f"), ("bleu", "BLEU", ".1f"), ("chrf", "chrF", ".1f"))
 

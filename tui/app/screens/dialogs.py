@@ -15,10 +15,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from minitx.core.wording import counted
 from minitx.tui.app.errors import error_text
 from minitx.tui.app.messages import FailuresReady, ListingReady
 from minitx.tui.app.widgets.decode_panel import middle_cut
-from minitx.tui.render.numbers import counted, percent
+from minitx.tui.render.numbers import percent
 
 
 class ChoiceDialog(ModalScreen[str | None]):

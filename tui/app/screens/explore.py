@@ -17,6 +17,7 @@ from textual.geometry import Region
 from textual.screen import Screen
 from textual.worker import Worker
 
+from minitx.core.wording import counted
 from minitx.tui.app.attribution_keys import ATTRIBUTION_BINDINGS
 from minitx.tui.app.chart_keys import TIMELINE_ACTIONS, TIMELINE_BINDINGS, TimelineKeys
 from minitx.tui.app.decode_keys import (
@@ -287,7 +288,7 @@ class ExploreScreen(HeadRanking, TimelineKeys, DecodeKeys, Screen):
             if session.teacher:
                 info, fed = info + " · teacher-forced", " · teacher-forced"
             if count:  # the grid's title and the score table say which
-                shorter = [f"{name} without {count} head{'s' if count > 1 else ''}{fed}"]
+                shorter = [f"{name} without {counted(count, 'head')}{fed}"]
         self.query_one(TitleBar).set_info(info, *shorter)
 
     # -- changing the model ----------------------------------------------------------------------

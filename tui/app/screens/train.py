@@ -43,7 +43,7 @@ from minitx.tui.app.widgets.keybar import KeyBar
 from minitx.tui.app.widgets.titlebar import TitleBar
 from minitx.tui.app.widgets.train_form import TrainForm
 from minitx.tui.app.widgets.train_views import TrainViews
-from minitx.tui.render.numbers import counted, format_loss, percent, rate, short_path
+from minitx.tui.render.numbers import format_loss, percent, rate, short_path
 
 TALL = 32  # rows from which a fine-tune's probe lines stay beside the form once its run ends
 
@@ -238,7 +238,7 @@ class TrainScreen(FormChecks, ExplainedKeys, ChartKeys, TimelineKeys, Screen):
             if answer in ("save", "drop"):
                 self.start()
 
-        self.app.ask(f"start a new run? {run.name} has {counted(run.unsaved_steps, 'step')} not saved", [
+        self.app.ask(f"start a new run? {run.unsaved}", [
             ("s", f"save it first: {short_path(run.path)}", "save"),
             ("d", "drop it", "drop"),
             ("escape", "cancel: keep it", None)], chosen)

@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
 
+from minitx.core.wording import counted
 from minitx.tui.app.decode_session import (
     KIND_TITLES,
     METHOD_NAMES,
@@ -221,7 +222,7 @@ class DecodePanel(Vertical):
         if (v.layer_index, v.head_index) in v.off_heads():
             where += " ✗"
         n = len(v.ablated)
-        off = f" · {n} head{'s' if n > 1 else ''} off" if n else ""
+        off = f" · {counted(n, 'head')} off" if n else ""
         if self.label:  # a narrow panel: the name gives way in its middle, the count to ' · 3 off'
             self.grid_box.border_subtitle = where
             off = f" · {n} off" if n else ""
@@ -251,7 +252,7 @@ class DecodePanel(Vertical):
         box.border_title = self._title(KIND_TITLES[v.kind])
         if not v.has_selected_head:  # Compare: the other model is larger
             count = v.layer_count()
-            grid.show([], [], [], hint=f"no L{layer + 1}: {count} layer{'s' if count > 1 else ''} only"
+            grid.show([], [], [], hint=f"no L{layer + 1}: {counted(count, 'layer')} only"
                       if layer >= count else f"no H{head + 1}: {v.record.heads} heads only")
         elif v.kind == "cross":
             rows = s.cross_attention_grid(layer, head).tolist()

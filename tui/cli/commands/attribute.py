@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from minitx.core.wording import counted
 from minitx.tui.cli.common import (
     BadArgument,
     apply_threads,
@@ -209,7 +210,7 @@ def _agreement(ckpt, args, method, ig_steps, filler, n, seed, as_json) -> None:
     model, task = ckpt.model, ckpt.task
     if args:
         examples = [sa.Example(src) for src in _parsed(ckpt, source_texts(args, EXAMPLE))]
-        drawn = f"{len(examples)} source{'s' if len(examples) > 1 else ''} given"
+        drawn = f"{counted(len(examples), 'source')} given"
     else:
         try:
             examples = sa.task_examples(task, n, seed)

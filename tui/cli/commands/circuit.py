@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from minitx.core.wording import counted
 from minitx.tui.cli.common import (
     apply_threads,
     checkpoint_found,
@@ -104,7 +105,7 @@ def _report(out, checkpoint, pairs, seed, result, svg) -> None:
     task = checkpoint.task
     lo, hi = source_lengths(task, pairs)
     lengths = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    count = f"{len(pairs)} patching pair{'s' if len(pairs) != 1 else ''}"
+    count = counted(len(pairs), "patching pair")
     out.print(f"[bold]{task.name}[/]: {count} drawn from {task.evaluated_on} (seed {seed}), sources of "
               f"length {lengths}; logit difference {result.model_difference:+.2f} with every head, "
               f"{result.empty_difference:+.2f} with every head {result.ablation}-ablated")

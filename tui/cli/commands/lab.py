@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from minitx.core.wording import counted
 from minitx.tui.cli import model_options
 from minitx.tui.cli.common import (
     LazyChoice,
@@ -17,7 +18,6 @@ from minitx.tui.cli.common import (
     threads_option,
 )
 from minitx.tui.cli.progress import Progress
-from minitx.tui.render.numbers import counted
 
 EXIT_INTERRUPTED = 130
 
