@@ -185,6 +185,16 @@ def low_rank(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor, float] | No
     return module.lora_A[ADAPTER].weight, module.lora_B[ADAPTER].weight, module.scaling[ADAPTER]
 
 
+def hold_base_in(model: nn.Module, dtype: torch.dtype) -> None:
+    """A LoRA's frozen base held in `dtype` (bf16: half its memory): its matrices, every parameter
+    of two or more dimensions but the adapters; norms and biases stay float32. Each matrix's old
+    tensor is let go as its copy is made, so one nothing else holds is freed there and then."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2 and ".lora_" not in name:
+                p.data = p.data.to(dtype)
+
+
 def base_in_float32(model: nn.Module, original: nn.Module | None = None) -> None:
     """A bf16 run's frozen base (held in bf16 under LoRA) back in float32, for use outside the
     run's autocast (the app explores an ended run): `original`'s own weights where given (the

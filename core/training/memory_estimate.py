@@ -15,10 +15,13 @@ The estimate adds up, in bytes:
   gradient (3 x positions x vocabulary); with checkpointing, each layer's input only, plus one
   layer's own when backward recomputes it; under bf16 autocast the products' outputs at 2 bytes;
 - base: the model the fine-tune started from, kept beside it when watching measures it at
-  every evaluation (--general pairs, core/training/watching.py), and a bf16 LoRA's while its run
-  is built: the base's float32 weights as they were read, beside the bf16 copies of its matrices
-  (that build is such a run's peak: docs/training.md, NLLB-1.3B);
+  every evaluation (--general pairs, core/training/watching.py; a LoRA's is itself with its
+  adapters off, no second copy), and a bf16 LoRA's float32 weights where the caller keeps the
+  base it loaded (the app) beside the bf16 copies of its matrices;
 - process: Python, torch and the tokenisers (PROCESS_BYTES).
+A bf16 LoRA of a base the caller gives up (the command line) has another peak, before training:
+its float32 weights as they were read (`loading`), whose matrices then become bf16 one by one;
+the estimate is the larger of that and the sum above (docs/training.md, NLLB-1.3B).
 It is an estimate, within a factor of ESTIMATE_FACTOR of the peak measured
 (tests/core/test_memory_estimate.py; benchmarks/fine_tune_memory.py at real sizes).
 """
@@ -55,15 +58,26 @@ class MemoryEstimate:
     activations: int
     base: int
     process: int
+    loading: int = 0  # a given base's float32 weights as read, before a bf16 LoRA makes them bf16
+
+    @property
+    def training(self) -> int:
+        """The sum of the parts but `loading`: the peak while the run trains."""
+        return sum(getattr(self, f.name) for f in fields(self) if f.name != "loading")
 
     @property
     def total(self) -> int:
-        return sum(getattr(self, f.name) for f in fields(self))
+        return max(self.training, self.loading + self.process)
 
     def parts(self) -> str:
-        """'weights 0.30, gradients 0.30, optimiser 0.59, activations 0.21, process 0.42 GB'."""
-        shown = [f"{f.name} {getattr(self, f.name) / GB:.2f}" for f in fields(self) if getattr(self, f.name)]
-        return ", ".join(shown) + " GB"
+        """'weights 0.30, gradients 0.30, optimiser 0.59, activations 0.21, process 0.42 GB', and
+        where loading the base is the peak, 'loading 5.46, process 0.42 GB' before it."""
+        shown = [f"{f.name} {getattr(self, f.name) / GB:.2f}" for f in fields(self)
+                 if getattr(self, f.name) and f.name != "loading"]
+        training = ", ".join(shown) + " GB"
+        if self.loading + self.process <= self.training:
+            return training
+        return f"loading {self.loading / GB:.2f}, process {self.process / GB:.2f} GB; then {training}"
 
 
 def shapes_model(model_cfg: ModelConfig) -> Seq2Seq:
@@ -100,15 +114,18 @@ def activation_bytes(cfg: ModelConfig, batch: int, source: int, target: int, che
 
 
 def estimate(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, target: int,
-             model: Seq2Seq | None = None, watched_base: bool = False) -> MemoryEstimate:
+             model: Seq2Seq | None = None, watched_base: bool = False,
+             base_kept: bool = True) -> MemoryEstimate:
     """The peak of a fine-tune of `model_cfg` under `train_cfg` whose longest training pair has
     `source` and `target` positions. `model`: the model as it will train (which parameters
     train, their dtypes: a LoRA model), else one of model_cfg's, every parameter trained.
-    `watched_base`: the base is kept beside it (watching with general pairs)."""
+    `watched_base`: the base is kept beside it (watching with general pairs). `base_kept`: the
+    caller holds the base it loaded through the run (else it gives it to the run)."""
     bf16 = train_cfg.precision == "bf16"
     spec = lora.LoraSpec.of(train_cfg)
     model = model if model is not None else shapes_model(model_cfg)
     params = list({id(p): p for p in model.parameters()}.values())  # a tied table once
+    read = 4 * sum(p.numel() for p in params)  # the base's weights as loaded: float32
     if spec is None:
         trained = [p for p in params if p.requires_grad]
         weights = sum(p.numel() * (4 if p.requires_grad else p.element_size()) for p in params)
@@ -123,8 +140,9 @@ def estimate(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, target
         optimiser=optimiser_bytes(trained, train_cfg.optimizer),
         activations=activation_bytes(model_cfg, train_cfg.batch_size, source, target,
                                      train_cfg.gradient_checkpointing, bf16),
-        base=max(weights if watched_base else 0, 4 * sum(p.numel() for p in params) if spec and bf16 else 0),
-        process=PROCESS_BYTES)
+        base=(weights if watched_base and spec is None else 0) + (read if spec and bf16 and base_kept else 0),
+        process=PROCESS_BYTES,
+        loading=read if spec and bf16 and not base_kept else 0)
 
 
 def available_bytes(device: torch.device) -> int:
@@ -178,43 +196,54 @@ def option_flags(train_cfg: TrainConfig, asked: TrainConfig) -> str:
 
 def check_fits(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, target: int,
                device: torch.device, watched_base: bool = False,
-               available: int | None = None, bf16_fast: bool | None = None) -> MemoryEstimate:
+               available: int | None = None, bf16_fast: bool | None = None,
+               base_kept: bool = True) -> MemoryEstimate:
     """The estimate, or WontFit: one line with the estimate, what the machine has, and the first
-    settings (checkpointing, bf16, both, then LoRA, then smaller batches) that would fit; where
-    the device emulates bf16 (bf16_is_fast), the settings without it first, bf16 only where
-    nothing else fits, and said to be slow."""
+    settings (checkpointing, bf16, both, then LoRA with each, then the leanest of them without
+    bf16 and with it at smaller batches) that would fit; where the device emulates bf16
+    (bf16_is_fast), the settings without it first, bf16 only where nothing else fits, and said
+    to be slow."""
     have = available_bytes(device) if available is None else available
     fast = bf16_is_fast(device) if bf16_fast is None else bf16_fast
-    need = estimate(model_cfg, train_cfg, source, target, watched_base=watched_base)
+
+    def needs(cfg: TrainConfig) -> MemoryEstimate:
+        return estimate(model_cfg, cfg, source, target, watched_base=watched_base, base_kept=base_kept)
+
+    need = needs(train_cfg)
     if not have or need.total <= have:
         return need
     tries = [train_cfg.replace(gradient_checkpointing=True), train_cfg.replace(precision="bf16"),
              train_cfg.replace(precision="bf16", gradient_checkpointing=True)]
     if not train_cfg.lora_rank:  # then LoRA: adapters only, the base frozen
-        tries += [cfg.replace(lora_rank=SUGGESTED_LORA_RANK) for cfg in (train_cfg, *tries[1:])]
-    tries += [tries[-1].replace(batch_size=b) for b in SMALLER_BATCHES if b < train_cfg.batch_size]
+        tries += [cfg.replace(lora_rank=SUGGESTED_LORA_RANK) for cfg in (train_cfg, *tries)]
+    leanest = [*[c for c in tries if c.precision != "bf16"][-1:], tries[-1]]  # without bf16, with it
+    tries += [cfg.replace(batch_size=b) for b in SMALLER_BATCHES if b < train_cfg.batch_size
+              for cfg in leanest]
     if not fast:  # emulated bf16 costs far more time than it saves: the others first
         tries = [c for c in tries if c.precision != "bf16"] + [c for c in tries if c.precision == "bf16"]
     where = "on the GPU" if device.type == "cuda" else "of RAM"
     line = (f"memory: this fine-tune needs about {need.total / GB:.1f} GB at its peak ({need.parts()}) "
             f"and {have / GB:.1f} GB {where} is available")
     for cfg in tries:
-        fits = estimate(model_cfg, cfg, source, target, watched_base=watched_base)
+        fits = needs(cfg)
         if fits.total <= have:
             slow = " (slow here: this device has no bf16 instructions)" \
                 if cfg.precision == "bf16" and train_cfg.precision != "bf16" and not fast else ""
             raise WontFit(f"{line}; it would fit with {option_flags(cfg, train_cfg)} "
                           f"(about {fits.total / GB:.1f} GB){slow}")
-    least = estimate(model_cfg, tries[-1], source, target, watched_base=watched_base)
-    raise WontFit(f"{line}; even {option_flags(tries[-1], train_cfg)} needs {least.total / GB:.1f} GB: "
-                  "the weights, their gradients and the optimiser's moments alone are too many for it")
+    least = min(tries, key=lambda cfg: needs(cfg).total)
+    lowest = needs(least)
+    why = "its base's float32 weights, as they are read, are too many for it" \
+        if lowest.loading > lowest.training - lowest.process else \
+        "the weights, their gradients and the optimiser's moments alone are too many for it"
+    raise WontFit(f"{line}; even {option_flags(least, train_cfg)} needs {lowest.total / GB:.1f} GB: {why}")
 
 
 def check_fine_tune(model_cfg: ModelConfig, train_cfg: TrainConfig, task,
-                    device: torch.device) -> MemoryEstimate:
+                    device: torch.device, base_kept: bool = True) -> MemoryEstimate:
     """check_fits of a planned fine-tune: its task's longest training pairs make its biggest
     batch (plus the start and end tokens), and watching keeps the base for --general pairs."""
     train = task.train
     return check_fits(model_cfg, train_cfg, int(train.source_lengths().max()) + 2,
                       int(train.target_lengths().max()) + 2, device,
-                      watched_base=bool(train_cfg.general and train_cfg.watch))
+                      watched_base=bool(train_cfg.general and train_cfg.watch), base_kept=base_kept)

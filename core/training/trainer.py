@@ -112,7 +112,7 @@ class Trainer:
     def __init__(self, model_cfg: ModelConfig | None = None, train_cfg: TrainConfig | None = None,
                  base: Checkpoint | None = None, processes: Processes | None = None,
                  base_info: dict | None = None, watch_base: Seq2Seq | None = None,
-                 check_memory: bool = False):
+                 check_memory: bool = False, base_given: bool = False):
         """A run of these configs. A fine-tune (train_cfg.init) starts from `base`, a loaded
         model (its weights, generation settings and task's vocabularies); `base_info` is what
         the file says of the base (computed from `base` when not given: a new fine-tune).
@@ -120,7 +120,10 @@ class Trainer:
         alone). A fine-tune is watched (core/training/watching.py) against the model it started
         from: `base`'s for a new one, `watch_base` for a resumed one (none given: not watched).
         check_memory: a fine-tune's estimated peak is checked against the machine before anything
-        is built (WontFit, one line, core/training/memory_estimate.py)."""
+        is built (WontFit, one line, core/training/memory_estimate.py). base_given: the caller
+        gives `base` up to the run (the command line, a resumed file; the app keeps its own): a
+        LoRA takes its tensors and leaves `base.model` empty (on the meta device), so under bf16
+        each float32 matrix is freed as its bf16 copy is made, rather than after the run is built."""
         if train_cfg is not None and train_cfg.init:
             if base is None:
                 raise ValueError(f"init: a fine-tune needs its base model loaded ({train_cfg.init})")
@@ -136,7 +139,8 @@ class Trainer:
         self.processes = processes or Processes.from_environment(self.device)
         self.memory: MemoryEstimate | None = None  # a checked fine-tune's estimated peak
         if train_cfg.init and check_memory:  # before anything is built
-            self.memory = check_fine_tune(model_cfg, train_cfg, self.task, self.device)
+            self.memory = check_fine_tune(model_cfg, train_cfg, self.task, self.device,
+                                          base_kept=not base_given)
         if self.device.type == "cuda" and self.processes.distributed:
             self.device = torch.device("cuda", self.processes.local_rank)  # one GPU a process
         # Every process draws each step's pairs (all processes' together) from the same seeded
@@ -155,6 +159,7 @@ class Trainer:
             if bug.data_task else self.task
         self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
+        self.lora = lora.LoraSpec.of(train_cfg)
         if base is not None:  # a fine-tune: the base's weights and how it generates
             with torch.device("meta"):  # no random weights drawn first: a model's worth of memory
                 self.model = Seq2Seq(model_cfg)
@@ -163,21 +168,23 @@ class Trainer:
             self.model = self.model.to(self.device)
             self.model.generation = base.model.generation
             train_as_family(self.model, self.task)
+            if base_given and self.lora is not None:  # the run's tensors are the base's only ones now
+                base.model.to("meta")
         else:
             self.model = Seq2Seq(model_cfg).to(self.device)
         self.model.checkpoint_layers = train_cfg.gradient_checkpointing
         # LoRA (core/model/lora.py): the base frozen, peft's adapters the only weights trained
-        self.lora = lora.LoraSpec.of(train_cfg)
+        # (made in float32 on the float32 base); under bf16 the frozen base's matrices held in
+        # bf16, half their memory (every pass of the run is under autocast): a given base's
+        # float32 matrices are freed one by one as they are converted
         if self.lora is not None:
             lora.add_adapters(self.model, self.lora)
-            if train_cfg.precision == "bf16":  # the frozen base's matrices held in bf16: half their
-                for p in self.model.parameters():  # memory; every pass of the run is under autocast
-                    if not p.requires_grad and p.dim() >= 2:  # (norms and biases stay float32)
-                        p.data = p.data.to(torch.bfloat16)
+            if train_cfg.precision == "bf16":
+                lora.hold_base_in(self.model, torch.bfloat16)
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
         self.optimizer = make_optimizer(self.trainable(), train_cfg, self.model)
-        if base is not None:
+        if base is not None and not (base_given and self.lora is not None):
             self._own_tensors(base.model)
         # torch.distributed's data parallel: gradients averaged over the processes in backward
         self._ddp = torch.nn.parallel.DistributedDataParallel(
@@ -233,9 +240,9 @@ class Trainer:
     def _own_tensors(self, base: Seq2Seq) -> None:
         """A copy of each tensor the model still shares with `base` (it took the base's tensors,
         and the optimiser moved what it trains into its own buffers): training never changes the
-        base a caller holds (Adafactor keeps no buffer of weights), and a base read from a file
-        (memory-mapped: one small view keeps the whole file resident) is freed once the caller
-        lets it go. Not a LoRA's in float32: its frozen base is the loaded tensors themselves."""
+        base a caller holds (Adafactor keeps no buffer of weights), and the base is freed once the
+        caller lets it go. Not a LoRA's in float32: its frozen base is the loaded tensors
+        themselves."""
         if self.lora is not None and self.cfg.precision == "fp32":
             return
         stored = {t.data_ptr() for t in (*base.parameters(), *base.buffers())}
@@ -636,7 +643,7 @@ class Trainer:
         # A fine-tune continues from the file itself: its weights, tokenisers and generation.
         try:
             trainer = cls(ckpt.model_config, saved_cfg, ckpt if saved_cfg.init else None, processes,
-                          base_info, watch_base)
+                          base_info, watch_base, base_given=True)  # the file's, opened here for the run
         except DataError:
             raise
         except ValueError as e:  # a training config that does not fit the saved model

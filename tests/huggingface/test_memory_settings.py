@@ -28,13 +28,13 @@ def marian(tmp_path_factory):
     return save_model(root / "marian", "marian"), pairs_file(root / "pairs.tsv", 24, seed=1)
 
 
-def trainer_of(marian, dropout: float = 0.1, **fields) -> Trainer:
+def trainer_of(marian, dropout: float = 0.1, base=None, base_given: bool = False, **fields) -> Trainer:
     folder, data = marian
-    base = checkpoints.load(str(folder))
+    base = base or checkpoints.load(str(folder))
     cfg = TrainConfig(task="data", data=str(data), valid=str(data), init=str(folder),
                       **{**fine_tune_defaults("marian"), "lr": 1e-3, "batch_size": 8, "steps": 5,
                          "eval_every": 0, "device": "cpu", "watch": False, **fields})
-    return Trainer(base.model_config.replace(dropout=dropout), cfg, base=base)
+    return Trainer(base.model_config.replace(dropout=dropout), cfg, base=base, base_given=base_given)
 
 
 def gradients(trainer: Trainer) -> dict[str, torch.Tensor]:
@@ -109,6 +109,22 @@ def test_under_lora_bf16_holds_the_frozen_matrices_in_bf16_and_the_loss_stays_ne
         want, got = fp32.train_step().loss, bf16.train_step().loss
         assert abs(got - want) <= BF16_LOSS_TOLERANCE * want, (got, want)
     assert bf16.evaluate().n > 0  # evaluation and watching run on the bf16 base too
+
+
+def test_a_given_base_is_the_runs_alone_and_the_run_is_a_kept_bases_step_for_step(marian):
+    # the command line gives its base to the run: the run holds its tensors alone (so a bf16
+    # LoRA's float32 matrices are freed as they are converted), the file still records the
+    # float32 base, and the adapters are made as on a kept base, in float32
+    kept = trainer_of(marian, dropout=0.0, lora_rank=4, precision="bf16")
+    base = checkpoints.load(str(marian[0]))
+    given = trainer_of(marian, dropout=0.0, lora_rank=4, precision="bf16", base=base, base_given=True)
+    assert {p.device.type for p in base.model.parameters()} == {"meta"}  # holds nothing now
+    frozen = [p for p in given.model.parameters() if not p.requires_grad and p.dim() >= 2]
+    assert frozen and {p.dtype for p in frozen} == {torch.bfloat16}
+    assert {p.dtype for p in given.trainable()} == {torch.float32}
+    assert given.base_info["sha256"] == kept.base_info["sha256"]
+    for _ in range(4):
+        assert given.train_step().loss == kept.train_step().loss
 
 
 def test_gradient_checkpointing_gives_a_loras_adapters_the_same_gradients(marian):

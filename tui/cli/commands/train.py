@@ -290,7 +290,8 @@ def _fine_tune(opts):
         raise click.BadParameter(f"{train_cfg.max_length} is more than the {model_cfg.max_len} positions "
                                  f"{opts['init']} holds (give at most {model_cfg.max_len}; 0: all of them)",
                                  param_hint="--max-length")
-    return Trainer(model_cfg, train_cfg, base=base, check_memory=opts["memory_check"])
+    # the base goes to the run: a bf16 LoRA makes its matrices bf16 where they are
+    return Trainer(model_cfg, train_cfg, base=base, check_memory=opts["memory_check"], base_given=True)
 
 
 def _watch_base(saved):
