@@ -66,8 +66,13 @@ class MemoryEstimate:
         return sum(getattr(self, f.name) for f in fields(self) if f.name != "loading")
 
     @property
+    def loading_is_peak(self) -> bool:
+        """Whether reading the base takes more than training will."""
+        return self.loading + self.process > self.training
+
+    @property
     def total(self) -> int:
-        return max(self.training, self.loading + self.process)
+        return self.loading + self.process if self.loading_is_peak else self.training
 
     def parts(self) -> str:
         """'weights 0.30, gradients 0.30, optimiser 0.59, activations 0.21, process 0.42 GB', and
@@ -75,7 +80,7 @@ class MemoryEstimate:
         shown = [f"{f.name} {getattr(self, f.name) / GB:.2f}" for f in fields(self)
                  if getattr(self, f.name) and f.name != "loading"]
         training = ", ".join(shown) + " GB"
-        if self.loading + self.process <= self.training:
+        if not self.loading_is_peak:
             return training
         return f"loading {self.loading / GB:.2f}, process {self.process / GB:.2f} GB; then {training}"
 
@@ -224,17 +229,17 @@ def check_fits(model_cfg: ModelConfig, train_cfg: TrainConfig, source: int, targ
     where = "on the GPU" if device.type == "cuda" else "of RAM"
     line = (f"memory: this fine-tune needs about {need.total / GB:.1f} GB at its peak ({need.parts()}) "
             f"and {have / GB:.1f} GB {where} is available")
+    tried = []
     for cfg in tries:
         fits = needs(cfg)
+        tried.append((fits, cfg))
         if fits.total <= have:
             slow = " (slow here: this device has no bf16 instructions)" \
                 if cfg.precision == "bf16" and train_cfg.precision != "bf16" and not fast else ""
             raise WontFit(f"{line}; it would fit with {option_flags(cfg, train_cfg)} "
                           f"(about {fits.total / GB:.1f} GB){slow}")
-    least = min(tries, key=lambda cfg: needs(cfg).total)
-    lowest = needs(least)
-    why = "its base's float32 weights, as they are read, are too many for it" \
-        if lowest.loading > lowest.training - lowest.process else \
+    lowest, least = min(tried, key=lambda pair: pair[0].total)
+    why = "its base's float32 weights, as they are read, are too many for it" if lowest.loading_is_peak else \
         "the weights, their gradients and the optimiser's moments alone are too many for it"
     raise WontFit(f"{line}; even {option_flags(least, train_cfg)} needs {lowest.total / GB:.1f} GB: {why}")
 

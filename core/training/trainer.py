@@ -160,6 +160,7 @@ class Trainer:
         self._feed = bug.feed
         torch.manual_seed(train_cfg.seed)  # weight init and dropout draw from the global RNG
         self.lora = lora.LoraSpec.of(train_cfg)
+        base_taken = base is not None and base_given and self.lora is not None  # the run's alone
         if base is not None:  # a fine-tune: the base's weights and how it generates
             with torch.device("meta"):  # no random weights drawn first: a model's worth of memory
                 self.model = Seq2Seq(model_cfg)
@@ -168,7 +169,7 @@ class Trainer:
             self.model = self.model.to(self.device)
             self.model.generation = base.model.generation
             train_as_family(self.model, self.task)
-            if base_given and self.lora is not None:  # the run's tensors are the base's only ones now
+            if base_taken:  # the run's tensors are the base's only ones now
                 base.model.to("meta")
         else:
             self.model = Seq2Seq(model_cfg).to(self.device)
@@ -184,7 +185,7 @@ class Trainer:
         # Adam: torch's fused kernel over one flat buffer of all parameters, without torch.optim's
         # first-call import of torch._dynamo (core/training/optim.py); or Adafactor
         self.optimizer = make_optimizer(self.trainable(), train_cfg, self.model)
-        if base is not None and not (base_given and self.lora is not None):
+        if base is not None and not base_taken:
             self._own_tensors(base.model)
         # torch.distributed's data parallel: gradients averaged over the processes in backward
         self._ddp = torch.nn.parallel.DistributedDataParallel(
