@@ -1,7 +1,7 @@
 """LoRA fine-tunes (`train --init MODEL --lora R`, core/model/lora.py) held to transformers + peft:
-on tiny folders made by transformers, five steps of minitx's Trainer give the adapters a plain
-transformers loop with peft's LoraConfig gives (same initial adapters, same pairs, AdamW); the
-file holds the adapters and its base's record and opens through the base; a PEFT folder exported
+on tiny folders made by transformers, each of five steps of minitx's Trainer is the loss and
+gradients of transformers' model with peft's LoraConfig at the same adapters, and torch's AdamW
+step of them; the file holds the adapters and its base's record and opens through the base; a PEFT folder exported
 from it loads into transformers' model with no missing or unexpected key and decodes as minitx."""
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from minitx.core.model import lora
 from minitx.core.training.fine_tune import fine_tune_defaults
 from minitx.core.training.trainer import Trainer
 from tests.huggingface.changed_folders import write_pairs
-from tests.huggingface.conftest import adamw_loop, labelled_batch, reference_tokeniser
+from tests.huggingface.conftest import labelled_batch, reference_tokeniser
 from tests.huggingface.test_exact import assert_same_but_ties, generate, generated
+from tests.huggingface.test_fine_tune_exact import close
 from tests.huggingface.tiny_folders import load_reference, save_model
 
 peft = pytest.importorskip("peft")
@@ -35,6 +36,9 @@ PAIRS = [("the cat sat on the mat", "die Katze sass auf der Matte"),
          ("where is the station", "wo ist der Bahnhof")]
 STEPS = 5
 LR = 1e-2  # large enough that five steps move every adapter well past rounding
+# of a gradient's norm: float32's rounding through the network, up to 1e-5 seen (Marian's A at
+# step 2, where B is still one step from zero); a wrong scale or module is off by 1e-2 or more
+GRADIENT_TOL = 1e-4
 
 
 @pytest.fixture(scope="module", params=("marian", "t5"))
@@ -61,43 +65,68 @@ def lora_trainer(family, path, tmp_path, **fields) -> Trainer:
     return Trainer(base.model_config.replace(dropout=0.0), cfg, base=base)
 
 
-def test_lora_fine_tune_gives_the_adapters_of_transformers_and_peft_after_five_steps(folder, tmp_path):
+def test_each_lora_step_is_transformers_and_peft_gradient_and_adamw_step(folder, tmp_path):
+    """Five steps of minitx's Trainer, each held to transformers + peft from the adapters minitx
+    had at that step: peft's model (LoraConfig of the same rank, alpha and modules) gives the
+    same loss and the same gradient of every adapter; and torch.optim.AdamW, fed those gradients
+    and clipped as transformers' Trainer clips, reaches minitx's adapters. Two loops run apart
+    instead would part by more than rounding: Adam divides each element's step by the root of
+    its second moment, so at this learning rate the order of a matrix product's sums (a
+    different memory layout is enough) grew to 4e-4 of an adapter's norm in five steps."""
     family, path = folder
     trainer = lora_trainer(family, path, tmp_path)
     trained = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
     assert trained and all(".lora_" in n for n in trained)  # only the adapters train
-    start = {k: t.clone() for k, t in lora.adapter_tensors(trainer.model).items()}
+    my_gradients = {}  # adapter -> each gradient backward made (the first: the watch's numerics pass)
+    for name, layer in lora.adapted_layers(trainer.model).items():
+        for part in ("lora_A", "lora_B"):
+            getattr(layer, part)[lora.ADAPTER].weight.register_post_accumulate_grad_hook(
+                lambda p, key=f"{name}.{part}": my_gradients.setdefault(key, []).append(p.grad.clone()))
+    before, losses = [], []  # the adapters each step started from; each step's loss
     for _ in range(STEPS):
-        trainer.train_step()
+        before.append({k: t.clone() for k, t in lora.adapter_tensors(trainer.model).items()})
+        losses.append(trainer.train_step().loss)
     mine = lora.adapter_tensors(trainer.model)
+    my_gradients = {name: steps[-STEPS:] for name, steps in my_gradients.items()}
 
     reference = load_reference(path)
-    names = hf_module_names(family if family != "t5" else "t5", trainer.model)
+    names = hf_module_names(family, trainer.model)
     config = peft.LoraConfig(r=4, lora_alpha=16.0, lora_dropout=0.0,
-                             target_modules=sorted(names[m.removesuffix(".lora_A")] for m in start
+                             target_modules=sorted(names[m.removesuffix(".lora_A")] for m in mine
                                                    if m.endswith(".lora_A")))
-    reference = peft.get_peft_model(reference, config)
-    theirs = dict(reference.named_parameters())
-    with torch.no_grad():  # the same initial adapters (peft draws A at random)
-        for name, t in start.items():
-            module, _, part = name.rpartition(".")
-            theirs[f"{PEFT_PREFIX}{names[module]}.{part}.default.weight"].copy_(t)
-    batch, labels = labelled_batch(path, PAIRS)
-    params = [p for p in reference.parameters() if p.requires_grad]
-    assert len(params) == len(mine)
-    cfg = trainer.cfg
-    optimiser = torch.optim.AdamW(params, lr=LR, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
-                                  weight_decay=cfg.weight_decay)
-    reference.eval()
-    adamw_loop(reference, batch, labels, optimiser, params, cfg.clip_grad_norm, STEPS)
-    bad = []
-    for name, t in mine.items():
+    reference = peft.get_peft_model(reference, config).eval()
+    theirs = {}  # minitx's adapter name -> peft's parameter
+    for name in mine:
         module, _, part = name.rpartition(".")
-        expected = theirs[f"{PEFT_PREFIX}{names[module]}.{part}.default.weight"].detach()
-        assert not torch.equal(t, start[name])  # it moved
-        if float((t - expected).abs().max()) > 1e-5:
-            bad.append(name)
-    assert not bad, f"{family} adapters differ from peft's: {bad}"
+        theirs[name] = reference.get_parameter(f"{PEFT_PREFIX}{names[module]}.{part}.default.weight")
+    assert {id(p) for p in theirs.values()} == {id(p) for p in reference.parameters() if p.requires_grad}
+    batch, labels = labelled_batch(path, PAIRS)
+    bad = []
+    for step, adapters in enumerate(before):
+        with torch.no_grad():  # minitx's adapters at this step (peft draws its own A at random)
+            for name, t in adapters.items():
+                theirs[name].copy_(t)
+        reference.zero_grad()
+        loss = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         labels=labels).loss
+        loss.backward()
+        assert losses[step] == pytest.approx(loss.item(), rel=1e-5), f"step {step + 1}'s loss"
+        bad += [f"step {step + 1}: {name}" for name, p in theirs.items()
+                if not close(my_gradients[name][step], p.grad, tol=GRADIENT_TOL)]
+    assert not bad, f"{family} adapters' gradients differ from peft's: {bad}"
+    assert all(not torch.equal(t, before[0][name]) for name, t in mine.items())  # every adapter moved
+
+    adapters = {name: t.clone().requires_grad_() for name, t in before[0].items()}
+    cfg = trainer.cfg
+    optimiser = torch.optim.AdamW(adapters.values(), lr=LR, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
+                                  weight_decay=cfg.weight_decay)
+    for step in range(STEPS):
+        for name, t in adapters.items():
+            t.grad = my_gradients[name][step].clone()
+        torch.nn.utils.clip_grad_norm_(list(adapters.values()), cfg.clip_grad_norm)
+        optimiser.step()
+    bad = [name for name, t in mine.items() if not close(t, adapters[name].detach())]
+    assert not bad, f"{family} adapters after {STEPS} steps differ from torch's AdamW's: {bad}"
 
 
 def test_lora_file_holds_adapters_and_opens_through_its_base(marian, tmp_path):
