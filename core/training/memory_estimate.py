@@ -72,7 +72,7 @@ class MemoryEstimate:
 
     @property
     def total(self) -> int:
-        return self.loading + self.process if self.loading_is_peak else self.training
+        return max(self.training, self.loading + self.process)
 
     def parts(self) -> str:
         """'weights 0.30, gradients 0.30, optimiser 0.59, activations 0.21, process 0.42 GB', and

@@ -1,8 +1,9 @@
 """LoRA fine-tunes (`train --init MODEL --lora R`, core/model/lora.py) held to transformers + peft:
 on tiny folders made by transformers, each of five steps of minitx's Trainer is the loss and
 gradients of transformers' model with peft's LoraConfig at the same adapters, and torch's AdamW
-step of them; the file holds the adapters and its base's record and opens through the base; a PEFT folder exported
-from it loads into transformers' model with no missing or unexpected key and decodes as minitx."""
+step of them; the file holds the adapters and its base's record and opens through the base; a
+PEFT folder exported from it loads into transformers' model with no missing or unexpected key
+and decodes as minitx."""
 
 from __future__ import annotations
 
