@@ -18,6 +18,7 @@ os.environ["OMP_NUM_THREADS"] = "1"
 sys.dont_write_bytecode = False
 
 import pytest  # noqa: E402
+import textual._wait  # noqa: E402
 import torch  # noqa: E402
 
 from minitx.core.config import ModelConfig, TrainConfig  # noqa: E402
@@ -27,6 +28,12 @@ from minitx.core.config import ModelConfig, TrainConfig  # noqa: E402
 pytest_plugins = ["tests.reference_models.fixtures"]
 
 torch.set_num_threads(1)
+
+# Textual's pilot, after every key and pause, waits for the app to go idle: it sleeps in slices
+# until one slice used under a twentieth of its length in CPU. In 5 ms slices, not Textual's 20 ms,
+# it sees the same idle sooner: the app tests' main cost (docs/performance.md, "The test suite").
+textual._wait.SLEEP_GRANULARITY = 1 / 200
+textual._wait.SLEEP_IDLE = textual._wait.SLEEP_GRANULARITY / 20
 
 # The second tier: what proves the whole more than any behaviour, and takes minutes (the
 # reference recipe trained end to end, the wheel built and installed, every benchmark's smoke

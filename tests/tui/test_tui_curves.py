@@ -146,6 +146,7 @@ async def test_compare_overlays_a_and_b_curves_with_a_legend(two_runs):
         assert isinstance(screen, CompareScreen)
         await wait_for(pilot, lambda: bool(screen.steppers), "both models")
         await pilot.press("v")  # v: curves, as in Train (u there hands a finished run to Explore)
+        await pilot.pause()  # the shown chart laid out at its width, as the screen's next refresh does
         chart = screen.query_one(CurveChart)
         assert [label for label, _ in chart.runs] == ["A run0.safetensors", "B run1.safetensors"]
         heading = chart.render().plain.splitlines()[0]

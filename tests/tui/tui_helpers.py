@@ -16,12 +16,15 @@ def reverse_checkpoint() -> str:
 
 
 async def wait_for(pilot, condition, what: str = "condition", timeout: float = TIMEOUT) -> float:
-    """Pause the pilot until condition() holds; returns the seconds it took."""
+    """Pause the pilot until condition() holds, then until the messages it brought are handled
+    and the screen laid out as its next refresh would (a test reads what a person would see);
+    returns the seconds it took."""
     start = time.monotonic()
     while not condition():
         if time.monotonic() - start > timeout:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         await pilot.pause(0.02)
+    await pilot.pause(0)
     return time.monotonic() - start
 
 
