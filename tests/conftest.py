@@ -20,6 +20,7 @@ sys.dont_write_bytecode = False
 import pytest  # noqa: E402
 import textual._wait  # noqa: E402
 import torch  # noqa: E402
+from textual.css.stylesheet import Stylesheet  # noqa: E402
 
 from minitx.core.config import ModelConfig, TrainConfig  # noqa: E402
 
@@ -34,6 +35,22 @@ torch.set_num_threads(1)
 # it sees the same idle sooner: the app tests' main cost (docs/performance.md, "The test suite").
 textual._wait.SLEEP_GRANULARITY = 1 / 200
 textual._wait.SLEEP_IDLE = textual._wait.SLEEP_GRANULARITY / 20
+
+# Each new app parses every widget's CSS again (Textual caches the rules per stylesheet, that is
+# per app): a tenth of an app test's time, for some two hundred apps. One cache for the process,
+# keyed also by the theme's variables, which the parse substitutes; parsed rules are only read.
+_PARSED_CSS: dict = {}
+_parse_rules = Stylesheet._parse_rules
+
+
+def _parse_rules_once(self, css, read_from, is_default_rules=False, tie_breaker=0, scope=""):
+    key = (css, read_from, is_default_rules, tie_breaker, scope, tuple(sorted(self._variables.items())))
+    if key not in _PARSED_CSS:
+        _PARSED_CSS[key] = _parse_rules(self, css, read_from, is_default_rules, tie_breaker, scope)
+    return _PARSED_CSS[key]
+
+
+Stylesheet._parse_rules = _parse_rules_once
 
 # The second tier: what proves the whole more than any behaviour, and takes minutes (the
 # reference recipe trained end to end, the wheel built and installed, every benchmark's smoke
