@@ -18,7 +18,6 @@ os.environ["OMP_NUM_THREADS"] = "1"
 sys.dont_write_bytecode = False
 
 import pytest  # noqa: E402
-import textual._wait  # noqa: E402
 import torch  # noqa: E402
 from textual.css.stylesheet import Stylesheet  # noqa: E402
 
@@ -29,12 +28,6 @@ from minitx.core.config import ModelConfig, TrainConfig  # noqa: E402
 pytest_plugins = ["tests.reference_models.fixtures"]
 
 torch.set_num_threads(1)
-
-# Textual's pilot, after every key and pause, waits for the app to go idle: it sleeps in slices
-# until one slice used under a twentieth of its length in CPU. In 5 ms slices, not Textual's 20 ms,
-# it sees the same idle sooner: the app tests' main cost (docs/performance.md, "The test suite").
-textual._wait.SLEEP_GRANULARITY = 1 / 200
-textual._wait.SLEEP_IDLE = textual._wait.SLEEP_GRANULARITY / 20
 
 # Each new app parses every widget's CSS again (Textual caches the rules per stylesheet, that is
 # per app): a tenth of an app test's time, for some two hundred apps. One cache for the process,
